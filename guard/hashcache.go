@@ -1,0 +1,235 @@
+package guard
+
+import (
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/zeebo/xxh3"
+)
+
+// FileID is a file identity on the backing filesystem: (device, inode). Hard
+// links share it, and a symlink resolves to its target's, so every alias of a
+// file shares one read record (seed 002: "link.txt and real.txt share a single
+// tracker entry").
+type FileID struct {
+	Dev uint64 // st_dev of the backing file
+	Ino uint64 // st_ino of the backing file
+}
+
+// Stat is the part of stat(2) the guard uses: the identity and the fields of
+// the hash-cache key.
+type Stat struct {
+	ID      FileID
+	Size    int64  // bytes
+	MtimeNs int64  // st_mtim, ns since the epoch
+	CtimeNs int64  // st_ctim, ns since the epoch (not settable by users, so a key with it cannot be forged by utimens)
+	Mode    uint32 // st_mode (type and permission bits)
+	Nlink   uint64 // st_nlink
+}
+
+// StatOf converts a stat(2) result.
+func StatOf(st *syscall.Stat_t) Stat {
+	return Stat{
+		ID:      FileID{Dev: uint64(st.Dev), Ino: st.Ino},
+		Size:    st.Size,
+		MtimeNs: st.Mtim.Nano(),
+		CtimeNs: st.Ctim.Nano(),
+		Mode:    st.Mode,
+		Nlink:   uint64(st.Nlink),
+	}
+}
+
+// Mtime returns the modification time.
+func (s Stat) Mtime() time.Time { return time.Unix(0, s.MtimeNs) }
+
+// Hash is an xxh3-128 content hash. The zero Hash means "not known".
+type Hash struct{ Hi, Lo uint64 }
+
+// IsZero reports whether h is the zero (unknown) hash.
+func (h Hash) IsZero() bool { return h == Hash{} }
+
+// String returns the canonical 32-digit hex form.
+func (h Hash) String() string {
+	b := xxh3.Uint128{Hi: h.Hi, Lo: h.Lo}.Bytes()
+	return hex.EncodeToString(b[:])
+}
+
+// HashBytes hashes b (xxh3-128).
+func HashBytes(b []byte) Hash {
+	u := xxh3.Hash128(b)
+	return Hash{Hi: u.Hi, Lo: u.Lo}
+}
+
+// hashKey is the hash cache's key: a stat identity. Any write changes size or
+// mtime/ctime; ctime cannot be set back by utimens.
+type hashKey struct {
+	id               FileID
+	size             int64
+	mtimeNs, ctimeNs int64
+}
+
+func keyOf(s Stat) hashKey {
+	return hashKey{id: s.ID, size: s.Size, mtimeNs: s.MtimeNs, ctimeNs: s.CtimeNs}
+}
+
+// hashEntry is the one cached hash of a file identity: only the newest stat
+// key of a file can ever match again, so older ones are not kept.
+type hashEntry struct {
+	key      hashKey
+	hash     Hash
+	hashedAt int64 // ns: when reading the content began
+}
+
+// HashCache maps stat identities to content hashes so an unchanged file is not
+// read again. It applies git's racy-timestamp rule (git's "racy git" problem,
+// Documentation/technical/racy-git.txt): an entry whose file was modified less
+// than Granularity before the hash began is not trusted, because a later write
+// within the same timestamp tick would leave the key unchanged; such a file is
+// rehashed on every lookup until its mtime is safely in the past. A changed byte
+// under an unchanged mtime is therefore caught, while touch and byte-identical
+// rewrites still hash the same.
+//
+// Concurrency: safe for concurrent use. Hashing happens outside the lock.
+type HashCache struct {
+	// Granularity is the backing filesystem's timestamp granularity as seen
+	// by the racy rule (ns resolution on ext4 and tmpfs, but stamped from a
+	// coarse clock that ticks every jiffy; seconds on some network and FAT
+	// filesystems).
+	Granularity time.Duration
+	// Max bounds the number of entries; past it half the entries are
+	// dropped (they are only a cache).
+	Max int
+	now func() time.Time
+
+	mu      sync.Mutex
+	entries map[FileID]hashEntry
+
+	hits, misses, racy, hashedBytes atomic.Uint64
+}
+
+// NewHashCache returns an empty cache. granularity <= 0 means 1 s; max <= 0
+// means 1<<17 entries. now is the clock (nil: time.Now).
+func NewHashCache(granularity time.Duration, max int, now func() time.Time) *HashCache {
+	if granularity <= 0 {
+		granularity = time.Second
+	}
+	if max <= 0 {
+		max = 1 << 17
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &HashCache{Granularity: granularity, Max: max, now: now, entries: make(map[FileID]hashEntry)}
+}
+
+// Sum returns the content hash of the file behind open, whose stat the caller
+// observed as st. A cache hit (same stat identity, not racy) reads nothing.
+// Otherwise it opens the file, hashes it and caches the result under the stat
+// of the open descriptor, only if that stat did not change while hashing.
+//
+// Errors: those of open, read and fstat, unwrapped (an ENOENT of a file removed
+// meanwhile reaches the caller as such).
+func (c *HashCache) Sum(st Stat, open func() (*os.File, error)) (Hash, error) {
+	if h, ok := c.lookup(keyOf(st)); ok {
+		c.hits.Add(1)
+		return h, nil
+	}
+	c.misses.Add(1)
+	f, err := open()
+	if err != nil {
+		return Hash{}, err
+	}
+	defer f.Close()
+	var before, after syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &before); err != nil {
+		return Hash{}, err
+	}
+	started := c.now().UnixNano()
+	hs := xxh3.New()
+	n, err := io.Copy(hs, f)
+	if err != nil {
+		return Hash{}, fmt.Errorf("hashing: %w", err)
+	}
+	c.hashedBytes.Add(uint64(n))
+	u := hs.Sum128()
+	h := Hash{Hi: u.Hi, Lo: u.Lo}
+	if err := syscall.Fstat(int(f.Fd()), &after); err != nil {
+		return Hash{}, err
+	}
+	if k := keyOf(StatOf(&before)); k == keyOf(StatOf(&after)) {
+		c.store(hashEntry{key: k, hash: h, hashedAt: started})
+	}
+	return h, nil
+}
+
+// lookup returns a trusted entry for k.
+func (c *HashCache) lookup(k hashKey) (Hash, bool) {
+	c.mu.Lock()
+	e, ok := c.entries[k.id]
+	c.mu.Unlock()
+	if !ok || e.key != k {
+		return Hash{}, false
+	}
+	// Racy: the file was modified within one timestamp tick of the moment
+	// its content was read, so a later write may share this key.
+	if k.mtimeNs+int64(c.Granularity) >= e.hashedAt || k.ctimeNs+int64(c.Granularity) >= e.hashedAt {
+		c.racy.Add(1)
+		return Hash{}, false
+	}
+	return e.hash, true
+}
+
+func (c *HashCache) store(e hashEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) >= c.Max {
+		drop := len(c.entries) / 2
+		for old := range c.entries {
+			if drop == 0 {
+				break
+			}
+			delete(c.entries, old)
+			drop--
+		}
+	}
+	c.entries[e.key.id] = e
+}
+
+// Invalidate drops every entry of the file identity id (an external change
+// reported by the watcher).
+func (c *HashCache) Invalidate(id FileID) {
+	c.mu.Lock()
+	delete(c.entries, id)
+	c.mu.Unlock()
+}
+
+// Reset drops every entry (lost watcher events).
+func (c *HashCache) Reset() {
+	c.mu.Lock()
+	c.entries = make(map[FileID]hashEntry)
+	c.mu.Unlock()
+}
+
+// HashStats are the cache's counters for .rubino/status.
+type HashStats struct {
+	Hits        uint64 `json:"hits"`         // lookups answered without reading
+	Misses      uint64 `json:"misses"`       // lookups that read the file
+	Racy        uint64 `json:"racy"`         // entries found but not trusted (racy timestamp)
+	HashedBytes uint64 `json:"hashed_bytes"` // bytes read for hashing
+	Entries     int    `json:"entries"`
+}
+
+// Stats returns the counters.
+func (c *HashCache) Stats() HashStats {
+	c.mu.Lock()
+	n := len(c.entries)
+	c.mu.Unlock()
+	return HashStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Racy: c.racy.Load(),
+		HashedBytes: c.hashedBytes.Load(), Entries: n}
+}

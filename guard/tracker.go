@@ -1,0 +1,275 @@
+package guard
+
+import (
+	"os"
+	"sync"
+	"time"
+)
+
+// DedupTTL is how long a duplicate-read window stays valid (seed 000,
+// DEDUP_TTL_SECONDS = 120): past it the reader may legitimately want the bytes
+// again, so the content is served rather than reported as a duplicate.
+const DedupTTL = 120 * time.Second
+
+// Target is a file about to be read, written or decided on: its
+// workspace-relative path (for display only; identity is Stat.ID), its stat,
+// and a way to open its content for hashing. Open must open the very file
+// Stat describes (fusefs opens the backing path with O_NOFOLLOW, or the
+// handle's own descriptor through /proc/self/fd).
+type Target struct {
+	Path string
+	Stat Stat
+	Open func() (*os.File, error)
+}
+
+// Range is one elided range of a skeleton: First is the first line (1-based,
+// as the seed's [first_line, line_count]), Count the number of lines.
+type Range struct {
+	First, Count int64
+}
+
+// record is what a session last knew of one file identity (seed 000 @state:
+// "the last state we KNOW for this path, whether from a read or from the
+// agent's own write").
+type record struct {
+	path    string
+	mtimeNs int64
+	size    int64
+	hash    Hash
+	at      time.Time // when the record was made
+	written bool      // the last event was the session's own write
+}
+
+// windowKey is one read window of the dedup map (seed 000 @windows key
+// [path, offset, limit]).
+type windowKey struct {
+	id            FileID
+	offset, limit int64
+}
+
+type window struct {
+	hash Hash
+	at   time.Time
+}
+
+// Tracker is one session's read tracker: the seed's Rubino::Tools::ReadTracker
+// (seed 000), keyed on file identity instead of canonical path (seed 002's
+// canonical-path rule, taken one step further so hard links share a record
+// too). The content hash is authoritative; mtime is only kept for display and
+// MtimeAtRead.
+//
+// Concurrency: every method is safe for concurrent use (the seed's @mutex).
+// Methods that hash read the file outside the lock.
+type Tracker struct {
+	session string
+	hashes  *HashCache
+	now     func() time.Time
+
+	mu        sync.Mutex
+	state     map[FileID]*record
+	windows   map[windowKey]window
+	recover   map[FileID]bool
+	skeletons map[FileID][]Range
+}
+
+func newTracker(session string, hashes *HashCache, now func() time.Time) *Tracker {
+	return &Tracker{
+		session:   session,
+		hashes:    hashes,
+		now:       now,
+		state:     make(map[FileID]*record),
+		windows:   make(map[windowKey]window),
+		recover:   make(map[FileID]bool),
+		skeletons: make(map[FileID][]Range),
+	}
+}
+
+// Session returns the tracker's session id.
+func (t *Tracker) Session() string { return t.session }
+
+// hashOf returns h when it is known, or the content hash of tg.
+func (t *Tracker) hashOf(tg Target, h Hash) (Hash, error) {
+	if !h.IsZero() {
+		return h, nil
+	}
+	return t.hashes.Sum(tg.Stat, tg.Open)
+}
+
+// Register records a successful read of tg (seed 000 #register): mtime and
+// content hash are stashed so a later write can confirm the file unchanged.
+// h is the hash of the bytes served when the caller knows it; the zero Hash
+// makes Register hash the file. Errors are those of hashing (the read is then
+// not registered, and a later write is refused as unread: fail closed).
+func (t *Tracker) Register(tg Target, h Hash) error {
+	h, err := t.hashOf(tg, h)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.state[tg.Stat.ID] = &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, size: tg.Stat.Size, hash: h, at: t.now()}
+	t.mu.Unlock()
+	return nil
+}
+
+// NoteWrite records the session's own successful write of tg (seed 000
+// #note_write, r5 B2): the new content is authoritative, so the next edit does
+// not trip the stale-read guard; any pending edit-failure recovery and the
+// file's dedup windows are cleared. h as for Register.
+func (t *Tracker) NoteWrite(tg Target, h Hash) error {
+	h, err := t.hashOf(tg, h)
+	if err != nil {
+		return err
+	}
+	id := tg.Stat.ID
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.state[id] = &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, size: tg.Stat.Size, hash: h, at: t.now(), written: true}
+	delete(t.recover, id)
+	for k := range t.windows {
+		if k.id == id {
+			delete(t.windows, k)
+		}
+	}
+	return nil
+}
+
+// Fresh reports whether the file still matches what the session last saw
+// (seed 000 #fresh?). The hash is authoritative: a newer mtime only means
+// "recheck", and an equal or older mtime still rechecks the hash (through the
+// hash cache, whose racy rule catches a changed byte under an unchanged
+// mtime). False when the session never saw the file. Errors are those of
+// hashing.
+func (t *Tracker) Fresh(tg Target) (bool, error) {
+	t.mu.Lock()
+	r, ok := t.state[tg.Stat.ID]
+	var want Hash
+	if ok {
+		want = r.hash
+	}
+	t.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	got, err := t.hashes.Sum(tg.Stat, tg.Open)
+	if err != nil {
+		return false, err
+	}
+	return got == want, nil
+}
+
+// Seen reports whether the session has a record of id (seed 000 #seen?).
+func (t *Tracker) Seen(id FileID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.state[id]
+	return ok
+}
+
+// MtimeAtRead returns the mtime recorded at the last read or own write of id
+// (seed 000 #mtime_at_read), and false when there is none.
+func (t *Tracker) MtimeAtRead(id FileID) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.state[id]
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.Unix(0, r.mtimeNs), true
+}
+
+// DuplicateRead records a read of the window [offset, offset+limit) of tg and
+// reports whether it duplicates an earlier one (seed 000 #duplicate_read?, r5
+// B3): true only when the same window was served before, the bytes still hash
+// the same, at most DedupTTL has passed, and no edit-failure recovery is
+// pending. A pending recovery is consumed (one fresh read). Otherwise the
+// window is recorded and false returned: serve the content. Skips work, never
+// serves stale bytes. h as for Register.
+func (t *Tracker) DuplicateRead(tg Target, offset, limit int64, h Hash) (bool, error) {
+	h, err := t.hashOf(tg, h)
+	if err != nil {
+		return false, err
+	}
+	id := tg.Stat.ID
+	k := windowKey{id: id, offset: offset, limit: limit}
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.recover[id] {
+		delete(t.recover, id)
+		t.windows[k] = window{hash: h, at: now}
+		return false, nil
+	}
+	if prior, ok := t.windows[k]; ok && prior.hash == h && now.Sub(prior.at) <= DedupTTL {
+		return true, nil
+	}
+	t.windows[k] = window{hash: h, at: now}
+	return false, nil
+}
+
+// NoteEditFailure flags that the session's last edit of id failed (seed 000
+// #note_edit_failure, r5 B3): the next DuplicateRead of it serves fresh
+// content once. fusefs calls it when the guard refuses a mutation, so the
+// recovery read after EACCES is never deduplicated.
+func (t *Tracker) NoteEditFailure(id FileID) {
+	t.mu.Lock()
+	t.recover[id] = true
+	t.mu.Unlock()
+}
+
+// NoteSkeleton records that id was sent as a skeleton with these elided
+// ranges (seed 000 #note_skeleton), replacing any earlier record: a re-read
+// re-skeletons from scratch.
+func (t *Tracker) NoteSkeleton(id FileID, ranges []Range) {
+	t.mu.Lock()
+	t.skeletons[id] = append([]Range(nil), ranges...)
+	t.mu.Unlock()
+}
+
+// DrillIn reports whether the targeted read window of lines [offset,
+// offset+limit-1] overlaps a range elided in the last skeleton of id (seed 000
+// #drill_in?): the reader is drilling into a body the skeleton hid. Read-only.
+func (t *Tracker) DrillIn(id FileID, offset, limit int64) bool {
+	winEnd := offset + limit - 1
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range t.skeletons[id] {
+		if r.First <= winEnd && r.First+r.Count-1 >= offset {
+			return true
+		}
+	}
+	return false
+}
+
+// forget drops everything the session knows of id.
+func (t *Tracker) forget(id FileID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.state, id)
+	delete(t.recover, id)
+	delete(t.skeletons, id)
+	for k := range t.windows {
+		if k.id == id {
+			delete(t.windows, k)
+		}
+	}
+}
+
+// rename changes the display path of id's record.
+func (t *Tracker) rename(id FileID, path string) {
+	t.mu.Lock()
+	if r, ok := t.state[id]; ok {
+		r.path = path
+	}
+	t.mu.Unlock()
+}
+
+// snapshot copies the records.
+func (t *Tracker) snapshot() map[FileID]record {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[FileID]record, len(t.state))
+	for id, r := range t.state {
+		out[id] = *r
+	}
+	return out
+}
