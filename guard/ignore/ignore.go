@@ -1,0 +1,370 @@
+// Package ignore decides which workspace paths are exempt from the write
+// guard: everything inside a .git directory (git's own bookkeeping, which git
+// commands rewrite constantly), paths matching an --exempt glob, and — unless
+// the guard is told to cover them — paths git ignores (build output, caches,
+// editor swap files: nothing a reviewer would ever see in a diff).
+//
+// Ignore rules come from the .gitignore file of every directory (loaded
+// lazily, the first time a path below that directory is queried, and cached
+// until Invalidate) and from .git/info/exclude, with git's precedence and
+// negation. Patterns are parsed and matched by go-git's gitignore package;
+// the wrapper corrects the places where go-git disagrees with git (each fix
+// is documented where it is made and checked against `git check-ignore` by
+// the tests). The user's global core.excludesFile (~/.config/git/ignore) and
+// other config are deliberately not read: the daemon must exempt the same
+// paths whoever runs it, so only rules stored in the workspace count.
+package ignore
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/bmatcuk/doublestar/v4"
+	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
+)
+
+// excludeFile is git's per-repository exclude file, relative to the root.
+const excludeFile = ".git/info/exclude"
+
+// Matcher answers Exempt for one workspace. It caches the parsed rules of each
+// ignore file it has read (including "no such file") and is safe for
+// concurrent use; Invalidate drops entries so they are re-read.
+type Matcher struct {
+	root         string
+	extra        []string
+	guardIgnored bool
+
+	mu    sync.RWMutex
+	gen   uint64            // bumped by Invalidate; a load started before it is not cached
+	files map[string][]rule // ignore file path relative to root -> its rules
+}
+
+// New builds the exemption matcher over the workspace root directory root (an
+// absolute path the daemon can read; ignore files are read from there, never
+// through the mount). extra are doublestar globs, workspace-relative and
+// slash-separated, that are always exempt (the --exempt flag); a glob exempts
+// the paths it matches, so use "dir/**" for a whole subtree. guardIgnored
+// makes git-ignored paths guarded, leaving only .git/ and extra exempt. New
+// returns an error naming the first malformed glob in extra.
+func New(root string, extra []string, guardIgnored bool) (*Matcher, error) {
+	for _, g := range extra {
+		if !doublestar.ValidatePattern(g) {
+			return nil, fmt.Errorf("malformed exempt glob %q", g)
+		}
+	}
+	return &Matcher{
+		root:         root,
+		extra:        append([]string(nil), extra...),
+		guardIgnored: guardIgnored,
+		files:        map[string][]rule{},
+	}, nil
+}
+
+// Exempt reports whether rel (workspace-relative, slash-separated, no leading
+// slash, "" for the root) is exempt: it has a component ".git", matches an
+// extra glob, or (unless guardIgnored) git would ignore it. isDir says whether
+// rel is a directory, which matters for patterns ending in "/". It reads each
+// ignore file at most once until Invalidate, and is safe for concurrent use.
+func (m *Matcher) Exempt(rel string, isDir bool) bool {
+	for _, g := range m.extra {
+		if ok, _ := doublestar.Match(g, rel); ok {
+			return true
+		}
+	}
+	if rel == "" {
+		return false
+	}
+	parts := strings.Split(rel, "/")
+	for _, p := range parts {
+		if p == ".git" {
+			return true
+		}
+	}
+	if m.guardIgnored {
+		return false
+	}
+	// git: "It is not possible to re-include a file if a parent directory of
+	// that file is excluded." go-git only looks at the full path, so a
+	// negation can wrongly re-include a file in an excluded directory. Decide
+	// each ancestor first, as git does when it walks the tree (so the
+	// .gitignore files inside an excluded directory are never read).
+	sets := [][]rule{m.rules(excludeFile, nil)} // lowest precedence first
+	dir := ""
+	for i := 1; i <= len(parts); i++ {
+		sets = append(sets, m.rules(joinRel(dir, ".gitignore"), parts[:i-1]))
+		if excluded(sets, parts[:i], i < len(parts) || isDir) {
+			return true
+		}
+		dir = joinRel(dir, parts[i-1])
+	}
+	return false
+}
+
+// Invalidate drops the cached rules of relDir's .gitignore ("" or "." is the
+// root) and, when relDir is "" or ".git/info", of .git/info/exclude, so a
+// changed, created or removed file is re-read by the next Exempt. Safe for
+// concurrent use.
+func (m *Matcher) Invalidate(relDir string) {
+	relDir = strings.Trim(relDir, "/")
+	if relDir == "." {
+		relDir = ""
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.gen++
+	delete(m.files, joinRel(relDir, ".gitignore"))
+	if relDir == "" || relDir == ".git/info" {
+		delete(m.files, excludeFile)
+	}
+}
+
+// excluded reports whether the last rule matching p itself (its ancestors are
+// the caller's business) excludes it. sets holds the rules of
+// .git/info/exclude and then of the .gitignore files from the root down to
+// p's directory: gitignore(5)'s precedence, lowest first, and within a file
+// the last matching line wins.
+func excluded(sets [][]rule, p []string, isDir bool) bool {
+	for i := len(sets) - 1; i >= 0; i-- {
+		for j := len(sets[i]) - 1; j >= 0; j-- {
+			if res := sets[i][j].match(p, isDir); res != gitignore.NoMatch {
+				return res == gitignore.Exclude
+			}
+		}
+	}
+	return false
+}
+
+// rules returns the cached rules of the ignore file at rel, reading it on a
+// miss. A missing or unreadable file has no rules (git skips it too).
+func (m *Matcher) rules(rel string, domain []string) []rule {
+	m.mu.RLock()
+	rs, ok := m.files[rel]
+	gen := m.gen
+	m.mu.RUnlock()
+	if ok {
+		return rs
+	}
+	// git (since 2.32) does not follow a .gitignore that is a symbolic link;
+	// it does follow .git/info/exclude.
+	flag := os.O_RDONLY
+	if rel != excludeFile {
+		flag |= syscall.O_NOFOLLOW
+	}
+	var data []byte
+	if f, err := os.OpenFile(filepath.Join(m.root, filepath.FromSlash(rel)), flag, 0); err == nil {
+		data, _ = io.ReadAll(f)
+		f.Close()
+	}
+	rs = parse(data, domain)
+	m.mu.Lock()
+	if m.gen == gen { // not invalidated while we read: safe to cache
+		m.files[rel] = rs
+	}
+	m.mu.Unlock()
+	return rs
+}
+
+func joinRel(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// parse splits an ignore file into rules the way git's
+// add_patterns_from_buffer does: a UTF-8 BOM is skipped, a CR before LF is
+// dropped, lines starting with "#" are comments, unescaped trailing spaces are
+// removed, and lines left empty are skipped.
+func parse(data []byte, domain []string) []rule {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	var rs []rule
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		if r, ok := newRule(trimTrailingSpaces(line), domain); ok {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+// trimTrailingSpaces ports git's trim_trailing_spaces: "Trailing spaces are
+// ignored unless they are quoted with backslash". go-git keeps all spaces
+// when the line ends in "\ " and trims them all otherwise, which breaks
+// "a\  " (escaped space then a plain one) and "a\\ " (escaped backslash).
+func trimTrailingSpaces(s string) string {
+	end := -1 // start of the current run of unescaped trailing spaces
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ' ':
+			if end < 0 {
+				end = i
+			}
+		case '\\':
+			i++
+			fallthrough
+		default:
+			end = -1
+		}
+	}
+	if end >= 0 {
+		return s[:end]
+	}
+	return s
+}
+
+// rule is one ignore-file line: the go-git pattern plus its shape, which
+// match needs to make go-git's answer exact.
+type rule struct {
+	pat   gitignore.Pattern
+	depth int  // components in the directory holding the ignore file
+	base  bool // no slash but a trailing one: matches a name at any depth
+	segs  int  // slash-separated segments (leading "/" dropped)
+	star  int  // index of the only "**" segment; -1 none, -2 several
+}
+
+func newRule(line string, domain []string) (rule, bool) {
+	neg, body, dir := "", line, ""
+	if strings.HasPrefix(body, "!") {
+		neg, body = "!", body[1:]
+	}
+	if strings.HasSuffix(body, "/") {
+		dir, body = "/", body[:len(body)-1]
+	}
+	if body == "" {
+		return rule{}, false
+	}
+	body = fnmatch(body)
+	// git: "A trailing /** matches everything inside" (not the directory
+	// itself). go-git's "**" also matches zero components, so "x/**" would
+	// match x; "x/**/*" means one or more components, as git does.
+	if strings.HasSuffix(body, "/**") {
+		body += "/*"
+	}
+	r := rule{depth: len(domain), base: !strings.Contains(body, "/"), star: -1}
+	segs := strings.Split(strings.TrimPrefix(body, "/"), "/")
+	r.segs = len(segs)
+	for i, s := range segs {
+		if s == "**" && r.star == -1 {
+			r.star = i
+		} else if s == "**" {
+			r.star = -2
+		}
+	}
+	r.pat = gitignore.ParsePattern(neg+body+dir, domain)
+	return r, true
+}
+
+// posixClass maps git's "[:name:]" classes (ASCII, as in the C locale) to
+// ranges Go understands.
+var posixClass = map[string]string{"alnum": "0-9A-Za-z", "alpha": "A-Za-z",
+	"blank": " \t", "cntrl": "\x00-\x1f\x7f", "digit": "0-9", "graph": "!-~",
+	"lower": "a-z", "print": " -~", "punct": "!-/:-@[-`{-~", "space": " \t-\r",
+	"upper": "A-Z", "xdigit": "0-9A-Fa-f"}
+
+// fnmatch rewrites wildmatch syntax that git accepts but Go's filepath.Match
+// (go-git's per-segment matcher) rejects or reads differently:
+//   - "[!a]" negates a class in git; Go spells it "[^a]".
+//   - "]" first in a class and "-" first or last are literal in git; Go
+//     needs them escaped. "[:digit:]" and the other POSIX classes become
+//     ranges.
+//   - git: "Other consecutive asterisks are considered regular asterisks";
+//     go-git fails any segment containing "**" but "**" itself, so a run of
+//     "*" becomes "**" when it is a whole segment and "*" otherwise.
+func fnmatch(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' && i+1 < len(s):
+			b.WriteString(s[i : i+2])
+			i++
+		case c == '*':
+			j := i
+			for j < len(s) && s[j] == '*' {
+				j++
+			}
+			if j-i > 1 && (i == 0 || s[i-1] == '/') && (j == len(s) || s[j] == '/') {
+				b.WriteString("**")
+			} else {
+				b.WriteByte('*')
+			}
+			i = j - 1
+		case c == '[':
+			i = class(&b, s, i)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// class writes the Go form of the class opening at s[i] and returns the index
+// of its closing "]"; an unclosed "[" is copied as is (neither git nor Go
+// matches it).
+func class(b *strings.Builder, s string, i int) int {
+	var c strings.Builder
+	c.WriteByte('[')
+	j := i + 1
+	if j < len(s) && (s[j] == '!' || s[j] == '^') {
+		c.WriteByte('^')
+		j++
+	}
+	for first := j; j < len(s) && (s[j] != ']' || j == first); j++ {
+		switch {
+		case s[j] == '\\' && j+1 < len(s):
+			c.WriteString(s[j : j+2])
+			j++
+		case strings.HasPrefix(s[j:], "[:") && strings.Contains(s[j+2:], ":]"):
+			k := strings.Index(s[j+2:], ":]")
+			c.WriteString(posixClass[s[j+2:j+2+k]])
+			j += k + 3
+		case s[j] == ']' || s[j] == '-' && (j == first || j+1 < len(s) && s[j+1] == ']'):
+			c.WriteString("\\" + s[j:j+1])
+		default:
+			c.WriteByte(s[j])
+		}
+	}
+	if j == len(s) {
+		b.WriteByte('[')
+		return i
+	}
+	b.WriteString(c.String() + "]")
+	return j
+}
+
+// match reports whether r matches the path p itself, p being below r's
+// directory. go-git's Pattern.Match also reports a match when the pattern only
+// matches an ancestor of p (it matches a name in any component, and a glob
+// against a prefix), so "!dir/" would re-include everything below dir. Git
+// matches p alone (ancestors are Exempt's business), so go-git gets a probe
+// path holding exactly what the pattern has to consume.
+func (r *rule) match(p []string, isDir bool) gitignore.MatchResult {
+	rest := p[r.depth:]
+	probe := rest
+	switch {
+	case r.base: // git: no slash ⇒ match against the name only
+		probe = rest[len(rest)-1:]
+	case r.star == -1: // no "**": one segment per component
+		if len(rest) != r.segs {
+			return gitignore.NoMatch
+		}
+	case r.star >= 0:
+		// One "**" takes the middle; head and tail are one segment per
+		// component. Cutting the middle also stops go-git's greedy "**"
+		// from stopping at the first match ("a/**/b/c" vs a/b/x/b/c).
+		head, tail := r.star, r.segs-r.star-1
+		if len(rest) < head+tail {
+			return gitignore.NoMatch
+		}
+		probe = append(rest[:head:head], rest[len(rest)-tail:]...)
+	} // several "**": go-git's own (greedy, prefix) matching; a known gap
+	return r.pat.Match(append(p[:r.depth:r.depth], probe...), isDir)
+}
