@@ -1,0 +1,125 @@
+package main
+
+// Helpers for subcommands that work through the control files. Every
+// subcommand after `mount` uses only these, so it works anywhere the mount is
+// visible: on the host, or inside a container that sees only the mount.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// ctlDirName is the control tree's name at the mount root.
+const ctlDirName = ".rubino"
+
+// findMount returns the mount root to use: flag when set (it must hold a
+// control tree), otherwise the nearest ancestor of the current directory that
+// holds .rubino/status.
+func findMount(flag string) (string, error) {
+	if flag != "" {
+		abs, err := filepath.Abs(flag)
+		if err != nil {
+			return "", err
+		}
+		if _, err := os.Stat(filepath.Join(abs, ctlDirName, "status")); err != nil {
+			return "", fmt.Errorf("%s is not a rubinofs mount (no %s/status): %w", abs, ctlDirName, err)
+		}
+		return abs, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, ctlDirName, "status")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("not inside a rubinofs mount: pass --mount DIR")
+		}
+		dir = parent
+	}
+}
+
+// ctlError is a failed control-file operation: the errno the kernel returned
+// and the reason the control tree gave for it.
+type ctlError struct {
+	Path   string
+	Errno  syscall.Errno
+	Reason string
+}
+
+func (e *ctlError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("%s: %s (%s)", e.Path, e.Reason, e.Errno)
+	}
+	return fmt.Sprintf("%s: %s", e.Path, e.Errno)
+}
+
+// asCtlError turns a write error on f into a ctlError, reading the reason the
+// control tree left on the same handle ("error: REASON").
+func asCtlError(f *os.File, path string, err error) error {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	reason := ""
+	buf := make([]byte, 4096)
+	if n, _ := f.ReadAt(buf, 0); n > 0 {
+		reason = strings.TrimSpace(strings.TrimPrefix(string(buf[:n]), "error:"))
+	}
+	return &ctlError{Path: path, Errno: errno, Reason: reason}
+}
+
+// readCtl reads a whole control file.
+func readCtl(mnt, rel string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(mnt, ctlDirName, rel))
+}
+
+// writeCtl writes one command (or one batch of lines, for append files) to a
+// control file in a single write(2).
+func writeCtl(mnt, rel string, data []byte) error {
+	path := filepath.Join(mnt, ctlDirName, rel)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		return asCtlError(f, path, err)
+	}
+	return f.Close()
+}
+
+// cloneCtl opens a clone file read-write, writes spec and reads the new id
+// from the same handle at offset 0.
+func cloneCtl(mnt, rel string, spec []byte) (string, error) {
+	path := filepath.Join(mnt, ctlDirName, rel)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if len(spec) == 0 {
+		spec = []byte("\n")
+	}
+	if _, err := f.Write(spec); err != nil {
+		return "", asCtlError(f, path, err)
+	}
+	buf := make([]byte, 256)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && err != io.EOF {
+		return "", fmt.Errorf("%s: reading the new id: %w", path, err)
+	}
+	id := strings.TrimSpace(string(buf[:n]))
+	if id == "" {
+		return "", fmt.Errorf("%s: no id returned", path)
+	}
+	return id, nil
+}

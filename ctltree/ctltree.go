@@ -1,0 +1,189 @@
+// Package ctltree describes the rubinofs control tree (/.rubino) as plain Go
+// values, with no FUSE import. Features (status, guard, sessions, agents,
+// compaction) build their files from the five node kinds below; the fusefs
+// package renders one generic virtual-file mechanism for all of them.
+//
+// The model is Plan 9's /net: read-only files for state, append files for
+// streams of records, ctl files that take one command per write(2), and clone
+// files that create an object on write and return its id on read from the same
+// handle (open RDWR, write a spec, read the id at offset 0).
+//
+// Errors: a handler returns *Error to choose the errno that reaches the caller
+// (EINVAL for malformed input, ENOENT for unknown ids, EPERM for an
+// unauthorised caller, EAGAIN for a refused spawn, ...) together with a
+// readable reason. fusefs records the reason: the next read on the same handle
+// returns "error: REASON\n" once, and /.rubino/errors keeps a bounded log. Any
+// other non-nil error reaches the caller as EIO.
+//
+// Concurrency: handlers may be called concurrently from many FUSE requests;
+// they must do their own locking. A Read handler may block (an ask's answer,
+// a task's completion); it must return when ctx is done (the caller was
+// interrupted or the mount is going away).
+package ctltree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+)
+
+// MaxWrite is the largest single write(2) a control file accepts, in bytes.
+// A larger write fails with EFBIG before any handler runs, so oversized input
+// is refused as a whole and never half-applied.
+const MaxWrite = 1 << 20
+
+// Caller identifies who issued a control-file operation. fusefs fills it from
+// the FUSE request header (pid, uid, gid) and resolves the session.
+type Caller struct {
+	Pid     uint32 // caller's thread-group id as the kernel reported it; 0 when unknown
+	Uid     uint32 // caller's fs uid
+	Gid     uint32 // caller's fs gid
+	Session string // the caller's guard session ("default" when unregistered)
+	// Privileged is true for the mount's owner (the uid that started the
+	// daemon) and for root; it does not imply anything about sessions.
+	Privileged bool
+}
+
+// Error is a handler error carrying the errno the caller sees and a readable
+// reason for the control tree.
+type Error struct {
+	Errno syscall.Errno
+	Msg   string
+}
+
+// Error implements error.
+func (e *Error) Error() string { return e.Msg }
+
+// Errorf builds an *Error with errno and a formatted reason.
+func Errorf(errno syscall.Errno, format string, args ...any) *Error {
+	return &Error{Errno: errno, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ErrnoOf returns the errno an error maps to: the *Error's errno when err
+// wraps one, a syscall.Errno as is, EIO for anything else, and 0 for nil.
+func ErrnoOf(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var ce *Error
+	if errors.As(err, &ce) {
+		return ce.Errno
+	}
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return en
+	}
+	return syscall.EIO
+}
+
+// Node is one entry of the control tree: *Dir, *File or *Symlink.
+type Node interface{ ctlNode() }
+
+// Entry names a child of a static directory.
+type Entry struct {
+	Name string
+	Node Node
+}
+
+// Dir is a directory. Static children come from Entries (in order); dynamic
+// children (per-session, per-task and per-transcript directories) come from
+// List and Lookup. Either part may be nil.
+type Dir struct {
+	Entries []Entry
+	// List returns the names of the dynamic children, in display order.
+	List func(c Caller) []string
+	// Lookup resolves one dynamic child; nil means ENOENT. Names are never
+	// paths: fusefs never passes a name containing '/' or equal to "." / "..".
+	Lookup func(c Caller, name string) Node
+}
+
+// NewDir returns a static directory with the given children.
+func NewDir(entries ...Entry) *Dir { return &Dir{Entries: entries} }
+
+func (*Dir) ctlNode() {}
+
+// Child resolves name among the static entries first, then Lookup.
+func (d *Dir) Child(c Caller, name string) Node {
+	for _, e := range d.Entries {
+		if e.Name == name {
+			return e.Node
+		}
+	}
+	if d.Lookup != nil {
+		return d.Lookup(c, name)
+	}
+	return nil
+}
+
+// Names lists static entries then dynamic ones.
+func (d *Dir) Names(c Caller) []string {
+	out := make([]string, 0, len(d.Entries))
+	for _, e := range d.Entries {
+		out = append(out, e.Name)
+	}
+	if d.List != nil {
+		out = append(out, d.List(c)...)
+	}
+	return out
+}
+
+// Kind selects how a File treats writes.
+type Kind uint8
+
+const (
+	// ReadOnly files reject writes with EACCES.
+	ReadOnly Kind = iota
+	// Append files pass complete lines to Append: each write(2) contributes
+	// its complete lines (a trailing partial line is kept on the handle and
+	// joined with the next write; a partial line left at close is passed on
+	// flush). An error rejects that whole chunk and nothing of it is stored.
+	Append
+	// Ctl files pass each write(2) as one command, trailing newline removed.
+	Ctl
+	// Clone files pass the first write(2) as a spec to Clone; the returned id
+	// is what the same handle reads from then on ("ID\n").
+	Clone
+)
+
+// File is a virtual file. Read renders its content; it is called once per
+// open handle (at the first read) and the handle serves that snapshot, so a
+// reader sees one consistent state. Blocking files (an ask's answer) may block
+// inside Read until ctx is done.
+type File struct {
+	Kind Kind
+	// Mode is the permission bits shown (default 0444 for ReadOnly, 0666
+	// otherwise). Authorisation is by Caller inside the handlers, never by
+	// mode bits alone.
+	Mode uint32
+	// Read returns the content. nil means an empty file.
+	Read func(ctx context.Context, c Caller) ([]byte, error)
+	// Append takes complete lines (each ending in '\n') for Append files.
+	Append func(c Caller, lines []byte) error
+	// Write takes one command for Ctl files.
+	Write func(c Caller, cmd []byte) error
+	// Clone creates an object from spec and returns its id, for Clone files.
+	Clone func(c Caller, spec []byte) (string, error)
+}
+
+func (*File) ctlNode() {}
+
+// Symlink is a symbolic link whose target depends on the caller, as
+// /proc/self does (/.rubino/self points at the caller's session directory).
+type Symlink struct {
+	Target func(c Caller) string
+}
+
+func (*Symlink) ctlNode() {}
+
+// Text returns a ReadOnly file whose content is produced by fn.
+func Text(fn func(c Caller) string) *File {
+	return &File{Kind: ReadOnly, Read: func(_ context.Context, c Caller) ([]byte, error) {
+		return []byte(fn(c)), nil
+	}}
+}
+
+// Static returns a ReadOnly file with fixed content.
+func Static(s string) *File {
+	return Text(func(Caller) string { return s })
+}

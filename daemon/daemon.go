@@ -1,0 +1,186 @@
+// Package daemon assembles one rubinofs mount from its parts: the guard and
+// its exemptions, the FUSE adapter, the session registry, the watcher, the
+// task registry and the compaction store. The CLI (cmd/rubinofs) and the
+// tests start mounts only through it, so both run the same assembly.
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rubinofs/rubinofs/fusefs"
+	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/guard/ignore"
+)
+
+// Config is everything a mount is started with. Durations are kernel cache
+// timeouts.
+type Config struct {
+	Workspace  string // backing directory
+	Mountpoint string // where to mount; equal to Workspace with InPlace
+	InPlace    bool   // mount over the workspace itself
+	Mode       guard.Mode
+	// Exempt are extra doublestar globs exempt from the guard (--exempt).
+	Exempt []string
+	// GuardIgnored guards git-ignored files too (--guard-ignored).
+	GuardIgnored bool
+	// AllowUnregistered leaves callers outside any session unguarded.
+	AllowUnregistered bool
+	// Options are FUSE -o options.
+	Options []string
+	// StateDir holds logs, the read-state file and the compaction store.
+	StateDir string
+	// CacheTimeout is the entry/attribute timeout (1 s until the watcher
+	// lifts it).
+	CacheTimeout time.Duration
+	Debug        bool
+	Version      string
+	Logger       *log.Logger
+}
+
+// Daemon is one running mount.
+type Daemon struct {
+	cfg    Config
+	FS     *fusefs.FS
+	Guard  *guard.Guard
+	server *fuse.Server
+	rootFd int // in-place: the workspace directory opened before mounting
+
+	closeOnce sync.Once
+	closeErr  error
+	done      chan struct{}
+}
+
+// Start builds and mounts. The mount answers when Start returns.
+func Start(cfg Config) (*Daemon, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = log.New(os.Stderr, "rubinofs: ", log.LstdFlags)
+	}
+	ws, err := filepath.Abs(cfg.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Workspace = ws
+	if cfg.Mountpoint, err = filepath.Abs(cfg.Mountpoint); err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(ws)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", ws, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("workspace %s is not a directory", ws)
+	}
+	if cfg.InPlace && cfg.Mountpoint != ws {
+		return nil, errors.New("--in-place mounts over the workspace itself: give only the workspace")
+	}
+	if !cfg.InPlace && cfg.Mountpoint == ws {
+		return nil, errors.New("the mountpoint is the workspace: use --in-place to mount over it")
+	}
+	if cfg.StateDir != "" {
+		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+			return nil, fmt.Errorf("state directory: %w", err)
+		}
+	}
+	d := &Daemon{cfg: cfg, rootFd: -1, done: make(chan struct{})}
+	backing := ws
+	if cfg.InPlace {
+		if err := fusefs.CheckMountpoint(ws, true); err != nil {
+			return nil, err
+		}
+		fd, err := syscall.Open(ws, syscall.O_DIRECTORY|syscall.O_RDONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("opening workspace: %w", err)
+		}
+		d.rootFd = fd
+		backing = fmt.Sprintf("/proc/self/fd/%d", fd)
+	}
+	d.Guard = guard.New(guard.Config{Mode: cfg.Mode})
+	matcher, err := ignore.New(backing, cfg.Exempt, cfg.GuardIgnored)
+	if err != nil {
+		d.closeFd()
+		return nil, fmt.Errorf("exemptions: %w", err)
+	}
+	d.FS, err = fusefs.New(fusefs.Config{
+		Workspace:         ws,
+		BackingPath:       backing,
+		Guard:             d.Guard,
+		Exempt:            matcher,
+		AllowUnregistered: cfg.AllowUnregistered,
+		Version:           cfg.Version,
+		Owner:             uint32(os.Getuid()),
+		Logger:            cfg.Logger,
+		Passthrough:       os.Geteuid() == 0,
+	})
+	if err != nil {
+		d.closeFd()
+		return nil, err
+	}
+	timeout := cfg.CacheTimeout
+	d.server, err = d.FS.Mount(cfg.Mountpoint, fusefs.MountOptions{
+		Options:         cfg.Options,
+		EntryTimeout:    timeout,
+		AttrTimeout:     timeout,
+		NegativeTimeout: timeout,
+		Debug:           cfg.Debug,
+		AllowNonEmpty:   cfg.InPlace,
+	})
+	if err != nil {
+		d.closeFd()
+		return nil, err
+	}
+	go func() {
+		d.server.Wait()
+		close(d.done)
+	}()
+	return d, nil
+}
+
+// Done is closed when the server has stopped (unmounted by us or by
+// `rubinofs unmount` / umount).
+func (d *Daemon) Done() <-chan struct{} { return d.done }
+
+// Mountpoint returns the absolute mountpoint.
+func (d *Daemon) Mountpoint() string { return d.cfg.Mountpoint }
+
+// Close unmounts (retrying a busy mount briefly, then detaching it lazily so
+// the daemon never hangs) and releases everything. Idempotent.
+func (d *Daemon) Close() error {
+	d.closeOnce.Do(func() {
+		select {
+		case <-d.done:
+		default:
+			var err error
+			for i := 0; i < 20; i++ {
+				if err = d.server.Unmount(); err == nil {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err != nil {
+				d.cfg.Logger.Printf("unmount %s: %v; detaching lazily", d.cfg.Mountpoint, err)
+				if derr := syscall.Unmount(d.cfg.Mountpoint, syscall.MNT_DETACH); derr != nil {
+					d.closeErr = err
+				}
+			}
+			<-d.done
+		}
+		d.closeFd()
+	})
+	return d.closeErr
+}
+
+func (d *Daemon) closeFd() {
+	if d.rootFd >= 0 {
+		syscall.Close(d.rootFd)
+		d.rootFd = -1
+	}
+}

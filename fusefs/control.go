@@ -1,0 +1,139 @@
+package fusefs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rubinofs/rubinofs/ctltree"
+)
+
+// controlReadme is .rubino/README. Features that add entries describe them
+// through Config.Ctl; their own directories carry their own help.
+const controlReadme = `rubinofs control tree
+
+This directory is virtual: it is never created in the workspace. Read files
+with cat; drive ctl and clone files with echo. A write that fails returns an
+errno, and reading the same handle again returns "error: REASON" once; the
+errors file keeps the last %d failures of every caller.
+
+  README           this file
+  status           JSON: version, workspace, mode, uptime, counters, watcher
+  errors           JSON lines: {time, session, pid, path, errno, message}
+  guard/denials    JSON lines of refused (or, in warn mode, would-be refused)
+                   mutations: {time, session, pid, comm, op, path, code, message}
+  guard/tracked    the caller's session's read records: path, state, hash
+  guard/why        the caller's session's last denial, one line
+
+Nothing here can loosen the guard from inside the mount.
+`
+
+// buildControlTree assembles the base control files and the features'.
+func (f *FS) buildControlTree() *ctltree.Dir {
+	root := ctltree.NewDir(
+		ctltree.Entry{Name: "README", Node: ctltree.Static(fmt.Sprintf(controlReadme, maxCtlErrors))},
+		ctltree.Entry{Name: "status", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readStatus}},
+		ctltree.Entry{Name: "errors", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readErrors}},
+		ctltree.Entry{Name: "guard", Node: ctltree.NewDir(
+			ctltree.Entry{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenials("")}},
+			ctltree.Entry{Name: "tracked", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readTracked}},
+			ctltree.Entry{Name: "why", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readWhy}},
+		)},
+	)
+	root.Entries = append(root.Entries, f.cfg.Ctl...)
+	return root
+}
+
+// AddCtl adds an entry to the control tree root; call it before mounting.
+func (f *FS) AddCtl(e ctltree.Entry) {
+	f.ctlRoot.Entries = append(f.ctlRoot.Entries, e)
+}
+
+// statusDoc builds the JSON document of .rubino/status: the base keys and
+// one key per AddStatus contributor.
+func (f *FS) statusDoc() map[string]any {
+	doc := map[string]any{
+		"version":      f.cfg.Version,
+		"workspace":    f.cfg.Workspace,
+		"mode":         f.cfg.Guard.Mode().String(),
+		"started":      f.started.UTC().Format(time.RFC3339Nano),
+		"uptime_s":     time.Since(f.started).Seconds(),
+		"pid":          os.Getpid(),
+		"unregistered": map[bool]string{true: "allow", false: "guard"}[f.cfg.AllowUnregistered],
+		"counts":       f.cfg.Guard.Counts(),
+	}
+	if f.shadowed {
+		doc["shadowed_rubino"] = true
+	}
+	f.statusMu.Lock()
+	extra := append([]StatusFunc(nil), f.statusExtra...)
+	f.statusMu.Unlock()
+	for _, fn := range extra {
+		k, v := fn()
+		doc[k] = v
+	}
+	return doc
+}
+
+func (f *FS) readStatus(_ context.Context, _ ctltree.Caller) ([]byte, error) {
+	b, err := json.MarshalIndent(f.statusDoc(), "", "  ")
+	return append(b, '\n'), err
+}
+
+func (f *FS) readErrors(_ context.Context, _ ctltree.Caller) ([]byte, error) {
+	f.errMu.Lock()
+	recs := append([]ctlErrorRecord(nil), f.errors...)
+	f.errMu.Unlock()
+	return jsonLines(recs)
+}
+
+// readDenials returns a reader of the denial log of session ("" = all).
+func (f *FS) readDenials(session string) func(context.Context, ctltree.Caller) ([]byte, error) {
+	return func(_ context.Context, _ ctltree.Caller) ([]byte, error) {
+		return jsonLines(f.cfg.Guard.Denials(session))
+	}
+}
+
+// readTracked lists the caller's session's records, one per line:
+// STATE HASH PATH, sorted by path.
+func (f *FS) readTracked(_ context.Context, c ctltree.Caller) ([]byte, error) {
+	return f.trackedText(c.Session), nil
+}
+
+func (f *FS) trackedText(session string) []byte {
+	recs := f.cfg.Guard.Tracked(session, f.lookupTarget)
+	var b strings.Builder
+	for _, r := range recs {
+		fmt.Fprintf(&b, "%s\t%s\t%s\n", r.State, r.Hash, r.Path)
+	}
+	return []byte(b.String())
+}
+
+// readWhy returns the caller's session's last denial as one line.
+func (f *FS) readWhy(_ context.Context, c ctltree.Caller) ([]byte, error) {
+	return f.whyText(c.Session), nil
+}
+
+func (f *FS) whyText(session string) []byte {
+	ds := f.cfg.Guard.Denials(session)
+	if len(ds) == 0 {
+		return nil
+	}
+	d := ds[len(ds)-1]
+	return []byte(fmt.Sprintf("%s %s %s: %s\n", d.Time.UTC().Format(time.RFC3339), d.Op, d.Code, d.Message))
+}
+
+// jsonLines renders a slice as JSON lines.
+func jsonLines[T any](recs []T) ([]byte, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	for _, r := range recs {
+		if err := enc.Encode(r); err != nil {
+			return nil, err
+		}
+	}
+	return []byte(b.String()), nil
+}

@@ -1,0 +1,395 @@
+package fusefs
+
+// The control tree's one generic virtual-file mechanism: ctlNode renders any
+// ctltree.Node (directory, file or symlink) and ctlHandle implements the
+// four file kinds (read-only, append, ctl, clone). Features never touch FUSE;
+// they describe their files with package ctltree.
+//
+// Nodes hold a path, not the ctltree value, and resolve it from the root on
+// every operation, so a dynamic entry (a session, a task) that goes away or
+// is replaced under the same name is never served from a stale inode.
+
+import (
+	"bytes"
+	"context"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/ctltree"
+)
+
+// ctlDirName is the control tree's name at the mount root.
+const ctlDirName = ".rubino"
+
+// ctlCacheTimeout is the kernel entry/attribute timeout of control nodes.
+// Their content and existence change at any time. Zero would mean "use the
+// mount's default" to go-fuse, so it is the smallest non-zero duration.
+const ctlCacheTimeout = time.Nanosecond
+
+// ctlIno returns the stable inode number of a control-tree path. They live
+// in the upper half of the 63-bit space, away from backing inode numbers and
+// from go-fuse's automatic numbers (2^63 and up).
+func (f *FS) ctlIno(path string) uint64 {
+	f.ctlInoMu.Lock()
+	defer f.ctlInoMu.Unlock()
+	if ino, ok := f.ctlInos[path]; ok {
+		return ino
+	}
+	h := fnv.New64a()
+	h.Write([]byte(path))
+	ino := (h.Sum64() >> 2) | 1<<62
+	f.ctlInos[path] = ino
+	return ino
+}
+
+// ctlCaller converts a FUSE caller for ctltree handlers.
+func (f *FS) ctlCaller(c caller) ctltree.Caller {
+	return ctltree.Caller{Pid: c.pid, Uid: c.uid, Gid: c.gid, Session: c.session,
+		Privileged: c.uid == 0 || c.uid == f.cfg.Owner}
+}
+
+// resolveCtl walks the control tree from its root along elems.
+func (f *FS) resolveCtl(c ctltree.Caller, elems []string) ctltree.Node {
+	var cur ctltree.Node = f.ctlRoot
+	for _, name := range elems {
+		d, ok := cur.(*ctltree.Dir)
+		if !ok {
+			return nil
+		}
+		cur = d.Child(c, name)
+		if cur == nil {
+			return nil
+		}
+	}
+	return cur
+}
+
+// ctlLookupRoot returns the inode of the control tree root under parent.
+func (f *FS) ctlLookupRoot(ctx context.Context, parent *fs.Inode, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return f.ctlChild(ctx, parent, nil, ctlDirName, f.ctlRoot, out)
+}
+
+// ctlChild creates (or finds) the inode for a resolved ctltree node.
+func (f *FS) ctlChild(ctx context.Context, parent *fs.Inode, elems []string, name string, node ctltree.Node, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	var path []string
+	if name != ctlDirName || elems != nil {
+		path = append(append([]string{}, elems...), name)
+	}
+	key := ctlDirName + "/" + strings.Join(path, "/")
+	n := &ctlNode{fs: f, elems: path}
+	mode := n.fill(node, &out.Attr)
+	out.Attr.Ino = f.ctlIno(key)
+	out.SetEntryTimeout(ctlCacheTimeout)
+	out.SetAttrTimeout(ctlCacheTimeout)
+	return parent.NewInode(ctx, n, fs.StableAttr{Mode: mode, Ino: out.Attr.Ino}), 0
+}
+
+// ctlNode is one node of the control tree.
+type ctlNode struct {
+	fs.Inode
+	fs    *FS
+	elems []string // path below .rubino
+}
+
+func (n *ctlNode) caller(ctx context.Context) ctltree.Caller {
+	return n.fs.ctlCaller(n.fs.callerOf(ctx))
+}
+
+func (n *ctlNode) resolve(ctx context.Context) (ctltree.Node, ctltree.Caller) {
+	c := n.caller(ctx)
+	return n.fs.resolveCtl(c, n.elems), c
+}
+
+// fill sets attributes for node and returns its file type bits.
+func (n *ctlNode) fill(node ctltree.Node, a *fuse.Attr) uint32 {
+	t := n.fs.started
+	a.SetTimes(&t, &t, &t)
+	a.Uid, a.Gid = n.fs.cfg.Owner, 0
+	a.Nlink = 1
+	switch v := node.(type) {
+	case *ctltree.Dir:
+		a.Mode = syscall.S_IFDIR | 0555
+		a.Nlink = 2
+	case *ctltree.Symlink:
+		a.Mode = syscall.S_IFLNK | 0777
+	case *ctltree.File:
+		perm := v.Mode
+		if perm == 0 {
+			perm = 0666
+			if v.Kind == ctltree.ReadOnly {
+				perm = 0444
+			}
+		}
+		a.Mode = syscall.S_IFREG | perm
+	}
+	return a.Mode & syscall.S_IFMT
+}
+
+// Getattr reports the node's attributes; a node that went away is ENOENT.
+func (n *ctlNode) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	node, _ := n.resolve(ctx)
+	if node == nil {
+		return syscall.ENOENT
+	}
+	n.fill(node, &out.Attr)
+	out.Attr.Ino = n.StableAttr().Ino
+	out.SetTimeout(ctlCacheTimeout)
+	return 0
+}
+
+// Setattr accepts a truncation to size 0 (the shell's `echo cmd > ctl`
+// opens with O_TRUNC) and refuses every other change with EACCES.
+func (n *ctlNode) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	node, _ := n.resolve(ctx)
+	f, ok := node.(*ctltree.File)
+	if !ok {
+		return syscall.EACCES
+	}
+	if sz, ok := in.GetSize(); ok && (sz != 0 || f.Kind == ctltree.ReadOnly) {
+		return syscall.EACCES
+	}
+	if _, ok := in.GetMode(); ok {
+		return syscall.EACCES
+	}
+	if _, ok := in.GetUID(); ok {
+		return syscall.EACCES
+	}
+	return n.Getattr(ctx, fh, out)
+}
+
+// Lookup resolves a child of a control directory.
+func (n *ctlNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	node, c := n.resolve(ctx)
+	d, ok := node.(*ctltree.Dir)
+	if !ok {
+		return nil, syscall.ENOTDIR
+	}
+	child := d.Child(c, name)
+	if child == nil {
+		return nil, syscall.ENOENT
+	}
+	return n.fs.ctlChild(ctx, n.EmbeddedInode(), n.elems, name, child, out)
+}
+
+// Readdir lists a control directory.
+func (n *ctlNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	node, c := n.resolve(ctx)
+	d, ok := node.(*ctltree.Dir)
+	if !ok {
+		return nil, syscall.ENOTDIR
+	}
+	var list []fuse.DirEntry
+	for _, name := range d.Names(c) {
+		child := d.Child(c, name)
+		if child == nil {
+			continue
+		}
+		var a fuse.Attr
+		mode := n.fill(child, &a)
+		key := ctlDirName + "/" + strings.Join(append(append([]string{}, n.elems...), name), "/")
+		list = append(list, fuse.DirEntry{Name: name, Mode: mode, Ino: n.fs.ctlIno(key)})
+	}
+	return fs.NewListDirStream(list), 0
+}
+
+// Readlink returns a control symlink's target for this caller.
+func (n *ctlNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	node, c := n.resolve(ctx)
+	l, ok := node.(*ctltree.Symlink)
+	if !ok {
+		return nil, syscall.EINVAL
+	}
+	return []byte(l.Target(c)), 0
+}
+
+// Open opens a control file. Writable opens of read-only files are refused
+// with EACCES even for root, whom default_permissions does not stop.
+// Handles are direct-I/O: content is generated per read, never cached.
+func (n *ctlNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	node, c := n.resolve(ctx)
+	f, ok := node.(*ctltree.File)
+	if !ok {
+		if node == nil {
+			return nil, 0, syscall.ENOENT
+		}
+		return nil, 0, syscall.EISDIR
+	}
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY && f.Kind == ctltree.ReadOnly {
+		n.fs.recordCtlError(c, n.elems, syscall.EACCES, "read-only control file")
+		return nil, 0, syscall.EACCES
+	}
+	return &ctlHandle{fs: n.fs, elems: n.elems, file: f, caller: c}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// ctlHandle is an open control file. Reads serve a snapshot rendered at the
+// first read and re-rendered at every read at offset 0; after a failed write
+// the next read returns "error: REASON\n" once.
+type ctlHandle struct {
+	fs     *FS
+	elems  []string
+	file   *ctltree.File
+	caller ctltree.Caller
+
+	mu      sync.Mutex
+	content []byte
+	loaded  bool
+	pending []byte // partial line of an append file
+	cloneID string
+	cursor  int64 // clone files: handle-local read position
+	errMsg  string
+}
+
+// Read serves the content.
+func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.errMsg != "" {
+		msg := "error: " + h.errMsg + "\n"
+		h.errMsg = ""
+		return fuse.ReadResultData([]byte(msg)), 0
+	}
+	if h.file.Kind == ctltree.Clone {
+		if h.cloneID == "" {
+			return nil, h.fail(ctltree.Errorf(syscall.EINVAL, "write a spec before reading the id"))
+		}
+		// The id is read from the same handle that wrote the spec; a shell
+		// (`read id <&3`) reads at the write position, so the read position
+		// is the handle's own, reset by a read at offset 0.
+		if off == 0 {
+			h.cursor = 0
+		}
+		data := []byte(h.cloneID + "\n")
+		if h.cursor >= int64(len(data)) {
+			return fuse.ReadResultData(nil), 0
+		}
+		end := min(int64(len(data)), h.cursor+int64(len(dest)))
+		out := data[h.cursor:end]
+		h.cursor = end
+		return fuse.ReadResultData(out), 0
+	}
+	if !h.loaded || off == 0 {
+		if h.file.Read != nil {
+			// Unlock while a blocking file (an ask's answer) waits.
+			h.mu.Unlock()
+			content, err := h.file.Read(ctx, h.caller)
+			h.mu.Lock()
+			if err != nil {
+				return nil, h.fail(err)
+			}
+			h.content = content
+		}
+		h.loaded = true
+	}
+	if off >= int64(len(h.content)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	end := min(int64(len(h.content)), off+int64(len(dest)))
+	return fuse.ReadResultData(h.content[off:end]), 0
+}
+
+// fail records err as the handle's and the tree's last error and returns
+// its errno.
+func (h *ctlHandle) fail(err error) syscall.Errno {
+	errno := ctltree.ErrnoOf(err)
+	h.errMsg = err.Error()
+	h.fs.recordCtlError(h.caller, h.elems, errno, err.Error())
+	return errno
+}
+
+// Write passes input to the file's handler according to its kind.
+func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.errMsg = ""
+	if len(data)+len(h.pending) > ctltree.MaxWrite {
+		h.pending = nil
+		return 0, h.fail(ctltree.Errorf(syscall.EFBIG, "write of %d bytes exceeds the control-file limit of %d bytes", len(data), ctltree.MaxWrite))
+	}
+	var err error
+	switch h.file.Kind {
+	case ctltree.ReadOnly:
+		err = ctltree.Errorf(syscall.EACCES, "read-only control file")
+	case ctltree.Append:
+		buf := append(h.pending, data...)
+		h.pending = nil
+		i := bytes.LastIndexByte(buf, '\n')
+		if i >= 0 {
+			err = h.file.Append(h.caller, buf[:i+1])
+		}
+		if err == nil {
+			h.pending = append([]byte(nil), buf[i+1:]...)
+		}
+	case ctltree.Ctl:
+		err = h.file.Write(h.caller, bytes.TrimRight(data, "\n"))
+	case ctltree.Clone:
+		if h.cloneID != "" {
+			err = ctltree.Errorf(syscall.EINVAL, "this handle already created %s; open the clone file again", h.cloneID)
+			break
+		}
+		var id string
+		id, err = h.file.Clone(h.caller, data)
+		if err == nil {
+			h.cloneID = id
+		}
+	}
+	if err != nil {
+		return 0, h.fail(err)
+	}
+	return uint32(len(data)), 0
+}
+
+// Flush passes a final partial line of an append file on close.
+func (h *ctlHandle) Flush(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.file.Kind != ctltree.Append || len(h.pending) == 0 {
+		return 0
+	}
+	line := append(h.pending, '\n')
+	h.pending = nil
+	if err := h.file.Append(h.caller, line); err != nil {
+		return h.fail(err)
+	}
+	return 0
+}
+
+// Release drops the handle.
+func (h *ctlHandle) Release(ctx context.Context) syscall.Errno { return 0 }
+
+// ctlErrorRecord is one entry of /.rubino/errors.
+type ctlErrorRecord struct {
+	Time    time.Time `json:"time"`
+	Session string    `json:"session"`
+	Pid     uint32    `json:"pid"`
+	Path    string    `json:"path"`
+	Errno   string    `json:"errno"`
+	Message string    `json:"message"`
+}
+
+// maxCtlErrors bounds /.rubino/errors.
+const maxCtlErrors = 256
+
+func (f *FS) recordCtlError(c ctltree.Caller, elems []string, errno syscall.Errno, msg string) {
+	f.errMu.Lock()
+	defer f.errMu.Unlock()
+	if len(f.errors) >= maxCtlErrors {
+		f.errors = append(f.errors[:0], f.errors[1:]...)
+	}
+	f.errors = append(f.errors, ctlErrorRecord{Time: time.Now(), Session: c.Session, Pid: c.Pid,
+		Path: ctlDirName + "/" + strings.Join(elems, "/"), Errno: errnoName(errno), Message: msg})
+}
+
+// errnoName returns the symbolic name of an errno (EINVAL), for logs.
+func errnoName(e syscall.Errno) string {
+	if name := unix.ErrnoName(e); name != "" {
+		return name
+	}
+	return e.Error()
+}

@@ -1,0 +1,202 @@
+package fusefs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rubinofs/rubinofs/guard"
+)
+
+// loopbackOps is every file operation of fs.LoopbackFile except
+// PassthroughFd. Embedding it (rather than *fs.LoopbackFile) keeps a guarded
+// handle out of kernel passthrough, which would hide its writes from the
+// guard (issue 2: "Handles on guarded files that write must not").
+type loopbackOps interface {
+	fs.FileGetattrer
+	fs.FileReader
+	fs.FileWriter
+	fs.FileGetlker
+	fs.FileSetlker
+	fs.FileSetlkwer
+	fs.FileLseeker
+	fs.FileFlusher
+	fs.FileFsyncer
+	fs.FileSetattrer
+	fs.FileAllocater
+	fs.FileReleaser
+	fs.FileIoctler
+}
+
+// File is an open file handle on a guarded (non-exempt) backing file.
+//
+// Reads are registered with the session seen at open: at open for a
+// read-only handle, at the first READ otherwise. The first mutation through
+// a writable handle asks the guard (deferred from open, so an O_RDWR open
+// that never writes is never refused); the right it gets is lost as soon as
+// another session mutates the file. Own writes are credited (guard.NoteWrite)
+// at flush and release, attributed to the opener's session because RELEASE
+// arrives with pid 0.
+//
+// Concurrency: mu serialises the handle's own bookkeeping; guarded mutations
+// additionally hold guard.Lock for the file identity.
+type File struct {
+	loopbackOps
+	lf   *fs.LoopbackFile
+	node *Node
+	fs   *FS
+
+	who     caller // the session and pid seen at open
+	check   bool   // the guard decides this handle's mutations
+	track   bool   // register reads, credit writes
+	id      guard.FileID
+	created bool // this handle created the file
+
+	mu         sync.Mutex
+	registered bool   // the read has been registered
+	granted    bool   // the handle may mutate
+	seq        uint64 // mutation sequence the right was checked against
+	dirty      bool   // mutated and not yet credited
+}
+
+// fd runs fn with the handle's backing descriptor. The descriptor stays
+// open until Release, and fn never runs after it.
+func (h *File) fd(fn func(fd int) syscall.Errno) syscall.Errno {
+	// PassthroughFd is go-fuse's only exported way to the descriptor; the
+	// handle itself never offers it to the kernel (see loopbackOps).
+	fd, ok := h.lf.PassthroughFd()
+	if !ok {
+		return syscall.EBADF
+	}
+	return fn(fd)
+}
+
+// registerRead registers the content of the handle as read by its session.
+func (h *File) registerRead() {
+	if !h.track || h.registered {
+		return
+	}
+	h.registered = true
+	h.fd(func(fd int) syscall.Errno {
+		t, err := fdTarget(h.node.rel(), fd)
+		if err == nil {
+			if err := h.fs.cfg.Guard.NoteRead(h.who.session, t); err != nil {
+				h.fs.log.Printf("registering read of %s: %v", t.Path, err)
+			}
+		}
+		return 0
+	})
+}
+
+// Read serves content and registers the read at the first READ of a
+// read-write handle.
+func (h *File) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.mu.Lock()
+	if !h.registered {
+		h.registerRead()
+	}
+	h.mu.Unlock()
+	return h.loopbackOps.Read(ctx, buf, off)
+}
+
+// mutate runs op, one guarded mutation through this handle, under the file
+// identity lock. The first mutation asks the guard; later ones re-ask only if
+// another session mutated the file since (the handle then loses its right:
+// its session's record is stale, and the file is not half-overwritten).
+func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.track {
+		return op()
+	}
+	unlock := h.fs.cfg.Guard.Lock(h.id)
+	defer unlock()
+	last := h.fs.lastMutation(h.id)
+	if h.check {
+		needAsk := !h.granted || (last.seq != h.seq && last.session != h.who.session)
+		if needAsk {
+			var errno syscall.Errno
+			h.fd(func(fd int) syscall.Errno {
+				t, err := fdTarget(h.node.rel(), fd)
+				if err != nil {
+					errno = fs.ToErrno(err)
+					return 0
+				}
+				errno = h.fs.decide(h.who, gop, t)
+				return 0
+			})
+			if errno != 0 {
+				h.granted = false
+				return errno
+			}
+			h.granted = true
+		}
+	}
+	errno := op()
+	if errno == 0 {
+		h.dirty = true
+		h.seq = h.fs.noteMutation(h.id, h.who.session)
+	}
+	return errno
+}
+
+// Write writes through the handle, guarded by mutate.
+func (h *File) Write(ctx context.Context, data []byte, off int64) (written uint32, errno syscall.Errno) {
+	errno = h.mutate(guard.OpWrite, func() syscall.Errno {
+		var e syscall.Errno
+		written, e = h.loopbackOps.Write(ctx, data, off)
+		return e
+	})
+	return written, errno
+}
+
+// Allocate is fallocate(2) through the handle, guarded like a write.
+func (h *File) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
+	return h.mutate(guard.OpFallocate, func() syscall.Errno {
+		return h.loopbackOps.Allocate(ctx, off, size, mode)
+	})
+}
+
+// credit tells the guard the handle's session wrote the current content, if
+// it did and no other session mutated the file since.
+func (h *File) credit() {
+	if !h.track || !h.dirty {
+		return
+	}
+	h.dirty = false
+	unlock := h.fs.cfg.Guard.Lock(h.id)
+	defer unlock()
+	if last := h.fs.lastMutation(h.id); last.seq != h.seq && last.session != h.who.session {
+		return // someone else changed it after us: our record must stay stale
+	}
+	h.fd(func(fd int) syscall.Errno {
+		t, err := fdTarget(h.node.rel(), fd)
+		if err == nil {
+			if err := h.fs.cfg.Guard.NoteWrite(h.who.session, t); err != nil {
+				h.fs.log.Printf("crediting write of %s: %v", t.Path, err)
+			}
+		}
+		return 0
+	})
+	h.fs.noteOwn(h.node.rel())
+}
+
+// Flush is close(2) of one descriptor of the handle: credit the writes so
+// the session's next edit passes, then flush the backing fd.
+func (h *File) Flush(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	h.credit()
+	h.mu.Unlock()
+	return h.loopbackOps.Flush(ctx)
+}
+
+// Release is the last close of the handle (it arrives with pid 0).
+func (h *File) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	h.credit()
+	h.mu.Unlock()
+	return h.loopbackOps.Release(ctx)
+}

@@ -1,0 +1,365 @@
+// Package fusefs is the go-fuse adapter of rubinofs: a wrapped go-fuse
+// loopback (fs.LoopbackNode / fs.LoopbackFile) whose nodes ask the guard
+// before every mutation of an existing file, plus the control tree /.rubino
+// rendered from package ctltree.
+//
+// The adapter never decides: package guard does. fusefs only maps FUSE
+// operations to guard ops, serialises check and mutation per file identity
+// (guard.Lock), registers reads and credits own writes.
+//
+// Layout follows gocryptfs' internal/fusefrontend: node.go (the node type and
+// lookups), node_open_create.go, node_dir_ops.go, node_attr.go, file.go (the
+// file handle), ctl.go (the generic control-file mechanism), control.go (the
+// base control files) and node_api_check.go (interface assertions).
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/guard"
+)
+
+// DefaultSession is the session of callers that belong to no registered
+// session (issue 4: "Callers under no session belong to default").
+const DefaultSession = "default"
+
+// Resolver maps a caller's pid to its guard session name. It must be safe for
+// concurrent use and cheap: it runs on every guarded FUSE request.
+type Resolver interface {
+	Resolve(pid uint32) string
+}
+
+// Exempter reports whether a workspace-relative path (slash-separated, no
+// leading slash) is exempt from the guard (.git/, ignored files, --exempt).
+// guard/ignore.Matcher implements it. Invalidate is called with the
+// directory of a .gitignore that changed through the mount.
+type Exempter interface {
+	Exempt(rel string, isDir bool) bool
+	Invalidate(relDir string)
+}
+
+// Config configures a FS. Zero values are usable for every field but
+// Workspace and Guard.
+type Config struct {
+	// Workspace is the backing directory as given by the user (shown in
+	// status and used as FsName).
+	Workspace string
+	// BackingPath is how the daemon reaches the backing directory. It is
+	// Workspace normally, and /proc/self/fd/N for an in-place mount, where
+	// the workspace path is covered by the mount itself.
+	BackingPath string
+	// Guard decides every guarded mutation. Required.
+	Guard *guard.Guard
+	// Exempt selects paths the guard does not apply to; nil guards all.
+	Exempt Exempter
+	// Sessions resolves caller pids to sessions; nil puts everyone in
+	// DefaultSession.
+	Sessions Resolver
+	// AllowUnregistered leaves callers of DefaultSession unguarded
+	// (--unregistered allow).
+	AllowUnregistered bool
+	// Version is shown in .rubino/status.
+	Version string
+	// Ctl are extra entries of the control tree root (agents, compact, ...).
+	Ctl []ctltree.Entry
+	// Owner is the uid that owns the mount; it and root are Privileged
+	// callers of the control tree.
+	Owner uint32
+	// Logger receives diagnostics; nil logs to stderr.
+	Logger *log.Logger
+	// Passthrough allows kernel passthrough for handles on exempt files.
+	Passthrough bool
+}
+
+// FS is one rubinofs file system: the loopback root, the guard and the
+// control tree. Its methods are safe for concurrent use.
+type FS struct {
+	cfg     Config
+	loop    *fs.LoopbackRoot
+	root    *Node
+	ctlRoot *ctltree.Dir
+	started time.Time
+	log     *log.Logger
+
+	// server is set once mounted; used for kernel notifications from the
+	// invalidation goroutine only.
+	server atomic.Pointer[fuse.Server]
+
+	// mutations counts guarded mutations per file identity, so a write
+	// handle learns that another session changed the file under it.
+	mutMu     sync.Mutex
+	mutations map[guard.FileID]mutation
+
+	// ctlInos hands out stable inode numbers to control-tree paths.
+	ctlInoMu sync.Mutex
+	ctlInos  map[string]uint64
+
+	errMu  sync.Mutex
+	errors []ctlErrorRecord
+
+	statusMu    sync.Mutex
+	statusExtra []StatusFunc
+
+	counters struct {
+		opens, creates, denials, warned atomic.Uint64
+	}
+
+	shadowed  bool // a real .rubino exists in the workspace
+	keepCache bool // keep the page cache across opens
+
+	// ownHook, when set, is told of every change the daemon makes.
+	ownHook atomic.Pointer[func(rel string)]
+}
+
+type mutation struct {
+	seq     uint64
+	session string
+}
+
+// StatusFunc contributes one top-level key to .rubino/status. It must be
+// cheap and safe for concurrent use.
+type StatusFunc func() (key string, value any)
+
+// New builds a FS over cfg.Workspace. It fails when the workspace is not a
+// directory or Guard is nil.
+func New(cfg Config) (*FS, error) {
+	if cfg.Guard == nil {
+		return nil, fmt.Errorf("fusefs: no guard configured")
+	}
+	if cfg.BackingPath == "" {
+		cfg.BackingPath = cfg.Workspace
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = log.New(os.Stderr, "rubinofs: ", log.LstdFlags)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(cfg.BackingPath, &st); err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", cfg.Workspace, err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return nil, fmt.Errorf("workspace %s: not a directory", cfg.Workspace)
+	}
+	f := &FS{
+		cfg:       cfg,
+		started:   time.Now(),
+		log:       cfg.Logger,
+		mutations: make(map[guard.FileID]mutation),
+		ctlInos:   make(map[string]uint64),
+	}
+	f.loop = &fs.LoopbackRoot{Path: cfg.BackingPath, Dev: uint64(st.Dev)}
+	f.root = &Node{LoopbackNode: &fs.LoopbackNode{RootData: f.loop}, fs: f}
+	f.loop.RootNode = f.root
+	if _, err := os.Lstat(filepath.Join(cfg.BackingPath, ctlDirName)); err == nil {
+		f.shadowed = true
+		f.log.Printf("warning: %s/%s exists in the workspace; it is shadowed by the control tree", cfg.Workspace, ctlDirName)
+	}
+	f.ctlRoot = f.buildControlTree()
+	return f, nil
+}
+
+// Root returns the root node, for fs.Mount or fs.NewNodeFS.
+func (f *FS) Root() fs.InodeEmbedder { return f.root }
+
+// Guard returns the guard this FS consults.
+func (f *FS) Guard() *guard.Guard { return f.cfg.Guard }
+
+// Shadowed reports whether a real .rubino in the workspace is hidden by the
+// control tree.
+func (f *FS) Shadowed() bool { return f.shadowed }
+
+// AddStatus registers a contributor to .rubino/status (the watcher, the task
+// registry, ...).
+func (f *FS) AddStatus(fn StatusFunc) {
+	f.statusMu.Lock()
+	f.statusExtra = append(f.statusExtra, fn)
+	f.statusMu.Unlock()
+}
+
+// SetServer records the mounted server, for kernel notifications.
+func (f *FS) SetServer(s *fuse.Server) { f.server.Store(s) }
+
+// caller describes who issued a FUSE request.
+type caller struct {
+	pid      uint32
+	uid, gid uint32
+	session  string
+}
+
+// callerOf resolves the request's caller. RELEASE and some other requests
+// arrive with pid 0; they resolve to DefaultSession and must not be used for
+// attribution (the handle keeps the session seen at open).
+func (f *FS) callerOf(ctx context.Context) caller {
+	c := caller{session: DefaultSession}
+	if fc, ok := fuse.FromContext(ctx); ok {
+		c.pid, c.uid, c.gid = fc.Pid, fc.Uid, fc.Gid
+	}
+	if c.pid != 0 && f.cfg.Sessions != nil {
+		c.session = f.cfg.Sessions.Resolve(c.pid)
+	}
+	return c
+}
+
+// guarded reports whether the guard applies to this caller at all.
+func (f *FS) guarded(c caller) bool {
+	if f.cfg.Guard.Mode() == guard.ModeOff {
+		return false
+	}
+	return !(f.cfg.AllowUnregistered && c.session == DefaultSession)
+}
+
+// exempt reports whether rel is exempt from the guard.
+func (f *FS) exempt(rel string, isDir bool) bool {
+	if f.cfg.Exempt == nil {
+		return false
+	}
+	return f.cfg.Exempt.Exempt(rel, isDir)
+}
+
+// backing returns the absolute backing path of a workspace-relative path.
+func (f *FS) backing(rel string) string {
+	return filepath.Join(f.cfg.BackingPath, rel)
+}
+
+// target builds the guard's view of the backing file at rel from its stat.
+func (f *FS) target(rel string, st *syscall.Stat_t) guard.Target {
+	p := f.backing(rel)
+	return guard.Target{
+		Path: rel,
+		Stat: guard.StatOf(st),
+		Open: func() (*os.File, error) {
+			return openForHash(p, syscall.O_NOFOLLOW)
+		},
+	}
+}
+
+// lookupTarget stats rel in the backing directory (without following a
+// final symlink) and returns its target, for guard.Tracked.
+func (f *FS) lookupTarget(rel string) (guard.Target, error) {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(f.backing(rel), &st); err != nil {
+		return guard.Target{}, err
+	}
+	return f.target(rel, &st), nil
+}
+
+// fdTarget builds a target whose content is read through an open fd (so a
+// renamed or unlinked file is still hashed correctly).
+func fdTarget(rel string, fd int) (guard.Target, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return guard.Target{}, err
+	}
+	p := fmt.Sprintf("/proc/self/fd/%d", fd)
+	return guard.Target{
+		Path: rel,
+		Stat: guard.StatOf(&st),
+		Open: func() (*os.File, error) { return openForHash(p, 0) },
+	}, nil
+}
+
+// openForHash opens p read-only for hashing without touching its atime (the
+// guard's own reads must be invisible: stat through the mount shows what the
+// caller's reads did). O_NOATIME needs ownership or CAP_FOWNER; without them
+// the open is retried plainly.
+func openForHash(p string, flags int) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|flags|syscall.O_NOATIME, 0)
+	if errors.Is(err, syscall.EPERM) {
+		f, err = os.OpenFile(p, os.O_RDONLY|flags, 0)
+	}
+	return f, err
+}
+
+// decide asks the guard about op on target for caller c, records a denial
+// (or a warning) and returns the errno to give the caller: 0 or EACCES.
+//
+// EACCES, not EPERM: the refusal is a permission decision about this caller
+// and this file, which is what EACCES means to tools ("Permission denied"),
+// and editors/shells already report it well. EPERM would suggest a
+// capability problem; EBUSY/ETXTBSY would invite retries.
+func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
+	d := f.cfg.Guard.Decide(c.session, op, t)
+	if d.Allow && !d.WouldDeny {
+		return 0
+	}
+	f.cfg.Guard.RecordDenial(guard.Denial{
+		Warned:  d.Allow,
+		Time:    time.Now(),
+		Session: c.session,
+		Pid:     c.pid,
+		Comm:    comm(c.pid),
+		Op:      op,
+		Path:    t.Path,
+		Code:    d.Code,
+		Message: d.Message,
+	})
+	if d.Allow {
+		f.counters.warned.Add(1)
+		return 0
+	}
+	f.counters.denials.Add(1)
+	return syscall.EACCES
+}
+
+// noteMutation records that session mutated id and returns the new sequence.
+func (f *FS) noteMutation(id guard.FileID, session string) uint64 {
+	f.mutMu.Lock()
+	defer f.mutMu.Unlock()
+	m := f.mutations[id]
+	m.seq++
+	m.session = session
+	f.mutations[id] = m
+	return m.seq
+}
+
+// lastMutation returns the current mutation sequence of id and who made it.
+func (f *FS) lastMutation(id guard.FileID) mutation {
+	f.mutMu.Lock()
+	defer f.mutMu.Unlock()
+	return f.mutations[id]
+}
+
+// forgetMutations drops the sequence of a deleted identity.
+func (f *FS) forgetMutations(id guard.FileID) {
+	f.mutMu.Lock()
+	delete(f.mutations, id)
+	f.mutMu.Unlock()
+}
+
+// comm returns /proc/<pid>/comm, or "" when the process is gone.
+func comm(pid uint32) string {
+	if pid == 0 {
+		return ""
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// noteOwn tells the watcher (when attached) that the daemon itself changed
+// rel, so the resulting fsnotify event is not taken for an external edit,
+// and reloads the ignore rules when rel is a .gitignore.
+func (f *FS) noteOwn(rel string) {
+	if path.Base(rel) == ".gitignore" && f.cfg.Exempt != nil {
+		f.cfg.Exempt.Invalidate(path.Dir(rel))
+	}
+	if h := f.ownHook.Load(); h != nil {
+		(*h)(rel)
+	}
+}

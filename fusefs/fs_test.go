@@ -1,0 +1,91 @@
+package fusefs
+
+import (
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rubinofs/rubinofs/guard"
+)
+
+// rawFS builds a FS over a temp workspace and returns go-fuse's raw file
+// system for it, without mounting (fs.NewNodeFS): the FUSE protocol level,
+// driven request by request.
+func rawFS(t *testing.T, files map[string]string) (fuse.RawFileSystem, string) {
+	t.Helper()
+	ws := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(ws, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := New(Config{Workspace: ws, Guard: guard.New(guard.Config{Mode: guard.ModeEnforce}),
+		Logger: log.New(io.Discard, "", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := time.Second
+	raw := fs.NewNodeFS(f.Root(), &fs.Options{EntryTimeout: &sec, AttrTimeout: &sec})
+	raw.Init(nil)
+	return raw, ws
+}
+
+func hdr(node uint64) fuse.InHeader {
+	return fuse.InHeader{NodeId: node, Caller: fuse.Caller{Owner: fuse.Owner{Uid: 0, Gid: 0}, Pid: uint32(os.Getpid())}}
+}
+
+// TestRawGuard drives the guard through FUSE requests: a truncating open of
+// an unread file is EACCES with the file intact; after a read-only open and
+// a READ, the same open succeeds.
+func TestRawGuard(t *testing.T) {
+	raw, ws := rawFS(t, map[string]string{"f": "hello\n"})
+	cancel := make(chan struct{})
+	var entry fuse.EntryOut
+	if st := raw.Lookup(cancel, &fuse.InHeader{NodeId: 1}, "f", &entry); !st.Ok() {
+		t.Fatalf("lookup: %v", st)
+	}
+	var oo fuse.OpenOut
+	in := fuse.OpenIn{InHeader: hdr(entry.NodeId), Flags: syscall.O_WRONLY | syscall.O_TRUNC}
+	if st := raw.Open(cancel, &in, &oo); st != fuse.Status(syscall.EACCES) {
+		t.Fatalf("blind O_TRUNC open: %v, want EACCES", st)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "f")); string(b) != "hello\n" {
+		t.Fatalf("refused open changed the file: %q", b)
+	}
+	// A read-only open registers the read.
+	in = fuse.OpenIn{InHeader: hdr(entry.NodeId), Flags: syscall.O_RDONLY}
+	if st := raw.Open(cancel, &in, &oo); !st.Ok() {
+		t.Fatalf("read-only open: %v", st)
+	}
+	raw.Release(cancel, &fuse.ReleaseIn{InHeader: hdr(entry.NodeId), Fh: oo.Fh})
+	in = fuse.OpenIn{InHeader: hdr(entry.NodeId), Flags: syscall.O_WRONLY | syscall.O_TRUNC}
+	if st := raw.Open(cancel, &in, &oo); !st.Ok() {
+		t.Fatalf("O_TRUNC open after a read: %v", st)
+	}
+	raw.Release(cancel, &fuse.ReleaseIn{InHeader: hdr(entry.NodeId), Fh: oo.Fh})
+
+	// The control tree is reachable and .rubino/status is read-only.
+	var ctl, status fuse.EntryOut
+	if st := raw.Lookup(cancel, &fuse.InHeader{NodeId: 1}, ctlDirName, &ctl); !st.Ok() {
+		t.Fatalf("lookup .rubino: %v", st)
+	}
+	if st := raw.Lookup(cancel, &fuse.InHeader{NodeId: ctl.NodeId}, "status", &status); !st.Ok() {
+		t.Fatalf("lookup status: %v", st)
+	}
+	in = fuse.OpenIn{InHeader: hdr(status.NodeId), Flags: syscall.O_WRONLY}
+	if st := raw.Open(cancel, &in, &oo); st != fuse.Status(syscall.EACCES) {
+		t.Fatalf("writable open of status: %v, want EACCES", st)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ctlDirName)); !os.IsNotExist(err) {
+		t.Fatalf(".rubino was created in the workspace: %v", err)
+	}
+}

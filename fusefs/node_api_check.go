@@ -1,0 +1,61 @@
+package fusefs
+
+import "github.com/hanwen/go-fuse/v2/fs"
+
+// Compile-time checks that our types implement the go-fuse interfaces we rely
+// on (gocryptfs' *_api_check.go pattern). A go-fuse upgrade that changes a
+// signature fails here instead of silently falling back to a default.
+var (
+	_ fs.NodeWrapChilder    = (*Node)(nil)
+	_ fs.NodeLookuper       = (*Node)(nil)
+	_ fs.NodeOpener         = (*Node)(nil)
+	_ fs.NodeCreater        = (*Node)(nil)
+	_ fs.NodeUnlinker       = (*Node)(nil)
+	_ fs.NodeRenamer        = (*Node)(nil)
+	_ fs.NodeSetattrer      = (*Node)(nil)
+	_ fs.NodeCopyFileRanger = (*Node)(nil)
+	_ fs.NodeOpendirHandler = (*Node)(nil)
+	_ fs.NodeStatfser       = (*Node)(nil)
+	_ fs.NodeGetattrer      = (*Node)(nil)
+	_ fs.NodeMkdirer        = (*Node)(nil)
+	_ fs.NodeRmdirer        = (*Node)(nil)
+	_ fs.NodeSymlinker      = (*Node)(nil)
+	_ fs.NodeLinker         = (*Node)(nil)
+	_ fs.NodeReadlinker     = (*Node)(nil)
+	_ fs.NodeMknoder        = (*Node)(nil)
+	_ fs.NodeGetxattrer     = (*Node)(nil)
+	_ fs.NodeSetxattrer     = (*Node)(nil)
+	_ fs.NodeRemovexattrer  = (*Node)(nil)
+	_ fs.FileReader         = (*File)(nil)
+	_ fs.FileWriter         = (*File)(nil)
+	_ fs.FileFlusher        = (*File)(nil)
+	_ fs.FileReleaser       = (*File)(nil)
+	_ fs.FileAllocater      = (*File)(nil)
+	_ fs.FileSetattrer      = (*File)(nil)
+	_ fs.FileGetattrer      = (*File)(nil)
+	_ fs.FileSetlkwer       = (*File)(nil)
+	_ fs.FileFsyncer        = (*File)(nil)
+	_ fs.FileLseeker        = (*File)(nil)
+	_ fs.FileReaddirenter   = (*listDir)(nil)
+	_ fs.FileSeekdirer      = (*listDir)(nil)
+	_ fs.FileReleasedirer   = (*listDir)(nil)
+	_ fs.NodeLookuper       = (*ctlNode)(nil)
+	_ fs.NodeReaddirer      = (*ctlNode)(nil)
+	_ fs.NodeOpener         = (*ctlNode)(nil)
+	_ fs.NodeGetattrer      = (*ctlNode)(nil)
+	_ fs.NodeSetattrer      = (*ctlNode)(nil)
+	_ fs.NodeReadlinker     = (*ctlNode)(nil)
+	_ fs.FileReader         = (*ctlHandle)(nil)
+	_ fs.FileWriter         = (*ctlHandle)(nil)
+	_ fs.FileFlusher        = (*ctlHandle)(nil)
+	_ fs.FileReleaser       = (*ctlHandle)(nil)
+)
+
+// A guarded handle must never offer a passthrough descriptor.
+var _ = func() bool {
+	var h any = (*File)(nil)
+	if _, ok := h.(fs.FilePassthroughFder); ok {
+		panic("fusefs.File must not implement FilePassthroughFder")
+	}
+	return true
+}()

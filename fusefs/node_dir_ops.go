@@ -1,0 +1,223 @@
+package fusefs
+
+import (
+	"context"
+	"sort"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rubinofs/rubinofs/guard"
+)
+
+// OpendirHandle lists a directory. The root lists the control tree first
+// and hides a real entry of the same name; other directories are the
+// loopback's stream.
+func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if !n.isRoot() {
+		return n.LoopbackNode.OpendirHandle(ctx, flags)
+	}
+	ds, errno := fs.NewLoopbackDirStream(n.fs.backing(""))
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	defer ds.Close()
+	list := []fuse.DirEntry{{Name: ctlDirName, Mode: syscall.S_IFDIR, Ino: n.fs.ctlIno(ctlDirName)}}
+	for ds.HasNext() {
+		e, errno := ds.Next()
+		if errno != 0 {
+			return nil, 0, errno
+		}
+		if e.Name != ctlDirName {
+			list = append(list, e)
+		}
+	}
+	return newListDir(list), 0, 0
+}
+
+// listDir is a directory handle over a fixed list; offsets are indices + 1.
+type listDir struct {
+	list []fuse.DirEntry
+	next int
+}
+
+func newListDir(list []fuse.DirEntry) *listDir {
+	for i := range list {
+		list[i].Off = uint64(i + 1)
+	}
+	return &listDir{list: list}
+}
+
+// Readdirent returns the next entry, or nil at the end.
+func (d *listDir) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if d.next >= len(d.list) {
+		return nil, 0
+	}
+	e := d.list[d.next]
+	d.next++
+	return &e, 0
+}
+
+// Seekdir moves to the entry after offset off.
+func (d *listDir) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if off > uint64(len(d.list)) {
+		off = uint64(len(d.list))
+	}
+	d.next = int(off)
+	return 0
+}
+
+// Releasedir drops the list.
+func (d *listDir) Releasedir(ctx context.Context, releaseFlags uint32) { d.list = nil }
+
+// guardedChild is a regular, non-exempt child about to be mutated.
+type guardedChild struct {
+	rel string
+	st  syscall.Stat_t
+	id  guard.FileID
+}
+
+// guardedChildOf lstats name under n and reports whether the guard applies
+// to mutating it (it exists, is a regular file and is not exempt).
+func (n *Node) guardedChildOf(name string) (guardedChild, bool) {
+	rel := n.childRel(name)
+	if !n.fs.tracks(rel) {
+		return guardedChild{}, false
+	}
+	st, err := n.lstatChild(name)
+	if err != nil || !regular(&st) {
+		return guardedChild{}, false
+	}
+	return guardedChild{rel: rel, st: st, id: guard.StatOf(&st).ID}, true
+}
+
+// lockAll takes the identity locks of ids in a fixed order (no deadlock
+// between two renames locking the same pair) and returns one unlock.
+func (f *FS) lockAll(ids ...guard.FileID) func() {
+	sort.Slice(ids, func(i, j int) bool {
+		if ids[i].Dev != ids[j].Dev {
+			return ids[i].Dev < ids[j].Dev
+		}
+		return ids[i].Ino < ids[j].Ino
+	})
+	var unlocks []func()
+	for i, id := range ids {
+		if i > 0 && id == ids[i-1] {
+			continue
+		}
+		unlocks = append(unlocks, f.cfg.Guard.Lock(id))
+	}
+	return func() {
+		for i := len(unlocks) - 1; i >= 0; i-- {
+			unlocks[i]()
+		}
+	}
+}
+
+// Unlink removes a name. Removing an existing regular file is a guarded
+// mutation (op unlink); other types are always allowed. After the last link
+// is gone the guard forgets the identity.
+func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
+	g, ok := n.guardedChildOf(name)
+	if !ok {
+		errno := n.LoopbackNode.Unlink(ctx, name)
+		if errno == 0 {
+			n.fs.noteOwn(n.childRel(name))
+		}
+		return errno
+	}
+	c := n.fs.callerOf(ctx)
+	unlock := n.fs.lockAll(g.id)
+	defer unlock()
+	if n.fs.guarded(c) {
+		if errno := n.fs.decide(c, guard.OpUnlink, n.fs.target(g.rel, &g.st)); errno != 0 {
+			return errno
+		}
+	}
+	errno := n.LoopbackNode.Unlink(ctx, name)
+	if errno != 0 {
+		return errno
+	}
+	n.fs.noteOwn(g.rel)
+	if g.st.Nlink <= 1 {
+		n.fs.cfg.Guard.Forget(g.id)
+		n.fs.forgetMutations(g.id)
+	} else {
+		n.fs.noteMutation(g.id, c.session)
+	}
+	return 0
+}
+
+// Rename renames a name. Renaming onto an existing regular file is a guarded
+// mutation of that target (op rename-over), and RENAME_EXCHANGE guards both
+// sides (op exchange); renaming a file away is always allowed. The records
+// follow the identities, so a read file keeps its record under its new name
+// and an atomic save (write tmp, rename over a read file) passes.
+func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	np, ok := newParent.(*Node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	srcRel, dstRel := n.childRel(name), np.childRel(newName)
+	src, srcGuarded := n.guardedChildOf(name)
+	dst, dstGuarded := np.guardedChildOf(newName)
+	exchange := flags&unixRenameExchange != 0
+	noReplace := flags&unixRenameNoreplace != 0
+
+	var ids []guard.FileID
+	if srcGuarded {
+		ids = append(ids, src.id)
+	}
+	if dstGuarded {
+		ids = append(ids, dst.id)
+	}
+	unlock := n.fs.lockAll(ids...)
+	defer unlock()
+
+	c := n.fs.callerOf(ctx)
+	if n.fs.guarded(c) {
+		if dstGuarded && !noReplace {
+			op := guard.OpRenameOver
+			if exchange {
+				op = guard.OpExchange
+			}
+			if errno := n.fs.decide(c, op, n.fs.target(dst.rel, &dst.st)); errno != 0 {
+				return errno
+			}
+		}
+		if exchange && srcGuarded {
+			if errno := n.fs.decide(c, guard.OpExchange, n.fs.target(src.rel, &src.st)); errno != 0 {
+				return errno
+			}
+		}
+	}
+	if errno := n.LoopbackNode.Rename(ctx, name, np.LoopbackNode, newName, flags); errno != 0 {
+		return errno
+	}
+	n.fs.noteOwn(srcRel)
+	n.fs.noteOwn(dstRel)
+	g := n.fs.cfg.Guard
+	if srcGuarded {
+		g.Rename(src.id, dstRel)
+	}
+	if dstGuarded {
+		if exchange {
+			g.Rename(dst.id, srcRel)
+			n.fs.noteMutation(dst.id, c.session)
+		} else if dst.st.Nlink <= 1 {
+			g.Forget(dst.id)
+			n.fs.forgetMutations(dst.id)
+		}
+	}
+	if srcGuarded && exchange {
+		n.fs.noteMutation(src.id, c.session)
+	}
+	return 0
+}
+
+// Rename flags from renameat2(2).
+const (
+	unixRenameNoreplace = 1 << 0
+	unixRenameExchange  = 1 << 1
+)

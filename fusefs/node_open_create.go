@@ -1,0 +1,138 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rubinofs/rubinofs/guard"
+)
+
+// tracks reports whether the guard keeps state for rel at all: the guard is
+// not off and rel is not exempt.
+func (f *FS) tracks(rel string) bool {
+	return f.cfg.Guard.Mode() != guard.ModeOff && !f.exempt(rel, false)
+}
+
+// Open opens an existing file.
+//
+//   - Exempt files (and every file with the guard off) get the loopback's
+//     handle as is, with kernel passthrough when enabled. Passthrough is
+//     chosen per path, so all handles of one inode agree on it and the
+//     kernel never refuses a mixed open with EIO (fs/fuse/iomode.c).
+//   - O_TRUNC on a guarded file is a mutation: the guard decides before the
+//     backing open, under the identity lock, and a refusal leaves the file
+//     untouched (EACCES).
+//   - A read-only handle registers its read here; a read-write one at its
+//     first READ.
+func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	rel := n.rel()
+	if !n.fs.tracks(rel) {
+		fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
+		if errno == 0 && !n.fs.cfg.Passthrough {
+			fh = &plainFile{loopbackOps: fh.(*fs.LoopbackFile)}
+			fl |= n.cacheFlags(rel)
+		}
+		return fh, fl, errno
+	}
+	c := n.fs.callerOf(ctx)
+	acc := flags & syscall.O_ACCMODE
+	writable := acc != syscall.O_RDONLY
+	h := &File{node: n, fs: n.fs, who: c, track: true, check: n.fs.guarded(c)}
+
+	var st syscall.Stat_t
+	if err := syscall.Lstat(n.fs.backing(rel), &st); err != nil {
+		return nil, 0, fs.ToErrno(err)
+	}
+	h.id = guard.StatOf(&st).ID
+
+	open := func() (fs.FileHandle, uint32, syscall.Errno) {
+		return n.LoopbackNode.Open(ctx, flags)
+	}
+	var (
+		fh    fs.FileHandle
+		fl    uint32
+		errno syscall.Errno
+	)
+	if writable && flags&syscall.O_TRUNC != 0 && regular(&st) {
+		unlock := n.fs.cfg.Guard.Lock(h.id)
+		if h.check {
+			if errno = n.fs.decide(c, guard.OpOpenTrunc, n.fs.target(rel, &st)); errno != 0 {
+				unlock()
+				return nil, 0, errno
+			}
+		}
+		fh, fl, errno = open()
+		if errno == 0 {
+			h.granted, h.dirty = true, true
+			h.seq = n.fs.noteMutation(h.id, c.session)
+		}
+		unlock()
+	} else {
+		fh, fl, errno = open()
+	}
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	h.lf = fh.(*fs.LoopbackFile)
+	h.loopbackOps = h.lf
+	if !writable && (h.check || !n.fs.cfg.AllowUnregistered) {
+		h.registerRead()
+	}
+	return h, fl | n.cacheFlags(rel), 0
+}
+
+// Create creates a new file (always allowed). It first tries O_EXCL: when the
+// name exists after all (another process created it, or the kernel acted on
+// a cached negative entry), the call becomes an open of that existing file
+// and goes through the guard like any open.
+func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	ch, fh, fl, errno := n.LoopbackNode.Create(ctx, name, flags|syscall.O_EXCL, mode, out)
+	if errno == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
+		ch, errno = n.Lookup(ctx, name, out)
+		if errno != 0 {
+			return nil, nil, 0, errno
+		}
+		child, ok := ch.Operations().(*Node)
+		if !ok {
+			return nil, nil, 0, syscall.EISDIR
+		}
+		fh, fl, errno = child.Open(ctx, flags&^(syscall.O_CREAT|syscall.O_EXCL))
+		if errno != 0 {
+			return nil, nil, 0, errno
+		}
+		return ch, fh, fl, 0
+	}
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	rel := n.childRel(name)
+	n.fs.noteOwn(rel)
+	lf := fh.(*fs.LoopbackFile)
+	if !n.fs.tracks(rel) {
+		if !n.fs.cfg.Passthrough {
+			return ch, &plainFile{loopbackOps: lf}, fl, 0
+		}
+		return ch, fh, fl, 0
+	}
+	c := n.fs.callerOf(ctx)
+	h := &File{loopbackOps: lf, lf: lf, node: ch.Operations().(*Node), fs: n.fs, who: c,
+		track: true, check: n.fs.guarded(c), created: true, granted: true, dirty: true}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(mustFd(lf), &st); err == nil {
+		h.id = guard.StatOf(&st).ID
+	}
+	h.seq = n.fs.noteMutation(h.id, c.session)
+	return ch, h, fl, 0
+}
+
+// plainFile is an unguarded handle kept out of passthrough.
+type plainFile struct{ loopbackOps }
+
+// mustFd returns the descriptor of a live loopback handle.
+func mustFd(lf *fs.LoopbackFile) int {
+	fd, _ := lf.PassthroughFd()
+	return fd
+}
