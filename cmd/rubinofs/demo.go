@@ -86,7 +86,7 @@ func runDemo(out io.Writer) error {
 	step("Having read it (the cat above), an edit is allowed", "echo 'and the region' >> notes.txt && cat notes.txt")
 	step("sed -i after a read: allowed (it writes a temp file and renames it over)", "cat src/main.go >/dev/null && sed -i 's/hello/hello, agent/' src/main.go && cat src/main.go")
 	step("A file changed outside the mount is stale until read again",
-		"echo 'edited by a human' >> "+shellQuote(filepath.Join(ws, "notes.txt"))+" && echo 'agent edit' >> notes.txt")
+		"echo 'edited by a human' >> "+shellQuote(filepath.Join(ws, "notes.txt"))+" && /bin/echo 'agent edit' >> notes.txt")
 	step("New files and ignored paths are always allowed", "mkdir -p build && echo out > build/app && echo new > fresh.txt && ls")
 	step("Why was I refused?", "cat .rubino/guard/why")
 	step("The denial log", "cat .rubino/guard/denials")

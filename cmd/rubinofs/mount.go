@@ -201,8 +201,8 @@ func spawnDaemon(cfg daemon.Config) error {
 	r.Close()
 	line = strings.TrimSpace(line)
 	if line == "ok" {
-		cmd.Process.Release()
 		fmt.Printf("mounted %s at %s (pid %d, log %s)\n", cfg.Workspace, cfg.Mountpoint, cmd.Process.Pid, logPath)
+		cmd.Process.Release()
 		return nil
 	}
 	cmd.Wait()
