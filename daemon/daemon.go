@@ -9,16 +9,19 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/bmatcuk/doublestar/v4"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rubinofs/rubinofs/fusefs"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/ignore"
+	"github.com/rubinofs/rubinofs/watcher"
 )
 
 // Config is everything a mount is started with. Durations are kernel cache
@@ -38,21 +41,37 @@ type Config struct {
 	Options []string
 	// StateDir holds logs, the read-state file and the compaction store.
 	StateDir string
-	// CacheTimeout is the entry/attribute timeout (1 s until the watcher
-	// lifts it).
+	// CacheTimeout is the kernel's entry, negative-entry and attribute
+	// timeout for watched subtrees (with Watch), or for everything.
 	CacheTimeout time.Duration
-	Debug        bool
-	Version      string
-	Logger       *log.Logger
+	// Watch starts the fsnotify watcher: external changes invalidate the
+	// guard's hashes and the kernel's caches, and the page cache is kept
+	// across opens.
+	Watch bool
+	// ShortTimeout is the cache timeout of subtrees the watcher does not
+	// watch (skipped, or out of inotify watches); default 1 s.
+	ShortTimeout time.Duration
+	// WatchSkip are doublestar globs of directories not watched (default
+	// watcher.DefaultSkip: .git/objects).
+	WatchSkip []string
+	// MaxWatches limits the inotify watches (0: the kernel's limit).
+	MaxWatches int
+	Debug      bool
+	Version    string
+	Logger     *log.Logger
 }
 
 // Daemon is one running mount.
 type Daemon struct {
-	cfg    Config
-	FS     *fusefs.FS
-	Guard  *guard.Guard
-	server *fuse.Server
-	rootFd int // in-place: the workspace directory opened before mounting
+	cfg   Config
+	FS    *fusefs.FS
+	Guard *guard.Guard
+	// Watcher is the running watcher (nil without Config.Watch) and
+	// Invalidation its feed into the mount.
+	Watcher      *watcher.Watcher
+	Invalidation *fusefs.Invalidation
+	server       *fuse.Server
+	rootFd       int // in-place: the workspace directory opened before mounting
 
 	closeOnce sync.Once
 	closeErr  error
@@ -124,16 +143,27 @@ func Start(cfg Config) (*Daemon, error) {
 		d.closeFd()
 		return nil, err
 	}
+	if cfg.ShortTimeout <= 0 {
+		cfg.ShortTimeout = time.Second
+	}
+	if cfg.Watch {
+		if err := d.startWatcher(backing, matcher); err != nil {
+			d.closeFd()
+			return nil, err
+		}
+	}
 	timeout := cfg.CacheTimeout
 	d.server, err = d.FS.Mount(cfg.Mountpoint, fusefs.MountOptions{
 		Options:         cfg.Options,
 		EntryTimeout:    timeout,
 		AttrTimeout:     timeout,
 		NegativeTimeout: timeout,
+		KeepCache:       cfg.Watch,
 		Debug:           cfg.Debug,
 		AllowNonEmpty:   cfg.InPlace,
 	})
 	if err != nil {
+		d.stopWatcher()
 		d.closeFd()
 		return nil, err
 	}
@@ -173,9 +203,74 @@ func (d *Daemon) Close() error {
 			}
 			<-d.done
 		}
+		d.stopWatcher()
 		d.closeFd()
 	})
 	return d.closeErr
+}
+
+// startWatcher attaches the invalidation feed to the FS and starts the
+// watcher over the backing directory.
+func (d *Daemon) startWatcher(backing string, matcher *ignore.Matcher) error {
+	cfg := d.cfg
+	skip := watcher.DefaultSkip
+	if len(cfg.WatchSkip) > 0 {
+		for _, g := range cfg.WatchSkip {
+			if !doublestar.ValidatePattern(g) {
+				return fmt.Errorf("malformed --watch-skip glob %q", g)
+			}
+		}
+		skip = func(rel string) bool {
+			for _, g := range cfg.WatchSkip {
+				if ok, _ := doublestar.Match(g, rel); ok {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	inv := d.FS.AttachWatcher(fusefs.WatchOptions{ShortTimeout: cfg.ShortTimeout})
+	w, err := watcher.Start(watcher.Config{
+		Root:        backing,
+		Skip:        skip,
+		MaxWatches:  cfg.MaxWatches,
+		OnEvents:    func(evs []watcher.Event) { invalidateIgnores(matcher, evs); inv.Events(evs) },
+		OnOverflow:  func() { matcher.Invalidate(""); inv.Overflow() },
+		OnUnwatched: inv.Unwatched,
+		Logger:      cfg.Logger,
+	})
+	if err != nil {
+		inv.Close()
+		return fmt.Errorf("watcher: %w", err)
+	}
+	inv.SetOwnTracker(w.Begin)
+	d.FS.AddStatus(func() (string, any) {
+		st, ws := inv.Stats(), w.Stats()
+		st["watches"], st["events"], st["external_events"] = ws.Watches, ws.Events, ws.External
+		st["own_events"], st["batches"], st["overflows"], st["unwatched"] = ws.Own, ws.Batches, ws.Overflows, ws.Unwatched
+		return "watcher", st
+	})
+	d.Watcher, d.Invalidation = w, inv
+	return nil
+}
+
+// invalidateIgnores reloads the ignore rules of directories whose
+// .gitignore changed outside the mount.
+func invalidateIgnores(m *ignore.Matcher, evs []watcher.Event) {
+	for _, ev := range evs {
+		if path.Base(ev.Path) == ".gitignore" {
+			m.Invalidate(path.Dir(ev.Path))
+		} else if ev.Path == ".git/info/exclude" {
+			m.Invalidate(".git/info")
+		}
+	}
+}
+
+func (d *Daemon) stopWatcher() {
+	if d.Watcher != nil {
+		d.Watcher.Close()
+		d.Invalidation.Close()
+	}
 }
 
 func (d *Daemon) closeFd() {

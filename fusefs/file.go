@@ -110,6 +110,7 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.track {
+		defer h.fs.ownChange(h.node.rel())()
 		return op()
 	}
 	unlock := h.fs.cfg.Guard.Lock(h.id)
@@ -135,7 +136,9 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 			h.granted = true
 		}
 	}
+	end := h.fs.ownChange(h.node.rel())
 	errno := op()
+	end()
 	if errno == 0 {
 		h.dirty = true
 		h.seq = h.fs.noteMutation(h.id, h.who.session)
@@ -181,7 +184,6 @@ func (h *File) credit() {
 		}
 		return 0
 	})
-	h.fs.noteOwn(h.node.rel())
 }
 
 // Flush is close(2) of one descriptor of the handle: credit the writes so

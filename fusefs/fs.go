@@ -120,10 +120,16 @@ type FS struct {
 	}
 
 	shadowed  bool // a real .rubino exists in the workspace
-	keepCache bool // keep the page cache across opens
+	keepCache bool // keep the page cache across opens (watcher attached)
 
-	// ownHook, when set, is told of every change the daemon makes.
-	ownHook atomic.Pointer[func(rel string)]
+	// inv applies external changes (nil without a watcher); shortTimeout
+	// is the cache timeout of subtrees it cannot vouch for.
+	inv          *invalidator
+	shortTimeout time.Duration
+
+	// ownTracker, when set (the watcher's Begin), brackets every change
+	// the daemon makes, so its events are not taken for external edits.
+	ownTracker atomic.Pointer[func(rel string) (end func())]
 }
 
 type mutation struct {
@@ -352,14 +358,26 @@ func comm(pid uint32) string {
 	return strings.TrimSpace(string(b))
 }
 
-// noteOwn tells the watcher (when attached) that the daemon itself changed
-// rel, so the resulting fsnotify event is not taken for an external edit,
-// and reloads the ignore rules when rel is a .gitignore.
-func (f *FS) noteOwn(rel string) {
-	if path.Base(rel) == ".gitignore" && f.cfg.Exempt != nil {
-		f.cfg.Exempt.Invalidate(path.Dir(rel))
+// ownChange brackets a change the daemon is about to make to rels: it
+// tells the watcher (when attached) so the change's fsnotify events are not
+// taken for external edits. The returned end must be called once the change
+// is done, successful or not; it also reloads the ignore rules when a
+// .gitignore changed.
+func (f *FS) ownChange(rels ...string) (end func()) {
+	var ends []func()
+	if tr := f.ownTracker.Load(); tr != nil {
+		for _, rel := range rels {
+			ends = append(ends, (*tr)(rel))
+		}
 	}
-	if h := f.ownHook.Load(); h != nil {
-		(*h)(rel)
+	return func() {
+		for _, e := range ends {
+			e()
+		}
+		for _, rel := range rels {
+			if path.Base(rel) == ".gitignore" && f.cfg.Exempt != nil {
+				f.cfg.Exempt.Invalidate(path.Dir(rel))
+			}
+		}
 	}
 }

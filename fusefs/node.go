@@ -57,18 +57,29 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if name == ctlDirName && n.isRoot() {
 		return n.fs.ctlLookupRoot(ctx, n.EmbeddedInode(), out)
 	}
-	return n.LoopbackNode.Lookup(ctx, name, out)
+	ch, errno := n.LoopbackNode.Lookup(ctx, name, out)
+	if (errno == 0 || errno == syscall.ENOENT) && n.fs.shortTimeouts(n.childRel(name)) {
+		// Also for ENOENT: go-fuse keeps a negative entry's timeout set
+		// here instead of the mount-wide NegativeTimeout.
+		out.SetEntryTimeout(n.fs.shortTimeout)
+		out.SetAttrTimeout(n.fs.shortTimeout)
+	}
+	return ch, errno
 }
 
-// Getattr is the loopback's, given the loopback's handle under ours.
+// Getattr is the loopback's, with short timeouts in unwatched subtrees.
 func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	return n.LoopbackNode.Getattr(ctx, unwrapHandle(fh), out)
+	errno := n.LoopbackNode.Getattr(ctx, unwrapHandle(fh), out)
+	if errno == 0 && n.fs.shortTimeouts(n.rel()) {
+		out.SetTimeout(n.fs.shortTimeout)
+	}
+	return errno
 }
 
 // cacheFlags returns the open flags that keep the page cache across opens:
-// only when something (the watcher) tells the kernel of external changes.
+// only with a watcher vouching for rel.
 func (n *Node) cacheFlags(rel string) uint32 {
-	if n.fs.keepCache {
+	if n.fs.keepCache && !n.fs.shortTimeouts(rel) {
 		return fuse.FOPEN_KEEP_CACHE
 	}
 	return 0

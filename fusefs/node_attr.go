@@ -18,6 +18,7 @@ import (
 // touch with identical bytes keeps records fresh because the hash decides.
 func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if _, ok := in.GetSize(); !ok {
+		defer n.fs.ownChange(n.rel())()
 		return n.LoopbackNode.Setattr(ctx, unwrapHandle(fh), in, out)
 	}
 	if h, ok := fh.(*File); ok {
@@ -32,6 +33,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		return errno
 	}
 	rel := n.rel()
+	defer n.fs.ownChange(rel)()
 	if !n.fs.tracks(rel) {
 		return n.LoopbackNode.Setattr(ctx, unwrapHandle(fh), in, out)
 	}
@@ -55,7 +57,6 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		return errno
 	}
 	n.fs.noteMutation(id, c.session)
-	n.fs.noteOwn(rel)
 	if err := syscall.Lstat(n.fs.backing(rel), &st); err == nil {
 		if err := n.fs.cfg.Guard.NoteWrite(c.session, n.fs.target(rel, &st)); err != nil {
 			n.fs.log.Printf("crediting truncate of %s: %v", rel, err)

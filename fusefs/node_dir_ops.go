@@ -119,13 +119,10 @@ func (f *FS) lockAll(ids ...guard.FileID) func() {
 // mutation (op unlink); other types are always allowed. After the last link
 // is gone the guard forgets the identity.
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
+	defer n.fs.ownChange(n.childRel(name))()
 	g, ok := n.guardedChildOf(name)
 	if !ok {
-		errno := n.LoopbackNode.Unlink(ctx, name)
-		if errno == 0 {
-			n.fs.noteOwn(n.childRel(name))
-		}
-		return errno
+		return n.LoopbackNode.Unlink(ctx, name)
 	}
 	c := n.fs.callerOf(ctx)
 	unlock := n.fs.lockAll(g.id)
@@ -139,7 +136,6 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if errno != 0 {
 		return errno
 	}
-	n.fs.noteOwn(g.rel)
 	if g.st.Nlink <= 1 {
 		n.fs.cfg.Guard.Forget(g.id)
 		n.fs.forgetMutations(g.id)
@@ -192,11 +188,12 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			}
 		}
 	}
-	if errno := n.LoopbackNode.Rename(ctx, name, np.LoopbackNode, newName, flags); errno != 0 {
+	end := n.fs.ownChange(srcRel, dstRel)
+	errno := n.LoopbackNode.Rename(ctx, name, np.LoopbackNode, newName, flags)
+	end()
+	if errno != 0 {
 		return errno
 	}
-	n.fs.noteOwn(srcRel)
-	n.fs.noteOwn(dstRel)
 	g := n.fs.cfg.Guard
 	if srcGuarded {
 		g.Rename(src.id, dstRel)
@@ -221,3 +218,38 @@ const (
 	unixRenameNoreplace = 1 << 0
 	unixRenameExchange  = 1 << 1
 )
+
+// Mkdir, Rmdir, Symlink, Link and Mknod are the loopback's, never guarded
+// (issue 2: always allowed), bracketed as the daemon's own changes for the
+// watcher.
+
+// Mkdir creates a directory.
+func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	defer n.fs.ownChange(n.childRel(name))()
+	return n.LoopbackNode.Mkdir(ctx, name, mode, out)
+}
+
+// Rmdir removes an empty directory.
+func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	defer n.fs.ownChange(n.childRel(name))()
+	return n.LoopbackNode.Rmdir(ctx, name)
+}
+
+// Symlink creates a symbolic link.
+func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	defer n.fs.ownChange(n.childRel(name))()
+	return n.LoopbackNode.Symlink(ctx, target, name, out)
+}
+
+// Link creates a hard link.
+func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	// The target's link count and ctime change too.
+	defer n.fs.ownChange(n.childRel(name), target.EmbeddedInode().Path(n.fs.root.EmbeddedInode()))()
+	return n.LoopbackNode.Link(ctx, target, name, out)
+}
+
+// Mknod creates a device node, fifo or socket.
+func (n *Node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	defer n.fs.ownChange(n.childRel(name))()
+	return n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
+}

@@ -30,9 +30,12 @@ func (f *FS) tracks(rel string) bool {
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	rel := n.rel()
 	if !n.fs.tracks(rel) {
+		if flags&syscall.O_TRUNC != 0 {
+			defer n.fs.ownChange(rel)()
+		}
 		fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
 		if errno == 0 && !n.fs.cfg.Passthrough {
-			fh = &plainFile{loopbackOps: fh.(*fs.LoopbackFile)}
+			fh = &plainFile{loopbackOps: fh.(*fs.LoopbackFile), node: n}
 			fl |= n.cacheFlags(rel)
 		}
 		return fh, fl, errno
@@ -64,13 +67,18 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 				return nil, 0, errno
 			}
 		}
+		end := n.fs.ownChange(rel)
 		fh, fl, errno = open()
+		end()
 		if errno == 0 {
 			h.granted, h.dirty = true, true
 			h.seq = n.fs.noteMutation(h.id, c.session)
 		}
 		unlock()
 	} else {
+		if flags&syscall.O_TRUNC != 0 {
+			defer n.fs.ownChange(rel)()
+		}
 		fh, fl, errno = open()
 	}
 	if errno != 0 {
@@ -89,7 +97,9 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // a cached negative entry), the call becomes an open of that existing file
 // and goes through the guard like any open.
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	end := n.fs.ownChange(n.childRel(name))
 	ch, fh, fl, errno := n.LoopbackNode.Create(ctx, name, flags|syscall.O_EXCL, mode, out)
+	end()
 	if errno == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
 		ch, errno = n.Lookup(ctx, name, out)
 		if errno != 0 {
@@ -109,11 +119,10 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno
 	}
 	rel := n.childRel(name)
-	n.fs.noteOwn(rel)
 	lf := fh.(*fs.LoopbackFile)
 	if !n.fs.tracks(rel) {
 		if !n.fs.cfg.Passthrough {
-			return ch, &plainFile{loopbackOps: lf}, fl, 0
+			return ch, &plainFile{loopbackOps: lf, node: ch.Operations().(*Node)}, fl, 0
 		}
 		return ch, fh, fl, 0
 	}
@@ -128,8 +137,18 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	return ch, h, fl, 0
 }
 
-// plainFile is an unguarded handle kept out of passthrough.
-type plainFile struct{ loopbackOps }
+// plainFile is an unguarded handle kept out of passthrough. Its writes are
+// still the daemon's own changes, for the watcher.
+type plainFile struct {
+	loopbackOps
+	node *Node
+}
+
+// Write writes through the loopback handle as an own change.
+func (p *plainFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	defer p.node.fs.ownChange(p.node.rel())()
+	return p.loopbackOps.Write(ctx, data, off)
+}
 
 // mustFd returns the descriptor of a live loopback handle.
 func mustFd(lf *fs.LoopbackFile) int {

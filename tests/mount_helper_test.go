@@ -16,11 +16,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/watcher"
 )
 
 // requireFuse skips a real-mount test where /dev/fuse is absent, and fails
@@ -52,6 +54,12 @@ type mount struct {
 	state string
 	tmp   string
 	d     *daemon.Daemon
+
+	// applied records the watcher batches the mount has applied (nil
+	// entries are full invalidations), for waitApplied.
+	appliedMu sync.Mutex
+	applied   [][]watcher.Event
+	appliedCh chan struct{}
 }
 
 // newMount mounts a fresh temporary workspace. files are created in the
@@ -71,7 +79,7 @@ func newMount(t testing.TB, files map[string]string, adjust func(*daemon.Config)
 	}
 	cfg := daemon.Config{
 		Workspace: m.ws, Mountpoint: m.mnt, Mode: guard.ModeEnforce,
-		StateDir: m.state, CacheTimeout: time.Second, Version: "test",
+		StateDir: m.state, CacheTimeout: time.Hour, Watch: true, Version: "test",
 		Logger: log.New(io.Discard, "", 0),
 	}
 	if testing.Verbose() {
@@ -90,6 +98,18 @@ func newMount(t testing.TB, files map[string]string, adjust func(*daemon.Config)
 		t.Fatalf("mount: %v", err)
 	}
 	m.d = d
+	m.appliedCh = make(chan struct{}, 1)
+	if d.Invalidation != nil {
+		d.Invalidation.SetBatchHook(func(evs []watcher.Event) {
+			m.appliedMu.Lock()
+			m.applied = append(m.applied, evs)
+			m.appliedMu.Unlock()
+			select {
+			case m.appliedCh <- struct{}{}:
+			default:
+			}
+		})
+	}
 	t.Cleanup(func() {
 		if err := d.Close(); err != nil {
 			t.Errorf("unmount: %v", err)
@@ -136,6 +156,45 @@ func diffFds(before, after map[string]string) []string {
 		}
 	}
 	return leaked
+}
+
+// appliedMark returns a mark for waitApplied: take it before making an
+// external change.
+func (m *mount) appliedMark() int {
+	m.appliedMu.Lock()
+	defer m.appliedMu.Unlock()
+	return len(m.applied)
+}
+
+// waitApplied waits until a watcher batch applied after mark names rel (or
+// invalidated everything), and returns how long it waited. It synchronises
+// on the mount's own event, never on a sleep; it fails after a generous
+// deadline.
+func (m *mount) waitApplied(mark int, rel string) time.Duration {
+	m.t.Helper()
+	start := time.Now()
+	deadline := time.After(20 * time.Second)
+	for {
+		m.appliedMu.Lock()
+		for _, evs := range m.applied[mark:] {
+			if evs == nil {
+				m.appliedMu.Unlock()
+				return time.Since(start)
+			}
+			for _, ev := range evs {
+				if ev.Path == rel {
+					m.appliedMu.Unlock()
+					return time.Since(start)
+				}
+			}
+		}
+		m.appliedMu.Unlock()
+		select {
+		case <-m.appliedCh:
+		case <-deadline:
+			m.t.Fatalf("the watcher applied no change of %s", rel)
+		}
+	}
 }
 
 // path returns the path of rel through the mount.

@@ -57,7 +57,7 @@ func runDemo(out io.Writer) error {
 	}
 	d, err := daemon.Start(daemon.Config{
 		Workspace: ws, Mountpoint: mnt, Mode: guard.ModeEnforce,
-		StateDir: filepath.Join(tmp, "state"), CacheTimeout: time.Second,
+		StateDir: filepath.Join(tmp, "state"), CacheTimeout: time.Hour, Watch: true,
 		Version: versionString(), Logger: log.New(io.Discard, "", 0),
 	})
 	if err != nil {

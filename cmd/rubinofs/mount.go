@@ -34,7 +34,11 @@ func mountFlags() []cli.Flag {
 		&cli.StringFlag{Name: "state-dir", Usage: "state directory (default $XDG_STATE_HOME/rubinofs/..., /var/lib/rubinofs/... for root)"},
 		&cli.BoolFlag{Name: "daemon", Usage: "run in the background; return once the mount answers"},
 		&cli.BoolFlag{Name: "in-place", Usage: "mount over the workspace itself (give only WORKSPACE)"},
-		&cli.DurationFlag{Name: "cache-timeout", Value: time.Second, Usage: "kernel entry/attribute cache timeout"},
+		&cli.BoolFlag{Name: "watch", Value: true, Usage: "watch the workspace for external changes (fsnotify), so the kernel may cache long"},
+		&cli.DurationFlag{Name: "cache-timeout", Usage: "kernel entry/attribute/negative cache timeout (default 1h with --watch, 1s without)"},
+		&cli.DurationFlag{Name: "short-timeout", Value: time.Second, Usage: "cache timeout of subtrees the watcher does not watch"},
+		&cli.StringSliceFlag{Name: "watch-skip", Usage: "do not watch directories matching `GLOB` (doublestar; default .git/objects); they get --short-timeout"},
+		&cli.IntFlag{Name: "max-watches", Usage: "at most `N` inotify watches (0: the kernel's fs.inotify.max_user_watches)"},
 		&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
 	}
 }
@@ -78,7 +82,17 @@ func mountConfig(c *cli.Context) (daemon.Config, error) {
 	for _, o := range c.StringSlice("o") {
 		cfg.Options = append(cfg.Options, strings.Split(o, ",")...)
 	}
+	cfg.Watch = c.Bool("watch")
 	cfg.CacheTimeout = c.Duration("cache-timeout")
+	if cfg.CacheTimeout <= 0 {
+		cfg.CacheTimeout = time.Second
+		if cfg.Watch {
+			cfg.CacheTimeout = time.Hour
+		}
+	}
+	cfg.ShortTimeout = c.Duration("short-timeout")
+	cfg.WatchSkip = c.StringSlice("watch-skip")
+	cfg.MaxWatches = c.Int("max-watches")
 	cfg.Debug = c.Bool("debug")
 	cfg.Version = versionString()
 	ws, err := filepath.Abs(cfg.Workspace)
