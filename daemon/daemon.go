@@ -122,7 +122,7 @@ func Start(cfg Config) (*Daemon, error) {
 		d.rootFd = fd
 		backing = fmt.Sprintf("/proc/self/fd/%d", fd)
 	}
-	d.Guard = guard.New(guard.Config{Mode: cfg.Mode})
+	d.Guard = guard.New(guard.Config{Mode: cfg.Mode, Granularity: timestampGranularity(backing)})
 	matcher, err := ignore.New(backing, cfg.Exempt, cfg.GuardIgnored)
 	if err != nil {
 		d.closeFd()
@@ -207,6 +207,29 @@ func (d *Daemon) Close() error {
 		d.closeFd()
 	})
 	return d.closeErr
+}
+
+// timestampGranularity returns the timestamp granularity the hash cache's
+// racy rule assumes for the backing filesystem: 10 ms (a coarse-clock tick
+// at HZ=100, the worst case) for local filesystems with nanosecond
+// timestamps, 2 s for anything else (FAT's resolution; network filesystems
+// whose server clock rounds).
+func timestampGranularity(backing string) time.Duration {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(backing, &st); err != nil {
+		return 2 * time.Second
+	}
+	switch uint32(st.Type) {
+	case 0xEF53, // ext2/3/4
+		0x58465342, // xfs
+		0x9123683E, // btrfs
+		0x01021994, // tmpfs
+		0x794c7630, // overlayfs
+		0xF2F52010, // f2fs
+		0x2FC12FC1: // zfs
+		return 10 * time.Millisecond
+	}
+	return 2 * time.Second
 }
 
 // startWatcher attaches the invalidation feed to the FS and starts the

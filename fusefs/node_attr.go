@@ -73,6 +73,8 @@ func unwrapHandle(fh fs.FileHandle) fs.FileHandle {
 		return h.lf
 	case *plainFile:
 		return h.loopbackOps
+	case *ptWriter:
+		return h.LoopbackFile
 	}
 	return fh
 }
@@ -98,4 +100,17 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 		return count, h.mutate(guard.OpCopyInto, copyOp)
 	}
 	return count, copyOp()
+}
+
+// Setxattr sets an extended attribute (an ACL copy by sed -i or cp -p
+// changes the mode this way): never guarded, an own change for the watcher.
+func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	defer n.fs.ownChange(n.rel())()
+	return n.LoopbackNode.Setxattr(ctx, attr, data, flags)
+}
+
+// Removexattr removes an extended attribute, as an own change.
+func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	defer n.fs.ownChange(n.rel())()
+	return n.LoopbackNode.Removexattr(ctx, attr)
 }

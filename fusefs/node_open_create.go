@@ -34,11 +34,17 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 			defer n.fs.ownChange(rel)()
 		}
 		fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
-		if errno == 0 && !n.fs.cfg.Passthrough {
-			fh = &plainFile{loopbackOps: fh.(*fs.LoopbackFile), node: n}
-			fl |= n.cacheFlags(rel)
+		if errno != 0 {
+			return nil, 0, errno
 		}
-		return fh, fl, errno
+		lf := fh.(*fs.LoopbackFile)
+		if !n.fs.cfg.Passthrough {
+			return &plainFile{loopbackOps: lf, node: n}, fl | n.cacheFlags(rel), 0
+		}
+		if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+			return n.fs.passthroughWriter(lf, rel), fl, 0
+		}
+		return lf, fl, 0
 	}
 	c := n.fs.callerOf(ctx)
 	acc := flags & syscall.O_ACCMODE
@@ -124,7 +130,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		if !n.fs.cfg.Passthrough {
 			return ch, &plainFile{loopbackOps: lf, node: ch.Operations().(*Node)}, fl, 0
 		}
-		return ch, fh, fl, 0
+		return ch, n.fs.passthroughWriter(lf, rel), fl, 0
 	}
 	c := n.fs.callerOf(ctx)
 	h := &File{loopbackOps: lf, lf: lf, node: ch.Operations().(*Node), fs: n.fs, who: c,
@@ -142,6 +148,26 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 type plainFile struct {
 	loopbackOps
 	node *Node
+}
+
+// ptWriter is a writable handle of an exempt file left to kernel
+// passthrough: its writes never reach the daemon, so the whole life of the
+// handle is one own change for the watcher, ended at release.
+type ptWriter struct {
+	*fs.LoopbackFile
+	end func()
+}
+
+// passthroughWriter wraps a writable passthrough handle on rel.
+func (f *FS) passthroughWriter(lf *fs.LoopbackFile, rel string) *ptWriter {
+	return &ptWriter{LoopbackFile: lf, end: f.ownChange(rel)}
+}
+
+// Release closes the handle and ends its own change.
+func (p *ptWriter) Release(ctx context.Context) syscall.Errno {
+	errno := p.LoopbackFile.Release(ctx)
+	p.end()
+	return errno
 }
 
 // Write writes through the loopback handle as an own change.

@@ -140,8 +140,9 @@ type Watcher struct {
 	timer     *time.Timer
 	requeued  map[string]Op // paths whose own change was in flight at delivery
 
-	ownMu sync.Mutex
-	own   map[string]*ownState
+	ownMu     sync.Mutex
+	own       map[string]*ownState
+	lastPrune time.Time
 
 	deliver chan struct{}
 	stop    chan struct{}
@@ -151,12 +152,15 @@ type Watcher struct {
 	closed                                          atomic.Bool
 }
 
+// ownState is what the watcher knows of the daemon's own changes of one
+// path. gen counts ended changes; recGen is the gen whose resulting lstat
+// is recorded in st/exists (recGen < gen: a record is being taken).
 type ownState struct {
-	inflight int
-	recorded bool
-	st       syscall.Stat_t
-	exists   bool
-	at       time.Time
+	inflight    int
+	gen, recGen uint64
+	st          syscall.Stat_t
+	exists      bool
+	at          time.Time
 }
 
 // Start walks Root, adds the watches and starts watching. It fails only when
@@ -456,38 +460,66 @@ const (
 	ownDone
 )
 
-// classify tells an own change from an external one. The lstat comes first:
-// a change that ends after it was in flight when the own state is read.
+// classify tells an own change from an external one. The own state is read
+// before and after the lstat: if any own change was in flight, ended or not
+// yet recorded around it, the decision is put off to the next batch (the
+// events are queued again, never dropped). Otherwise the path is the
+// daemon's own exactly when its lstat is what the last own change left.
 func (w *Watcher) classify(rel string) origin {
+	w.ownMu.Lock()
+	o := w.own[rel]
+	var gen uint64
+	busy := false
+	if o != nil {
+		gen, busy = o.gen, o.inflight > 0 || o.recGen != o.gen
+	}
+	w.ownMu.Unlock()
+	if o == nil {
+		return external
+	}
+	if busy {
+		return ownInFlight
+	}
 	var st syscall.Stat_t
 	err := syscall.Lstat(w.abs(rel), &st)
 	w.ownMu.Lock()
 	defer w.ownMu.Unlock()
-	o := w.own[rel]
 	switch {
-	case o == nil:
-		return external
-	case o.inflight > 0:
+	case w.own[rel] != o || o.gen != gen || o.inflight > 0:
 		return ownInFlight
-	case o.recorded && o.exists == (err == nil) && (err != nil || sameStat(&o.st, &st)):
+	case o.exists == (err == nil) && (err != nil || sameStat(&o.st, &st)):
 		return ownDone
 	}
 	return external
 }
 
+// sameStat reports whether b is still the state an own change left (a). A
+// directory's size, times and link count change with every entry made in
+// it, and those entries raise events of their own, so for directories only
+// the identity, type, permissions and owner count.
 func sameStat(a, b *syscall.Stat_t) bool {
-	return a.Ino == b.Ino && a.Size == b.Size && a.Mtim == b.Mtim && a.Ctim == b.Ctim && a.Mode == b.Mode && a.Nlink == b.Nlink
+	same := a.Ino == b.Ino && a.Mode == b.Mode && a.Uid == b.Uid && a.Gid == b.Gid
+	if a.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return same
+	}
+	return same && a.Size == b.Size && a.Mtim == b.Mtim && a.Ctim == b.Ctim && a.Nlink == b.Nlink
 }
 
 // ownTTL is how long a recorded own change is kept to match its events.
 const ownTTL = 30 * time.Second
 
+// pruneOwn drops own records older than ownTTL, at most once a second (it
+// walks the whole map).
 func (w *Watcher) pruneOwn() {
 	now := time.Now()
 	w.ownMu.Lock()
 	defer w.ownMu.Unlock()
+	if now.Sub(w.lastPrune) < time.Second {
+		return
+	}
+	w.lastPrune = now
 	for rel, o := range w.own {
-		if o.inflight == 0 && now.Sub(o.at) > ownTTL {
+		if o.inflight == 0 && o.recGen == o.gen && now.Sub(o.at) > ownTTL {
 			delete(w.own, rel)
 		}
 	}
@@ -508,13 +540,19 @@ func (w *Watcher) Begin(rel string) (end func()) {
 	o.inflight++
 	w.ownMu.Unlock()
 	return func() {
+		w.ownMu.Lock()
+		o.inflight--
+		o.gen++
+		gen, last := o.gen, o.inflight == 0
+		w.ownMu.Unlock()
+		if !last {
+			return // the last concurrent change to end records the state
+		}
 		var st syscall.Stat_t
 		err := syscall.Lstat(w.abs(rel), &st)
 		w.ownMu.Lock()
-		o.inflight--
-		o.recorded, o.exists, o.st, o.at = true, err == nil, st, time.Now()
-		if w.own[rel] != o { // pruned meanwhile: keep the newest record
-			w.own[rel] = o
+		if o.gen == gen && o.inflight == 0 {
+			o.recGen, o.exists, o.st, o.at = gen, err == nil, st, time.Now()
 		}
 		w.ownMu.Unlock()
 	}
