@@ -66,6 +66,8 @@ type Daemon struct {
 	cfg   Config
 	FS    *fusefs.FS
 	Guard *guard.Guard
+	// Sessions maps callers to guard sessions (.rubino/sessions).
+	Sessions *guard.Sessions
 	// Watcher is the running watcher (nil without Config.Watch) and
 	// Invalidation its feed into the mount.
 	Watcher      *watcher.Watcher
@@ -143,6 +145,11 @@ func Start(cfg Config) (*Daemon, error) {
 		d.closeFd()
 		return nil, err
 	}
+	// Sessions: callers resolve by process tree; an ended session's
+	// tracker is dropped at once (no process can resolve to it again).
+	d.Sessions = guard.NewSessions()
+	d.Sessions.OnEnd = d.Guard.DropSession
+	d.FS.AttachSessions(d.Sessions)
 	if cfg.ShortTimeout <= 0 {
 		cfg.ShortTimeout = time.Second
 	}

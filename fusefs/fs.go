@@ -36,7 +36,7 @@ import (
 
 // DefaultSession is the session of callers that belong to no registered
 // session (issue 4: "Callers under no session belong to default").
-const DefaultSession = "default"
+const DefaultSession = guard.DefaultSession
 
 // Resolver maps a caller's pid to its guard session name. It must be safe for
 // concurrent use and cheap: it runs on every guarded FUSE request.

@@ -256,6 +256,18 @@ func (g *Guard) Sessions() []string {
 	return out
 }
 
+// RecordCount returns how many files session has records of (0 for a
+// session without a tracker; none is created).
+func (g *Guard) RecordCount(session string) int {
+	t := g.tracker(session)
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.state)
+}
+
 // tracker returns session's tracker without creating one.
 func (g *Guard) tracker(session string) *Tracker {
 	g.mu.Lock()

@@ -39,6 +39,7 @@ func newApp() *cli.App {
 			mountCommand(),
 			unmountCommand(),
 			statusCommand(),
+			runCommand(),
 			demoCommand(),
 			{
 				Name:  "version",

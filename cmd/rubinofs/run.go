@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "run CMD as a new guard session of the mount (its own read tracker)",
+		ArgsUsage: "-- CMD [ARGS...]",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "session", Usage: "session `NAME` (default: a generated id)"},
+			&cli.StringFlag{Name: "mount", Usage: "the rubinofs mount `DIR` (default: the one holding the current directory)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return cli.Exit("usage: rubinofs run [--session NAME] [--mount DIR] -- CMD [ARGS...]", 2)
+			}
+			mnt, err := findMount(c.String("mount"))
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			args := c.Args().Slice()
+			path, err := exec.LookPath(args[0])
+			if err != nil {
+				return cli.Exit(err.Error(), 127)
+			}
+			// Register this very pid as the session root, then exec: the pid
+			// is kept and no helper process stays around.
+			spec := fmt.Sprintf("pid=%d", os.Getpid())
+			if name := c.String("session"); name != "" {
+				spec += " name=" + name
+			}
+			spec += " cmd=" + strings.Join(args, " ")
+			id, err := cloneCtl(mnt, "sessions/clone", []byte(spec+"\n"))
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("registering the session: %v", err), 1)
+			}
+			env := append(os.Environ(), "RUBINO_SESSION="+id, "RUBINO_MOUNT="+mnt)
+			if err := syscall.Exec(path, args, env); err != nil {
+				return cli.Exit(fmt.Sprintf("exec %s: %v", args[0], err), 126)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,399 @@
+package guard
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultSession is the session of callers under no registered session root.
+const DefaultSession = "default"
+
+// SessionInfo describes one registered session.
+type SessionInfo struct {
+	Name      string    `json:"name"`
+	RootPid   uint32    `json:"root_pid"`
+	RootStart uint64    `json:"root_start"` // the root's start time, clock ticks since boot (/proc/<pid>/stat field 22)
+	Command   string    `json:"command"`
+	Started   time.Time `json:"started"`
+	Live      bool      `json:"live"`
+	Ended     time.Time `json:"ended,omitzero"`
+}
+
+// proc identifies a process across pid reuse: a pid and its start time.
+type proc struct {
+	pid   uint32
+	start uint64
+}
+
+type session struct {
+	info SessionInfo
+	stop chan struct{} // closed to stop the exit watcher
+}
+
+type cached struct {
+	start   uint64
+	session string
+	gen     uint64
+}
+
+// Sessions maps callers to guard sessions by process tree: a caller belongs
+// to the session whose registered root is its nearest ancestor (itself
+// included), found by walking parent pids in /proc. Every process on the
+// walk is identified by (pid, start time), so a recycled pid never inherits
+// a session. Callers under no root belong to DefaultSession.
+//
+// A descendant that daemonises (double-forks and is reparented to init or a
+// subreaper) leaves the tree and from then on resolves to DefaultSession, as
+// does every former member once the root has exited.
+//
+// A session ends when its root process exits (noticed at once through a
+// pidfd) or by End. Its tracker is dropped at once through OnEnd: no process
+// can resolve to an ended session, so its records could never be used again.
+// The last MaxEnded ended sessions stay listed (Live false) with their
+// denials in the guard's log.
+//
+// Concurrency: all methods are safe for concurrent use. Resolve is on the
+// FUSE hot path: with no session registered it reads nothing; otherwise a
+// cache hit costs one read of /proc/<tid>/stat to validate the start time.
+type Sessions struct {
+	// OnEnd is called (outside locks) with the name of each session that
+	// ends; the daemon drops its tracker. Set before use.
+	OnEnd func(name string)
+	// MaxEnded bounds the ended sessions kept for display (default 64).
+	MaxEnded int
+	procDir  string
+
+	mu     sync.Mutex
+	byName map[string]*session
+	byRoot map[proc]*session
+	ended  []SessionInfo
+	cache  map[uint32]cached
+	gen    uint64
+	count  int // live sessions, read without the lock on the fast path
+}
+
+// NewSessions returns an empty registry reading /proc.
+func NewSessions() *Sessions {
+	return &Sessions{MaxEnded: 64, procDir: "/proc", byName: map[string]*session{},
+		byRoot: map[proc]*session{}, cache: map[uint32]cached{}}
+}
+
+// sessionName is what a session may be called: it becomes a directory name
+// under .rubino/sessions and an environment value, so never a path.
+var sessionName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidSessionName reports whether name can name a session: 1 to 64 of
+// [A-Za-z0-9._-], starting alphanumeric, and not "default".
+func ValidSessionName(name string) error {
+	if name == DefaultSession {
+		return fmt.Errorf("%q is the session of unregistered callers", name)
+	}
+	if !sessionName.MatchString(name) {
+		return fmt.Errorf("invalid session name %q: want 1-64 of [A-Za-z0-9._-], starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// Errors of Register, End and Rename (the control files map them to errnos).
+var (
+	ErrSessionExists  = errors.New("session exists")  // EEXIST
+	ErrNoSession      = errors.New("no such session") // ENOENT
+	ErrProcessGone    = errors.New("no such process") // ESRCH
+	ErrAlreadyRooted  = errors.New("process is already a session root")
+	ErrInvalidSession = errors.New("invalid session name")
+)
+
+// Register makes the live process pid the root of a new session name. The
+// process is identified by its current start time and watched: the session
+// ends when it exits. Errors: ErrInvalidSession (wrapped, with the reason),
+// ErrSessionExists (joining an existing session would share its reads),
+// ErrProcessGone, ErrAlreadyRooted.
+func (s *Sessions) Register(name string, pid uint32, cmd string) error {
+	if err := ValidSessionName(name); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidSession, err)
+	}
+	// Open the pidfd first, then read the start time: if the pid was
+	// recycled in between, the start time read belongs to the process the
+	// pidfd refers to.
+	pidfd, err := unix.PidfdOpen(int(pid), 0)
+	if err != nil {
+		return fmt.Errorf("%w: pid %d: %v", ErrProcessGone, pid, err)
+	}
+	st, err := s.stat(pid)
+	if err != nil {
+		unix.Close(pidfd)
+		return fmt.Errorf("%w: pid %d", ErrProcessGone, pid)
+	}
+	key := proc{pid, st.start}
+	s.mu.Lock()
+	if _, ok := s.byName[name]; ok {
+		s.mu.Unlock()
+		unix.Close(pidfd)
+		return fmt.Errorf("%w: %s", ErrSessionExists, name)
+	}
+	if other, ok := s.byRoot[key]; ok {
+		s.mu.Unlock()
+		unix.Close(pidfd)
+		return fmt.Errorf("%w: pid %d is the root of %s", ErrAlreadyRooted, pid, other.info.Name)
+	}
+	sess := &session{info: SessionInfo{Name: name, RootPid: pid, RootStart: st.start, Command: cmd,
+		Started: time.Now(), Live: true}, stop: make(chan struct{})}
+	s.byName[name] = sess
+	s.byRoot[key] = sess
+	s.gen++
+	s.count++
+	s.mu.Unlock()
+	go s.watchExit(sess, pidfd)
+	return nil
+}
+
+// watchExit ends sess when its root exits (the pidfd becomes readable).
+func (s *Sessions) watchExit(sess *session, pidfd int) {
+	defer unix.Close(pidfd)
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		select {
+		case <-sess.stop:
+			return
+		default:
+		}
+		n, err := unix.Poll(fds, 500)
+		if err == unix.EINTR || n == 0 {
+			continue
+		}
+		s.end(sess)
+		return
+	}
+}
+
+// End ends the session name now. Errors: ErrNoSession.
+func (s *Sessions) End(name string) error {
+	s.mu.Lock()
+	sess, ok := s.byName[name]
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrNoSession, name)
+	}
+	s.end(sess)
+	return nil
+}
+
+func (s *Sessions) end(sess *session) {
+	s.mu.Lock()
+	if !sess.info.Live {
+		s.mu.Unlock()
+		return
+	}
+	sess.info.Live = false
+	sess.info.Ended = time.Now()
+	close(sess.stop)
+	delete(s.byName, sess.info.Name)
+	delete(s.byRoot, proc{sess.info.RootPid, sess.info.RootStart})
+	s.ended = append(s.ended, sess.info)
+	if max := s.MaxEnded; max > 0 && len(s.ended) > max {
+		s.ended = append(s.ended[:0], s.ended[len(s.ended)-max:]...)
+	}
+	s.gen++
+	s.count--
+	name := sess.info.Name
+	s.mu.Unlock()
+	if s.OnEnd != nil {
+		s.OnEnd(name)
+	}
+}
+
+// Rename renames a live session. Errors: ErrInvalidSession, ErrNoSession,
+// ErrSessionExists.
+func (s *Sessions) Rename(from, to string) error {
+	if err := ValidSessionName(to); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidSession, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.byName[from]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrNoSession, from)
+	}
+	if _, ok := s.byName[to]; ok {
+		return fmt.Errorf("%w: %s", ErrSessionExists, to)
+	}
+	delete(s.byName, from)
+	sess.info.Name = to
+	s.byName[to] = sess
+	s.gen++
+	return nil
+}
+
+// List returns the live sessions by name, then the ended ones kept for
+// display, oldest first.
+func (s *Sessions) List() []SessionInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]SessionInfo, 0, len(s.byName)+len(s.ended))
+	for _, sess := range s.byName {
+		out = append(out, sess.info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return append(out, s.ended...)
+}
+
+// Lookup returns the live session name.
+func (s *Sessions) Lookup(name string) (SessionInfo, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess, ok := s.byName[name]; ok {
+		return sess.info, true
+	}
+	return SessionInfo{}, false
+}
+
+// maxDepth bounds the parent walk (a cycle cannot happen in /proc, but a
+// racing reparent could make a walk long).
+const maxDepth = 128
+
+// Resolve returns the session of the thread tid (a FUSE request's pid is
+// the calling thread's id). It never fails: a thread that cannot be read
+// (gone) resolves to DefaultSession.
+func (s *Sessions) Resolve(tid uint32) string {
+	s.mu.Lock()
+	if s.count == 0 {
+		s.mu.Unlock()
+		return DefaultSession
+	}
+	c, ok := s.cache[tid]
+	gen := s.gen
+	s.mu.Unlock()
+	st, err := s.stat(tid)
+	if err != nil {
+		return DefaultSession
+	}
+	if ok && c.gen == gen && c.start == st.start {
+		return c.session
+	}
+	name := s.walk(tid, st)
+	s.mu.Lock()
+	if s.gen == gen {
+		if len(s.cache) > 1<<14 {
+			s.cache = map[uint32]cached{}
+		}
+		s.cache[tid] = cached{start: st.start, session: name, gen: gen}
+	}
+	s.mu.Unlock()
+	return name
+}
+
+// walk finds the session of tid by its thread group and ancestors.
+func (s *Sessions) walk(tid uint32, st procStat) string {
+	pid, st, err := s.leader(tid, st)
+	if err != nil {
+		return DefaultSession
+	}
+	for i := 0; i < maxDepth && pid > 1; i++ {
+		s.mu.Lock()
+		sess, ok := s.byRoot[proc{pid, st.start}]
+		s.mu.Unlock()
+		if ok {
+			return sess.info.Name
+		}
+		parent := st.ppid
+		next, err := s.stat(parent)
+		if err != nil || next.start > st.start {
+			// The parent is gone, or parent's pid was reused by a process
+			// younger than its supposed child.
+			return DefaultSession
+		}
+		pid, st = parent, next
+	}
+	return DefaultSession
+}
+
+type procStat struct {
+	ppid  uint32
+	start uint64
+}
+
+// leader returns the thread group leader of thread tid (whose stat is st)
+// and the leader's stat. A non-leader thread's stat gives the process's
+// parent as ppid, which would skip the process itself in a walk.
+func (s *Sessions) leader(tid uint32, st procStat) (uint32, procStat, error) {
+	b, err := os.ReadFile(fmt.Sprintf("%s/%d/status", s.procDir, tid))
+	if err != nil {
+		return 0, st, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+			if err != nil || uint32(n) == tid {
+				return tid, st, err
+			}
+			lst, err := s.stat(uint32(n))
+			return uint32(n), lst, err
+		}
+	}
+	return tid, st, nil
+}
+
+// stat reads ppid and start time (clock ticks since boot) from
+// /proc/<pid>/stat; pid may be any thread's id.
+func (s *Sessions) stat(pid uint32) (procStat, error) {
+	b, err := os.ReadFile(fmt.Sprintf("%s/%d/stat", s.procDir, pid))
+	if err != nil {
+		return procStat{}, err
+	}
+	// The command name (field 2) may contain spaces and parentheses: the
+	// fields after it start after the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return procStat{}, errors.New("malformed stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return procStat{}, errors.New("malformed stat")
+	}
+	ppid, err1 := strconv.ParseUint(f[1], 10, 32)
+	start, err2 := strconv.ParseUint(f[19], 10, 64)
+	if err1 != nil || err2 != nil {
+		return procStat{}, errors.New("malformed stat")
+	}
+	return procStat{ppid: uint32(ppid), start: start}, nil
+}
+
+// IsDescendant reports whether the process of thread pid is the process of
+// thread ancestor or descends from it, by the same (pid, start time) walk as
+// Resolve. Both may be thread ids (FUSE reports the calling thread).
+func (s *Sessions) IsDescendant(pid, ancestor uint32) bool {
+	ast, err := s.stat(ancestor)
+	if err != nil {
+		return false
+	}
+	if ancestor, _, err = s.leader(ancestor, ast); err != nil {
+		return false
+	}
+	st, err := s.stat(pid)
+	if err != nil {
+		return false
+	}
+	if pid, st, err = s.leader(pid, st); err != nil {
+		return false
+	}
+	for i := 0; i < maxDepth && pid > 1; i++ {
+		if pid == ancestor {
+			return true
+		}
+		next, err := s.stat(st.ppid)
+		if err != nil || next.start > st.start {
+			return false
+		}
+		pid, st = st.ppid, next
+	}
+	return false
+}

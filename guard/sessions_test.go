@@ -1,0 +1,188 @@
+package guard
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// startChild runs a process that waits until its stdin closes; stop it by
+// closing the returned writer. It returns once the script printed its
+// first line (it is set up).
+func startChild(t *testing.T, script string) (*exec.Cmd, func()) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", script)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatalf("child did not start: %v", err)
+	}
+	var once sync.Once
+	stop := func() { once.Do(func() { in.Close(); cmd.Wait() }) }
+	t.Cleanup(stop)
+	return cmd, stop
+}
+
+// TestSessionResolve: a root, its children and grandchildren resolve to its
+// session; the caller (not under it) is default; after the root exits the
+// session ends and OnEnd runs.
+func TestSessionResolve(t *testing.T) {
+	s := NewSessions()
+	ended := make(chan string, 1)
+	s.OnEnd = func(name string) { ended <- name }
+	if got := s.Resolve(uint32(os.Getpid())); got != DefaultSession {
+		t.Fatalf("no sessions: %s", got)
+	}
+	// The root runs a grandchild (sh -> sh -> cat) so the walk has depth.
+	root, stop := startChild(t, "sh -c 'echo ready; cat >/dev/null' & cat >/dev/null; kill $! 2>/dev/null; wait")
+	if err := s.Register("agent-a", uint32(root.Process.Pid), "sh"); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Resolve(uint32(root.Process.Pid)); got != "agent-a" {
+		t.Fatalf("root resolves to %q", got)
+	}
+	kids := descendants(t, root.Process.Pid)
+	if len(kids) == 0 {
+		t.Fatal("no descendants found")
+	}
+	for _, k := range kids {
+		if got := s.Resolve(uint32(k)); got != "agent-a" {
+			t.Errorf("descendant %d resolves to %q", k, got)
+		}
+	}
+	if got := s.Resolve(uint32(os.Getpid())); got != DefaultSession {
+		t.Errorf("the test process resolves to %q", got)
+	}
+	if err := s.Register("agent-a", uint32(os.Getpid()), ""); !errors.Is(err, ErrSessionExists) {
+		t.Errorf("second session with the same name: %v", err)
+	}
+	if err := s.Register("default", uint32(os.Getpid()), ""); !errors.Is(err, ErrInvalidSession) {
+		t.Errorf("a session named default: %v", err)
+	}
+	if err := s.Register("../x", uint32(os.Getpid()), ""); !errors.Is(err, ErrInvalidSession) {
+		t.Errorf("a session named ../x: %v", err)
+	}
+	stop()
+	select {
+	case name := <-ended:
+		if name != "agent-a" {
+			t.Fatalf("ended %q", name)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session did not end when its root exited")
+	}
+	if list := s.List(); len(list) != 1 || list[0].Live {
+		t.Fatalf("after the end: %+v", list)
+	}
+}
+
+// descendants lists the live descendants of pid.
+func descendants(t *testing.T, pid int) []int {
+	t.Helper()
+	var out []int
+	frontier := []int{pid}
+	for len(frontier) > 0 {
+		p := frontier[0]
+		frontier = frontier[1:]
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p, p))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			var c int
+			fmt.Sscan(f, &c)
+			out = append(out, c)
+			frontier = append(frontier, c)
+		}
+	}
+	return out
+}
+
+// TestSessionThreads: a thread other than the leader resolves through its
+// thread group (its own stat names the process's parent as ppid).
+func TestSessionThreads(t *testing.T) {
+	s := NewSessions()
+	if err := s.Register("self", uint32(os.Getpid()), "go test"); err != nil {
+		t.Fatal(err)
+	}
+	defer s.End("self")
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) < 2 {
+		t.Skip("the test process has one thread")
+	}
+	for _, e := range ents {
+		var tid uint32
+		fmt.Sscan(e.Name(), &tid)
+		if got := s.Resolve(tid); got != "self" && tidAlive(tid) {
+			t.Errorf("thread %d resolves to %q", tid, got)
+		}
+	}
+}
+
+func tidAlive(tid uint32) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid))
+	return err == nil
+}
+
+// fakeProc writes a /proc-like tree: pid -> (ppid, start).
+func fakeProc(t *testing.T, procs map[uint32][2]uint64) string {
+	t.Helper()
+	dir := t.TempDir()
+	for pid, p := range procs {
+		d := filepath.Join(dir, fmt.Sprint(pid))
+		os.MkdirAll(d, 0o755)
+		fields := make([]string, 20)
+		for i := range fields {
+			fields[i] = "0"
+		}
+		fields[0], fields[1], fields[19] = "S", fmt.Sprint(p[0]), fmt.Sprint(p[1])
+		os.WriteFile(filepath.Join(d, "stat"), []byte(fmt.Sprintf("%d (a (b) c) %s\n", pid, strings.Join(fields, " "))), 0o644)
+		os.WriteFile(filepath.Join(d, "status"), []byte(fmt.Sprintf("Name:\ta\nTgid:\t%d\nPPid:\t%d\n", pid, p[0])), 0o644)
+	}
+	return dir
+}
+
+// TestSessionPidReuse: a root pid that was recycled (same pid, other start
+// time) is not the root any more, and neither its new children nor the
+// cache inherit the session.
+func TestSessionPidReuse(t *testing.T) {
+	s := NewSessions()
+	// Root 100 started at tick 50; its child 200 started at tick 60.
+	s.procDir = fakeProc(t, map[uint32][2]uint64{100: {1, 50}, 200: {100, 60}})
+	sess := &session{info: SessionInfo{Name: "a", RootPid: 100, RootStart: 50, Live: true}, stop: make(chan struct{})}
+	s.byName["a"], s.byRoot[proc{100, 50}] = sess, sess
+	s.count, s.gen = 1, 1
+	if got := s.Resolve(200); got != "a" {
+		t.Fatalf("child of the root: %q", got)
+	}
+	// The root exits and pid 100 is reused by a process started at tick
+	// 900, parent of a new 200 (also reused).
+	s.procDir = fakeProc(t, map[uint32][2]uint64{100: {1, 900}, 200: {100, 950}})
+	if got := s.Resolve(200); got != DefaultSession {
+		t.Fatalf("child of a recycled root pid: %q, want default", got)
+	}
+	// A child whose parent pid was reused by a younger process is orphaned.
+	s.procDir = fakeProc(t, map[uint32][2]uint64{100: {1, 900}, 300: {100, 70}})
+	if got := s.Resolve(300); got != DefaultSession {
+		t.Fatalf("process whose parent pid was reused: %q, want default", got)
+	}
+}
