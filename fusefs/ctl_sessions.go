@@ -149,10 +149,25 @@ func (f *FS) registerSession(reg SessionRegistry, c ctltree.Caller, spec []byte)
 	if name == "" {
 		name = "s-" + randomID()
 	}
+	if err := reservedName(name); err != nil {
+		return "", err
+	}
 	if err := reg.Register(name, pid, cmd); err != nil {
 		return "", sessionErr(err)
 	}
 	return name, nil
+}
+
+// taskPrefix starts the names of task sessions, which only the task runner
+// registers: a caller whose session is task-<id> may act as task <id>.
+const taskPrefix = "task-"
+
+// reservedName refuses names the control files may not give (EPERM).
+func reservedName(name string) error {
+	if strings.HasPrefix(name, taskPrefix) {
+		return ctltree.Errorf(syscall.EPERM, "session names starting with %q are reserved for tasks (.rubino/agents)", taskPrefix)
+	}
+	return nil
 }
 
 // sessionErr maps the registry's errors to errnos.
@@ -200,6 +215,9 @@ func (f *FS) sessionCommand(reg SessionRegistry, c ctltree.Caller, line string) 
 		return nil
 	case fields[0] == "rename" && len(fields) == 3:
 		if err := mayActOn(fields[1]); err != nil {
+			return err
+		}
+		if err := reservedName(fields[2]); err != nil {
 			return err
 		}
 		if err := reg.Rename(fields[1], fields[2]); err != nil {

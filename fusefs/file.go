@@ -60,6 +60,9 @@ type File struct {
 	granted    bool   // the handle may mutate
 	seq        uint64 // mutation sequence the right was checked against
 	dirty      bool   // mutated and not yet credited
+	// fluxPending: this handle made a daemon-first change (O_TRUNC open,
+	// truncate, ...) and has sent no request since (see settle).
+	fluxPending bool
 }
 
 // fd runs fn with the handle's backing descriptor. The descriptor stays
@@ -74,27 +77,59 @@ func (h *File) fd(fn func(fd int) syscall.Errno) syscall.Errno {
 	return fn(fd)
 }
 
-// registerRead registers the content of the handle as read by its session.
+// registerRead registers the content of the handle as read by its session,
+// under the identity lock so no guarded mutation is half-done. While a
+// daemon-first change of the file is pending in the kernel (inFlux: an
+// O_TRUNC open whose handle has not been used since), the kernel may serve
+// this reader older bytes from its page cache than the hash taken now, so
+// the read is registered in flux and will not vouch for a write. Without
+// this, two sessions could both write a value derived from the same read:
+// a lost update (tests/sessions_test.go TestSessionsConcurrentCounter).
 func (h *File) registerRead() {
 	if !h.track || h.registered {
 		return
 	}
 	h.registered = true
+	unlock := h.fs.cfg.Guard.Lock(h.id)
+	defer unlock()
 	h.fd(func(fd int) syscall.Errno {
 		t, err := fdTarget(h.node.rel(), fd)
-		if err == nil {
-			if err := h.fs.cfg.Guard.NoteRead(h.who.session, t); err != nil {
-				h.fs.log.Printf("registering read of %s: %v", t.Path, err)
-			}
+		if err != nil {
+			return 0
+		}
+		if h.fs.inFlux(h.id) {
+			h.fs.cfg.Guard.NoteReadInFlux(h.who.session, t)
+		} else if err := h.fs.cfg.Guard.NoteRead(h.who.session, t); err != nil {
+			h.fs.log.Printf("registering read of %s: %v", t.Path, err)
 		}
 		return 0
 	})
+}
+
+// beginFlux marks a daemon-first change by this handle as pending in the
+// kernel until the handle's next request (which the kernel sends only after
+// the syscall that made the change has returned).
+func (h *File) beginFlux() {
+	if !h.fluxPending {
+		h.fluxPending = true
+		h.fs.addFlux(h.id, 1)
+	}
+}
+
+// settle is called first by every request on the handle: a pending
+// daemon-first change has been applied by the kernel by now.
+func (h *File) settle() {
+	if h.fluxPending {
+		h.fluxPending = false
+		h.fs.addFlux(h.id, -1)
+	}
 }
 
 // Read serves content and registers the read at the first READ of a
 // read-write handle.
 func (h *File) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	h.mu.Lock()
+	h.settle()
 	if !h.registered {
 		h.registerRead()
 	}
@@ -109,6 +144,7 @@ func (h *File) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult
 func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.settle()
 	if !h.track {
 		defer h.fs.ownChange(h.node.rel())()
 		return op()
@@ -140,6 +176,9 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 	errno := op()
 	end()
 	if errno == 0 {
+		if gop != guard.OpWrite {
+			h.beginFlux() // truncate, fallocate, copy_file_range: daemon first
+		}
 		h.dirty = true
 		h.seq = h.fs.noteMutation(h.id, h.who.session)
 	}
@@ -190,6 +229,7 @@ func (h *File) credit() {
 // the session's next edit passes, then flush the backing fd.
 func (h *File) Flush(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
+	h.settle()
 	h.credit()
 	h.mu.Unlock()
 	return h.loopbackOps.Flush(ctx)
@@ -198,6 +238,7 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 // Release is the last close of the handle (it arrives with pid 0).
 func (h *File) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
+	h.settle()
 	h.credit()
 	h.mu.Unlock()
 	return h.loopbackOps.Release(ctx)

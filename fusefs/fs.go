@@ -101,9 +101,12 @@ type FS struct {
 	server atomic.Pointer[fuse.Server]
 
 	// mutations counts guarded mutations per file identity, so a write
-	// handle learns that another session changed the file under it.
+	// handle learns that another session changed the file under it; flux
+	// counts, per identity, changes the daemon made to the backing file
+	// that the kernel may not have applied to its page cache yet.
 	mutMu     sync.Mutex
 	mutations map[guard.FileID]mutation
+	flux      map[guard.FileID]int
 
 	// ctlInos hands out stable inode numbers to control-tree paths.
 	ctlInoMu sync.Mutex
@@ -165,6 +168,7 @@ func New(cfg Config) (*FS, error) {
 		started:   time.Now(),
 		log:       cfg.Logger,
 		mutations: make(map[guard.FileID]mutation),
+		flux:      make(map[guard.FileID]int),
 		ctlInos:   make(map[string]uint64),
 	}
 	f.loop = &fs.LoopbackRoot{Path: cfg.BackingPath, Dev: uint64(st.Dev)}
@@ -322,7 +326,12 @@ func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
 }
 
 // noteMutation records that session mutated id and returns the new sequence.
+// A mutation by a session (not an external change) also makes every other
+// session's record of id stale (guard.NoteMutation).
 func (f *FS) noteMutation(id guard.FileID, session string) uint64 {
+	if session != externalSession {
+		f.cfg.Guard.NoteMutation(id, session)
+	}
 	f.mutMu.Lock()
 	defer f.mutMu.Unlock()
 	m := f.mutations[id]
@@ -337,6 +346,26 @@ func (f *FS) lastMutation(id guard.FileID) mutation {
 	f.mutMu.Lock()
 	defer f.mutMu.Unlock()
 	return f.mutations[id]
+}
+
+// addFlux counts (+1) or uncounts (-1) a change of id that the daemon made
+// to the backing file before the kernel updates its page cache: an O_TRUNC
+// open, a truncate, fallocate or copy_file_range. The kernel applies such a
+// change to its cache only after our reply, so until then a reader may be
+// served older bytes from the cache than any hash taken now describes.
+func (f *FS) addFlux(id guard.FileID, delta int) {
+	f.mutMu.Lock()
+	defer f.mutMu.Unlock()
+	if f.flux[id] += delta; f.flux[id] <= 0 {
+		delete(f.flux, id)
+	}
+}
+
+// inFlux reports whether id has a change the kernel may not have applied.
+func (f *FS) inFlux(id guard.FileID) bool {
+	f.mutMu.Lock()
+	defer f.mutMu.Unlock()
+	return f.flux[id] > 0
 }
 
 // forgetMutations drops the sequence of a deleted identity.

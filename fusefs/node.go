@@ -43,13 +43,6 @@ func (n *Node) childRel(name string) string {
 	return path.Join(n.rel(), name)
 }
 
-// lstatChild lstats child name of n in the backing directory.
-func (n *Node) lstatChild(name string) (syscall.Stat_t, error) {
-	var st syscall.Stat_t
-	err := syscall.Lstat(n.fs.backing(n.childRel(name)), &st)
-	return st, err
-}
-
 // Lookup resolves a name. At the root, ctlDirName resolves to the control
 // tree and shadows a real entry of that name; everything else is the
 // loopback's lookup.

@@ -37,17 +37,20 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if !n.fs.tracks(rel) {
 		return n.LoopbackNode.Setattr(ctx, unwrapHandle(fh), in, out)
 	}
-	var st syscall.Stat_t
-	if err := syscall.Lstat(n.fs.backing(rel), &st); err != nil {
-		return fs.ToErrno(err)
-	}
-	if !regular(&st) {
+	gs, unlock := n.fs.lockFresh(rel)
+	defer unlock()
+	if !gs[0].ok {
 		return n.LoopbackNode.Setattr(ctx, unwrapHandle(fh), in, out)
 	}
+	st, id := gs[0].st, gs[0].id
 	c := n.fs.callerOf(ctx)
-	id := guard.StatOf(&st).ID
-	unlock := n.fs.lockAll(id)
-	defer unlock()
+	// A truncate by path changes the backing file before the kernel's
+	// cache; readers registering meanwhile are in flux. (After our reply
+	// the kernel updates its cache within the same syscall; a reader
+	// registering in that last window is not covered: no later request
+	// of this caller tells us it is done.)
+	n.fs.addFlux(id, 1)
+	defer n.fs.addFlux(id, -1)
 	if n.fs.guarded(c) {
 		if errno := n.fs.decide(c, guard.OpTruncate, n.fs.target(rel, &st)); errno != 0 {
 			return errno

@@ -73,23 +73,67 @@ func (d *listDir) Releasedir(ctx context.Context, releaseFlags uint32) { d.list 
 
 // guardedChild is a regular, non-exempt child about to be mutated.
 type guardedChild struct {
+	ok  bool // the guard applies: it exists, is regular and not exempt
 	rel string
 	st  syscall.Stat_t
 	id  guard.FileID
 }
 
-// guardedChildOf lstats name under n and reports whether the guard applies
-// to mutating it (it exists, is a regular file and is not exempt).
-func (n *Node) guardedChildOf(name string) (guardedChild, bool) {
-	rel := n.childRel(name)
-	if !n.fs.tracks(rel) {
-		return guardedChild{}, false
+// guardedAt lstats the workspace path rel and reports whether the guard
+// applies to mutating it.
+func (f *FS) guardedAt(rel string) guardedChild {
+	if !f.tracks(rel) {
+		return guardedChild{rel: rel}
 	}
-	st, err := n.lstatChild(name)
-	if err != nil || !regular(&st) {
-		return guardedChild{}, false
+	var st syscall.Stat_t
+	if err := syscall.Lstat(f.backing(rel), &st); err != nil || !regular(&st) {
+		return guardedChild{rel: rel}
 	}
-	return guardedChild{rel: rel, st: st, id: guard.StatOf(&st).ID}, true
+	return guardedChild{ok: true, rel: rel, st: st, id: guard.StatOf(&st).ID}
+}
+
+// lockFresh locks the identities of the guarded files at rels and returns
+// them as stat'ed again under the locks, with the unlock. A decision must
+// use a stat taken under the lock: a mutation that slipped in between the
+// first stat and the lock would otherwise be judged on a stale hash-cache
+// key (and a lost update let through). When a name was replaced meanwhile
+// (another identity), it unlocks and tries again.
+func (f *FS) lockFresh(rels ...string) ([]guardedChild, func()) {
+	probe := func() []guardedChild {
+		out := make([]guardedChild, len(rels))
+		for i, rel := range rels {
+			out[i] = f.guardedAt(rel)
+		}
+		return out
+	}
+	for attempt := 0; ; attempt++ {
+		before := probe()
+		var ids []guard.FileID
+		for _, g := range before {
+			if g.ok {
+				ids = append(ids, g.id)
+			}
+		}
+		unlock := f.lockAll(ids...)
+		after := probe()
+		same := true
+		for i := range after {
+			if after[i].ok && (!before[i].ok || after[i].id != before[i].id) {
+				same = false
+			}
+		}
+		if same || attempt >= 16 {
+			// After 16 replacements in a row, decide on what is locked:
+			// a still-unlocked newcomer is treated as unguarded-absent.
+			for i := range after {
+				if after[i].ok && (!before[i].ok || after[i].id != before[i].id) {
+					after[i].ok = false
+				}
+			}
+			return after, unlock
+		}
+		unlock()
+	}
 }
 
 // lockAll takes the identity locks of ids in a fixed order (no deadlock
@@ -120,13 +164,13 @@ func (f *FS) lockAll(ids ...guard.FileID) func() {
 // is gone the guard forgets the identity.
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	defer n.fs.ownChange(n.childRel(name))()
-	g, ok := n.guardedChildOf(name)
-	if !ok {
+	gs, unlock := n.fs.lockFresh(n.childRel(name))
+	defer unlock()
+	g := gs[0]
+	if !g.ok {
 		return n.LoopbackNode.Unlink(ctx, name)
 	}
 	c := n.fs.callerOf(ctx)
-	unlock := n.fs.lockAll(g.id)
-	defer unlock()
 	if n.fs.guarded(c) {
 		if errno := n.fs.decide(c, guard.OpUnlink, n.fs.target(g.rel, &g.st)); errno != 0 {
 			return errno
@@ -156,20 +200,12 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return syscall.EXDEV
 	}
 	srcRel, dstRel := n.childRel(name), np.childRel(newName)
-	src, srcGuarded := n.guardedChildOf(name)
-	dst, dstGuarded := np.guardedChildOf(newName)
+	gs, unlock := n.fs.lockFresh(srcRel, dstRel)
+	defer unlock()
+	src, srcGuarded := gs[0], gs[0].ok
+	dst, dstGuarded := gs[1], gs[1].ok
 	exchange := flags&unixRenameExchange != 0
 	noReplace := flags&unixRenameNoreplace != 0
-
-	var ids []guard.FileID
-	if srcGuarded {
-		ids = append(ids, src.id)
-	}
-	if dstGuarded {
-		ids = append(ids, dst.id)
-	}
-	unlock := n.fs.lockAll(ids...)
-	defer unlock()
 
 	c := n.fs.callerOf(ctx)
 	if n.fs.guarded(c) {

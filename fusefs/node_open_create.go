@@ -66,7 +66,11 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		errno syscall.Errno
 	)
 	if writable && flags&syscall.O_TRUNC != 0 && regular(&st) {
-		unlock := n.fs.cfg.Guard.Lock(h.id)
+		// Decide on a stat taken under the identity lock (lockFresh).
+		gs, unlock := n.fs.lockFresh(rel)
+		if gs[0].ok {
+			st, h.id = gs[0].st, gs[0].id
+		}
 		if h.check {
 			if errno = n.fs.decide(c, guard.OpOpenTrunc, n.fs.target(rel, &st)); errno != 0 {
 				unlock()
@@ -78,6 +82,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		end()
 		if errno == 0 {
 			h.granted, h.dirty = true, true
+			h.beginFlux()
 			h.seq = n.fs.noteMutation(h.id, c.session)
 		}
 		unlock()
@@ -134,11 +139,12 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	c := n.fs.callerOf(ctx)
 	h := &File{loopbackOps: lf, lf: lf, node: ch.Operations().(*Node), fs: n.fs, who: c,
-		track: true, check: n.fs.guarded(c), created: true, granted: true, dirty: true}
+		track: true, check: n.fs.guarded(c), created: true, granted: true}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(mustFd(lf), &st); err == nil {
 		h.id = guard.StatOf(&st).ID
 	}
+	h.dirty = true
 	h.seq = n.fs.noteMutation(h.id, c.session)
 	return ch, h, fl, 0
 }

@@ -285,6 +285,16 @@ func (g *Guard) NoteRead(session string, t Target) error {
 	return g.ForSession(session).Register(t, Hash{})
 }
 
+// NoteReadInFlux registers a read of t served while another session was
+// changing it (Tracker.RegisterInFlux). A no-op in ModeOff.
+func (g *Guard) NoteReadInFlux(session string, t Target) {
+	if g.mode == ModeOff {
+		return
+	}
+	g.reads.Add(1)
+	g.ForSession(session).RegisterInFlux(t)
+}
+
 // NoteWrite credits session with writing t's current content
 // (Tracker.NoteWrite). Errors are those of hashing. A no-op in ModeOff.
 func (g *Guard) NoteWrite(session string, t Target) error {
@@ -389,6 +399,29 @@ func (g *Guard) Forget(id FileID) {
 	}
 }
 
+// NoteMutation records that session mutated id through the mount (a write,
+// truncate, O_TRUNC open, rename over, ...): every other session's record
+// of id becomes stale, whatever the bytes hash to later (issue 4: "a write
+// by session A leaves B's record stale"). Without it a session that read
+// while another was mid-write could be judged fresh when the content came
+// back to the bytes it was registered with (ABA), and an update was lost.
+func (g *Guard) NoteMutation(id FileID, session string) {
+	if g.mode == ModeOff {
+		return
+	}
+	g.mu.Lock()
+	others := make([]*Tracker, 0, len(g.sessions))
+	for name, t := range g.sessions {
+		if name != session {
+			others = append(others, t)
+		}
+	}
+	g.mu.Unlock()
+	for _, t := range others {
+		t.markForeign(id)
+	}
+}
+
 // Rename updates the display path of id in every session (records follow
 // identities, so a renamed file keeps its records).
 func (g *Guard) Rename(id FileID, path string) {
@@ -454,7 +487,7 @@ func (g *Guard) Tracked(session string, lookup func(path string) (Target, error)
 		tr := TrackedRecord{Path: r.path, Hash: r.hash.String(), Own: r.written, State: "gone"}
 		if cur, err := lookup(r.path); err == nil && cur.Stat.ID == id {
 			tr.State = "stale"
-			if h, err := g.hashes.Sum(cur.Stat, cur.Open); err == nil && h == r.hash {
+			if h, err := g.hashes.Sum(cur.Stat, cur.Open); err == nil && h == r.hash && !r.foreign {
 				tr.State = "fresh"
 			}
 		}

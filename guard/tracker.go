@@ -38,6 +38,10 @@ type record struct {
 	hash    Hash
 	at      time.Time // when the record was made
 	written bool      // the last event was the session's own write
+	// foreign: another session mutated the file through the mount since
+	// this record was made. The record is stale even if the bytes hash
+	// the same again (A writes X, then X again: B's view may be neither).
+	foreign bool
 }
 
 // windowKey is one read window of the dedup map (seed 000 @windows key
@@ -111,6 +115,17 @@ func (t *Tracker) Register(tg Target, h Hash) error {
 	return nil
 }
 
+// RegisterInFlux records a read of tg whose bytes cannot be vouched for:
+// another session was changing the file while it was served (its write
+// handle had mutated and not yet been credited), so the kernel may have
+// served bytes older or newer than any hash taken now. The record is seen
+// but never fresh: the session must read again before it may overwrite.
+func (t *Tracker) RegisterInFlux(tg Target) {
+	t.mu.Lock()
+	t.state[tg.Stat.ID] = &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, size: tg.Stat.Size, at: t.now()}
+	t.mu.Unlock()
+}
+
 // NoteWrite records the session's own successful write of tg (seed 000
 // #note_write, r5 B2): the new content is authoritative, so the next edit does
 // not trip the stale-read guard; any pending edit-failure recovery and the
@@ -143,11 +158,12 @@ func (t *Tracker) Fresh(tg Target) (bool, error) {
 	t.mu.Lock()
 	r, ok := t.state[tg.Stat.ID]
 	var want Hash
+	foreign := false
 	if ok {
-		want = r.hash
+		want, foreign = r.hash, r.foreign
 	}
 	t.mu.Unlock()
-	if !ok {
+	if !ok || foreign {
 		return false, nil
 	}
 	got, err := t.hashes.Sum(tg.Stat, tg.Open)
@@ -252,6 +268,16 @@ func (t *Tracker) forget(id FileID) {
 			delete(t.windows, k)
 		}
 	}
+}
+
+// markForeign makes the record of id (if any) stale: another session
+// changed the file.
+func (t *Tracker) markForeign(id FileID) {
+	t.mu.Lock()
+	if r, ok := t.state[id]; ok {
+		r.foreign = true
+	}
+	t.mu.Unlock()
 }
 
 // rename changes the display path of id's record.

@@ -81,6 +81,30 @@ func main() {
 		log.Fatal(err)
 	}
 	targets, err := mountTargets(tmp)
+	// fatal unmounts everything before exiting: log.Fatal skips defers.
+	fatal := func(v ...any) {
+		for _, t := range targets {
+			if t.close != nil {
+				t.close()
+			}
+		}
+		os.RemoveAll(tmp)
+		log.Fatal(v...)
+	}
+	if err != nil {
+		fatal(err)
+	}
+	if *only != "" {
+		var keep []target
+		for _, t := range targets {
+			if t.name == "native" || strings.Contains(","+*only+",", ","+t.name+",") {
+				keep = append(keep, t)
+			} else if t.close != nil {
+				t.close()
+			}
+		}
+		targets = keep
+	}
 	defer func() {
 		for _, t := range targets {
 			if t.close != nil {
@@ -88,18 +112,6 @@ func main() {
 			}
 		}
 	}()
-	if err != nil {
-		log.Fatal(err)
-	}
-	if *only != "" {
-		var keep []target
-		for _, t := range targets {
-			if t.name == "native" || strings.Contains(","+*only+",", ","+t.name+",") {
-				keep = append(keep, t)
-			}
-		}
-		targets = keep
-	}
 	if *cpuprof != "" {
 		f, err := os.Create(*cpuprof)
 		if err != nil {
@@ -123,7 +135,7 @@ func main() {
 				if err != nil {
 					msg := fmt.Sprintf("%s/%s: %v", t.name, s.name, err)
 					if !*keepGoing {
-						log.Fatal(msg)
+						fatal(msg)
 					}
 					log.Print(msg)
 				}
@@ -297,7 +309,7 @@ func latency(targets []target) {
 	back := mnt + "-back"
 	p, bp := filepath.Join(mnt, "latency.txt"), filepath.Join(back, "latency.txt")
 	if err := os.WriteFile(bp, []byte("0000000\n"), 0o644); err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	read := func() string {
 		f, err := os.Open(p)
@@ -315,11 +327,11 @@ func latency(targets []target) {
 		want := fmt.Sprintf("%07d\n", i)
 		start := time.Now()
 		if err := os.WriteFile(bp, []byte(want), 0o644); err != nil {
-			log.Fatal(err)
+			panic(err)
 		}
 		for read() != want {
 			if time.Since(start) > 10*time.Second {
-				log.Fatalf("write %d not visible after 10s", i)
+				panic(fmt.Sprintf("write %d not visible after 10s", i))
 			}
 			time.Sleep(50 * time.Microsecond)
 		}
