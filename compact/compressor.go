@@ -1,0 +1,407 @@
+package compact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Anti-thrashing (the seed's #415a, after Hermes' should_compress): when the
+// IneffectiveStreak most recent compactions in a session's lineage each
+// saved less than IneffectiveSavingsPct of their original tokens, automatic
+// compaction is skipped; a forced one still runs.
+const (
+	IneffectiveSavingsPct = 0.10
+	IneffectiveStreak     = 2
+)
+
+// No-op reasons of a Result (Result.Reason when Compacted is false).
+const (
+	// ReasonTooFewMessages: fewer messages than minimum_messages.
+	ReasonTooFewMessages = "too_few_messages"
+	// ReasonBelowThreshold: fewer tokens than the threshold; a summary
+	// would cost more than it saves. Forced compaction passes the same gate.
+	ReasonBelowThreshold = "below_threshold"
+	// ReasonThrashing: the lineage's recent compactions were ineffective
+	// (automatic compaction only).
+	ReasonThrashing = "thrashing"
+	// ReasonAlreadyCompacted: this session was already compacted and got no
+	// message since; Result.TargetSessionID names the child to continue.
+	ReasonAlreadyCompacted = "already_compacted"
+	// ReasonNothingToSummarize: head and tail cover the whole transcript.
+	ReasonNothingToSummarize = "nothing_to_summarize"
+)
+
+// Result is the outcome of one compaction request, as the result file
+// shows it. Compacted is false for a no-op, with Reason set; a no-op never
+// reports saved tokens (the seed's #352 printed a fake "saved 0 tok"
+// success).
+type Result struct {
+	Compacted bool   `json:"compacted"`
+	Reason    string `json:"reason,omitempty"`
+	Forced    bool   `json:"forced"`
+	// SourceSessionID is the full id of the session compacted (the
+	// resolved id, whatever prefix was asked for).
+	SourceSessionID string `json:"source_session_id"`
+	// TargetSessionID is the child session (head + summary + tail).
+	TargetSessionID   string `json:"target_session_id,omitempty"`
+	OriginalMessages  int    `json:"original_messages"`
+	CompactedMessages int    `json:"compacted_messages,omitempty"`
+	OriginalTokens    int    `json:"original_tokens"`
+	CompactedTokens   int    `json:"compacted_tokens,omitempty"`
+	// SavedTokens are the middle's tokens before the pre-pass: what leaves
+	// the live transcript.
+	SavedTokens       int       `json:"saved_tokens"`
+	ThresholdTokens   int       `json:"threshold_tokens"`
+	SummaryID         string    `json:"summary_id,omitempty"`
+	PreviousSummaryID string    `json:"previous_summary_id,omitempty"`
+	Summarizer        string    `json:"summarizer,omitempty"`
+	DurationMS        float64   `json:"duration_ms"`
+	Time              time.Time `json:"time"`
+	// Error is set (by the control files) when the request failed; the
+	// store is then unchanged.
+	Error string `json:"error,omitempty"`
+}
+
+// FlushFunc is the hook run before a compaction splits the transcript (the
+// seed's flush_memory!): a harness may persist memory derived from the
+// session. It runs only when the compaction will happen (after the no-op
+// gates), with the resolved id. An error aborts the compaction, store
+// unchanged.
+type FlushFunc func(ctx context.Context, sessionID string) error
+
+// Option configures a Compressor.
+type Option func(*Compressor)
+
+// WithSummarizer replaces the backend built from Config.Summarizer.
+func WithSummarizer(s Summarizer) Option { return func(c *Compressor) { c.sum = s } }
+
+// WithFlush sets the flush hook (default: none, which flushes nothing).
+func WithFlush(f FlushFunc) Option { return func(c *Compressor) { c.flush = f } }
+
+// Compressor compacts sessions of a Store (the seed's
+// Rubino::Context::Compressor). Safe for concurrent use: compactions of one
+// session are serialised; different sessions compact in parallel.
+type Compressor struct {
+	store *Store
+	cfg   Config
+	sum   Summarizer
+	flush FlushFunc
+	hook  commitHook // tests only: called inside the commit transaction
+	locks sync.Map   // session id -> *sync.Mutex
+}
+
+// NewCompressor returns a compressor over store with cfg (defaults filled
+// and validated; the summarizer built from cfg.Summarizer unless an option
+// replaces it).
+func NewCompressor(store *Store, cfg Config, opts ...Option) (*Compressor, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Compressor{store: store, cfg: cfg}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.sum == nil {
+		s, err := NewSummarizer(cfg.Summarizer)
+		if err != nil {
+			return nil, err
+		}
+		c.sum = s
+	}
+	if c.flush == nil {
+		c.flush = func(context.Context, string) error { return nil }
+	}
+	return c, nil
+}
+
+// Config returns the effective config.
+func (c *Compressor) Config() Config { return c.cfg }
+
+// Store returns the store.
+func (c *Compressor) Store() *Store { return c.store }
+
+// Summarizer returns the backend in use.
+func (c *Compressor) Summarizer() Summarizer { return c.sum }
+
+func (c *Compressor) lock(id string) *sync.Mutex {
+	mu, _ := c.locks.LoadOrStore(id, &sync.Mutex{})
+	return mu.(*sync.Mutex)
+}
+
+// Budget is a session's token budget: its window, the threshold at which
+// it needs compaction, and the tail's share. All counts are tokens.
+type Budget struct {
+	Model           string  `json:"model"`
+	Tokenizer       string  `json:"tokenizer"`
+	ContextWindow   int     `json:"context_window"`
+	Threshold       float64 `json:"threshold"`
+	ThresholdTokens int     `json:"threshold_tokens"`
+	TailTokens      int     `json:"tail_tokens"`
+}
+
+// model returns the session's model, else the config's.
+func (c *Compressor) model(sess Session) string {
+	if sess.Model != "" {
+		return sess.Model
+	}
+	return c.cfg.Model
+}
+
+// Tokenizer returns the tokenizer of sess: its own choice, else the
+// config's, else by model (the session's, else the config's). When a BPE
+// cannot be loaded it returns the chars/4 fallback, whose Name says so.
+func (c *Compressor) Tokenizer(sess Session) Tokenizer {
+	name := sess.Tokenizer
+	if name == "" {
+		name = c.cfg.Tokenizer
+	}
+	tk, _ := NewTokenizer(name, c.model(sess))
+	if tk == nil { // unknown name in an old row: the explicit fallback
+		tk = chars4Tokenizer{reason: fmt.Sprintf("unknown tokenizer %q", name)}
+	}
+	return tk
+}
+
+// BudgetOf returns the budget of sess: its context window (or the
+// config's) times the threshold.
+func (c *Compressor) BudgetOf(sess Session) Budget {
+	w := sess.ContextWindow
+	if w == 0 {
+		w = c.cfg.ContextWindow
+	}
+	th := int(float64(w) * c.cfg.Threshold)
+	return Budget{Model: c.model(sess), Tokenizer: c.Tokenizer(sess).Name(), ContextWindow: w, Threshold: c.cfg.Threshold,
+		ThresholdTokens: th, TailTokens: int(float64(th) * c.cfg.TailRatio)}
+}
+
+// Status is what a session's status file shows.
+type Status struct {
+	SessionID       string `json:"session_id"`
+	ShortID         string `json:"short_id"`
+	ParentSessionID string `json:"parent_session_id,omitempty"`
+	Budget
+	Messages        int  `json:"messages"`
+	Tokens          int  `json:"tokens"`
+	MinimumMessages int  `json:"minimum_messages"`
+	NeedsCompaction bool `json:"needs_compaction"`
+	// Thrashing is true when automatic compaction would be skipped.
+	Thrashing bool `json:"thrashing"`
+	// CompactedInto lists the children compacted from this session, oldest
+	// first.
+	CompactedInto []string  `json:"compacted_into,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+}
+
+// Status reports a session (id or unique prefix). NeedsCompaction is true
+// when Compact would not stop at a gate: at least minimum_messages messages,
+// at least the threshold in tokens, and not already compacted without new
+// messages since (thrashing is reported separately).
+func (c *Compressor) Status(ctx context.Context, idOrPrefix string) (Status, error) {
+	id, err := c.store.Resolve(ctx, idOrPrefix)
+	if err != nil {
+		return Status{}, err
+	}
+	sess, err := c.store.Session(ctx, id)
+	if err != nil {
+		return Status{}, err
+	}
+	st, err := c.store.Stats(ctx, id)
+	if err != nil {
+		return Status{}, err
+	}
+	thrash, err := c.Thrashing(ctx, id)
+	if err != nil {
+		return Status{}, err
+	}
+	kids, err := c.store.SummariesFrom(ctx, id)
+	if err != nil {
+		return Status{}, err
+	}
+	b := c.BudgetOf(sess)
+	s := Status{SessionID: id, ShortID: id[:ShortIDLen], ParentSessionID: sess.ParentID, Budget: b,
+		Messages: st.Messages, Tokens: st.Tokens, MinimumMessages: c.cfg.MinimumMessages,
+		NeedsCompaction: st.Messages >= c.cfg.MinimumMessages && st.Tokens >= b.ThresholdTokens,
+		Thrashing:       thrash, CreatedAt: sess.CreatedAt}
+	for _, k := range kids {
+		s.CompactedInto = append(s.CompactedInto, k.TargetID)
+	}
+	if n := len(kids); n > 0 && kids[n-1].SourceLastSeq >= st.LastSeq {
+		s.NeedsCompaction = false // already compacted: continue in the child
+	}
+	return s, nil
+}
+
+// Thrashing reports whether automatic compaction of session id (full id)
+// should be skipped: its lineage's IneffectiveStreak most recent
+// compactions each saved less than IneffectiveSavingsPct of their original
+// tokens (the seed's thrashing?).
+func (c *Compressor) Thrashing(ctx context.Context, id string) (bool, error) {
+	rows, err := c.store.RecentLineageCompactions(ctx, id, IneffectiveStreak)
+	if err != nil {
+		return false, err
+	}
+	if len(rows) < IneffectiveStreak {
+		return false, nil
+	}
+	for _, r := range rows {
+		if !r.Ineffective() {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Compact compacts session idOrPrefix (the seed's compact!). The id is
+// resolved to the full id before anything else. Steps: the no-op gates
+// (too_few_messages, below_threshold, already_compacted, and thrashing
+// unless force), the flush hook, the head/middle/tail split, the tool-pair
+// sanitiser on the middle, saved tokens measured, the LLM-free pre-pass,
+// the summary built on the previous one, and one transaction creating the
+// summary row and the child session (head + summary + tail). force skips
+// only the thrashing gate: a manual compaction below the threshold is the
+// same no-op as an automatic one.
+//
+// A no-op returns a Result with Compacted false and Reason set, and a nil
+// error. Errors (the store untouched): ErrNotFound, ErrAmbiguous, ErrBadID
+// from the resolution; the flush hook's or the summarizer's error
+// (ErrSummarizerTimeout for a timeout); a database error.
+func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool) (Result, error) {
+	start := time.Now()
+	res := Result{Forced: force, Time: start.UTC()}
+	done := func(r Result, err error) (Result, error) {
+		r.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+		return r, err
+	}
+	// #352: resolve a short id to the full id before any message lookup,
+	// and pin every lookup below to it.
+	id, err := c.store.Resolve(ctx, idOrPrefix)
+	if err != nil {
+		return done(res, err)
+	}
+	res.SourceSessionID = id
+	mu := c.lock(id)
+	mu.Lock()
+	defer mu.Unlock()
+	sess, err := c.store.Session(ctx, id)
+	if err != nil {
+		return done(res, err)
+	}
+	msgs, err := c.store.Messages(ctx, id, 0)
+	if err != nil {
+		return done(res, err)
+	}
+	b := c.BudgetOf(sess)
+	res.OriginalMessages, res.OriginalTokens, res.ThresholdTokens = len(msgs), sumTokens(msgs), b.ThresholdTokens
+	if len(msgs) < c.cfg.MinimumMessages {
+		res.Reason = ReasonTooFewMessages
+		return done(res, nil)
+	}
+	// Below the threshold a summary costs more than it saves; the manual
+	// path clears the same gate (no inflation, no fork).
+	if res.OriginalTokens < b.ThresholdTokens {
+		res.Reason = ReasonBelowThreshold
+		return done(res, nil)
+	}
+	lastSeq := msgs[len(msgs)-1].Seq
+	prior, err := c.store.SummariesFrom(ctx, id)
+	if err != nil {
+		return done(res, err)
+	}
+	if n := len(prior); n > 0 && prior[n-1].SourceLastSeq >= lastSeq {
+		res.Reason, res.TargetSessionID = ReasonAlreadyCompacted, prior[n-1].TargetID
+		return done(res, nil)
+	}
+	if !force {
+		thrash, err := c.Thrashing(ctx, id)
+		if err != nil {
+			return done(res, err)
+		}
+		if thrash {
+			res.Reason = ReasonThrashing
+			return done(res, nil)
+		}
+	}
+
+	// 1. Flush memory before compaction.
+	if err := c.flush(ctx, id); err != nil {
+		return done(res, fmt.Errorf("flush hook: %w", err))
+	}
+
+	// 2. Split into head / middle / tail.
+	split := SplitMessages(msgs, c.cfg.HeadMessages, b.TailTokens)
+	if len(split.Middle) == 0 {
+		res.Reason = ReasonNothingToSummarize
+		return done(res, nil)
+	}
+	tk := c.Tokenizer(sess)
+	middle := append([]Message(nil), split.Middle...)
+
+	// 3. Sanitise tool pairs in the middle.
+	if *c.cfg.PreserveToolPairs {
+		middle = SanitizeToolPairs(middle, tk)
+	}
+	// saved_tokens reports what leaves the live transcript: measure the
+	// middle before the pre-pass (whose copy feeds only the summarizer).
+	saved := sumTokens(middle)
+
+	// 3b. The LLM-free pre-pass: dedupe and stub old tool outputs.
+	middle = PruneToolResults(middle, tk, c.cfg.PruneMinTokens, c.cfg.PruneKeepRecent)
+	input := middle[:0:0]
+	for _, m := range middle {
+		if m.Kind != KindSummary {
+			input = append(input, m)
+		}
+	}
+
+	// 4. The previous summary (its id captured before the insert below).
+	prev, err := c.store.PreviousSummary(ctx, id)
+	if err != nil {
+		return done(res, err)
+	}
+	req := SummaryRequest{SessionID: id, Model: c.model(sess), Head: split.Head, Messages: input, MaxTokens: c.cfg.MaxSummaryTokens, Tokenizer: tk}
+	if prev != nil {
+		req.Previous = prev.Content
+		res.PreviousSummaryID = prev.ID
+	}
+
+	// 5. The new summary.
+	res.Summarizer = c.sum.Name()
+	text, err := c.sum.Summarize(ctx, req)
+	if err == nil && text == "" {
+		err = errors.New("summarizer returned an empty summary")
+	}
+	if err != nil {
+		return done(res, err)
+	}
+
+	// 6-8. The irreversible part, in one transaction.
+	role := RoleUser
+	if len(split.Head) > 0 && split.Head[len(split.Head)-1].Role == RoleUser {
+		role = RoleAssistant
+	}
+	sm := Message{Role: role, Content: SummaryMessageContent(text), Kind: KindSummary}
+	sm.Tokens = MessageTokens(tk, &sm)
+	row, child, err := c.store.commit(ctx, commitSpec{
+		Source: sess, Head: split.Head, Summary: sm, Tail: split.Tail, SourceLastSeq: lastSeq,
+		Row: Summary{Content: text, PreviousID: res.PreviousSummaryID, OriginalTokens: res.OriginalTokens, SavedTokens: saved,
+			OriginalMessages: len(msgs), Summarizer: c.sum.Name(), Forced: force},
+	}, c.hook)
+	if err != nil {
+		return done(res, fmt.Errorf("commit: %w", err))
+	}
+	st, err := c.store.Stats(ctx, child.ID)
+	if err != nil {
+		return done(res, err)
+	}
+	res.Compacted = true
+	res.TargetSessionID = child.ID
+	res.CompactedMessages = row.CompactedMessages
+	res.CompactedTokens = st.Tokens
+	res.SavedTokens = saved
+	res.SummaryID = row.ID
+	return done(res, nil)
+}

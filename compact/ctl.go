@@ -1,0 +1,485 @@
+package compact
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rubinofs/rubinofs/ctltree"
+)
+
+// ctlReadme is .rubino/compact/README.
+const ctlReadme = `rubinofs compaction: a session store you feed and compact through files
+
+  new                    clone: open read-write, write options as one JSON object
+                         ({"model":"gpt-4o","context_window":200000,"tokenizer":"",
+                         "title":""}; an empty line means the defaults), then read
+                         the new session's id from the same handle
+  resolve                clone: write an id or a unique prefix (4+ hex digits),
+                         read the full id (ENOENT unknown, EINVAL ambiguous)
+  list                   JSON lines: every session with its counts and children
+  config                 the effective compaction config (compact.json in the
+                         state directory; not writable from the mount)
+  sessions/ID/           one session; ID may be a unique prefix
+    messages             append JSON lines in OpenAI chat-message form
+                         ({"role":"user","content":"..."}, tool_calls,
+                         tool_call_id); a malformed line fails the write with
+                         EINVAL naming the line, and nothing of it is stored;
+                         read it for the transcript
+    status               JSON: messages, tokens, window, threshold,
+                         needs_compaction, thrashing, compacted_into
+    ctl                  write "compact" (skipped when thrashing) or "force";
+                         below the threshold both are a no-op
+    result               JSON of the last compaction request on this session
+    summary              the latest summary this session produced or holds
+    lineage              JSON lines from the root session to this one, then the
+                         sessions compacted from it
+
+A compaction keeps the head and a recent tail, summarises the middle into a
+new child session (parent_session_id = this one) and never splits a tool call
+from its result. Continue in the child: result.target_session_id.
+`
+
+// maxResults bounds the in-memory table of last results.
+const maxResults = 4096
+
+// Service serves .rubino/compact over a Store and a Compressor. Safe for
+// concurrent use. Results live in memory (the last per session, at most
+// 4,096 sessions), so a failed request never writes to the store.
+type Service struct {
+	store  *Store
+	comp   *Compressor
+	log    *log.Logger
+	ctx    context.Context // cancelled by Close: in-flight summaries stop
+	cancel context.CancelFunc
+	owned  bool // Close closes the store
+
+	resMu   sync.Mutex
+	results map[string]Result
+	order   []string
+}
+
+// NewService serves comp's store. Close does not close the store.
+func NewService(comp *Compressor, logger *log.Logger) *Service {
+	if logger == nil {
+		logger = log.New(os.Stderr, "rubinofs: ", log.LstdFlags)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Service{store: comp.store, comp: comp, log: logger, ctx: ctx, cancel: cancel, results: map[string]Result{}}
+}
+
+// Open is the daemon's entry point: it opens the store at
+// stateDir/compact.db (a temporary store removed on Close when stateDir is
+// ""), reads the config from $RUBINOFS_COMPACT_CONFIG or
+// stateDir/compact.json (defaults when absent), and returns the service.
+// Errors: an unreadable or invalid config, a store that cannot be opened.
+func Open(stateDir string, logger *log.Logger) (*Service, error) {
+	cfgPath := os.Getenv(ConfigEnv)
+	if cfgPath == "" && stateDir != "" {
+		cfgPath = filepath.Join(stateDir, ConfigFileName)
+	}
+	cfg, err := LoadConfig(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	var store *Store
+	if stateDir == "" {
+		store, err = OpenTempStore()
+	} else {
+		store, err = OpenStore(filepath.Join(stateDir, "compact.db"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	comp, err := NewCompressor(store, cfg)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	s := NewService(comp, logger)
+	s.owned = true
+	return s, nil
+}
+
+// Compressor returns the service's compressor.
+func (s *Service) Compressor() *Compressor { return s.comp }
+
+// Close cancels in-flight compactions and, for a service from Open, closes
+// the store. Call it after unmounting.
+func (s *Service) Close() error {
+	s.cancel()
+	if s.owned {
+		return s.store.Close()
+	}
+	return nil
+}
+
+// ctlErr maps an error to the *ctltree.Error a control-file caller sees:
+// ErrNotFound -> ENOENT; ErrBadID, ErrAmbiguous -> EINVAL; ErrLimit -> EFBIG;
+// ErrSummarizerTimeout -> ETIMEDOUT; a cancelled request -> EINTR; any
+// other failure (summarizer, flush hook, database) -> EIO with its message.
+func ctlErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *ctltree.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	errno := syscall.EIO
+	switch {
+	case errors.Is(err, ErrNotFound):
+		errno = syscall.ENOENT
+	case errors.Is(err, ErrBadID), errors.Is(err, ErrAmbiguous):
+		errno = syscall.EINVAL
+	case errors.Is(err, ErrLimit):
+		errno = syscall.EFBIG
+	case errors.Is(err, ErrSummarizerTimeout), errors.Is(err, context.DeadlineExceeded):
+		errno = syscall.ETIMEDOUT
+	case errors.Is(err, context.Canceled):
+		errno = syscall.EINTR
+	}
+	return &ctltree.Error{Errno: errno, Msg: err.Error()}
+}
+
+// reqCtx bounds a control-file request: the service's lifetime, and a
+// minute for requests that do not call a summarizer.
+func (s *Service) reqCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.ctx, time.Minute)
+}
+
+// Node returns the .rubino/compact directory.
+func (s *Service) Node() *ctltree.Dir {
+	return ctltree.NewDir(
+		ctltree.Entry{Name: "README", Node: ctltree.Static(ctlReadme)},
+		ctltree.Entry{Name: "new", Node: &ctltree.File{Kind: ctltree.Clone, Clone: s.cloneNew}},
+		ctltree.Entry{Name: "resolve", Node: &ctltree.File{Kind: ctltree.Clone, Clone: s.cloneResolve}},
+		ctltree.Entry{Name: "list", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: s.readList}},
+		ctltree.Entry{Name: "config", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: s.readConfig}},
+		ctltree.Entry{Name: "sessions", Node: &ctltree.Dir{List: s.listSessions, Lookup: s.lookupSession}},
+	)
+}
+
+// ParseSessionOptions parses the spec written to "new": empty or
+// whitespace for the defaults, else one JSON object with the fields of
+// SessionOptions (unknown fields are errors), validated.
+func ParseSessionOptions(spec []byte) (SessionOptions, error) {
+	var o SessionOptions
+	spec = bytes.TrimSpace(spec)
+	if len(spec) == 0 {
+		return o, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(spec))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		return o, fmt.Errorf("options: want a JSON object like {\"model\":\"gpt-4o\",\"context_window\":128000}: %v", err)
+	}
+	if dec.More() {
+		return o, errors.New("options: trailing data after the JSON object")
+	}
+	return o, o.Validate()
+}
+
+func (s *Service) cloneNew(_ ctltree.Caller, spec []byte) (string, error) {
+	opts, err := ParseSessionOptions(spec)
+	if err != nil {
+		return "", ctltree.Errorf(syscall.EINVAL, "%v", err)
+	}
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	sess, err := s.store.CreateSession(ctx, opts)
+	if err != nil {
+		return "", ctlErr(err)
+	}
+	return sess.ID, nil
+}
+
+func (s *Service) cloneResolve(_ ctltree.Caller, spec []byte) (string, error) {
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	id, err := s.store.Resolve(ctx, string(spec))
+	return id, ctlErr(err)
+}
+
+func (s *Service) readList(_ context.Context, _ ctltree.Caller) ([]byte, error) {
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	infos, err := s.store.Sessions(ctx)
+	if err != nil {
+		return nil, ctlErr(err)
+	}
+	return jsonLines(infos)
+}
+
+func (s *Service) readConfig(_ context.Context, _ ctltree.Caller) ([]byte, error) {
+	b, err := json.MarshalIndent(s.comp.cfg, "", "  ")
+	return append(b, '\n'), err
+}
+
+func (s *Service) listSessions(ctltree.Caller) []string {
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	ids, err := s.store.SessionIDs(ctx)
+	if err != nil {
+		s.log.Printf("compact: listing sessions: %v", err)
+	}
+	return ids
+}
+
+// lookupSession resolves a directory name (full id or unique prefix).
+func (s *Service) lookupSession(_ ctltree.Caller, name string) ctltree.Node {
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	id, err := s.store.Resolve(ctx, name)
+	if err != nil {
+		return nil
+	}
+	return s.sessionDir(id)
+}
+
+func (s *Service) sessionDir(id string) *ctltree.Dir {
+	return ctltree.NewDir(
+		ctltree.Entry{Name: "messages", Node: &ctltree.File{Kind: ctltree.Append,
+			Append: func(_ ctltree.Caller, lines []byte) error { return s.appendLines(id, lines) },
+			Read:   func(context.Context, ctltree.Caller) ([]byte, error) { return s.readMessages(id) }}},
+		ctltree.Entry{Name: "status", Node: &ctltree.File{Kind: ctltree.ReadOnly,
+			Read: func(context.Context, ctltree.Caller) ([]byte, error) { return s.readStatus(id) }}},
+		ctltree.Entry{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl,
+			Write: func(_ ctltree.Caller, cmd []byte) error { return s.writeCtl(id, cmd) },
+			Read: func(context.Context, ctltree.Caller) ([]byte, error) {
+				return []byte("compact\nforce\n"), nil
+			}}},
+		ctltree.Entry{Name: "result", Node: &ctltree.File{Kind: ctltree.ReadOnly,
+			Read: func(context.Context, ctltree.Caller) ([]byte, error) { return s.readResult(id) }}},
+		ctltree.Entry{Name: "summary", Node: &ctltree.File{Kind: ctltree.ReadOnly,
+			Read: func(context.Context, ctltree.Caller) ([]byte, error) { return s.readSummary(id) }}},
+		ctltree.Entry{Name: "lineage", Node: &ctltree.File{Kind: ctltree.ReadOnly,
+			Read: func(context.Context, ctltree.Caller) ([]byte, error) { return s.readLineage(id) }}},
+	)
+}
+
+// ParseMessageLines parses a batch of JSON lines (blank lines are skipped)
+// and counts their tokens with tk. The first malformed line fails the whole
+// batch with an error naming its 1-based line number.
+func ParseMessageLines(data []byte, tk Tokenizer) ([]Message, error) {
+	var msgs []Message
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		m, err := ParseMessage(line)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %v", i+1, err)
+		}
+		m.Tokens = MessageTokens(tk, &m)
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}
+
+// AppendLines parses data as JSON lines and appends them to session id
+// (exact id), all or nothing (see ParseMessageLines, Store.AppendMessages).
+// It returns the number of messages stored.
+func (c *Compressor) AppendLines(ctx context.Context, id string, data []byte) (int, error) {
+	sess, err := c.store.Session(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	msgs, err := ParseMessageLines(data, c.Tokenizer(sess))
+	if err != nil {
+		return 0, ctltree.Errorf(syscall.EINVAL, "%v", err)
+	}
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	_, err = c.store.AppendMessages(ctx, id, msgs)
+	return len(msgs), err
+}
+
+func (s *Service) appendLines(id string, lines []byte) error {
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	_, err := s.comp.AppendLines(ctx, id, lines)
+	return ctlErr(err)
+}
+
+func (s *Service) readMessages(id string) ([]byte, error) {
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	msgs, err := s.store.Messages(ctx, id, 0)
+	if err != nil {
+		return nil, ctlErr(err)
+	}
+	return jsonLines(msgs)
+}
+
+func (s *Service) readStatus(id string) ([]byte, error) {
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	st, err := s.comp.Status(ctx, id)
+	if err != nil {
+		return nil, ctlErr(err)
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	return append(b, '\n'), err
+}
+
+// writeCtl runs "compact" (automatic: skipped when thrashing) or "force".
+// A no-op succeeds (the result says why); a failure returns its errno and
+// is recorded in the result too.
+func (s *Service) writeCtl(id string, cmd []byte) error {
+	var force bool
+	switch c := strings.TrimSpace(string(cmd)); c {
+	case "compact":
+	case "force":
+		force = true
+	default:
+		return ctltree.Errorf(syscall.EINVAL, "unknown command %q: want compact or force", clip(c, 40))
+	}
+	res, err := s.comp.Compact(s.ctx, id, force)
+	if err != nil {
+		res.Error = err.Error()
+		s.log.Printf("compact %s: %v", id, err)
+	}
+	s.setResult(id, res)
+	return ctlErr(err)
+}
+
+func (s *Service) setResult(id string, r Result) {
+	s.resMu.Lock()
+	defer s.resMu.Unlock()
+	if _, ok := s.results[id]; !ok {
+		if len(s.order) >= maxResults {
+			delete(s.results, s.order[0])
+			s.order = s.order[1:]
+		}
+		s.order = append(s.order, id)
+	}
+	s.results[id] = r
+}
+
+// LastResult returns the last compaction result of session id (exact id).
+func (s *Service) LastResult(id string) (Result, bool) {
+	s.resMu.Lock()
+	defer s.resMu.Unlock()
+	r, ok := s.results[id]
+	return r, ok
+}
+
+func (s *Service) readResult(id string) ([]byte, error) {
+	r, ok := s.LastResult(id)
+	if !ok {
+		return nil, nil
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	return append(b, '\n'), err
+}
+
+func (s *Service) readSummary(id string) ([]byte, error) {
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	sm, err := s.store.LatestSummary(ctx, id)
+	if err != nil || sm == nil {
+		return nil, ctlErr(err)
+	}
+	return []byte(strings.TrimRight(sm.Content, "\n") + "\n"), nil
+}
+
+// LineageEntry is one line of a session's lineage file.
+type LineageEntry struct {
+	SessionID       string `json:"session_id"`
+	ParentSessionID string `json:"parent_session_id,omitempty"`
+	// Relation is "ancestor", "self" or "child" (compacted from self).
+	Relation string `json:"relation"`
+	Depth    int    `json:"depth"` // 0 for the root
+	// The compaction that created this session (absent for a root).
+	SummaryID      string    `json:"summary_id,omitempty"`
+	OriginalTokens int       `json:"original_tokens,omitempty"`
+	SavedTokens    int       `json:"saved_tokens,omitempty"`
+	SavedRatio     float64   `json:"saved_ratio,omitempty"`
+	Forced         bool      `json:"forced,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// Lineage returns session id's lineage: the root first, down to id, then
+// the sessions compacted from id.
+func (c *Compressor) Lineage(ctx context.Context, id string) ([]LineageEntry, error) {
+	anc, err := c.store.Ancestors(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var out []LineageEntry
+	entry := func(sess Session, rel string, depth int) (LineageEntry, error) {
+		e := LineageEntry{SessionID: sess.ID, ParentSessionID: sess.ParentID, Relation: rel, Depth: depth, CreatedAt: sess.CreatedAt}
+		sm, err := c.store.SummaryInto(ctx, sess.ID)
+		if err != nil {
+			return e, err
+		}
+		if sm != nil {
+			e.SummaryID, e.OriginalTokens, e.SavedTokens, e.Forced = sm.ID, sm.OriginalTokens, sm.SavedTokens, sm.Forced
+			if sm.OriginalTokens > 0 {
+				e.SavedRatio = float64(sm.SavedTokens) / float64(sm.OriginalTokens)
+			}
+		}
+		return e, nil
+	}
+	for i := len(anc) - 1; i >= 0; i-- {
+		rel := "ancestor"
+		if i == 0 {
+			rel = "self"
+		}
+		e, err := entry(anc[i], rel, len(anc)-1-i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	kids, err := c.store.SummariesFrom(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range kids {
+		sess, err := c.store.Session(ctx, k.TargetID)
+		if err != nil {
+			return nil, err
+		}
+		e, err := entry(sess, "child", len(anc))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (s *Service) readLineage(id string) ([]byte, error) {
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	l, err := s.comp.Lineage(ctx, id)
+	if err != nil {
+		return nil, ctlErr(err)
+	}
+	return jsonLines(l)
+}
+
+// jsonLines renders a slice as JSON lines.
+func jsonLines[T any](recs []T) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	for i := range recs {
+		if err := enc.Encode(recs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return b.Bytes(), nil
+}
