@@ -18,9 +18,12 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/rubinofs/rubinofs/compact"
+	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/fusefs"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/ignore"
+	"github.com/rubinofs/rubinofs/tasks"
 	"github.com/rubinofs/rubinofs/watcher"
 )
 
@@ -59,6 +62,13 @@ type Config struct {
 	Debug      bool
 	Version    string
 	Logger     *log.Logger
+
+	// Agents configures .rubino/agents (package tasks): the caps
+	// (max_depth 2, max_children_per_node 3, max_concurrent_total 8 by
+	// default), the ask timeout and the subagent types. Fields left zero
+	// come from StateDir/agents.json ($RUBINOFS_AGENTS_CONFIG), then the
+	// defaults; Mount, Logger and Sessions are set by Start.
+	Agents tasks.Config
 }
 
 // Daemon is one running mount.
@@ -72,12 +82,19 @@ type Daemon struct {
 	// Invalidation its feed into the mount.
 	Watcher      *watcher.Watcher
 	Invalidation *fusefs.Invalidation
-	server       *fuse.Server
-	rootFd       int // in-place: the workspace directory opened before mounting
+	// Compact serves .rubino/compact over the compaction store
+	// (StateDir/compact.db, a temporary store without a StateDir).
+	Compact *compact.Service
+	server  *fuse.Server
+	rootFd  int // in-place: the workspace directory opened before mounting
 
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{}
+
+	// Tasks runs background subagents and serves .rubino/agents; Close
+	// stops every task (CancelAll) before unmounting.
+	Tasks *tasks.Runner
 }
 
 // Start builds and mounts. The mount answers when Start returns.
@@ -159,6 +176,23 @@ func Start(cfg Config) (*Daemon, error) {
 			return nil, err
 		}
 	}
+	if d.Compact, err = compact.Open(cfg.StateDir, cfg.Logger); err != nil {
+		d.stopWatcher()
+		d.closeFd()
+		return nil, fmt.Errorf("compaction: %w", err)
+	}
+	d.FS.AddCtl(ctltree.Entry{Name: "compact", Node: d.Compact.Node()})
+	agents := cfg.Agents
+	agents.Mount, agents.Logger = cfg.Mountpoint, cfg.Logger
+	agents.Sessions = d.Sessions // each task's process tree is session task-<id>
+	if d.Tasks, err = tasks.Open(agents, cfg.StateDir); err != nil {
+		d.stopWatcher()
+		d.closeFd()
+		d.Compact.Close()
+		return nil, fmt.Errorf("agents: %w", err)
+	}
+	d.FS.AddCtl(ctltree.Entry{Name: "agents", Node: d.Tasks.Node()})
+	d.FS.AddStatus(func() (string, any) { return "agents", d.Tasks.Stats() })
 	timeout := cfg.CacheTimeout
 	d.server, err = d.FS.Mount(cfg.Mountpoint, fusefs.MountOptions{
 		Options:         cfg.Options,
@@ -172,10 +206,13 @@ func Start(cfg Config) (*Daemon, error) {
 	if err != nil {
 		d.stopWatcher()
 		d.closeFd()
+		d.Compact.Close()
+		d.Tasks.Close()
 		return nil, err
 	}
 	go func() {
 		d.server.Wait()
+		d.Tasks.CancelAll() // unmounted from outside: no task outlives the mount
 		close(d.done)
 	}()
 	return d, nil
@@ -192,6 +229,9 @@ func (d *Daemon) Mountpoint() string { return d.cfg.Mountpoint }
 // the daemon never hangs) and releases everything. Idempotent.
 func (d *Daemon) Close() error {
 	d.closeOnce.Do(func() {
+		// Stop every task and kill its process group first, so none keeps
+		// the mount busy or outlives it.
+		d.Tasks.CancelAll()
 		select {
 		case <-d.done:
 		default:
@@ -212,6 +252,12 @@ func (d *Daemon) Close() error {
 		}
 		d.stopWatcher()
 		d.closeFd()
+		if err := d.Compact.Close(); err != nil && d.closeErr == nil {
+			d.closeErr = err
+		}
+		if err := d.Tasks.Close(); err != nil && d.closeErr == nil {
+			d.closeErr = err
+		}
 	})
 	return d.closeErr
 }

@@ -40,6 +40,10 @@ func newApp() *cli.App {
 			unmountCommand(),
 			statusCommand(),
 			runCommand(),
+			compactCommand(),
+			agentsCommand(),
+			askCommand(),
+			inboxCommand(),
 			demoCommand(),
 			{
 				Name:  "version",

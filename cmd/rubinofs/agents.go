@@ -1,0 +1,503 @@
+package main
+
+// `rubinofs agents`, `rubinofs ask` and `rubinofs inbox`: background
+// subagents through .rubino/agents. Like every subcommand after `mount`,
+// they only read and write control files, so they work inside a container
+// that sees nothing but the mount.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// taskIDRE is the shape of a task id; anything else is refused before it
+// becomes part of a path.
+var taskIDRE = regexp.MustCompile(`^[1-9][0-9]{0,18}$`)
+
+func agentsMountFlag() cli.Flag {
+	return &cli.StringFlag{Name: "mount", Usage: "the mount root `DIR` (default: $RUBINO_MOUNT, else the rubinofs mount around the current directory)"}
+}
+
+func agentsCommand() *cli.Command {
+	idCmd := func(name, usage, args string, action cli.ActionFunc) *cli.Command {
+		return &cli.Command{Name: name, Usage: usage, ArgsUsage: args, Flags: []cli.Flag{agentsMountFlag()}, Action: action}
+	}
+	return &cli.Command{
+		Name:  "agents",
+		Usage: "spawn, watch, steer, answer and stop background subagents (through .rubino/agents)",
+		Description: "Tasks are processes in their own process group and guard session (task-ID). A task may act only on\n" +
+			"its own descendants; anyone else may act on any task. Inside a task, use `rubinofs ask` and `rubinofs inbox`.",
+		Flags: []cli.Flag{agentsMountFlag()},
+		Subcommands: []*cli.Command{
+			idCmd("ls", "list tasks, newest first", "", agentsLs),
+			{
+				Name: "spawn", Usage: "start a task and print its id (the prompt from the arguments, or stdin with -)",
+				ArgsUsage: "PROMPT...|-",
+				Flags: []cli.Flag{agentsMountFlag(),
+					&cli.StringFlag{Name: "subagent", Aliases: []string{"s"}, Value: "sh", Usage: "the subagent type (sh runs the prompt as a shell command)"},
+				},
+				Action: agentsSpawn,
+			},
+			idCmd("show", "show a task's state, question, result, activity and output", "ID", agentsShow),
+			idCmd("tree", "show every task under its owner", "", agentsTree),
+			idCmd("steer", "queue a note for the task's next turn (its inbox)", "ID TEXT...", agentsCtlText("steer")),
+			{
+				Name: "stop", Usage: "stop a task and everything under it (--all: every task, and wait for them)",
+				ArgsUsage: "ID|--all",
+				Flags:     []cli.Flag{agentsMountFlag(), &cli.BoolFlag{Name: "all", Usage: "stop every live task and wait until they are finished (before `rubinofs unmount`)"}},
+				Action:    agentsStop,
+			},
+			idCmd("reply", "answer a task's pending question", "ID TEXT...", agentsCtlText("reply")),
+			idCmd("approve", "decide a task's pending approval", "ID yes|no [NOTE...]", agentsApprove),
+			idCmd("wait", "wait until the task is finished and print its result (exit 1 unless done)", "ID", agentsWait),
+		},
+	}
+}
+
+func askCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "ask",
+		Usage: "inside a task: ask the owner (or the human) a question and print the answer",
+		Description: "Blocks until answered (`rubinofs agents reply ID ...`), the task is stopped, or the ask times out.\n" +
+			"With --approval, asks for approval to run COMMAND instead: exit 0 approved, 1 denied.",
+		ArgsUsage: "QUESTION...|-",
+		Flags: []cli.Flag{agentsMountFlag(),
+			&cli.StringFlag{Name: "task", Usage: "the asking task's `ID` (default $RUBINO_TASK_ID)"},
+			&cli.BoolFlag{Name: "no-wait", Usage: "do not wait: the answer arrives in the inbox"},
+			&cli.StringFlag{Name: "approval", Usage: "request approval to run `COMMAND`; QUESTION is optional"},
+		},
+		Action: askAction,
+	}
+}
+
+func inboxCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "inbox",
+		Usage: "inside a task: print and drain the steer notes (and answers) queued for it",
+		Flags: []cli.Flag{agentsMountFlag(),
+			&cli.StringFlag{Name: "task", Usage: "the task's `ID` (default $RUBINO_TASK_ID)"},
+		},
+		Action: func(c *cli.Context) error {
+			mnt, id, err := taskContext(c)
+			if err != nil {
+				return err
+			}
+			b, err := readAgentFile(mnt, id+"/inbox")
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			os.Stdout.Write(b)
+			return nil
+		},
+	}
+}
+
+// agentsMount finds the mount: --mount, else $RUBINO_MOUNT when it is a
+// mount here, else the mount around the current directory.
+func agentsMount(c *cli.Context) (string, error) {
+	flag := c.String("mount")
+	if flag == "" {
+		if env := os.Getenv("RUBINO_MOUNT"); env != "" {
+			if mnt, err := findMount(env); err == nil {
+				return mnt, nil
+			}
+		}
+	}
+	mnt, err := findMount(flag)
+	if err != nil {
+		return "", cli.Exit(err.Error(), 1)
+	}
+	return mnt, nil
+}
+
+// taskArg returns the ID argument, checked.
+func taskArg(c *cli.Context) (string, error) {
+	id := c.Args().First()
+	if id == "" {
+		return "", cli.Exit("give a task ID", 2)
+	}
+	if !taskIDRE.MatchString(id) {
+		return "", cli.Exit(fmt.Sprintf("%q is not a task id (a decimal number)", id), 2)
+	}
+	return id, nil
+}
+
+// taskContext is the mount and the calling task's id, for ask and inbox.
+func taskContext(c *cli.Context) (string, string, error) {
+	id := c.String("task")
+	if id == "" {
+		id = os.Getenv("RUBINO_TASK_ID")
+	}
+	if id == "" {
+		return "", "", cli.Exit("not inside a task: RUBINO_TASK_ID is not set (or pass --task ID)", 2)
+	}
+	if !taskIDRE.MatchString(id) {
+		return "", "", cli.Exit(fmt.Sprintf("%q is not a task id", id), 2)
+	}
+	mnt, err := agentsMount(c)
+	return mnt, id, err
+}
+
+// readAgentFile reads agents/rel whole. A failed read (an ask cancelled,
+// an unauthorised reader) returns a ctlError with the reason the control
+// tree left on the same handle.
+func readAgentFile(mnt, rel string) ([]byte, error) {
+	path := filepath.Join(mnt, ctlDirName, "agents", rel)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, cleanCtlErr(asCtlError(f, path, err))
+	}
+	return b, nil
+}
+
+// writeAgentFile writes one command to agents/rel.
+func writeAgentFile(mnt, rel string, data []byte) error {
+	if err := writeCtl(mnt, "agents/"+rel, data); err != nil {
+		return cleanCtlErr(err)
+	}
+	return nil
+}
+
+func agentField(mnt, id, name string) string {
+	b, _ := readAgentFile(mnt, id+"/"+name)
+	return strings.TrimRight(string(b), "\n")
+}
+
+// textArgs joins the arguments from index i, or reads stdin for "-".
+func textArgs(c *cli.Context, i int, what string) (string, error) {
+	args := c.Args().Slice()
+	if len(args) > i && len(args) == i+1 && args[i] == "-" {
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return "", err
+		}
+		return strings.TrimRight(string(b), "\n"), nil
+	}
+	if len(args) <= i {
+		return "", cli.Exit("give the "+what, 2)
+	}
+	return strings.Join(args[i:], " "), nil
+}
+
+func agentsSpawn(c *cli.Context) error {
+	mnt, err := agentsMount(c)
+	if err != nil {
+		return err
+	}
+	prompt, err := textArgs(c, 0, "prompt")
+	if err != nil {
+		return err
+	}
+	spec, _ := json.Marshal(map[string]string{"subagent": c.String("subagent"), "prompt": prompt})
+	id, err := cloneCtl(mnt, "agents/clone", append(spec, '\n'))
+	if err != nil {
+		return cli.Exit(cleanCtlErr(err).Error(), 1)
+	}
+	fmt.Println(id)
+	return nil
+}
+
+// taskIDs lists the task directories, newest (highest id) first.
+func taskIDs(mnt string) ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(mnt, ctlDirName, "agents"))
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() && taskIDRE.MatchString(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		a, _ := strconv.ParseUint(ids[i], 10, 64)
+		b, _ := strconv.ParseUint(ids[j], 10, 64)
+		return a > b
+	})
+	return ids, nil
+}
+
+func agentsLs(c *cli.Context) error {
+	mnt, err := agentsMount(c)
+	if err != nil {
+		return err
+	}
+	ids, err := taskIDs(mnt)
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	if len(ids) == 0 {
+		fmt.Println("no tasks")
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tSUBAGENT\tOWNER\tDEPTH\tAGE\tPROMPT")
+	for _, id := range ids {
+		status := agentField(mnt, id, "status")
+		if status == "" {
+			continue // gone meanwhile
+		}
+		age := ""
+		if t, err := time.Parse(time.RFC3339Nano, agentField(mnt, id, "started")); err == nil {
+			age = time.Since(t).Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, status, agentField(mnt, id, "subagent"),
+			agentField(mnt, id, "owner"), agentField(mnt, id, "depth"), age, oneLineClip(agentField(mnt, id, "prompt"), 60))
+	}
+	tw.Flush()
+	if w, _ := readAgentFile(mnt, "waiting"); len(w) > 0 {
+		fmt.Printf("\nwaiting on you:\n%s", indentLines(string(w)))
+	}
+	return nil
+}
+
+func oneLineClip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ⏎ ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+func indentLines(s string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if l != "" {
+			b.WriteString("  " + l)
+		}
+	}
+	return b.String()
+}
+
+func agentsShow(c *cli.Context) error {
+	mnt, err := agentsMount(c)
+	if err != nil {
+		return err
+	}
+	id, err := taskArg(c)
+	if err != nil {
+		return err
+	}
+	status, err := readAgentFile(mnt, id+"/status")
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("task %s: %v", id, err), 1)
+	}
+	fmt.Printf("task:      %s\n", id)
+	fmt.Printf("status:    %s", status)
+	for _, f := range []string{"subagent", "owner", "depth", "started", "finished"} {
+		if v := agentField(mnt, id, f); v != "" {
+			fmt.Printf("%-10s %s\n", f+":", v)
+		}
+	}
+	fmt.Printf("prompt:\n%s\n", indentLines(agentField(mnt, id, "prompt")+"\n"))
+	for _, f := range []string{"question", "approval", "result", "error", "activity", "output"} {
+		if v := agentField(mnt, id, f); v != "" {
+			fmt.Printf("%s:\n%s", f, indentLines(v+"\n"))
+		}
+	}
+	return nil
+}
+
+func agentsTree(c *cli.Context) error {
+	mnt, err := agentsMount(c)
+	if err != nil {
+		return err
+	}
+	b, err := readAgentFile(mnt, "tree")
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	if len(b) == 0 {
+		fmt.Println("no tasks")
+	}
+	os.Stdout.Write(b)
+	return nil
+}
+
+// agentsCtlText runs "VERB TEXT" on ID's ctl.
+func agentsCtlText(verb string) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		mnt, err := agentsMount(c)
+		if err != nil {
+			return err
+		}
+		id, err := taskArg(c)
+		if err != nil {
+			return err
+		}
+		text, err := textArgs(c, 1, "text")
+		if err != nil {
+			return err
+		}
+		if err := writeAgentFile(mnt, id+"/ctl", []byte(verb+" "+text+"\n")); err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		return nil
+	}
+}
+
+func agentsStop(c *cli.Context) error {
+	mnt, err := agentsMount(c)
+	if err != nil {
+		return err
+	}
+	if c.Bool("all") {
+		return agentsStopAll(mnt)
+	}
+	id, err := taskArg(c)
+	if err != nil {
+		return err
+	}
+	if err := writeAgentFile(mnt, id+"/ctl", []byte("stop\n")); err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	return nil
+}
+
+func agentsApprove(c *cli.Context) error {
+	mnt, err := agentsMount(c)
+	if err != nil {
+		return err
+	}
+	id, err := taskArg(c)
+	if err != nil {
+		return err
+	}
+	args := c.Args().Slice()
+	if len(args) < 2 || (args[1] != "yes" && args[1] != "no") {
+		return cli.Exit("usage: rubinofs agents approve ID yes|no [NOTE...]", 2)
+	}
+	if err := writeAgentFile(mnt, id+"/ctl", []byte("approve "+strings.Join(args[1:], " ")+"\n")); err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	return nil
+}
+
+func agentsWait(c *cli.Context) error {
+	mnt, err := agentsMount(c)
+	if err != nil {
+		return err
+	}
+	id, err := taskArg(c)
+	if err != nil {
+		return err
+	}
+	b, err := readAgentFile(mnt, id+"/wait")
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("task %s: %v", id, err), 1)
+	}
+	status, body, _ := strings.Cut(string(b), "\n")
+	if status != "done" {
+		return cli.Exit(fmt.Sprintf("task %s %s: %s", id, status, strings.TrimRight(body, "\n")), 1)
+	}
+	fmt.Print(body)
+	return nil
+}
+
+func askAction(c *cli.Context) error {
+	mnt, id, err := taskContext(c)
+	if err != nil {
+		return err
+	}
+	if cmd := c.String("approval"); cmd != "" {
+		question := strings.Join(c.Args().Slice(), " ")
+		req, _ := json.Marshal(map[string]string{"question": question, "command": cmd})
+		if err := writeAgentFile(mnt, id+"/approval", append(req, '\n')); err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		b, err := readAgentFile(mnt, id+"/approval") // blocks until decided
+		if err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		state, note := "", ""
+		for _, l := range strings.Split(string(b), "\n") {
+			k, v, _ := strings.Cut(l, " ")
+			switch k {
+			case "state":
+				state = v
+			case "note":
+				note = v
+			}
+		}
+		fmt.Println(strings.TrimSpace(state + " " + note))
+		if state != "approved" {
+			return cli.Exit("", 1)
+		}
+		return nil
+	}
+	question, err := textArgs(c, 0, "question")
+	if err != nil {
+		return err
+	}
+	data := []byte(question + "\n")
+	if c.Bool("no-wait") || strings.HasPrefix(strings.TrimSpace(question), "{") {
+		// JSON form: needed for --no-wait, and for a question that starts
+		// with "{" (which the ask file would take for JSON).
+		req := map[string]any{"question": question}
+		if c.Bool("no-wait") {
+			req["blocking"] = false
+		}
+		data, _ = json.Marshal(req)
+	}
+	if err := writeAgentFile(mnt, id+"/ask", data); err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	if c.Bool("no-wait") {
+		return nil
+	}
+	b, err := readAgentFile(mnt, id+"/answer")
+	if err != nil {
+		var ce *ctlError
+		if errors.As(err, &ce) && ce.Errno == syscall.ECANCELED {
+			return cli.Exit("the question was cancelled: the task is stopping", 1)
+		}
+		return cli.Exit(err.Error(), 1)
+	}
+	os.Stdout.Write(b)
+	return nil
+}
+
+// agentsStopAll stops every live task and waits until each is finished,
+// so nothing keeps the mount busy.
+func agentsStopAll(mnt string) error {
+	ids, err := taskIDs(mnt)
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	var live []string
+	for _, id := range ids {
+		switch agentField(mnt, id, "status") {
+		case "", "done", "failed", "stopped":
+		default:
+			live = append(live, id)
+		}
+	}
+	for _, id := range live {
+		if err := writeAgentFile(mnt, id+"/ctl", []byte("stop\n")); err != nil {
+			fmt.Fprintf(os.Stderr, "rubinofs: task %s: %v\n", id, err)
+		}
+	}
+	for _, id := range live {
+		readAgentFile(mnt, id+"/wait")
+	}
+	fmt.Printf("stopped %d task(s)\n", len(live))
+	return nil
+}

@@ -1,0 +1,236 @@
+package tasks
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log"
+	"os"
+	"strings"
+	"time"
+)
+
+// ConfigFileName is the agents config in the state directory; the
+// environment variable ConfigEnv overrides its path. It lives outside the
+// mount and nothing under .rubino can change it: its command templates run
+// as the daemon's user.
+const (
+	ConfigFileName = "agents.json"
+	ConfigEnv      = "RUBINOFS_AGENTS_CONFIG"
+)
+
+// BuiltinShell is the built-in subagent type: the prompt is a shell
+// command, run as /bin/sh -c PROMPT. It needs no model, so the registry is
+// usable and testable anywhere. A config cannot redefine it.
+const BuiltinShell = "sh"
+
+// SubagentType is one configured subagent: a command template.
+//
+// Command is an argv, executed directly (no shell) from the mount root.
+// In every element, "{prompt}" is replaced by the prompt, "{id}" by the
+// task id and "{mount}" by the mount path. With Stdin the prompt is written
+// to the process's standard input (then closed) instead, and Command need
+// not mention {prompt}; without Stdin, standard input is /dev/null and
+// Command must contain {prompt}. Env adds KEY=VALUE pairs to the task's
+// environment. Example (agents.json):
+//
+//	{"subagents": {
+//	  "claude": {"command": ["claude", "-p", "{prompt}"]},
+//	  "codex":  {"command": ["codex", "exec", "-"], "stdin": true}
+//	}}
+type SubagentType struct {
+	Command []string `json:"command"`         // the argv template
+	Stdin   bool     `json:"stdin,omitempty"` // the prompt goes to standard input
+	Env     []string `json:"env,omitempty"`   // extra KEY=VALUE pairs
+}
+
+// Validate checks a type's template.
+func (t SubagentType) Validate(name string) error {
+	if len(t.Command) == 0 || t.Command[0] == "" {
+		return fmt.Errorf("subagent %s: command is empty", name)
+	}
+	if !t.Stdin {
+		found := false
+		for _, a := range t.Command {
+			found = found || strings.Contains(a, "{prompt}")
+		}
+		if !found {
+			return fmt.Errorf("subagent %s: the prompt goes nowhere: put {prompt} in command or set \"stdin\": true", name)
+		}
+	}
+	for _, kv := range t.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("subagent %s: env entry %q is not KEY=VALUE", name, kv)
+		}
+	}
+	return nil
+}
+
+// argv expands the template for one task.
+func (t SubagentType) argv(prompt, id, mount string) []string {
+	r := strings.NewReplacer("{prompt}", prompt, "{id}", id, "{mount}", mount)
+	out := make([]string, len(t.Command))
+	for i, a := range t.Command {
+		out[i] = r.Replace(a)
+	}
+	return out
+}
+
+// Duration is a time.Duration that reads and writes JSON as "15m".
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads "15m" or a number of seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return fmt.Errorf("want a duration like \"15m\" or seconds")
+	}
+	*d = Duration(secs * float64(time.Second))
+	return nil
+}
+
+// Config configures a Runner. The JSON fields are what agents.json may set;
+// zero values mean the defaults. The others are set by the daemon.
+type Config struct {
+	Caps
+	// AskTimeout bounds a blocking ask and a pending approval (default
+	// 900 s, DefaultAskTimeout).
+	AskTimeout Duration `json:"ask_timeout,omitempty"`
+	// StopGrace is how long a stopped task has between SIGTERM and SIGKILL
+	// of its process group (default 2 s).
+	StopGrace Duration `json:"stop_grace,omitempty"`
+	// KeepFinished bounds how many terminal tasks stay listed; the oldest
+	// are removed beyond it (default 256).
+	KeepFinished int `json:"keep_finished,omitempty"`
+	// Subagents are the configured types by name ("sh" is built in).
+	Subagents map[string]SubagentType `json:"subagents,omitempty"`
+
+	// Mount is the mount root: the tasks' working directory and
+	// RUBINO_MOUNT. Required.
+	Mount string `json:"-"`
+	// LogDir receives one log file per task (stdout and stderr); "" means
+	// a temporary directory removed by Close.
+	LogDir string `json:"-"`
+	// Sessions registers each task's process as a session root; nil skips
+	// registration (callers are then recognised as tasks by their POSIX
+	// session id, see Runner).
+	Sessions Sessions `json:"-"`
+	// Shell runs the built-in sh type and the start-up wrapper (default
+	// /bin/sh).
+	Shell string `json:"-"`
+	// Logger receives the runner's diagnostics (default: stderr).
+	Logger *log.Logger `json:"-"`
+}
+
+// Defaults of Config.
+const (
+	DefaultStopGrace    = 2 * time.Second
+	DefaultKeepFinished = 256
+)
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	c.Caps = c.Caps.withDefaults()
+	if c.AskTimeout <= 0 {
+		c.AskTimeout = Duration(DefaultAskTimeout)
+	}
+	if c.StopGrace <= 0 {
+		c.StopGrace = Duration(DefaultStopGrace)
+	}
+	if c.KeepFinished <= 0 {
+		c.KeepFinished = DefaultKeepFinished
+	}
+	if c.Shell == "" {
+		c.Shell = "/bin/sh"
+	}
+	if c.Logger == nil {
+		c.Logger = log.New(os.Stderr, "rubinofs: ", log.LstdFlags)
+	}
+	return c
+}
+
+// Validate checks the subagent types.
+func (c Config) Validate() error {
+	for name, t := range c.Subagents {
+		if name == BuiltinShell {
+			return fmt.Errorf("subagent %s is built in and cannot be configured", name)
+		}
+		if !subagentRE.MatchString(name) {
+			return fmt.Errorf("malformed subagent name %q", name)
+		}
+		if err := t.Validate(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LoadConfig reads an agents.json. A missing file is the zero Config;
+// unknown fields are errors.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	if path == "" {
+		return c, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return c, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, c.Validate()
+}
+
+// merge fills c's zero JSON fields from file (values set in code win;
+// subagent types are the union, code winning per name).
+func (c Config) merge(file Config) Config {
+	if c.MaxDepth == 0 {
+		c.MaxDepth = file.MaxDepth
+	}
+	if c.MaxChildrenPerNode == 0 {
+		c.MaxChildrenPerNode = file.MaxChildrenPerNode
+	}
+	if c.MaxConcurrentTotal == 0 {
+		c.MaxConcurrentTotal = file.MaxConcurrentTotal
+	}
+	if c.AskTimeout == 0 {
+		c.AskTimeout = file.AskTimeout
+	}
+	if c.StopGrace == 0 {
+		c.StopGrace = file.StopGrace
+	}
+	if c.KeepFinished == 0 {
+		c.KeepFinished = file.KeepFinished
+	}
+	if len(file.Subagents) > 0 {
+		m := map[string]SubagentType{}
+		for k, v := range file.Subagents {
+			m[k] = v
+		}
+		for k, v := range c.Subagents {
+			m[k] = v
+		}
+		c.Subagents = m
+	}
+	return c
+}
