@@ -69,10 +69,14 @@ func asCtlError(f *os.File, path string, err error) error {
 	if !errors.As(err, &errno) {
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	// One pread: the control tree answers it with the one-shot
+	// "error: REASON" line (os.File.ReadAt would read on into the file's
+	// content, or fail on a clone file with a second error).
 	reason := ""
 	buf := make([]byte, 4096)
-	if n, _ := f.ReadAt(buf, 0); n > 0 {
-		reason = strings.TrimSpace(strings.TrimPrefix(string(buf[:n]), "error:"))
+	if n, _ := syscall.Pread(int(f.Fd()), buf, 0); n > 0 {
+		line, _, _ := strings.Cut(string(buf[:n]), "\n")
+		reason = strings.TrimSpace(strings.TrimPrefix(line, "error:"))
 	}
 	return &ctlError{Path: path, Errno: errno, Reason: reason}
 }
