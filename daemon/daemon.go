@@ -57,6 +57,11 @@ type Config struct {
 	// WatchSkip are doublestar globs of directories not watched (default
 	// watcher.DefaultSkip: .git/objects).
 	WatchSkip []string
+	// PersistReads keeps the guard's read state across restarts in
+	// StateDir/reads.json: saved at unmount, revalidated by hash at the
+	// next mount (a record whose file changed is dropped). Sessions whose
+	// root process is still alive are re-registered.
+	PersistReads bool
 	// MaxWatches limits the inotify watches (0: the kernel's limit).
 	MaxWatches int
 	Debug      bool
@@ -167,6 +172,9 @@ func Start(cfg Config) (*Daemon, error) {
 	d.Sessions = guard.NewSessions()
 	d.Sessions.OnEnd = d.Guard.DropSession
 	d.FS.AttachSessions(d.Sessions)
+	if cfg.PersistReads && cfg.StateDir != "" {
+		d.loadReads()
+	}
 	if cfg.ShortTimeout <= 0 {
 		cfg.ShortTimeout = time.Second
 	}
@@ -222,6 +230,9 @@ func Start(cfg Config) (*Daemon, error) {
 // `rubinofs unmount` / umount).
 func (d *Daemon) Done() <-chan struct{} { return d.done }
 
+// Logger returns the daemon's logger.
+func (d *Daemon) Logger() *log.Logger { return d.cfg.Logger }
+
 // Mountpoint returns the absolute mountpoint.
 func (d *Daemon) Mountpoint() string { return d.cfg.Mountpoint }
 
@@ -250,6 +261,9 @@ func (d *Daemon) Close() error {
 			}
 			<-d.done
 		}
+		if d.cfg.PersistReads && d.cfg.StateDir != "" {
+			d.saveReads()
+		}
 		d.stopWatcher()
 		d.closeFd()
 		if err := d.Compact.Close(); err != nil && d.closeErr == nil {
@@ -260,6 +274,52 @@ func (d *Daemon) Close() error {
 		}
 	})
 	return d.closeErr
+}
+
+// readsFile is where PersistReads keeps the read state.
+func (d *Daemon) readsFile() string { return filepath.Join(d.cfg.StateDir, "reads.json") }
+
+// loadReads restores the saved read state, revalidating every record.
+func (d *Daemon) loadReads() {
+	f, err := os.Open(d.readsFile())
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			d.cfg.Logger.Printf("read state: %v", err)
+		}
+		return
+	}
+	defer f.Close()
+	roots, kept, dropped, err := d.Guard.Load(f, d.FS.LookupTarget)
+	if err != nil {
+		d.cfg.Logger.Printf("%v (ignored: every session reads again)", err)
+		return
+	}
+	restored := 0
+	for _, r := range roots {
+		if d.Sessions.Restore(r) == nil {
+			restored++
+		}
+	}
+	d.cfg.Logger.Printf("read state: kept %d records, dropped %d changed or gone; %d of %d sessions still live", kept, dropped, restored, len(roots))
+}
+
+// saveReads writes the read state atomically (temp file, rename).
+func (d *Daemon) saveReads() {
+	tmp := d.readsFile() + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err == nil {
+		err = d.Guard.Save(f, d.Sessions.Live())
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp, d.readsFile())
+	}
+	if err != nil {
+		os.Remove(tmp)
+		d.cfg.Logger.Printf("saving read state: %v", err)
+	}
 }
 
 // timestampGranularity returns the timestamp granularity the hash cache's

@@ -104,7 +104,7 @@ func (f *FS) readTracked(_ context.Context, c ctltree.Caller) ([]byte, error) {
 }
 
 func (f *FS) trackedText(session string) []byte {
-	recs := f.cfg.Guard.Tracked(session, f.lookupTarget)
+	recs := f.cfg.Guard.Tracked(session, f.LookupTarget)
 	var b strings.Builder
 	for _, r := range recs {
 		fmt.Fprintf(&b, "%s\t%s\t%s\n", r.State, r.Hash, r.Path)

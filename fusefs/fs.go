@@ -257,9 +257,10 @@ func (f *FS) target(rel string, st *syscall.Stat_t) guard.Target {
 	}
 }
 
-// lookupTarget stats rel in the backing directory (without following a
-// final symlink) and returns its target, for guard.Tracked.
-func (f *FS) lookupTarget(rel string) (guard.Target, error) {
+// LookupTarget stats the workspace-relative path rel in the backing
+// directory (without following a final symlink) and returns its guard
+// target, for guard.Tracked and guard.Load. Errors: those of lstat.
+func (f *FS) LookupTarget(rel string) (guard.Target, error) {
 	var st syscall.Stat_t
 	if err := syscall.Lstat(f.backing(rel), &st); err != nil {
 		return guard.Target{}, err

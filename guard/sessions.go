@@ -175,6 +175,41 @@ func (s *Sessions) watchExit(sess *session, pidfd int) {
 	}
 }
 
+// Restore re-registers a session saved before a daemon restart when its
+// root process is still alive: same pid and same start time (a recycled pid
+// is not the same root). Errors: those of Register, or ErrProcessGone when
+// the root is gone or was replaced.
+func (s *Sessions) Restore(info SessionInfo) error {
+	st, err := s.stat(info.RootPid)
+	if err != nil || st.start != info.RootStart {
+		return fmt.Errorf("%w: root %d of %s", ErrProcessGone, info.RootPid, info.Name)
+	}
+	if err := s.Register(info.Name, info.RootPid, info.Command); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if sess, ok := s.byName[info.Name]; ok && sess.info.RootStart == info.RootStart {
+		sess.info.Started = info.Started
+	} else if ok {
+		s.mu.Unlock()
+		s.End(info.Name) // the pid was recycled between the check and the registration
+		return fmt.Errorf("%w: root %d of %s", ErrProcessGone, info.RootPid, info.Name)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Live returns the live sessions (for saving them).
+func (s *Sessions) Live() []SessionInfo {
+	var out []SessionInfo
+	for _, si := range s.List() {
+		if si.Live {
+			out = append(out, si)
+		}
+	}
+	return out
+}
+
 // End ends the session name now. Errors: ErrNoSession.
 func (s *Sessions) End(name string) error {
 	s.mu.Lock()

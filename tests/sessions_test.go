@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rubinofs/rubinofs/daemon"
 )
@@ -323,4 +324,31 @@ print(ok, refused)
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
+}
+
+// TestPersistReads: with --persist-reads (the CLI default) a read survives a
+// remount of the same state directory; a file changed while unmounted is
+// stale after it.
+func TestPersistReads(t *testing.T) {
+	files := map[string]string{"kept.txt": "k\n", "changed.txt": "c\n"}
+	m := newMount(t, files, func(c *daemon.Config) { c.PersistReads = true })
+	m.mustSh("cat kept.txt changed.txt >/dev/null")
+	if err := m.d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(m.state + "/reads.json"); err != nil {
+		t.Fatalf("no saved read state: %v", err)
+	}
+	m.writeBacking("changed.txt", "changed while unmounted\n")
+	d, err := daemon.Start(daemon.Config{Workspace: m.ws, Mountpoint: m.mnt, StateDir: m.state,
+		PersistReads: true, Watch: true, CacheTimeout: time.Hour, Version: "test", Logger: m.d.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	m.mustSh("echo edited > kept.txt")
+	m.mustFail("echo edited > changed.txt")
+	if got := m.readBacking("changed.txt"); got != "changed while unmounted\n" {
+		t.Fatalf("changed.txt = %q", got)
+	}
 }

@@ -38,6 +38,7 @@ func mountFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "cache-timeout", Usage: "kernel entry/attribute/negative cache timeout (default 1h with --watch, 1s without)"},
 		&cli.DurationFlag{Name: "short-timeout", Value: time.Second, Usage: "cache timeout of subtrees the watcher does not watch"},
 		&cli.StringSliceFlag{Name: "watch-skip", Usage: "do not watch directories matching `GLOB` (doublestar; default .git/objects); they get --short-timeout"},
+		&cli.BoolFlag{Name: "persist-reads", Value: true, Usage: "keep read state across restarts in the state directory (revalidated by hash)"},
 		&cli.IntFlag{Name: "max-watches", Usage: "at most `N` inotify watches (0: the kernel's fs.inotify.max_user_watches)"},
 		&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
 	}
@@ -93,6 +94,7 @@ func mountConfig(c *cli.Context) (daemon.Config, error) {
 	cfg.ShortTimeout = c.Duration("short-timeout")
 	cfg.WatchSkip = c.StringSlice("watch-skip")
 	cfg.MaxWatches = c.Int("max-watches")
+	cfg.PersistReads = c.Bool("persist-reads")
 	cfg.Debug = c.Bool("debug")
 	cfg.Version = versionString()
 	ws, err := filepath.Abs(cfg.Workspace)
