@@ -134,7 +134,7 @@ func runMount(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("daemon") {
-		return spawnDaemon(cfg)
+		return spawnDaemon(cfg, c.NArg())
 	}
 	ready := readyPipe()
 	d, err := daemon.Start(cfg)
@@ -183,7 +183,10 @@ func readyPipe() *os.File {
 // spawnDaemon re-executes rubinofs in the foreground mode as a new session
 // leader with its output in the state directory, and waits until the child
 // reports the mount answering ("ok") or fails.
-func spawnDaemon(cfg daemon.Config) error {
+//
+// The child runs in / (so it keeps no directory busy): the positional
+// arguments (the last nargs) are passed as absolute paths.
+func spawnDaemon(cfg daemon.Config, nargs int) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return cli.Exit(fmt.Sprintf("state directory: %v", err), 1)
 	}
@@ -198,10 +201,21 @@ func spawnDaemon(cfg daemon.Config) error {
 		return err
 	}
 	args := []string{}
-	for _, a := range os.Args[1:] {
+	flags := os.Args[1 : len(os.Args)-nargs]
+	for _, a := range flags {
 		if a != "--daemon" && a != "-daemon" && a != "--daemon=true" {
 			args = append(args, a)
 		}
+	}
+	for _, p := range []string{cfg.Workspace, cfg.Mountpoint}[:nargs] {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		args = append(args, abs)
+	}
+	if f := cfg.StateDir; f != "" && !filepath.IsAbs(f) {
+		return cli.Exit("--state-dir must be absolute with --daemon", 2)
 	}
 	cmd := exec.Command("/proc/self/exe", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
