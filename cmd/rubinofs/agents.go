@@ -27,26 +27,22 @@ import (
 // becomes part of a path.
 var taskIDRE = regexp.MustCompile(`^[1-9][0-9]{0,18}$`)
 
-func agentsMountFlag() cli.Flag {
-	return &cli.StringFlag{Name: "mount", Usage: "the mount root `DIR` (default: $RUBINO_MOUNT, else the rubinofs mount around the current directory)"}
-}
-
 func agentsCommand() *cli.Command {
 	idCmd := func(name, usage, args string, action cli.ActionFunc) *cli.Command {
-		return &cli.Command{Name: name, Usage: usage, ArgsUsage: args, Flags: []cli.Flag{agentsMountFlag()}, Action: action}
+		return &cli.Command{Name: name, Usage: usage, ArgsUsage: args, Flags: []cli.Flag{mountFlag()}, Action: action}
 	}
 	return &cli.Command{
 		Name:  "agents",
 		Usage: "spawn, watch, steer, answer and stop background subagents (through .rubino/agents)",
 		Description: "Tasks are processes in their own process group and guard session (task-ID). A task may act only on\n" +
 			"its own descendants; anyone else may act on any task. Inside a task, use `rubinofs ask` and `rubinofs inbox`.",
-		Flags: []cli.Flag{agentsMountFlag()},
+		Flags: []cli.Flag{mountFlag()},
 		Subcommands: []*cli.Command{
 			idCmd("ls", "list tasks, newest first", "", agentsLs),
 			{
 				Name: "spawn", Usage: "start a task and print its id (the prompt from the arguments, or stdin with -)",
 				ArgsUsage: "PROMPT...|-",
-				Flags: []cli.Flag{agentsMountFlag(),
+				Flags: []cli.Flag{mountFlag(),
 					&cli.StringFlag{Name: "subagent", Aliases: []string{"s"}, Value: "sh", Usage: "the subagent type (sh runs the prompt as a shell command)"},
 				},
 				Action: agentsSpawn,
@@ -57,7 +53,7 @@ func agentsCommand() *cli.Command {
 			{
 				Name: "stop", Usage: "stop a task and everything under it (--all: every task, and wait for them)",
 				ArgsUsage: "ID|--all",
-				Flags:     []cli.Flag{agentsMountFlag(), &cli.BoolFlag{Name: "all", Usage: "stop every live task and wait until they are finished (before `rubinofs unmount`)"}},
+				Flags:     []cli.Flag{mountFlag(), &cli.BoolFlag{Name: "all", Usage: "stop every live task and wait until they are finished (before `rubinofs unmount`)"}},
 				Action:    agentsStop,
 			},
 			idCmd("reply", "answer a task's pending question", "ID TEXT...", agentsCtlText("reply")),
@@ -74,7 +70,7 @@ func askCommand() *cli.Command {
 		Description: "Blocks until answered (`rubinofs agents reply ID ...`), the task is stopped, or the ask times out.\n" +
 			"With --approval, asks for approval to run COMMAND instead: exit 0 approved, 1 denied.",
 		ArgsUsage: "QUESTION...|-",
-		Flags: []cli.Flag{agentsMountFlag(),
+		Flags: []cli.Flag{mountFlag(),
 			&cli.StringFlag{Name: "task", Usage: "the asking task's `ID` (default $RUBINO_TASK_ID)"},
 			&cli.BoolFlag{Name: "no-wait", Usage: "do not wait: the answer arrives in the inbox"},
 			&cli.StringFlag{Name: "approval", Usage: "request approval to run `COMMAND`; QUESTION is optional"},
@@ -87,7 +83,7 @@ func inboxCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "inbox",
 		Usage: "inside a task: print and drain the steer notes (and answers) queued for it",
-		Flags: []cli.Flag{agentsMountFlag(),
+		Flags: []cli.Flag{mountFlag(),
 			&cli.StringFlag{Name: "task", Usage: "the task's `ID` (default $RUBINO_TASK_ID)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -105,22 +101,20 @@ func inboxCommand() *cli.Command {
 	}
 }
 
-// agentsMount finds the mount: --mount, else $RUBINO_MOUNT when it is a
-// mount here, else the mount around the current directory.
-func agentsMount(c *cli.Context) (string, error) {
-	flag := c.String("mount")
-	if flag == "" {
-		if env := os.Getenv("RUBINO_MOUNT"); env != "" {
-			if mnt, err := findMount(env); err == nil {
-				return mnt, nil
-			}
+// taskAction is a subcommand on one task: it resolves the mount and the
+// ID argument, then runs fn.
+func taskAction(fn func(c *cli.Context, mnt, id string) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		mnt, err := mountOf(c)
+		if err != nil {
+			return err
 		}
+		id, err := taskArg(c)
+		if err != nil {
+			return err
+		}
+		return fn(c, mnt, id)
 	}
-	mnt, err := findMount(flag)
-	if err != nil {
-		return "", cli.Exit(err.Error(), 1)
-	}
-	return mnt, nil
 }
 
 // taskArg returns the ID argument, checked.
@@ -147,34 +141,15 @@ func taskContext(c *cli.Context) (string, string, error) {
 	if !taskIDRE.MatchString(id) {
 		return "", "", cli.Exit(fmt.Sprintf("%q is not a task id", id), 2)
 	}
-	mnt, err := agentsMount(c)
+	mnt, err := mountOf(c)
 	return mnt, id, err
 }
 
-// readAgentFile reads agents/rel whole. A failed read (an ask cancelled,
-// an unauthorised reader) returns a ctlError with the reason the control
-// tree left on the same handle.
-func readAgentFile(mnt, rel string) ([]byte, error) {
-	path := filepath.Join(mnt, ctlDirName, "agents", rel)
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return nil, cleanCtlErr(asCtlError(f, path, err))
-	}
-	return b, nil
-}
+// readAgentFile reads agents/rel whole (readCtl).
+func readAgentFile(mnt, rel string) ([]byte, error) { return readCtl(mnt, "agents/"+rel) }
 
-// writeAgentFile writes one command to agents/rel.
-func writeAgentFile(mnt, rel string, data []byte) error {
-	if err := writeCtl(mnt, "agents/"+rel, data); err != nil {
-		return cleanCtlErr(err)
-	}
-	return nil
-}
+// writeAgentFile writes one command to agents/rel (writeCtl).
+func writeAgentFile(mnt, rel string, data []byte) error { return writeCtl(mnt, "agents/"+rel, data) }
 
 func agentField(mnt, id, name string) string {
 	b, _ := readAgentFile(mnt, id+"/"+name)
@@ -198,7 +173,7 @@ func textArgs(c *cli.Context, i int, what string) (string, error) {
 }
 
 func agentsSpawn(c *cli.Context) error {
-	mnt, err := agentsMount(c)
+	mnt, err := mountOf(c)
 	if err != nil {
 		return err
 	}
@@ -209,7 +184,7 @@ func agentsSpawn(c *cli.Context) error {
 	spec, _ := json.Marshal(map[string]string{"subagent": c.String("subagent"), "prompt": prompt})
 	id, err := cloneCtl(mnt, "agents/clone", append(spec, '\n'))
 	if err != nil {
-		return cli.Exit(cleanCtlErr(err).Error(), 1)
+		return cli.Exit(err.Error(), 1)
 	}
 	fmt.Println(id)
 	return nil
@@ -236,7 +211,7 @@ func taskIDs(mnt string) ([]string, error) {
 }
 
 func agentsLs(c *cli.Context) error {
-	mnt, err := agentsMount(c)
+	mnt, err := mountOf(c)
 	if err != nil {
 		return err
 	}
@@ -287,15 +262,7 @@ func indentLines(s string) string {
 	return b.String()
 }
 
-func agentsShow(c *cli.Context) error {
-	mnt, err := agentsMount(c)
-	if err != nil {
-		return err
-	}
-	id, err := taskArg(c)
-	if err != nil {
-		return err
-	}
+var agentsShow = taskAction(func(c *cli.Context, mnt, id string) error {
 	status, err := readAgentFile(mnt, id+"/status")
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("task %s: %v", id, err), 1)
@@ -314,10 +281,10 @@ func agentsShow(c *cli.Context) error {
 		}
 	}
 	return nil
-}
+})
 
 func agentsTree(c *cli.Context) error {
-	mnt, err := agentsMount(c)
+	mnt, err := mountOf(c)
 	if err != nil {
 		return err
 	}
@@ -334,15 +301,7 @@ func agentsTree(c *cli.Context) error {
 
 // agentsCtlText runs "VERB TEXT" on ID's ctl.
 func agentsCtlText(verb string) cli.ActionFunc {
-	return func(c *cli.Context) error {
-		mnt, err := agentsMount(c)
-		if err != nil {
-			return err
-		}
-		id, err := taskArg(c)
-		if err != nil {
-			return err
-		}
+	return taskAction(func(c *cli.Context, mnt, id string) error {
 		text, err := textArgs(c, 1, "text")
 		if err != nil {
 			return err
@@ -351,11 +310,11 @@ func agentsCtlText(verb string) cli.ActionFunc {
 			return cli.Exit(err.Error(), 1)
 		}
 		return nil
-	}
+	})
 }
 
 func agentsStop(c *cli.Context) error {
-	mnt, err := agentsMount(c)
+	mnt, err := mountOf(c)
 	if err != nil {
 		return err
 	}
@@ -372,15 +331,7 @@ func agentsStop(c *cli.Context) error {
 	return nil
 }
 
-func agentsApprove(c *cli.Context) error {
-	mnt, err := agentsMount(c)
-	if err != nil {
-		return err
-	}
-	id, err := taskArg(c)
-	if err != nil {
-		return err
-	}
+var agentsApprove = taskAction(func(c *cli.Context, mnt, id string) error {
 	args := c.Args().Slice()
 	if len(args) < 2 || (args[1] != "yes" && args[1] != "no") {
 		return cli.Exit("usage: rubinofs agents approve ID yes|no [NOTE...]", 2)
@@ -389,17 +340,9 @@ func agentsApprove(c *cli.Context) error {
 		return cli.Exit(err.Error(), 1)
 	}
 	return nil
-}
+})
 
-func agentsWait(c *cli.Context) error {
-	mnt, err := agentsMount(c)
-	if err != nil {
-		return err
-	}
-	id, err := taskArg(c)
-	if err != nil {
-		return err
-	}
+var agentsWait = taskAction(func(c *cli.Context, mnt, id string) error {
 	b, err := readAgentFile(mnt, id+"/wait")
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("task %s: %v", id, err), 1)
@@ -410,7 +353,7 @@ func agentsWait(c *cli.Context) error {
 	}
 	fmt.Print(body)
 	return nil
-}
+})
 
 func askAction(c *cli.Context) error {
 	mnt, id, err := taskContext(c)

@@ -23,10 +23,6 @@ import (
 // write is stored all or nothing, so a failure names one chunk.
 const appendChunk = 512 << 10
 
-func compactMountFlag() cli.Flag {
-	return &cli.StringFlag{Name: "mount", Usage: "the mount root `DIR` (default: the rubinofs mount around the current directory)"}
-}
-
 func compactCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "compact",
@@ -34,16 +30,16 @@ func compactCommand() *cli.Command {
 		Description: "Sessions hold transcripts in OpenAI chat-message form. `run` keeps the head and a recent tail,\n" +
 			"summarises the middle into a child session and never splits a tool call from its result.\n" +
 			"IDs may be unique prefixes (4+ hex digits).",
-		Flags: []cli.Flag{compactMountFlag()},
+		Flags: []cli.Flag{mountFlag()},
 		Subcommands: []*cli.Command{
 			{
 				Name: "ls", Usage: "list sessions",
-				Flags:  []cli.Flag{compactMountFlag(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON lines"}},
+				Flags:  []cli.Flag{mountFlag(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON lines"}},
 				Action: compactLs,
 			},
 			{
 				Name: "new", Usage: "create a session and print its id",
-				Flags: []cli.Flag{compactMountFlag(),
+				Flags: []cli.Flag{mountFlag(),
 					&cli.StringFlag{Name: "model", Usage: "the model (chooses the tokenizer)"},
 					&cli.IntFlag{Name: "window", Usage: "context window in tokens (default: the config's, 128000)"},
 					&cli.StringFlag{Name: "tokenizer", Usage: "cl100k_base, o200k_base or chars/4 (default: by model)"},
@@ -54,19 +50,19 @@ func compactCommand() *cli.Command {
 			{
 				Name: "append", Usage: "append JSON lines (OpenAI chat messages) from FILE or stdin",
 				ArgsUsage: "ID [FILE|-]",
-				Flags:     []cli.Flag{compactMountFlag()},
+				Flags:     []cli.Flag{mountFlag()},
 				Action:    compactAppend,
 			},
 			{
 				Name: "status", Usage: "show a session's size, threshold and whether it needs compaction",
 				ArgsUsage: "ID",
-				Flags:     []cli.Flag{compactMountFlag(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON"}},
+				Flags:     []cli.Flag{mountFlag(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON"}},
 				Action:    compactStatus,
 			},
 			{
 				Name: "run", Usage: "compact a session (a no-op below the threshold; skipped when thrashing unless --force)",
 				ArgsUsage: "ID",
-				Flags: []cli.Flag{compactMountFlag(),
+				Flags: []cli.Flag{mountFlag(),
 					&cli.BoolFlag{Name: "force", Usage: "run even when recent compactions were ineffective"},
 					&cli.BoolFlag{Name: "json", Usage: "print the result JSON"},
 				},
@@ -75,7 +71,7 @@ func compactCommand() *cli.Command {
 			{
 				Name: "show", Usage: "show a session's status, lineage and summary",
 				ArgsUsage: "ID",
-				Flags: []cli.Flag{compactMountFlag(),
+				Flags: []cli.Flag{mountFlag(),
 					&cli.BoolFlag{Name: "messages", Usage: "print the transcript (JSON lines) instead"},
 				},
 				Action: compactShow,
@@ -83,7 +79,7 @@ func compactCommand() *cli.Command {
 			{
 				Name: "import", Usage: "import a Claude Code or Codex session file (JSONL) into a new session",
 				ArgsUsage: "FILE",
-				Flags: []cli.Flag{compactMountFlag(),
+				Flags: []cli.Flag{mountFlag(),
 					&cli.StringFlag{Name: "format", Value: "auto", Usage: "auto, claude, codex or openai"},
 					&cli.StringFlag{Name: "model", Usage: "the model (default: the one the file names)"},
 					&cli.IntFlag{Name: "window", Usage: "context window in tokens"},
@@ -94,14 +90,6 @@ func compactCommand() *cli.Command {
 	}
 }
 
-func compactMount(c *cli.Context) (string, error) {
-	mnt, err := findMount(c.String("mount"))
-	if err != nil {
-		return "", cli.Exit(err.Error(), 1)
-	}
-	return mnt, nil
-}
-
 // resolveSession turns an id or prefix into the full id through
 // compact/resolve.
 func resolveSession(mnt, id string) (string, error) {
@@ -110,7 +98,7 @@ func resolveSession(mnt, id string) (string, error) {
 	}
 	full, err := cloneCtl(mnt, "compact/resolve", []byte(id))
 	if err != nil {
-		return "", cli.Exit(cleanCtlErr(err).Error(), 1)
+		return "", cli.Exit(err.Error(), 1)
 	}
 	return full, nil
 }
@@ -123,7 +111,7 @@ func short(id string) string {
 }
 
 func compactLs(c *cli.Context) error {
-	mnt, err := compactMount(c)
+	mnt, err := mountOf(c)
 	if err != nil {
 		return err
 	}
@@ -163,7 +151,7 @@ func dash(s string) string {
 }
 
 func compactNew(c *cli.Context) error {
-	mnt, err := compactMount(c)
+	mnt, err := mountOf(c)
 	if err != nil {
 		return err
 	}
@@ -183,7 +171,7 @@ func newSession(mnt string, opts compact.SessionOptions) (string, error) {
 	}
 	id, err := cloneCtl(mnt, "compact/new", append(spec, '\n'))
 	if err != nil {
-		return "", cli.Exit(cleanCtlErr(err).Error(), 1)
+		return "", cli.Exit(err.Error(), 1)
 	}
 	return id, nil
 }
@@ -214,7 +202,7 @@ func appendMessages(mnt, id string, data []byte) (int, error) {
 			msg := err.Error()
 			var ce *ctlError
 			if errors.As(err, &ce) && ce.Reason != "" {
-				msg = firstLine(ce.Reason)
+				msg = ce.Reason
 				if m := chunkLineRe.FindStringSubmatch(msg); m != nil {
 					k, _ := strconv.Atoi(m[1])
 					msg = strings.Replace(msg, m[0], fmt.Sprintf("line %d:", lineNo+k-1), 1)
@@ -230,25 +218,6 @@ func appendMessages(mnt, id string, data []byte) (int, error) {
 	return stored, nil
 }
 
-// firstLine cuts a reason read back from a control file at its first
-// newline: asCtlError's ReadAt reads on past the one-shot "error:" line
-// into the file's content.
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
-}
-
-// cleanCtlErr returns err with a ctlError's reason cut to its first line.
-func cleanCtlErr(err error) error {
-	var ce *ctlError
-	if errors.As(err, &ce) {
-		c := *ce
-		c.Reason = firstLine(c.Reason)
-		return &c
-	}
-	return err
-}
-
 func nonBlankLines(b []byte) int {
 	n := 0
 	for _, l := range bytes.Split(b, []byte("\n")) {
@@ -260,7 +229,7 @@ func nonBlankLines(b []byte) int {
 }
 
 func compactAppend(c *cli.Context) error {
-	mnt, err := compactMount(c)
+	mnt, err := mountOf(c)
 	if err != nil {
 		return err
 	}
@@ -322,7 +291,7 @@ func formatSessionStatus(st compact.Status) string {
 }
 
 func compactStatus(c *cli.Context) error {
-	mnt, err := compactMount(c)
+	mnt, err := mountOf(c)
 	if err != nil {
 		return err
 	}
@@ -370,7 +339,7 @@ func formatResult(r compact.Result) string {
 }
 
 func compactRun(c *cli.Context) error {
-	mnt, err := compactMount(c)
+	mnt, err := mountOf(c)
 	if err != nil {
 		return err
 	}
@@ -385,7 +354,7 @@ func compactRun(c *cli.Context) error {
 	werr := writeCtl(mnt, "compact/sessions/"+id+"/ctl", []byte(cmd+"\n"))
 	raw, rerr := readCtl(mnt, "compact/sessions/"+id+"/result")
 	if werr != nil {
-		return cli.Exit(fmt.Sprintf("compaction of %s failed: %v", short(id), cleanCtlErr(werr)), 1)
+		return cli.Exit(fmt.Sprintf("compaction of %s failed: %v", short(id), werr), 1)
 	}
 	if rerr != nil {
 		return cli.Exit(rerr.Error(), 1)
@@ -406,7 +375,7 @@ func compactRun(c *cli.Context) error {
 }
 
 func compactShow(c *cli.Context) error {
-	mnt, err := compactMount(c)
+	mnt, err := mountOf(c)
 	if err != nil {
 		return err
 	}
@@ -455,7 +424,7 @@ func compactShow(c *cli.Context) error {
 }
 
 func compactImport(c *cli.Context) error {
-	mnt, err := compactMount(c)
+	mnt, err := mountOf(c)
 	if err != nil {
 		return err
 	}

@@ -12,15 +12,25 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/urfave/cli/v2"
 )
 
 // ctlDirName is the control tree's name at the mount root.
 const ctlDirName = ".rubino"
 
 // findMount returns the mount root to use: flag when set (it must hold a
-// control tree), otherwise the nearest ancestor of the current directory that
-// holds .rubino/status.
+// control tree), otherwise $RUBINO_MOUNT when it names a mount (set by
+// `rubinofs run` and for tasks), otherwise the nearest ancestor of the
+// current directory that holds .rubino/status.
 func findMount(flag string) (string, error) {
+	if flag == "" {
+		if env := os.Getenv("RUBINO_MOUNT"); env != "" {
+			if mnt, err := findMount(env); err == nil {
+				return mnt, nil
+			}
+		}
+	}
 	if flag != "" {
 		abs, err := filepath.Abs(flag)
 		if err != nil {
@@ -81,9 +91,37 @@ func asCtlError(f *os.File, path string, err error) error {
 	return &ctlError{Path: path, Errno: errno, Reason: reason}
 }
 
-// readCtl reads a whole control file.
+// mountFlag is the --mount flag of the subcommands that work through the
+// control files.
+func mountFlag() cli.Flag {
+	return &cli.StringFlag{Name: "mount", Usage: "the mount root `DIR` (default: $RUBINO_MOUNT, else the rubinofs mount around the current directory)"}
+}
+
+// mountOf resolves --mount (findMount) for a subcommand, as a CLI exit
+// error (status 1) when there is no mount.
+func mountOf(c *cli.Context) (string, error) {
+	mnt, err := findMount(c.String("mount"))
+	if err != nil {
+		return "", cli.Exit(err.Error(), 1)
+	}
+	return mnt, nil
+}
+
+// readCtl reads a whole control file. A failed read (a blocking read
+// cancelled, an unauthorised reader) returns a ctlError with the reason the
+// control tree left on the same handle.
 func readCtl(mnt, rel string) ([]byte, error) {
-	return os.ReadFile(filepath.Join(mnt, ctlDirName, rel))
+	path := filepath.Join(mnt, ctlDirName, rel)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, asCtlError(f, path, err)
+	}
+	return b, nil
 }
 
 // writeCtl writes one command (or one batch of lines, for append files) to a

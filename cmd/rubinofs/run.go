@@ -17,15 +17,15 @@ func runCommand() *cli.Command {
 		ArgsUsage: "-- CMD [ARGS...]",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "session", Usage: "session `NAME` (default: a generated id)"},
-			&cli.StringFlag{Name: "mount", Usage: "the rubinofs mount `DIR` (default: the one holding the current directory)"},
+			mountFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				return cli.Exit("usage: rubinofs run [--session NAME] [--mount DIR] -- CMD [ARGS...]", 2)
 			}
-			mnt, err := findMount(c.String("mount"))
+			mnt, err := mountOf(c)
 			if err != nil {
-				return cli.Exit(err.Error(), 1)
+				return err
 			}
 			args := c.Args().Slice()
 			path, err := exec.LookPath(args[0])
