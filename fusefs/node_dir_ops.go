@@ -80,9 +80,9 @@ type guardedChild struct {
 }
 
 // guardedAt lstats the workspace path rel and reports whether the guard
-// applies to mutating it.
-func (f *FS) guardedAt(rel string) guardedChild {
-	if !f.tracks(rel) {
+// applies to mutating it; tracked is f.tracks(rel).
+func (f *FS) guardedAt(rel string, tracked bool) guardedChild {
+	if !tracked {
 		return guardedChild{rel: rel}
 	}
 	var st syscall.Stat_t
@@ -99,10 +99,14 @@ func (f *FS) guardedAt(rel string) guardedChild {
 // key (and a lost update let through). When a name was replaced meanwhile
 // (another identity), it unlocks and tries again.
 func (f *FS) lockFresh(rels ...string) ([]guardedChild, func()) {
+	tracked := make([]bool, len(rels)) // exemption depends on the path only
+	for i, rel := range rels {
+		tracked[i] = f.tracks(rel)
+	}
 	probe := func() []guardedChild {
 		out := make([]guardedChild, len(rels))
 		for i, rel := range rels {
-			out[i] = f.guardedAt(rel)
+			out[i] = f.guardedAt(rel, tracked[i])
 		}
 		return out
 	}

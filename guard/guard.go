@@ -319,8 +319,8 @@ func (g *Guard) Decide(session string, op Op, t Target) Decision {
 	g.decisions.Add(1)
 	tr := g.ForSession(session)
 	var d Decision
-	switch fresh, err := tr.Fresh(t); {
-	case !tr.Seen(t.Stat.ID):
+	switch seen, fresh, err := tr.check(t); {
+	case !seen:
 		d = Decision{Code: CodeUnread, Message: fmt.Sprintf("refusing to %s %s: read it first", op.verb(), t.Path)}
 	case err != nil:
 		d = Decision{Code: CodeStale, Message: fmt.Sprintf("cannot verify %s against this session's read (%v): read it again before you %s it", t.Path, err, op.verb())}

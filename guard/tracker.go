@@ -155,6 +155,13 @@ func (t *Tracker) NoteWrite(tg Target, h Hash) error {
 // mtime). False when the session never saw the file. Errors are those of
 // hashing.
 func (t *Tracker) Fresh(tg Target) (bool, error) {
+	_, fresh, err := t.check(tg)
+	return fresh, err
+}
+
+// check reports whether the session has a record of tg and whether it is
+// fresh (Fresh), reading the record once.
+func (t *Tracker) check(tg Target) (seen, fresh bool, err error) {
 	t.mu.Lock()
 	r, ok := t.state[tg.Stat.ID]
 	var want Hash
@@ -164,13 +171,13 @@ func (t *Tracker) Fresh(tg Target) (bool, error) {
 	}
 	t.mu.Unlock()
 	if !ok || foreign {
-		return false, nil
+		return ok, false, nil
 	}
 	got, err := t.hashes.Sum(tg.Stat, tg.Open)
 	if err != nil {
-		return false, err
+		return true, false, err
 	}
-	return got == want, nil
+	return true, got == want, nil
 }
 
 // Seen reports whether the session has a record of id (seed 000 #seen?).
