@@ -151,9 +151,9 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 	}
 	unlock := h.fs.cfg.Guard.Lock(h.id)
 	defer unlock()
-	last := h.fs.lastMutation(h.id)
+	last := h.fs.cfg.Guard.LastMutation(h.id)
 	if h.check {
-		needAsk := !h.granted || (last.seq != h.seq && last.session != h.who.session)
+		needAsk := !h.granted || (last.Seq != h.seq && last.Session != h.who.session)
 		if needAsk {
 			var errno syscall.Errno
 			h.fd(func(fd int) syscall.Errno {
@@ -180,7 +180,7 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 			h.beginFlux() // truncate, fallocate, copy_file_range: daemon first
 		}
 		h.dirty = true
-		h.seq = h.fs.noteMutation(h.id, h.who.session)
+		h.seq = h.fs.cfg.Guard.NoteMutation(h.id, h.who.session)
 	}
 	return errno
 }
@@ -211,7 +211,7 @@ func (h *File) credit() {
 	h.dirty = false
 	unlock := h.fs.cfg.Guard.Lock(h.id)
 	defer unlock()
-	if last := h.fs.lastMutation(h.id); last.seq != h.seq && last.session != h.who.session {
+	if last := h.fs.cfg.Guard.LastMutation(h.id); last.Seq != h.seq && last.Session != h.who.session {
 		return // someone else changed it after us: our record must stay stale
 	}
 	h.fd(func(fd int) syscall.Errno {

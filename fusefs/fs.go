@@ -100,13 +100,10 @@ type FS struct {
 	// invalidation goroutine only.
 	server atomic.Pointer[fuse.Server]
 
-	// mutations counts guarded mutations per file identity, so a write
-	// handle learns that another session changed the file under it; flux
-	// counts, per identity, changes the daemon made to the backing file
-	// that the kernel may not have applied to its page cache yet.
-	mutMu     sync.Mutex
-	mutations map[guard.FileID]mutation
-	flux      map[guard.FileID]int
+	// flux counts, per identity, changes the daemon made to the backing
+	// file that the kernel may not have applied to its page cache yet.
+	fluxMu sync.Mutex
+	flux   map[guard.FileID]int
 
 	// ctlInos hands out stable inode numbers to control-tree paths.
 	ctlInoMu sync.Mutex
@@ -135,11 +132,6 @@ type FS struct {
 	ownTracker atomic.Pointer[func(rel string) (end func())]
 }
 
-type mutation struct {
-	seq     uint64
-	session string
-}
-
 // StatusFunc contributes one top-level key to .rubino/status. It must be
 // cheap and safe for concurrent use.
 type StatusFunc func() (key string, value any)
@@ -164,12 +156,11 @@ func New(cfg Config) (*FS, error) {
 		return nil, fmt.Errorf("workspace %s: not a directory", cfg.Workspace)
 	}
 	f := &FS{
-		cfg:       cfg,
-		started:   time.Now(),
-		log:       cfg.Logger,
-		mutations: make(map[guard.FileID]mutation),
-		flux:      make(map[guard.FileID]int),
-		ctlInos:   make(map[string]uint64),
+		cfg:     cfg,
+		started: time.Now(),
+		log:     cfg.Logger,
+		flux:    make(map[guard.FileID]int),
+		ctlInos: make(map[string]uint64),
 	}
 	f.loop = &fs.LoopbackRoot{Path: cfg.BackingPath, Dev: uint64(st.Dev)}
 	f.root = &Node{LoopbackNode: &fs.LoopbackNode{RootData: f.loop}, fs: f}
@@ -326,37 +317,14 @@ func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
 	return syscall.EACCES
 }
 
-// noteMutation records that session mutated id and returns the new sequence.
-// A mutation by a session (not an external change) also makes every other
-// session's record of id stale (guard.NoteMutation).
-func (f *FS) noteMutation(id guard.FileID, session string) uint64 {
-	if session != externalSession {
-		f.cfg.Guard.NoteMutation(id, session)
-	}
-	f.mutMu.Lock()
-	defer f.mutMu.Unlock()
-	m := f.mutations[id]
-	m.seq++
-	m.session = session
-	f.mutations[id] = m
-	return m.seq
-}
-
-// lastMutation returns the current mutation sequence of id and who made it.
-func (f *FS) lastMutation(id guard.FileID) mutation {
-	f.mutMu.Lock()
-	defer f.mutMu.Unlock()
-	return f.mutations[id]
-}
-
 // addFlux counts (+1) or uncounts (-1) a change of id that the daemon made
 // to the backing file before the kernel updates its page cache: an O_TRUNC
 // open, a truncate, fallocate or copy_file_range. The kernel applies such a
 // change to its cache only after our reply, so until then a reader may be
 // served older bytes from the cache than any hash taken now describes.
 func (f *FS) addFlux(id guard.FileID, delta int) {
-	f.mutMu.Lock()
-	defer f.mutMu.Unlock()
+	f.fluxMu.Lock()
+	defer f.fluxMu.Unlock()
 	if f.flux[id] += delta; f.flux[id] <= 0 {
 		delete(f.flux, id)
 	}
@@ -364,16 +332,9 @@ func (f *FS) addFlux(id guard.FileID, delta int) {
 
 // inFlux reports whether id has a change the kernel may not have applied.
 func (f *FS) inFlux(id guard.FileID) bool {
-	f.mutMu.Lock()
-	defer f.mutMu.Unlock()
+	f.fluxMu.Lock()
+	defer f.fluxMu.Unlock()
 	return f.flux[id] > 0
-}
-
-// forgetMutations drops the sequence of a deleted identity.
-func (f *FS) forgetMutations(id guard.FileID) {
-	f.mutMu.Lock()
-	delete(f.mutations, id)
-	f.mutMu.Unlock()
 }
 
 // comm returns /proc/<pid>/comm, or "" when the process is gone.

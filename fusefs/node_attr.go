@@ -59,7 +59,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if errno := n.LoopbackNode.Setattr(ctx, unwrapHandle(fh), in, out); errno != 0 {
 		return errno
 	}
-	n.fs.noteMutation(id, c.session)
+	n.fs.cfg.Guard.NoteMutation(id, c.session)
 	if err := syscall.Lstat(n.fs.backing(rel), &st); err == nil {
 		if err := n.fs.cfg.Guard.NoteWrite(c.session, n.fs.target(rel, &st)); err != nil {
 			n.fs.log.Printf("crediting truncate of %s: %v", rel, err)

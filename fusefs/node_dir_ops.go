@@ -186,9 +186,8 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	}
 	if g.st.Nlink <= 1 {
 		n.fs.cfg.Guard.Forget(g.id)
-		n.fs.forgetMutations(g.id)
 	} else {
-		n.fs.noteMutation(g.id, c.session)
+		n.fs.cfg.Guard.NoteMutation(g.id, c.session)
 	}
 	return 0
 }
@@ -241,14 +240,13 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if dstGuarded {
 		if exchange {
 			g.Rename(dst.id, srcRel)
-			n.fs.noteMutation(dst.id, c.session)
+			n.fs.cfg.Guard.NoteMutation(dst.id, c.session)
 		} else if dst.st.Nlink <= 1 {
 			g.Forget(dst.id)
-			n.fs.forgetMutations(dst.id)
 		}
 	}
 	if srcGuarded && exchange {
-		n.fs.noteMutation(src.id, c.session)
+		n.fs.cfg.Guard.NoteMutation(src.id, c.session)
 	}
 	return 0
 }

@@ -83,7 +83,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if errno == 0 {
 			h.granted, h.dirty = true, true
 			h.beginFlux()
-			h.seq = n.fs.noteMutation(h.id, c.session)
+			h.seq = n.fs.cfg.Guard.NoteMutation(h.id, c.session)
 		}
 		unlock()
 	} else {
@@ -145,7 +145,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		h.id = guard.StatOf(&st).ID
 	}
 	h.dirty = true
-	h.seq = n.fs.noteMutation(h.id, c.session)
+	h.seq = n.fs.cfg.Guard.NoteMutation(h.id, c.session)
 	return ch, h, fl, 0
 }
 

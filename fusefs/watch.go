@@ -14,10 +14,6 @@ import (
 	"github.com/rubinofs/rubinofs/watcher"
 )
 
-// externalSession is the mutation attribution of changes made outside the
-// mount: a handle whose file changed externally loses its write right.
-const externalSession = "(external)"
-
 // invalidator applies external changes to the guard, go-fuse's inode tree
 // and the kernel's caches. It runs on its own goroutine: kernel
 // notifications are never sent from inside a FUSE request handler (the
@@ -220,7 +216,7 @@ func (inv *invalidator) invalidateGuard(rel string, child *fs.Inode) {
 	}
 	for _, id := range ids {
 		f.cfg.Guard.Invalidate(id)
-		f.noteMutation(id, externalSession)
+		f.cfg.Guard.NoteMutation(id, guard.ExternalSession)
 	}
 }
 
@@ -249,7 +245,7 @@ func (inv *invalidator) invalidateAll() {
 			walk(ch)
 			ch.NotifyContent(0, 0)
 			if id, ok := f.inodeID(ch); ok {
-				f.noteMutation(id, externalSession)
+				f.cfg.Guard.NoteMutation(id, guard.ExternalSession)
 			}
 			in.NotifyEntry(name)
 		}

@@ -172,6 +172,9 @@ type Guard struct {
 	lockMu sync.Mutex
 	locks  map[FileID]*idLock
 
+	mutMu     sync.Mutex
+	mutations map[FileID]Mutation
+
 	reads, writes, decisions, denied, warned atomic.Uint64
 }
 
@@ -189,12 +192,13 @@ func New(cfg Config) *Guard {
 		cfg.MaxDenials = 1000
 	}
 	return &Guard{
-		mode:     cfg.Mode,
-		now:      cfg.Now,
-		hashes:   NewHashCache(cfg.Granularity, cfg.MaxHashes, cfg.Now),
-		maxDen:   cfg.MaxDenials,
-		sessions: make(map[string]*Tracker),
-		locks:    make(map[FileID]*idLock),
+		mode:      cfg.Mode,
+		now:       cfg.Now,
+		hashes:    NewHashCache(cfg.Granularity, cfg.MaxHashes, cfg.Now),
+		maxDen:    cfg.MaxDenials,
+		sessions:  make(map[string]*Tracker),
+		locks:     make(map[FileID]*idLock),
+		mutations: make(map[FileID]Mutation),
 	}
 }
 
@@ -394,31 +398,11 @@ func (g *Guard) Lock(id FileID) (unlock func()) {
 // name of the file is gone, and the inode number may be reused.
 func (g *Guard) Forget(id FileID) {
 	g.hashes.Invalidate(id)
+	g.mutMu.Lock()
+	delete(g.mutations, id)
+	g.mutMu.Unlock()
 	for _, t := range g.trackers() {
 		t.forget(id)
-	}
-}
-
-// NoteMutation records that session mutated id through the mount (a write,
-// truncate, O_TRUNC open, rename over, ...): every other session's record
-// of id becomes stale, whatever the bytes hash to later (issue 4: "a write
-// by session A leaves B's record stale"). Without it a session that read
-// while another was mid-write could be judged fresh when the content came
-// back to the bytes it was registered with (ABA), and an update was lost.
-func (g *Guard) NoteMutation(id FileID, session string) {
-	if g.mode == ModeOff {
-		return
-	}
-	g.mu.Lock()
-	others := make([]*Tracker, 0, len(g.sessions))
-	for name, t := range g.sessions {
-		if name != session {
-			others = append(others, t)
-		}
-	}
-	g.mu.Unlock()
-	for _, t := range others {
-		t.markForeign(id)
 	}
 }
 

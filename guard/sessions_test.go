@@ -61,10 +61,21 @@ func TestSessionResolve(t *testing.T) {
 	if len(kids) == 0 {
 		t.Fatal("no descendants found")
 	}
+	checked := 0
 	for _, k := range kids {
-		if got := s.Resolve(uint32(k)); got != "agent-a" {
-			t.Errorf("descendant %d resolves to %q", k, got)
+		got := s.Resolve(uint32(k))
+		st, err := s.stat(uint32(k))
+		if err != nil {
+			continue // exited between the listing and the check
 		}
+		checked++
+		if got != "agent-a" {
+			status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", k))
+			t.Errorf("descendant %d resolves to %q (stat %+v, root %d):\n%s", k, got, st, root.Process.Pid, status)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no live descendant to check")
 	}
 	if got := s.Resolve(uint32(os.Getpid())); got != DefaultSession {
 		t.Errorf("the test process resolves to %q", got)

@@ -1,0 +1,55 @@
+package guard
+
+// ExternalSession attributes a change made outside the mount (reported by
+// the watcher) in NoteMutation.
+const ExternalSession = "(external)"
+
+// Mutation is the last mutation of a file identity: a sequence number that
+// grows with every mutation, and who made it.
+type Mutation struct {
+	Seq     uint64
+	Session string
+}
+
+// NoteMutation records that session mutated id (a write, truncate, O_TRUNC
+// open, rename over, ...) and returns the new sequence number. A write
+// handle remembers it: when the last mutation is another's, the handle has
+// lost its right and must be decided again (issue 4).
+//
+// A mutation by a session through the mount also makes every other
+// session's record of id stale, whatever the bytes hash to later (issue 4:
+// "a write by session A leaves B's record stale"). Without it a session that
+// read while another was mid-write could be judged fresh when the content
+// came back to the bytes it was registered with (ABA), and an update was
+// lost. An ExternalSession change leaves records to the hash, which stays
+// authoritative (an external touch keeps them fresh).
+func (g *Guard) NoteMutation(id FileID, session string) uint64 {
+	g.mutMu.Lock()
+	m := g.mutations[id]
+	m.Seq++
+	m.Session = session
+	g.mutations[id] = m
+	g.mutMu.Unlock()
+	if session == ExternalSession || g.mode == ModeOff {
+		return m.Seq
+	}
+	g.mu.Lock()
+	others := make([]*Tracker, 0, len(g.sessions))
+	for name, t := range g.sessions {
+		if name != session {
+			others = append(others, t)
+		}
+	}
+	g.mu.Unlock()
+	for _, t := range others {
+		t.markForeign(id)
+	}
+	return m.Seq
+}
+
+// LastMutation returns the last mutation of id (zero when none is known).
+func (g *Guard) LastMutation(id FileID) Mutation {
+	g.mutMu.Lock()
+	defer g.mutMu.Unlock()
+	return g.mutations[id]
+}
