@@ -25,6 +25,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -66,6 +67,72 @@ func ParseMode(s string) (Mode, error) {
 		return ModeOff, nil
 	}
 	return 0, fmt.Errorf("unknown guard mode %q: want enforce, warn or off", s)
+}
+
+// UnlinkPolicy says whether unlink(2) of an existing file is guarded like
+// every other mutation (the config's guard.unlink, the mount's --unlink).
+type UnlinkPolicy int
+
+const (
+	// UnlinkGuard (the default) refuses deleting a file the session never
+	// read ("unread") or whose read is stale ("stale"), so delete-and-
+	// recreate cannot bypass read-before-write.
+	UnlinkGuard UnlinkPolicy = iota
+	// UnlinkAllow lets unlink(2) through without a decision. It loosens the
+	// guard: a session may delete any file and create a new one in its
+	// place without having read the old one.
+	UnlinkAllow
+)
+
+// String returns "guard" or "allow".
+func (u UnlinkPolicy) String() string {
+	switch u {
+	case UnlinkGuard:
+		return "guard"
+	case UnlinkAllow:
+		return "allow"
+	}
+	return fmt.Sprintf("unlink(%d)", int(u))
+}
+
+// ParseUnlinkPolicy parses "guard" or "allow"; anything else is an error
+// naming the accepted values.
+func ParseUnlinkPolicy(s string) (UnlinkPolicy, error) {
+	switch s {
+	case "guard":
+		return UnlinkGuard, nil
+	case "allow":
+		return UnlinkAllow, nil
+	}
+	return 0, fmt.Errorf("unknown unlink policy %q: want guard or allow", s)
+}
+
+// ParseErrno parses the errno a refused caller gets: "EACCES" (the
+// default: "Permission denied", a permission decision about this caller and
+// this file) or "EPERM" ("Operation not permitted", for tools that treat
+// EACCES as retryable or as a mode-bit problem to fix with chmod). Other
+// errnos are refused: EBUSY or EAGAIN would invite retries of a write that
+// will keep failing, and ENOENT or EIO would misreport the file.
+func ParseErrno(s string) (syscall.Errno, error) {
+	switch s {
+	case "EACCES":
+		return syscall.EACCES, nil
+	case "EPERM":
+		return syscall.EPERM, nil
+	}
+	return 0, fmt.Errorf("unknown errno %q: want EACCES or EPERM", s)
+}
+
+// ErrnoName returns "EACCES" or "EPERM" for the errnos ParseErrno accepts,
+// and the errno's number otherwise.
+func ErrnoName(e syscall.Errno) string {
+	switch e {
+	case syscall.EACCES:
+		return "EACCES"
+	case syscall.EPERM:
+		return "EPERM"
+	}
+	return fmt.Sprintf("errno %d", int(e))
 }
 
 // Op is a guarded mutation of an existing regular file.
@@ -124,6 +191,9 @@ type Decision struct {
 	WouldDeny bool
 	Code      Code
 	Message   string
+	// Errno is the errno the caller gets on a refusal (Config.Errno:
+	// EACCES by default, or EPERM); set whenever Code is, 0 when allowed.
+	Errno syscall.Errno
 }
 
 // Denial is one entry of the denial log (.rubino/guard/denials), refused or,
@@ -143,9 +213,20 @@ type Denial struct {
 // Config configures a Guard. The zero value is a usable enforcing guard.
 type Config struct {
 	Mode Mode
+	// Unlink is the unlink policy (default UnlinkGuard: unlink(2) is
+	// decided like every other mutation).
+	Unlink UnlinkPolicy
+	// Errno is what a refused caller gets, in Decision.Errno: 0 means
+	// syscall.EACCES; ParseErrno gives the accepted values (EACCES, EPERM).
+	Errno syscall.Errno
 	// MaxDenials bounds the denial log (default 1000 entries); the oldest
 	// are dropped first.
 	MaxDenials int
+	// OnDenial, when set, observes every RecordDenial (the daemon logs it
+	// through slog). It runs on the caller's goroutine, inside the FUSE
+	// request, before the denial is logged: it must be quick and must not
+	// call back into the Guard's denial log.
+	OnDenial func(Denial)
 	// Granularity is the backing filesystem's timestamp granularity for the
 	// hash cache's racy rule (default 1 s; see HashCache).
 	Granularity time.Duration
@@ -159,6 +240,8 @@ type Config struct {
 // per-identity locks and the denial log.
 type Guard struct {
 	mode   Mode
+	unlink UnlinkPolicy
+	errno  syscall.Errno
 	now    func() time.Time
 	hashes *HashCache
 	maxDen int
@@ -175,7 +258,16 @@ type Guard struct {
 	mutMu     sync.Mutex
 	mutations map[FileID]Mutation
 
+	// open counts open handles per identity and keeps the records of an
+	// identity whose last name is gone until its last handle is released
+	// (handles.go).
+	open openIdentities
+
 	reads, writes, decisions, denied, warned atomic.Uint64
+	// allowed, unread and stale count Decide's answers by code (a warn-mode
+	// refusal counts under its code), for .rubino/metrics (DecisionCounts).
+	allowed, unread, stale atomic.Uint64
+	onDenial               func(Denial)
 }
 
 type idLock struct {
@@ -191,11 +283,17 @@ func New(cfg Config) *Guard {
 	if cfg.MaxDenials <= 0 {
 		cfg.MaxDenials = 1000
 	}
+	if cfg.Errno == 0 {
+		cfg.Errno = syscall.EACCES
+	}
 	return &Guard{
 		mode:      cfg.Mode,
+		unlink:    cfg.Unlink,
+		errno:     cfg.Errno,
 		now:       cfg.Now,
 		hashes:    NewHashCache(cfg.Granularity, cfg.MaxHashes, cfg.Now),
 		maxDen:    cfg.MaxDenials,
+		onDenial:  cfg.OnDenial,
 		sessions:  make(map[string]*Tracker),
 		locks:     make(map[FileID]*idLock),
 		mutations: make(map[FileID]Mutation),
@@ -204,6 +302,12 @@ func New(cfg Config) *Guard {
 
 // Mode returns the guard's mode.
 func (g *Guard) Mode() Mode { return g.mode }
+
+// Unlink returns the guard's unlink policy.
+func (g *Guard) Unlink() UnlinkPolicy { return g.unlink }
+
+// Errno returns the errno refused callers get (EACCES unless configured).
+func (g *Guard) Errno() syscall.Errno { return g.errno }
 
 // Hashes returns the shared hash cache.
 func (g *Guard) Hashes() *HashCache { return g.hashes }
@@ -215,7 +319,7 @@ func (g *Guard) ForSession(session string) *Tracker {
 	defer g.mu.Unlock()
 	t, ok := g.sessions[session]
 	if !ok {
-		t = newTracker(session, g.hashes, g.now)
+		t = newTracker(session, g.hashes, g.now, g.LastMutation)
 		g.sessions[session] = t
 	}
 	return t
@@ -243,7 +347,9 @@ func (g *Guard) RenameSession(from, to string) {
 	defer g.mu.Unlock()
 	if t, ok := g.sessions[from]; ok {
 		delete(g.sessions, from)
+		t.mu.Lock() // check reads the name under t.mu
 		t.session = to
+		t.mu.Unlock()
 		g.sessions[to] = t
 	}
 }
@@ -315,12 +421,17 @@ func (g *Guard) NoteWrite(session string, t Target) error {
 // (seed 000 #note_edit_failure), so the session's recovery read is fresh.
 //
 // A file that cannot be hashed (I/O error, removed meanwhile) counts as
-// stale: the guard fails closed.
+// stale: the guard fails closed. A refusal carries Config.Errno in
+// Decision.Errno. With UnlinkAllow, OpUnlink is allowed without a check.
 func (g *Guard) Decide(session string, op Op, t Target) Decision {
 	if g.mode == ModeOff {
 		return Decision{Allow: true}
 	}
 	g.decisions.Add(1)
+	if op == OpUnlink && g.unlink == UnlinkAllow {
+		g.allowed.Add(1)
+		return Decision{Allow: true}
+	}
 	tr := g.ForSession(session)
 	var d Decision
 	switch seen, fresh, err := tr.check(t); {
@@ -331,9 +442,16 @@ func (g *Guard) Decide(session string, op Op, t Target) Decision {
 	case !fresh:
 		d = Decision{Code: CodeStale, Message: fmt.Sprintf("%s changed on disk since this session read it: read it again before you %s it", t.Path, op.verb())}
 	default:
+		g.allowed.Add(1)
 		return Decision{Allow: true}
 	}
+	if d.Code == CodeUnread {
+		g.unread.Add(1)
+	} else {
+		g.stale.Add(1)
+	}
 	tr.NoteEditFailure(t.Stat.ID)
+	d.Errno = g.errno
 	if g.mode == ModeWarn {
 		d.Allow, d.WouldDeny = true, true
 	}
@@ -343,6 +461,9 @@ func (g *Guard) Decide(session string, op Op, t Target) Decision {
 // RecordDenial appends d to the bounded denial log and counts it (as a
 // warning when d.Warned).
 func (g *Guard) RecordDenial(d Denial) {
+	if g.onDenial != nil {
+		g.onDenial(d)
+	}
 	if d.Warned {
 		g.warned.Add(1)
 	} else {
@@ -429,6 +550,18 @@ func (g *Guard) trackers() []*Tracker {
 	return out
 }
 
+// DecisionCounts are Decide's answers by code since the guard started:
+// allowed, and refused (or, in warn mode, would-be refused) as unread or
+// stale. Each is monotonic; for .rubino/metrics. Safe for concurrent use.
+type DecisionCounts struct {
+	Allowed, Unread, Stale uint64
+}
+
+// DecisionCounts returns the decision counters (ModeOff decides nothing).
+func (g *Guard) DecisionCounts() DecisionCounts {
+	return DecisionCounts{Allowed: g.allowed.Load(), Unread: g.unread.Load(), Stale: g.stale.Load()}
+}
+
 // Counts are the guard's counters for .rubino/status.
 type Counts struct {
 	Reads     uint64    `json:"reads"`     // reads registered
@@ -471,7 +604,11 @@ func (g *Guard) Tracked(session string, lookup func(path string) (Target, error)
 		tr := TrackedRecord{Path: r.path, Hash: r.hash.String(), Own: r.written, State: "gone"}
 		if cur, err := lookup(r.path); err == nil && cur.Stat.ID == id {
 			tr.State = "stale"
-			if h, err := g.hashes.Sum(cur.Stat, cur.Open); err == nil && h == r.hash && !r.foreign {
+			if r.foreign || r.influx {
+				// stale whatever the bytes hash to
+			} else if r.ownWritesSince(g.LastMutation(id), session) {
+				tr.State = "fresh"
+			} else if h, err := g.hashes.Sum(cur.Stat, cur.Open); err == nil && h == r.hash {
 				tr.State = "fresh"
 			}
 		}

@@ -22,7 +22,9 @@ type Mutation struct {
 // read while another was mid-write could be judged fresh when the content
 // came back to the bytes it was registered with (ABA), and an update was
 // lost. An ExternalSession change leaves records to the hash, which stays
-// authoritative (an external touch keeps them fresh).
+// authoritative (an external touch keeps them fresh), and ends every
+// session's own-write exemption (record.ownWritesSince) for id: the bytes
+// may now differ from a record by more than the session's own writes.
 func (g *Guard) NoteMutation(id FileID, session string) uint64 {
 	g.mutMu.Lock()
 	m := g.mutations[id]
@@ -30,7 +32,13 @@ func (g *Guard) NoteMutation(id FileID, session string) uint64 {
 	m.Session = session
 	g.mutations[id] = m
 	g.mutMu.Unlock()
-	if session == ExternalSession || g.mode == ModeOff {
+	if g.mode == ModeOff {
+		return m.Seq
+	}
+	if session == ExternalSession {
+		for _, t := range g.trackers() {
+			t.markMixed(id)
+		}
 		return m.Seq
 	}
 	g.mu.Lock()

@@ -87,18 +87,27 @@ func NewSessions() *Sessions {
 		byRoot: map[proc]*session{}, cache: map[uint32]cached{}}
 }
 
+// MaxSessionName is the longest session name, in bytes.
+const MaxSessionName = 64
+
 // sessionName is what a session may be called: it becomes a directory name
-// under .rubino/sessions and an environment value, so never a path.
+// under .rubino/sessions and an environment value, so never a path: no
+// '/', no NUL, no white space, never "." or ".." (it starts alphanumeric).
 var sessionName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// ValidSessionName reports whether name can name a session: 1 to 64 of
-// [A-Za-z0-9._-], starting alphanumeric, and not "default".
+// ValidSessionName reports whether name can name a session: 1 to
+// MaxSessionName of [A-Za-z0-9._-], starting alphanumeric, and not
+// "default". The error quotes a bad name in ASCII, clipped to 80 bytes.
 func ValidSessionName(name string) error {
 	if name == DefaultSession {
 		return fmt.Errorf("%q is the session of unregistered callers", name)
 	}
 	if !sessionName.MatchString(name) {
-		return fmt.Errorf("invalid session name %q: want 1-64 of [A-Za-z0-9._-], starting with a letter or digit", name)
+		shown := strconv.QuoteToASCII(name)
+		if len(shown) > 80 {
+			shown = shown[:80] + "..."
+		}
+		return fmt.Errorf("invalid session name %s: want 1-%d of [A-Za-z0-9._-], starting with a letter or digit", shown, MaxSessionName)
 	}
 	return nil
 }

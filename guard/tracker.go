@@ -42,6 +42,30 @@ type record struct {
 	// this record was made. The record is stale even if the bytes hash
 	// the same again (A writes X, then X again: B's view may be neither).
 	foreign bool
+	// influx: the read was served while another session was changing the
+	// file (RegisterInFlux); the record vouches for no content at all.
+	influx bool
+	// base is the identity's mutation sequence (Guard.LastMutation) when
+	// the record was made: mutations with a higher sequence came after.
+	base uint64
+	// mixed: a change not made through the mount by this session came
+	// after base (an external change reported by the watcher, or any
+	// mutation while the record's hash was being taken), so only the hash
+	// can vouch for the record; own writes since base do not keep it fresh.
+	mixed bool
+}
+
+// ownWritesSince reports whether every mutation of the file since the
+// record was made is the session's own (seed 000 REFRESH-ON-OWN-WRITE, r5
+// B2): the session changed the file through the mount (a handle's writes,
+// not yet credited at flush or release), and neither another session
+// (foreign) nor anything outside the mount (mixed) changed it meanwhile. The
+// file then differs from the record only by the session's own writes, which
+// are authoritative for it, so the record stays fresh for that session.
+// last is the identity's last mutation, session the record's session. An in
+// flux record vouches for no content, so own writes cannot extend it.
+func (r *record) ownWritesSince(last Mutation, session string) bool {
+	return !r.foreign && !r.influx && !r.mixed && last.Seq > r.base && last.Session == session
 }
 
 // windowKey is one read window of the dedup map (seed 000 @windows key
@@ -68,6 +92,10 @@ type Tracker struct {
 	session string
 	hashes  *HashCache
 	now     func() time.Time
+	// lastMut is Guard.LastMutation: the identity's mutation sequence, for
+	// ownWritesSince. Called with mu held (lock order: mu, then the
+	// guard's mutMu).
+	lastMut func(FileID) Mutation
 
 	mu        sync.Mutex
 	state     map[FileID]*record
@@ -76,11 +104,12 @@ type Tracker struct {
 	skeletons map[FileID][]Range
 }
 
-func newTracker(session string, hashes *HashCache, now func() time.Time) *Tracker {
+func newTracker(session string, hashes *HashCache, now func() time.Time, lastMut func(FileID) Mutation) *Tracker {
 	return &Tracker{
 		session:   session,
 		hashes:    hashes,
 		now:       now,
+		lastMut:   lastMut,
 		state:     make(map[FileID]*record),
 		windows:   make(map[windowKey]window),
 		recover:   make(map[FileID]bool),
@@ -89,7 +118,23 @@ func newTracker(session string, hashes *HashCache, now func() time.Time) *Tracke
 }
 
 // Session returns the tracker's session id.
-func (t *Tracker) Session() string { return t.session }
+func (t *Tracker) Session() string {
+	t.mu.Lock() // RenameSession changes it
+	defer t.mu.Unlock()
+	return t.session
+}
+
+// put stores r as the record of id, based on the mutation sequence base
+// taken before r's hash: when the file was mutated meanwhile, the hash may
+// describe content before or after that mutation, so own writes must not
+// extend the record (mixed). Called with t.mu held.
+func (t *Tracker) put(id FileID, r *record, base uint64) {
+	r.base = base
+	if last := t.lastMut(id); last.Seq != base {
+		r.base, r.mixed = last.Seq, true
+	}
+	t.state[id] = r
+}
 
 // hashOf returns h when it is known, or the content hash of tg.
 func (t *Tracker) hashOf(tg Target, h Hash) (Hash, error) {
@@ -105,12 +150,13 @@ func (t *Tracker) hashOf(tg Target, h Hash) (Hash, error) {
 // makes Register hash the file. Errors are those of hashing (the read is then
 // not registered, and a later write is refused as unread: fail closed).
 func (t *Tracker) Register(tg Target, h Hash) error {
+	base := t.lastMut(tg.Stat.ID).Seq
 	h, err := t.hashOf(tg, h)
 	if err != nil {
 		return err
 	}
 	t.mu.Lock()
-	t.state[tg.Stat.ID] = &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, size: tg.Stat.Size, hash: h, at: t.now()}
+	t.put(tg.Stat.ID, &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, size: tg.Stat.Size, hash: h, at: t.now()}, base)
 	t.mu.Unlock()
 	return nil
 }
@@ -122,7 +168,8 @@ func (t *Tracker) Register(tg Target, h Hash) error {
 // but never fresh: the session must read again before it may overwrite.
 func (t *Tracker) RegisterInFlux(tg Target) {
 	t.mu.Lock()
-	t.state[tg.Stat.ID] = &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, size: tg.Stat.Size, at: t.now()}
+	t.put(tg.Stat.ID, &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, size: tg.Stat.Size, at: t.now(), influx: true},
+		t.lastMut(tg.Stat.ID).Seq)
 	t.mu.Unlock()
 }
 
@@ -131,14 +178,15 @@ func (t *Tracker) RegisterInFlux(tg Target) {
 // not trip the stale-read guard; any pending edit-failure recovery and the
 // file's dedup windows are cleared. h as for Register.
 func (t *Tracker) NoteWrite(tg Target, h Hash) error {
+	id := tg.Stat.ID
+	base := t.lastMut(id).Seq
 	h, err := t.hashOf(tg, h)
 	if err != nil {
 		return err
 	}
-	id := tg.Stat.ID
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.state[id] = &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, size: tg.Stat.Size, hash: h, at: t.now(), written: true}
+	t.put(id, &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, size: tg.Stat.Size, hash: h, at: t.now(), written: true}, base)
 	delete(t.recover, id)
 	for k := range t.windows {
 		if k.id == id {
@@ -152,8 +200,12 @@ func (t *Tracker) NoteWrite(tg Target, h Hash) error {
 // (seed 000 #fresh?). The hash is authoritative: a newer mtime only means
 // "recheck", and an equal or older mtime still rechecks the hash (through the
 // hash cache, whose racy rule catches a changed byte under an unchanged
-// mtime). False when the session never saw the file. Errors are those of
-// hashing.
+// mtime). The one exception is the session's own writes (seed 000
+// REFRESH-ON-OWN-WRITE): when every mutation since the record is the
+// session's own (record.ownWritesSince), the record stays fresh although
+// those writes are not credited yet (a handle credits at flush or
+// release), so a second handle of the same session may write meanwhile.
+// False when the session never saw the file. Errors are those of hashing.
 func (t *Tracker) Fresh(tg Target) (bool, error) {
 	_, fresh, err := t.check(tg)
 	return fresh, err
@@ -165,13 +217,17 @@ func (t *Tracker) check(tg Target) (seen, fresh bool, err error) {
 	t.mu.Lock()
 	r, ok := t.state[tg.Stat.ID]
 	var want Hash
-	foreign := false
+	stale, own := false, false
 	if ok {
-		want, foreign = r.hash, r.foreign
+		want, stale = r.hash, r.foreign || r.influx
+		own = r.ownWritesSince(t.lastMut(tg.Stat.ID), t.session)
 	}
 	t.mu.Unlock()
-	if !ok || foreign {
+	if !ok || stale {
 		return ok, false, nil
+	}
+	if own {
+		return true, true, nil
 	}
 	got, err := t.hashes.Sum(tg.Stat, tg.Open)
 	if err != nil {
@@ -283,6 +339,16 @@ func (t *Tracker) markForeign(id FileID) {
 	t.mu.Lock()
 	if r, ok := t.state[id]; ok {
 		r.foreign = true
+	}
+	t.mu.Unlock()
+}
+
+// markMixed notes a change of id outside the mount (the watcher's): the
+// record (if any) is left to the hash, and own writes no longer extend it.
+func (t *Tracker) markMixed(id FileID) {
+	t.mu.Lock()
+	if r, ok := t.state[id]; ok {
+		r.mixed = true
 	}
 	t.mu.Unlock()
 }
