@@ -17,8 +17,16 @@
 // flight and the path's lstat equals the one recorded when the last own change
 // ended; anything else is external. Since Linux 6.13 (multigrain timestamps)
 // a change right after the recorded lstat gets a distinct ctime, so equal stats
-// mean no one else wrote. Directory bookkeeping (adding and dropping watches)
-// is done for own and external events alike.
+// mean no one else wrote. An own change of a directory above a path (a
+// rename moving it) puts off the decision on the path until it has ended.
+// Own directory renames are bracketed with BeginMove: the own records below
+// the old path move to the new one, an event that names an old path (the
+// old watch reports under it) is matched where the file is now, and the scan
+// of the moved directory reports an entry only when its ctime is not before
+// the move began (a rename changes nothing below the directory; anything
+// changed in the moment between the old watch and the new one has a later
+// ctime). Directory bookkeeping (adding and dropping watches) is done for own
+// and external events alike.
 //
 // Overflow: when the kernel queue overflows (fsnotify.ErrEventOverflow) events
 // are lost: OnOverflow is called (the mount invalidates everything cached) and
@@ -46,6 +54,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 )
 
 // Op is what happened to a path, as a set of bits.
@@ -59,6 +68,11 @@ const (
 	Rename                // the name was moved away
 	Chmod                 // attributes changed (chmod, chown, utimens)
 )
+
+// scanned marks a path queued by the scan of a directory that appeared (its
+// entries raised no event of their own before the watch). It is never
+// delivered: flush strips it.
+const scanned Op = 1 << 31
 
 // String lists the bits, "CREATE|WRITE".
 func (o Op) String() string {
@@ -142,11 +156,13 @@ type Watcher struct {
 
 	ownMu     sync.Mutex
 	own       map[string]*ownState
+	moves     []ownMove // the daemon's own directory moves, oldest first
 	lastPrune time.Time
 
-	deliver chan struct{}
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	deliver    chan struct{}
+	overflowed chan struct{} // errLoop to drain: events were lost
+	stop       chan struct{}
+	wg         sync.WaitGroup
 
 	events, external, ownEvents, overflows, batches atomic.Uint64
 	closed                                          atomic.Bool
@@ -154,8 +170,11 @@ type Watcher struct {
 
 // ownState is what the watcher knows of the daemon's own changes of one
 // path. gen counts ended changes; recGen is the gen whose resulting lstat
-// is recorded in st/exists (recGen < gen: a record is being taken).
+// is recorded in st/exists (recGen < gen: a record is being taken). rel is
+// the key it is kept under: an own move of a directory above it re-keys it
+// (noteMove), and the recording lstat follows.
 type ownState struct {
+	rel         string
 	inflight    int
 	gen, recGen uint64
 	st          syscall.Stat_t
@@ -198,6 +217,7 @@ func Start(cfg Config) (*Watcher, error) {
 		pending: map[string]Op{}, requeued: map[string]Op{},
 		own:     map[string]*ownState{},
 		deliver: make(chan struct{}, 1), stop: make(chan struct{}),
+		overflowed: make(chan struct{}, 1),
 	}
 	if _, err := os.Stat(cfg.Root); err != nil {
 		fsw.Close()
@@ -207,8 +227,9 @@ func Start(cfg Config) (*Watcher, error) {
 	if cfg.OnProgress != nil {
 		cfg.OnProgress(n, true)
 	}
-	w.wg.Add(2)
+	w.wg.Add(3)
 	go w.drain()
+	go w.errLoop()
 	go w.deliverLoop()
 	return w, nil
 }
@@ -331,8 +352,9 @@ func (w *Watcher) dropTree(rel string) {
 	}
 }
 
-// drain reads fsnotify's channels (so its buffer never fills while a batch
-// is delivered), keeps the watch set in step and queues events.
+// drain reads fsnotify's events (so its buffer never fills while a batch
+// is delivered), keeps the watch set in step and queues events; it handles
+// the overflows errLoop reports.
 func (w *Watcher) drain() {
 	defer w.wg.Done()
 	for {
@@ -344,15 +366,28 @@ func (w *Watcher) drain() {
 				return
 			}
 			w.handle(ev)
-		case err, ok := <-w.fsw.Errors:
-			if !ok {
-				return
+		case <-w.overflowed:
+			w.Overflow()
+		}
+	}
+}
+
+// errLoop reads fsnotify's errors until fsnotify closes the channel (at
+// Close), and never calls into fsnotify itself: fsnotify sends some errors
+// while holding the lock that Add and Remove take (a failed removal of a
+// moved directory's watch, backend_inotify.go handleEvent), so a reader of
+// Errors that is itself waiting in Remove (drain's dropTree) deadlocks the
+// watcher and its Close. Overflows are handed to drain.
+func (w *Watcher) errLoop() {
+	defer w.wg.Done()
+	for err := range w.fsw.Errors {
+		if errors.Is(err, fsnotify.ErrEventOverflow) {
+			select {
+			case w.overflowed <- struct{}{}:
+			default: // one pending overflow covers this one
 			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				w.Overflow()
-			} else {
-				w.log.Printf("watcher: %v", err)
-			}
+		} else {
+			w.log.Printf("watcher: %v", err)
 		}
 	}
 }
@@ -388,7 +423,7 @@ func (w *Watcher) handle(ev fsnotify.Event) {
 		if syscall.Lstat(w.abs(rel), &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 			// Watch first, then scan: whatever was created in it before
 			// the watch raised no event of its own.
-			w.addTree(rel, func(child string) { w.queue(child, Create) })
+			w.addTree(rel, func(child string) { w.queue(child, Create|scanned) })
 		}
 	}
 	w.queue(rel, op)
@@ -433,13 +468,16 @@ func (w *Watcher) flush() {
 
 	var out []Event
 	for rel, op := range batch {
-		switch w.classify(rel) {
+		switch how, also := w.classify(rel, op); how {
 		case ownInFlight:
 			w.queue(rel, op) // decide once the own change has ended
 		case ownDone:
 			w.ownEvents.Add(1)
 		default:
-			out = append(out, Event{Path: rel, Op: op})
+			out = append(out, Event{Path: rel, Op: op &^ scanned})
+			for _, p := range also {
+				out = append(out, Event{Path: p, Op: op &^ scanned})
+			}
 		}
 	}
 	w.pruneOwn()
@@ -447,6 +485,7 @@ func (w *Watcher) flush() {
 		return
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	out = dedupEvents(out)
 	w.external.Add(uint64(len(out)))
 	w.batches.Add(1)
 	w.cfg.OnEvents(out)
@@ -461,36 +500,156 @@ const (
 )
 
 // classify tells an own change from an external one. The own state is read
-// before and after the lstat: if any own change was in flight, ended or not
-// yet recorded around it, the decision is put off to the next batch (the
-// events are queued again, never dropped). Otherwise the path is the
-// daemon's own exactly when its lstat is what the last own change left.
-func (w *Watcher) classify(rel string) origin {
+// before and after the lstat: if any own change of the path, or of a
+// directory above it (a rename moving it), was in flight, ended or not yet
+// recorded around it, the decision is put off to the next batch (the events
+// are queued again, never dropped). Otherwise the path is the daemon's own
+// exactly when its lstat is what the last own change left.
+//
+// Own directory moves (BeginMove): an event may name a path by where it was
+// before the daemon moved a directory above it (inotify reports the old
+// watch's events under the old path), so each such path is also tried where
+// the moves took it; and an entry the scan of an own-moved directory found
+// is not a change at all when its ctime predates the move (a rename changes
+// no file below the directory, and any change after it sets a later ctime).
+// also lists, for an external event of a path that no longer exists, where
+// the own moves took it, so the change is applied where the file is now.
+func (w *Watcher) classify(rel string, op Op) (how origin, also []string) {
+	type cand struct {
+		rel string
+		o   *ownState
+		gen uint64
+	}
 	w.ownMu.Lock()
-	o := w.own[rel]
-	var gen uint64
-	busy := false
-	if o != nil {
-		gen, busy = o.gen, o.inflight > 0 || o.recGen != o.gen
+	var cands []cand
+	for _, c := range w.movedPaths(rel) {
+		if w.busyLocked(c) {
+			w.ownMu.Unlock()
+			return ownInFlight, nil
+		}
+		if o := w.own[c]; o != nil {
+			cands = append(cands, cand{c, o, o.gen})
+		}
+		if c != rel {
+			also = append(also, c)
+		}
+	}
+	// The scan rule: the latest own move of a watched directory above rel.
+	var ref *syscall.Timespec
+	if op&scanned != 0 && op&^(Create|scanned) == 0 {
+		for i := len(w.moves) - 1; i >= 0; i-- {
+			if m := &w.moves[i]; strings.HasPrefix(rel, m.to+"/") {
+				if m.watched {
+					r := m.ref
+					ref = &r
+				}
+				break
+			}
+		}
 	}
 	w.ownMu.Unlock()
-	if o == nil {
-		return external
+	if len(cands) == 0 && ref == nil {
+		return external, w.alsoIfGone(rel, also)
 	}
-	if busy {
-		return ownInFlight
+	sts := make([]syscall.Stat_t, len(cands))
+	errs := make([]error, len(cands))
+	for i, c := range cands {
+		errs[i] = syscall.Lstat(w.abs(c.rel), &sts[i])
 	}
-	var st syscall.Stat_t
-	err := syscall.Lstat(w.abs(rel), &st)
+	var rst syscall.Stat_t
+	rerr := syscall.Lstat(w.abs(rel), &rst)
 	w.ownMu.Lock()
 	defer w.ownMu.Unlock()
-	switch {
-	case w.own[rel] != o || o.gen != gen || o.inflight > 0:
-		return ownInFlight
-	case o.exists == (err == nil) && (err != nil || sameStat(&o.st, &st)):
-		return ownDone
+	for i, c := range cands {
+		switch o := c.o; {
+		case w.own[c.rel] != o || o.gen != c.gen || w.busyLocked(c.rel):
+			return ownInFlight, nil
+		case o.exists == (errs[i] == nil) && (errs[i] != nil || sameStat(&o.st, &sts[i])):
+			return ownDone, nil
+		}
 	}
-	return external
+	if ref != nil && rerr == nil && !w.busyLocked(rel) && tsBefore(rst.Ctim, *ref) {
+		return ownDone, nil // unchanged since before the daemon moved it
+	}
+	if rerr == nil {
+		also = nil
+	}
+	return external, also
+}
+
+// alsoIfGone returns also when rel no longer exists (the event is about a
+// file an own move took elsewhere), else nil.
+func (w *Watcher) alsoIfGone(rel string, also []string) []string {
+	if len(also) == 0 {
+		return nil
+	}
+	var st syscall.Stat_t
+	if syscall.Lstat(w.abs(rel), &st) == nil {
+		return nil
+	}
+	return also
+}
+
+// busyLocked reports whether an own change of rel or of a directory above it
+// is in flight or not yet recorded. Called with ownMu held.
+func (w *Watcher) busyLocked(rel string) bool {
+	for p := rel; p != "." && p != "/" && p != ""; p = path.Dir(p) {
+		if o := w.own[p]; o != nil && (o.inflight > 0 || o.recGen != o.gen) {
+			return true
+		}
+	}
+	return false
+}
+
+// movedPaths returns rel and every path the own directory moves recorded
+// since may have taken it to: starting at each move whose source holds rel,
+// that move and every later one applied in order (a later directory of the
+// same name is another directory, so each start is tried). Called with
+// ownMu held.
+func (w *Watcher) movedPaths(rel string) []string {
+	out := []string{rel}
+	for i := range w.moves {
+		if !underOrSame(rel, w.moves[i].from) {
+			continue
+		}
+		p := rel
+		for _, m := range w.moves[i:] {
+			if underOrSame(p, m.from) {
+				p = m.to + p[len(m.from):]
+			}
+		}
+		dup := false
+		for _, q := range out {
+			dup = dup || q == p
+		}
+		if !dup {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// underOrSame reports whether p is dir or lies below it.
+func underOrSame(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+// tsBefore reports whether a is strictly earlier than b.
+func tsBefore(a, b syscall.Timespec) bool {
+	return a.Sec < b.Sec || (a.Sec == b.Sec && a.Nsec < b.Nsec)
+}
+
+// dedupEvents merges events of the same path in a sorted slice.
+func dedupEvents(evs []Event) []Event {
+	out := evs[:0]
+	for _, ev := range evs {
+		if n := len(out); n > 0 && out[n-1].Path == ev.Path {
+			out[n-1].Op |= ev.Op
+			continue
+		}
+		out = append(out, ev)
+	}
+	return out
 }
 
 // sameStat reports whether b is still the state an own change left (a). A
@@ -523,6 +682,14 @@ func (w *Watcher) pruneOwn() {
 			delete(w.own, rel)
 		}
 	}
+	keep := w.moves[:0]
+	for _, m := range w.moves {
+		if now.Sub(m.at) <= ownTTL {
+			keep = append(keep, m)
+		}
+	}
+	clear(w.moves[len(keep):])
+	w.moves = keep
 }
 
 // Begin marks rel as being changed by the daemon itself and returns the
@@ -534,7 +701,7 @@ func (w *Watcher) Begin(rel string) (end func()) {
 	w.ownMu.Lock()
 	o := w.own[rel]
 	if o == nil {
-		o = &ownState{}
+		o = &ownState{rel: rel}
 		w.own[rel] = o
 	}
 	o.inflight++
@@ -543,19 +710,118 @@ func (w *Watcher) Begin(rel string) (end func()) {
 		w.ownMu.Lock()
 		o.inflight--
 		o.gen++
-		gen, last := o.gen, o.inflight == 0
+		gen, last, at := o.gen, o.inflight == 0, o.rel
 		w.ownMu.Unlock()
 		if !last {
 			return // the last concurrent change to end records the state
 		}
-		var st syscall.Stat_t
-		err := syscall.Lstat(w.abs(rel), &st)
-		w.ownMu.Lock()
-		if o.gen == gen && o.inflight == 0 {
-			o.recGen, o.exists, o.st, o.at = gen, err == nil, st, time.Now()
+		for {
+			var st syscall.Stat_t
+			err := syscall.Lstat(w.abs(at), &st)
+			w.ownMu.Lock()
+			if o.rel != at {
+				// An own directory move re-keyed the state meanwhile:
+				// record the path where the file is now.
+				at = o.rel
+				w.ownMu.Unlock()
+				continue
+			}
+			if o.gen == gen && o.inflight == 0 {
+				o.recGen, o.exists, o.st, o.at = gen, err == nil, st, time.Now()
+			}
+			w.ownMu.Unlock()
+			return
 		}
-		w.ownMu.Unlock()
 	}
+}
+
+// ownMove is one own rename of a directory (BeginMove): from and to are
+// workspace-relative, ref is a time no change made after the rename began
+// can have as its ctime (the scan rule of classify), at is when it was
+// recorded. watched: from lay in a watched subtree, so every change below
+// it before the move raised an event of its own.
+type ownMove struct {
+	from, to string
+	ref      syscall.Timespec
+	watched  bool
+	at       time.Time
+}
+
+// BeginMove brackets an own rename of from to to, like Begin on both
+// names, and returns the function that ends it; call it exactly once, after
+// the rename, with moved set when the rename succeeded (and was no
+// RENAME_EXCHANGE). When to is then a directory, the watcher records the
+// move before the brackets end: the own records of paths below from are
+// kept under their new paths, events that name the old paths are matched
+// there, and the scan of the moved directory does not report its entries
+// as external changes (classify). Safe for concurrent use.
+func (w *Watcher) BeginMove(from, to string) (end func(moved bool)) {
+	endFrom, endTo := w.Begin(from), w.Begin(to)
+	// ref: the kernel's coarse clock, which file timestamps never precede
+	// (multigrain timestamps are at least the coarse time), taken before
+	// the rename and floored to 2 s for filesystems that store coarser
+	// timestamps (FAT: 2 s); noteMove lowers it to the moved directory's
+	// own ctime for filesystems whose clock is not ours (NFS).
+	ref := moveRef()
+	return func(moved bool) {
+		if moved {
+			w.noteMove(from, to, ref)
+		}
+		endFrom()
+		endTo()
+	}
+}
+
+// moveRef is BeginMove's reference time (a variable for tests).
+var moveRef = func() syscall.Timespec {
+	var now unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &now) != nil {
+		return syscall.Timespec{} // no scan rule: every scanned entry is reported
+	}
+	return syscall.Timespec{Sec: now.Sec &^ 1}
+}
+
+// noteMove records an own move of the directory from to to (nothing when
+// to is not a directory: no path lies below a file). Called while both
+// names are bracketed, so no event below them is classified meanwhile.
+func (w *Watcher) noteMove(from, to string, ref syscall.Timespec) {
+	var st syscall.Stat_t
+	if syscall.Lstat(w.abs(to), &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return
+	}
+	if tsBefore(st.Ctim, ref) {
+		ref = st.Ctim
+	}
+	watched := true
+	w.mu.Lock()
+	for p := from; p != "." && p != "/" && p != ""; p = path.Dir(p) {
+		if w.unwatched[p] || w.cfg.Skip(p) {
+			watched = false
+		}
+	}
+	if w.unwatched[""] {
+		watched = false
+	}
+	w.mu.Unlock()
+	w.ownMu.Lock()
+	defer w.ownMu.Unlock()
+	moved := map[string]*ownState{}
+	for rel, o := range w.own {
+		if strings.HasPrefix(rel, to+"/") && o.inflight == 0 && o.recGen == o.gen {
+			delete(w.own, rel) // of what was there before: the move replaced it
+		}
+	}
+	for rel, o := range w.own {
+		if strings.HasPrefix(rel, from+"/") {
+			moved[to+rel[len(from):]] = o
+			delete(w.own, rel)
+		}
+	}
+	for rel, o := range moved {
+		o.rel = rel
+		w.own[rel] = o
+	}
+	w.moves = append(w.moves, ownMove{from: from, to: to, ref: ref, watched: watched, at: time.Now()})
 }
 
 // Overflow handles lost events: it reports them through OnOverflow and walks
