@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -91,6 +92,22 @@ type Compressor struct {
 	flush FlushFunc
 	hook  commitHook // tests only: called inside the commit transaction
 	locks sync.Map   // session id -> *sync.Mutex
+
+	// runs, compacted, noops and failures count Compact's outcomes
+	// (RunStats), for .rubino/metrics.
+	runs, compacted, noops, failures atomic.Uint64
+}
+
+// RunStats count Compact calls since the compressor was built: every call
+// (Runs) ends compacted, as a no-op (a Reason), or failed (an error). Each
+// is monotonic. Safe for concurrent use.
+type RunStats struct {
+	Runs, Compacted, Noops, Failures uint64
+}
+
+// RunStats returns the counters.
+func (c *Compressor) RunStats() RunStats {
+	return RunStats{Runs: c.runs.Load(), Compacted: c.compacted.Load(), Noops: c.noops.Load(), Failures: c.failures.Load()}
 }
 
 // NewCompressor returns a compressor over store with cfg (defaults filled
@@ -274,6 +291,14 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 	res := Result{Forced: force, Time: start.UTC()}
 	done := func(r Result, err error) (Result, error) {
 		r.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+		switch c.runs.Add(1); {
+		case err != nil:
+			c.failures.Add(1)
+		case r.Compacted:
+			c.compacted.Add(1)
+		default:
+			c.noops.Add(1)
+		}
 		return r, err
 	}
 	// #352: resolve a short id to the full id before any message lookup,

@@ -91,7 +91,18 @@ func Open(stateDir string, logger *log.Logger) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	var store *Store
+	return OpenWith(stateDir, cfg, logger)
+}
+
+// OpenWith is Open with cfg (already through WithDefaults and Validate, as
+// ParseConfig returns it) instead of the config file: the CLI merges
+// compact.json with its TOML config (package config) and passes the result.
+// Errors: a store that cannot be opened, a config the compressor refuses.
+func OpenWith(stateDir string, cfg Config, logger *log.Logger) (*Service, error) {
+	var (
+		store *Store
+		err   error
+	)
 	if stateDir == "" {
 		store, err = OpenTempStore()
 	} else {
@@ -189,7 +200,14 @@ func ParseSessionOptions(spec []byte) (SessionOptions, error) {
 	return o, o.Validate()
 }
 
+// maxOptionsSpec bounds one write to new, in bytes: the options are four
+// short fields.
+const maxOptionsSpec = 4 << 10
+
 func (s *Service) cloneNew(_ ctltree.Caller, spec []byte) (string, error) {
+	if len(spec) > maxOptionsSpec {
+		return "", ctltree.Errorf(syscall.EFBIG, "options of %d bytes exceed the limit of %d bytes", len(spec), maxOptionsSpec)
+	}
 	opts, err := ParseSessionOptions(spec)
 	if err != nil {
 		return "", ctltree.Errorf(syscall.EINVAL, "%v", err)
@@ -333,17 +351,34 @@ func (s *Service) readStatus(id string) ([]byte, error) {
 	return append(b, '\n'), err
 }
 
+// maxCtlCommand bounds one write to sessions/ID/ctl, in bytes.
+const maxCtlCommand = 64
+
+// ParseCtlCommand parses a write to sessions/ID/ctl: "compact" (force
+// false) or "force" (force true), surrounding white space ignored. Errors
+// are *ctltree.Error: EFBIG over maxCtlCommand bytes, EINVAL naming the
+// unknown command (clipped to 40 bytes) otherwise.
+func ParseCtlCommand(cmd []byte) (force bool, err error) {
+	if len(cmd) > maxCtlCommand {
+		return false, ctltree.Errorf(syscall.EFBIG, "ctl command of %d bytes exceeds the limit of %d bytes: want compact or force", len(cmd), maxCtlCommand)
+	}
+	switch c := strings.TrimSpace(string(cmd)); c {
+	case "compact":
+		return false, nil
+	case "force":
+		return true, nil
+	default:
+		return false, ctltree.Errorf(syscall.EINVAL, "unknown command %q: want compact or force", clip(c, 40))
+	}
+}
+
 // writeCtl runs "compact" (automatic: skipped when thrashing) or "force".
 // A no-op succeeds (the result says why); a failure returns its errno and
 // is recorded in the result too.
 func (s *Service) writeCtl(id string, cmd []byte) error {
-	var force bool
-	switch c := strings.TrimSpace(string(cmd)); c {
-	case "compact":
-	case "force":
-		force = true
-	default:
-		return ctltree.Errorf(syscall.EINVAL, "unknown command %q: want compact or force", clip(c, 40))
+	force, err := ParseCtlCommand(cmd)
+	if err != nil {
+		return err
 	}
 	res, err := s.comp.Compact(s.ctx, id, force)
 	if err != nil {

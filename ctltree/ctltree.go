@@ -31,7 +31,18 @@ import (
 // MaxWrite is the largest single write(2) a control file accepts, in bytes.
 // A larger write fails with EFBIG before any handler runs, so oversized input
 // is refused as a whole and never half-applied.
+//
+// The mount's max_write is the same 1 MiB, so one write(2) of up to MaxWrite
+// bytes reaches a handler as one piece; the kernel splits a larger write(2)
+// into pieces of at most 1 MiB, and each piece is judged on its own (the
+// parsers' own limits, all smaller, refuse an oversized command).
 const MaxWrite = 1 << 20
+
+// MaxLine is the longest line an Append file accepts, in bytes, counting a
+// partial line carried over from earlier writes on the same handle. A
+// longer line fails with EFBIG; the handle's partial line is dropped and
+// nothing of it reaches the handler.
+const MaxLine = MaxWrite
 
 // Caller identifies who issued a control-file operation. fusefs fills it from
 // the FUSE request header (pid, uid, gid) and resolves the session.
@@ -144,7 +155,21 @@ const (
 	// Clone files pass the first write(2) as a spec to Clone; the returned id
 	// is what the same handle reads from then on ("ID\n").
 	Clone
+	// Stream files are read-only feeds: each open handle gets its own Feed
+	// from Open (the access log); reads block until the feed has data and
+	// ignore the offset; writes are refused with EACCES.
+	Stream
 )
+
+// Feed is one open handle of a Stream file.
+type Feed interface {
+	// Read blocks until the feed has data, ctx is done (the caller was
+	// interrupted: ctx.Err()) or the feed ended (io.EOF), then copies whole
+	// lines into p (a line longer than p is cut; the rest comes next).
+	Read(ctx context.Context, p []byte) (int, error)
+	// Close ends the feed (the handle was released); a blocked Read returns.
+	Close()
+}
 
 // File is a virtual file. Read renders its content; it is called once per
 // open handle (at the first read) and the handle serves that snapshot, so a
@@ -152,9 +177,9 @@ const (
 // inside Read until ctx is done.
 type File struct {
 	Kind Kind
-	// Mode is the permission bits shown (default 0444 for ReadOnly, 0666
-	// otherwise). Authorisation is by Caller inside the handlers, never by
-	// mode bits alone.
+	// Mode is the permission bits shown (default 0444 for ReadOnly and
+	// Stream, 0666 otherwise). Authorisation is by Caller inside the
+	// handlers, never by mode bits alone.
 	Mode uint32
 	// Read returns the content. nil means an empty file.
 	Read func(ctx context.Context, c Caller) ([]byte, error)
@@ -164,6 +189,8 @@ type File struct {
 	Write func(c Caller, cmd []byte) error
 	// Clone creates an object from spec and returns its id, for Clone files.
 	Clone func(c Caller, spec []byte) (string, error)
+	// Open starts a handle's feed, for Stream files.
+	Open func(c Caller) (Feed, error)
 }
 
 func (*File) ctlNode() {}

@@ -390,6 +390,10 @@ func (rn *Runner) ctl(c ctltree.Caller, id string, b []byte) error {
 	if err != nil {
 		return ctlErr(err)
 	}
+	if (cmd.Verb == VerbSteer || cmd.Verb == VerbProbe) && t.Queued >= MaxQueuedNotes {
+		// EAGAIN: the queue is full until the task drains its inbox.
+		return ctltree.Errorf(syscall.EAGAIN, "task %s has %d undrained notes (the limit is %d): wait until it reads its inbox", id, t.Queued, MaxQueuedNotes)
+	}
 	switch cmd.Verb {
 	case VerbStop:
 		if err := rn.mayAct(c, id, "stop"); err != nil {

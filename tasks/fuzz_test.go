@@ -132,3 +132,52 @@ func FuzzParseAsk(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseActivity(f *testing.F) {
+	for _, s := range []string{
+		"started bash make test", "finished bash", "started", "finished   ", "ran x", "", "started \x00",
+		"started \xff", "started " + strings.Repeat("é", 300), "\tstarted\tx",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		started, text, err := ParseActivity(line)
+		if err != nil {
+			wantParseErrno(t, err)
+			return
+		}
+		if text == "" || len(text) > OutputTailLineMax+len("…") || !utf8.ValidString(text) || strings.IndexByte(text, 0) >= 0 {
+			t.Fatalf("text %q", text)
+		}
+		verb := "finished"
+		if started {
+			verb = "started"
+		}
+		if len(text) <= OutputTailLineMax && !strings.ContainsAny(text, "\n\r") {
+			if s2, t2, err := ParseActivity(verb + " " + text); err != nil || s2 != started || t2 != text {
+				t.Fatalf("round trip %q: %v %q %v", text, s2, t2, err)
+			}
+		}
+	})
+}
+
+// FuzzValidID: an accepted task id is a decimal number without a leading
+// zero, so never a path element other than itself.
+func FuzzValidID(f *testing.F) {
+	for _, s := range []string{"1", "42", "0", "01", "..", "1/2", "", "9999999999999999999", "99999999999999999999", "-1", "1\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !ValidID(s) {
+			return
+		}
+		if s == "" || s[0] == '0' || len(s) > 19 {
+			t.Fatalf("accepted %q", s)
+		}
+		for _, c := range s {
+			if c < '0' || c > '9' {
+				t.Fatalf("accepted %q", s)
+			}
+		}
+	})
+}

@@ -20,6 +20,13 @@ const (
 	MaxResult   = 64 << 10 // a result a task writes
 )
 
+// MaxQueuedNotes bounds a task's steer queue (steer notes and probes not yet
+// drained through its inbox), in entries. A steer or probe beyond it fails
+// with EAGAIN ("Resource temporarily unavailable") until the task drains
+// its inbox. The check runs before the note is queued, so concurrent
+// writers may overshoot it by the number of FUSE requests in flight.
+const MaxQueuedNotes = 256
+
 // ErrTooLarge is returned by the parsers for input over its limit.
 // Control-file callers see EFBIG.
 var ErrTooLarge = errors.New("input too large")
