@@ -5,9 +5,11 @@
 package daemon
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -40,6 +42,11 @@ type Config struct {
 	GuardIgnored bool
 	// AllowUnregistered leaves callers outside any session unguarded.
 	AllowUnregistered bool
+	// Unlink is the guard's unlink policy (guard.unlink, --unlink; default
+	// guard.UnlinkGuard) and Errno what a refused caller gets (guard.errno,
+	// --errno; 0 means EACCES). See guard.Config.
+	Unlink guard.UnlinkPolicy
+	Errno  syscall.Errno
 	// Options are FUSE -o options.
 	Options []string
 	// StateDir holds logs, the read-state file and the compaction store.
@@ -62,11 +69,27 @@ type Config struct {
 	// next mount (a record whose file changed is dropped). Sessions whose
 	// root process is still alive are re-registered.
 	PersistReads bool
+	// SaveInterval is how often, with PersistReads, the read state is
+	// checkpointed to StateDir/reads.json while mounted, when it changed
+	// since the last save: a daemon killed with SIGKILL restarts with the
+	// records of its last checkpoint (revalidated by hash like any other).
+	// 0 means DefaultSaveInterval; negative saves only at unmount. A
+	// failed save (a full or read-only state directory) is logged once per
+	// distinct error and shown in .rubino/status under "state"; the guard
+	// keeps deciding from memory.
+	SaveInterval time.Duration
+	// WatchProgress, if set, is the watcher's initial-walk progress
+	// callback (watcher.Config.OnProgress): directories watched so far.
+	WatchProgress func(dirs int, done bool)
 	// MaxWatches limits the inotify watches (0: the kernel's limit).
 	MaxWatches int
 	Debug      bool
 	Version    string
 	Logger     *log.Logger
+	// Slog is the structured logger (the CLI's --log-format, --log-level);
+	// guard refusals are logged through it with the fields session, pid,
+	// comm, op, path and code. Either logger may be nil: see setupLoggers.
+	Slog *slog.Logger
 
 	// Agents configures .rubino/agents (package tasks): the caps
 	// (max_depth 2, max_children_per_node 3, max_concurrent_total 8 by
@@ -74,7 +97,15 @@ type Config struct {
 	// come from StateDir/agents.json ($RUBINOFS_AGENTS_CONFIG), then the
 	// defaults; Mount, Logger and Sessions are set by Start.
 	Agents tasks.Config
+
+	// Compact, when non-nil, is the compaction config (through WithDefaults
+	// and Validate) and replaces StateDir/compact.json: the CLI merges that
+	// file with its TOML config (package config) and passes the result.
+	Compact *compact.Config
 }
+
+// DefaultSaveInterval is Config.SaveInterval's default.
+const DefaultSaveInterval = 30 * time.Second
 
 // Daemon is one running mount.
 type Daemon struct {
@@ -97,6 +128,13 @@ type Daemon struct {
 	closeErr  error
 	done      chan struct{}
 
+	// stopDetach ends the watch for a lazy detach (fusefs.WatchDetach);
+	// stopSaves ends the checkpoint loop and waits for it.
+	stopDetach func()
+	stopSaves  chan struct{}
+	savesDone  chan struct{}
+	state      stateHealth
+
 	// Tasks runs background subagents and serves .rubino/agents; Close
 	// stops every task (CancelAll) before unmounting.
 	Tasks *tasks.Runner
@@ -104,9 +142,7 @@ type Daemon struct {
 
 // Start builds and mounts. The mount answers when Start returns.
 func Start(cfg Config) (*Daemon, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = log.New(os.Stderr, "rubinofs: ", log.LstdFlags)
-	}
+	setupLoggers(&cfg) // observe.go
 	ws, err := filepath.Abs(cfg.Workspace)
 	if err != nil {
 		return nil, err
@@ -146,7 +182,8 @@ func Start(cfg Config) (*Daemon, error) {
 		d.rootFd = fd
 		backing = fmt.Sprintf("/proc/self/fd/%d", fd)
 	}
-	d.Guard = guard.New(guard.Config{Mode: cfg.Mode, Granularity: timestampGranularity(backing)})
+	d.Guard = guard.New(guard.Config{Mode: cfg.Mode, Unlink: cfg.Unlink, Errno: cfg.Errno, Granularity: timestampGranularity(backing),
+		OnDenial: denialLogger(cfg.Slog)})
 	matcher, err := ignore.New(backing, cfg.Exempt, cfg.GuardIgnored)
 	if err != nil {
 		d.closeFd()
@@ -184,7 +221,12 @@ func Start(cfg Config) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	if d.Compact, err = compact.Open(cfg.StateDir, cfg.Logger); err != nil {
+	if cfg.Compact != nil {
+		d.Compact, err = compact.OpenWith(cfg.StateDir, *cfg.Compact, cfg.Logger)
+	} else {
+		d.Compact, err = compact.Open(cfg.StateDir, cfg.Logger)
+	}
+	if err != nil {
 		d.stopWatcher()
 		d.closeFd()
 		return nil, fmt.Errorf("compaction: %w", err)
@@ -201,6 +243,7 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	d.FS.AddCtl(ctltree.Entry{Name: "agents", Node: d.Tasks.Node()})
 	d.FS.AddStatus(func() (string, any) { return "agents", d.Tasks.Stats() })
+	d.registerMetrics() // observe.go: watcher, tasks, compactions in .rubino/metrics
 	timeout := cfg.CacheTimeout
 	d.server, err = d.FS.Mount(cfg.Mountpoint, fusefs.MountOptions{
 		Options:         cfg.Options,
@@ -223,7 +266,102 @@ func Start(cfg Config) (*Daemon, error) {
 		d.Tasks.CancelAll() // unmounted from outside: no task outlives the mount
 		close(d.done)
 	}()
+	// A lazy unmount (`rubinofs unmount --lazy`, umount -l) takes the mount
+	// out of the namespace but the server runs on while anything still
+	// holds it: stop the tasks at once, since their working directories
+	// are in the mount and would keep it (and this daemon) alive; files
+	// held by other processes are served until they are closed.
+	if stop, err := fusefs.WatchDetach(cfg.Mountpoint, func() {
+		cfg.Logger.Printf("%s was detached: stopping tasks; open files are served until they are closed", cfg.Mountpoint)
+		d.Tasks.CancelAll()
+		d.FS.CloseStreams()
+	}); err != nil {
+		cfg.Logger.Printf("not watching for a lazy unmount: %v", err)
+	} else {
+		d.stopDetach = stop
+	}
+	if cfg.StateDir != "" {
+		d.state.dir = cfg.StateDir
+		d.FS.AddStatus(func() (string, any) { return "state", d.state.snapshot() })
+	}
+	if cfg.PersistReads && cfg.StateDir != "" && cfg.SaveInterval >= 0 {
+		interval := cfg.SaveInterval
+		if interval == 0 {
+			interval = DefaultSaveInterval
+		}
+		d.stopSaves, d.savesDone = make(chan struct{}), make(chan struct{})
+		go d.checkpoints(interval)
+	}
 	return d, nil
+}
+
+// stateHealth is what .rubino/status shows under "state": the state
+// directory and how saving the read state into it went.
+type stateHealth struct {
+	mu        sync.Mutex
+	dir       string
+	saves     uint64
+	lastSave  time.Time
+	failures  uint64
+	lastErr   string
+	lastErrAt time.Time
+}
+
+// note records the outcome of one save and reports whether err is new
+// (differs from the last failure, or follows a success), so it is logged
+// once rather than at every checkpoint.
+func (s *stateHealth) note(err error) (newErr bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		s.saves++
+		s.lastSave = time.Now()
+		s.lastErr = ""
+		return false
+	}
+	s.failures++
+	newErr = s.lastErr != err.Error()
+	s.lastErr, s.lastErrAt = err.Error(), time.Now()
+	return newErr
+}
+
+func (s *stateHealth) snapshot() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := map[string]any{"dir": s.dir, "saves": s.saves, "save_failures": s.failures}
+	if !s.lastSave.IsZero() {
+		m["last_save"] = s.lastSave.UTC().Format(time.RFC3339Nano)
+	}
+	if s.lastErr != "" {
+		m["last_error"] = s.lastErr
+		m["last_error_time"] = s.lastErrAt.UTC().Format(time.RFC3339Nano)
+	}
+	return m
+}
+
+// checkpoints saves the read state every interval when it changed (by the
+// guard's counters and the session count) until stopSaves closes. A failed
+// save is retried at the next tick.
+func (d *Daemon) checkpoints(interval time.Duration) {
+	defer close(d.savesDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var last [3]uint64
+	for {
+		select {
+		case <-d.stopSaves:
+			return
+		case <-t.C:
+		}
+		c := d.Guard.Counts()
+		sig := [3]uint64{c.Reads, c.Writes, uint64(c.Sessions)<<32 | uint64(len(d.Sessions.Live()))}
+		if sig == last {
+			continue
+		}
+		if d.saveReads() == nil {
+			last = sig
+		}
+	}
 }
 
 // Done is closed when the server has stopped (unmounted by us or by
@@ -243,6 +381,14 @@ func (d *Daemon) Close() error {
 		// Stop every task and kill its process group first, so none keeps
 		// the mount busy or outlives it.
 		d.Tasks.CancelAll()
+		d.FS.CloseStreams() // access-log readers get end-of-file and release the mount
+		if d.stopDetach != nil {
+			d.stopDetach()
+		}
+		if d.stopSaves != nil {
+			close(d.stopSaves)
+			<-d.savesDone
+		}
 		select {
 		case <-d.done:
 		default:
@@ -303,12 +449,21 @@ func (d *Daemon) loadReads() {
 	d.cfg.Logger.Printf("read state: kept %d records, dropped %d changed or gone; %d of %d sessions still live", kept, dropped, restored, len(roots))
 }
 
-// saveReads writes the read state atomically (temp file, rename).
-func (d *Daemon) saveReads() {
+// saveReads writes the read state atomically and durably (temp file,
+// fsync, rename): a failure leaves the previous reads.json as it was. The
+// outcome goes to .rubino/status ("state"); a new failure is logged.
+func (d *Daemon) saveReads() error {
 	tmp := d.readsFile() + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err == nil {
-		err = d.Guard.Save(f, d.Sessions.Live())
+		bw := bufio.NewWriter(f)
+		err = d.Guard.Save(bw, d.Sessions.Live())
+		if err == nil {
+			err = bw.Flush()
+		}
+		if err == nil {
+			err = f.Sync() // ENOSPC and EIO may only show here
+		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -318,8 +473,12 @@ func (d *Daemon) saveReads() {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		d.cfg.Logger.Printf("saving read state: %v", err)
+		err = fmt.Errorf("saving read state: %w", err)
 	}
+	if d.state.note(err) {
+		d.cfg.Logger.Printf("%v (the guard keeps deciding from memory; retrying while the state changes)", err)
+	}
+	return err
 }
 
 // timestampGranularity returns the timestamp granularity the hash cache's
@@ -373,6 +532,7 @@ func (d *Daemon) startWatcher(backing string, matcher *ignore.Matcher) error {
 		OnEvents:    func(evs []watcher.Event) { invalidateIgnores(matcher, evs); inv.Events(evs) },
 		OnOverflow:  func() { matcher.Invalidate(""); inv.Overflow() },
 		OnUnwatched: inv.Unwatched,
+		OnProgress:  cfg.WatchProgress,
 		Logger:      cfg.Logger,
 	})
 	if err != nil {
@@ -380,6 +540,7 @@ func (d *Daemon) startWatcher(backing string, matcher *ignore.Matcher) error {
 		return fmt.Errorf("watcher: %w", err)
 	}
 	inv.SetOwnTracker(w.Begin)
+	inv.SetMoveTracker(w.BeginMove)
 	d.FS.AddStatus(func() (string, any) {
 		st, ws := inv.Stats(), w.Stats()
 		st["watches"], st["events"], st["external_events"] = ws.Watches, ws.Events, ws.External
@@ -410,6 +571,9 @@ func (d *Daemon) stopWatcher() {
 }
 
 func (d *Daemon) closeFd() {
+	if d.FS != nil {
+		d.FS.Close() // the backing root descriptor; the server has stopped
+	}
 	if d.rootFd >= 0 {
 		syscall.Close(d.rootFd)
 		d.rootFd = -1

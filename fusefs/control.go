@@ -23,6 +23,10 @@ errors file keeps the last %d failures of every caller.
   README           this file
   status           JSON: version, workspace, mode, uptime, counters, watcher
   errors           JSON lines: {time, session, pid, path, errno, message}
+  metrics          Prometheus text format: FUSE ops and latencies, guard
+                   decisions, hash cache, watcher, tasks, compactions
+  accesslog        one line per FUSE operation, streamed to each reader
+                   (cat it; "#" heartbeat lines when idle)
   guard/denials    JSON lines of refused (or, in warn mode, would-be refused)
                    mutations: {time, session, pid, comm, op, path, code, message}
   guard/tracked    the caller's session's read records: path, state, hash
@@ -37,6 +41,8 @@ func (f *FS) buildControlTree() *ctltree.Dir {
 		ctltree.Entry{Name: "README", Node: ctltree.Static(fmt.Sprintf(controlReadme, maxCtlErrors))},
 		ctltree.Entry{Name: "status", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readStatus}},
 		ctltree.Entry{Name: "errors", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readErrors}},
+		ctltree.Entry{Name: "metrics", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readMetrics}},   // metrics.go
+		ctltree.Entry{Name: "accesslog", Node: &ctltree.File{Kind: ctltree.Stream, Open: f.openAccessLog}}, // accesslog.go
 		ctltree.Entry{Name: "guard", Node: ctltree.NewDir(
 			ctltree.Entry{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenials("")}},
 			ctltree.Entry{Name: "tracked", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readTracked}},

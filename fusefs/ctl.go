@@ -17,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -28,6 +29,10 @@ import (
 // ctlDirName is the control tree's name at the mount root.
 const ctlDirName = ".rubino"
 
+// ctlNameMax is the longest name looked up in the control tree, in bytes:
+// NAME_MAX, as on the backing file systems.
+const ctlNameMax = 255
+
 // ctlCacheTimeout is the kernel entry/attribute timeout of control nodes.
 // Their content and existence change at any time. Zero would mean "use the
 // mount's default" to go-fuse, so it is the smallest non-zero duration.
@@ -35,18 +40,14 @@ const ctlCacheTimeout = time.Nanosecond
 
 // ctlIno returns the stable inode number of a control-tree path. They live
 // in the upper half of the 63-bit space, away from backing inode numbers and
-// from go-fuse's automatic numbers (2^63 and up).
+// from go-fuse's automatic numbers (2^63 and up). The number is a pure
+// function of the path (FNV-1a), so nothing is remembered per path: a
+// caller looking up endless distinct names that resolve (compact session id
+// prefixes in any letter case) cannot grow the daemon's memory.
 func (f *FS) ctlIno(path string) uint64 {
-	f.ctlInoMu.Lock()
-	defer f.ctlInoMu.Unlock()
-	if ino, ok := f.ctlInos[path]; ok {
-		return ino
-	}
 	h := fnv.New64a()
 	h.Write([]byte(path))
-	ino := (h.Sum64() >> 2) | 1<<62
-	f.ctlInos[path] = ino
-	return ino
+	return (h.Sum64() >> 2) | 1<<62
 }
 
 // ctlCaller converts a FUSE caller for ctltree handlers.
@@ -123,7 +124,7 @@ func (n *ctlNode) fill(node ctltree.Node, a *fuse.Attr) uint32 {
 		perm := v.Mode
 		if perm == 0 {
 			perm = 0666
-			if v.Kind == ctltree.ReadOnly {
+			if v.Kind == ctltree.ReadOnly || v.Kind == ctltree.Stream {
 				perm = 0444
 			}
 		}
@@ -152,7 +153,7 @@ func (n *ctlNode) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAtt
 	if !ok {
 		return syscall.EACCES
 	}
-	if sz, ok := in.GetSize(); ok && (sz != 0 || f.Kind == ctltree.ReadOnly) {
+	if sz, ok := in.GetSize(); ok && (sz != 0 || f.Kind == ctltree.ReadOnly || f.Kind == ctltree.Stream) {
 		return syscall.EACCES
 	}
 	if _, ok := in.GetMode(); ok {
@@ -166,6 +167,11 @@ func (n *ctlNode) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAtt
 
 // Lookup resolves a child of a control directory.
 func (n *ctlNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if len(name) > ctlNameMax {
+		// ENAMETOOLONG, as the backing file system answers for the same
+		// name: no control-tree name is that long.
+		return nil, syscall.ENAMETOOLONG
+	}
 	node, c := n.resolve(ctx)
 	d, ok := node.(*ctltree.Dir)
 	if !ok {
@@ -176,6 +182,27 @@ func (n *ctlNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return nil, syscall.ENOENT
 	}
 	return n.fs.ctlChild(ctx, n.EmbeddedInode(), n.elems, name, child, out)
+}
+
+// Unlink refuses to remove a control file with EPERM. Without it go-fuse
+// would report success for a node that has no Unlink and drop the child
+// from its inode tree, so `rm .rubino/README` would "succeed".
+func (n *ctlNode) Unlink(ctx context.Context, name string) syscall.Errno {
+	return n.refuseRemove(ctx, name)
+}
+
+// Rmdir refuses to remove a control directory with EPERM (see Unlink).
+func (n *ctlNode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return n.refuseRemove(ctx, name)
+}
+
+func (n *ctlNode) refuseRemove(ctx context.Context, name string) syscall.Errno {
+	c := n.caller(ctx)
+	// EPERM: the control tree is virtual; its entries come and go with the
+	// objects they describe (end a session, stop a task), never by unlink.
+	n.fs.recordCtlError(c, append(append([]string{}, n.elems...), name), syscall.EPERM,
+		"control-tree entries cannot be removed: end a session or stop a task through its ctl file")
+	return syscall.EPERM
 }
 
 // Readdir lists a control directory.
@@ -221,9 +248,12 @@ func (n *ctlNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 		}
 		return nil, 0, syscall.EISDIR
 	}
-	if flags&syscall.O_ACCMODE != syscall.O_RDONLY && f.Kind == ctltree.ReadOnly {
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY && (f.Kind == ctltree.ReadOnly || f.Kind == ctltree.Stream) {
 		n.fs.recordCtlError(c, n.elems, syscall.EACCES, "read-only control file")
 		return nil, 0, syscall.EACCES
+	}
+	if f.Kind == ctltree.Stream {
+		return n.fs.openStream(n.elems, f, c) // ctl_stream.go
 	}
 	return &ctlHandle{fs: n.fs, elems: n.elems, file: f, caller: c}, fuse.FOPEN_DIRECT_IO, 0
 }
@@ -298,8 +328,8 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 // its errno.
 func (h *ctlHandle) fail(err error) syscall.Errno {
 	errno := ctltree.ErrnoOf(err)
-	h.errMsg = err.Error()
-	h.fs.recordCtlError(h.caller, h.elems, errno, err.Error())
+	h.errMsg = clipReason(err.Error())
+	h.fs.recordCtlError(h.caller, h.elems, errno, h.errMsg)
 	return errno
 }
 
@@ -308,9 +338,17 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.errMsg = ""
-	if len(data)+len(h.pending) > ctltree.MaxWrite {
+	// EFBIG ("File too large") for oversized input: the write is refused as
+	// a whole before any handler runs, so nothing of it is applied.
+	if len(data) > ctltree.MaxWrite {
 		h.pending = nil
 		return 0, h.fail(ctltree.Errorf(syscall.EFBIG, "write of %d bytes exceeds the control-file limit of %d bytes", len(data), ctltree.MaxWrite))
+	}
+	if h.file.Kind == ctltree.Append && len(h.pending) > 0 {
+		if i := bytes.IndexByte(data, '\n'); (i < 0 && len(h.pending)+len(data) > ctltree.MaxLine) || i > ctltree.MaxLine-len(h.pending) {
+			h.pending = nil
+			return 0, h.fail(ctltree.Errorf(syscall.EFBIG, "line longer than the control-file limit of %d bytes (carried over from earlier writes)", ctltree.MaxLine))
+		}
 	}
 	var err error
 	switch h.file.Kind {
@@ -322,6 +360,9 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 		i := bytes.LastIndexByte(buf, '\n')
 		if i >= 0 {
 			err = h.file.Append(h.caller, buf[:i+1])
+		}
+		if err == nil && len(buf)-(i+1) > ctltree.MaxLine {
+			err = ctltree.Errorf(syscall.EFBIG, "line longer than the control-file limit of %d bytes", ctltree.MaxLine)
 		}
 		if err == nil {
 			h.pending = append([]byte(nil), buf[i+1:]...)
@@ -373,14 +414,42 @@ type ctlErrorRecord struct {
 	Message string    `json:"message"`
 }
 
-// maxCtlErrors bounds /.rubino/errors.
+// maxCtlErrors bounds /.rubino/errors, in entries: the oldest entry is
+// dropped first (a FIFO ring).
 const maxCtlErrors = 256
 
+// maxCtlReason bounds one readable reason, in bytes, as the handle's
+// "error: REASON" line and as an entry of /.rubino/errors, so a hostile
+// input quoted in a reason cannot grow either (at most maxCtlErrors *
+// maxCtlReason bytes of reasons are ever held).
+const maxCtlReason = 1024
+
+// clipReason cuts a reason to maxCtlReason bytes on a UTF-8 boundary and
+// folds its newlines, so it stays one line of the handle and of the log.
+func clipReason(s string) string {
+	if len(s) > 2*maxCtlReason {
+		s = s[:2*maxCtlReason] // bound the folding below
+	}
+	s = strings.NewReplacer("\n", "\\n", "\r", "\\r").Replace(s)
+	if len(s) > maxCtlReason {
+		n := maxCtlReason
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n] + "…"
+	}
+	return s
+}
+
+// recordCtlError appends one failure to /.rubino/errors (msg is clipped to
+// maxCtlReason bytes; the log keeps the last maxCtlErrors entries). Safe
+// for concurrent use.
 func (f *FS) recordCtlError(c ctltree.Caller, elems []string, errno syscall.Errno, msg string) {
+	msg = clipReason(msg)
 	f.errMu.Lock()
 	defer f.errMu.Unlock()
 	if len(f.errors) >= maxCtlErrors {
-		f.errors = append(f.errors[:0], f.errors[1:]...)
+		f.errors = append(f.errors[:0], f.errors[len(f.errors)-maxCtlErrors+1:]...)
 	}
 	f.errors = append(f.errors, ctlErrorRecord{Time: time.Now(), Session: c.Session, Pid: c.Pid,
 		Path: ctlDirName + "/" + strings.Join(elems, "/"), Errno: errnoName(errno), Message: msg})

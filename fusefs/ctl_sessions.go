@@ -23,6 +23,7 @@ package fusefs
 //     would share its reads): EEXIST.
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -31,6 +32,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
@@ -100,45 +102,121 @@ func (f *FS) AttachSessions(reg SessionRegistry) {
 	}
 }
 
-// maxSessionSpec bounds a registration spec, in bytes.
-const maxSessionSpec = 4096
+// Limits of the session control files.
+const (
+	// maxSessionSpec bounds one sessions/clone write, in bytes; a longer
+	// spec fails with EFBIG.
+	maxSessionSpec = 64 << 10
+	// maxSessionCmd bounds the cmd field kept for display, in bytes; a
+	// longer command line (rubinofs run passes its argv) is clipped, never
+	// refused.
+	maxSessionCmd = 4 << 10
+	// maxSessionCommand bounds one sessions/ctl write, in bytes; a longer
+	// command fails with EFBIG.
+	maxSessionCommand = 1 << 10
+	// MaxSessions bounds the live sessions, in entries: a registration
+	// beyond it fails with EAGAIN until one ends. Each live session holds a
+	// pidfd and a goroutine in the daemon.
+	MaxSessions = 1024
+)
 
-// registerSession parses "name=NAME pid=PID cmd=COMMAND" (cmd takes the rest
-// of the line) and registers the session.
-func (f *FS) registerSession(reg SessionRegistry, c ctltree.Caller, spec []byte) (string, error) {
+// sessionSpec is a parsed sessions/clone write.
+type sessionSpec struct {
+	Name string // "" for a generated name
+	Pid  uint32 // 0 for the caller's own pid
+	Cmd  string // display only, at most maxSessionCmd bytes
+}
+
+// String renders the spec in the form parseSessionSpec accepts.
+func (s sessionSpec) String() string {
+	var parts []string
+	if s.Pid != 0 {
+		parts = append(parts, "pid="+strconv.FormatUint(uint64(s.Pid), 10))
+	}
+	if s.Name != "" {
+		parts = append(parts, "name="+s.Name)
+	}
+	if s.Cmd != "" {
+		parts = append(parts, "cmd="+s.Cmd)
+	}
+	return strings.Join(parts, " ")
+}
+
+// parseSessionSpec parses "name=NAME pid=PID cmd=COMMAND": space-separated
+// key=value fields, each at most once and each optional; cmd takes the rest
+// of the input (it may hold spaces and newlines) and is clipped to
+// maxSessionCmd bytes. A name must pass guard.ValidSessionName and not be
+// reserved for tasks. Errors are *ctltree.Error: EFBIG over maxSessionSpec;
+// EPERM for a reserved name; EINVAL (with the reason) for anything else
+// malformed, NUL bytes and invalid UTF-8 included.
+func parseSessionSpec(spec []byte) (sessionSpec, error) {
+	var out sessionSpec
 	if len(spec) > maxSessionSpec {
-		return "", ctltree.Errorf(syscall.EINVAL, "session spec longer than %d bytes", maxSessionSpec)
+		return out, ctltree.Errorf(syscall.EFBIG, "session spec of %d bytes exceeds the limit of %d bytes", len(spec), maxSessionSpec)
+	}
+	if !utf8.Valid(spec) || bytes.IndexByte(spec, 0) >= 0 {
+		return out, ctltree.Errorf(syscall.EINVAL, "session spec is not UTF-8 text without NUL bytes")
 	}
 	line := strings.TrimSpace(string(spec))
-	var name, cmd string
-	var pid uint32
+	seen := map[string]bool{}
 	for line != "" {
 		var field string
 		if strings.HasPrefix(line, "cmd=") {
 			field, line = line, ""
 		} else {
 			field, line, _ = strings.Cut(line, " ")
-			line = strings.TrimSpace(line)
+			line = strings.TrimLeft(line, " \t\r\n")
 		}
 		k, v, ok := strings.Cut(field, "=")
 		if !ok {
-			return "", ctltree.Errorf(syscall.EINVAL, "malformed field %q: want key=value (name, pid, cmd)", field)
+			return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "malformed field %q: want key=value (name, pid, cmd)", clipReason(field))
 		}
+		if seen[k] {
+			return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "field %q given twice", clipReason(k))
+		}
+		seen[k] = true
 		switch k {
 		case "name":
-			name = v
+			if err := guard.ValidSessionName(v); err != nil {
+				return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "%v", err)
+			}
+			if err := reservedName(v); err != nil {
+				return sessionSpec{}, err
+			}
+			out.Name = v
 		case "pid":
 			n, err := strconv.ParseUint(v, 10, 32)
 			if err != nil || n == 0 {
-				return "", ctltree.Errorf(syscall.EINVAL, "pid %q is not a process id", v)
+				return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "pid %q is not a process id", clipReason(v))
 			}
-			pid = uint32(n)
+			out.Pid = uint32(n)
 		case "cmd":
-			cmd = v
+			out.Cmd = clipText(strings.TrimSpace(v), maxSessionCmd)
 		default:
-			return "", ctltree.Errorf(syscall.EINVAL, "unknown field %q (want name, pid, cmd)", k)
+			return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "unknown field %q (want name, pid, cmd)", clipReason(k))
 		}
 	}
+	return out, nil
+}
+
+// clipText cuts s to at most n bytes on a UTF-8 boundary.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// registerSession registers the session a sessions/clone write asks for.
+func (f *FS) registerSession(reg SessionRegistry, c ctltree.Caller, spec []byte) (string, error) {
+	sp, err := parseSessionSpec(spec)
+	if err != nil {
+		return "", err
+	}
+	name, pid := sp.Name, sp.Pid
 	if pid == 0 {
 		pid = c.Pid
 	}
@@ -146,13 +224,20 @@ func (f *FS) registerSession(reg SessionRegistry, c ctltree.Caller, spec []byte)
 	if !owner && !reg.IsDescendant(pid, c.Pid) {
 		return "", ctltree.Errorf(syscall.EPERM, "pid %d is neither the caller (%d) nor one of its descendants", pid, c.Pid)
 	}
+	live := 0
+	for _, s := range reg.List() {
+		if s.Live {
+			live++
+		}
+	}
+	if live >= MaxSessions {
+		// EAGAIN: a resource limit that clears when a session ends.
+		return "", ctltree.Errorf(syscall.EAGAIN, "%d live sessions: the limit is %d; end one first", live, MaxSessions)
+	}
 	if name == "" {
 		name = "s-" + randomID()
 	}
-	if err := reservedName(name); err != nil {
-		return "", err
-	}
-	if err := reg.Register(name, pid, cmd); err != nil {
+	if err := reg.Register(name, pid, sp.Cmd); err != nil {
 		return "", sessionErr(err)
 	}
 	return name, nil
@@ -186,11 +271,74 @@ func sessionErr(err error) error {
 	return ctltree.Errorf(errno, "%v", err)
 }
 
-// sessionCommand runs "end NAME" or "rename OLD NEW".
-func (f *FS) sessionCommand(reg SessionRegistry, c ctltree.Caller, line string) error {
+// sessionCmd is a parsed sessions/ctl write.
+type sessionCmd struct {
+	Verb string // "end" or "rename"
+	Name string // the session acted on
+	New  string // rename: the new name
+}
+
+// String renders the command in the form parseSessionCommand accepts.
+func (c sessionCmd) String() string {
+	if c.Verb == "rename" {
+		return "rename " + c.Name + " " + c.New
+	}
+	return c.Verb + " " + c.Name
+}
+
+const sessionCmdUsage = "want `end NAME` or `rename OLD NEW`"
+
+// parseSessionCommand parses "end NAME" or "rename OLD NEW" (fields split
+// on white space). NAME and OLD are "default" or a valid session name;
+// NEW must pass guard.ValidSessionName and not be reserved. Errors are
+// *ctltree.Error: EFBIG over maxSessionCommand bytes, EPERM for a reserved
+// new name, EINVAL with the reason for anything else.
+func parseSessionCommand(line string) (sessionCmd, error) {
+	if len(line) > maxSessionCommand {
+		return sessionCmd{}, ctltree.Errorf(syscall.EFBIG, "session command of %d bytes exceeds the limit of %d bytes", len(line), maxSessionCommand)
+	}
+	if !utf8.ValidString(line) || strings.IndexByte(line, 0) >= 0 {
+		return sessionCmd{}, ctltree.Errorf(syscall.EINVAL, "session command is not UTF-8 text without NUL bytes")
+	}
 	fields := strings.Fields(line)
 	if len(fields) == 0 {
-		return ctltree.Errorf(syscall.EINVAL, "empty command: want `end NAME` or `rename OLD NEW`")
+		return sessionCmd{}, ctltree.Errorf(syscall.EINVAL, "empty command: %s", sessionCmdUsage)
+	}
+	existing := func(name string) error {
+		if name == DefaultSession {
+			return nil
+		}
+		if err := guard.ValidSessionName(name); err != nil {
+			return ctltree.Errorf(syscall.EINVAL, "%v", err)
+		}
+		return nil
+	}
+	switch {
+	case fields[0] == "end" && len(fields) == 2:
+		if err := existing(fields[1]); err != nil {
+			return sessionCmd{}, err
+		}
+		return sessionCmd{Verb: "end", Name: fields[1]}, nil
+	case fields[0] == "rename" && len(fields) == 3:
+		if err := existing(fields[1]); err != nil {
+			return sessionCmd{}, err
+		}
+		if err := guard.ValidSessionName(fields[2]); err != nil {
+			return sessionCmd{}, ctltree.Errorf(syscall.EINVAL, "%v", err)
+		}
+		if err := reservedName(fields[2]); err != nil {
+			return sessionCmd{}, err
+		}
+		return sessionCmd{Verb: "rename", Name: fields[1], New: fields[2]}, nil
+	}
+	return sessionCmd{}, ctltree.Errorf(syscall.EINVAL, "unknown command %q: %s", clipReason(line), sessionCmdUsage)
+}
+
+// sessionCommand runs "end NAME" or "rename OLD NEW".
+func (f *FS) sessionCommand(reg SessionRegistry, c ctltree.Caller, line string) error {
+	cmd, err := parseSessionCommand(line)
+	if err != nil {
+		return err
 	}
 	mayActOn := func(target string) error {
 		if c.Session == target || (c.Session == DefaultSession && c.Privileged) {
@@ -201,32 +349,24 @@ func (f *FS) sessionCommand(reg SessionRegistry, c ctltree.Caller, line string) 
 		}
 		return ctltree.Errorf(syscall.EPERM, "session %s may not act on session %s", c.Session, target)
 	}
-	switch {
-	case fields[0] == "end" && len(fields) == 2:
-		if err := mayActOn(fields[1]); err != nil {
-			return err
-		}
-		if c.Session == fields[1] && f.cfg.AllowUnregistered {
-			return ctltree.Errorf(syscall.EPERM, "ending session %s would leave its processes unguarded (--unregistered allow)", fields[1])
-		}
-		if err := reg.End(fields[1]); err != nil {
-			return sessionErr(err)
-		}
-		return nil
-	case fields[0] == "rename" && len(fields) == 3:
-		if err := mayActOn(fields[1]); err != nil {
-			return err
-		}
-		if err := reservedName(fields[2]); err != nil {
-			return err
-		}
-		if err := reg.Rename(fields[1], fields[2]); err != nil {
-			return sessionErr(err)
-		}
-		f.cfg.Guard.RenameSession(fields[1], fields[2])
-		return nil
+	if err := mayActOn(cmd.Name); err != nil {
+		return err
 	}
-	return ctltree.Errorf(syscall.EINVAL, "unknown command %q: want `end NAME` or `rename OLD NEW`", line)
+	switch cmd.Verb {
+	case "end":
+		if c.Session == cmd.Name && f.cfg.AllowUnregistered {
+			return ctltree.Errorf(syscall.EPERM, "ending session %s would leave its processes unguarded (--unregistered allow)", cmd.Name)
+		}
+		if err := reg.End(cmd.Name); err != nil {
+			return sessionErr(err)
+		}
+	case "rename":
+		if err := reg.Rename(cmd.Name, cmd.New); err != nil {
+			return sessionErr(err)
+		}
+		f.cfg.Guard.RenameSession(cmd.Name, cmd.New)
+	}
+	return nil
 }
 
 // sessionInfo renders sessions/<name>/info.

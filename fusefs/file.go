@@ -53,7 +53,8 @@ type File struct {
 	check   bool   // the guard decides this handle's mutations
 	track   bool   // register reads, credit writes
 	id      guard.FileID
-	created bool // this handle created the file
+	created bool   // this handle created the file
+	drop    func() // drops the handle from its node's open handles (handles.go)
 
 	mu         sync.Mutex
 	registered bool   // the read has been registered
@@ -235,11 +236,18 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 	return h.loopbackOps.Flush(ctx)
 }
 
-// Release is the last close of the handle (it arrives with pid 0).
+// Release is the last close of the handle (it arrives with pid 0). The
+// handle leaves its node's open handles and the guard's count
+// (Guard.NoteHandleRelease: the records of a file unlinked while open are
+// dropped with its last handle) before its descriptor is closed: while it
+// is open the inode number cannot be reused, so a new file that gets it
+// cannot have its fresh state dropped by this release.
 func (h *File) Release(ctx context.Context) syscall.Errno {
+	h.drop()
 	h.mu.Lock()
 	h.settle()
 	h.credit()
 	h.mu.Unlock()
+	h.fs.cfg.Guard.NoteHandleRelease(h.id)
 	return h.loopbackOps.Release(ctx)
 }

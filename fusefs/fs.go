@@ -119,6 +119,12 @@ type FS struct {
 		opens, creates, denials, warned atomic.Uint64
 	}
 
+	obs observability // metrics registry, per-op observers, access log (metrics.go)
+
+	// rootFd is the backing root as an O_PATH descriptor, the start of
+	// every backing access (backing.go); -1 after Close.
+	rootFd atomic.Int64
+
 	shadowed  bool // a real .rubino exists in the workspace
 	keepCache bool // keep the page cache across opens (watcher attached)
 
@@ -130,6 +136,10 @@ type FS struct {
 	// ownTracker, when set (the watcher's Begin), brackets every change
 	// the daemon makes, so its events are not taken for external edits.
 	ownTracker atomic.Pointer[func(rel string) (end func())]
+
+	// handles is every open handle with a backing descriptor, closed by
+	// Close when their RELEASE never came (handles.go).
+	handles fsHandles
 }
 
 // StatusFunc contributes one top-level key to .rubino/status. It must be
@@ -162,10 +172,17 @@ func New(cfg Config) (*FS, error) {
 		flux:    make(map[guard.FileID]int),
 		ctlInos: make(map[string]uint64),
 	}
-	f.loop = &fs.LoopbackRoot{Path: cfg.BackingPath, Dev: uint64(st.Dev)}
+	rootFd, err := openRoot(cfg.BackingPath)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", cfg.Workspace, err)
+	}
+	f.rootFd.Store(int64(rootFd))
+	// Path is never used to reach a backing file (see noPath).
+	f.loop = &fs.LoopbackRoot{Path: noPath, Dev: uint64(st.Dev)}
 	f.root = &Node{LoopbackNode: &fs.LoopbackNode{RootData: f.loop}, fs: f}
 	f.loop.RootNode = f.root
-	if _, err := os.Lstat(filepath.Join(cfg.BackingPath, ctlDirName)); err == nil {
+	var ctlSt syscall.Stat_t
+	if f.lstatRel(ctlDirName, &ctlSt) == 0 {
 		f.shadowed = true
 		f.log.Printf("warning: %s/%s exists in the workspace; it is shadowed by the control tree", cfg.Workspace, ctlDirName)
 	}
@@ -232,29 +249,32 @@ func (f *FS) exempt(rel string, isDir bool) bool {
 }
 
 // backing returns the absolute backing path of a workspace-relative path.
+// Only the watcher uses it (it watches, it serves no request); every
+// backing access of a request goes through prepareAt (backing.go).
 func (f *FS) backing(rel string) string {
 	return filepath.Join(f.cfg.BackingPath, rel)
 }
 
 // target builds the guard's view of the backing file at rel from its stat.
 func (f *FS) target(rel string, st *syscall.Stat_t) guard.Target {
-	p := f.backing(rel)
 	return guard.Target{
 		Path: rel,
 		Stat: guard.StatOf(st),
 		Open: func() (*os.File, error) {
-			return openForHash(p, syscall.O_NOFOLLOW)
+			return f.openForHashAt(rel)
 		},
 	}
 }
 
 // LookupTarget stats the workspace-relative path rel in the backing
-// directory (without following a final symlink) and returns its guard
-// target, for guard.Tracked and guard.Load. Errors: those of lstat.
+// directory (beneath the root, following no symlink on the way or at the
+// end) and returns its guard target, for guard.Tracked and guard.Load.
+// Errors: a syscall.Errno, those of openat2 and statx (ELOOP for a
+// symlink on the way).
 func (f *FS) LookupTarget(rel string) (guard.Target, error) {
 	var st syscall.Stat_t
-	if err := syscall.Lstat(f.backing(rel), &st); err != nil {
-		return guard.Target{}, err
+	if errno := f.lstatRel(rel, &st); errno != 0 {
+		return guard.Target{}, errno
 	}
 	return f.target(rel, &st), nil
 }
@@ -287,12 +307,14 @@ func openForHash(p string, flags int) (*os.File, error) {
 }
 
 // decide asks the guard about op on target for caller c, records a denial
-// (or a warning) and returns the errno to give the caller: 0 or EACCES.
+// (or a warning) and returns the errno to give the caller: 0, or the guard's
+// configured errno (Decision.Errno, guard.Config.Errno).
 //
-// EACCES, not EPERM: the refusal is a permission decision about this caller
-// and this file, which is what EACCES means to tools ("Permission denied"),
-// and editors/shells already report it well. EPERM would suggest a
-// capability problem; EBUSY/ETXTBSY would invite retries.
+// EACCES by default, not EPERM: the refusal is a permission decision about
+// this caller and this file, which is what EACCES means to tools
+// ("Permission denied"), and editors/shells already report it well. EPERM is
+// the configurable alternative (guard.errno) for tools that misread EACCES;
+// EBUSY/ETXTBSY would invite retries, so guard.ParseErrno refuses them.
 func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
 	d := f.cfg.Guard.Decide(c.session, op, t)
 	if d.Allow && !d.WouldDeny {
@@ -314,6 +336,9 @@ func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
 		return 0
 	}
 	f.counters.denials.Add(1)
+	if d.Errno != 0 {
+		return d.Errno
+	}
 	return syscall.EACCES
 }
 

@@ -7,12 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // MountOptions are the kernel-facing options of a mount.
@@ -44,11 +47,16 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return nil, fmt.Errorf("no /dev/fuse: %w (load the fuse module, or run the container with --device /dev/fuse)", err)
 	}
+	// Locks stay in the kernel (no CAP_POSIX_LOCKS/CAP_FLOCK_LOCKS):
+	// exact POSIX, OFD and flock semantics between the mount's users.
+	// Forwarded, go-fuse's loopback would take every fcntl lock as an
+	// OFD lock of the daemon (wrong owner, l_pid 0, no release on
+	// close of another fd). docs/POSIX.md.
 	mo := fuse.MountOptions{
 		FsName:            f.cfg.Workspace,
 		Name:              "rubinofs",
 		DirectMount:       os.Geteuid() == 0,
-		EnableLocks:       true,
+		EnableLocks:       false,
 		Debug:             o.Debug,
 		MaxWrite:          1 << 20,
 		ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
@@ -70,14 +78,56 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 		EntryTimeout:    &o.EntryTimeout,
 		AttrTimeout:     &o.AttrTimeout,
 		NegativeTimeout: &o.NegativeTimeout,
+		// Show mode 0000 as 0000: go-fuse would otherwise report it as
+		// 0644, and default_permissions would then let anyone read it.
+		NullPermissions: true,
 		Logger:          f.log,
 	}
-	server, err := fs.Mount(mountpoint, f.root, opts)
+	// go-fuse (v2.12.1, mountDirect) opens /dev/fuse without O_CLOEXEC and,
+	// for a direct mount, never sets close-on-exec on it: every process
+	// this daemon execs afterwards (tasks, and in tests every shell) would
+	// inherit the FUSE device. A child holding it keeps the connection
+	// alive when the daemon dies, so instead of failing with ENOTCONN every
+	// access to the mount hangs (D state) until that child exits. Hence:
+	// for a direct mount, hold syscall.ForkLock (read side: no fork+exec of
+	// this process can happen meanwhile, as for any descriptor created
+	// without O_CLOEXEC) from the open until close-on-exec is set below.
+	// DirectMountStrict: go-fuse's fallback to fusermount3 would fork under
+	// the lock and deadlock; as root that fallback runs the same mount(2)
+	// and fails alike. (Without root the descriptor comes from fusermount3
+	// and go-fuse marks it close-on-exec itself.)
+	if mo.DirectMount {
+		opts.MountOptions.DirectMountStrict = true
+		syscall.ForkLock.RLock()
+	}
+	server, err := f.serve(mountpoint, opts) // rawwrap.go: fs.Mount with per-op metrics and access log
+	if mo.DirectMount {
+		cloexecFuseFds()
+		syscall.ForkLock.RUnlock()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mounting %s: %w", mountpoint, err)
 	}
 	f.SetServer(server)
 	return server, nil
+}
+
+// cloexecFuseFds sets close-on-exec on every descriptor of this process
+// that is open on /dev/fuse (see Mount).
+func cloexecFuseFds() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && target == "/dev/fuse" {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
 
 // CheckMountpoint reports a clear error for a missing mountpoint, one that
@@ -98,6 +148,11 @@ func CheckMountpoint(mountpoint string, allowNonEmpty bool) error {
 		return fmt.Errorf("mountpoint %s is not a directory", mountpoint)
 	}
 	if mounted, _ := IsMountpoint(mountpoint); mounted {
+		if abs, err := filepath.Abs(mountpoint); err == nil {
+			if _, dead := DeadMount(abs); dead {
+				return fmt.Errorf("mountpoint %s is a dead FUSE mount (ENOTCONN): clear it with `rubinofs unmount %s`", mountpoint, mountpoint)
+			}
+		}
 		return fmt.Errorf("mountpoint %s is already a mount point: unmount it first", mountpoint)
 	}
 	if allowNonEmpty {
@@ -140,31 +195,252 @@ func unescapeMount(s string) string {
 	return r.Replace(s)
 }
 
-// Unmount unmounts a rubinofs mount at mountpoint, also a dead one whose
-// daemon is gone (ENOTCONN), which it detaches lazily. A busy live mount is
-// an error naming EBUSY. As non-root it uses fusermount3 -u.
-func Unmount(mountpoint string) error {
+// ErrBusy is returned (wrapped) by Unmount for a live mount that is in use:
+// a process has a file open there, its working directory there, or a
+// running task of the mount. It wraps syscall.EBUSY, the errno umount2(2)
+// gives; `rubinofs unmount` exits with ExitBusy then.
+var ErrBusy = fmt.Errorf("busy: files are open or a process has its working directory there (close them, stop the tasks, or use --lazy): %w", syscall.EBUSY)
+
+// ErrNotMounted is returned (wrapped) by Unmount for a path that is not a
+// mount point (umount2's EINVAL).
+var ErrNotMounted = errors.New("not a mount point")
+
+// Unmount unmounts the mount at mountpoint and reports what it did.
+//
+//   - A dead FUSE mount, whose daemon is gone (DeadMount: ENOTCONN), is
+//     detached (MNT_DETACH, `fusermount3 -uz` as non-root): it has no server
+//     to wait for, and a detach cannot be refused as busy.
+//   - A live mount is unmounted normally: if it is in use the kernel refuses
+//     with EBUSY and Unmount returns an error wrapping ErrBusy, leaving the
+//     mount untouched.
+//   - With lazy, a live mount is detached at once (MNT_DETACH): it leaves
+//     the namespace, new lookups no longer reach it, and open files and
+//     working directories keep working until they are closed; the daemon
+//     serves them and exits when the last one goes (daemon.Daemon notices
+//     the detach and stops its tasks, which would otherwise keep it busy).
+//
+// As root it calls umount2(2) directly, otherwise fusermount3 (Debian's
+// fuse3). Errors: ErrBusy, ErrNotMounted (both wrapped, with the path), and
+// others of umount2 or fusermount3. Source: umount2(2); fuse(4) for the
+// ENOTCONN of an aborted connection.
+func Unmount(mountpoint string, lazy bool) (what string, err error) {
+	abs, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return "", err
+	}
+	_, dead := DeadMount(abs)
+	detach := lazy || dead
+	if err := unmount(abs, detach); err != nil {
+		return "", err
+	}
+	switch {
+	case dead:
+		return fmt.Sprintf("cleared the dead mount at %s (its daemon was gone: ENOTCONN)", abs), nil
+	case lazy:
+		return fmt.Sprintf("detached %s lazily: open files keep working until closed, then the daemon exits", abs), nil
+	}
+	return fmt.Sprintf("unmounted %s", abs), nil
+}
+
+// unmount is umount2(abs, detach ? MNT_DETACH : 0) as root, fusermount3
+// -u[z] otherwise, with EBUSY and EINVAL mapped to ErrBusy and
+// ErrNotMounted.
+func unmount(abs string, detach bool) error {
 	if os.Geteuid() != 0 {
-		out, err := exec.Command("fusermount3", "-u", mountpoint).CombinedOutput()
+		args := []string{"-u"}
+		if detach {
+			args = []string{"-uz"}
+		}
+		out, err := exec.Command("fusermount3", append(args, abs)...).CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("fusermount3 -u %s: %v: %s", mountpoint, err, strings.TrimSpace(string(out)))
+			msg := strings.TrimSpace(string(out))
+			switch {
+			case strings.Contains(msg, "busy"):
+				return fmt.Errorf("unmount %s: %w", abs, ErrBusy)
+			case strings.Contains(msg, "not found in /etc/mtab"), strings.Contains(msg, "Invalid argument"):
+				return fmt.Errorf("unmount %s: %w", abs, ErrNotMounted)
+			}
+			return fmt.Errorf("fusermount3 %s %s: %v: %s", strings.Join(args, " "), abs, err, msg)
 		}
 		return nil
 	}
-	_, statErr := os.Stat(mountpoint)
-	dead := errors.Is(statErr, syscall.ENOTCONN)
 	flags := 0
-	if dead {
+	if detach {
 		flags = syscall.MNT_DETACH
 	}
-	if err := syscall.Unmount(mountpoint, flags); err != nil {
-		if errors.Is(err, syscall.EBUSY) {
-			return fmt.Errorf("unmount %s: busy (EBUSY): files are open or a process has its cwd there", mountpoint)
+	for {
+		err := syscall.Unmount(abs, flags)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.EBUSY):
+			return fmt.Errorf("unmount %s: %w", abs, ErrBusy)
+		case errors.Is(err, syscall.EINVAL):
+			return fmt.Errorf("unmount %s: %w", abs, ErrNotMounted)
 		}
-		if errors.Is(err, syscall.EINVAL) {
-			return fmt.Errorf("unmount %s: not a mount point", mountpoint)
-		}
-		return fmt.Errorf("unmount %s: %w", mountpoint, err)
+		return fmt.Errorf("unmount %s: %w", abs, err)
 	}
-	return nil
+}
+
+// RecoverDeadMount clears a dead rubinofs mount at mountpoint before a new
+// mount there: when DeadMount finds a dead fuse.rubinofs mount at that path
+// (the daemon was killed, the kernel aborted the FUSE connection), the mount is detached (MNT_DETACH, or
+// `fusermount3 -uz` as non-root) and RecoverDeadMount returns a message
+// saying what it did. It returns "" and nil when there is nothing to recover (the
+// path is not a dead mount). A dead FUSE mount of another file system is
+// left alone: an error names it and the command that clears it. Processes
+// that still hold files of the dead mount keep getting ENOTCONN from them;
+// they do not keep the mountpoint busy.
+func RecoverDeadMount(mountpoint string) (string, error) {
+	abs, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return "", err
+	}
+	fstype, dead := DeadMount(abs)
+	if !dead {
+		return "", nil
+	}
+	if fstype == "" {
+		return "", fmt.Errorf("mountpoint %s: ENOTCONN, but it is not listed in /proc/self/mountinfo (another mount namespace?)", abs)
+	}
+	if fstype != "fuse.rubinofs" {
+		return "", fmt.Errorf("mountpoint %s is a dead %s mount (ENOTCONN), not rubinofs: clear it with `rubinofs unmount %s` or `umount -l %s`", abs, fstype, abs, abs)
+	}
+	if err := unmount(abs, true); err != nil {
+		return "", fmt.Errorf("clearing the dead mount at %s: %w", abs, err)
+	}
+	return fmt.Sprintf("cleared a dead rubinofs mount at %s (its daemon was gone: ENOTCONN)", abs), nil
+}
+
+// deadProbeTimeout bounds DeadMount's statfs: a daemon that is alive but
+// does not answer within it is taken for alive (and busy), so that
+// `rubinofs unmount` never hangs on a stuck server.
+const deadProbeTimeout = 5 * time.Second
+
+// DeadMount reports whether the mount at the absolute path abs is a FUSE
+// mount whose server is gone, and its file system type ("" when abs is not
+// in /proc/self/mountinfo). Dead means the kernel answers ENOTCONN: after
+// the daemon died the connection is aborted and every request fails so.
+// stat(2) alone cannot tell: the kernel may answer it from its attribute
+// cache (rubinofs caches for an hour) without asking the daemon; statfs(2)
+// is never cached by FUSE, so DeadMount asks statfs (in a goroutine, at most
+// deadProbeTimeout: a live but stuck server counts as alive) and also
+// accepts an ENOTCONN from stat.
+func DeadMount(abs string) (fstype string, dead bool) {
+	fstype, found := mountType(abs)
+	if _, err := os.Stat(abs); errors.Is(err, syscall.ENOTCONN) {
+		return fstype, true
+	}
+	if !found || !strings.HasPrefix(fstype, "fuse") {
+		return fstype, false
+	}
+	res := make(chan error, 1)
+	go func() {
+		var st syscall.Statfs_t
+		res <- syscall.Statfs(abs, &st)
+	}()
+	select {
+	case err := <-res:
+		return fstype, errors.Is(err, syscall.ENOTCONN)
+	case <-time.After(deadProbeTimeout):
+		return fstype, false
+	}
+}
+
+// mountType returns the file system type of the last mount at abs in
+// /proc/self/mountinfo (the one on top).
+func mountType(abs string) (fstype string, found bool) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 7 || unescapeMount(fields[4]) != abs {
+			continue
+		}
+		// Optional fields end at "-"; the file system type follows.
+		for i := 6; i < len(fields)-1; i++ {
+			if fields[i] == "-" {
+				fstype, found = fields[i+1], true
+				break
+			}
+		}
+	}
+	return fstype, found
+}
+
+// WatchDetach calls onDetach once, from a goroutine of its own, when the
+// mount at mountpoint leaves the mount table: unmounted, or detached lazily
+// (`rubinofs unmount --lazy`, umount -l) while files are still open, when
+// the server keeps running until they close. The mount is identified by the
+// device number stat gives for mountpoint when WatchDetach is called (call
+// it once the mount answers, never from a FUSE request handler: the stat is
+// served by the mount itself). It waits on poll(2) POLLPRI of
+// /proc/self/mountinfo, which the kernel raises on every change of the
+// mount table, so it costs nothing while nothing is mounted or unmounted.
+// stop ends the watch (idempotent) and waits for the goroutine. Errors:
+// those of stat, opening mountinfo and pipe2.
+func WatchDetach(mountpoint string, onDetach func()) (stop func(), err error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(mountpoint, &st); err != nil {
+		return nil, fmt.Errorf("stat %s: %w", mountpoint, err)
+	}
+	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	mi, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("mountinfo: %w", err)
+	}
+	var wake [2]int
+	if err := unix.Pipe2(wake[:], unix.O_CLOEXEC); err != nil {
+		unix.Close(mi)
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer unix.Close(mi)
+		for {
+			fds := []unix.PollFd{{Fd: int32(mi), Events: unix.POLLPRI}, {Fd: int32(wake[0]), Events: unix.POLLIN}}
+			if _, err := unix.Poll(fds, -1); err != nil {
+				if errors.Is(err, unix.EINTR) {
+					continue
+				}
+				return
+			}
+			if fds[1].Revents != 0 {
+				return
+			}
+			if fds[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0 && !devMounted(dev) {
+				onDetach()
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			unix.Write(wake[1], []byte{0})
+			<-done
+			unix.Close(wake[0])
+			unix.Close(wake[1])
+		})
+	}, nil
+}
+
+// devMounted reports whether /proc/self/mountinfo lists a mount of the
+// device dev ("major:minor"). An unreadable mountinfo counts as mounted.
+func devMounted(dev string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[2] == dev {
+			return true
+		}
+	}
+	return false
 }

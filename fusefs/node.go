@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"path"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -10,12 +9,17 @@ import (
 )
 
 // Node is a backing file or directory: go-fuse's LoopbackNode, wrapped so
-// that mutations ask the guard. Operations it does not override (mkdir,
-// rmdir, symlink, link, mknod, readlink, xattrs, statfs, getattr) are the
-// loopback's, unguarded: issue 2 lists them as always allowed.
+// that mutations ask the guard. Mkdir, rmdir, symlink, link, mknod,
+// readlink, xattrs, statfs and getattr are unguarded: issue 2 lists them as
+// always allowed. Every backing access is relative to the workspace root
+// descriptor and follows no symlink (backing.go, loopback.go); the
+// embedded LoopbackNode only provides the inode-tree plumbing.
 type Node struct {
 	*fs.LoopbackNode
 	fs *FS
+	// handles are the inode's open file handles (handles.go), for
+	// attribute changes once its name is gone.
+	handles openHandles
 }
 
 // WrapChild wraps every node the loopback creates (lookup, create, mkdir,
@@ -40,7 +44,7 @@ func (n *Node) rel() string {
 
 // childRel returns the workspace-relative path of child name of n.
 func (n *Node) childRel(name string) string {
-	return path.Join(n.rel(), name)
+	return childPath(n.rel(), name)
 }
 
 // Lookup resolves a name. At the root, ctlDirName resolves to the control
@@ -50,8 +54,9 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if name == ctlDirName && n.isRoot() {
 		return n.fs.ctlLookupRoot(ctx, n.EmbeddedInode(), out)
 	}
-	ch, errno := n.LoopbackNode.Lookup(ctx, name, out)
-	if (errno == 0 || errno == syscall.ENOENT) && n.fs.shortTimeouts(n.childRel(name)) {
+	rel := n.rel()
+	ch, errno := n.lookupAt(ctx, rel, name, out)
+	if (errno == 0 || errno == syscall.ENOENT) && n.fs.shortTimeouts(childPath(rel, name)) {
 		// Also for ENOENT: go-fuse keeps a negative entry's timeout set
 		// here instead of the mount-wide NegativeTimeout.
 		out.SetEntryTimeout(n.fs.shortTimeout)
@@ -60,10 +65,12 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	return ch, errno
 }
 
-// Getattr is the loopback's, with short timeouts in unwatched subtrees.
+// Getattr stats the node (through its handle when the kernel names one),
+// with short timeouts in unwatched subtrees.
 func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	errno := n.LoopbackNode.Getattr(ctx, unwrapHandle(fh), out)
-	if errno == 0 && n.fs.shortTimeouts(n.rel()) {
+	rel := n.rel()
+	errno := n.getattrAt(ctx, rel, unwrapHandle(fh), out)
+	if errno == 0 && n.fs.shortTimeouts(rel) {
 		out.SetTimeout(n.fs.shortTimeout)
 	}
 	return errno
@@ -78,9 +85,15 @@ func (n *Node) cacheFlags(rel string) uint32 {
 	return 0
 }
 
-// Statfs reports the backing filesystem's statistics.
+// Statfs reports the statistics of the filesystem holding the workspace
+// root (fstatfs of the root descriptor). Errors: EBADF after Close.
 func (n *Node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	return n.LoopbackNode.Statfs(ctx, out)
+	var s syscall.Statfs_t
+	if err := syscall.Fstatfs(int(n.fs.rootFd.Load()), &s); err != nil {
+		return fs.ToErrno(err)
+	}
+	out.FromStatfsT(&s)
+	return 0
 }
 
 // regular reports whether st describes a regular file.

@@ -16,15 +16,23 @@ import (
 // handle's write right, by path (truncate(2)) the guard decides here and the
 // session is credited right after. chmod, chown and utimens are not guarded:
 // touch with identical bytes keeps records fresh because the hash decides.
+//
+// Without a handle, the name may no longer lead to n's inode: the file was
+// unlinked while open, and fchmod, fchown, futimens (which the kernel sends
+// without a handle), or truncate(2) of its /proc/PID/fd link, are to change
+// it. Those go to the descriptor of one of n's open handles (handles.go;
+// setattrFd for attributes, truncateFd for a size), never to whatever file
+// the name leads to now, and are no own change of that name for the
+// watcher (an external replacement of the name must not be taken for
+// ours). Without an open handle: ENOENT when the name is gone, ESTALE when
+// it leads to another file (see setattrAt).
 func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if _, ok := in.GetSize(); !ok {
-		defer n.fs.ownChange(n.rel())()
-		return n.LoopbackNode.Setattr(ctx, unwrapHandle(fh), in, out)
-	}
-	if h, ok := fh.(*File); ok {
+	rel := n.rel()
+	_, sizing := in.GetSize()
+	if h, ok := fh.(*File); ok && sizing {
 		var errno syscall.Errno
 		merr := h.mutate(guard.OpTruncate, func() syscall.Errno {
-			errno = n.LoopbackNode.Setattr(ctx, h.lf, in, out)
+			errno = n.setattrAt(ctx, rel, h.lf, in, out)
 			return errno
 		})
 		if merr != 0 {
@@ -32,15 +40,30 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 		return errno
 	}
-	rel := n.rel()
+	if _, isFile := unwrapHandle(fh).(fs.FileSetattrer); !isFile {
+		if errno := n.nameErrno(rel); errno != 0 {
+			fd, writable, ok := n.handleFd(sizing)
+			if !ok {
+				return errno
+			}
+			defer unix.Close(fd)
+			if sizing {
+				return n.truncateFd(ctx, rel, fd, writable, in, out)
+			}
+			return setattrFd(fd, writable, in, out)
+		}
+	}
 	defer n.fs.ownChange(rel)()
+	if !sizing {
+		return n.setattrAt(ctx, rel, unwrapHandle(fh), in, out)
+	}
 	if !n.fs.tracks(rel) {
-		return n.LoopbackNode.Setattr(ctx, unwrapHandle(fh), in, out)
+		return n.setattrAt(ctx, rel, unwrapHandle(fh), in, out)
 	}
 	gs, unlock := n.fs.lockFresh(rel)
 	defer unlock()
 	if !gs[0].ok {
-		return n.LoopbackNode.Setattr(ctx, unwrapHandle(fh), in, out)
+		return n.setattrAt(ctx, rel, unwrapHandle(fh), in, out)
 	}
 	st, id := gs[0].st, gs[0].id
 	c := n.fs.callerOf(ctx)
@@ -56,12 +79,73 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return errno
 		}
 	}
-	if errno := n.LoopbackNode.Setattr(ctx, unwrapHandle(fh), in, out); errno != 0 {
+	if errno := n.setattrAt(ctx, rel, unwrapHandle(fh), in, out); errno != 0 {
 		return errno
 	}
 	n.fs.cfg.Guard.NoteMutation(id, c.session)
-	if err := syscall.Lstat(n.fs.backing(rel), &st); err == nil {
+	if n.fs.lstatRel(rel, &st) == 0 {
 		if err := n.fs.cfg.Guard.NoteWrite(c.session, n.fs.target(rel, &st)); err != nil {
+			n.fs.log.Printf("crediting truncate of %s: %v", rel, err)
+		}
+	}
+	return 0
+}
+
+// nameErrno returns 0 when the workspace path rel leads to n's own inode,
+// else why not: the lookup's errno (ENOENT when the name is gone), or
+// ESTALE when it leads to another file.
+func (n *Node) nameErrno(rel string) syscall.Errno {
+	d, leaf, errno := n.fs.prepareAt(rel)
+	if errno != 0 {
+		return errno
+	}
+	defer d.close()
+	var st syscall.Stat_t
+	gen, errno := statAt(d, leaf, &st)
+	if errno == 0 && !n.sameInode(&st, gen) {
+		errno = syscall.ESTALE
+	}
+	return errno
+}
+
+// truncateFd is a size change (with any other attributes of in) of n's
+// inode through fd, a duplicate of an open handle's descriptor, when n's
+// name is gone: truncate(2) of the /proc/PID/fd link of a file unlinked
+// while open. For a guarded file it is decided like a truncate by path
+// (op truncate, on a stat taken under the identity lock) and the caller's
+// session is credited after it; rel is for display and exemption only.
+func (n *Node) truncateFd(ctx context.Context, rel string, fd int, writable bool, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if !n.fs.tracks(rel) {
+		return setattrFd(fd, writable, in, out)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return fs.ToErrno(err)
+	}
+	if !regular(&st) {
+		return setattrFd(fd, writable, in, out)
+	}
+	id := guard.StatOf(&st).ID
+	unlock := n.fs.cfg.Guard.Lock(id)
+	defer unlock()
+	t, err := fdTarget(rel, fd) // the stat decided on is taken under the lock
+	if err != nil {
+		return fs.ToErrno(err)
+	}
+	c := n.fs.callerOf(ctx)
+	n.fs.addFlux(id, 1) // daemon first, as a truncate by path
+	defer n.fs.addFlux(id, -1)
+	if n.fs.guarded(c) {
+		if errno := n.fs.decide(c, guard.OpTruncate, t); errno != 0 {
+			return errno
+		}
+	}
+	if errno := setattrFd(fd, writable, in, out); errno != 0 {
+		return errno
+	}
+	n.fs.cfg.Guard.NoteMutation(id, c.session)
+	if t, err := fdTarget(rel, fd); err == nil {
+		if err := n.fs.cfg.Guard.NoteWrite(c.session, t); err != nil {
 			n.fs.log.Printf("crediting truncate of %s: %v", rel, err)
 		}
 	}
@@ -77,6 +161,8 @@ func unwrapHandle(fh fs.FileHandle) fs.FileHandle {
 	case *plainFile:
 		return h.loopbackOps
 	case *ptWriter:
+		return h.LoopbackFile
+	case *keptFile:
 		return h.LoopbackFile
 	}
 	return fh
@@ -108,12 +194,14 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 // Setxattr sets an extended attribute (an ACL copy by sed -i or cp -p
 // changes the mode this way): never guarded, an own change for the watcher.
 func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	defer n.fs.ownChange(n.rel())()
-	return n.LoopbackNode.Setxattr(ctx, attr, data, flags)
+	rel := n.rel()
+	defer n.fs.ownChange(rel)()
+	return n.setxattrAt(rel, attr, data, flags)
 }
 
 // Removexattr removes an extended attribute, as an own change.
 func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
-	defer n.fs.ownChange(n.rel())()
-	return n.LoopbackNode.Removexattr(ctx, attr)
+	rel := n.rel()
+	defer n.fs.ownChange(rel)()
+	return n.removexattrAt(rel, attr)
 }

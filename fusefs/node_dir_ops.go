@@ -12,13 +12,20 @@ import (
 )
 
 // OpendirHandle lists a directory. The root lists the control tree first
-// and hides a real entry of the same name; other directories are the
-// loopback's stream.
+// and hides a real entry of the same name; other directories are go-fuse's
+// descriptor-based stream (openDirStreamAt: the directory is opened
+// relative to its parent, never through a symlink).
 func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if !n.isRoot() {
-		return n.LoopbackNode.OpendirHandle(ctx, flags)
+		// go-fuse's descriptor stream is also its directory handle
+		// (FileReaddirenter, FileSeekdirer, FileReleasedirer, Fsyncdir).
+		ds, errno := n.openDirStreamAt(n.rel())
+		if errno != 0 {
+			return nil, 0, errno
+		}
+		return n.fs.keepDir(ds), 0, 0 // FS.Close closes it if RELEASEDIR never comes
 	}
-	ds, errno := fs.NewLoopbackDirStream(n.fs.backing(""))
+	ds, errno := n.openDirStreamAt("")
 	if errno != 0 {
 		return nil, 0, errno
 	}
@@ -86,7 +93,7 @@ func (f *FS) guardedAt(rel string, tracked bool) guardedChild {
 		return guardedChild{rel: rel}
 	}
 	var st syscall.Stat_t
-	if err := syscall.Lstat(f.backing(rel), &st); err != nil || !regular(&st) {
+	if errno := f.lstatRel(rel, &st); errno != 0 || !regular(&st) {
 		return guardedChild{rel: rel}
 	}
 	return guardedChild{ok: true, rel: rel, st: st, id: guard.StatOf(&st).ID}
@@ -164,15 +171,18 @@ func (f *FS) lockAll(ids ...guard.FileID) func() {
 }
 
 // Unlink removes a name. Removing an existing regular file is a guarded
-// mutation (op unlink); other types are always allowed. After the last link
-// is gone the guard forgets the identity.
+// mutation (op unlink); other types are always allowed. When the last link
+// is gone the guard is told (Guard.NoteLastNameGone), and forgets the
+// identity once no handle on it is open any more.
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
-	defer n.fs.ownChange(n.childRel(name))()
-	gs, unlock := n.fs.lockFresh(n.childRel(name))
+	dirRel := n.rel()
+	rel := childPath(dirRel, name)
+	defer n.fs.ownChange(rel)()
+	gs, unlock := n.fs.lockFresh(rel)
 	defer unlock()
 	g := gs[0]
 	if !g.ok {
-		return n.LoopbackNode.Unlink(ctx, name)
+		return n.unlinkAt(dirRel, name)
 	}
 	c := n.fs.callerOf(ctx)
 	if n.fs.guarded(c) {
@@ -180,12 +190,13 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 			return errno
 		}
 	}
-	errno := n.LoopbackNode.Unlink(ctx, name)
+	defer n.fs.pinInode(rel)() // until the guard is told (pinInode)
+	errno := n.unlinkAt(dirRel, name)
 	if errno != 0 {
 		return errno
 	}
 	if g.st.Nlink <= 1 {
-		n.fs.cfg.Guard.Forget(g.id)
+		n.fs.cfg.Guard.NoteLastNameGone(g.id, c.session)
 	} else {
 		n.fs.cfg.Guard.NoteMutation(g.id, c.session)
 	}
@@ -202,7 +213,8 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if !ok {
 		return syscall.EXDEV
 	}
-	srcRel, dstRel := n.childRel(name), np.childRel(newName)
+	dirRel, newDirRel := n.rel(), np.rel()
+	srcRel, dstRel := childPath(dirRel, name), childPath(newDirRel, newName)
 	gs, unlock := n.fs.lockFresh(srcRel, dstRel)
 	defer unlock()
 	src, srcGuarded := gs[0], gs[0].ok
@@ -227,9 +239,13 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			}
 		}
 	}
-	end := n.fs.ownChange(srcRel, dstRel)
-	errno := n.LoopbackNode.Rename(ctx, name, np.LoopbackNode, newName, flags)
-	end()
+	if dstGuarded {
+		defer n.fs.pinInode(dstRel)() // until the guard is told (pinInode)
+	}
+	// ownMove: the watcher follows an own directory move to its new paths.
+	end := n.fs.ownMove(srcRel, dstRel)
+	errno := n.renameAt(dirRel, name, np, newDirRel, newName, flags)
+	end(errno == 0 && !exchange)
 	if errno != 0 {
 		return errno
 	}
@@ -242,7 +258,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			g.Rename(dst.id, srcRel)
 			n.fs.cfg.Guard.NoteMutation(dst.id, c.session)
 		} else if dst.st.Nlink <= 1 {
-			g.Forget(dst.id)
+			g.NoteLastNameGone(dst.id, c.session)
 		}
 	}
 	if srcGuarded && exchange {
@@ -257,37 +273,42 @@ const (
 	unixRenameExchange  = 1 << 1
 )
 
-// Mkdir, Rmdir, Symlink, Link and Mknod are the loopback's, never guarded
-// (issue 2: always allowed), bracketed as the daemon's own changes for the
-// watcher.
+// Mkdir, Rmdir, Symlink, Link and Mknod are never guarded (issue 2: always
+// allowed), bracketed as the daemon's own changes for the watcher; the
+// backing calls are descriptor-relative (loopback.go).
 
 // Mkdir creates a directory.
 func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	defer n.fs.ownChange(n.childRel(name))()
-	return n.LoopbackNode.Mkdir(ctx, name, mode, out)
+	dirRel := n.rel()
+	defer n.fs.ownChange(childPath(dirRel, name))()
+	return n.mkdirAt(ctx, dirRel, name, mode, out)
 }
 
 // Rmdir removes an empty directory.
 func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	defer n.fs.ownChange(n.childRel(name))()
-	return n.LoopbackNode.Rmdir(ctx, name)
+	dirRel := n.rel()
+	defer n.fs.ownChange(childPath(dirRel, name))()
+	return n.rmdirAt(dirRel, name)
 }
 
 // Symlink creates a symbolic link.
 func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	defer n.fs.ownChange(n.childRel(name))()
-	return n.LoopbackNode.Symlink(ctx, target, name, out)
+	dirRel := n.rel()
+	defer n.fs.ownChange(childPath(dirRel, name))()
+	return n.symlinkAt(ctx, dirRel, target, name, out)
 }
 
 // Link creates a hard link.
 func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	dirRel := n.rel()
 	// The target's link count and ctime change too.
-	defer n.fs.ownChange(n.childRel(name), target.EmbeddedInode().Path(n.fs.root.EmbeddedInode()))()
-	return n.LoopbackNode.Link(ctx, target, name, out)
+	defer n.fs.ownChange(childPath(dirRel, name), target.EmbeddedInode().Path(n.fs.root.EmbeddedInode()))()
+	return n.linkAt(ctx, dirRel, target, name, out)
 }
 
 // Mknod creates a device node, fifo or socket.
 func (n *Node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	defer n.fs.ownChange(n.childRel(name))()
-	return n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
+	dirRel := n.rel()
+	defer n.fs.ownChange(childPath(dirRel, name))()
+	return n.mknodAt(ctx, dirRel, name, mode, rdev, out)
 }

@@ -28,43 +28,56 @@ func (f *FS) tracks(rel string) bool {
 //   - A read-only handle registers its read here; a read-write one at its
 //     first READ.
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	rel := n.rel()
+	return n.openRel(ctx, n.rel(), flags, true)
+}
+
+// openRel is Open of n found at the workspace-relative path rel. Create's
+// EEXIST fallback passes the path it looked up and inTree false: the node
+// it has just made is in no directory of go-fuse's tree until Create
+// returns, so n.rel() would be an orphan's placeholder
+// (".go-fuse.N/deleted/...") and every backing access would fail with
+// ENOENT. Such a read-only handle registers its read at its first READ
+// (File.Read), once the node has its name, instead of under a placeholder.
+func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree bool) (fs.FileHandle, uint32, syscall.Errno) {
 	if !n.fs.tracks(rel) {
 		if flags&syscall.O_TRUNC != 0 {
 			defer n.fs.ownChange(rel)()
 		}
-		fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
+		lf, errno := n.openAt(rel, flags)
 		if errno != 0 {
 			return nil, 0, errno
 		}
-		lf := fh.(*fs.LoopbackFile)
+		drop := n.keepHandle(lf, flags)
 		if !n.fs.cfg.Passthrough {
-			return &plainFile{loopbackOps: lf, node: n}, fl | n.cacheFlags(rel), 0
+			return &plainFile{loopbackOps: lf, node: n, drop: drop}, n.cacheFlags(rel), 0
 		}
 		if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-			return n.fs.passthroughWriter(lf, rel), fl, 0
+			return n.fs.passthroughWriter(lf, rel, drop), 0, 0
 		}
-		return lf, fl, 0
+		return &keptFile{LoopbackFile: lf, drop: drop}, 0, 0
 	}
 	c := n.fs.callerOf(ctx)
 	acc := flags & syscall.O_ACCMODE
 	writable := acc != syscall.O_RDONLY
 	h := &File{node: n, fs: n.fs, who: c, track: true, check: n.fs.guarded(c)}
 
+	// One walk to the parent directory serves the stat and the open.
+	d, leaf, errno := n.fs.prepareAt(rel)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	defer d.close()
 	var st syscall.Stat_t
-	if err := syscall.Lstat(n.fs.backing(rel), &st); err != nil {
-		return nil, 0, fs.ToErrno(err)
+	if _, errno := statAt(d, leaf, &st); errno != 0 {
+		return nil, 0, errno
 	}
 	h.id = guard.StatOf(&st).ID
 
-	open := func() (fs.FileHandle, uint32, syscall.Errno) {
-		return n.LoopbackNode.Open(ctx, flags)
+	var lf *fs.LoopbackFile
+	open := func() (errno syscall.Errno) {
+		lf, errno = openFileAt(d, leaf, flags)
+		return errno
 	}
-	var (
-		fh    fs.FileHandle
-		fl    uint32
-		errno syscall.Errno
-	)
 	if writable && flags&syscall.O_TRUNC != 0 && regular(&st) {
 		// Decide on a stat taken under the identity lock (lockFresh).
 		gs, unlock := n.fs.lockFresh(rel)
@@ -78,7 +91,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 			}
 		}
 		end := n.fs.ownChange(rel)
-		fh, fl, errno = open()
+		errno = open()
 		end()
 		if errno == 0 {
 			h.granted, h.dirty = true, true
@@ -90,17 +103,19 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if flags&syscall.O_TRUNC != 0 {
 			defer n.fs.ownChange(rel)()
 		}
-		fh, fl, errno = open()
+		errno = open()
 	}
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	h.lf = fh.(*fs.LoopbackFile)
+	h.lf = lf
 	h.loopbackOps = h.lf
-	if !writable && (h.check || !n.fs.cfg.AllowUnregistered) {
+	h.drop = n.keepHandle(lf, flags)
+	n.fs.cfg.Guard.NoteHandleOpen(h.id)
+	if !writable && inTree && (h.check || !n.fs.cfg.AllowUnregistered) {
 		h.registerRead()
 	}
-	return h, fl | n.cacheFlags(rel), 0
+	return h, n.cacheFlags(rel), 0
 }
 
 // Create creates a new file (always allowed). It first tries O_EXCL: when the
@@ -108,8 +123,11 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // a cached negative entry), the call becomes an open of that existing file
 // and goes through the guard like any open.
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	end := n.fs.ownChange(n.childRel(name))
-	ch, fh, fl, errno := n.LoopbackNode.Create(ctx, name, flags|syscall.O_EXCL, mode, out)
+	dirRel := n.rel()
+	rel := childPath(dirRel, name)
+	end := n.fs.ownChange(rel)
+	var st syscall.Stat_t
+	ch, lf, errno := n.createAt(ctx, dirRel, name, flags|syscall.O_EXCL, mode, out, &st)
 	end()
 	if errno == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
 		ch, errno = n.Lookup(ctx, name, out)
@@ -120,7 +138,9 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		if !ok {
 			return nil, nil, 0, syscall.EISDIR
 		}
-		fh, fl, errno = child.Open(ctx, flags&^(syscall.O_CREAT|syscall.O_EXCL))
+		// child is not in go-fuse's tree yet (the bridge adds it when
+		// Create returns): open it by the path looked up, not child.rel().
+		fh, fl, errno := child.openRel(ctx, rel, flags&^(syscall.O_CREAT|syscall.O_EXCL), false)
 		if errno != 0 {
 			return nil, nil, 0, errno
 		}
@@ -129,24 +149,22 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	rel := n.childRel(name)
-	lf := fh.(*fs.LoopbackFile)
+	child := ch.Operations().(*Node)
+	drop := child.keepHandle(lf, flags)
 	if !n.fs.tracks(rel) {
 		if !n.fs.cfg.Passthrough {
-			return ch, &plainFile{loopbackOps: lf, node: ch.Operations().(*Node)}, fl, 0
+			return ch, &plainFile{loopbackOps: lf, node: child, drop: drop}, 0, 0
 		}
-		return ch, n.fs.passthroughWriter(lf, rel), fl, 0
+		return ch, n.fs.passthroughWriter(lf, rel, drop), 0, 0
 	}
 	c := n.fs.callerOf(ctx)
-	h := &File{loopbackOps: lf, lf: lf, node: ch.Operations().(*Node), fs: n.fs, who: c,
-		track: true, check: n.fs.guarded(c), created: true, granted: true}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(mustFd(lf), &st); err == nil {
-		h.id = guard.StatOf(&st).ID
-	}
+	h := &File{loopbackOps: lf, lf: lf, node: child, fs: n.fs, who: c,
+		track: true, check: n.fs.guarded(c), created: true, granted: true, drop: drop}
+	h.id = guard.StatOf(&st).ID // createAt's fstat of the new file
+	n.fs.cfg.Guard.NoteHandleOpen(h.id)
 	h.dirty = true
 	h.seq = n.fs.cfg.Guard.NoteMutation(h.id, c.session)
-	return ch, h, fl, 0
+	return ch, h, 0, 0
 }
 
 // plainFile is an unguarded handle kept out of passthrough. Its writes are
@@ -154,6 +172,13 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 type plainFile struct {
 	loopbackOps
 	node *Node
+	drop func() // drops the handle from node's open handles (handles.go)
+}
+
+// Release drops the handle from its node, then closes it.
+func (p *plainFile) Release(ctx context.Context) syscall.Errno {
+	p.drop()
+	return p.loopbackOps.Release(ctx)
 }
 
 // ptWriter is a writable handle of an exempt file left to kernel
@@ -161,16 +186,19 @@ type plainFile struct {
 // handle is one own change for the watcher, ended at release.
 type ptWriter struct {
 	*fs.LoopbackFile
-	end func()
+	end  func()
+	drop func() // drops the handle from its node's open handles (handles.go)
 }
 
-// passthroughWriter wraps a writable passthrough handle on rel.
-func (f *FS) passthroughWriter(lf *fs.LoopbackFile, rel string) *ptWriter {
-	return &ptWriter{LoopbackFile: lf, end: f.ownChange(rel)}
+// passthroughWriter wraps a writable passthrough handle on rel; drop is
+// its node's keepHandle result.
+func (f *FS) passthroughWriter(lf *fs.LoopbackFile, rel string, drop func()) *ptWriter {
+	return &ptWriter{LoopbackFile: lf, end: f.ownChange(rel), drop: drop}
 }
 
 // Release closes the handle and ends its own change.
 func (p *ptWriter) Release(ctx context.Context) syscall.Errno {
+	p.drop()
 	errno := p.LoopbackFile.Release(ctx)
 	p.end()
 	return errno

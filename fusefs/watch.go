@@ -34,6 +34,9 @@ type invalidator struct {
 	overflows   atomic.Uint64
 	lastLatency atomic.Int64 // ns from batch delivery to last notification
 	hook        atomic.Pointer[func([]watcher.Event)]
+	// moveTracker, when set (the watcher's BeginMove), brackets the
+	// daemon's own renames (FS.ownMove).
+	moveTracker atomic.Pointer[func(from, to string) (end func(moved bool))]
 }
 
 // WatchOptions tunes the caching policy that a watcher makes safe.
@@ -99,6 +102,37 @@ func (i *Invalidation) Unwatched(rel string, err error) {
 // daemon makes itself (the watcher's Begin).
 func (i *Invalidation) SetOwnTracker(begin func(rel string) (end func())) {
 	i.inv.fs.ownTracker.Store(&begin)
+}
+
+// SetMoveTracker installs the function that brackets every rename the
+// daemon makes itself (the watcher's BeginMove): its end, told whether the
+// rename succeeded, lets the watcher follow a moved directory's own changes
+// to their new paths (watcher.Watcher.BeginMove).
+func (i *Invalidation) SetMoveTracker(begin func(from, to string) (end func(moved bool))) {
+	i.inv.moveTracker.Store(&begin)
+}
+
+// ownMove brackets an own rename of from to to for the watcher, like
+// ownChange(from, to); the returned end must be called once, after the
+// rename, with moved set when it succeeded and was not a RENAME_EXCHANGE.
+// Without a move tracker it is ownChange.
+func (f *FS) ownMove(from, to string) (end func(moved bool)) {
+	if f.inv != nil {
+		if tr := f.inv.moveTracker.Load(); tr != nil {
+			endMove := (*tr)(from, to)
+			return func(moved bool) {
+				endMove(moved)
+				// As ownChange's end: a moved .gitignore changes the rules.
+				for _, rel := range []string{from, to} {
+					if path.Base(rel) == ".gitignore" && f.cfg.Exempt != nil {
+						f.cfg.Exempt.Invalidate(path.Dir(rel))
+					}
+				}
+			}
+		}
+	}
+	e := f.ownChange(from, to)
+	return func(bool) { e() }
 }
 
 // SetBatchHook installs a test hook called after each batch (or full
@@ -177,11 +211,11 @@ func (inv *invalidator) apply(ev watcher.Event) {
 	if !ok {
 		// The kernel knows nothing below an unknown directory: nothing is
 		// cached there to invalidate. The guard still learns of it.
-		inv.invalidateGuard(ev.Path, nil)
+		inv.invalidateGuard(ev.Path, nil, ev.Op)
 		return
 	}
 	child := parent.GetChild(name)
-	inv.invalidateGuard(ev.Path, child)
+	inv.invalidateGuard(ev.Path, child, ev.Op)
 	gone := ev.Op&(watcher.Remove|watcher.Rename) != 0
 	if child != nil {
 		// Drop data and attributes of the inode itself.
@@ -202,8 +236,17 @@ func (inv *invalidator) apply(ev watcher.Event) {
 
 // invalidateGuard drops hash-cache state of the file at rel (known by its
 // inode when go-fuse has one, or by a fresh lstat) and revokes the write
-// rights of handles on it.
-func (inv *invalidator) invalidateGuard(rel string, child *fs.Inode) {
+// rights of handles on it (an external mutation, guard.NoteMutation).
+//
+// An attribute-only change (op is just watcher.Chmod: chmod, chown, touch,
+// a link count change) revokes nothing: it changes no byte, and the hash is
+// authoritative (an external touch keeps a read fresh), so a handle whose
+// session's view of the content still holds keeps its right, and its own
+// writes since its read still count as its own. Any write, truncate,
+// create, remove or rename in the same batch window sets another bit, and
+// a write is never reported as Chmod alone (inotify raises IN_MODIFY for
+// every write(2) and truncate).
+func (inv *invalidator) invalidateGuard(rel string, child *fs.Inode, op watcher.Op) {
 	f := inv.fs
 	var ids []guard.FileID
 	if st, err := syscallLstat(f.backing(rel)); err == nil {
@@ -216,7 +259,9 @@ func (inv *invalidator) invalidateGuard(rel string, child *fs.Inode) {
 	}
 	for _, id := range ids {
 		f.cfg.Guard.Invalidate(id)
-		f.cfg.Guard.NoteMutation(id, guard.ExternalSession)
+		if op != watcher.Chmod {
+			f.cfg.Guard.NoteMutation(id, guard.ExternalSession)
+		}
 	}
 }
 

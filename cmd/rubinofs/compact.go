@@ -351,7 +351,9 @@ func compactRun(c *cli.Context) error {
 	if c.Bool("force") {
 		cmd = "force"
 	}
+	bar := compactSpinner(mnt, id) // nil unless stderr is a terminal
 	werr := writeCtl(mnt, "compact/sessions/"+id+"/ctl", []byte(cmd+"\n"))
+	finishSpinner(bar)
 	raw, rerr := readCtl(mnt, "compact/sessions/"+id+"/result")
 	if werr != nil {
 		return cli.Exit(fmt.Sprintf("compaction of %s failed: %v", short(id), werr), 1)

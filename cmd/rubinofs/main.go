@@ -45,6 +45,9 @@ func newApp() *cli.App {
 			askCommand(),
 			inboxCommand(),
 			demoCommand(),
+			configCommand(),
+			doctorCommand(),
+			completionCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",
@@ -58,6 +61,12 @@ func newApp() *cli.App {
 }
 
 func main() {
+	// Called as mount(8)'s helper (mount.fuse.rubinofs, or by fuse3's
+	// mount.fuse as `rubinofs /WORKSPACE MNT -o OPTS`): mount(8)'s calling
+	// convention and exit codes (mounthelper.go).
+	if isMountHelper(os.Args) {
+		os.Exit(mountHelperMain(os.Args[1:]))
+	}
 	if err := newApp().Run(os.Args); err != nil {
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) {

@@ -16,9 +16,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/fusefs"
-	"github.com/rubinofs/rubinofs/guard"
 )
 
 // readyFdEnv names the descriptor a --daemon child reports readiness on.
@@ -26,21 +26,27 @@ const readyFdEnv = "RUBINOFS_READY_FD"
 
 func mountFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "mode", Value: "enforce", Usage: "guard mode: enforce, warn (allow and log) or off"},
+		configFlag(),
+		&cli.StringFlag{Name: "mode", Value: config.Default("guard.mode").(string), Usage: "guard mode: enforce, warn (allow and log) or off"},
 		&cli.StringSliceFlag{Name: "exempt", Usage: "exempt paths matching `GLOB` (doublestar, workspace-relative) from the guard; repeatable"},
 		&cli.BoolFlag{Name: "guard-ignored", Usage: "guard git-ignored files too (only .git/ and --exempt stay exempt)"},
-		&cli.StringFlag{Name: "unregistered", Value: "guard", Usage: "callers outside any session: guard or allow"},
+		&cli.StringFlag{Name: "unregistered", Value: config.Default("guard.unregistered").(string), Usage: "callers outside any session: guard or allow"},
+		&cli.StringFlag{Name: "unlink", Value: config.Default("guard.unlink").(string), Usage: "unlinking a file the session never read (or that changed since): guard (refuse) or allow"},
+		&cli.StringFlag{Name: "errno", Value: config.Default("guard.errno").(string), Usage: "the errno a refused caller gets: EACCES or EPERM"},
 		&cli.StringSliceFlag{Name: "o", Usage: "FUSE mount options, comma-separated (allow_other, ro, ...)"},
 		&cli.StringFlag{Name: "state-dir", Usage: "state directory (default $XDG_STATE_HOME/rubinofs/..., /var/lib/rubinofs/... for root)"},
 		&cli.BoolFlag{Name: "daemon", Usage: "run in the background; return once the mount answers"},
 		&cli.BoolFlag{Name: "in-place", Usage: "mount over the workspace itself (give only WORKSPACE)"},
-		&cli.BoolFlag{Name: "watch", Value: true, Usage: "watch the workspace for external changes (fsnotify), so the kernel may cache long"},
+		&cli.BoolFlag{Name: "watch", Value: config.Default("cache.watch").(bool), Usage: "watch the workspace for external changes (fsnotify), so the kernel may cache long"},
 		&cli.DurationFlag{Name: "cache-timeout", Usage: "kernel entry/attribute/negative cache timeout (default 1h with --watch, 1s without)"},
-		&cli.DurationFlag{Name: "short-timeout", Value: time.Second, Usage: "cache timeout of subtrees the watcher does not watch"},
+		&cli.DurationFlag{Name: "short-timeout", Value: config.Default("cache.short_timeout").(time.Duration), Usage: "cache timeout of subtrees the watcher does not watch"},
 		&cli.StringSliceFlag{Name: "watch-skip", Usage: "do not watch directories matching `GLOB` (doublestar; default .git/objects); they get --short-timeout"},
-		&cli.BoolFlag{Name: "persist-reads", Value: true, Usage: "keep read state across restarts in the state directory (revalidated by hash)"},
+		&cli.BoolFlag{Name: "persist-reads", Value: config.Default("cache.persist_reads").(bool), Usage: "keep read state across restarts in the state directory (revalidated by hash)"},
+		&cli.DurationFlag{Name: "save-interval", Value: daemon.DefaultSaveInterval, Usage: "with --persist-reads, checkpoint the read state this often while it changes (negative: only at unmount)"},
 		&cli.IntFlag{Name: "max-watches", Usage: "at most `N` inotify watches (0: the kernel's fs.inotify.max_user_watches)"},
 		&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
+		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log record format: text (key=value) or json (one object a line)"},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "least severe level logged: debug, info, warn or error"},
 	}
 }
 
@@ -54,7 +60,11 @@ func mountCommand() *cli.Command {
 	}
 }
 
-// mountConfig turns flags and arguments into a daemon.Config.
+// mountConfig turns flags, arguments and the config files into a
+// daemon.Config: flags given on the command line > WORKSPACE/.rubino.toml >
+// the user file (--config) > agents.json/compact.json in the state
+// directory > defaults (package config). A bad or loosening config file is
+// a usage error (exit 2) naming the file, line and key.
 func mountConfig(c *cli.Context) (daemon.Config, error) {
 	var cfg daemon.Config
 	args := c.Args().Slice()
@@ -66,36 +76,16 @@ func mountConfig(c *cli.Context) (daemon.Config, error) {
 	default:
 		return cfg, cli.Exit("usage: rubinofs mount [flags] WORKSPACE MOUNTPOINT (or --in-place WORKSPACE)", 2)
 	}
-	mode, err := guard.ParseMode(c.String("mode"))
-	if err != nil {
-		return cfg, cli.Exit(err.Error(), 2)
-	}
-	cfg.Mode = mode
-	switch c.String("unregistered") {
-	case "guard":
-	case "allow":
-		cfg.AllowUnregistered = true
-	default:
-		return cfg, cli.Exit("--unregistered must be guard or allow", 2)
-	}
-	cfg.Exempt = c.StringSlice("exempt")
-	cfg.GuardIgnored = c.Bool("guard-ignored")
 	for _, o := range c.StringSlice("o") {
 		cfg.Options = append(cfg.Options, strings.Split(o, ",")...)
 	}
-	cfg.Watch = c.Bool("watch")
-	cfg.CacheTimeout = c.Duration("cache-timeout")
-	if cfg.CacheTimeout <= 0 {
-		cfg.CacheTimeout = time.Second
-		if cfg.Watch {
-			cfg.CacheTimeout = time.Hour
-		}
-	}
-	cfg.ShortTimeout = c.Duration("short-timeout")
-	cfg.WatchSkip = c.StringSlice("watch-skip")
-	cfg.MaxWatches = c.Int("max-watches")
-	cfg.PersistReads = c.Bool("persist-reads")
+	cfg.SaveInterval = c.Duration("save-interval")
 	cfg.Debug = c.Bool("debug")
+	logger, err := mountLogger(c) // logging.go: --log-format, --log-level
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Slog = logger
 	cfg.Version = versionString()
 	ws, err := filepath.Abs(cfg.Workspace)
 	if err != nil {
@@ -105,6 +95,24 @@ func mountConfig(c *cli.Context) (daemon.Config, error) {
 	if cfg.StateDir == "" {
 		cfg.StateDir = defaultStateDir(ws)
 	}
+	if p := c.String("config"); c.Bool("daemon") && p != "" && !filepath.IsAbs(p) {
+		return cfg, cli.Exit("--config must be absolute with --daemon", 2) // the daemon runs in /
+	}
+	// A dead in-place mount covers the workspace file: clear it first
+	// (runMount would, after this) so the file is read from the workspace
+	// itself. Not keyed on os.Stat's ENOTCONN: after a kill the kernel may
+	// still answer stat from its attribute cache; RecoverDeadMount asks
+	// statfs, and does nothing where no dead rubinofs mount is.
+	if msg, err := fusefs.RecoverDeadMount(ws); err != nil {
+		return cfg, cli.Exit(err.Error(), 1)
+	} else if msg != "" {
+		fmt.Fprintln(os.Stderr, "rubinofs: "+msg)
+	}
+	eff, err := loadConfig(c, ws, cfg.StateDir)
+	if err != nil {
+		return cfg, cli.Exit(err.Error(), 2)
+	}
+	applyConfig(&cfg, eff)
 	return cfg, nil
 }
 
@@ -133,10 +141,21 @@ func runMount(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// A dead mount left by a killed daemon (ENOTCONN) is cleared first.
+	if msg, err := fusefs.RecoverDeadMount(cfg.Mountpoint); err != nil {
+		return cli.Exit(err.Error(), 1)
+	} else if msg != "" {
+		fmt.Fprintln(os.Stderr, "rubinofs: "+msg)
+	}
 	if c.Bool("daemon") {
 		return spawnDaemon(cfg, c.NArg())
 	}
 	ready := readyPipe()
+	cfg.WatchProgress = walkProgress() // nil unless stderr is a terminal
+	// Catch SIGINT/SIGTERM before mounting: one arriving as soon as the
+	// mount answers must unmount, not kill the daemon and leave a dead mount.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	d, err := daemon.Start(cfg)
 	if err != nil {
 		if ready != nil {
@@ -151,16 +170,18 @@ func runMount(c *cli.Context) error {
 	if ready != nil {
 		fmt.Fprintln(ready, "ok")
 		ready.Close()
+	} else {
+		notifyReady(d.Mountpoint(), os.Getpid()) // --daemon's parent notifies for its child
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	select {
 	case s := <-sigs:
 		log.Printf("%v: unmounting %s", s, d.Mountpoint())
+		notifyStopping(d.Mountpoint())
 		if err := d.Close(); err != nil {
 			return cli.Exit(err.Error(), 1)
 		}
 	case <-d.Done():
+		notifyStopping(d.Mountpoint())
 		d.Close()
 	}
 	return nil
@@ -217,7 +238,14 @@ func spawnDaemon(cfg daemon.Config, nargs int) error {
 	if f := cfg.StateDir; f != "" && !filepath.IsAbs(f) {
 		return cli.Exit("--state-dir must be absolute with --daemon", 2)
 	}
-	cmd := exec.Command("/proc/self/exe", args...)
+	// The daemon re-executes this binary by its path, not /proc/self/exe,
+	// so that its comm is "rubinofs": pgrep, ps and CI's leftover check
+	// see it under its name.
+	self, err := os.Executable()
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Env = append(os.Environ(), readyFdEnv+"=3")
@@ -232,6 +260,7 @@ func spawnDaemon(cfg daemon.Config, nargs int) error {
 	line = strings.TrimSpace(line)
 	if line == "ok" {
 		fmt.Printf("mounted %s at %s (pid %d, log %s)\n", cfg.Workspace, cfg.Mountpoint, cmd.Process.Pid, logPath)
+		notifyReady(args[len(args)-1], cmd.Process.Pid) // the mountpoint, absolute
 		cmd.Process.Release()
 		return nil
 	}
@@ -242,19 +271,38 @@ func spawnDaemon(cfg daemon.Config, nargs int) error {
 	return cli.Exit(line, 1)
 }
 
+// exitBusy is the exit status of `rubinofs unmount` refusing a busy mount
+// (1 is any other failure, 2 a usage error).
+const exitBusy = 16 // EBUSY's number, as a reminder
+
 func unmountCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "unmount",
-		Aliases:   []string{"umount"},
-		Usage:     "unmount a rubinofs mount (also a dead one whose daemon is gone)",
+		Name:    "unmount",
+		Aliases: []string{"umount"},
+		Usage:   "unmount a rubinofs mount (also a dead one whose daemon is gone)",
+		Description: `A live mount in use (open files, working directories, running tasks) is
+refused: the message says busy and the exit status is 16. --lazy detaches it
+instead: it leaves the namespace at once, open files keep working until they
+are closed, the mount's tasks are stopped, and the daemon exits when the last
+file is closed. A dead mount (ENOTCONN: its daemon was killed) is detached.
+See docs/RELIABILITY.md.`,
 		ArgsUsage: "MOUNTPOINT",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "lazy", Aliases: []string{"l"}, Usage: "detach a busy mount (MNT_DETACH); the daemon exits when the last open file is closed"},
+		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return cli.Exit("usage: rubinofs unmount MOUNTPOINT", 2)
+				return cli.Exit("usage: rubinofs unmount [--lazy] MOUNTPOINT", 2)
 			}
-			mnt := c.Args().First()
-			if err := fusefs.Unmount(mnt); err != nil {
-				return cli.Exit(err.Error(), 1)
+			what, err := fusefs.Unmount(c.Args().First(), c.Bool("lazy"))
+			if errors.Is(err, fusefs.ErrBusy) {
+				return cli.Exit("rubinofs: "+err.Error(), exitBusy)
+			}
+			if err != nil {
+				return cli.Exit("rubinofs: "+err.Error(), 1)
+			}
+			if !strings.HasPrefix(what, "unmounted ") { // say what a lazy or dead unmount did
+				fmt.Fprintln(os.Stderr, "rubinofs: "+what)
 			}
 			return nil
 		},

@@ -34,11 +34,14 @@ func runCommand() *cli.Command {
 			}
 			// Register this very pid as the session root, then exec: the pid
 			// is kept and no helper process stays around.
-			spec := fmt.Sprintf("pid=%d", os.Getpid())
+			// No pid=: the daemon takes the writer's pid from the FUSE
+			// request, which the kernel translates into the daemon's pid
+			// namespace; os.Getpid() is wrong inside a container's.
+			spec := ""
 			if name := c.String("session"); name != "" {
-				spec += " name=" + name
+				spec = "name=" + name + " "
 			}
-			spec += " cmd=" + strings.Join(args, " ")
+			spec += "cmd=" + strings.Join(args, " ")
 			id, err := cloneCtl(mnt, "sessions/clone", []byte(spec+"\n"))
 			if err != nil {
 				return cli.Exit(fmt.Sprintf("registering the session: %v", err), 1)

@@ -1,0 +1,354 @@
+// Package config loads rubinofs' TOML configuration and merges it with the
+// mount's flags into one effective Config that remembers, for every value,
+// where it came from.
+//
+// Sources, strongest first:
+//
+//  1. flags of `rubinofs mount` that were given on the command line;
+//  2. the workspace file, WORKSPACE/.rubino.toml;
+//  3. the user file: --config PATH, else $XDG_CONFIG_HOME/rubinofs/config.toml,
+//     else ~/.config/rubinofs/config.toml;
+//  4. the state files of the older JSON configs, agents.json and
+//     compact.json in the state directory ($RUBINOFS_AGENTS_CONFIG,
+//     $RUBINOFS_COMPACT_CONFIG), for the [agents] and [compact] keys only;
+//  5. the defaults.
+//
+// A key set in a stronger source replaces the weaker one's value (lists
+// included: a list is one value). Subagent types are keyed per name
+// (agents.subagents.NAME), so the types of several sources add up.
+//
+// Security: the workspace file is writable by the agent the guard confines,
+// so it may only tighten the guard and set neutral tuning (see Rule and
+// docs/config.md). A workspace file that would loosen the guard, name a
+// program to run or raise a cap is refused as a whole, with an error naming
+// the file, line and key.
+//
+// Files are decoded with github.com/pelletier/go-toml/v2 with unknown keys
+// disallowed; every error names the file and line ("config.toml:12: unknown
+// key guard.mdoe"). Durations are TOML strings in time.ParseDuration's form
+// ("1h", "500ms").
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/rubinofs/rubinofs/compact"
+	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/tasks"
+)
+
+// File names and limits.
+const (
+	// WorkspaceFileName is the workspace file, at the workspace's root.
+	WorkspaceFileName = ".rubino.toml"
+	// UserFileName is the user file under $XDG_CONFIG_HOME (or ~/.config).
+	UserFileName = "rubinofs/config.toml"
+	// MaxFileSize bounds a config file (1 MiB); larger files are refused.
+	MaxFileSize = 1 << 20
+)
+
+// Kind names a source of values.
+type Kind string
+
+// The kinds of Source, weakest first.
+const (
+	KindDefault   Kind = "default"
+	KindState     Kind = "state file"
+	KindUser      Kind = "user file"
+	KindWorkspace Kind = "workspace file"
+	KindFlag      Kind = "flag"
+)
+
+// Source is where one value came from: a default, a file (with its line,
+// 0 for the JSON state files, which have none) or a flag.
+type Source struct {
+	Kind Kind   `json:"kind"`
+	Path string `json:"path,omitempty"`
+	Line int    `json:"line,omitempty"`
+	Flag string `json:"flag,omitempty"` // "--mode"
+}
+
+// String renders the source as `config show` prints it: "default",
+// "user file /home/u/.config/rubinofs/config.toml:3", "flag --mode",
+// "state file /var/lib/rubinofs/ws/agents.json".
+func (s Source) String() string {
+	switch {
+	case s.Kind == KindFlag:
+		return "flag " + s.Flag
+	case s.Path != "" && s.Line > 0:
+		return fmt.Sprintf("%s %s:%d", s.Kind, s.Path, s.Line)
+	case s.Path != "":
+		return fmt.Sprintf("%s %s", s.Kind, s.Path)
+	}
+	return string(s.Kind)
+}
+
+// Flag is one mount flag given on the command line, to override Key. Value
+// has the key's Go type: string, []string, bool, int or time.Duration (see
+// KeyKind). The CLI passes only flags that were set (urfave/cli's IsSet).
+type Flag struct {
+	Key   string // "guard.mode"
+	Name  string // "--mode", for the source
+	Value any
+}
+
+// Options says where Load looks.
+type Options struct {
+	// UserFile is --config: an explicit user file, which must exist. ""
+	// looks at $XDG_CONFIG_HOME/rubinofs/config.toml, else
+	// $HOME/.config/rubinofs/config.toml, and a missing file there is no
+	// error.
+	UserFile string
+	// Workspace is the workspace directory whose .rubino.toml is read (""
+	// reads none). A missing file is no error; a symlink or other
+	// non-regular file is refused.
+	Workspace string
+	// StateDir is where agents.json and compact.json are looked for (""
+	// looks only at $RUBINOFS_AGENTS_CONFIG and $RUBINOFS_COMPACT_CONFIG).
+	StateDir string
+	// Flags are the flags given on the command line, strongest of all.
+	Flags []Flag
+	// Getenv reads the environment (default os.Getenv); tests set it.
+	Getenv func(string) string
+}
+
+// Guard is the effective [guard] section, ready for daemon.Config.
+type Guard struct {
+	Mode              guard.Mode
+	Exempt            []string // doublestar globs, workspace-relative
+	GuardIgnored      bool
+	AllowUnregistered bool // unregistered = "allow"
+	Unlink            guard.UnlinkPolicy
+	Errno             syscall.Errno // EACCES or EPERM
+}
+
+// Cache is the effective [cache] section. CacheTimeout is resolved: a
+// default or 0 becomes 1 h with Watch and 1 s without.
+type Cache struct {
+	CacheTimeout time.Duration
+	ShortTimeout time.Duration
+	Watch        bool
+	WatchSkip    []string // doublestar globs of directories not watched
+	MaxWatches   int
+	PersistReads bool
+}
+
+// Entry is one effective value and its source, in `config show` order.
+// Value is a string, []string, bool, int, float64, time.Duration or (for
+// agents.subagents.NAME) tasks.SubagentType.
+type Entry struct {
+	Key    string
+	Value  any
+	Source Source
+}
+
+// Config is the effective configuration. Agents has every JSON field set
+// (defaults included), so tasks.Open's merge with agents.json changes
+// nothing; Compact is through WithDefaults and Validate.
+type Config struct {
+	Guard   Guard
+	Cache   Cache
+	Agents  tasks.Config
+	Compact compact.Config
+	// Files are the files that were read, weakest first, as sources.
+	Files []Source
+
+	entries []Entry
+	index   map[string]int
+}
+
+// Entries returns every effective value with its source, in the order
+// `config show` prints them.
+func (c *Config) Entries() []Entry { return append([]Entry(nil), c.entries...) }
+
+// Lookup returns the effective value of key ("guard.mode") and its source.
+func (c *Config) Lookup(key string) (Entry, bool) {
+	i, ok := c.index[key]
+	if !ok {
+		return Entry{}, false
+	}
+	return c.entries[i], true
+}
+
+// UserFilePath returns the user file Load reads without --config:
+// $XDG_CONFIG_HOME/rubinofs/config.toml, else
+// $HOME/.config/rubinofs/config.toml ("" when neither variable is set).
+func UserFilePath(getenv func(string) string) string {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if x := getenv("XDG_CONFIG_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, UserFileName)
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".config", UserFileName)
+	}
+	return ""
+}
+
+// Load reads the sources opts names and merges them (see the package
+// comment). Errors name the file and line: a syntax error, an unknown key,
+// a value of the wrong type or out of range, a workspace file that would
+// loosen the guard, a missing --config file, an unreadable or over-large
+// file; and the state files' own errors.
+func Load(opts Options) (*Config, error) {
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	m := defaults()
+	var files []Source
+
+	// The older JSON state files, for [agents] and [compact].
+	st, stFiles, err := loadStateFiles(opts)
+	if err != nil {
+		return nil, err
+	}
+	m.overlay(st)
+	files = append(files, stFiles...)
+
+	// The user file.
+	userPath, mustExist := opts.UserFile, true
+	if userPath == "" {
+		userPath, mustExist = UserFilePath(opts.Getenv), false
+	} else if abs, err := filepath.Abs(userPath); err == nil {
+		userPath = abs
+	}
+	if userPath != "" {
+		data, err := readFile(userPath, false)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && !mustExist:
+		case err != nil:
+			return nil, fmt.Errorf("user file: %w", err)
+		default:
+			src := Source{Kind: KindUser, Path: userPath}
+			l, err := parseFile(data, src)
+			if err != nil {
+				return nil, err
+			}
+			m.overlay(l)
+			files = append(files, src)
+		}
+	}
+
+	// The workspace file: may only tighten the guard.
+	if opts.Workspace != "" {
+		ws, err := filepath.Abs(opts.Workspace)
+		if err != nil {
+			return nil, err
+		}
+		p := filepath.Join(ws, WorkspaceFileName)
+		data, err := readFile(p, true)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, fmt.Errorf("workspace file: %w", err)
+		default:
+			src := Source{Kind: KindWorkspace, Path: p}
+			l, err := parseFile(data, src)
+			if err != nil {
+				return nil, err
+			}
+			if err := checkWorkspace(m, l); err != nil {
+				return nil, err
+			}
+			m.overlay(l)
+			files = append(files, src)
+		}
+	}
+
+	// Flags.
+	fl := layer{}
+	for _, f := range opts.Flags {
+		src := Source{Kind: KindFlag, Flag: f.Name}
+		spec, ok := lookupSpec(f.Key)
+		if !ok {
+			return nil, fmt.Errorf("flag %s: no config key %s", f.Name, f.Key)
+		}
+		if err := spec.check(f.Value); err != nil {
+			return nil, fmt.Errorf("flag %s: %w", f.Name, err)
+		}
+		fl[f.Key] = value{v: f.Value, src: src}
+	}
+	m.overlay(fl)
+
+	c, err := build(m)
+	if err != nil {
+		return nil, err
+	}
+	c.Files = files
+	return c, nil
+}
+
+// readFile reads a config file of at most MaxFileSize bytes. With
+// noSymlink (the workspace file) the file must be a regular file, not a
+// symlink: an agent could otherwise point it anywhere the daemon may read.
+func readFile(path string, noSymlink bool) ([]byte, error) {
+	if noSymlink {
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s is not a regular file (a symlink is refused: the workspace is the agent's)", path)
+		}
+	}
+	flags := os.O_RDONLY
+	if noSymlink {
+		flags |= syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+	}
+	f, err := os.OpenFile(path, flags, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, MaxFileSize)
+	}
+	return data, nil
+}
+
+// value is one value of a layer and where it came from.
+type value struct {
+	v   any
+	src Source
+}
+
+// layer maps dotted keys ("guard.mode", "agents.subagents.claude") to
+// values. A merged layer holds every key.
+type layer map[string]value
+
+// overlay puts every value of o over l's.
+func (l layer) overlay(o layer) {
+	for k, v := range o {
+		l[k] = v
+	}
+}
+
+// sortedSubagents returns the agents.subagents.NAME keys of l, sorted.
+func (l layer) sortedSubagents() []string {
+	var out []string
+	for k := range l {
+		if isSubagentKey(k) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

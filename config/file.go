@@ -1,0 +1,378 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/rubinofs/rubinofs/compact"
+	"github.com/rubinofs/rubinofs/tasks"
+)
+
+// fileConfig is the schema of a TOML file. Pointers tell a key that is set
+// from one that is not; durations are strings (parsed with their line).
+type fileConfig struct {
+	Guard struct {
+		Mode         *string   `toml:"mode"`
+		Exempt       *[]string `toml:"exempt"`
+		GuardIgnored *bool     `toml:"guard_ignored"`
+		Unregistered *string   `toml:"unregistered"`
+		Unlink       *string   `toml:"unlink"`
+		Errno        *string   `toml:"errno"`
+	} `toml:"guard"`
+	Cache struct {
+		CacheTimeout *string   `toml:"cache_timeout" kind:"duration"`
+		ShortTimeout *string   `toml:"short_timeout" kind:"duration"`
+		Watch        *bool     `toml:"watch"`
+		WatchSkip    *[]string `toml:"watch_skip"`
+		MaxWatches   *int      `toml:"max_watches"`
+		PersistReads *bool     `toml:"persist_reads"`
+	} `toml:"cache"`
+	Agents struct {
+		MaxDepth           *int                    `toml:"max_depth"`
+		MaxChildrenPerNode *int                    `toml:"max_children_per_node"`
+		MaxConcurrentTotal *int                    `toml:"max_concurrent_total"`
+		AskTimeout         *string                 `toml:"ask_timeout" kind:"duration"`
+		StopGrace          *string                 `toml:"stop_grace" kind:"duration"`
+		KeepFinished       *int                    `toml:"keep_finished"`
+		Subagents          map[string]fileSubagent `toml:"subagents"`
+	} `toml:"agents"`
+	Compact struct {
+		ContextWindow     *int     `toml:"context_window"`
+		Threshold         *float64 `toml:"threshold"`
+		MinimumMessages   *int     `toml:"minimum_messages"`
+		HeadMessages      *int     `toml:"head_messages"`
+		TailRatio         *float64 `toml:"tail_ratio"`
+		PreserveToolPairs *bool    `toml:"preserve_tool_pairs"`
+		MaxSummaryTokens  *int     `toml:"max_summary_tokens"`
+		PruneMinTokens    *int     `toml:"prune_min_tokens"`
+		PruneKeepRecent   *int     `toml:"prune_keep_recent"`
+		Model             *string  `toml:"model"`
+		Tokenizer         *string  `toml:"tokenizer"`
+		Summarizer        struct {
+			Backend        *string   `toml:"backend"`
+			Command        *[]string `toml:"command"`
+			TimeoutSeconds *int      `toml:"timeout_seconds"`
+			BaseURL        *string   `toml:"base_url"`
+			Model          *string   `toml:"model"`
+			APIKeyEnv      *string   `toml:"api_key_env"`
+		} `toml:"summarizer"`
+	} `toml:"compact"`
+}
+
+// fileSubagent is one [agents.subagents.NAME] table: tasks.SubagentType's
+// fields under its JSON names.
+type fileSubagent struct {
+	Command []string `toml:"command"`
+	Stdin   bool     `toml:"stdin"`
+	Env     []string `toml:"env"`
+}
+
+// parseFile decodes one TOML file into a layer whose values carry src with
+// their lines. Errors name the file and line.
+func parseFile(data []byte, src Source) (layer, error) {
+	var fc fileConfig
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fc); err != nil {
+		return nil, decodeError(src.Path, err)
+	}
+	lines, err := keyLines(data)
+	if err != nil {
+		return nil, decodeError(src.Path, err)
+	}
+	l := layer{}
+	var errs []string
+	put := func(key string, v any) {
+		s := src
+		s.Line = lines.of(key)
+		sp, _ := lookupSpec(key)
+		if err := sp.check(v); err != nil {
+			errs = append(errs, fmt.Sprintf("%s:%d: %v", src.Path, s.Line, err))
+			return
+		}
+		l[key] = value{v: v, src: s}
+	}
+	var walk func(prefix string, v reflect.Value)
+	walk = func(prefix string, v reflect.Value) {
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			key := prefix + f.Tag.Get("toml")
+			fv := v.Field(i)
+			switch {
+			case f.Type.Kind() == reflect.Struct:
+				walk(key+".", fv)
+			case f.Type.Kind() == reflect.Map: // agents.subagents
+				for _, name := range sortedMapKeys(fv) {
+					fs := fv.MapIndex(reflect.ValueOf(name)).Interface().(fileSubagent)
+					put(key+"."+name, tasks.SubagentType{Command: fs.Command, Stdin: fs.Stdin, Env: fs.Env})
+				}
+			case fv.IsNil():
+			case f.Tag.Get("kind") == "duration":
+				s := fv.Elem().String()
+				d, err := time.ParseDuration(s)
+				if err != nil {
+					errs = append(errs, fmt.Sprintf("%s:%d: %s: %q is not a duration (want one like \"1h\" or \"500ms\")", src.Path, lines.of(key), key, s))
+					continue
+				}
+				put(key, d)
+			default:
+				put(key, fv.Elem().Interface())
+			}
+		}
+	}
+	walk("", reflect.ValueOf(fc))
+	if len(errs) > 0 {
+		return nil, errors.New(strings.Join(errs, "\n"))
+	}
+	return l, nil
+}
+
+func sortedMapKeys(m reflect.Value) []string {
+	var out []string
+	for _, k := range m.MapKeys() {
+		out = append(out, k.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedKeys(l layer) []string {
+	out := make([]string, 0, len(l))
+	for k := range l {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// lineMap maps dotted keys (and table names) to the line that sets them.
+type lineMap map[string]int
+
+// of returns key's line, or that of its nearest table (0 when unknown).
+func (m lineMap) of(key string) int {
+	for k := key; k != ""; {
+		if n, ok := m[k]; ok {
+			return n
+		}
+		i := strings.LastIndexByte(k, '.')
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return 0
+}
+
+// keyLines walks the document with go-toml's parser and records the line
+// of every key, table header and inline-table key.
+func keyLines(data []byte) (lineMap, error) {
+	m := lineMap{}
+	var p unstable.Parser
+	p.Reset(data)
+	var table []string
+	keyOf := func(n *unstable.Node) ([]string, int) {
+		var parts []string
+		line := 0
+		it := n.Key()
+		for it.Next() {
+			k := it.Node()
+			if line == 0 {
+				line = p.Shape(k.Raw).Start.Line
+			}
+			parts = append(parts, string(k.Data))
+		}
+		return parts, line
+	}
+	record := func(parts []string, line int) {
+		for i := 1; i <= len(parts); i++ {
+			if k := strings.Join(parts[:i], "."); m[k] == 0 {
+				m[k] = line
+			}
+		}
+	}
+	var inline func(prefix []string, v *unstable.Node)
+	inline = func(prefix []string, v *unstable.Node) {
+		if v == nil || v.Kind != unstable.InlineTable {
+			return
+		}
+		it := v.Children()
+		for it.Next() {
+			kv := it.Node()
+			if kv.Kind != unstable.KeyValue {
+				continue
+			}
+			parts, line := keyOf(kv)
+			full := append(append([]string(nil), prefix...), parts...)
+			record(full, line)
+			inline(full, kv.Value())
+		}
+	}
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			parts, line := keyOf(e)
+			table = parts
+			record(parts, line)
+		case unstable.KeyValue:
+			parts, line := keyOf(e)
+			full := append(append([]string(nil), table...), parts...)
+			record(full, line)
+			inline(full, e.Value())
+		}
+	}
+	return m, p.Error()
+}
+
+var typeMsgRE = regexp.MustCompile(`cannot decode TOML (\w+) into (?s:.*)$`)
+
+// decodeError turns go-toml's errors into "PATH:LINE: ..." lines: unknown
+// keys (every one), type errors and syntax errors.
+func decodeError(path string, err error) error {
+	var sme *toml.StrictMissingError
+	if errors.As(err, &sme) {
+		var out []string
+		for _, e := range sme.Errors {
+			row, _ := e.Position()
+			out = append(out, fmt.Sprintf("%s:%d: unknown key %s", path, row, strings.Join(e.Key(), ".")))
+		}
+		return errors.New(strings.Join(out, "\n"))
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		key := strings.Join(de.Key(), ".")
+		msg := strings.TrimPrefix(de.Error(), "toml: ")
+		if sm := typeMsgRE.FindStringSubmatch(msg); sm != nil {
+			want := "a table"
+			if s, ok := lookupSpec(key); ok {
+				want = s.typ.word()
+			} else if strings.HasPrefix(key, subagentPrefix) {
+				want = map[string]string{"command": "an array of strings", "env": "an array of strings", "stdin": "a boolean"}[key[strings.LastIndexByte(key, '.')+1:]]
+			}
+			msg = fmt.Sprintf("want %s, got a TOML %s", want, sm[1])
+		}
+		if key != "" {
+			return fmt.Errorf("%s:%d: %s: %s", path, row, key, msg)
+		}
+		return fmt.Errorf("%s:%d:%d: %s", path, row, col, msg)
+	}
+	var pe *unstable.ParserError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %s", path, pe.Message)
+	}
+	return fmt.Errorf("%s: %w", path, err)
+}
+
+// loadStateFiles reads agents.json and compact.json ($RUBINOFS_AGENTS_CONFIG,
+// $RUBINOFS_COMPACT_CONFIG, else the state directory), with the packages'
+// own parsers, into a layer of the keys they set.
+func loadStateFiles(opts Options) (layer, []Source, error) {
+	l := layer{}
+	var files []Source
+	path := func(env, name string) string {
+		if p := opts.Getenv(env); p != "" {
+			return p
+		}
+		if opts.StateDir != "" {
+			return filepath.Join(opts.StateDir, name)
+		}
+		return ""
+	}
+	if p := path(tasks.ConfigEnv, tasks.ConfigFileName); p != "" {
+		if _, err := os.Stat(p); err == nil {
+			ac, err := tasks.LoadConfig(p)
+			if err != nil {
+				return nil, nil, fmt.Errorf("state file: %w", err)
+			}
+			src := Source{Kind: KindState, Path: p}
+			files = append(files, src)
+			set := func(k string, v any, ok bool) {
+				if ok {
+					l[k] = value{v: v, src: src}
+				}
+			}
+			set("agents.max_depth", ac.MaxDepth, ac.MaxDepth > 0)
+			set("agents.max_children_per_node", ac.MaxChildrenPerNode, ac.MaxChildrenPerNode > 0)
+			set("agents.max_concurrent_total", ac.MaxConcurrentTotal, ac.MaxConcurrentTotal > 0)
+			set("agents.ask_timeout", time.Duration(ac.AskTimeout), ac.AskTimeout > 0)
+			set("agents.stop_grace", time.Duration(ac.StopGrace), ac.StopGrace > 0)
+			set("agents.keep_finished", ac.KeepFinished, ac.KeepFinished > 0)
+			for name, t := range ac.Subagents {
+				set(subagentPrefix+name, t, true)
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("state file: %w", err)
+		}
+	}
+	if p := path(compact.ConfigEnv, compact.ConfigFileName); p != "" {
+		raw, err := os.ReadFile(p)
+		if err == nil {
+			cc, err := compact.LoadConfig(p) // validates, applies defaults
+			if err != nil {
+				return nil, nil, fmt.Errorf("state file: %w", err)
+			}
+			// Which keys the file sets: its top-level and summarizer keys.
+			var top map[string]json.RawMessage
+			var sum map[string]json.RawMessage
+			if len(bytes.TrimSpace(raw)) > 0 {
+				if err := json.Unmarshal(raw, &top); err != nil {
+					return nil, nil, fmt.Errorf("state file %s: %w", p, err)
+				}
+				if s, ok := top["summarizer"]; ok {
+					json.Unmarshal(s, &sum)
+				}
+			}
+			src := Source{Kind: KindState, Path: p}
+			files = append(files, src)
+			vals := map[string]any{
+				"context_window": cc.ContextWindow, "threshold": cc.Threshold, "minimum_messages": cc.MinimumMessages,
+				"head_messages": cc.HeadMessages, "tail_ratio": cc.TailRatio, "preserve_tool_pairs": *cc.PreserveToolPairs,
+				"max_summary_tokens": cc.MaxSummaryTokens, "prune_min_tokens": cc.PruneMinTokens,
+				"prune_keep_recent": cc.PruneKeepRecent, "model": cc.Model, "tokenizer": cc.Tokenizer,
+			}
+			for k, v := range vals {
+				if _, ok := top[k]; ok {
+					l["compact."+k] = value{v: v, src: src}
+				}
+			}
+			cmd := cc.Summarizer.Command
+			if cmd == nil {
+				cmd = []string{}
+			}
+			svals := map[string]any{
+				"backend": cc.Summarizer.Backend, "command": cmd, "timeout_seconds": cc.Summarizer.TimeoutSeconds,
+				"base_url": cc.Summarizer.BaseURL, "model": cc.Summarizer.Model, "api_key_env": cc.Summarizer.APIKeyEnv,
+			}
+			for k, v := range svals {
+				if _, ok := sum[k]; ok {
+					l["compact.summarizer."+k] = value{v: v, src: src}
+				}
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("state file: %w", err)
+		}
+	}
+	// The state files' values pass the same checks as a TOML file's.
+	for _, k := range sortedKeys(l) {
+		s, _ := lookupSpec(k)
+		if err := s.check(l[k].v); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", l[k].src, err)
+		}
+	}
+	return l, files, nil
+}

@@ -1,0 +1,141 @@
+package daemon
+
+// Logging and metrics of a mount: the structured logger (log/slog) with
+// the *log.Logger bridge the parts still take, the guard's denial log
+// line, and the collectors that expose the watcher's, the task registry's
+// and the compressor's counters in .rubino/metrics, read at scrape time.
+
+import (
+	"context"
+	"log"
+	"log/slog"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/tasks"
+)
+
+// setupLoggers fills the two loggers of cfg from each other: with only
+// Slog, Logger is slog.NewLogLogger over its handler (at level info), so
+// every *log.Logger user (fusefs, tasks, compact, the daemon's own
+// messages) goes through slog; with only Logger, Slog writes text records
+// to Logger's writer; with neither, both go to stderr.
+func setupLoggers(cfg *Config) {
+	switch {
+	case cfg.Slog != nil && cfg.Logger == nil:
+		cfg.Logger = slog.NewLogLogger(cfg.Slog.Handler(), slog.LevelInfo)
+	case cfg.Slog == nil && cfg.Logger != nil:
+		cfg.Slog = slog.New(slog.NewTextHandler(cfg.Logger.Writer(), nil))
+	case cfg.Slog == nil:
+		cfg.Logger = log.New(os.Stderr, "rubinofs: ", log.LstdFlags)
+		cfg.Slog = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+}
+
+// denialLogger returns the guard's OnDenial hook: one structured record per
+// refusal (level warn) or, in warn mode, per would-be refusal (level info),
+// with the fields session, pid, comm, op, path and code.
+func denialLogger(l *slog.Logger) func(guard.Denial) {
+	return func(d guard.Denial) {
+		level, msg := slog.LevelWarn, "guard refused a mutation"
+		if d.Warned {
+			level, msg = slog.LevelInfo, "guard would refuse a mutation (warn mode)"
+		}
+		l.LogAttrs(context.Background(), level, msg,
+			slog.String("session", d.Session), slog.Uint64("pid", uint64(d.Pid)), slog.String("comm", d.Comm),
+			slog.String("op", string(d.Op)), slog.String("path", d.Path), slog.String("code", string(d.Code)))
+	}
+}
+
+// registerMetrics adds the watcher's, the task registry's and the
+// compressor's collectors to the mount's registry (.rubino/metrics).
+func (d *Daemon) registerMetrics() {
+	reg := d.FS.Metrics()
+	if d.Watcher != nil {
+		w, inv := d.Watcher, d.Invalidation
+		reg.MustRegister(scrape(func(ch chan<- prometheus.Metric) {
+			st := w.Stats()
+			counter(ch, descWatchEvents, st.Events)
+			counter(ch, descWatchExternal, st.External)
+			counter(ch, descWatchOwn, st.Own)
+			counter(ch, descWatchBatches, st.Batches)
+			counter(ch, descWatchOverflows, st.Overflows)
+			gauge(ch, descWatches, float64(st.Watches))
+			gauge(ch, descUnwatched, float64(len(st.Unwatched)))
+			is := inv.Stats()
+			if v, ok := is["full_invalidations"].(uint64); ok {
+				counter(ch, descFullInvalidations, v)
+			}
+		}))
+	}
+	if d.Tasks != nil {
+		rn := d.Tasks
+		reg.MustRegister(scrape(func(ch chan<- prometheus.Metric) {
+			counts := rn.Stats()
+			for _, s := range taskStatuses {
+				gauge(ch, descTasks, float64(counts[string(s)]), string(s))
+				delete(counts, string(s))
+			}
+			for s, n := range counts { // a status added to tasks later
+				gauge(ch, descTasks, float64(n), s)
+			}
+		}))
+	}
+	if d.Compact != nil && d.Compact.Compressor() != nil {
+		comp := d.Compact.Compressor()
+		reg.MustRegister(scrape(func(ch chan<- prometheus.Metric) {
+			rs := comp.RunStats()
+			counter(ch, descCompactions, rs.Compacted, "compacted")
+			counter(ch, descCompactions, rs.Noops, "noop")
+			counter(ch, descCompactions, rs.Failures, "failed")
+		}))
+	}
+}
+
+// taskStatuses are shown even at zero, so a dashboard's series exist.
+var taskStatuses = []tasks.Status{tasks.StatusRunning, tasks.StatusNeedsApproval, tasks.StatusBlockedOnHuman,
+	tasks.StatusBlockedOnParent, tasks.StatusStopping, tasks.StatusStopped, tasks.StatusDone, tasks.StatusFailed}
+
+var (
+	descWatchEvents = prometheus.NewDesc("rubinofs_watcher_events_total",
+		"fsnotify events received by the watcher.", nil, nil)
+	descWatchExternal = prometheus.NewDesc("rubinofs_watcher_external_changes_total",
+		"Coalesced external changes delivered (made outside the mount).", nil, nil)
+	descWatchOwn = prometheus.NewDesc("rubinofs_watcher_own_changes_total",
+		"Coalesced changes recognised as the daemon's own.", nil, nil)
+	descWatchBatches = prometheus.NewDesc("rubinofs_watcher_batches_total",
+		"Batches of changes delivered by the watcher.", nil, nil)
+	descWatchOverflows = prometheus.NewDesc("rubinofs_watcher_overflows_total",
+		"Times the watcher lost events (inotify queue overflow).", nil, nil)
+	descFullInvalidations = prometheus.NewDesc("rubinofs_watcher_full_invalidations_total",
+		"Times everything cached was invalidated (lost events, or a full invalidation queue).", nil, nil)
+	descWatches = prometheus.NewDesc("rubinofs_watcher_watches",
+		"Directories watched.", nil, nil)
+	descUnwatched = prometheus.NewDesc("rubinofs_watcher_unwatched_subtrees",
+		"Subtrees without watches (skipped, or out of inotify watches).", nil, nil)
+	descTasks = prometheus.NewDesc("rubinofs_tasks",
+		"Background tasks (.rubino/agents) by status: live ones and the terminal ones still listed.", []string{"status"}, nil)
+	descCompactions = prometheus.NewDesc("rubinofs_compactions_total",
+		"Compaction requests by outcome: compacted, noop (below the threshold, thrashing, ...) or failed.", []string{"outcome"}, nil)
+)
+
+// scrape is a collector whose metrics fn emits at every scrape, from
+// counters kept elsewhere; its descriptors come from one collection at
+// registration (prometheus.DescribeByCollect).
+type scrape func(ch chan<- prometheus.Metric)
+
+// Describe implements prometheus.Collector.
+func (s scrape) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(s, ch) }
+
+// Collect implements prometheus.Collector.
+func (s scrape) Collect(ch chan<- prometheus.Metric) { s(ch) }
+
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}

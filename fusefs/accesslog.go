@@ -1,0 +1,226 @@
+package fusefs
+
+// .rubino/accesslog, in the style of JuiceFS's .accesslog: every open
+// handle is a reader with its own bounded buffer of lines; rawWrap
+// publishes one line per FUSE operation to every reader without ever
+// blocking (a full buffer drops the line and counts it; the reader is told
+// how many it lost at its next read); an idle reader gets a heartbeat line
+// every second.
+//
+// A line is
+//
+//	2026.11.24 10:00:00.123456 [uid:0,gid:0,pid:123,session:default] write (42,4096,0,7): OK (4096) <0.000031>
+//
+// local time, the caller, the op with its arguments (node ids are the FUSE
+// node ids the kernel uses, 1 for the root, as JuiceFS's inode numbers),
+// "OK" or the errno's name, the result where the op has one, and the time
+// the daemon took in seconds.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rubinofs/rubinofs/ctltree"
+)
+
+// accessLogBuffer is a reader's buffer, in lines. A `cat` keeps up with
+// bursts of thousands of operations (`git status`); a reader that does not
+// read loses lines, never the writers' time.
+const accessLogBuffer = 4096
+
+// accessLogHeartbeat is how long a reader waits for a line before it gets a
+// heartbeat line instead.
+const accessLogHeartbeat = time.Second
+
+// accessLogTime is the time layout of a line (JuiceFS's).
+const accessLogTime = "2006.01.02 15:04:05.000000"
+
+// accessLog is the set of readers of .rubino/accesslog.
+type accessLog struct {
+	mu      sync.Mutex
+	readers atomic.Pointer[[]*alogReader] // copy-on-write; nil or empty: no reader
+	closed  chan struct{}                 // closed by close: every feed ends
+	once    sync.Once
+	dropped prometheus.Counter // rubinofs_accesslog_dropped_lines_total
+}
+
+func newAccessLog() *accessLog {
+	return &accessLog{
+		closed: make(chan struct{}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rubinofs_accesslog_dropped_lines_total",
+			Help: "Access-log lines dropped because a reader's buffer was full.",
+		}),
+	}
+}
+
+// active reports whether any reader is attached: one atomic load, so
+// producers build no line while nobody reads.
+func (l *accessLog) active() bool {
+	p := l.readers.Load()
+	return p != nil && len(*p) > 0
+}
+
+// publish hands line (which must not be modified afterwards) to every
+// reader. It never blocks: a reader whose buffer is full loses the line.
+func (l *accessLog) publish(line []byte) {
+	p := l.readers.Load()
+	if p == nil {
+		return
+	}
+	for _, r := range *p {
+		select {
+		case r.ch <- line:
+		default:
+			r.dropped.Add(1)
+			l.dropped.Inc()
+		}
+	}
+}
+
+// open attaches a new reader. After close the reader's feed is at its end.
+func (l *accessLog) open() *alogReader {
+	r := &alogReader{log: l, ch: make(chan []byte, accessLogBuffer), done: make(chan struct{})}
+	select {
+	case <-l.closed:
+		return r // never attached: its first read is end-of-file
+	default:
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var cur []*alogReader
+	if p := l.readers.Load(); p != nil {
+		cur = *p
+	}
+	next := append(append(make([]*alogReader, 0, len(cur)+1), cur...), r)
+	l.readers.Store(&next)
+	return r
+}
+
+// detach removes r from the readers.
+func (l *accessLog) detach(r *alogReader) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.readers.Load()
+	if p == nil {
+		return
+	}
+	next := make([]*alogReader, 0, len(*p))
+	for _, x := range *p {
+		if x != r {
+			next = append(next, x)
+		}
+	}
+	l.readers.Store(&next)
+}
+
+// close ends every feed, present and future (unmount). Idempotent.
+func (l *accessLog) close() {
+	l.once.Do(func() { close(l.closed) })
+}
+
+// alogReader is one open handle of .rubino/accesslog: a ctltree.Feed.
+type alogReader struct {
+	log     *accessLog
+	ch      chan []byte
+	dropped atomic.Uint64 // lines lost since the last report
+	done    chan struct{}
+	once    sync.Once
+
+	mu      sync.Mutex // serialises reads of this handle
+	pending []byte     // the rest of a line cut by a short read
+}
+
+// Read implements ctltree.Feed: it blocks until a line, a heartbeat (after
+// accessLogHeartbeat without a line), the end of the feed (io.EOF: the
+// handle was released or the mount is going away) or ctx's end (ctx.Err():
+// the reader was interrupted), then fills p with as many whole lines as are
+// waiting. Lost lines are reported first, as "TIME #dropped N lines".
+func (r *alogReader) Read(ctx context.Context, p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if len(r.pending) > 0 {
+		n := copy(p, r.pending)
+		r.pending = r.pending[n:]
+		return n, nil
+	}
+	n := 0
+	if d := r.dropped.Swap(0); d > 0 {
+		n = r.put(p, n, fmt.Appendf(nil, "%s #dropped %d lines: this reader fell behind (buffer %d lines)\n",
+			time.Now().Format(accessLogTime), d, accessLogBuffer))
+	}
+	if n == 0 {
+		t := time.NewTimer(accessLogHeartbeat)
+		select {
+		case line := <-r.ch:
+			t.Stop()
+			n = r.put(p, n, line)
+		case <-t.C:
+			return r.put(p, 0, fmt.Appendf(nil, "%s #heartbeat\n", time.Now().Format(accessLogTime))), nil
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-r.done:
+			t.Stop()
+			return 0, io.EOF
+		case <-r.log.closed:
+			t.Stop()
+			return 0, io.EOF
+		}
+	}
+	for n < len(p) && len(r.pending) == 0 {
+		select {
+		case line := <-r.ch:
+			n = r.put(p, n, line)
+		default:
+			return n, nil
+		}
+	}
+	return n, nil
+}
+
+// put copies line into p at n and returns the new fill. A line that does
+// not fit is kept whole for the next read, unless p holds nothing yet: then
+// it is cut and its rest kept.
+func (r *alogReader) put(p []byte, n int, line []byte) int {
+	if len(line) <= len(p)-n {
+		return n + copy(p[n:], line)
+	}
+	if n > 0 {
+		r.pending = line
+		return n
+	}
+	c := copy(p, line)
+	r.pending = line[c:]
+	return c
+}
+
+// Close implements ctltree.Feed: it detaches the reader; a blocked Read
+// returns io.EOF. Idempotent.
+func (r *alogReader) Close() {
+	r.once.Do(func() {
+		close(r.done)
+		r.log.detach(r)
+	})
+}
+
+// openAccessLog is the Open of the Stream file .rubino/accesslog: any
+// caller may read it (it shows what .rubino/guard/denials shows, and less).
+func (f *FS) openAccessLog(_ ctltree.Caller) (ctltree.Feed, error) {
+	return f.observe().alog.open(), nil
+}
+
+// CloseStreams ends every reader of the stream control files (the access
+// log): their blocked reads return end-of-file, so a `cat` exits and
+// releases the mount. The daemon calls it before unmounting; it is also
+// called when the server stops. Later opens read end-of-file at once.
+func (f *FS) CloseStreams() { f.observe().alog.close() }

@@ -1,0 +1,134 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// TestRecordAllocs checks the hot path: timing and counting a request,
+// also one that fails, allocates nothing while no access-log reader is
+// attached.
+func TestRecordAllocs(t *testing.T) {
+	w := &rawWrap{m: newFSMetrics(&FS{})}
+	w.done(opLookup, time.Now(), fuse.ENOENT) // first ENOENT of lookup resolves its counter
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, ok := w.done(opGetattr, time.Now(), fuse.OK); ok {
+			t.Fatal("a line is wanted with no reader attached")
+		}
+		w.done(opLookup, time.Now(), fuse.ENOENT)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per request, want 0", allocs)
+	}
+}
+
+// BenchmarkRecord measures the per-request cost of rawWrap's bookkeeping
+// with no access-log reader.
+func BenchmarkRecord(b *testing.B) {
+	w := &rawWrap{m: newFSMetrics(&FS{})}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			w.done(opGetattr, time.Now(), fuse.OK)
+		}
+	})
+}
+
+// TestAccessLogNeverBlocks checks that publishing to a reader whose buffer
+// is full drops the line instead of blocking, and that the reader's next
+// read reports the loss first, then the oldest lines, whole.
+func TestAccessLogNeverBlocks(t *testing.T) {
+	l := newAccessLog()
+	r := l.open()
+	defer r.Close()
+	const extra = 10
+	for i := range accessLogBuffer + extra {
+		l.publish(fmt.Appendf(nil, "line %d\n", i)) // must not block
+	}
+	buf := make([]byte, 64<<10)
+	n, err := r.Read(context.Background(), buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(buf[:n]), "\n"), "\n")
+	if !strings.Contains(lines[0], fmt.Sprintf(" #dropped %d lines", extra)) {
+		t.Fatalf("first line %q, want a report of %d dropped lines", lines[0], extra)
+	}
+	if lines[1] != "line 0" {
+		t.Errorf("second line %q, want the oldest line", lines[1])
+	}
+	for _, ln := range lines[1:] {
+		if !strings.HasPrefix(ln, "line ") {
+			t.Fatalf("cut or foreign line %q", ln)
+		}
+	}
+}
+
+// TestAccessLogShortReads checks that a line longer than the read buffer
+// is delivered in pieces, and that a line that does not fit after others
+// waits whole for the next read.
+func TestAccessLogShortReads(t *testing.T) {
+	l := newAccessLog()
+	r := l.open()
+	defer r.Close()
+	l.publish([]byte("abcdefghij\n"))
+	l.publish([]byte("0123\n"))
+	l.publish([]byte("xyz\n"))
+	var got []string
+	buf := make([]byte, 8)
+	for range 4 {
+		n, err := r.Read(context.Background(), buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(buf[:n]))
+	}
+	want := []string{"abcdefgh", "ij\n", "0123\n", "xyz\n"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("reads %q, want %q", got, want)
+	}
+}
+
+// TestAccessLogEnds checks that a blocked read returns on the reader's
+// close (io.EOF), on the log's close (io.EOF) and on its context's end.
+func TestAccessLogEnds(t *testing.T) {
+	l := newAccessLog()
+	buf := make([]byte, 128)
+	for _, c := range []struct {
+		name string
+		end  func(r *alogReader, cancel context.CancelFunc)
+		want error
+	}{
+		{"reader closed", func(r *alogReader, _ context.CancelFunc) { r.Close() }, io.EOF},
+		{"interrupted", func(_ *alogReader, cancel context.CancelFunc) { cancel() }, context.Canceled},
+		{"log closed", func(*alogReader, context.CancelFunc) { l.close() }, io.EOF},
+	} {
+		r := l.open()
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() {
+			for {
+				n, err := r.Read(ctx, buf)
+				if err != nil || !strings.HasSuffix(string(buf[:n]), "#heartbeat\n") {
+					errc <- err
+					return
+				}
+			}
+		}()
+		c.end(r, cancel)
+		if err := <-errc; !errors.Is(err, c.want) {
+			t.Errorf("%s: Read returned %v, want %v", c.name, err, c.want)
+		}
+		cancel()
+		r.Close()
+		if l.active() {
+			t.Errorf("%s: a closed reader is still attached", c.name)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package fusefs
+
+// The Stream kind of the generic control-file mechanism (ctl.go): each open
+// handle gets its own ctltree.Feed, and reads block on it. The handle is
+// direct-I/O and stream-like (FOPEN_STREAM: no file position, the offset is
+// ignored), so the kernel neither caches nor reads ahead.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rubinofs/rubinofs/ctltree"
+)
+
+// openStream opens a Stream file for a reader (ctlNode.Open has refused
+// writable opens). The feed's Open error reaches the caller with its errno
+// (ctltree.ErrnoOf) and is recorded in .rubino/errors.
+func (f *FS) openStream(elems []string, file *ctltree.File, c ctltree.Caller) (fs.FileHandle, uint32, syscall.Errno) {
+	if file.Open == nil {
+		// EIO: a Stream file without a feed is a bug of its feature.
+		f.recordCtlError(c, elems, syscall.EIO, "stream file has no feed")
+		return nil, 0, syscall.EIO
+	}
+	feed, err := file.Open(c)
+	if err != nil {
+		errno := ctltree.ErrnoOf(err)
+		f.recordCtlError(c, elems, errno, err.Error())
+		return nil, 0, errno
+	}
+	return &streamHandle{fs: f, feed: feed}, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_STREAM, 0
+}
+
+// streamHandle is an open Stream file.
+type streamHandle struct {
+	fs   *FS
+	feed ctltree.Feed
+}
+
+var (
+	_ fs.FileReader   = (*streamHandle)(nil)
+	_ fs.FileReleaser = (*streamHandle)(nil)
+)
+
+// Read blocks on the feed (see ctltree.Feed) and ignores off. It returns
+// EINTR when the request is interrupted (the reader got a signal: ^C on
+// `cat`), 0 bytes (end of file) when the feed ended, and EIO for any other
+// feed error. The request is marked quiet: rawWrap neither times nor logs
+// it (fsMetrics.quiet).
+func (h *streamHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.fs.observe().markQuiet(ctx.Done())
+	n, err := h.feed.Read(ctx, dest)
+	switch {
+	case err == nil:
+		return fuse.ReadResultData(dest[:n]), 0
+	case errors.Is(err, io.EOF):
+		return fuse.ReadResultData(nil), 0
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return nil, syscall.EINTR
+	}
+	return nil, syscall.EIO
+}
+
+// Release ends the handle's feed.
+func (h *streamHandle) Release(ctx context.Context) syscall.Errno {
+	h.feed.Close()
+	return 0
+}

@@ -1,0 +1,313 @@
+package fusefs
+
+// Open file handles per inode, for attribute changes of a file whose name is
+// gone (issue 7, tests/posix_compare_test.go fchmod_unlinked_open_file).
+//
+// fchmod, fchown and futimens reach the daemon as a SETATTR without a file
+// handle: the kernel sets FATTR_FH only for a size change (fs/fuse/dir.c
+// fuse_do_setattr). The daemon then reaches the backing file by its name,
+// which is gone once the file was unlinked (or renamed over) while still
+// open, and may even name another file by now. Natively the change works on
+// the open file. So every handle is registered with its Node, and Setattr
+// falls back to the descriptor of one of them whenever the name does not
+// lead to the node's own inode (compared by device, inode number and
+// generation): the handle's descriptor is that inode, whatever its names.
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// openHandles is the set of open file handles of one inode: each handle's
+// loopback file, and whether it was opened for writing. The zero value is
+// ready to use. Concurrency: mu guards set; a handle is dropped from the set
+// before its descriptor is closed, so a descriptor found in the set is open
+// as long as mu is held.
+type openHandles struct {
+	mu  sync.Mutex
+	set map[*fs.LoopbackFile]bool
+}
+
+// keepHandle registers lf, a handle of n opened with the open(2) flags
+// flags, and returns the function that drops it again. The handle's Release
+// must call drop before it closes lf. drop is idempotent.
+func (n *Node) keepHandle(lf *fs.LoopbackFile, flags uint32) (drop func()) {
+	o := &n.handles
+	o.mu.Lock()
+	if o.set == nil {
+		o.set = make(map[*fs.LoopbackFile]bool)
+	}
+	o.set[lf] = flags&syscall.O_ACCMODE != syscall.O_RDONLY
+	o.mu.Unlock()
+	untrack := n.fs.trackFile(lf, n) // FS-wide, for FS.Close
+	return func() {
+		o.mu.Lock()
+		delete(o.set, lf)
+		o.mu.Unlock()
+		untrack()
+	}
+}
+
+// handleFd returns a duplicate (close-on-exec) of the descriptor of one of
+// n's open handles, preferring a writable one when write is set, and whether
+// that one is writable; ok is false when n has no open handle. The caller
+// closes fd.
+func (n *Node) handleFd(write bool) (fd int, writable, ok bool) {
+	o := &n.handles
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var pick *fs.LoopbackFile
+	for lf, w := range o.set {
+		if pick == nil || (write && w && !writable) {
+			pick, writable = lf, w
+		}
+	}
+	if pick == nil {
+		return -1, false, false
+	}
+	src, live := pick.PassthroughFd()
+	if !live {
+		return -1, false, false
+	}
+	fd, err := unix.FcntlInt(uintptr(src), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, false, false
+	}
+	return fd, writable, true
+}
+
+// sameInode reports whether st (with the inode generation gen, as statAt
+// returns them) is n's own backing inode: the stable attributes go-fuse
+// knows n by, which mix in the device and the birth time. The root is
+// always itself.
+func (n *Node) sameInode(st *syscall.Stat_t, gen uint64) bool {
+	if n.isRoot() {
+		return true
+	}
+	want, got := n.StableAttr(), n.fs.stableAttr(st, gen)
+	return want.Ino == got.Ino && want.Gen == got.Gen
+}
+
+// setattrFd applies a SETATTR to the open descriptor fd: mode, owner, size
+// and times (in that order, as setattrAt), then fstats into out. A size
+// change uses ftruncate when fd is writable, else truncate(2) of the
+// descriptor's /proc/self/fd link (write permission, as by name). Times go
+// through the /proc/self/fd link too (futimens has no x/sys/unix wrapper);
+// fd is a regular file's descriptor, never a symlink's, so following the
+// link reaches fd's own inode. Errors: those of the syscalls, as errno.
+func setattrFd(fd int, writable bool, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	self := procPath(dirFd{fd: fd}, "")
+	if m, ok := in.GetMode(); ok {
+		if err := unix.Fchmod(fd, m); err != nil {
+			return fs.ToErrno(err)
+		}
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		suid, sgid := -1, -1
+		if uok {
+			suid = int(uid)
+		}
+		if gok {
+			sgid = int(gid)
+		}
+		if err := unix.Fchown(fd, suid, sgid); err != nil {
+			return fs.ToErrno(err)
+		}
+	}
+	if sz, ok := in.GetSize(); ok {
+		var err error
+		if writable {
+			err = unix.Ftruncate(fd, int64(sz))
+		} else {
+			err = unix.Truncate(self, int64(sz))
+		}
+		if err != nil {
+			return fs.ToErrno(err)
+		}
+	}
+	mtime, mok := in.GetMTime()
+	atime, aok := in.GetATime()
+	if mok || aok {
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+		var err error
+		if aok {
+			if ts[0], err = unix.TimeToTimespec(atime); err != nil {
+				return fs.ToErrno(err)
+			}
+		}
+		if mok {
+			if ts[1], err = unix.TimeToTimespec(mtime); err != nil {
+				return fs.ToErrno(err)
+			}
+		}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, self, ts, 0); err != nil {
+			return fs.ToErrno(err)
+		}
+	}
+	var st syscall.Stat_t
+	if _, errno := statAt(dirFd{fd: fd}, "", &st); errno != 0 {
+		return errno
+	}
+	out.FromStat(&st)
+	return 0
+}
+
+// keptFile is a loopback handle handed to the kernel as it is (a read-only
+// handle left to kernel passthrough, an O_TMPFILE handle), registered with
+// its node until released. Embedding *fs.LoopbackFile keeps every interface
+// of the loopback handle, PassthroughFd included.
+type keptFile struct {
+	*fs.LoopbackFile
+	drop func()
+}
+
+// Release drops the handle from its node, then closes it.
+func (k *keptFile) Release(ctx context.Context) syscall.Errno {
+	k.drop()
+	return k.LoopbackFile.Release(ctx)
+}
+
+// keep wraps lf, opened on n with flags, as a registered keptFile.
+func (n *Node) keep(lf *fs.LoopbackFile, flags uint32) *keptFile {
+	return &keptFile{LoopbackFile: lf, drop: n.keepHandle(lf, flags)}
+}
+
+// pinInode opens the workspace path rel as an O_PATH descriptor (not
+// following a final symlink) and returns the function that closes it. While
+// it is open the inode cannot be freed, so its number cannot be reused by a
+// new file: Unlink and Rename hold it until the guard has been told the
+// name is gone (Guard.NoteLastNameGone), so that a file created meanwhile
+// with the same inode number never has its fresh guard state dropped or
+// marked as another session's mutation. When rel cannot be opened nothing is
+// pinned (the removal will fail or find nothing to forget).
+func (f *FS) pinInode(rel string) (unpin func()) {
+	d, leaf, errno := f.prepareAt(rel)
+	if errno != 0 {
+		return func() {}
+	}
+	defer d.close()
+	fd, err := unix.Openat(d.fd, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return func() {}
+	}
+	return func() { unix.Close(fd) }
+}
+
+// fsHandles is every open file and directory handle of one FS that holds a
+// backing descriptor, so that FS.Close can close the descriptors of handles
+// whose RELEASE (or RELEASEDIR) never arrived: the kernel sends them
+// asynchronously, and when the mount is torn down first they never come
+// (tests/mount_helper_test.go checks that no descriptor outlives the
+// mount). The zero value is ready to use. Concurrency: mu guards the maps
+// and closed; a handle registered after closeHandles is closed at once.
+type fsHandles struct {
+	mu     sync.Mutex
+	closed bool
+	files  map[*fs.LoopbackFile]*Node
+	dirs   map[*keptDir]bool
+}
+
+// trackFile registers lf, a handle of n, FS-wide and returns the function
+// that drops it (idempotent). After closeHandles it closes lf instead (the
+// server has stopped: nothing will use or release it).
+func (f *FS) trackFile(lf *fs.LoopbackFile, n *Node) (drop func()) {
+	h := &f.handles
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		lf.Release(context.Background())
+		return func() {}
+	}
+	if h.files == nil {
+		h.files = make(map[*fs.LoopbackFile]*Node)
+	}
+	h.files[lf] = n
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		delete(h.files, lf)
+		h.mu.Unlock()
+	}
+}
+
+// closeHandles closes the backing descriptor of every handle still open
+// and makes later registrations close theirs at once. Call it only once the
+// FUSE server has stopped (FS.Close): the kernel can no longer use the
+// handles. A RELEASE still being served meanwhile closes its descriptor a
+// second time, which the loopback handles report as EBADF and nothing else.
+func (f *FS) closeHandles() {
+	h := &f.handles
+	h.mu.Lock()
+	h.closed = true
+	files, dirs := h.files, h.dirs
+	h.files, h.dirs = nil, nil
+	h.mu.Unlock()
+	ctx := context.Background()
+	for lf, n := range files {
+		// Out of the node's set first: handleFd may use a descriptor only
+		// while it is in the set (openHandles).
+		n.handles.mu.Lock()
+		delete(n.handles.set, lf)
+		n.handles.mu.Unlock()
+		lf.Release(ctx)
+	}
+	for d := range dirs {
+		d.loopbackDir.Releasedir(ctx, 0)
+	}
+}
+
+// loopbackDir is what go-fuse's descriptor-based directory stream offers as
+// a directory handle (fs.NewLoopbackDirStreamFd).
+type loopbackDir interface {
+	fs.DirStream
+	fs.FileReaddirenter
+	fs.FileSeekdirer
+	fs.FileReleasedirer
+	fs.FileFsyncdirer
+	fs.FileIoctler
+}
+
+// keptDir is a directory handle registered FS-wide until RELEASEDIR.
+type keptDir struct {
+	loopbackDir
+	f *FS
+}
+
+// keepDir registers ds, a directory stream handed to the kernel as a
+// directory handle, so FS.Close can close its descriptor; a stream that is
+// not go-fuse's descriptor-based one is returned as it is.
+func (f *FS) keepDir(ds fs.DirStream) fs.DirStream {
+	ld, ok := ds.(loopbackDir)
+	if !ok {
+		return ds
+	}
+	k := &keptDir{loopbackDir: ld, f: f}
+	h := &f.handles
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		ld.Releasedir(context.Background(), 0)
+		return k
+	}
+	if h.dirs == nil {
+		h.dirs = make(map[*keptDir]bool)
+	}
+	h.dirs[k] = true
+	return k
+}
+
+// Releasedir drops the handle from the FS, then closes it.
+func (k *keptDir) Releasedir(ctx context.Context, flags uint32) {
+	h := &k.f.handles
+	h.mu.Lock()
+	delete(h.dirs, k)
+	h.mu.Unlock()
+	k.loopbackDir.Releasedir(ctx, flags)
+}

@@ -1,0 +1,537 @@
+package fusefs
+
+// The backing half of every node operation, descriptor-relative (see
+// backing.go). go-fuse's LoopbackNode stays embedded in Node for the inode
+// tree (RootData, NewInode through WrapChild, the stable attributes), but
+// none of its path-building operations is called any more: each one is
+// overridden here or in node*.go, and FS.New points LoopbackRoot.Path at a
+// name that never exists, so an override forgotten after a go-fuse upgrade
+// fails with ENOENT instead of reaching a backing file by an absolute path.
+//
+// The helpers take the workspace-relative path the caller built once per
+// operation (n.rel(): go-fuse's tree walk), mirror go-fuse v2.12.1
+// fs/loopback.go operation by operation, and return errno as the backing
+// syscall gave it unless a comment says otherwise.
+
+import (
+	"context"
+	"os"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// noPath is LoopbackRoot.Path: procfs allows no file to be created there,
+// so a path-based loopback operation can only fail (ENOENT).
+const noPath = "/proc/self/rubinofs-backing-access-is-fd-relative"
+
+// newChild makes the inode of a backing entry just looked up or created
+// under n; WrapChild turns the loopback node into a Node.
+func (n *Node) newChild(ctx context.Context, st *syscall.Stat_t, gen uint64) *fs.Inode {
+	return n.NewInode(ctx, &fs.LoopbackNode{RootData: n.fs.loop}, n.fs.stableAttr(st, gen))
+}
+
+// preserveOwner gives an entry the daemon just created to the caller, when
+// the daemon runs as root (go-fuse's LoopbackNode.preserveOwner, done with
+// fchownat relative to the directory and without following a symlink).
+// Like the loopback, a failure is ignored: the entry exists either way.
+// name "" is d itself (a file just created and open).
+func preserveOwner(ctx context.Context, d dirFd, name string) {
+	if os.Getuid() != 0 {
+		return
+	}
+	flags := unix.AT_SYMLINK_NOFOLLOW
+	if name == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	if c, ok := fuse.FromContext(ctx); ok {
+		unix.Fchownat(d.fd, name, int(c.Uid), int(c.Gid), flags)
+	}
+}
+
+// lookupAt looks up name in the directory dirRel.
+func (n *Node) lookupAt(ctx context.Context, dirRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	d, errno := n.fs.openDir(dirRel)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer d.close()
+	var st syscall.Stat_t
+	gen, errno := statAt(d, name, &st)
+	if errno != 0 {
+		return nil, errno
+	}
+	out.Attr.FromStat(&st)
+	return n.newChild(ctx, &st, gen), 0
+}
+
+// getattrAt stats the node at rel, through the handle when there is one.
+// The root is the directory itself (the loopback stat()s it; the root
+// descriptor is that directory already).
+func (n *Node) getattrAt(ctx context.Context, rel string, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if fga, ok := fh.(fs.FileGetattrer); ok && fga != nil {
+		return fga.Getattr(ctx, out)
+	}
+	var st syscall.Stat_t
+	if errno := n.fs.lstatRel(rel, &st); errno != 0 {
+		return errno
+	}
+	out.FromStat(&st)
+	return 0
+}
+
+// pathFdAt opens leaf in d as an O_PATH descriptor without following it (a
+// symlink is opened as itself) and stats it.
+func pathFdAt(d dirFd, leaf string, st *syscall.Stat_t) (int, syscall.Errno) {
+	fd, err := unix.Openat(d.fd, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fs.ToErrno(err)
+	}
+	if _, errno := statAt(dirFd{fd: fd}, "", st); errno != 0 {
+		unix.Close(fd)
+		return -1, errno
+	}
+	return fd, 0
+}
+
+// chmodAt changes the mode of leaf in d, never of a symlink's target.
+// chmod(2) has no working "do not follow" form before fchmodat2 (Linux
+// 6.6), and fchmod refuses O_PATH descriptors, so this is glibc's
+// fchmodat(AT_SYMLINK_NOFOLLOW): open the leaf itself with O_PATH, refuse a
+// symlink with EOPNOTSUPP (what Linux answers: a symlink's mode cannot be
+// changed), and chmod the descriptor's /proc/self/fd magic link.
+func chmodAt(d dirFd, leaf string, mode uint32) syscall.Errno {
+	var st syscall.Stat_t
+	fd, errno := pathFdAt(d, leaf, &st)
+	if errno != 0 {
+		return errno
+	}
+	defer unix.Close(fd)
+	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+		return syscall.EOPNOTSUPP
+	}
+	return fs.ToErrno(unix.Chmod(procPath(dirFd{fd: fd}, ""), mode))
+}
+
+// truncateAt sets the size of leaf in d, with truncate(2)'s permission
+// check (write permission, not an open for writing, so a fifo or device
+// is never opened) through the leaf's O_PATH descriptor. A symlink is not
+// followed: ELOOP, as an O_NOFOLLOW open for writing answers. (The kernel
+// never sends a size change for a symlink node: it truncates the target.)
+func truncateAt(d dirFd, leaf string, size uint64) syscall.Errno {
+	var st syscall.Stat_t
+	fd, errno := pathFdAt(d, leaf, &st)
+	if errno != 0 {
+		return errno
+	}
+	defer unix.Close(fd)
+	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+		return syscall.ELOOP
+	}
+	return fs.ToErrno(unix.Truncate(procPath(dirFd{fd: fd}, ""), int64(size)))
+}
+
+// setattrAt is the loopback's Setattr: through the handle when there is
+// one, else mode, owner, size and times (in that order: a truncate would
+// clobber an explicit mtime) on the name, without following it.
+//
+// The name must still lead to n's own inode (Node.Setattr goes through an
+// open handle when it does not, handles.go): when it is gone the lookup's
+// errno is returned (ENOENT), and ESTALE when it leads to another file by
+// now, so that never is another file changed in n's stead. For a path
+// based call the kernel retries an ESTALE once with a fresh lookup
+// (retry_estale), which then reaches the new file as natively.
+func (n *Node) setattrAt(ctx context.Context, rel string, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if fsa, ok := fh.(fs.FileSetattrer); ok && fsa != nil {
+		if errno := fsa.Setattr(ctx, in, out); errno != 0 {
+			return errno
+		}
+		if fga, ok := fh.(fs.FileGetattrer); ok && fga != nil {
+			fga.Getattr(ctx, out)
+		}
+		return 0
+	}
+	d, leaf, errno := n.fs.prepareAt(rel)
+	if errno == 0 {
+		defer d.close()
+		var st syscall.Stat_t
+		var gen uint64
+		if gen, errno = statAt(d, leaf, &st); errno == 0 && !n.sameInode(&st, gen) {
+			errno = syscall.ESTALE
+		}
+	}
+	if errno != 0 {
+		return errno
+	}
+	if m, ok := in.GetMode(); ok {
+		if errno := chmodAt(d, leaf, m); errno != 0 {
+			return errno
+		}
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		suid, sgid := -1, -1
+		if uok {
+			suid = int(uid)
+		}
+		if gok {
+			sgid = int(gid)
+		}
+		if err := unix.Fchownat(d.fd, leaf, suid, sgid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fs.ToErrno(err)
+		}
+	}
+	if sz, ok := in.GetSize(); ok {
+		if errno := truncateAt(d, leaf, sz); errno != 0 {
+			return errno
+		}
+	}
+	mtime, mok := in.GetMTime()
+	atime, aok := in.GetATime()
+	if mok || aok {
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+		var err error
+		if aok {
+			if ts[0], err = unix.TimeToTimespec(atime); err != nil {
+				return fs.ToErrno(err)
+			}
+		}
+		if mok {
+			if ts[1], err = unix.TimeToTimespec(mtime); err != nil {
+				return fs.ToErrno(err)
+			}
+		}
+		if err := unix.UtimesNanoAt(d.fd, leaf, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fs.ToErrno(err)
+		}
+	}
+	var st syscall.Stat_t
+	if _, errno := statAt(d, leaf, &st); errno != 0 {
+		return errno
+	}
+	out.FromStat(&st)
+	return 0
+}
+
+// openFileAt opens leaf in d for a file handle. O_NOFOLLOW: a name that
+// became a symlink since the kernel's lookup fails with ELOOP (the kernel
+// itself never opens a symlink node; it follows it). O_APPEND is dropped
+// like the loopback does (the kernel sends append writes at the end
+// offset), and FMODE_EXEC is no open(2) flag.
+func openFileAt(d dirFd, leaf string, flags uint32) (*fs.LoopbackFile, syscall.Errno) {
+	flags &^= syscall.O_APPEND | fuse.FMODE_EXEC
+	fd, err := unix.Openat(d.fd, leaf, int(flags)|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fs.ToErrno(err)
+	}
+	return fs.NewLoopbackFileFromOS(os.NewFile(uintptr(fd), leaf)), 0
+}
+
+// openAt opens the file at rel.
+func (n *Node) openAt(rel string, flags uint32) (*fs.LoopbackFile, syscall.Errno) {
+	d, leaf, errno := n.fs.prepareAt(rel)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer d.close()
+	return openFileAt(d, leaf, flags)
+}
+
+// createAt creates and opens name in the directory dirRel (the loopback's
+// Create). The mode keeps its setuid, setgid and sticky bits (the
+// loopback's os.OpenFile drops them; open(2) does not).
+// st receives the new file's stat.
+func (n *Node) createAt(ctx context.Context, dirRel, name string, flags, mode uint32, out *fuse.EntryOut, st *syscall.Stat_t) (*fs.Inode, *fs.LoopbackFile, syscall.Errno) {
+	d, errno := n.fs.openDir(dirRel)
+	if errno != 0 {
+		return nil, nil, errno
+	}
+	defer d.close()
+	flags &^= syscall.O_APPEND
+	fd, err := unix.Openat(d.fd, name, int(flags)|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode&07777)
+	if err != nil {
+		return nil, nil, fs.ToErrno(err)
+	}
+	preserveOwner(ctx, dirFd{fd: fd}, "")
+	gen, errno := statAt(dirFd{fd: fd}, "", st)
+	if errno != 0 {
+		unix.Close(fd)
+		return nil, nil, errno
+	}
+	ch := n.newChild(ctx, st, gen)
+	out.FromStat(st)
+	return ch, fs.NewLoopbackFileFromOS(os.NewFile(uintptr(fd), name)), 0
+}
+
+// makeAt runs mk (mkdirat, mknodat or symlinkat of name in the directory
+// dirRel), gives the entry to the caller, and looks it up. When the new
+// entry cannot be stat'ed it is removed again (as the loopback does).
+func (n *Node) makeAt(ctx context.Context, dirRel, name string, rmFlags int, owner bool, out *fuse.EntryOut, mk func(d dirFd) error) (*fs.Inode, syscall.Errno) {
+	d, errno := n.fs.openDir(dirRel)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer d.close()
+	if err := mk(d); err != nil {
+		return nil, fs.ToErrno(err)
+	}
+	if owner {
+		preserveOwner(ctx, d, name)
+	}
+	var st syscall.Stat_t
+	gen, errno := statAt(d, name, &st)
+	if errno != 0 {
+		unix.Unlinkat(d.fd, name, rmFlags)
+		return nil, errno
+	}
+	out.Attr.FromStat(&st)
+	return n.newChild(ctx, &st, gen), 0
+}
+
+// mkdirAt creates directory name in dirRel. The mode keeps its sticky and
+// setgid bits (the loopback's os.Mkdir drops them; mkdir(2) does not).
+func (n *Node) mkdirAt(ctx context.Context, dirRel, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return n.makeAt(ctx, dirRel, name, unix.AT_REMOVEDIR, true, out, func(d dirFd) error {
+		return unix.Mkdirat(d.fd, name, mode&07777)
+	})
+}
+
+// mknodAt creates a device node, fifo or socket name in dirRel.
+func (n *Node) mknodAt(ctx context.Context, dirRel, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return n.makeAt(ctx, dirRel, name, 0, true, out, func(d dirFd) error {
+		return unix.Mknodat(d.fd, name, mode, int(rdev))
+	})
+}
+
+// symlinkAt creates symlink name -> target in dirRel. The target is stored
+// as given and never resolved by the daemon.
+func (n *Node) symlinkAt(ctx context.Context, dirRel, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return n.makeAt(ctx, dirRel, name, 0, true, out, func(d dirFd) error {
+		return unix.Symlinkat(target, d.fd, name)
+	})
+}
+
+// linkAt creates hard link name in dirRel to the node target. EXDEV when
+// target is no backing node of this mount, or has no name (an O_TMPFILE
+// file: LINK carries no descriptor), as the loopback answers.
+func (n *Node) linkAt(ctx context.Context, dirRel string, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	tn, ok := target.(*Node)
+	if !ok || tn.fs != n.fs {
+		return nil, syscall.EXDEV
+	}
+	if _, parent := tn.EmbeddedInode().Parent(); parent == nil {
+		return nil, syscall.EXDEV
+	}
+	src, srcLeaf, errno := n.fs.prepareAt(tn.rel())
+	if errno != 0 {
+		return nil, errno
+	}
+	defer src.close()
+	// flags 0: linkat(2) links a symlink itself, never its target.
+	return n.makeAt(ctx, dirRel, name, 0, false, out, func(d dirFd) error {
+		return unix.Linkat(src.fd, srcLeaf, d.fd, name, 0)
+	})
+}
+
+// unlinkAt removes name (not a directory) from dirRel; rmdirAt removes
+// the empty directory name.
+func (n *Node) unlinkAt(dirRel, name string) syscall.Errno { return n.removeAt(dirRel, name, 0) }
+func (n *Node) rmdirAt(dirRel, name string) syscall.Errno {
+	return n.removeAt(dirRel, name, unix.AT_REMOVEDIR)
+}
+
+func (n *Node) removeAt(dirRel, name string, flags int) syscall.Errno {
+	d, errno := n.fs.openDir(dirRel)
+	if errno != 0 {
+		return errno
+	}
+	defer d.close()
+	return fs.ToErrno(unix.Unlinkat(d.fd, name, flags))
+}
+
+// renameAt renames name in n (at dirRel) to newName in np (at newDirRel).
+// With flags (RENAME_EXCHANGE, RENAME_NOREPLACE) it first checks, as the
+// loopback's rename2 does, that both directories are still the inodes the
+// kernel knows, and answers EBUSY when one was replaced.
+func (n *Node) renameAt(dirRel, name string, np *Node, newDirRel, newName string, flags uint32) syscall.Errno {
+	d1, errno := n.fs.openDir(dirRel)
+	if errno != 0 {
+		return errno
+	}
+	defer d1.close()
+	d2 := d1
+	if newDirRel != dirRel {
+		if d2, errno = n.fs.openDir(newDirRel); errno != 0 {
+			return errno
+		}
+		defer d2.close()
+	}
+	if flags == 0 {
+		return fs.ToErrno(unix.Renameat(d1.fd, name, d2.fd, newName))
+	}
+	for _, c := range []struct {
+		node *Node
+		d    dirFd
+	}{{n, d1}, {np, d2}} {
+		if c.node.isRoot() {
+			continue
+		}
+		var st syscall.Stat_t
+		if _, errno := statAt(c.d, "", &st); errno != 0 {
+			return errno
+		}
+		if c.node.StableAttr().Ino != n.fs.stableAttr(&st, 0).Ino {
+			return syscall.EBUSY
+		}
+	}
+	return fs.ToErrno(unix.Renameat2(d1.fd, name, d2.fd, newName, uint(flags)))
+}
+
+// openDirStreamAt opens the directory at rel for listing: O_NOFOLLOW, so a
+// directory replaced by a symlink is not listed (ELOOP; ENOTDIR from
+// O_DIRECTORY on other kernels' order of checks), and go-fuse's
+// descriptor-based stream reads it.
+func (n *Node) openDirStreamAt(rel string) (fs.DirStream, syscall.Errno) {
+	d, leaf, errno := n.fs.prepareAt(rel)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer d.close()
+	fd, err := unix.Openat(d.fd, leaf, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fs.ToErrno(err)
+	}
+	return fs.NewLoopbackDirStreamFd(fd)
+}
+
+// Readdir lists the directory (used by go-fuse only when no
+// OpendirHandle is available; kept descriptor-relative all the same).
+func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	return n.openDirStreamAt(n.rel())
+}
+
+// Readlink returns a symlink's target as stored; the daemon never
+// resolves it (the kernel does, in the caller's view of the mount).
+func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	d, leaf, errno := n.fs.prepareAt(n.rel())
+	if errno != 0 {
+		return nil, errno
+	}
+	defer d.close()
+	for l := 256; ; l *= 2 {
+		buf := make([]byte, l)
+		sz, err := unix.Readlinkat(d.fd, leaf, buf)
+		if err != nil {
+			return nil, fs.ToErrno(err)
+		}
+		if sz < len(buf) {
+			return buf[:sz], 0
+		}
+	}
+}
+
+// xattrAt runs fn on the /proc/self/fd name of the node at rel (see
+// procPath); the l*xattr calls do not follow the leaf.
+func (n *Node) xattrAt(rel string, fn func(p string) (int, error)) (int, syscall.Errno) {
+	d, leaf, errno := n.fs.prepareAt(rel)
+	if errno != 0 {
+		return 0, errno
+	}
+	defer d.close()
+	sz, err := fn(procPath(d, leaf))
+	return sz, fs.ToErrno(err)
+}
+
+// Getxattr reads an extended attribute of the node itself.
+func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	sz, errno := n.xattrAt(n.rel(), func(p string) (int, error) { return unix.Lgetxattr(p, attr, dest) })
+	return uint32(max(sz, 0)), errno
+}
+
+// Listxattr lists the extended attributes of the node itself.
+func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	sz, errno := n.xattrAt(n.rel(), func(p string) (int, error) { return unix.Llistxattr(p, dest) })
+	return uint32(max(sz, 0)), errno
+}
+
+// setxattrAt and removexattrAt change an extended attribute of the node at
+// rel.
+func (n *Node) setxattrAt(rel, attr string, data []byte, flags uint32) syscall.Errno {
+	_, errno := n.xattrAt(rel, func(p string) (int, error) { return 0, unix.Lsetxattr(p, attr, data, int(flags)) })
+	return errno
+}
+
+func (n *Node) removexattrAt(rel, attr string) syscall.Errno {
+	_, errno := n.xattrAt(rel, func(p string) (int, error) { return 0, unix.Lremovexattr(p, attr) })
+	return errno
+}
+
+// Tmpfile creates an unnamed file in the directory (O_TMPFILE), as the
+// loopback does, relative to the directory's descriptor.
+func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	d, errno := n.fs.openDir(n.rel())
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	defer d.close()
+	flags &^= syscall.O_APPEND
+	fd, err := unix.Openat(d.fd, ".", int(flags)|unix.O_TMPFILE|unix.O_CLOEXEC, mode&07777)
+	if err != nil {
+		return nil, nil, 0, fs.ToErrno(err)
+	}
+	var st syscall.Stat_t
+	gen, errno := statAt(dirFd{fd: fd}, "", &st)
+	if errno != 0 {
+		unix.Close(fd)
+		return nil, nil, 0, errno
+	}
+	ch := n.newChild(ctx, &st, gen)
+	out.FromStat(&st)
+	lf := fs.NewLoopbackFileFromOS(os.NewFile(uintptr(fd), ""))
+	return ch, ch.Operations().(*Node).keep(lf, flags), 0, 0
+}
+
+// Statx is getattr with statx(2)'s mask: through the handle when there is
+// one, else on the name without following it (the loopback's Statx
+// follows a final symlink; the root is the directory itself).
+func (n *Node) Statx(ctx context.Context, fh fs.FileHandle, flags uint32, mask uint32, out *fuse.StatxOut) syscall.Errno {
+	rel := n.rel()
+	var errno syscall.Errno
+	if fsx, ok := unwrapHandle(fh).(fs.FileStatxer); ok && fsx != nil {
+		errno = fsx.Statx(ctx, flags, mask, out)
+	} else {
+		var d dirFd
+		var leaf string
+		if d, leaf, errno = n.fs.prepareAt(rel); errno == 0 {
+			var x unix.Statx_t
+			// Only the sync-type flags of the request apply to a name.
+			sf := int(flags)&atStatxSyncType | unix.AT_SYMLINK_NOFOLLOW
+			if err := unix.Statx(d.fd, leaf, sf, int(mask), &x); err != nil {
+				errno = fs.ToErrno(err)
+			} else {
+				out.FromStatx(&x)
+			}
+			d.close()
+		}
+	}
+	if errno == 0 && n.fs.shortTimeouts(rel) {
+		out.SetTimeout(n.fs.shortTimeout)
+	}
+	return errno
+}
+
+// childPath is path.Join for a directory's workspace-relative path and a
+// child name ("" is the root).
+func childPath(dirRel, name string) string {
+	if dirRel == "" {
+		return name
+	}
+	return dirRel + "/" + name
+}
+
+// atStatxSyncType is AT_STATX_SYNC_TYPE (linux/fcntl.h), which x/sys/unix
+// does not name: the FORCE_SYNC and DONT_SYNC bits.
+const atStatxSyncType = unix.AT_STATX_FORCE_SYNC | unix.AT_STATX_DONT_SYNC
