@@ -92,17 +92,6 @@ func (m *mount) waitStatus(id string, want tasks.Status) {
 	}
 }
 
-// gone reports whether pid is dead (absent or a zombie).
-func gone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || len(s) < i+3 || s[i+2] == 'Z' || s[i+2] == 'X'
-}
-
 // TestAgentsFilesByCat spawns sh tasks with a shell and reads every file
 // with cat.
 func TestAgentsFilesByCat(t *testing.T) {

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,18 +10,10 @@ import (
 	"github.com/rubinofs/rubinofs/daemon"
 )
 
-// status returns the parsed .rubino/status.
+// status returns the parsed .rubino/status (readStatus).
 func (m *mount) status() map[string]any {
 	m.t.Helper()
-	b, err := os.ReadFile(m.path(".rubino/status"))
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(b, &doc); err != nil {
-		m.t.Fatalf("status: %v\n%s", err, b)
-	}
-	return doc
+	return readStatus(m.t, m.mnt)
 }
 
 // rawRead reads rel through the mount with open(2) and read(2) only: no
