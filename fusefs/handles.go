@@ -132,21 +132,9 @@ func setattrFd(fd int, writable bool, in *fuse.SetAttrIn, out *fuse.AttrOut) sys
 			return fs.ToErrno(err)
 		}
 	}
-	mtime, mok := in.GetMTime()
-	atime, aok := in.GetATime()
-	if mok || aok {
-		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
-		var err error
-		if aok {
-			if ts[0], err = unix.TimeToTimespec(atime); err != nil {
-				return fs.ToErrno(err)
-			}
-		}
-		if mok {
-			if ts[1], err = unix.TimeToTimespec(mtime); err != nil {
-				return fs.ToErrno(err)
-			}
-		}
+	if ts, ok, errno := setattrTimes(in); errno != 0 {
+		return errno
+	} else if ok {
 		if err := unix.UtimesNanoAt(unix.AT_FDCWD, self, ts, 0); err != nil {
 			return fs.ToErrno(err)
 		}

@@ -189,21 +189,9 @@ func (n *Node) setattrAt(ctx context.Context, rel string, fh fs.FileHandle, in *
 			return errno
 		}
 	}
-	mtime, mok := in.GetMTime()
-	atime, aok := in.GetATime()
-	if mok || aok {
-		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
-		var err error
-		if aok {
-			if ts[0], err = unix.TimeToTimespec(atime); err != nil {
-				return fs.ToErrno(err)
-			}
-		}
-		if mok {
-			if ts[1], err = unix.TimeToTimespec(mtime); err != nil {
-				return fs.ToErrno(err)
-			}
-		}
+	if ts, ok, errno := setattrTimes(in); errno != 0 {
+		return errno
+	} else if ok {
 		if err := unix.UtimesNanoAt(d.fd, leaf, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return fs.ToErrno(err)
 		}
@@ -535,3 +523,28 @@ func childPath(dirRel, name string) string {
 // atStatxSyncType is AT_STATX_SYNC_TYPE (linux/fcntl.h), which x/sys/unix
 // does not name: the FORCE_SYNC and DONT_SYNC bits.
 const atStatxSyncType = unix.AT_STATX_FORCE_SYNC | unix.AT_STATX_DONT_SYNC
+
+// setattrTimes turns SETATTR's atime and mtime into utimensat(2)'s pair
+// (UTIME_OMIT for the one not set; the kernel has already resolved
+// UTIME_NOW to a time). ok is false when neither is set. Errors: ERANGE from
+// a time that does not fit a timespec, as errno.
+func setattrTimes(in *fuse.SetAttrIn) (ts []unix.Timespec, ok bool, errno syscall.Errno) {
+	mtime, mok := in.GetMTime()
+	atime, aok := in.GetATime()
+	if !mok && !aok {
+		return nil, false, 0
+	}
+	ts = []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+	var err error
+	if aok {
+		if ts[0], err = unix.TimeToTimespec(atime); err != nil {
+			return nil, false, fs.ToErrno(err)
+		}
+	}
+	if mok {
+		if ts[1], err = unix.TimeToTimespec(mtime); err != nil {
+			return nil, false, fs.ToErrno(err)
+		}
+	}
+	return ts, true, 0
+}
