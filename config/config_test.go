@@ -293,6 +293,7 @@ func TestWorkspaceMayOnlyTighten(t *testing.T) {
 		{"", "[guard]\nunregistered = \"allow\"\n", "guard.unregistered = \"allow\" would loosen"},
 		{"", "[guard]\nunlink = \"allow\"\n", "guard.unlink = \"allow\" would loosen"},
 		{"", "[agents]\nmax_depth = 5\n", "agents.max_depth = 5 would loosen"},
+		{"", "[agents]\nkeep_finished = 16\n", "agents.keep_finished may not be set in a workspace file"},
 		{"", "[agents]\nask_timeout = \"1h\"\n", "agents.ask_timeout may not be set in a workspace file"},
 		{"", "[agents.subagents.evil]\ncommand = [\"sh\", \"-c\", \"{prompt}\"]\n", ":1: agents.subagents.evil may not be set in a workspace file: it names a program"},
 		{"", "[compact.summarizer]\nbackend = \"command\"\ncommand = [\"curl\"]\n", "compact.summarizer.backend may not be set"},

@@ -103,7 +103,7 @@ const (
 	MaxWatchesLimit            = 1 << 24
 	MaxAskTimeout              = 7 * 24 * time.Hour
 	MaxStopGrace               = time.Minute
-	MaxKeepFinished            = 100_000
+	MaxKeepFinished            = tasks.MaxKeepFinished
 	MaxCap                     = 1000
 	minTimeout                 = time.Millisecond
 	refuseProgram              = "it names a program the daemon runs, or where transcripts are sent"
@@ -213,7 +213,11 @@ var specs = []spec{
 		loosens: func(lo, v any) bool { return v.(int) > lo.(int) }},
 	{key: "agents.ask_timeout", typ: tDuration, def: tasks.DefaultAskTimeout, valid: durRange(time.Second, MaxAskTimeout), rule: RuleRefuse, why: refuseAgents},
 	{key: "agents.stop_grace", typ: tDuration, def: tasks.DefaultStopGrace, valid: durRange(minTimeout, MaxStopGrace), rule: RuleRefuse, why: refuseAgents},
-	{key: "agents.keep_finished", typ: tInt, def: tasks.DefaultKeepFinished, valid: intRange(1, MaxKeepFinished), rule: RuleRefuse, why: refuseAgents},
+	// Refused, not "only lower": fewer kept finished tasks would let the
+	// confined agent have the record of its own tasks (and their logs)
+	// deleted sooner.
+	{key: "agents.keep_finished", typ: tInt, def: tasks.DefaultKeepFinished, valid: intRange(1, MaxKeepFinished), rule: RuleRefuse,
+		why: "it decides how long the record of the agent's own tasks is kept"},
 
 	{key: "compact.context_window", typ: tInt, def: compact.DefaultContextWindow, valid: intRange(1000, 100_000_000)},
 	{key: "compact.threshold", typ: tFloat, def: compact.DefaultThreshold, valid: floatRange(0, 1, true)},

@@ -113,8 +113,14 @@ type Config struct {
 	// StopGrace is how long a stopped task has between SIGTERM and SIGKILL
 	// of its process group (default 2 s).
 	StopGrace Duration `json:"stop_grace,omitempty"`
-	// KeepFinished bounds how many terminal tasks stay listed; the oldest
-	// are removed beyond it (default 256).
+	// KeepFinished bounds the finished tasks (done, failed, stopped) the
+	// registry keeps, in tasks: after every finish and every spawn the ones
+	// that finished first are removed beyond it, with their in-memory
+	// output and activity and their log file (Registry.Prune; a finished
+	// task with a live descendant is kept until that one finishes). The
+	// same bound applies to the log files earlier runs left in LogDir.
+	// Default DefaultKeepFinished (256); 1 to MaxKeepFinished, else
+	// Validate fails.
 	KeepFinished int `json:"keep_finished,omitempty"`
 	// Subagents are the configured types by name ("sh" is built in).
 	Subagents map[string]SubagentType `json:"subagents,omitempty"`
@@ -140,6 +146,13 @@ type Config struct {
 const (
 	DefaultStopGrace    = 2 * time.Second
 	DefaultKeepFinished = 256
+	// MaxKeepFinished is the largest KeepFinished, in tasks. A finished
+	// entry typically holds a few KiB; its worst case is about 400 KiB
+	// (MaxPrompt, MaxResult for the result and the declared one, the last
+	// question and approval, UndeliveredKeptMax of notes, a 7-line output
+	// tail and a 6-line activity ring), so at most about 4 GiB at this
+	// bound and about 100 MiB at the default.
+	MaxKeepFinished = 10_000
 )
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -151,7 +164,7 @@ func (c Config) WithDefaults() Config {
 	if c.StopGrace <= 0 {
 		c.StopGrace = Duration(DefaultStopGrace)
 	}
-	if c.KeepFinished <= 0 {
+	if c.KeepFinished == 0 {
 		c.KeepFinished = DefaultKeepFinished
 	}
 	if c.Shell == "" {
@@ -163,8 +176,12 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate checks the subagent types.
+// Validate checks KeepFinished (0 means the default, else 1 to
+// MaxKeepFinished) and the subagent types.
 func (c Config) Validate() error {
+	if c.KeepFinished < 0 || c.KeepFinished > MaxKeepFinished {
+		return fmt.Errorf("keep_finished %d tasks is out of range: want 1 to %d (0: the default %d)", c.KeepFinished, MaxKeepFinished, DefaultKeepFinished)
+	}
 	for name, t := range c.Subagents {
 		if name == BuiltinShell {
 			return fmt.Errorf("subagent %s is built in and cannot be configured", name)

@@ -54,8 +54,9 @@ const agentsReadme = `rubinofs agents: background subagents as files
 Subagent types: sh (built in: the prompt is a shell command) and those of
 agents.json in the state directory (name -> argv template with {prompt},
 {id}, {mount}, or the prompt on stdin), which also sets the caps
-(max_depth 2, max_children_per_node 3, max_concurrent_total 8) and
-ask_timeout (900 s). Tasks run from the mount root with RUBINO_TASK_ID,
+(max_depth 2, max_children_per_node 3, max_concurrent_total 8),
+ask_timeout (900 s) and keep_finished (256: the finished tasks kept; older
+ones go, with their logs, unless a live task descends from them). Tasks run from the mount root with RUBINO_TASK_ID,
 RUBINO_SESSION (task-ID) and RUBINO_MOUNT set; "rubinofs ask" and
 "rubinofs inbox" use them.
 
@@ -587,22 +588,31 @@ func (rn *Runner) readInbox(c ctltree.Caller, id string) ([]byte, error) {
 }
 
 // readWait blocks until task id is terminal, then renders "STATUS\n" and
-// the result (done) or the error.
+// the result (done) or the error. A reader parked here gets the outcome
+// even if the task is pruned meanwhile (Registry.Await holds the entry); a
+// task unknown at the read (never spawned, or pruned) is ENOENT. Teardown
+// wakes it with EINTR, an interrupted read with EINTR.
 func (rn *Runner) readWait(ctx context.Context, id string) ([]byte, error) {
-	done := rn.reg.Done(id)
-	if done == nil {
-		return nil, ctltree.Errorf(syscall.ENOENT, "no task %s", id)
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return nil, ctlErr(ctx.Err())
-	case <-rn.closed:
-		return nil, ctltree.Errorf(syscall.EINTR, "the mount is shutting down")
-	}
-	t, err := rn.find(id)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-rn.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t, err := rn.reg.Await(ctx, id)
 	if err != nil {
-		return nil, err
+		if errors.Is(err, ErrNotFound) {
+			return nil, ctltree.Errorf(syscall.ENOENT, "no task %s", id)
+		}
+		select {
+		case <-rn.closed:
+			return nil, ctltree.Errorf(syscall.EINTR, "the mount is shutting down")
+		default:
+		}
+		return nil, ctlErr(err)
 	}
 	body := t.Result
 	if t.Status != StatusDone {

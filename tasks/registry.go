@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -424,7 +425,7 @@ func (r *Registry) Complete(id string, status Status, result, errMsg string) []s
 	e.Status, e.Result, e.Error, e.Finished = status, result, errMsg, r.now()
 	drained := e.steer
 	e.steer = nil
-	e.Undelivered = FilterUndelivered(drained)
+	e.Undelivered = keepNotes(FilterUndelivered(drained))
 	gates := []*Gate{e.askGate, e.approvalGate}
 	e.askGate, e.approvalGate = nil, nil
 	e.Asking, e.Approving = false, false
@@ -432,6 +433,29 @@ func (r *Registry) Complete(id string, status Status, result, errMsg string) []s
 	r.mu.Unlock()
 	cancelGates(gates)
 	return drained
+}
+
+// UndeliveredKeptMax bounds, in bytes, the undelivered steer notes a
+// finished entry keeps for its activity file (the queue itself may hold
+// MaxQueuedNotes notes of up to MaxCtl bytes: 4 MiB). Whole notes are kept,
+// oldest first; the rest become one "[N more undelivered notes (B bytes)
+// not kept]" line. Complete still returns every drained note.
+const UndeliveredKeptMax = 64 << 10
+
+// keepNotes applies UndeliveredKeptMax.
+func keepNotes(notes []string) []string {
+	size := 0
+	for i, n := range notes {
+		if size+len(n) > UndeliveredKeptMax {
+			rest := 0
+			for _, m := range notes[i:] {
+				rest += len(m)
+			}
+			return append(notes[:i:i], fmt.Sprintf("[%d more undelivered notes (%d bytes) not kept]", len(notes)-i, rest))
+		}
+		size += len(n)
+	}
+	return notes
 }
 
 // FilterUndelivered drops notes carrying AnswerNotePrefix (answers already
@@ -634,6 +658,115 @@ func (r *Registry) Remove(id string) (Task, bool) {
 	}
 	delete(r.entries, id)
 	return e.snapshot(), true
+}
+
+// Prune bounds the finished tasks: it keeps the keep terminal entries that
+// finished last (ties: the later reservation) and removes every older
+// terminal entry except the ones it must keep, and returns the removed
+// entries' last snapshots, oldest first (the caller releases what they hold
+// outside the registry, such as log files: Runner.prune). keep < 1 counts as
+// 1, so the task that finished last is always kept.
+//
+// Never removed besides: a live task (every non-terminal status: running,
+// needs_approval, blocked_*, stopping), and a terminal task with a live
+// descendant, so the owner chain of every live task stays complete
+// (agents/tree, IsDescendant's authorisation). The terminal entries are
+// thus at most keep plus the ancestors of live tasks (at most the live
+// tasks times MaxDepth-1); a kept ancestor goes at a later Prune once its
+// descendants have finished.
+//
+// A removed task is gone at once for every lookup (Find, Done, the control
+// files: ENOENT); a reader already parked in Await still gets its final
+// snapshot. Removal drops the registry's only reference to the entry, so
+// its output tail, activity ring, notes and gate records are freed once no
+// parked reader holds them. Runs in one critical section (O(n log n) in the
+// entries) and does no I/O; safe for concurrent use.
+func (r *Registry) Prune(keep int) []Task {
+	keep = max(keep, 1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var fin []*entry
+	for _, e := range r.entries {
+		if e.Status.Terminal() {
+			fin = append(fin, e)
+		}
+	}
+	if len(fin) <= keep {
+		return nil
+	}
+	// The lineage of every live task: walk owners up, cycle-safe.
+	needed := map[string]bool{}
+	for _, e := range r.entries {
+		if !e.Status.Live() {
+			continue
+		}
+		for o := e.OwnerTask; o != "" && !needed[o]; {
+			needed[o] = true
+			oe := r.entries[o]
+			if oe == nil {
+				break
+			}
+			o = oe.OwnerTask
+		}
+	}
+	sort.Slice(fin, func(i, j int) bool { // oldest finish first
+		if !fin[i].Finished.Equal(fin[j].Finished) {
+			return fin[i].Finished.Before(fin[j].Finished)
+		}
+		return fin[i].seq < fin[j].seq
+	})
+	var out []Task
+	for _, e := range fin[:len(fin)-keep] {
+		if needed[e.ID] {
+			continue
+		}
+		out = append(out, e.snapshot())
+		delete(r.entries, e.ID)
+		e.canceler = nil // the worker was reaped; drop the process record
+	}
+	if len(out) > 0 {
+		r.bumpLocked()
+	}
+	return out
+}
+
+// Await blocks until task id is terminal and returns its final snapshot.
+// The entry is held from the call on, so a reader parked here gets the
+// outcome even if Prune removes the task meanwhile; a task already unknown
+// (never reserved, or pruned) gives ErrNotFound at once. ctx ending gives
+// ctx.Err() (unless the task is terminal by then). Safe for concurrent use;
+// the mutex is not held while parked.
+func (r *Registry) Await(ctx context.Context, id string) (Task, error) {
+	wait, err := r.watch(id)
+	if err != nil {
+		return Task{}, err
+	}
+	return wait(ctx)
+}
+
+// watch is Await's first half: it takes hold of the entry (ErrNotFound if
+// none) and returns the wait. Split out so tests can prune in between.
+func (r *Registry) watch(id string) (func(context.Context) (Task, error), error) {
+	r.mu.Lock()
+	e := r.entries[id]
+	r.mu.Unlock()
+	if e == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return func(ctx context.Context) (Task, error) {
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			select {
+			case <-e.done: // both ready: the outcome wins
+			default:
+				return Task{}, ctx.Err()
+			}
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return e.snapshot(), nil
+	}, nil
 }
 
 // ChildrenOf returns the direct children of id, in spawn order; "" gives

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -123,6 +124,8 @@ func New(cfg Config) (*Runner, error) {
 		rn.cfg.LogDir, rn.ownLogDir = dir, true
 	} else if err := os.MkdirAll(cfg.LogDir, 0o700); err != nil {
 		return nil, fmt.Errorf("agents log directory: %w", err)
+	} else {
+		rn.pruneOldLogs()
 	}
 	return rn, nil
 }
@@ -185,6 +188,9 @@ func (rn *Runner) Spawn(spec Spec, ownerTask, ownerSession string) (Task, error)
 	if !ok {
 		return Task{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownSubagent, spec.Subagent, strings.Join(rn.Subagents(), ", "))
 	}
+	// Runs after the unlock below (defers run last first): a start failure
+	// just recorded a finished task, and Prune takes the registry mutex.
+	defer rn.prune()
 	// Held across the start, so CancelAll (which takes it to set closing)
 	// never misses a task being started.
 	rn.mu.Lock()
@@ -482,17 +488,61 @@ func (rn *Runner) wait(id string, cmd *exec.Cmd, p *proc, out *outputSink, pumps
 	rn.prune()
 }
 
-// prune removes the oldest terminal tasks beyond KeepFinished.
+// prune removes the oldest finished tasks beyond KeepFinished
+// (Registry.Prune: live tasks and the lineage of live tasks are kept) and
+// then, outside the registry mutex, deletes their log files. Called after
+// every task finishes and after every spawn.
 func (rn *Runner) prune() {
-	var fin []Task
-	for _, t := range rn.reg.List() { // newest first
-		if t.Status.Terminal() {
-			fin = append(fin, t)
+	for _, t := range rn.reg.Prune(rn.cfg.KeepFinished) {
+		if err := os.Remove(rn.LogPath(t.ID)); err != nil && !os.IsNotExist(err) {
+			rn.cfg.Logger.Printf("agents: task %s pruned, but its log stays: %v", t.ID, err)
 		}
 	}
-	for _, t := range fin[min(len(fin), rn.cfg.KeepFinished):] {
-		rn.reg.Remove(t.ID)
-		os.Remove(rn.LogPath(t.ID))
+}
+
+// logNameRE matches the log files a Runner writes (LogPath):
+// RUNSTART-ID.log with RUNSTART as 20060102T150405.
+var logNameRE = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}-[0-9]+\.log$`)
+
+// pruneOldLogs bounds the logs that earlier runs (earlier mounts) left in
+// the log directory: it keeps the newest KeepFinished of them (by name,
+// which starts with the run's start time, then by id) and removes the rest.
+// Only names matching logNameRE are touched. Errors are logged, never
+// fatal: a log directory we cannot list or clean still works.
+func (rn *Runner) pruneOldLogs() {
+	ents, err := os.ReadDir(rn.cfg.LogDir)
+	if err != nil {
+		rn.cfg.Logger.Printf("agents: listing the log directory: %v", err)
+		return
+	}
+	type logName struct {
+		run string
+		id  uint64
+		n   string
+	}
+	var old []logName
+	for _, de := range ents {
+		n := de.Name()
+		if !de.Type().IsRegular() || !logNameRE.MatchString(n) || strings.HasPrefix(n, rn.run+"-") {
+			continue
+		}
+		run, idStr, _ := strings.Cut(strings.TrimSuffix(n, ".log"), "-")
+		id, _ := strconv.ParseUint(idStr, 10, 64)
+		old = append(old, logName{run, id, n})
+	}
+	if len(old) <= rn.cfg.KeepFinished {
+		return
+	}
+	sort.Slice(old, func(i, j int) bool { // newest first
+		if old[i].run != old[j].run {
+			return old[i].run > old[j].run
+		}
+		return old[i].id > old[j].id
+	})
+	for _, l := range old[rn.cfg.KeepFinished:] {
+		if err := os.Remove(filepath.Join(rn.cfg.LogDir, l.n)); err != nil && !os.IsNotExist(err) {
+			rn.cfg.Logger.Printf("agents: removing an old log: %v", err)
+		}
 	}
 }
 

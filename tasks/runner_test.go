@@ -360,9 +360,7 @@ func TestRunnerPrunesFinished(t *testing.T) {
 	if _, ok := rn.Registry().Find(ids[0]); ok {
 		t.Fatal("the oldest was kept")
 	}
-	if _, err := os.Stat(rn.LogPath(ids[0])); err == nil {
-		t.Fatal("a pruned task's log was kept")
-	}
+	waitGone(t, rn.LogPath(ids[0]))
 }
 
 func TestOpenMergesConfigFile(t *testing.T) {
