@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,7 +58,7 @@ const maxResults = 4096
 type Service struct {
 	store  *Store
 	comp   *Compressor
-	log    *log.Logger
+	log    *slog.Logger
 	ctx    context.Context // cancelled by Close: in-flight summaries stop
 	cancel context.CancelFunc
 	owned  bool // Close closes the store
@@ -68,10 +68,15 @@ type Service struct {
 	order   []string
 }
 
-// NewService serves comp's store. Close does not close the store.
-func NewService(comp *Compressor, logger *log.Logger) *Service {
+// NewService serves comp's store. Close does not close the store. logger
+// receives structured records (nil: text to stderr): a store that cannot
+// be listed at level error; a failed compaction at level error (the store
+// or the summarizer failed), warn (the summarizer timed out) or debug (the
+// caller's mistake: an unknown id, an oversized input; the caller gets the
+// errno and .rubino/errors the reason).
+func NewService(comp *Compressor, logger *slog.Logger) *Service {
 	if logger == nil {
-		logger = log.New(os.Stderr, "rubinofs: ", log.LstdFlags)
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Service{store: comp.store, comp: comp, log: logger, ctx: ctx, cancel: cancel, results: map[string]Result{}}
@@ -82,7 +87,7 @@ func NewService(comp *Compressor, logger *log.Logger) *Service {
 // ""), reads the config from $RUBINOFS_COMPACT_CONFIG or
 // stateDir/compact.json (defaults when absent), and returns the service.
 // Errors: an unreadable or invalid config, a store that cannot be opened.
-func Open(stateDir string, logger *log.Logger) (*Service, error) {
+func Open(stateDir string, logger *slog.Logger) (*Service, error) {
 	cfgPath := os.Getenv(ConfigEnv)
 	if cfgPath == "" && stateDir != "" {
 		cfgPath = filepath.Join(stateDir, ConfigFileName)
@@ -98,7 +103,7 @@ func Open(stateDir string, logger *log.Logger) (*Service, error) {
 // ParseConfig returns it) instead of the config file: the CLI merges
 // compact.json with its TOML config (package config) and passes the result.
 // Errors: a store that cannot be opened, a config the compressor refuses.
-func OpenWith(stateDir string, cfg Config, logger *log.Logger) (*Service, error) {
+func OpenWith(stateDir string, cfg Config, logger *slog.Logger) (*Service, error) {
 	var (
 		store *Store
 		err   error
@@ -138,6 +143,24 @@ func (s *Service) Close() error {
 // ErrNotFound -> ENOENT; ErrBadID, ErrAmbiguous -> EINVAL; ErrLimit -> EFBIG;
 // ErrSummarizerTimeout -> ETIMEDOUT; a cancelled request -> EINTR; any
 // other failure (summarizer, flush hook, database) -> EIO with its message.
+// compactErrLevel is the log level of a failed compaction: debug for the
+// caller's mistakes and an interrupted request (the caller gets the errno),
+// warn for a summarizer timeout (retried at the next request), error for
+// the rest (the store or the summarizer failed: the operator must look).
+func compactErrLevel(err error) slog.Level {
+	var ce *ctltree.Error
+	if !errors.As(ctlErr(err), &ce) {
+		return slog.LevelError
+	}
+	switch ce.Errno {
+	case syscall.EIO:
+		return slog.LevelError
+	case syscall.ETIMEDOUT:
+		return slog.LevelWarn
+	}
+	return slog.LevelDebug
+}
+
 func ctlErr(err error) error {
 	if err == nil {
 		return nil
@@ -248,7 +271,7 @@ func (s *Service) listSessions(ctltree.Caller) []string {
 	defer cancel()
 	ids, err := s.store.SessionIDs(ctx)
 	if err != nil {
-		s.log.Printf("compact: listing sessions: %v", err)
+		s.log.Error("compaction store: listing sessions failed", "err", err)
 	}
 	return ids
 }
@@ -383,7 +406,7 @@ func (s *Service) writeCtl(id string, cmd []byte) error {
 	res, err := s.comp.Compact(s.ctx, id, force)
 	if err != nil {
 		res.Error = err.Error()
-		s.log.Printf("compact %s: %v", id, err)
+		s.log.Log(s.ctx, compactErrLevel(err), "compaction failed", "session", id, "force", force, "err", err)
 	}
 	s.setResult(id, res)
 	return ctlErr(err)

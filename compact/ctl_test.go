@@ -4,8 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -67,7 +66,7 @@ func errnoIs(t *testing.T, err error, want syscall.Errno, reason string) {
 
 func newTestService(t *testing.T, cfg Config, opts ...Option) (*Service, *ctltree.Dir) {
 	c := newTestCompressor(t, cfg, opts...)
-	s := NewService(c, log.New(io.Discard, "", 0))
+	s := NewService(c, slog.New(slog.DiscardHandler))
 	t.Cleanup(func() { s.Close() })
 	return s, s.Node()
 }

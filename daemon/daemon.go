@@ -85,10 +85,20 @@ type Config struct {
 	MaxWatches int
 	Debug      bool
 	Version    string
-	Logger     *log.Logger
-	// Slog is the structured logger (the CLI's --log-format, --log-level);
-	// guard refusals are logged through it with the fields session, pid,
-	// comm, op, path and code. Either logger may be nil: see setupLoggers.
+	// Logger is the *log.Logger bridge for the parts that take only that
+	// (package tasks); its lines are info records of Slog. Everything else
+	// logs through Slog. Either logger may be nil: see setupLoggers.
+	Logger *log.Logger
+	// Slog is the structured logger (the CLI's --log-format, --log-level)
+	// of the daemon, fusefs, the watcher and compaction, at these levels:
+	// error for what the operator must act on (the read state could not be
+	// saved at unmount, the mount could not be detached); warn for degraded
+	// but continuing (a guard refusal, with the fields session, pid, comm,
+	// op, path and code; a checkpoint that failed and is retried, logged
+	// once per distinct error; a lost-event full invalidation; a lazy
+	// detach after a busy unmount; ignored persisted state); info for the
+	// lifecycle (mounted, read state restored); debug for per-request
+	// chatter (go-fuse's trace with Debug).
 	Slog *slog.Logger
 
 	// Agents configures .rubino/agents (package tasks): the caps
@@ -197,7 +207,7 @@ func Start(cfg Config) (*Daemon, error) {
 		AllowUnregistered: cfg.AllowUnregistered,
 		Version:           cfg.Version,
 		Owner:             uint32(os.Getuid()),
-		Logger:            cfg.Logger,
+		Logger:            cfg.Slog,
 		Passthrough:       os.Geteuid() == 0,
 	})
 	if err != nil {
@@ -222,9 +232,9 @@ func Start(cfg Config) (*Daemon, error) {
 		}
 	}
 	if cfg.Compact != nil {
-		d.Compact, err = compact.OpenWith(cfg.StateDir, *cfg.Compact, cfg.Logger)
+		d.Compact, err = compact.OpenWith(cfg.StateDir, *cfg.Compact, cfg.Slog)
 	} else {
-		d.Compact, err = compact.Open(cfg.StateDir, cfg.Logger)
+		d.Compact, err = compact.Open(cfg.StateDir, cfg.Slog)
 	}
 	if err != nil {
 		d.stopWatcher()
@@ -272,11 +282,15 @@ func Start(cfg Config) (*Daemon, error) {
 	// are in the mount and would keep it (and this daemon) alive; files
 	// held by other processes are served until they are closed.
 	if stop, err := fusefs.WatchDetach(cfg.Mountpoint, func() {
-		cfg.Logger.Printf("%s was detached: stopping tasks; open files are served until they are closed", cfg.Mountpoint)
+		cfg.Slog.Info("mount detached (lazy unmount): stopping tasks; open files are served until they are closed",
+			"mountpoint", cfg.Mountpoint)
 		d.Tasks.CancelAll()
 		d.FS.CloseStreams()
 	}); err != nil {
-		cfg.Logger.Printf("not watching for a lazy unmount: %v", err)
+		// Degraded: after a lazy unmount the tasks run on (and keep the
+		// daemon alive) until they end by themselves.
+		cfg.Slog.Warn("not watching for a lazy unmount: tasks are not stopped by one",
+			"mountpoint", cfg.Mountpoint, "err", err)
 	} else {
 		d.stopDetach = stop
 	}
@@ -292,6 +306,8 @@ func Start(cfg Config) (*Daemon, error) {
 		d.stopSaves, d.savesDone = make(chan struct{}), make(chan struct{})
 		go d.checkpoints(interval)
 	}
+	cfg.Slog.Info("mounted", "workspace", cfg.Workspace, "mountpoint", cfg.Mountpoint,
+		"mode", cfg.Mode.String(), "watch", cfg.Watch, "state_dir", cfg.StateDir)
 	return d, nil
 }
 
@@ -309,20 +325,22 @@ type stateHealth struct {
 
 // note records the outcome of one save and reports whether err is new
 // (differs from the last failure, or follows a success), so it is logged
-// once rather than at every checkpoint.
-func (s *stateHealth) note(err error) (newErr bool) {
+// once rather than at every checkpoint, and whether a success ends a run of
+// failures (recovered).
+func (s *stateHealth) note(err error) (newErr, recovered bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil {
 		s.saves++
 		s.lastSave = time.Now()
+		recovered = s.lastErr != ""
 		s.lastErr = ""
-		return false
+		return false, recovered
 	}
 	s.failures++
 	newErr = s.lastErr != err.Error()
 	s.lastErr, s.lastErrAt = err.Error(), time.Now()
-	return newErr
+	return newErr, false
 }
 
 func (s *stateHealth) snapshot() map[string]any {
@@ -358,7 +376,7 @@ func (d *Daemon) checkpoints(interval time.Duration) {
 		if sig == last {
 			continue
 		}
-		if d.saveReads() == nil {
+		if d.saveReads(false) == nil {
 			last = sig
 		}
 	}
@@ -368,8 +386,12 @@ func (d *Daemon) checkpoints(interval time.Duration) {
 // `rubinofs unmount` / umount).
 func (d *Daemon) Done() <-chan struct{} { return d.done }
 
-// Logger returns the daemon's logger.
+// Logger returns the daemon's *log.Logger bridge (Config.Logger): its
+// lines are info records of Slog.
 func (d *Daemon) Logger() *log.Logger { return d.cfg.Logger }
+
+// Slog returns the daemon's structured logger (Config.Slog).
+func (d *Daemon) Slog() *slog.Logger { return d.cfg.Slog }
 
 // Mountpoint returns the absolute mountpoint.
 func (d *Daemon) Mountpoint() string { return d.cfg.Mountpoint }
@@ -400,15 +422,17 @@ func (d *Daemon) Close() error {
 				time.Sleep(50 * time.Millisecond)
 			}
 			if err != nil {
-				d.cfg.Logger.Printf("unmount %s: %v; detaching lazily", d.cfg.Mountpoint, err)
+				d.cfg.Slog.Warn("unmount failed: detaching lazily; open files are served until they are closed",
+					"mountpoint", d.cfg.Mountpoint, "err", err)
 				if derr := syscall.Unmount(d.cfg.Mountpoint, syscall.MNT_DETACH); derr != nil {
+					d.cfg.Slog.Error("detaching the mount failed", "mountpoint", d.cfg.Mountpoint, "err", derr)
 					d.closeErr = err
 				}
 			}
 			<-d.done
 		}
 		if d.cfg.PersistReads && d.cfg.StateDir != "" {
-			d.saveReads()
+			d.saveReads(true)
 		}
 		d.stopWatcher()
 		d.closeFd()
@@ -430,14 +454,14 @@ func (d *Daemon) loadReads() {
 	f, err := os.Open(d.readsFile())
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
-			d.cfg.Logger.Printf("read state: %v", err)
+			d.cfg.Slog.Warn("read state not restored: every session reads again", "path", d.readsFile(), "err", err)
 		}
 		return
 	}
 	defer f.Close()
 	roots, kept, dropped, err := d.Guard.Load(f, d.FS.LookupTarget)
 	if err != nil {
-		d.cfg.Logger.Printf("%v (ignored: every session reads again)", err)
+		d.cfg.Slog.Warn("read state ignored: every session reads again", "path", d.readsFile(), "err", err)
 		return
 	}
 	restored := 0
@@ -446,13 +470,18 @@ func (d *Daemon) loadReads() {
 			restored++
 		}
 	}
-	d.cfg.Logger.Printf("read state: kept %d records, dropped %d changed or gone; %d of %d sessions still live", kept, dropped, restored, len(roots))
+	d.cfg.Slog.Info("read state restored", "path", d.readsFile(), "kept", kept, "dropped", dropped,
+		"sessions_live", restored, "sessions_saved", len(roots))
 }
 
 // saveReads writes the read state atomically and durably (temp file,
 // fsync, rename): a failure leaves the previous reads.json as it was. The
-// outcome goes to .rubino/status ("state"); a new failure is logged.
-func (d *Daemon) saveReads() error {
+// outcome goes to .rubino/status ("state"). A checkpoint's failure is
+// logged at level warn when it is new (it differs from the last one: the
+// same error every interval is logged once) and the first success after
+// failures at info; the final save's (final, at unmount) failure at level
+// error, since nothing retries it and the next mount starts without it.
+func (d *Daemon) saveReads(final bool) error {
 	tmp := d.readsFile() + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err == nil {
@@ -475,8 +504,16 @@ func (d *Daemon) saveReads() error {
 		os.Remove(tmp)
 		err = fmt.Errorf("saving read state: %w", err)
 	}
-	if d.state.note(err) {
-		d.cfg.Logger.Printf("%v (the guard keeps deciding from memory; retrying while the state changes)", err)
+	newErr, recovered := d.state.note(err)
+	switch {
+	case err != nil && final:
+		d.cfg.Slog.Error("saving read state at unmount failed: the next mount starts without it",
+			"path", d.readsFile(), "err", err)
+	case newErr:
+		d.cfg.Slog.Warn("saving read state failed: the guard keeps deciding from memory; retrying while the state changes",
+			"path", d.readsFile(), "err", err)
+	case recovered:
+		d.cfg.Slog.Info("saving read state works again", "path", d.readsFile())
 	}
 	return err
 }
@@ -533,7 +570,7 @@ func (d *Daemon) startWatcher(backing string, matcher *ignore.Matcher) error {
 		OnOverflow:  func() { matcher.Invalidate(""); inv.Overflow() },
 		OnUnwatched: inv.Unwatched,
 		OnProgress:  cfg.WatchProgress,
-		Logger:      cfg.Logger,
+		Logger:      cfg.Slog,
 	})
 	if err != nil {
 		inv.Close()

@@ -1,7 +1,7 @@
 package daemon
 
 // Logging and metrics of a mount: the structured logger (log/slog) with
-// the *log.Logger bridge the parts still take, the guard's denial log
+// the *log.Logger bridge package tasks still takes, the guard's denial log
 // line, and the collectors that expose the watcher's, the task registry's
 // and the compressor's counters in .rubino/metrics, read at scrape time.
 
@@ -19,9 +19,10 @@ import (
 
 // setupLoggers fills the two loggers of cfg from each other: with only
 // Slog, Logger is slog.NewLogLogger over its handler (at level info), so
-// every *log.Logger user (fusefs, tasks, compact, the daemon's own
-// messages) goes through slog; with only Logger, Slog writes text records
-// to Logger's writer; with neither, both go to stderr.
+// the one *log.Logger user (tasks) goes through slog too, while the daemon,
+// fusefs, the watcher and compaction log levelled records to Slog itself;
+// with only Logger, Slog writes text records to Logger's writer; with
+// neither, both go to stderr.
 func setupLoggers(cfg *Config) {
 	switch {
 	case cfg.Slog != nil && cfg.Logger == nil:

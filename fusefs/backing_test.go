@@ -3,7 +3,7 @@ package fusefs
 import (
 	"errors"
 	"io"
-	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +26,7 @@ func backingFS(t *testing.T) (*FS, string, string) {
 	os.Symlink("..", filepath.Join(ws, "up"))
 	os.Symlink("/", filepath.Join(ws, "dir/link"))
 	f, err := New(Config{Workspace: ws, Guard: guard.New(guard.Config{Mode: guard.ModeEnforce}),
-		Logger: log.New(io.Discard, "", 0)})
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

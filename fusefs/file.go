@@ -101,7 +101,7 @@ func (h *File) registerRead() {
 		if h.fs.inFlux(h.id) {
 			h.fs.cfg.Guard.NoteReadInFlux(h.who.session, t)
 		} else if err := h.fs.cfg.Guard.NoteRead(h.who.session, t); err != nil {
-			h.fs.log.Printf("registering read of %s: %v", t.Path, err)
+			h.fs.log.Warn("registering a read failed: the session must read the file again", "path", t.Path, "session", h.who.session, "err", err)
 		}
 		return 0
 	})
@@ -219,7 +219,7 @@ func (h *File) credit() {
 		t, err := fdTarget(h.node.rel(), fd)
 		if err == nil {
 			if err := h.fs.cfg.Guard.NoteWrite(h.who.session, t); err != nil {
-				h.fs.log.Printf("crediting write of %s: %v", t.Path, err)
+				h.fs.log.Warn("crediting an own write failed: the session must read the file again", "path", t.Path, "session", h.who.session, "err", err)
 			}
 		}
 		return 0

@@ -17,7 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -80,8 +80,13 @@ type Config struct {
 	// Owner is the uid that owns the mount; it and root are Privileged
 	// callers of the control tree.
 	Owner uint32
-	// Logger receives diagnostics; nil logs to stderr.
-	Logger *log.Logger
+	// Logger receives diagnostics as levelled, structured records (nil:
+	// text records to stderr): a shadowed .rubino and a read or write that
+	// could not be registered at level warn, subtrees skipped by
+	// configuration at info, lost watcher events at warn (at most one
+	// record per overflowLogEvery, with the count). go-fuse's own messages
+	// go through a *log.Logger bridged to it (see Mount).
+	Logger *slog.Logger
 	// Passthrough allows kernel passthrough for handles on exempt files.
 	Passthrough bool
 }
@@ -94,7 +99,7 @@ type FS struct {
 	root    *Node
 	ctlRoot *ctltree.Dir
 	started time.Time
-	log     *log.Logger
+	log     *slog.Logger
 
 	// server is set once mounted; used for kernel notifications from the
 	// invalidation goroutine only.
@@ -156,7 +161,7 @@ func New(cfg Config) (*FS, error) {
 		cfg.BackingPath = cfg.Workspace
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = log.New(os.Stderr, "rubinofs: ", log.LstdFlags)
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	var st syscall.Stat_t
 	if err := syscall.Stat(cfg.BackingPath, &st); err != nil {
@@ -184,7 +189,8 @@ func New(cfg Config) (*FS, error) {
 	var ctlSt syscall.Stat_t
 	if f.lstatRel(ctlDirName, &ctlSt) == 0 {
 		f.shadowed = true
-		f.log.Printf("warning: %s/%s exists in the workspace; it is shadowed by the control tree", cfg.Workspace, ctlDirName)
+		f.log.Warn("the workspace has its own "+ctlDirName+"; the control tree shadows it",
+			"path", filepath.Join(cfg.Workspace, ctlDirName))
 	}
 	f.ctlRoot = f.buildControlTree()
 	return f, nil

@@ -1,8 +1,7 @@
 package fusefs
 
 import (
-	"io"
-	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -29,7 +28,7 @@ func rawFS(t *testing.T, files map[string]string) (fuse.RawFileSystem, string) {
 		}
 	}
 	f, err := New(Config{Workspace: ws, Guard: guard.New(guard.Config{Mode: guard.ModeEnforce}),
-		Logger: log.New(io.Discard, "", 0)})
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

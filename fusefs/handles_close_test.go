@@ -1,8 +1,7 @@
 package fusefs
 
 import (
-	"io"
-	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,7 +46,7 @@ func TestCloseClosesUnreleasedHandles(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, err := New(Config{Workspace: ws, Guard: guard.New(guard.Config{Mode: guard.ModeEnforce}),
-		Logger: log.New(io.Discard, "", 0)})
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

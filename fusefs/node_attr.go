@@ -85,7 +85,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	n.fs.cfg.Guard.NoteMutation(id, c.session)
 	if n.fs.lstatRel(rel, &st) == 0 {
 		if err := n.fs.cfg.Guard.NoteWrite(c.session, n.fs.target(rel, &st)); err != nil {
-			n.fs.log.Printf("crediting truncate of %s: %v", rel, err)
+			n.fs.log.Warn("crediting an own truncate failed: the session must read the file again", "path", rel, "session", c.session, "err", err)
 		}
 	}
 	return 0
@@ -146,7 +146,7 @@ func (n *Node) truncateFd(ctx context.Context, rel string, fd int, writable bool
 	n.fs.cfg.Guard.NoteMutation(id, c.session)
 	if t, err := fdTarget(rel, fd); err == nil {
 		if err := n.fs.cfg.Guard.NoteWrite(c.session, t); err != nil {
-			n.fs.log.Printf("crediting truncate of %s: %v", rel, err)
+			n.fs.log.Warn("crediting an own truncate failed: the session must read the file again", "path", rel, "session", c.session, "err", err)
 		}
 	}
 	return 0

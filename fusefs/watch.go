@@ -1,6 +1,9 @@
 package fusefs
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"path"
 	"strings"
 	"sync"
@@ -13,6 +16,11 @@ import (
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/watcher"
 )
+
+// overflowLogEvery is the least time between two log records of full
+// invalidations: under an event storm they can come many times a second,
+// and the first record (with its reason) and a running count are enough.
+const overflowLogEvery = time.Minute
 
 // invalidator applies external changes to the guard, go-fuse's inode tree
 // and the kernel's caches. It runs on its own goroutine: kernel
@@ -29,11 +37,15 @@ type invalidator struct {
 	mu        sync.Mutex
 	unwatched []string // workspace-relative subtrees without watches
 
-	batches     atomic.Uint64
-	events      atomic.Uint64
-	overflows   atomic.Uint64
-	lastLatency atomic.Int64 // ns from batch delivery to last notification
-	hook        atomic.Pointer[func([]watcher.Event)]
+	batches   atomic.Uint64
+	events    atomic.Uint64
+	overflows atomic.Uint64
+	// overflowLogged is when a full invalidation was last logged (Unix
+	// ns), overflowsLogged the count then (overflowLog).
+	overflowLogged  atomic.Int64
+	overflowsLogged atomic.Uint64
+	lastLatency     atomic.Int64 // ns from batch delivery to last notification
+	hook            atomic.Pointer[func([]watcher.Event)]
 	// moveTracker, when set (the watcher's BeginMove), brackets the
 	// daemon's own renames (FS.ownMove).
 	moveTracker atomic.Pointer[func(from, to string) (end func(moved bool))]
@@ -76,17 +88,34 @@ func (i *Invalidation) Events(evs []watcher.Event) {
 	default:
 		// The queue is full: the kernel is slower than the events. Fall
 		// back to invalidating everything, which subsumes the batch.
-		i.Overflow()
+		i.overflow("the invalidation queue is full")
 	}
 }
 
 // Overflow invalidates everything cached (fsnotify lost events).
-func (i *Invalidation) Overflow() {
-	i.inv.overflows.Add(1)
+func (i *Invalidation) Overflow() { i.overflow("the watcher lost events (inotify queue overflow)") }
+
+func (i *Invalidation) overflow(reason string) {
+	n := i.inv.overflows.Add(1)
 	select {
 	case i.inv.all <- struct{}{}:
 	default:
 	}
+	i.inv.overflowLog(n, reason)
+}
+
+// overflowLog logs the n-th full invalidation at level warn (degraded: the
+// kernel's caches are dropped and refilled, nothing is lost), at most once
+// per overflowLogEvery, with the number since the last record.
+func (inv *invalidator) overflowLog(n uint64, reason string) {
+	now := time.Now().UnixNano()
+	last := inv.overflowLogged.Load()
+	if last != 0 && now-last < int64(overflowLogEvery) || !inv.overflowLogged.CompareAndSwap(last, now) {
+		return
+	}
+	prev := inv.overflowsLogged.Swap(n)
+	inv.fs.log.Warn("invalidating everything cached: "+reason,
+		"full_invalidations", n, "since_last_record", n-prev)
 }
 
 // Unwatched records a subtree without watches: it gets short cache timeouts
@@ -95,7 +124,15 @@ func (i *Invalidation) Unwatched(rel string, err error) {
 	i.inv.mu.Lock()
 	i.inv.unwatched = append(i.inv.unwatched, rel)
 	i.inv.mu.Unlock()
-	i.inv.fs.log.Printf("not watching %q (%v): it gets %v cache timeouts", rel, err, i.inv.fs.shortTimeout)
+	// Skipped by configuration (--watch-skip, .git/objects by default) is
+	// expected: info. Out of inotify watches, or a failed watch: warn,
+	// since external edits there are seen only after the short timeout.
+	level := slog.LevelWarn
+	if errors.Is(err, watcher.ErrSkipped) {
+		level = slog.LevelInfo
+	}
+	i.inv.fs.log.Log(context.Background(), level, "subtree not watched: it gets short cache timeouts",
+		"path", rel, "err", err, "timeout", i.inv.fs.shortTimeout)
 }
 
 // SetOwnTracker installs the function that brackets every change the

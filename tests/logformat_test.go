@@ -2,7 +2,10 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -33,7 +36,7 @@ func mountCLI(t *testing.T, args ...string) string {
 // fields as key=value; and bad values are usage errors.
 func TestLogFormat(t *testing.T) {
 	out := mountCLI(t, "--log-format", "json")
-	var denial map[string]any
+	var denial, mounted map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
@@ -48,6 +51,12 @@ func TestLogFormat(t *testing.T) {
 		if rec["code"] != nil {
 			denial = rec
 		}
+		if rec["msg"] == "mounted" {
+			mounted = rec
+		}
+	}
+	if mounted == nil || mounted["level"] != "INFO" || mounted["mountpoint"] == nil || mounted["mode"] != "enforce" {
+		t.Errorf("lifecycle record %v: want msg mounted at level INFO with mountpoint and mode enforce\n%s", mounted, out)
 	}
 	if denial == nil {
 		t.Fatalf("no refusal record in the JSON log:\n%s", out)
@@ -82,5 +91,73 @@ func TestLogFormat(t *testing.T) {
 		if exitCode(err) != 2 || !strings.Contains(out, c.want) {
 			t.Errorf("mount %s %s: %v, want exit 2 mentioning %q:\n%s", c.flag, c.value, err, c.want, out)
 		}
+	}
+}
+
+// TestLogFormatLevels checks that the daemon's own messages are levelled
+// records with attributes: with `--log-format json --log-level warn`, a
+// state directory on a full tmpfs makes the periodic checkpoint (every
+// 20 ms) fail again and again, and that appears as exactly one WARN record
+// "saving read state failed" with path (reads.json) and err (ENOSPC); the
+// workspace's own .rubino is a WARN record with its path; and no INFO
+// record (the lifecycle: mounted, unmounting) gets through.
+func TestLogFormatLevels(t *testing.T) {
+	tmp := t.TempDir()
+	stateFS := filepath.Join(tmp, "statefs")
+	tinyTmpfs(t, stateFS, 4<<20) // faults_test.go; unmounted after everything below
+	ws := makeWorkspace(t, tmp, map[string]string{"f": "one\n", ".rubino": "mine\n"})
+	state := filepath.Join(stateFS, "state")
+	m := cliMountAt(t, tmp, ws, state)
+	fg := startForeground(t, tmp, nil, true, "--state-dir", state, "--save-interval", "20ms",
+		"--log-format", "json", "--log-level", "warn", ws, m.mnt)
+	filler := filepath.Join(stateFS, "filler")
+	fill(t, filler)
+	// A read changes the read state, so every checkpoint tries to save it.
+	if out, code := m.sh("cat f >/dev/null"); code != 0 {
+		t.Fatalf("cat f: exit %d\n%s", code, out)
+	}
+	waitFor(t, "three failed checkpoints in .rubino/status", func() bool {
+		st, _ := readStatus(t, m.mnt)["state"].(map[string]any)
+		n, _ := st["save_failures"].(float64)
+		return n >= 3
+	})
+	// Space comes back before the unmount, whose final save then succeeds
+	// (and the compaction store closes cleanly).
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := fg.stop(); err != nil {
+		t.Fatalf("rubinofs mount after SIGTERM: %v\n%s", err, fg.output())
+	}
+	out := fg.output()
+
+	var saves, shadow []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("stderr line is not JSON: %q (%v)", line, err)
+			continue
+		}
+		msg, _ := rec["msg"].(string)
+		switch {
+		case rec["level"] == "INFO" || rec["level"] == "DEBUG":
+			t.Errorf("--log-level warn let a %v record through: %s", rec["level"], line)
+		case strings.HasPrefix(msg, "saving read state"):
+			saves = append(saves, rec)
+		case strings.Contains(msg, ".rubino"):
+			shadow = append(shadow, rec)
+		}
+	}
+	if len(saves) != 1 {
+		t.Errorf("%d records of failed saves, want exactly 1 (the same error is logged once):\n%s", len(saves), out)
+	} else if rec, e := saves[0], fmt.Sprint(saves[0]["err"]); rec["level"] != "WARN" ||
+		rec["path"] != filepath.Join(state, "reads.json") || !strings.Contains(e, "no space left on device") {
+		t.Errorf("failed-save record %v: want level WARN, path %s/reads.json, err with ENOSPC", rec, state)
+	}
+	if len(shadow) != 1 || shadow[0]["level"] != "WARN" || shadow[0]["path"] != filepath.Join(ws, ".rubino") {
+		t.Errorf("shadowed .rubino records %v: want one at level WARN with path %s/.rubino\n%s", shadow, ws, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, ".rubino")); err != nil || string(b) != "mine\n" {
+		t.Errorf("the workspace's .rubino = %q, %v; want it untouched", b, err)
 	}
 }

@@ -42,7 +42,7 @@ package watcher
 import (
 	"errors"
 	"io/fs"
-	"log"
+	"log/slog"
 	"os"
 	"path"
 	"sort"
@@ -127,8 +127,10 @@ type Config struct {
 	// OnProgress, if set, is called during the initial walk with the number
 	// of directories watched so far (every 1000 and at the end).
 	OnProgress func(dirs int, done bool)
-	// Logger receives diagnostics (default: discard).
-	Logger *log.Logger
+	// Logger receives diagnostics as structured records (default:
+	// discard): an error fsnotify reports (other than an overflow, which
+	// goes to OnOverflow) at level warn, once per distinct error.
+	Logger *slog.Logger
 }
 
 // ErrSkipped is the reason OnUnwatched gives for a subtree Config.Skip chose.
@@ -145,7 +147,7 @@ const maxUnwatched = 64
 type Watcher struct {
 	cfg Config
 	fsw *fsnotify.Watcher
-	log *log.Logger
+	log *slog.Logger
 
 	mu        sync.Mutex
 	dirs      map[string]bool // watched directories (rel)
@@ -196,7 +198,7 @@ func Start(cfg Config) (*Watcher, error) {
 		cfg.QueueSize = 4096
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = log.New(discard{}, "", 0)
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.OnEvents == nil {
 		cfg.OnEvents = func([]Event) {}
@@ -233,10 +235,6 @@ func Start(cfg Config) (*Watcher, error) {
 	go w.deliverLoop()
 	return w, nil
 }
-
-type discard struct{}
-
-func (discard) Write(b []byte) (int, error) { return len(b), nil }
 
 // abs returns the backing path of rel.
 func (w *Watcher) abs(rel string) string {
@@ -380,14 +378,18 @@ func (w *Watcher) drain() {
 // watcher and its Close. Overflows are handed to drain.
 func (w *Watcher) errLoop() {
 	defer w.wg.Done()
+	var lastErr string
 	for err := range w.fsw.Errors {
 		if errors.Is(err, fsnotify.ErrEventOverflow) {
 			select {
 			case w.overflowed <- struct{}{}:
 			default: // one pending overflow covers this one
 			}
-		} else {
-			w.log.Printf("watcher: %v", err)
+		} else if msg := err.Error(); msg != lastErr {
+			// Degraded, continuing: the event is lost, the watcher runs
+			// on. The same error again is not logged again.
+			lastErr = msg
+			w.log.Warn("watcher error: an external change may be missed", "err", err)
 		}
 	}
 }

@@ -15,9 +15,15 @@ import (
 // mountLogger builds the mount's logger from --log-format and --log-level
 // (writing to stderr, which --daemon points at the state directory's
 // rubinofs.log) and makes it slog's default, so the log package's default
-// logger writes through it too. A bad value is a usage error (exit 2).
+// logger writes through it too. --debug (go-fuse's per-request trace,
+// debug records) lowers the default level to debug; an explicit
+// --log-level wins. A bad value is a usage error (exit 2).
 func mountLogger(c *cli.Context) (*slog.Logger, error) {
-	l, err := newLogger(os.Stderr, c.String("log-format"), c.String("log-level"))
+	level := c.String("log-level")
+	if c.Bool("debug") && !c.IsSet("log-level") {
+		level = "debug"
+	}
+	l, err := newLogger(os.Stderr, c.String("log-format"), level)
 	if err != nil {
 		return nil, cli.Exit(err.Error(), 2)
 	}

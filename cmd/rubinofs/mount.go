@@ -164,9 +164,7 @@ func runMount(c *cli.Context) error {
 		}
 		return cli.Exit(err.Error(), 1)
 	}
-	if d.FS.Shadowed() {
-		log.Printf("warning: the workspace has its own .rubino; the control tree shadows it")
-	}
+	// A shadowed .rubino is logged by fusefs (level warn, with its path).
 	if ready != nil {
 		fmt.Fprintln(ready, "ok")
 		ready.Close()
