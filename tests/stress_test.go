@@ -184,7 +184,7 @@ func TestStress(t *testing.T) {
 		// The working directory stays outside the mount: a child of this
 		// daemon must not chdir into it (golang/go#11155).
 		p.cmd.Dir = m.tmp
-		p.cmd.Env = append(os.Environ(), stressEnv+"="+string(b))
+		p.cmd.Env = append(os.Environ(), stressEnv+"="+string(b), stressBackingEnv+"="+m.ws)
 		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 		return p
 	}
@@ -282,8 +282,8 @@ func TestStress(t *testing.T) {
 
 	counts := m.d.Guard.Counts()
 	if counts.Denials != uint64(expectedDenials) {
-		t.Errorf("the guard refused %d mutations; the workers expected %d refusals (any other refusal would have failed a worker): %v",
-			counts.Denials, expectedDenials, m.denials())
+		t.Errorf("the guard refused %d mutations; the workers expected %d refusals (any other refusal would have failed a worker): %v\n%s",
+			counts.Denials, expectedDenials, m.denials(), stressDenialDiff(t, m, procs[:workers]))
 	}
 
 	// Descriptors: once every process has exited the kernel releases
@@ -310,6 +310,36 @@ func TestStress(t *testing.T) {
 	}
 	t.Logf("%d workers x %d operations (%d logged, %d expected refusals) in %v, %d scanner rounds; daemon descriptors %d before and after; guard %+v; watcher %+v",
 		workers, ops, totalOps, expectedDenials, workersDone.Round(time.Millisecond), scanRounds, len(baseline), counts, ws)
+}
+
+// stressDenialDiff lists the (session, path) pairs the guard refused a
+// different number of times than the workers logged "denied".
+func stressDenialDiff(t *testing.T, m *mount, workers []*stressProc) string {
+	count := map[string]int{}
+	for _, p := range workers {
+		sess := "default"
+		if p.spec.Session {
+			sess = fmt.Sprintf("stress-w%d", p.spec.ID)
+		}
+		for _, r := range readStressLog(t, p.spec.Log) {
+			if r.Op == "denied" {
+				count[sess+" "+r.Path]--
+			}
+		}
+	}
+	ops := map[string][]string{}
+	for _, d := range m.denials() {
+		k := fmt.Sprintf("%v %v", d["session"], d["path"])
+		count[k]++
+		ops[k] = append(ops[k], fmt.Sprintf("%v@%v", d["op"], d["time"]))
+	}
+	var sb strings.Builder
+	for _, k := range sorted(count, func(string) bool { return true }) {
+		if count[k] != 0 {
+			fmt.Fprintf(&sb, "  %s: guard minus logged = %d; guard ops %v\n", k, count[k], ops[k])
+		}
+	}
+	return sb.String()
 }
 
 // stressTail renders the last n records of a log, contents as lengths.
@@ -523,6 +553,11 @@ func (m *stressModel) replay(log string) (ops, denials int) {
 		case "pwrite":
 			if !isFile {
 				bad(r, "write to a missing file")
+			}
+			// An empty write changes nothing, not even past the end
+			// (pwrite(2) of 0 bytes; Go's WriteAt makes no call at all).
+			if len(r.Data) == 0 {
+				break
 			}
 			if end := r.Off + int64(len(r.Data)); end > int64(len(content)) {
 				content = append(content, make([]byte, end-int64(len(content)))...)
@@ -891,8 +926,62 @@ func (w *stressWorker) verify(how, rel string, got []byte) {
 	for i < len(got) && i < len(want) && got[i] == want[i] {
 		i++
 	}
-	w.t.Fatalf("worker %d, step %d: %s %s: %d bytes, want %d; first difference at byte %d",
-		w.s.ID, w.step, how, rel, len(got), len(want), i)
+	w.t.Fatalf("worker %d, step %d: %s %s: %d bytes, want %d; first difference at byte %d\n%s",
+		w.s.ID, w.step, how, rel, len(got), len(want), i, w.mismatch(rel, got, want))
+}
+
+// stressBackingEnv names the backing workspace for a worker's failure
+// diagnostics (stressWorker.mismatch); the parent sets it.
+const stressBackingEnv = "RUBINOFS_STRESS_BACKING"
+
+// mismatch describes a failed verify of rel for the report: the first
+// bytes of got and want, the backing file's content and inode now, which
+// file of the backing shared/ holds got, and a second read through the
+// mount (a transient page-cache view reads right the second time).
+func (w *stressWorker) mismatch(rel string, got, want []byte) string {
+	head := func(b []byte) string { return fmt.Sprintf("%x", b[:min(32, len(b))]) }
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "  got  first 32 bytes %s (all zero %v)\n", head(got), len(got) > 0 && len(bytes.Trim(got, "\x00")) == 0)
+	fmt.Fprintf(&sb, "  want first 32 bytes %s\n", head(want))
+	if len(got) == len(want) && len(got) > 0 {
+		diff := 0
+		for j := range got {
+			if got[j] != want[j] {
+				diff++
+			}
+		}
+		fmt.Fprintf(&sb, "  %d bytes differ; got[1:] == want[1:]: %v\n", diff, bytes.Equal(got[1:], want[1:]))
+	}
+	if again, err := os.ReadFile(w.abs(rel)); err != nil {
+		fmt.Fprintf(&sb, "  second read through the mount: %v\n", err)
+	} else {
+		fmt.Fprintf(&sb, "  second read through the mount: %d bytes, equals want %v, equals first read %v\n", len(again), bytes.Equal(again, want), bytes.Equal(again, got))
+	}
+	ws := os.Getenv(stressBackingEnv)
+	if ws == "" {
+		return sb.String()
+	}
+	bp := filepath.Join(ws, rel)
+	var st unix.Stat_t
+	if err := unix.Lstat(bp, &st); err != nil {
+		fmt.Fprintf(&sb, "  backing %s: %v\n", bp, err)
+	} else {
+		b, err := os.ReadFile(bp)
+		fmt.Fprintf(&sb, "  backing: inode %d, size %d, read %d bytes (%v), first 32 %s, equals want %v, equals got %v\n",
+			st.Ino, st.Size, len(b), err, head(b), bytes.Equal(b, want), bytes.Equal(b, got))
+	}
+	var mst unix.Stat_t
+	if err := unix.Lstat(w.abs(rel), &mst); err == nil {
+		fmt.Fprintf(&sb, "  mount: inode %d, size %d\n", mst.Ino, mst.Size)
+	}
+	ents, _ := os.ReadDir(filepath.Join(ws, "shared"))
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(ws, "shared", e.Name()))
+		if err == nil && bytes.Equal(b, got) {
+			fmt.Fprintf(&sb, "  got equals the backing shared/%s\n", e.Name())
+		}
+	}
+	return sb.String()
 }
 
 // read reads an own file and checks it; the session has read it now.
@@ -1074,10 +1163,12 @@ func (w *stressWorker) opRdwr() bool {
 		if _, err := f.WriteAt(b, off); err != nil {
 			w.fail(fmt.Sprintf("pwrite %d (O_RDWR handle, write %d)", off, i), rel, err)
 		}
-		if end := off + int64(len(b)); end > int64(len(cur)) {
-			cur = append(cur, make([]byte, end-int64(len(cur)))...)
+		if len(b) > 0 { // an empty write extends nothing (see replay)
+			if end := off + int64(len(b)); end > int64(len(cur)) {
+				cur = append(cur, make([]byte, end-int64(len(cur)))...)
+			}
+			copy(cur[off:], b)
 		}
-		copy(cur[off:], b)
 		w.files[rel] = cur
 		w.logFile(stressRecord{Op: "pwrite", Path: rel, Off: off, Data: b})
 	}
@@ -1389,7 +1480,7 @@ func (w *stressWorker) opOthers() bool {
 			w.fail("read another worker's file", rel, err)
 		}
 		if rel == "shared/common" && string(b) != stressCommon {
-			w.t.Fatalf("shared/common = %q", b)
+			w.t.Fatalf("shared/common = %q\n%s", b, w.mismatch(rel, b, []byte(stressCommon)))
 		}
 		return true
 	}
@@ -1419,7 +1510,11 @@ func (w *stressWorker) opOthers() bool {
 		err = os.Truncate(p, 0)
 	case 3:
 		what = "unlink of another worker's file"
-		err = os.Remove(p)
+		// unlink(2) alone: os.Remove follows a failed unlink with rmdir and
+		// returns rmdir's error unless it is ENOTDIR, so a refused unlink
+		// (EACCES) of a name the owner renamed away meanwhile would come
+		// back as rmdir's ENOENT, and the refusal would go unlogged.
+		err = syscall.Unlink(p)
 	case 4:
 		mine := w.localFiles()
 		if len(mine) == 0 {
