@@ -107,16 +107,7 @@ func setattrFd(fd int, writable bool, in *fuse.SetAttrIn, out *fuse.AttrOut) sys
 			return fs.ToErrno(err)
 		}
 	}
-	uid, uok := in.GetUID()
-	gid, gok := in.GetGID()
-	if uok || gok {
-		suid, sgid := -1, -1
-		if uok {
-			suid = int(uid)
-		}
-		if gok {
-			sgid = int(gid)
-		}
+	if suid, sgid, ok := setattrOwner(in); ok {
 		if err := unix.Fchown(fd, suid, sgid); err != nil {
 			return fs.ToErrno(err)
 		}

@@ -170,16 +170,7 @@ func (n *Node) setattrAt(ctx context.Context, rel string, fh fs.FileHandle, in *
 			return errno
 		}
 	}
-	uid, uok := in.GetUID()
-	gid, gok := in.GetGID()
-	if uok || gok {
-		suid, sgid := -1, -1
-		if uok {
-			suid = int(uid)
-		}
-		if gok {
-			sgid = int(gid)
-		}
+	if suid, sgid, ok := setattrOwner(in); ok {
 		if err := unix.Fchownat(d.fd, leaf, suid, sgid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return fs.ToErrno(err)
 		}
@@ -547,4 +538,17 @@ func setattrTimes(in *fuse.SetAttrIn) (ts []unix.Timespec, ok bool, errno syscal
 		}
 	}
 	return ts, true, 0
+}
+
+// setattrOwner turns SETATTR's owner and group into chown(2)'s pair (-1 for
+// the one not set). ok is false when neither is set.
+func setattrOwner(in *fuse.SetAttrIn) (uid, gid int, ok bool) {
+	uid, gid = -1, -1
+	if u, uok := in.GetUID(); uok {
+		uid, ok = int(u), true
+	}
+	if g, gok := in.GetGID(); gok {
+		gid, ok = int(g), true
+	}
+	return uid, gid, ok
 }

@@ -502,15 +502,8 @@ func (rn *Runner) readAnswer(ctx context.Context, c ctltree.Caller, id string) (
 
 // await parks on g, also waking at teardown.
 func (rn *Runner) await(ctx context.Context, g *Gate) (string, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := rn.untilClosed(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-rn.closed:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	return g.Await(ctx, time.Duration(rn.cfg.AskTimeout))
 }
 
@@ -593,15 +586,8 @@ func (rn *Runner) readInbox(c ctltree.Caller, id string) ([]byte, error) {
 // task unknown at the read (never spawned, or pruned) is ENOENT. Teardown
 // wakes it with EINTR, an interrupted read with EINTR.
 func (rn *Runner) readWait(ctx context.Context, id string) ([]byte, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := rn.untilClosed(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-rn.closed:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	t, err := rn.reg.Await(ctx, id)
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
@@ -689,4 +675,19 @@ func (rn *Runner) renderWaiting() string {
 		}
 	}
 	return b.String()
+}
+
+// untilClosed returns ctx, also cancelled when the runner is torn down
+// (rn.closed), for reads that park: wait, answer and gates. The caller
+// must call cancel, which also ends the watching goroutine.
+func (rn *Runner) untilClosed(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-rn.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
