@@ -107,8 +107,8 @@ func scanRuns(rows *sql.Rows) ([]Run, error) {
 
 // RecentLineageRuns returns the n most recent runs whose source is session
 // id (exact id) or one of its ancestors, newest first: the input of the
-// thrashing test (the seed's recent_lineage_compactions, widened to the
-// no-op runs that built a summary and threw it away).
+// thrashing test, which therefore also sees the no-op runs that built a
+// summary and threw it away.
 func (s *Store) RecentLineageRuns(ctx context.Context, id string, n int) ([]Run, error) {
 	rows, err := s.db.QueryContext(ctx, ancestorsCTE+`SELECT `+runCols+` FROM compaction_runs
 		WHERE session_id IN (SELECT id FROM anc) ORDER BY seq DESC LIMIT ?`, id, n)
