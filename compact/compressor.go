@@ -10,13 +10,24 @@ import (
 )
 
 // Anti-thrashing (the seed's #415a, after Hermes' should_compress): when the
-// IneffectiveStreak most recent compactions in a session's lineage each
-// saved less than IneffectiveSavingsPct of their original tokens, automatic
-// compaction is skipped; a forced one still runs.
+// IneffectiveStreak most recent compaction runs in a session's lineage each
+// saved, net of their summary, less than IneffectiveSavingsPct of their
+// original tokens, automatic compaction is skipped; a forced one still
+// runs. The runs counted are those that built a summary, committed or not
+// (Run): a no-op that would not have shrunk the session is ineffective.
 const (
 	IneffectiveSavingsPct = 0.10
 	IneffectiveStreak     = 2
 )
+
+// MinSavedTokens is the least a compaction must save, net of its summary
+// (tokens before minus tokens after, head + summary + tail), to commit.
+// Below it the compaction is a ReasonWouldNotShrink no-op, forced or not:
+// a child session that is no smaller, or a few tokens smaller, than its
+// parent only costs a fork and a summary call, and compacting it again
+// would do the same forever. 50 tokens is about one short turn; a useful
+// compaction saves thousands.
+const MinSavedTokens = 50
 
 // No-op reasons of a Result (Result.Reason when Compacted is false).
 const (
@@ -33,16 +44,28 @@ const (
 	ReasonAlreadyCompacted = "already_compacted"
 	// ReasonNothingToSummarize: head and tail cover the whole transcript.
 	ReasonNothingToSummarize = "nothing_to_summarize"
+	// ReasonWouldNotShrink: the summary built is about as large as the
+	// middle it would replace, so the compacted transcript would save less
+	// than MinSavedTokens (or grow). Nothing is committed and no child is
+	// forked; the run is logged (Run) and counts towards thrashing.
+	// Until a new message arrives, an automatic request repeats this no-op
+	// without building another summary; a forced one tries again, and
+	// cannot commit a non-shrinking result either.
+	ReasonWouldNotShrink = "would_not_shrink"
 )
 
 // Result is the outcome of one compaction request, as the result file
-// shows it. Compacted is false for a no-op, with Reason set; a no-op never
-// reports saved tokens (the seed's #352 printed a fake "saved 0 tok"
-// success).
+// shows it. Compacted is false for a no-op, with Reason and Detail set; a
+// no-op never reports saved tokens (the seed's #352 printed a fake "saved
+// 0 tok" success).
 type Result struct {
 	Compacted bool   `json:"compacted"`
 	Reason    string `json:"reason,omitempty"`
-	Forced    bool   `json:"forced"`
+	// Detail says in words why a request was a no-op, with its figures
+	// ("no-op: compaction would not shrink the session (before N, after M
+	// tokens)").
+	Detail string `json:"detail,omitempty"`
+	Forced bool   `json:"forced"`
 	// SourceSessionID is the full id of the session compacted (the
 	// resolved id, whatever prefix was asked for).
 	SourceSessionID string `json:"source_session_id"`
@@ -51,10 +74,19 @@ type Result struct {
 	OriginalMessages  int    `json:"original_messages"`
 	CompactedMessages int    `json:"compacted_messages,omitempty"`
 	OriginalTokens    int    `json:"original_tokens"`
-	CompactedTokens   int    `json:"compacted_tokens,omitempty"`
-	// SavedTokens are the middle's tokens before the pre-pass: what leaves
-	// the live transcript.
-	SavedTokens       int       `json:"saved_tokens"`
+	// CompactedTokens is the child session's total. For a
+	// ReasonWouldNotShrink no-op it is what the compacted transcript would
+	// have held.
+	CompactedTokens int `json:"compacted_tokens,omitempty"`
+	// SavedTokens is net of the summary: OriginalTokens minus the tokens of
+	// head + summary + tail as stored in the child, counted with the
+	// tokenizer the threshold uses. Messages that arrived while the summary
+	// was built are copied into the child and counted on neither side, so
+	// SavedTokens = OriginalTokens - CompactedTokens unless some did.
+	SavedTokens int `json:"saved_tokens"`
+	// RemovedTokens is gross: the middle that left the transcript, before
+	// the summary was added back. Also set for a ReasonWouldNotShrink no-op.
+	RemovedTokens     int       `json:"removed_tokens,omitempty"`
 	ThresholdTokens   int       `json:"threshold_tokens"`
 	SummaryID         string    `json:"summary_id,omitempty"`
 	PreviousSummaryID string    `json:"previous_summary_id,omitempty"`
@@ -68,8 +100,9 @@ type Result struct {
 
 // FlushFunc is the hook run before a compaction splits the transcript (the
 // seed's flush_memory!): a harness may persist memory derived from the
-// session. It runs only when the compaction will happen (after the no-op
-// gates), with the resolved id. An error aborts the compaction, store
+// session. It runs only once the request has passed the no-op gates that
+// need no summary, with the resolved id (a ReasonNothingToSummarize or
+// ReasonWouldNotShrink no-op is found after it). An error aborts the compaction, store
 // unchanged.
 type FlushFunc func(ctx context.Context, sessionID string) error
 
@@ -205,6 +238,12 @@ type Status struct {
 	Tokens          int  `json:"tokens"`
 	MinimumMessages int  `json:"minimum_messages"`
 	NeedsCompaction bool `json:"needs_compaction"`
+	// Reason and Detail say why NeedsCompaction is false although Tokens
+	// reach the threshold: ReasonAlreadyCompacted, or ReasonWouldNotShrink
+	// (the last run found that compaction would not shrink the session and
+	// no message arrived since).
+	Reason string `json:"reason,omitempty"`
+	Detail string `json:"detail,omitempty"`
 	// Thrashing is true when automatic compaction would be skipped.
 	Thrashing bool `json:"thrashing"`
 	// CompactedInto lists the children compacted from this session, oldest
@@ -215,8 +254,10 @@ type Status struct {
 
 // Status reports a session (id or unique prefix). NeedsCompaction is true
 // when Compact would not stop at a gate: at least minimum_messages messages,
-// at least the threshold in tokens, and not already compacted without new
-// messages since (thrashing is reported separately).
+// at least the threshold in tokens, not already compacted without new
+// messages since, and not found by its last run to be a session compaction
+// would not shrink, without new messages since (thrashing is reported
+// separately).
 func (c *Compressor) Status(ctx context.Context, idOrPrefix string) (Status, error) {
 	id, err := c.store.Resolve(ctx, idOrPrefix)
 	if err != nil {
@@ -246,18 +287,47 @@ func (c *Compressor) Status(ctx context.Context, idOrPrefix string) (Status, err
 	for _, k := range kids {
 		s.CompactedInto = append(s.CompactedInto, k.TargetID)
 	}
+	if !s.NeedsCompaction {
+		return s, nil
+	}
 	if n := len(kids); n > 0 && kids[n-1].SourceLastSeq >= st.LastSeq {
-		s.NeedsCompaction = false // already compacted: continue in the child
+		// Already compacted: continue in the child.
+		s.NeedsCompaction, s.Reason, s.Detail = false, ReasonAlreadyCompacted, alreadyCompactedDetail(kids[n-1].TargetID)
+		return s, nil
+	}
+	last, err := c.store.LastRun(ctx, id)
+	if err != nil {
+		return Status{}, err
+	}
+	if staleNoop(last, st.LastSeq) {
+		s.NeedsCompaction, s.Reason, s.Detail = false, ReasonWouldNotShrink, wouldNotShrinkDetail(*last)
 	}
 	return s, nil
 }
 
+// staleNoop reports whether run is a no-op (it would not shrink the
+// session) taken with the session's last message at lastSeq or later:
+// building the same summary again would end the same way.
+func staleNoop(run *Run, lastSeq int64) bool {
+	return run != nil && run.SummaryID == "" && run.SourceLastSeq >= lastSeq
+}
+
+func wouldNotShrinkDetail(r Run) string {
+	return fmt.Sprintf("no-op: compaction would not shrink the session (before %d, after %d tokens): the summary is about as large as the %d-token middle it would replace, and a compaction must save at least %d",
+		r.OriginalTokens, r.CompactedTokens, r.RemovedTokens, MinSavedTokens)
+}
+
+func alreadyCompactedDetail(child string) string {
+	return fmt.Sprintf("no-op: already compacted into %s with no message since; continue there", child)
+}
+
 // Thrashing reports whether automatic compaction of session id (full id)
 // should be skipped: its lineage's IneffectiveStreak most recent
-// compactions each saved less than IneffectiveSavingsPct of their original
-// tokens (the seed's thrashing?).
+// compaction runs (committed or not, Run) each saved, net of their
+// summary, less than IneffectiveSavingsPct of their original tokens (the
+// seed's thrashing?).
 func (c *Compressor) Thrashing(ctx context.Context, id string) (bool, error) {
-	rows, err := c.store.RecentLineageCompactions(ctx, id, IneffectiveStreak)
+	rows, err := c.store.RecentLineageRuns(ctx, id, IneffectiveStreak)
 	if err != nil {
 		return false, err
 	}
@@ -274,13 +344,18 @@ func (c *Compressor) Thrashing(ctx context.Context, id string) (bool, error) {
 
 // Compact compacts session idOrPrefix (the seed's compact!). The id is
 // resolved to the full id before anything else. Steps: the no-op gates
-// (too_few_messages, below_threshold, already_compacted, and thrashing
-// unless force), the flush hook, the head/middle/tail split, the tool-pair
-// sanitiser on the middle, saved tokens measured, the LLM-free pre-pass,
-// the summary built on the previous one, and one transaction creating the
-// summary row and the child session (head + summary + tail). force skips
-// only the thrashing gate: a manual compaction below the threshold is the
-// same no-op as an automatic one.
+// (too_few_messages, below_threshold, already_compacted, and unless force
+// thrashing, then would_not_shrink when the last run found so and no
+// message arrived since), the flush hook, the head/middle/tail split, the
+// tool-pair sanitiser on the middle, the LLM-free pre-pass, the summary
+// built on the previous one, the savings measured net (tokens before minus
+// head + summary + tail), and one transaction creating the summary row,
+// its run and the child session. A compaction saving less than
+// MinSavedTokens net is a would_not_shrink no-op instead: its run is
+// logged, nothing else is written. force skips only the two gates above
+// that it names: a manual compaction below the threshold is the same no-op
+// as an automatic one, and a forced compaction never commits a transcript
+// that does not shrink.
 //
 // A no-op returns a Result with Compacted false and Reason set, and a nil
 // error. Errors (the store untouched): ErrNotFound, ErrAmbiguous, ErrBadID
@@ -323,12 +398,14 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 	res.OriginalMessages, res.OriginalTokens, res.ThresholdTokens = len(msgs), sumTokens(msgs), b.ThresholdTokens
 	if len(msgs) < c.cfg.MinimumMessages {
 		res.Reason = ReasonTooFewMessages
+		res.Detail = fmt.Sprintf("no-op: %d messages, fewer than minimum_messages (%d)", len(msgs), c.cfg.MinimumMessages)
 		return done(res, nil)
 	}
 	// Below the threshold a summary costs more than it saves; the manual
 	// path clears the same gate (no inflation, no fork).
 	if res.OriginalTokens < b.ThresholdTokens {
 		res.Reason = ReasonBelowThreshold
+		res.Detail = fmt.Sprintf("no-op: %d tokens, below the threshold of %d tokens", res.OriginalTokens, b.ThresholdTokens)
 		return done(res, nil)
 	}
 	lastSeq := msgs[len(msgs)-1].Seq
@@ -338,6 +415,7 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 	}
 	if n := len(prior); n > 0 && prior[n-1].SourceLastSeq >= lastSeq {
 		res.Reason, res.TargetSessionID = ReasonAlreadyCompacted, prior[n-1].TargetID
+		res.Detail = alreadyCompactedDetail(prior[n-1].TargetID)
 		return done(res, nil)
 	}
 	if !force {
@@ -347,6 +425,17 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 		}
 		if thrash {
 			res.Reason = ReasonThrashing
+			res.Detail = fmt.Sprintf("no-op: the last %d compactions in this lineage each saved under %.0f%% of their tokens net of the summary; force runs anyway",
+				IneffectiveStreak, 100*IneffectiveSavingsPct)
+			return done(res, nil)
+		}
+		last, err := c.store.LastRun(ctx, id)
+		if err != nil {
+			return done(res, err)
+		}
+		if staleNoop(last, lastSeq) {
+			res.Reason, res.Detail = ReasonWouldNotShrink, wouldNotShrinkDetail(*last)
+			res.CompactedTokens, res.RemovedTokens = last.CompactedTokens, last.RemovedTokens
 			return done(res, nil)
 		}
 	}
@@ -360,18 +449,20 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 	split := SplitMessages(msgs, c.cfg.HeadMessages, b.TailTokens)
 	if len(split.Middle) == 0 {
 		res.Reason = ReasonNothingToSummarize
+		res.Detail = "no-op: the head and the tail cover the whole transcript"
 		return done(res, nil)
 	}
 	tk := c.Tokenizer(sess)
 	middle := append([]Message(nil), split.Middle...)
+	// removed_tokens (gross) is what leaves the stored transcript: the
+	// middle as stored (the sanitised, pruned copies feed only the
+	// summarizer).
+	removed := sumTokens(split.Middle)
 
 	// 3. Sanitise tool pairs in the middle.
 	if *c.cfg.PreserveToolPairs {
 		middle = SanitizeToolPairs(middle, tk)
 	}
-	// saved_tokens reports what leaves the live transcript: measure the
-	// middle before the pre-pass (whose copy feeds only the summarizer).
-	saved := sumTokens(middle)
 
 	// 3b. The LLM-free pre-pass: dedupe and stub old tool outputs.
 	middle = PruneToolResults(middle, tk, c.cfg.PruneMinTokens, c.cfg.PruneKeepRecent)
@@ -410,10 +501,27 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 	}
 	sm := Message{Role: role, Content: SummaryMessageContent(text), Kind: KindSummary}
 	sm.Tokens = MessageTokens(tk, &sm)
+
+	// Savings are net: the transcript as it would be stored (head + summary
+	// + tail), counted as the threshold counts, against the one read. A
+	// result that does not shrink the session is never committed, forced
+	// or not: the child would need compacting again at once, forever.
+	after := sumTokens(split.Head) + sm.Tokens + sumTokens(split.Tail)
+	saved := res.OriginalTokens - after
+	if saved < MinSavedTokens {
+		run := Run{SessionID: id, OriginalTokens: res.OriginalTokens, CompactedTokens: after, RemovedTokens: removed,
+			SavedTokens: saved, SourceLastSeq: lastSeq, Forced: force, CreatedAt: time.Now()}
+		if err := c.store.recordNoopRun(ctx, run); err != nil {
+			return done(res, err)
+		}
+		res.Reason, res.Detail = ReasonWouldNotShrink, wouldNotShrinkDetail(run)
+		res.CompactedTokens, res.RemovedTokens = after, removed
+		return done(res, nil)
+	}
 	row, child, err := c.store.commit(ctx, commitSpec{
 		Source: sess, Head: split.Head, Summary: sm, Tail: split.Tail, SourceLastSeq: lastSeq,
 		Row: Summary{Content: text, PreviousID: res.PreviousSummaryID, OriginalTokens: res.OriginalTokens, SavedTokens: saved,
-			OriginalMessages: len(msgs), Summarizer: c.sum.Name(), Forced: force},
+			RemovedTokens: removed, OriginalMessages: len(msgs), Summarizer: c.sum.Name(), Forced: force},
 	}, c.hook)
 	if err != nil {
 		return done(res, fmt.Errorf("commit: %w", err))
@@ -426,7 +534,7 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 	res.TargetSessionID = child.ID
 	res.CompactedMessages = row.CompactedMessages
 	res.CompactedTokens = st.Tokens
-	res.SavedTokens = saved
+	res.SavedTokens, res.RemovedTokens = saved, removed
 	res.SummaryID = row.ID
 	return done(res, nil)
 }

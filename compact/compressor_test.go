@@ -85,9 +85,8 @@ func TestCompactHappyPath(t *testing.T) {
 	stored, _ := c.store.Messages(ctx, id, 0)
 	sess, _ := c.store.Session(ctx, id)
 	split := SplitMessages(stored, 3, c.BudgetOf(sess).TailTokens)
-	tk := c.Tokenizer(sess)
-	if want := sumTokens(SanitizeToolPairs(split.Middle, tk)); res.SavedTokens != want || want == 0 {
-		t.Fatalf("saved %d tokens, want the pre-prune middle's %d", res.SavedTokens, want)
+	if want := sumTokens(split.Middle); res.RemovedTokens != want || want == 0 {
+		t.Fatalf("removed %d tokens, want the stored middle's %d", res.RemovedTokens, want)
 	}
 	if res.SourceSessionID != id || res.OriginalMessages != len(src) || res.OriginalTokens != sumTokens(stored) || res.Summarizer != "ordered" {
 		t.Fatalf("result %+v", res)
@@ -102,6 +101,12 @@ func TestCompactHappyPath(t *testing.T) {
 	}
 	if res.CompactedTokens != sumTokens(msgs) || res.CompactedTokens >= res.OriginalTokens {
 		t.Fatalf("compacted tokens %d (child %d, original %d)", res.CompactedTokens, sumTokens(msgs), res.OriginalTokens)
+	}
+	// Savings are net of the summary: before minus the child as stored,
+	// which is the middle removed minus the summary message added back.
+	if res.SavedTokens != res.OriginalTokens-sumTokens(msgs) || res.SavedTokens != res.RemovedTokens-msgs[len(split.Head)].Tokens {
+		t.Fatalf("saved %d tokens; want before %d - after %d = removed %d - summary %d", res.SavedTokens, res.OriginalTokens, sumTokens(msgs),
+			res.RemovedTokens, msgs[len(split.Head)].Tokens)
 	}
 	for i := range split.Head {
 		if msgs[i].Content != split.Head[i].Content || msgs[i].Role != split.Head[i].Role {
@@ -119,7 +124,8 @@ func TestCompactHappyPath(t *testing.T) {
 		}
 	}
 	row, err := c.store.SummaryInto(ctx, child.ID)
-	if err != nil || row == nil || row.ID != res.SummaryID || row.SessionID != id || row.PreviousID != "" || row.SavedTokens != res.SavedTokens {
+	if err != nil || row == nil || row.ID != res.SummaryID || row.SessionID != id || row.PreviousID != "" || row.SavedTokens != res.SavedTokens ||
+		row.RemovedTokens != res.RemovedTokens {
 		t.Fatalf("summary row %+v, %v", row, err)
 	}
 	// The source is now superseded: compacting it again is a no-op that
@@ -250,7 +256,8 @@ func TestThrashingSkipVsForce(t *testing.T) {
 	turns := func(n int) []Message {
 		var out []Message
 		for i := 0; i < n; i++ {
-			out = append(out, user(fmt.Sprintf("step %d", i)), assistant(fmt.Sprintf("done %d", i)))
+			out = append(out, user(fmt.Sprintf("step %d: edit the parser, then rerun the whole test suite", i)),
+				assistant(fmt.Sprintf("done %d: the parser is edited and the whole suite passes", i)))
 		}
 		return out
 	}

@@ -36,17 +36,24 @@ const ctlReadme = `rubinofs compaction: a session store you feed and compact thr
                          EINVAL naming the line, and nothing of it is stored;
                          read it for the transcript
     status               JSON: messages, tokens, window, threshold,
-                         needs_compaction, thrashing, compacted_into
+                         needs_compaction (and reason, detail when it is false
+                         above the threshold), thrashing, compacted_into
     ctl                  write "compact" (skipped when thrashing) or "force";
-                         below the threshold both are a no-op
-    result               JSON of the last compaction request on this session
+                         below the threshold both are a no-op, and so is a
+                         compaction that would not shrink the session
+    result               JSON of the last compaction request on this session:
+                         saved_tokens is net (tokens before minus after, the
+                         summary included), removed_tokens the middle removed;
+                         a no-op gives its reason and detail
     summary              the latest summary this session produced or holds
     lineage              JSON lines from the root session to this one, then the
                          sessions compacted from it
 
 A compaction keeps the head and a recent tail, summarises the middle into a
 new child session (parent_session_id = this one) and never splits a tool call
-from its result. Continue in the child: result.target_session_id.
+from its result. Continue in the child: result.target_session_id. A summary
+about as large as the middle it would replace is not committed, even by
+"force": the result says "would_not_shrink", with both token counts.
 `
 
 // maxResults bounds the in-memory table of last results.
@@ -396,8 +403,9 @@ func ParseCtlCommand(cmd []byte) (force bool, err error) {
 }
 
 // writeCtl runs "compact" (automatic: skipped when thrashing) or "force".
-// A no-op succeeds (the result says why); a failure returns its errno and
-// is recorded in the result too.
+// A no-op succeeds (the result's reason and detail say why: a request that
+// was not refused is not an error, as a no-op "make" is not); a failure
+// returns its errno and is recorded in the result too.
 func (s *Service) writeCtl(id string, cmd []byte) error {
 	force, err := ParseCtlCommand(cmd)
 	if err != nil {
@@ -460,9 +468,12 @@ type LineageEntry struct {
 	Relation string `json:"relation"`
 	Depth    int    `json:"depth"` // 0 for the root
 	// The compaction that created this session (absent for a root).
+	// SavedTokens and SavedRatio are net of the summary (Summary.SavedTokens
+	// over OriginalTokens); RemovedTokens is the middle removed (gross).
 	SummaryID      string    `json:"summary_id,omitempty"`
 	OriginalTokens int       `json:"original_tokens,omitempty"`
 	SavedTokens    int       `json:"saved_tokens,omitempty"`
+	RemovedTokens  int       `json:"removed_tokens,omitempty"`
 	SavedRatio     float64   `json:"saved_ratio,omitempty"`
 	Forced         bool      `json:"forced,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
@@ -483,7 +494,7 @@ func (c *Compressor) Lineage(ctx context.Context, id string) ([]LineageEntry, er
 			return e, err
 		}
 		if sm != nil {
-			e.SummaryID, e.OriginalTokens, e.SavedTokens, e.Forced = sm.ID, sm.OriginalTokens, sm.SavedTokens, sm.Forced
+			e.SummaryID, e.OriginalTokens, e.SavedTokens, e.RemovedTokens, e.Forced = sm.ID, sm.OriginalTokens, sm.SavedTokens, sm.RemovedTokens, sm.Forced
 			if sm.OriginalTokens > 0 {
 				e.SavedRatio = float64(sm.SavedTokens) / float64(sm.OriginalTokens)
 			}

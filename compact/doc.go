@@ -11,6 +11,16 @@
 // child session, the result, the anti-thrashing back-off (#415a) and the
 // short-id resolution before any message lookup (#352).
 //
+// Savings are measured net: the tokens of the transcript before, minus the
+// tokens of the transcript as it would be stored after (head + summary +
+// tail), counted with the tokenizer the threshold uses. saved_tokens, the
+// percentages and the thrashing back-off all use that figure;
+// removed_tokens reports the gross middle. A compaction whose result would
+// save less than MinSavedTokens (or grow the session) is a no-op, forced or
+// not: a child no smaller than its parent would need compacting again at
+// once, and every run would fork another one. Such a run is still logged
+// (compaction_runs), so repeated ineffective runs trip the back-off.
+//
 // Files by concern:
 //
 //	message.go              OpenAI chat messages: parsing, validation, JSON form
@@ -19,6 +29,7 @@
 //	boundary.go             head / middle / tail split, tool-pair sanitiser
 //	prune.go                the pre-pass: dedupe and stub tool outputs
 //	compressor.go           Compressor: gates, thrashing, Compact, Status
+//	runs.go                 the compaction_runs log the back-off reads
 //	summarizer*.go          backends: builtin (extractive), command, openai
 //	config.go               compact.json
 //	ctl.go                  the .rubino/compact control files (package ctltree)

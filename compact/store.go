@@ -96,6 +96,23 @@ var migrations = []struct {
 		)`,
 		`CREATE INDEX summaries_session ON summaries(session_id)`,
 	}},
+	{"net savings: removed_tokens, saved_tokens net of the summary, the compaction_runs log", []string{
+		// removed_tokens is the middle that left the transcript (gross);
+		// saved_tokens becomes net of the summary added back. Rows written
+		// before this migration held the gross figure in saved_tokens: it
+		// moves to removed_tokens, and the net one is recomputed from the
+		// child's stored messages (messages that arrived while that
+		// summary was built count against it: a conservative figure).
+		`ALTER TABLE summaries ADD COLUMN removed_tokens INTEGER NOT NULL DEFAULT 0`,
+		`UPDATE summaries SET removed_tokens = saved_tokens,
+			saved_tokens = original_tokens - (SELECT COALESCE(SUM(m.token_count), 0) FROM messages m
+				WHERE m.session_id = summaries.target_session_id AND m.seq <= summaries.compacted_messages)`,
+		runsTable,
+		`CREATE INDEX compaction_runs_session ON compaction_runs(session_id)`,
+		`INSERT INTO compaction_runs(session_id, summary_id, original_tokens, compacted_tokens, removed_tokens, saved_tokens, source_last_seq, forced, created_at)
+			SELECT session_id, id, original_tokens, original_tokens - saved_tokens, removed_tokens, saved_tokens, source_last_seq, forced, created_at
+			FROM summaries ORDER BY rowid`,
+	}},
 }
 
 // Store is the compaction store: one SQLite database in WAL mode holding
@@ -546,13 +563,19 @@ func queryMessages(ctx context.Context, q querier, id string, after int64) ([]Me
 // Summary is one row of the summaries table: a compaction of SessionID
 // into TargetID.
 type Summary struct {
-	ID                string    `json:"summary_id"`
-	SessionID         string    `json:"source_session_id"`
-	TargetID          string    `json:"target_session_id"`
-	Content           string    `json:"content,omitempty"`
-	PreviousID        string    `json:"previous_summary_id,omitempty"`
-	OriginalTokens    int       `json:"original_tokens"`
-	SavedTokens       int       `json:"saved_tokens"`
+	ID             string `json:"summary_id"`
+	SessionID      string `json:"source_session_id"`
+	TargetID       string `json:"target_session_id"`
+	Content        string `json:"content,omitempty"`
+	PreviousID     string `json:"previous_summary_id,omitempty"`
+	OriginalTokens int    `json:"original_tokens"`
+	// SavedTokens is net: OriginalTokens minus the tokens of the child as
+	// committed (head + summary + tail), counted like the threshold.
+	SavedTokens int `json:"saved_tokens"`
+	// RemovedTokens is gross: the middle that left the transcript, before
+	// the summary was added back (SavedTokens = RemovedTokens - the
+	// summary message's tokens).
+	RemovedTokens     int       `json:"removed_tokens"`
 	OriginalMessages  int       `json:"original_messages"`
 	CompactedMessages int       `json:"compacted_messages"`
 	SourceLastSeq     int64     `json:"source_last_seq"`
@@ -561,14 +584,15 @@ type Summary struct {
 	CreatedAt         time.Time `json:"created_at"`
 }
 
-// Ineffective reports whether the compaction saved less than
-// IneffectiveSavingsPct of its original tokens (the anti-thrashing test).
+// Ineffective reports whether the compaction saved, net of its summary,
+// less than IneffectiveSavingsPct of its original tokens (the
+// anti-thrashing test).
 func (s Summary) Ineffective() bool {
-	return float64(s.SavedTokens) < IneffectiveSavingsPct*float64(s.OriginalTokens)
+	return ineffective(s.SavedTokens, s.OriginalTokens)
 }
 
 const summaryCols = `id, session_id, target_session_id, content, COALESCE(previous_summary_id, ''), original_tokens, saved_tokens,
-	original_messages, compacted_messages, source_last_seq, summarizer, forced, created_at`
+	removed_tokens, original_messages, compacted_messages, source_last_seq, summarizer, forced, created_at`
 
 func scanSummaries(rows *sql.Rows) ([]Summary, error) {
 	defer rows.Close()
@@ -577,7 +601,7 @@ func scanSummaries(rows *sql.Rows) ([]Summary, error) {
 		var sm Summary
 		var created string
 		if err := rows.Scan(&sm.ID, &sm.SessionID, &sm.TargetID, &sm.Content, &sm.PreviousID, &sm.OriginalTokens, &sm.SavedTokens,
-			&sm.OriginalMessages, &sm.CompactedMessages, &sm.SourceLastSeq, &sm.Summarizer, &sm.Forced, &created); err != nil {
+			&sm.RemovedTokens, &sm.OriginalMessages, &sm.CompactedMessages, &sm.SourceLastSeq, &sm.Summarizer, &sm.Forced, &created); err != nil {
 			return nil, err
 		}
 		sm.CreatedAt = parseTime(created)
@@ -622,17 +646,6 @@ func (s *Store) Ancestors(ctx context.Context, id string) ([]Session, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	return out, nil
-}
-
-// RecentLineageCompactions returns the n most recent compactions whose
-// source is session id or one of its ancestors, newest first (the seed's
-// recent_lineage_compactions, the input of the thrashing test).
-func (s *Store) RecentLineageCompactions(ctx context.Context, id string, n int) ([]Summary, error) {
-	rows, err := s.db.QueryContext(ctx, ancestorsCTE+`SELECT `+summaryCols+` FROM summaries WHERE session_id IN (SELECT id FROM anc) ORDER BY rowid DESC LIMIT ?`, id, n)
-	if err != nil {
-		return nil, err
-	}
-	return scanSummaries(rows)
 }
 
 // PreviousSummary returns the summary already folded into session id's
@@ -708,7 +721,7 @@ type commitHook func(stage string) error
 
 // commit writes one compaction in a single transaction: the child session
 // (parent_session_id = source), the summary row linked to the previous
-// summary, and the child's messages (head, summary, tail, then any source
+// summary, its compaction_runs entry, and the child's messages (head, summary, tail, then any source
 // messages that arrived after SourceLastSeq). Either all of it is committed
 // or nothing (a failure, a panic in the hook or a killed process rolls
 // back). Returns the summary row as stored and the child session.
@@ -744,9 +757,14 @@ func (s *Store) commit(ctx context.Context, spec commitSpec, hook commitHook) (S
 		prev = row.PreviousID
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO summaries(id, session_id, target_session_id, content, previous_summary_id, original_tokens, saved_tokens,
-		original_messages, compacted_messages, source_last_seq, summarizer, forced, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		removed_tokens, original_messages, compacted_messages, source_last_seq, summarizer, forced, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		row.ID, row.SessionID, row.TargetID, row.Content, prev, row.OriginalTokens, row.SavedTokens,
-		row.OriginalMessages, row.CompactedMessages, row.SourceLastSeq, row.Summarizer, row.Forced, created); err != nil {
+		row.RemovedTokens, row.OriginalMessages, row.CompactedMessages, row.SourceLastSeq, row.Summarizer, row.Forced, created); err != nil {
+		return Summary{}, Session{}, err
+	}
+	if err := insertRun(ctx, tx, Run{SessionID: src.ID, SummaryID: row.ID, OriginalTokens: row.OriginalTokens,
+		CompactedTokens: row.OriginalTokens - row.SavedTokens, RemovedTokens: row.RemovedTokens, SavedTokens: row.SavedTokens,
+		SourceLastSeq: row.SourceLastSeq, Forced: row.Forced, CreatedAt: child.CreatedAt}); err != nil {
 		return Summary{}, Session{}, err
 	}
 	if err := hook("summary"); err != nil {

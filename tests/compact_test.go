@@ -296,3 +296,83 @@ func TestCompactCLI(t *testing.T) {
 		t.Fatalf("imported transcript:\n%s", got)
 	}
 }
+
+// TestCompactCompactedSessionIsNoOpOnMount compacts a session through
+// .rubino/compact, then compacts its child, which still needs compaction
+// by its token count but whose middle is only the previous summary: the
+// same summary would replace it. The second request (and a forced one)
+// is a no-op that says why in the result, the status and the CLI output,
+// and forks no session: lineage has no new child.
+func TestCompactCompactedSessionIsNoOpOnMount(t *testing.T) {
+	m := newMount(t, nil, func(cfg *daemon.Config) {
+		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		// A fixed summary, whatever the input: re-summarising a summary
+		// gives the same text, as an idempotent model would.
+		conf := `{"context_window": 4000, "minimum_messages": 5, "summarizer": {"backend": "command", "timeout_seconds": 30,
+			"command": ["/bin/sh", "-c", "cat >/dev/null; printf '## Goal\\n'; i=0; while [ $i -lt 100 ]; do printf -- '- decision %s: keep the parser strict\\n' $i; i=$((i+1)); done"]}}`
+		if err := os.WriteFile(filepath.Join(cfg.StateDir, compact.ConfigFileName), []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	const dir = ".rubino/compact"
+	id := strings.TrimSpace(m.mustSh(`exec 3<>` + dir + `/new; echo >&3; cat <&3`))
+	m.mustSh("cat " + shq(m.writeTmp("t.jsonl", agentTranscript(t, 10))) + " >> " + dir + "/sessions/" + id + "/messages")
+	m.mustSh("echo compact > " + dir + "/sessions/" + id + "/ctl")
+	var first compact.Result
+	m.jsonFile(dir+"/sessions/"+id+"/result", &first)
+	if !first.Compacted || first.SavedTokens != first.OriginalTokens-first.CompactedTokens || first.RemovedTokens <= first.SavedTokens {
+		t.Fatalf("first compaction %+v: want saved = before - after, below the middle removed", first)
+	}
+	child := dir + "/sessions/" + first.TargetSessionID
+	var st compact.Status
+	m.jsonFile(child+"/status", &st)
+	if !st.NeedsCompaction || st.Tokens != first.CompactedTokens {
+		t.Fatalf("the child must still need compaction for this test: %+v", st)
+	}
+	lineage := m.mustSh("cat " + child + "/lineage")
+	sessions := m.mustSh("ls " + dir + "/sessions")
+
+	want := fmt.Sprintf("no-op: compaction would not shrink the session (before %d, after %d tokens)", st.Tokens, st.Tokens)
+	noop := func(how string, forced bool) {
+		t.Helper()
+		var res compact.Result
+		m.jsonFile(child+"/result", &res)
+		if res.Compacted || res.Reason != compact.ReasonWouldNotShrink || res.Forced != forced || res.TargetSessionID != "" ||
+			res.SavedTokens != 0 || !strings.HasPrefix(res.Detail, want) {
+			t.Fatalf("%s of the compacted session: %+v; want the detail %q", how, res, want)
+		}
+		if got := m.mustSh("cat " + child + "/lineage"); got != lineage {
+			t.Fatalf("%s changed the lineage:\n%s\nwas:\n%s", how, got, lineage)
+		}
+		if got := m.mustSh("ls " + dir + "/sessions"); got != sessions {
+			t.Fatalf("%s forked a session:\n%s\nwas:\n%s", how, got, sessions)
+		}
+	}
+	m.mustSh("echo compact > " + child + "/ctl")
+	noop("compact", false)
+	m.jsonFile(child+"/status", &st)
+	if st.NeedsCompaction || st.Reason != compact.ReasonWouldNotShrink || !strings.HasPrefix(st.Detail, want) || st.Thrashing {
+		t.Fatalf("status after the no-op: %+v", st)
+	}
+	out, err := cli(t, m.tmp, "compact", "run", "--mount="+m.mnt, first.TargetSessionID[:8])
+	if err != nil || !strings.HasPrefix(out, "not compacted (would_not_shrink)") || !strings.Contains(out, want) {
+		t.Fatalf("rubinofs compact run: %v\n%s", err, out)
+	}
+	noop("rubinofs compact run", false)
+	m.mustSh("echo force > " + child + "/ctl")
+	noop("force", true)
+
+	// Two ineffective runs in a row: the automatic path now backs off.
+	m.jsonFile(child+"/status", &st)
+	if !st.Thrashing {
+		t.Fatalf("status after two ineffective runs: %+v; want thrashing", st)
+	}
+	m.mustSh("echo compact > " + child + "/ctl")
+	var res compact.Result
+	m.jsonFile(child+"/result", &res)
+	if res.Compacted || res.Reason != compact.ReasonThrashing {
+		t.Fatalf("compact while thrashing: %+v", res)
+	}
+}

@@ -60,7 +60,7 @@ func compactCommand() *cli.Command {
 				Action:    compactStatus,
 			},
 			{
-				Name: "run", Usage: "compact a session (a no-op below the threshold; skipped when thrashing unless --force)",
+				Name: "run", Usage: "compact a session (a no-op below the threshold or when it would not shrink the session; skipped when thrashing unless --force)",
 				ArgsUsage: "ID",
 				Flags: []cli.Flag{mountFlag(),
 					&cli.BoolFlag{Name: "force", Usage: "run even when recent compactions were ineffective"},
@@ -284,6 +284,9 @@ func formatSessionStatus(st compact.Status) string {
 	fmt.Fprintf(&b, "size:       %d messages, %d tokens (%.0f%% of the %d-token threshold, window %d)\n",
 		st.Messages, st.Tokens, pct, st.ThresholdTokens, st.ContextWindow)
 	fmt.Fprintf(&b, "compaction: needs_compaction=%v thrashing=%v\n", st.NeedsCompaction, st.Thrashing)
+	if st.Detail != "" {
+		fmt.Fprintf(&b, "            %s\n", st.Detail)
+	}
 	if len(st.CompactedInto) > 0 {
 		fmt.Fprintf(&b, "compacted into: %s\n", strings.Join(st.CompactedInto, ", "))
 	}
@@ -312,7 +315,8 @@ func compactStatus(c *cli.Context) error {
 }
 
 // formatResult renders a result for people. A no-op never reads as a
-// success: it says "not compacted" and why (the seed's #352).
+// success: it says "not compacted" and why. Savings are net of the summary
+// (tokens before minus after); the gross middle removed is shown beside.
 func formatResult(r compact.Result) string {
 	if r.Error != "" {
 		return fmt.Sprintf("compaction of %s failed: %s\n", short(r.SourceSessionID), r.Error)
@@ -323,9 +327,15 @@ func formatResult(r compact.Result) string {
 			r.Reason, short(r.SourceSessionID), r.OriginalMessages, r.OriginalTokens, r.ThresholdTokens)
 		switch r.Reason {
 		case compact.ReasonThrashing:
-			b.WriteString("the last compactions in this lineage each saved under 10%; use --force to run anyway\n")
+			b.WriteString("the last compactions in this lineage each saved under 10% net of their summary; use --force to run anyway\n")
 		case compact.ReasonAlreadyCompacted:
 			fmt.Fprintf(&b, "already compacted into %s; continue there\n", r.TargetSessionID)
+		case compact.ReasonWouldNotShrink:
+			fmt.Fprintf(&b, "%s\nno session was created; --force cannot commit a transcript that does not shrink either\n", r.Detail)
+		default:
+			if r.Detail != "" {
+				fmt.Fprintln(&b, r.Detail)
+			}
 		}
 		return b.String()
 	}
@@ -333,9 +343,9 @@ func formatResult(r compact.Result) string {
 	if r.OriginalTokens > 0 {
 		pct = 100 * float64(r.SavedTokens) / float64(r.OriginalTokens)
 	}
-	return fmt.Sprintf("compacted %s -> %s: %d -> %d messages, %d -> %d tokens (saved %d tokens, %.1f%%), summary %s by %s\ncontinue in %s\n",
+	return fmt.Sprintf("compacted %s -> %s: %d -> %d messages, %d -> %d tokens (saved %d tokens net, %.1f%%; %d removed, %d added back as the summary), summary %s by %s\ncontinue in %s\n",
 		short(r.SourceSessionID), short(r.TargetSessionID), r.OriginalMessages, r.CompactedMessages, r.OriginalTokens, r.CompactedTokens,
-		r.SavedTokens, pct, short(r.SummaryID), r.Summarizer, r.TargetSessionID)
+		r.SavedTokens, pct, r.RemovedTokens, r.RemovedTokens-r.SavedTokens, short(r.SummaryID), r.Summarizer, r.TargetSessionID)
 }
 
 func compactRun(c *cli.Context) error {
@@ -411,7 +421,7 @@ func compactShow(c *cli.Context) error {
 		}
 		info := ""
 		if e.SummaryID != "" {
-			info = fmt.Sprintf("  (summary %s saved %d of %d tokens, %.1f%%)", short(e.SummaryID), e.SavedTokens, e.OriginalTokens, 100*e.SavedRatio)
+			info = fmt.Sprintf("  (summary %s saved %d of %d tokens net, %.1f%%)", short(e.SummaryID), e.SavedTokens, e.OriginalTokens, 100*e.SavedRatio)
 		}
 		fmt.Printf("  %s%s %-8s%s\n", strings.Repeat("  ", e.Depth), short(e.SessionID), e.Relation, info)
 	}
