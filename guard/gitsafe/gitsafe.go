@@ -220,8 +220,10 @@ func (r *Repos) open(dir, dotGit string, st *syscall.Stat_t) (*repo, error) {
 	fs := dotgit.NewRepositoryFilesystem(osfs.New(gitDir), osfs.New(commonDir))
 	s := filesystem.NewStorage(fs, cache.NewObjectLRU(objectCacheBytes))
 	rp := &repo{dotGit: key, gitDir: gitDir, commonDir: commonDir, storage: s}
-	if cfg, err := s.Config(); err == nil {
-		rp.sha256 = strings.EqualFold(string(cfg.Extensions.ObjectFormat), "sha256")
+	// go-git v5 writes extensions.objectformat but does not read it back
+	// into Config.Extensions: ask the raw section.
+	if cfg, err := s.Config(); err == nil && cfg.Raw != nil {
+		rp.sha256 = strings.EqualFold(cfg.Raw.Section("extensions").Option("objectformat"), "sha256")
 	}
 	r.repos[dir] = rp
 	return rp, nil
