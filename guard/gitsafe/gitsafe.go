@@ -160,6 +160,7 @@ type repo struct {
 	idxOK   bool                       // idx and idxErr describe the index of idxKey
 	idx     map[string][]plumbing.Hash // path -> blob ids, every stage
 	idxErr  error
+	parses  int // index decodes so far (tests check the cache with it)
 	storage *filesystem.Storage
 	// tree caches the tree of HEAD's commit headCommit.
 	headCommit plumbing.Hash
@@ -281,6 +282,7 @@ func (rp *repo) indexBlobs(p string) ([]plumbing.Hash, error) {
 	}
 	if !rp.idxOK || k != rp.idxKey {
 		rp.idx, rp.idxErr = decodeIndex(f)
+		rp.parses++
 		rp.idxKey, rp.idxOK = k, true
 	}
 	return rp.idx[p], rp.idxErr

@@ -83,6 +83,11 @@ func TestHolds(t *testing.T) {
 			t.Errorf("%s: committed bytes not held", rel)
 		}
 	}
+	// Both lookups (and the next one) used one parse of the index.
+	parses := func() int { r.mu.Lock(); defer r.mu.Unlock(); return r.repos["proj"].parses }
+	if n := parses(); n != 1 {
+		t.Errorf("%d index parses for an unchanged index, want 1", n)
+	}
 	write(t, filepath.Join(repo, "a.txt"), "dirty\n")
 	if held, _ := holds(t, r, ws, "proj/a.txt"); held {
 		t.Error("a dirty change is held")
@@ -91,6 +96,9 @@ func TestHolds(t *testing.T) {
 	git(t, repo, "add", "a.txt")
 	if held, _ := holds(t, r, ws, "proj/a.txt"); !held {
 		t.Error("a staged change is not held (the index was not reread after git rewrote it)")
+	}
+	if n := parses(); n != 2 {
+		t.Errorf("%d index parses after one rewrite by git, want 2", n)
 	}
 	// The HEAD version while the index has the staged one.
 	write(t, filepath.Join(repo, "a.txt"), "a\n")
