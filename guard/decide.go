@@ -17,7 +17,7 @@ func (g *Guard) Decide(session string, op Op, t Target) Decision {
 //
 // It never blocks on locks of its own; the caller holds Lock(t.Stat.ID)
 // across the decision and the mutation. On a refusal it flags edit-failure
-// recovery for the file (seed 000 #note_edit_failure), so the session's
+// recovery for the file (Tracker.NoteEditFailure), so the session's
 // recovery read is fresh. A file that cannot be hashed (I/O error, removed
 // meanwhile) counts as stale: the guard fails closed. A refusal carries
 // Config.Errno in Decision.Errno. With UnlinkAllow, OpUnlink is allowed
