@@ -24,6 +24,7 @@ import (
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/fusefs"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/guard/gitsafe"
 	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/tasks"
 	"github.com/rubinofs/rubinofs/watcher"
@@ -193,7 +194,7 @@ func Start(cfg Config) (*Daemon, error) {
 		backing = fmt.Sprintf("/proc/self/fd/%d", fd)
 	}
 	d.Guard = guard.New(guard.Config{Mode: cfg.Mode, Unlink: cfg.Unlink, Errno: cfg.Errno, Granularity: timestampGranularity(backing),
-		OnDenial: denialLogger(cfg.Slog)})
+		OnDenial: denialLogger(cfg.Slog), Git: gitsafe.New(backing, ws)})
 	matcher, err := ignore.New(backing, cfg.Exempt, cfg.GuardIgnored)
 	if err != nil {
 		d.closeFd()

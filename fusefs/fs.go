@@ -321,8 +321,19 @@ func openForHash(p string, flags int) (*os.File, error) {
 // ("Permission denied"), and editors/shells already report it well. EPERM is
 // the configurable alternative (guard.errno) for tools that misread EACCES;
 // EBUSY/ETXTBSY would invite retries, so guard.ParseErrno refuses them.
+//
+// The caller's program name (comm, for the guard's git-safe policy and the
+// denial log) is looked up at most once, and only when the read-before-write
+// policy refuses: an allowed mutation reads nothing of the caller.
 func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
-	d := f.cfg.Guard.Decide(c.session, op, t)
+	name, named := "", false
+	commOf := func() string {
+		if !named {
+			name, named = comm(c.pid), true
+		}
+		return name
+	}
+	d := f.cfg.Guard.DecideCaller(c.session, commOf, op, t)
 	if d.Allow && !d.WouldDeny {
 		return 0
 	}
@@ -331,7 +342,7 @@ func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
 		Time:    time.Now(),
 		Session: c.session,
 		Pid:     c.pid,
-		Comm:    comm(c.pid),
+		Comm:    commOf(),
 		Op:      op,
 		Path:    t.Path,
 		Code:    d.Code,

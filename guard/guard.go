@@ -234,6 +234,9 @@ type Config struct {
 	MaxHashes int
 	// Now is the clock (default time.Now); tests set it.
 	Now func() time.Time
+	// Git, when set, enables the git-safe policy in DecideCaller
+	// (docs/DESIGN.md#git-safe); nil decides without it.
+	Git GitBlobs
 }
 
 // Guard holds one read tracker per session, the shared hash cache, the
@@ -245,6 +248,7 @@ type Guard struct {
 	now    func() time.Time
 	hashes *HashCache
 	maxDen int
+	git    GitBlobs
 
 	mu       sync.Mutex
 	sessions map[string]*Tracker
@@ -294,6 +298,7 @@ func New(cfg Config) *Guard {
 		hashes:    NewHashCache(cfg.Granularity, cfg.MaxHashes, cfg.Now),
 		maxDen:    cfg.MaxDenials,
 		onDenial:  cfg.OnDenial,
+		git:       cfg.Git,
 		sessions:  make(map[string]*Tracker),
 		locks:     make(map[FileID]*idLock),
 		mutations: make(map[FileID]Mutation),
@@ -413,49 +418,6 @@ func (g *Guard) NoteWrite(session string, t Target) error {
 	}
 	g.writes.Add(1)
 	return g.ForSession(session).NoteWrite(t, Hash{})
-}
-
-// Decide decides op by session on the existing regular file t. It never
-// blocks on locks of its own; the caller holds Lock(t.Stat.ID) across Decide
-// and the mutation. On a refusal it flags edit-failure recovery for the file
-// (seed 000 #note_edit_failure), so the session's recovery read is fresh.
-//
-// A file that cannot be hashed (I/O error, removed meanwhile) counts as
-// stale: the guard fails closed. A refusal carries Config.Errno in
-// Decision.Errno. With UnlinkAllow, OpUnlink is allowed without a check.
-func (g *Guard) Decide(session string, op Op, t Target) Decision {
-	if g.mode == ModeOff {
-		return Decision{Allow: true}
-	}
-	g.decisions.Add(1)
-	if op == OpUnlink && g.unlink == UnlinkAllow {
-		g.allowed.Add(1)
-		return Decision{Allow: true}
-	}
-	tr := g.ForSession(session)
-	var d Decision
-	switch seen, fresh, err := tr.check(t); {
-	case !seen:
-		d = Decision{Code: CodeUnread, Message: fmt.Sprintf("refusing to %s %s: read it first", op.verb(), t.Path)}
-	case err != nil:
-		d = Decision{Code: CodeStale, Message: fmt.Sprintf("cannot verify %s against this session's read (%v): read it again before you %s it", t.Path, err, op.verb())}
-	case !fresh:
-		d = Decision{Code: CodeStale, Message: fmt.Sprintf("%s changed on disk since this session read it: read it again before you %s it", t.Path, op.verb())}
-	default:
-		g.allowed.Add(1)
-		return Decision{Allow: true}
-	}
-	if d.Code == CodeUnread {
-		g.unread.Add(1)
-	} else {
-		g.stale.Add(1)
-	}
-	tr.NoteEditFailure(t.Stat.ID)
-	d.Errno = g.errno
-	if g.mode == ModeWarn {
-		d.Allow, d.WouldDeny = true, true
-	}
-	return d
 }
 
 // RecordDenial appends d to the bounded denial log and counts it (as a

@@ -1,0 +1,68 @@
+package guard
+
+import "fmt"
+
+// Decide decides op by session on the existing regular file t, for a caller
+// whose program is not known: DecideCaller without the git-safe policy.
+func (g *Guard) Decide(session string, op Op, t Target) Decision {
+	return g.DecideCaller(session, nil, op, t)
+}
+
+// DecideCaller decides op by session on the existing regular file t. comm
+// returns the calling program's name (its comm); it is called only when the
+// read-before-write policy refuses and Config.Git is set, and may be nil.
+// When comm names git (IsGit) and t's bytes are a blob git holds for it,
+// the git-safe policy registers them as read by the session and decides
+// again (docs/DESIGN.md#git-safe), so a git operation is never half-applied.
+//
+// It never blocks on locks of its own; the caller holds Lock(t.Stat.ID)
+// across the decision and the mutation. On a refusal it flags edit-failure
+// recovery for the file (Tracker.NoteEditFailure), so the session's
+// recovery read is fresh. A file that cannot be hashed (I/O error, removed
+// meanwhile) counts as stale: the guard fails closed. A refusal carries
+// Config.Errno in Decision.Errno. With UnlinkAllow, OpUnlink is allowed
+// without a check.
+func (g *Guard) DecideCaller(session string, comm func() string, op Op, t Target) Decision {
+	if g.mode == ModeOff {
+		return Decision{Allow: true}
+	}
+	g.decisions.Add(1)
+	if op == OpUnlink && g.unlink == UnlinkAllow {
+		g.allowed.Add(1)
+		return Decision{Allow: true}
+	}
+	tr := g.ForSession(session)
+	d := judge(tr, op, t)
+	if d.Code != "" && g.git != nil && comm != nil && IsGit(comm()) && g.vouchGit(tr, t) {
+		d = judge(tr, op, t)
+	}
+	if d.Code == "" {
+		g.allowed.Add(1)
+		return Decision{Allow: true}
+	}
+	if d.Code == CodeUnread {
+		g.unread.Add(1)
+	} else {
+		g.stale.Add(1)
+	}
+	tr.NoteEditFailure(t.Stat.ID)
+	d.Errno = g.errno
+	if g.mode == ModeWarn {
+		d.Allow, d.WouldDeny = true, true
+	}
+	return d
+}
+
+// judge applies read-before-write to op on t for tr's session: a Decision
+// with a Code when refused, the zero Decision when allowed.
+func judge(tr *Tracker, op Op, t Target) Decision {
+	switch seen, fresh, err := tr.check(t); {
+	case !seen:
+		return Decision{Code: CodeUnread, Message: fmt.Sprintf("refusing to %s %s: read it first", op.verb(), t.Path)}
+	case err != nil:
+		return Decision{Code: CodeStale, Message: fmt.Sprintf("cannot verify %s against this session's read (%v): read it again before you %s it", t.Path, err, op.verb())}
+	case !fresh:
+		return Decision{Code: CodeStale, Message: fmt.Sprintf("%s changed on disk since this session read it: read it again before you %s it", t.Path, op.verb())}
+	}
+	return Decision{}
+}
