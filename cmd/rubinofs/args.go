@@ -96,9 +96,11 @@ func interspersed(app *cli.App, args []string) []string {
 // neither "-" (stdin, by convention) nor "--".
 func isFlagWord(w string) bool { return len(w) > 1 && w[0] == '-' && w != "--" }
 
+// startsWithDash reports whether a word of ws other than "-" starts with a
+// dash: the parser would take it for a flag without a `--` before it.
 func startsWithDash(ws []string) bool {
 	for _, w := range ws {
-		if strings.HasPrefix(w, "-") {
+		if strings.HasPrefix(w, "-") && w != "-" {
 			return true
 		}
 	}
@@ -140,7 +142,7 @@ func takesValue(cmd *cli.Command, w string) bool {
 var (
 	reUndefined = regexp.MustCompile(`^flag provided but not defined: -+(.+)$`)
 	reNeedsArg  = regexp.MustCompile(`^flag needs an argument: -+(.+)$`)
-	reBadValue  = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for flag -+([^:]+): (.*)$`)
+	reBadValue  = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]+): (.*)$`)
 )
 
 // flagName writes name as the user would: "-o" for a one-letter name,
