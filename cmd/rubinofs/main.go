@@ -117,6 +117,17 @@ func main() {
 	os.Exit(run(os.Args, os.Stderr))
 }
 
+// errorLine is err as printed: "rubinofs: MESSAGE", or the message alone
+// when it already names the command ("rubinofs mount: ..."); "" for an
+// error without a message (an exit status alone).
+func errorLine(err error) string {
+	msg := err.Error()
+	if msg != "" && !strings.HasPrefix(msg, "rubinofs") {
+		msg = "rubinofs: " + msg
+	}
+	return msg
+}
+
 // run runs the CLI on args (os.Args) and returns the exit status, with
 // the error, if any, printed on stderr as one line "rubinofs: MESSAGE": 0,
 // 1 for a failure, 2 for a usage error (exitUsage), or the status an
@@ -135,11 +146,8 @@ func run(args []string, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	if msg := err.Error(); msg != "" {
-		if !strings.HasPrefix(msg, "rubinofs") {
-			msg = "rubinofs: " + msg
-		}
-		fmt.Fprintln(stderr, msg)
+	if line := errorLine(err); line != "" {
+		fmt.Fprintln(stderr, line)
 	}
 	var ec cli.ExitCoder
 	if errors.As(err, &ec) {
