@@ -270,13 +270,20 @@ func spawnDaemon(cfg daemon.Config, c *cli.Context) error {
 		return err
 	}
 	args := []string{}
-	for _, a := range mountArgv[1 : len(mountArgv)-nargs] {
-		if a != "--daemon" && a != "-daemon" && a != "--daemon=true" && a != "--" {
+	given := mountArgv[1 : len(mountArgv)-nargs]
+	for i := 0; i < len(given); i++ {
+		a := given[i]
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case a == "--" || (name == "daemon" && a != "--daemon=false"):
+		case isFlagWord(a) && (name == "state-dir" || name == "config"):
+			if !hasValue {
+				i++ // its value: passed below, absolute
+			}
+		default:
 			args = append(args, a)
 		}
 	}
-	// A string flag given twice takes the last value: these override
-	// relative paths the user gave.
 	args = append(args, "--state-dir="+cfg.StateDir)
 	if p := c.String("config"); p != "" {
 		args = append(args, "--config="+p)
