@@ -125,7 +125,7 @@ func parseFile(data []byte, src Source) (layer, error) {
 				s := fv.Elem().String()
 				d, err := time.ParseDuration(s)
 				if err != nil {
-					errs = append(errs, fmt.Sprintf("%s:%d: %s: %q is not a duration (want one like \"1h\" or \"500ms\")", src.Path, lines.of(key), key, s))
+					errs = append(errs, fmt.Sprintf("%s:%d: %s: %q is not a duration: %s", src.Path, lines.of(key), key, s, DurationHint(s)))
 					continue
 				}
 				put(key, d)

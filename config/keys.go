@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -28,7 +29,22 @@ const (
 
 // word names a type in error messages.
 func (t typ) word() string {
-	return [...]string{"a string", "an array of strings", "a boolean", "an integer", "a number", `a duration string like "1h" or "500ms"`, "a table"}[t]
+	return [...]string{"a string", "an array of strings", "a boolean", "an integer", "a number", `a duration string with its unit, like "5s", "500ms" or "1h"`, "a table"}[t]
+}
+
+// bareNumber is a duration written without its unit ("5", "1.5").
+var bareNumber = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+
+// DurationHint says how to write val as a duration, for the error about a
+// value time.ParseDuration refuses: a bare number is shown with the unit s
+// added ("5" → write it with a unit, like "5s" or "500ms"); anything else
+// gets the general examples. Used for config files and the CLI's duration
+// flags alike.
+func DurationHint(val string) string {
+	if bareNumber.MatchString(val) {
+		return fmt.Sprintf(`write it with a unit, like "%ss" or "500ms"`, val)
+	}
+	return `write it like "5s", "500ms" or "1h" (units ns, us, ms, s, m, h)`
 }
 
 // Rule is what a workspace file may do with a key.

@@ -149,10 +149,14 @@ type Daemon struct {
 	// Tasks runs background subagents and serves .rubino/agents; Close
 	// stops every task (CancelAll) before unmounting.
 	Tasks *tasks.Runner
+
+	// stateLock holds the state directory's lock (statedir.go) until
+	// Close has released everything in it.
+	stateLock *os.File
 }
 
 // Start builds and mounts. The mount answers when Start returns.
-func Start(cfg Config) (*Daemon, error) {
+func Start(cfg Config) (d *Daemon, err error) {
 	setupLoggers(&cfg) // observe.go
 	ws, err := filepath.Abs(cfg.Workspace)
 	if err != nil {
@@ -162,25 +166,24 @@ func Start(cfg Config) (*Daemon, error) {
 	if cfg.Mountpoint, err = filepath.Abs(cfg.Mountpoint); err != nil {
 		return nil, err
 	}
-	st, err := os.Stat(ws)
-	if err != nil {
-		return nil, fmt.Errorf("workspace %s: %w", ws, err)
+	if err := Check(cfg); err != nil { // statedir.go: before anything is created
+		return nil, err
 	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("workspace %s is not a directory", ws)
-	}
-	if cfg.InPlace && cfg.Mountpoint != ws {
-		return nil, errors.New("--in-place mounts over the workspace itself: give only the workspace")
-	}
-	if !cfg.InPlace && cfg.Mountpoint == ws {
-		return nil, errors.New("the mountpoint is the workspace: use --in-place to mount over it")
-	}
+	var lock *os.File
 	if cfg.StateDir != "" {
 		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-			return nil, fmt.Errorf("state directory: %w", err)
+			return nil, fmt.Errorf("--state-dir %s: %w", cfg.StateDir, err)
 		}
+		if lock, err = lockState(cfg.StateDir, cfg.Mountpoint); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if d == nil { // Start failed (every failure returns nil): free the state
+				lock.Close()
+			}
+		}()
 	}
-	d := &Daemon{cfg: cfg, rootFd: -1, done: make(chan struct{})}
+	d = &Daemon{cfg: cfg, rootFd: -1, done: make(chan struct{}), stateLock: lock}
 	backing := ws
 	if cfg.InPlace {
 		if err := fusefs.CheckMountpoint(ws, true); err != nil {
@@ -312,52 +315,6 @@ func Start(cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
-// stateHealth is what .rubino/status shows under "state": the state
-// directory and how saving the read state into it went.
-type stateHealth struct {
-	mu        sync.Mutex
-	dir       string
-	saves     uint64
-	lastSave  time.Time
-	failures  uint64
-	lastErr   string
-	lastErrAt time.Time
-}
-
-// note records the outcome of one save and reports whether err is new
-// (differs from the last failure, or follows a success), so it is logged
-// once rather than at every checkpoint, and whether a success ends a run of
-// failures (recovered).
-func (s *stateHealth) note(err error) (newErr, recovered bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err == nil {
-		s.saves++
-		s.lastSave = time.Now()
-		recovered = s.lastErr != ""
-		s.lastErr = ""
-		return false, recovered
-	}
-	s.failures++
-	newErr = s.lastErr != err.Error()
-	s.lastErr, s.lastErrAt = err.Error(), time.Now()
-	return newErr, false
-}
-
-func (s *stateHealth) snapshot() map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := map[string]any{"dir": s.dir, "saves": s.saves, "save_failures": s.failures}
-	if !s.lastSave.IsZero() {
-		m["last_save"] = s.lastSave.UTC().Format(time.RFC3339Nano)
-	}
-	if s.lastErr != "" {
-		m["last_error"] = s.lastErr
-		m["last_error_time"] = s.lastErrAt.UTC().Format(time.RFC3339Nano)
-	}
-	return m
-}
-
 // checkpoints saves the read state every interval when it changed (by the
 // guard's counters and the session count) until stopSaves closes. A failed
 // save is retried at the next tick.
@@ -442,6 +399,9 @@ func (d *Daemon) Close() error {
 		}
 		if err := d.Tasks.Close(); err != nil && d.closeErr == nil {
 			d.closeErr = err
+		}
+		if d.stateLock != nil {
+			d.stateLock.Close() // the state directory is free for the next mount
 		}
 	})
 	return d.closeErr

@@ -36,13 +36,15 @@ func setupLoggers(cfg *Config) {
 }
 
 // denialLogger returns the guard's OnDenial hook: one structured record per
-// refusal (level warn) or, in warn mode, per would-be refusal (level info),
+// refusal or, in warn mode, per would-be refusal (both level warn),
 // with the fields session, pid, comm, op, path and code.
 func denialLogger(l *slog.Logger) func(guard.Denial) {
 	return func(d guard.Denial) {
 		level, msg := slog.LevelWarn, "guard refused a mutation"
 		if d.Warned {
-			level, msg = slog.LevelInfo, "guard would refuse a mutation (warn mode)"
+			// Warn, not info: warn mode exists to surface these, and
+			// --log-level warn must not hide them.
+			msg = "guard would refuse a mutation (warn mode, allowed)"
 		}
 		l.LogAttrs(context.Background(), level, msg,
 			slog.String("session", d.Session), slog.Uint64("pid", uint64(d.Pid)), slog.String("comm", d.Comm),

@@ -48,7 +48,13 @@ func (g *Guard) DecideCaller(session string, comm func() string, op Op, t Target
 	tr.NoteEditFailure(t.Stat.ID)
 	d.Errno = g.errno
 	if g.mode == ModeWarn {
+		// The message must not say "refusing" for a mutation that goes
+		// through: .rubino/guard/why and the log show it as it is.
 		d.Allow, d.WouldDeny = true, true
+		if d.Code == CodeUnread {
+			d.Message = fmt.Sprintf("%s %s before reading it: read it first", op.verb(), t.Path)
+		}
+		d.Message = WarnPrefix + d.Message
 	}
 	return d
 }

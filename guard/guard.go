@@ -185,7 +185,8 @@ const (
 
 // Decision is Decide's answer. Allow means the caller may proceed. WouldDeny
 // is set with Allow in warn mode: the mutation proceeds, but Code and Message
-// say what enforce would have refused and the caller logs it.
+// say what enforce would have refused (Message starting with WarnPrefix,
+// never "refusing") and the caller logs it.
 type Decision struct {
 	Allow     bool
 	WouldDeny bool
@@ -195,6 +196,10 @@ type Decision struct {
 	// EACCES by default, or EPERM); set whenever Code is, 0 when allowed.
 	Errno syscall.Errno
 }
+
+// WarnPrefix starts the Message of a warn-mode decision (Decision.WouldDeny):
+// the mutation was allowed, and what enforce mode would have said follows.
+const WarnPrefix = "would refuse (warn mode, allowed): "
 
 // Denial is one entry of the denial log (.rubino/guard/denials), refused or,
 // in warn mode, refused-would-be (Warned).

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -82,6 +83,31 @@ func TestParsePolicy(t *testing.T) {
 	for _, s := range []string{"", "eacces", "EBUSY", "ENOENT"} {
 		if _, err := ParseErrno(s); err == nil {
 			t.Errorf("ParseErrno(%q) accepted", s)
+		}
+	}
+}
+
+// TestDecideWarnWording: a warn-mode decision is allowed and its message
+// says so (WarnPrefix), never "refusing"; enforce mode's says "refusing",
+// for an unread and for a stale file alike.
+func TestDecideWarnWording(t *testing.T) {
+	for _, mode := range []Mode{ModeEnforce, ModeWarn} {
+		g := New(Config{Mode: mode})
+		unread := newFile(t, "a\n")
+		stale := newFile(t, "b\n")
+		must(t, g.NoteRead("s", stale.target()))
+		stale.write("changed\n")
+		for _, f := range []*file{unread, stale} {
+			d := g.Decide("s", OpOpenTrunc, f.target())
+			warned := strings.HasPrefix(d.Message, WarnPrefix)
+			switch {
+			case mode == ModeWarn && (!d.Allow || !d.WouldDeny || !warned || strings.Contains(d.Message, "refusing")):
+				t.Errorf("warn: %+v", d)
+			case mode == ModeEnforce && (d.Allow || warned):
+				t.Errorf("enforce: %+v", d)
+			case d.Code == CodeUnread && !strings.Contains(d.Message, "read it first"):
+				t.Errorf("%s: unread message %q does not say what to do", mode, d.Message)
+			}
 		}
 	}
 }

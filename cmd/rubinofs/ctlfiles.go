@@ -51,7 +51,7 @@ func findMount(flag string) (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("not inside a rubinofs mount: pass --mount DIR")
+			return "", errors.New("not inside a rubinofs mount: give the mount with --mount DIR, or run this inside one")
 		}
 		dir = parent
 	}
@@ -98,13 +98,33 @@ func mountFlag() cli.Flag {
 }
 
 // mountOf resolves --mount (findMount) for a subcommand, as a CLI exit
-// error (status 1) when there is no mount.
+// error (status 1) when there is no mount. --mount counts wherever it was
+// given on the command path: `rubinofs agents --mount DIR ls` and
+// `rubinofs agents ls --mount DIR` are the same (the innermost wins when
+// both are given). urfave/cli would read only the subcommand's own, unset,
+// flag.
 func mountOf(c *cli.Context) (string, error) {
-	mnt, err := findMount(c.String("mount"))
+	mnt, err := findMount(mountFlagValue(c))
 	if err != nil {
 		return "", cli.Exit(err.Error(), 1)
 	}
 	return mnt, nil
+}
+
+// mountFlagValue is the --mount given on c's command path, innermost
+// first; "" when none was.
+func mountFlagValue(c *cli.Context) string {
+	for _, ctx := range c.Lineage() {
+		if ctx.Command == nil {
+			continue // the bare context above the app's: no flags
+		}
+		for _, n := range ctx.LocalFlagNames() { // the flags given at this level
+			if n == "mount" {
+				return ctx.String("mount")
+			}
+		}
+	}
+	return ""
 }
 
 // readCtl reads a whole control file. A failed read (a blocking read

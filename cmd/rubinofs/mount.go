@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -23,6 +24,32 @@ import (
 
 // readyFdEnv names the descriptor a --daemon child reports readiness on.
 const readyFdEnv = "RUBINOFS_READY_FD"
+
+// mountArgv is the words of `rubinofs mount` from the program name to its
+// last positional argument, after interspersed (flags first): what
+// spawnDaemon passes on to its child. main sets it.
+var mountArgv []string
+
+// checkFuseOption accepts a FUSE mount option of -o: the ones the kernel
+// takes for a rubinofs mount (helperFuseOptions) and the defaults rw and
+// async. Anything else is refused by name before mounting: the kernel's
+// answer would be a bare EINVAL.
+func checkFuseOption(opt string) error {
+	switch {
+	case opt == "", helperFuseOptions[opt], helperDefaultOptions[opt]:
+		return nil
+	}
+	known := make([]string, 0, len(helperFuseOptions))
+	for o := range helperFuseOptions {
+		known = append(known, o)
+	}
+	sort.Strings(known)
+	hint := ""
+	if k, _, _ := strings.Cut(opt, "="); mountFlagsByOption()[strings.ReplaceAll(k, "-", "_")] != nil {
+		hint = fmt.Sprintf(" (for the rubinofs option, write --%s)", strings.ReplaceAll(k, "_", "-"))
+	}
+	return fmt.Errorf("-o %s: unknown mount option%s; the FUSE options are %s", opt, hint, strings.Join(known, ", "))
+}
 
 func mountFlags() []cli.Flag {
 	return []cli.Flag{
@@ -74,10 +101,15 @@ func mountConfig(c *cli.Context) (daemon.Config, error) {
 	case !c.Bool("in-place") && len(args) == 2:
 		cfg.Workspace, cfg.Mountpoint = args[0], args[1]
 	default:
-		return cfg, cli.Exit("usage: rubinofs mount [flags] WORKSPACE MOUNTPOINT (or --in-place WORKSPACE)", 2)
+		return cfg, cli.Exit("usage: rubinofs mount [flags] WORKSPACE MOUNTPOINT (or --in-place WORKSPACE); see 'rubinofs mount --help'", exitUsage)
 	}
 	for _, o := range c.StringSlice("o") {
-		cfg.Options = append(cfg.Options, strings.Split(o, ",")...)
+		for _, opt := range strings.Split(o, ",") {
+			if err := checkFuseOption(opt); err != nil {
+				return cfg, cli.Exit(err.Error(), exitUsage)
+			}
+			cfg.Options = append(cfg.Options, opt)
+		}
 	}
 	cfg.SaveInterval = c.Duration("save-interval")
 	cfg.Debug = c.Bool("debug")
@@ -91,12 +123,21 @@ func mountConfig(c *cli.Context) (daemon.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	cfg.StateDir = c.String("state-dir")
-	if cfg.StateDir == "" {
+	// Relative paths in flags are taken from the working directory, like
+	// WORKSPACE and MOUNTPOINT, as gocryptfs (-config) and rclone
+	// (--cache-dir, --config) take theirs: refusing them would only make
+	// the user type $PWD. Made absolute here, before the --daemon child
+	// runs in /.
+	if cfg.StateDir = c.String("state-dir"); cfg.StateDir == "" {
 		cfg.StateDir = defaultStateDir(ws)
+	} else if cfg.StateDir, err = filepath.Abs(cfg.StateDir); err != nil {
+		return cfg, cli.Exit(fmt.Sprintf("--state-dir: %v", err), exitUsage)
 	}
-	if p := c.String("config"); c.Bool("daemon") && p != "" && !filepath.IsAbs(p) {
-		return cfg, cli.Exit("--config must be absolute with --daemon", 2) // the daemon runs in /
+	if p := c.String("config"); p != "" {
+		if p, err = filepath.Abs(p); err != nil {
+			return cfg, cli.Exit(fmt.Sprintf("--config: %v", err), exitUsage)
+		}
+		c.Set("config", p) // loadConfig reads it from c
 	}
 	// A dead in-place mount covers the workspace file: clear it first
 	// (runMount would, after this) so the file is read from the workspace
@@ -147,8 +188,14 @@ func runMount(c *cli.Context) error {
 	} else if msg != "" {
 		fmt.Fprintln(os.Stderr, "rubinofs: "+msg)
 	}
+	// Every argument is checked before anything is created: a mistyped
+	// workspace leaves no state directory or log behind, and a state
+	// directory another mount holds is refused before mounting.
+	if err := daemon.Check(cfg); err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
 	if c.Bool("daemon") {
-		return spawnDaemon(cfg, c.NArg())
+		return spawnDaemon(cfg, c)
 	}
 	ready := readyPipe()
 	cfg.WatchProgress = walkProgress() // nil unless stderr is a terminal
@@ -203,11 +250,14 @@ func readyPipe() *os.File {
 // leader with its output in the state directory, and waits until the child
 // reports the mount answering ("ok") or fails.
 //
-// The child runs in / (so it keeps no directory busy): the positional
-// arguments (the last nargs) are passed as absolute paths.
-func spawnDaemon(cfg daemon.Config, nargs int) error {
+// The child runs in / (so it keeps no directory busy): it gets the flags
+// as given (mountArgv: after interspersed, they precede the positional
+// arguments), then the state directory, the config file and the positional
+// arguments as absolute paths.
+func spawnDaemon(cfg daemon.Config, c *cli.Context) error {
+	nargs := c.NArg()
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return cli.Exit(fmt.Sprintf("state directory: %v", err), 1)
+		return cli.Exit(fmt.Sprintf("--state-dir %s: %v", cfg.StateDir, err), 1)
 	}
 	logPath := filepath.Join(cfg.StateDir, "rubinofs.log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -220,11 +270,23 @@ func spawnDaemon(cfg daemon.Config, nargs int) error {
 		return err
 	}
 	args := []string{}
-	flags := os.Args[1 : len(os.Args)-nargs]
-	for _, a := range flags {
-		if a != "--daemon" && a != "-daemon" && a != "--daemon=true" {
+	given := mountArgv[1 : len(mountArgv)-nargs]
+	for i := 0; i < len(given); i++ {
+		a := given[i]
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case a == "--" || (name == "daemon" && a != "--daemon=false"):
+		case isFlagWord(a) && (name == "state-dir" || name == "config"):
+			if !hasValue {
+				i++ // its value: passed below, absolute
+			}
+		default:
 			args = append(args, a)
 		}
+	}
+	args = append(args, "--state-dir="+cfg.StateDir)
+	if p := c.String("config"); p != "" {
+		args = append(args, "--config="+p)
 	}
 	for _, p := range []string{cfg.Workspace, cfg.Mountpoint}[:nargs] {
 		abs, err := filepath.Abs(p)
@@ -232,9 +294,6 @@ func spawnDaemon(cfg daemon.Config, nargs int) error {
 			return cli.Exit(err.Error(), 1)
 		}
 		args = append(args, abs)
-	}
-	if f := cfg.StateDir; f != "" && !filepath.IsAbs(f) {
-		return cli.Exit("--state-dir must be absolute with --daemon", 2)
 	}
 	// The daemon re-executes this binary by its path, not /proc/self/exe,
 	// so that its comm is "rubinofs": pgrep, ps and CI's leftover check

@@ -334,8 +334,8 @@ func mountHelperMain(args []string) int {
 	if hc.fake {
 		return 0
 	}
-	// spawnDaemon rebuilds the daemon's arguments from os.Args.
-	os.Args = argv
+	// spawnDaemon rebuilds the daemon's arguments from mountArgv.
+	mountArgv = argv
 	if !hc.verbose {
 		// mount(8)'s helpers are silent on success.
 		if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
@@ -345,8 +345,12 @@ func mountHelperMain(args []string) int {
 			defer func() { os.Stdout = stdout }()
 		}
 	}
-	if err := newApp().Run(argv); err != nil {
-		fmt.Fprintln(os.Stderr, "rubinofs:", err)
+	app := newApp()
+	usageErrors(app)
+	if err := app.Run(argv); err != nil {
+		if line := errorLine(err); line != "" {
+			fmt.Fprintln(os.Stderr, line)
+		}
 		if ec, ok := err.(cli.ExitCoder); ok && ec.ExitCode() == 2 {
 			return mountExitUsage
 		}

@@ -15,9 +15,21 @@ func statusCommand() *cli.Command {
 		Name:      "status",
 		Usage:     "show a mount's state (from .rubino/status)",
 		ArgsUsage: "[MOUNTPOINT]",
-		Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the raw JSON"}},
+		Flags:     []cli.Flag{mountFlag(), &cli.BoolFlag{Name: "json", Usage: "print the raw JSON"}},
 		Action: func(c *cli.Context) error {
-			mnt, err := findMount(c.Args().First())
+			// The mount as --mount DIR, like every control-file
+			// subcommand, or as the one positional argument (as df and
+			// mountpoint take it).
+			flag, arg := mountFlagValue(c), c.Args().First()
+			switch {
+			case c.NArg() > 1:
+				return cli.Exit("usage: rubinofs status [--json] [--mount DIR | MOUNTPOINT]", exitUsage)
+			case flag != "" && arg != "" && flag != arg:
+				return cli.Exit(fmt.Sprintf("--mount %s and MOUNTPOINT %s disagree: give one", flag, arg), exitUsage)
+			case flag == "":
+				flag = arg
+			}
+			mnt, err := findMount(flag)
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
@@ -65,8 +77,29 @@ func formatStatus(mnt string, doc map[string]any) string {
 	return b.String()
 }
 
+// durationUnits are the unit suffixes of status keys that hold a duration
+// as a number ("short_timeout_ns"): such a key is printed without its
+// suffix and its value as a duration (1s, 1.5ms, 1h2m3s).
+var durationUnits = []struct {
+	suffix string
+	unit   time.Duration
+}{{"_ns", time.Nanosecond}, {"_us", time.Microsecond}, {"_ms", time.Millisecond}, {"_s", time.Second}}
+
+// writeSection writes key: v at indent, a map as an indented section, a
+// list on one line, a number without trailing zeros and a duration key
+// (durationUnits) as a duration.
 func writeSection(b *strings.Builder, key string, v any, indent string) {
+	if f, ok := v.(float64); ok {
+		for _, u := range durationUnits {
+			if name, cut := strings.CutSuffix(key, u.suffix); cut && name != "" {
+				fmt.Fprintf(b, "%s%s: %v\n", indent, name, time.Duration(f*float64(u.unit)))
+				return
+			}
+		}
+	}
 	switch x := v.(type) {
+	case nil:
+		fmt.Fprintf(b, "%s%s: none\n", indent, key)
 	case map[string]any:
 		fmt.Fprintf(b, "%s%s:\n", indent, key)
 		keys := make([]string, 0, len(x))
