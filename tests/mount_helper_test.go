@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,6 +62,10 @@ type mount struct {
 	appliedMu sync.Mutex
 	applied   [][]watcher.Event
 	appliedCh chan struct{}
+
+	// stdLogDropped counts the standard logger's lines dropped while a
+	// mount made with Debug lives (routeStdLog).
+	stdLogDropped lineCounter
 }
 
 // newMount mounts a fresh temporary workspace. files are created in the
@@ -103,7 +108,7 @@ func newMount(t testing.TB, files map[string]string, adjust func(*daemon.Config)
 	}
 	ownMounts.add(m.mnt)
 	if cfg.Debug {
-		routeStdLog(t, lw)
+		m.routeStdLog(lw)
 	}
 	before := daemonFds(t, m.ws, m.mnt)
 	d, err := daemon.Start(cfg)
@@ -174,20 +179,31 @@ func (w *testLogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// routeStdLog points the standard logger at lw with traceFuse, and
-// discards it otherwise, until the test ends. go-fuse writes part of its
-// debug trace ("tx N: OK fixup ...", a spliced read cut short at EOF) with
-// the standard logger instead of MountOptions.Logger; left on stderr it
-// would leak into the output of every `go test`. The standard logger is
-// process-wide; no real-mount test runs in parallel.
-func routeStdLog(t testing.TB, lw io.Writer) {
+// routeStdLog points the standard logger at lw with traceFuse, and at
+// m.stdLogDropped (which counts and discards) otherwise, until the test
+// ends. go-fuse writes part of its debug trace ("tx N: OK fixup ...", a
+// spliced read cut short at EOF) with the standard logger instead of
+// MountOptions.Logger; left on stderr it would leak into the output of
+// every `go test`. The standard logger is process-wide; no real-mount test
+// runs in parallel.
+func (m *mount) routeStdLog(lw io.Writer) {
 	out, flags := log.Writer(), log.Flags()
 	if traceFuse() {
 		log.SetOutput(lw)
 	} else {
-		log.SetOutput(io.Discard)
+		log.SetOutput(&m.stdLogDropped)
 	}
-	t.Cleanup(func() { log.SetOutput(out); log.SetFlags(flags) })
+	m.t.Cleanup(func() { log.SetOutput(out); log.SetFlags(flags) })
+}
+
+// lineCounter is an io.Writer that discards what it is given and counts
+// the writes (the standard logger writes one line per call).
+type lineCounter struct{ n atomic.Int64 }
+
+// Write counts one line; it never fails.
+func (c *lineCounter) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return len(p), nil
 }
 
 // daemonFds lists this process's descriptors that point into the workspace,

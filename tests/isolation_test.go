@@ -5,12 +5,15 @@ package tests
 // fuse.rubinofs mounts come and go under the same /tmp.
 
 import (
+	"bytes"
 	"io"
 	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,4 +174,52 @@ func TestLeftoversJudgeOwnProcesses(t *testing.T) {
 	if err := fg.stop(); err != nil {
 		t.Fatalf("stopping the daemon: %v\n%s", err, fg.output())
 	}
+}
+
+// TestDebugTraceStaysOutOfTestOutput mounts with Debug (go-fuse's request
+// trace) and makes go-fuse log a line with the standard logger, not its
+// Logger: a spliced read cut short at EOF ("tx N: OK fixup ..."), forced by
+// shrinking a file behind the kernel's cached size (no watcher, one-hour
+// attribute timeout). That line must not reach what the standard logger
+// wrote to before the mount (stderr: the output of `go test`); without
+// RUBINOFS_TEST_DEBUG=1 it is dropped.
+func TestDebugTraceStaysOutOfTestOutput(t *testing.T) {
+	var before lockedBuffer
+	out, flags := log.Writer(), log.Flags()
+	log.SetOutput(&before) // stands for stderr; restored after the unmount
+	t.Cleanup(func() { log.SetOutput(out); log.SetFlags(flags) })
+
+	long := strings.Repeat("x", 100000) + "\n"
+	m := newMount(t, map[string]string{"f": long}, func(c *daemon.Config) { c.Debug, c.Watch = true, false })
+	if got := m.mustSh("wc -c < f"); strings.TrimSpace(got) != "100001" {
+		t.Fatalf("size through the mount: %q", got)
+	}
+	m.writeBacking("f", "short\n") // the kernel still believes 100001 bytes
+	m.mustSh("cat f > /dev/null")
+	if before.String() != "" {
+		t.Errorf("the standard logger wrote into the test's output during a Debug mount:\n%s", before.String())
+	}
+	if !traceFuse() && m.stdLogDropped.n.Load() == 0 {
+		t.Errorf("go-fuse logged no short-read fixup with the standard logger: the test no longer reproduces the leak")
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns what was written so far.
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
