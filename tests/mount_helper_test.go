@@ -347,11 +347,13 @@ func (m *mount) mustFail(script string) string {
 }
 
 // testEnv is a minimal, reproducible environment for tools run by tests: no
-// user git config, a fixed identity for commits.
+// user git config, a fixed identity for commits, and the run's own
+// temporary directory (TestMain) as TMPDIR.
 func testEnv(home string) []string {
 	return []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + home,
+		"TMPDIR=" + os.TempDir(),
 		"LANG=C",
 		"GIT_CONFIG_NOSYSTEM=1",
 		"GIT_AUTHOR_NAME=rubinofs test", "GIT_AUTHOR_EMAIL=test@rubinofs.invalid",
