@@ -34,6 +34,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "making the run's directory: %v\n", err)
 		os.Exit(2)
 	}
+	// MkdirTemp makes it 0700; it takes the permissions of the directory
+	// it stands in for (/tmp: 1777), so that a test's child running as
+	// another user (nobody) reaches its files as it would there.
+	if fi, err := os.Stat(filepath.Dir(runDir)); err == nil {
+		os.Chmod(runDir, fi.Mode()&(os.ModePerm|os.ModeSticky))
+	}
 	// t.TempDir, os.MkdirTemp("", ...) and every child process (the CLI's
 	// demo, shells, git) now make their temporary files, and mountpoints,
 	// under runDir.
