@@ -25,8 +25,8 @@ import (
 // /tmp at any time. So this run judges only what is provably its own: the
 // mountpoints registered in ownMounts and any mount under the run's
 // directory (runDir, made TMPDIR for the tests and every process they
-// start), and the processes whose executable is the CLI binary this run
-// built (binDir, inside runDir).
+// start), and those of its descendants whose executable is the CLI binary
+// this run built (binDir, inside runDir).
 func TestMain(m *testing.M) {
 	var err error
 	runDir, err = os.MkdirTemp("", "rubinofs-tests-")
@@ -48,8 +48,8 @@ func TestMain(m *testing.M) {
 	// Every daemon a test starts with `mount --daemon` (directly, through
 	// mount(8)'s helper or systemd's way) is orphaned when its launcher
 	// exits. As a child subreaper this process adopts it instead of init,
-	// which in a container may never reap it: a zombie named rubinofs
-	// would then fail CI's leftover check. Tests reap the daemons they
+	// which in a container may never reap it; it also keeps every daemon
+	// of the run among this process's descendants (strayProcs). Tests reap the daemons they
 	// know (waitPidGone); reapOrphans takes whatever else exited.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fmt.Fprintf(os.Stderr, "PR_SET_CHILD_SUBREAPER: %v\n", err)
