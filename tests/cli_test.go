@@ -45,9 +45,11 @@ var (
 )
 
 // rubinofsBin builds the CLI (../cmd/rubinofs) once per test binary run and
-// returns the path of the executable, named rubinofs so that its processes
-// show under that name (pgrep, CI's leftover check). A failed build fails
-// every test that asks, with the compiler's output.
+// returns the path of the executable, named rubinofs as installed. Its
+// directory (binDir, under the run's TMPDIR) is how the leftover checks
+// (TestMain's, CI's) know this run's processes: by executable path, never
+// by name. A failed build fails every test that asks, with the compiler's
+// output.
 func rubinofsBin(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -315,7 +317,7 @@ var daemonPidRe = regexp.MustCompile(`\(pid (\d+),`)
 
 // cliMountAt prepares a CLI mount of ws at tmp/mnt with state directory
 // state, and mounts nothing: it skips the test without FUSE (requireFuse),
-// makes the mountpoint, makes this process the subreaper of orphaned
+// makes the mountpoint and registers it as this run's (ownMounts), makes this process the subreaper of orphaned
 // daemons (adoptOrphans), and registers the cleanup. The cleanup unmounts
 // mnt if it is still mounted, live or dead (`rubinofs unmount`, else
 // `unmount --lazy`), then waits for every daemon the test started and did
@@ -329,6 +331,7 @@ func cliMountAt(t *testing.T, tmp, ws, state string) *cliMount {
 	requireFuse(t)
 	adoptOrphans(t)
 	m := &cliMount{t: t, tmp: tmp, ws: ws, mnt: filepath.Join(tmp, "mnt"), state: state}
+	ownMounts.add(m.mnt)
 	if err := os.MkdirAll(m.mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -492,7 +495,8 @@ type fgMount struct {
 
 // startForeground starts `rubinofs mount ARGS...` (the mountpoint last) in
 // the foreground, in dir ("": the test's directory) with env (nil: this
-// process's environment), with its stdout and stderr in a log file (output).
+// process's environment), with its stdout and stderr in a log file (output),
+// and registers the mountpoint as this run's (ownMounts).
 // With ready it returns once the process reports the mount answering on
 // the readiness descriptor a --daemon launcher reads (RUBINOFS_READY_FD=3:
 // a line "ok", or the error), and fails the test, with the log, when it
@@ -509,6 +513,14 @@ func startForeground(t *testing.T, dir string, env []string, ready bool, args ..
 		t.Fatal(err)
 	}
 	f := &fgMount{t: t, mnt: args[len(args)-1], log: logf, done: make(chan struct{})}
+	if !filepath.IsAbs(f.mnt) {
+		base := dir
+		if base == "" {
+			base, _ = os.Getwd()
+		}
+		f.mnt = filepath.Join(base, f.mnt)
+	}
+	ownMounts.add(f.mnt)
 	f.cmd = cliCommand(t, dir, env, append([]string{"mount"}, args...)...)
 	f.cmd.Stdout, f.cmd.Stderr = logf, logf // a file: no copying goroutines
 	var r, w *os.File

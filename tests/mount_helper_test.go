@@ -12,11 +12,13 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,10 +62,16 @@ type mount struct {
 	appliedMu sync.Mutex
 	applied   [][]watcher.Event
 	appliedCh chan struct{}
+
+	// stdLogDropped counts the standard logger's lines dropped while a
+	// mount made with Debug lives (routeStdLog).
+	stdLogDropped lineCounter
 }
 
 // newMount mounts a fresh temporary workspace. files are created in the
-// backing directory before mounting; adjust edits the config.
+// backing directory before mounting; adjust edits the config. The
+// mountpoint is registered as this run's (ownMounts); the daemon logs into
+// the test's log (testLogWriter).
 func newMount(t testing.TB, files map[string]string, adjust func(*daemon.Config)) *mount {
 	t.Helper()
 	requireFuse(t)
@@ -77,13 +85,19 @@ func newMount(t testing.TB, files map[string]string, adjust func(*daemon.Config)
 	for name, content := range files {
 		m.writeBacking(name, content)
 	}
+	// The daemon logs to the test's log (t.Log: shown for a failed test,
+	// or with -v); go-fuse's per-request trace only with traceFuse.
+	lw := newTestLogWriter(t)
+	level := slog.LevelInfo
+	if traceFuse() {
+		level = slog.LevelDebug
+	}
 	cfg := daemon.Config{
 		Workspace: m.ws, Mountpoint: m.mnt, Mode: guard.ModeEnforce,
 		StateDir: m.state, CacheTimeout: time.Hour, Watch: true, Version: "test",
-		Logger: log.New(io.Discard, "", 0),
-	}
-	if testing.Verbose() {
-		cfg.Logger = log.New(os.Stderr, "rubinofs: ", log.Lmicroseconds)
+		Debug:  traceFuse(),
+		Logger: log.New(lw, "rubinofs: ", log.Lmicroseconds),
+		Slog:   slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: level})),
 	}
 	if adjust != nil {
 		adjust(&cfg)
@@ -91,6 +105,10 @@ func newMount(t testing.TB, files map[string]string, adjust func(*daemon.Config)
 	if cfg.InPlace {
 		cfg.Mountpoint = cfg.Workspace
 		m.mnt = cfg.Workspace
+	}
+	ownMounts.add(m.mnt)
+	if cfg.Debug {
+		m.routeStdLog(lw)
 	}
 	before := daemonFds(t, m.ws, m.mnt)
 	d, err := daemon.Start(cfg)
@@ -120,6 +138,72 @@ func newMount(t testing.TB, files map[string]string, adjust func(*daemon.Config)
 		}
 	})
 	return m
+}
+
+// traceFuse reports whether go-fuse's per-request trace ("rx 12: LOOKUP
+// ...", "tx 12: OK ...") goes into the tests' logs: only when
+// RUBINOFS_TEST_DEBUG=1, and then it shows with `go test -v` or for a
+// failed test. Otherwise a mount made with Debug still runs go-fuse's debug
+// code paths, but its trace is dropped.
+func traceFuse() bool { return os.Getenv("RUBINOFS_TEST_DEBUG") == "1" }
+
+// testLogWriter is an io.Writer into t.Log, one call per line, for the
+// loggers of a mount made by the test. From the test's cleanup on (after
+// which t.Log would panic) it discards what a late goroutine still writes.
+type testLogWriter struct {
+	mu     sync.Mutex
+	t      testing.TB
+	closed bool
+}
+
+// newTestLogWriter returns a writer into t.Log that stops at t's cleanup:
+// registered first, that cleanup runs after every cleanup the test
+// registers later, unmounts included.
+func newTestLogWriter(t testing.TB) *testLogWriter {
+	w := &testLogWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.closed = true
+		w.mu.Unlock()
+	})
+	return w
+}
+
+// Write logs p's lines; it never fails.
+func (w *testLogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+// routeStdLog points the standard logger at lw with traceFuse, and at
+// m.stdLogDropped (which counts and discards) otherwise, until the test
+// ends. go-fuse writes part of its debug trace ("tx N: OK fixup ...", a
+// spliced read cut short at EOF) with the standard logger instead of
+// MountOptions.Logger; left on stderr it would leak into the output of
+// every `go test`. The standard logger is process-wide; no real-mount test
+// runs in parallel.
+func (m *mount) routeStdLog(lw io.Writer) {
+	out, flags := log.Writer(), log.Flags()
+	if traceFuse() {
+		log.SetOutput(lw)
+	} else {
+		log.SetOutput(&m.stdLogDropped)
+	}
+	m.t.Cleanup(func() { log.SetOutput(out); log.SetFlags(flags) })
+}
+
+// lineCounter is an io.Writer that discards what it is given and counts
+// the writes (the standard logger writes one line per call).
+type lineCounter struct{ n atomic.Int64 }
+
+// Write counts one line; it never fails.
+func (c *lineCounter) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return len(p), nil
 }
 
 // daemonFds lists this process's descriptors that point into the workspace,
@@ -263,11 +347,13 @@ func (m *mount) mustFail(script string) string {
 }
 
 // testEnv is a minimal, reproducible environment for tools run by tests: no
-// user git config, a fixed identity for commits.
+// user git config, a fixed identity for commits, and the run's own
+// temporary directory (TestMain) as TMPDIR.
 func testEnv(home string) []string {
 	return []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + home,
+		"TMPDIR=" + os.TempDir(),
 		"LANG=C",
 		"GIT_CONFIG_NOSYSTEM=1",
 		"GIT_AUTHOR_NAME=rubinofs test", "GIT_AUTHOR_EMAIL=test@rubinofs.invalid",
