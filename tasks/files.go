@@ -500,8 +500,17 @@ func (rn *Runner) readAnswer(ctx context.Context, c ctltree.Caller, id string) (
 	return []byte(v + "\n"), nil
 }
 
-// await parks on g, also waking at teardown.
+// await parks on g, also waking at teardown. A read of an O_NONBLOCK
+// handle (ctltree.NonBlocking) never parks: an undecided gate is
+// ctltree.ErrWouldBlock (EAGAIN) and stays open.
 func (rn *Runner) await(ctx context.Context, g *Gate) (string, error) {
+	if ctltree.NonBlocking(ctx) {
+		select {
+		case <-g.Done():
+		default:
+			return "", ctltree.ErrWouldBlock
+		}
+	}
 	ctx, cancel := rn.untilClosed(ctx)
 	defer cancel()
 	return g.Await(ctx, time.Duration(rn.cfg.AskTimeout))
@@ -584,14 +593,25 @@ func (rn *Runner) readInbox(c ctltree.Caller, id string) ([]byte, error) {
 // the result (done) or the error. A reader parked here gets the outcome
 // even if the task is pruned meanwhile (Registry.Await holds the entry); a
 // task unknown at the read (never spawned, or pruned) is ENOENT. Teardown
-// wakes it with EINTR, an interrupted read with EINTR.
+// wakes it with EINTR, an interrupted read with EINTR. A read of an
+// O_NONBLOCK handle (ctltree.NonBlocking) never parks: a task not yet
+// terminal is ctltree.ErrWouldBlock (EAGAIN).
 func (rn *Runner) readWait(ctx context.Context, id string) ([]byte, error) {
+	nonblock := ctltree.NonBlocking(ctx)
 	ctx, cancel := rn.untilClosed(ctx)
 	defer cancel()
+	if nonblock {
+		// An already-ended ctx: Registry.Await returns the outcome when
+		// the task is terminal (the outcome wins), ctx.Err() otherwise.
+		cancel()
+	}
 	t, err := rn.reg.Await(ctx, id)
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil, ctltree.Errorf(syscall.ENOENT, "no task %s", id)
+		}
+		if nonblock && errors.Is(err, context.Canceled) {
+			return nil, ctltree.ErrWouldBlock
 		}
 		select {
 		case <-rn.closed:
