@@ -51,6 +51,9 @@ const agentsReadme = `rubinofs agents: background subagents as files
     inbox        read by the task: drains its steer notes, one per line
     wait         blocks until the task is finished, then: status, result
 
+approval, answer and wait never block a reader that opened them with
+O_NONBLOCK: while nothing is decided, such a read returns EAGAIN.
+
 Subagent types: sh (built in: the prompt is a shell command) and those of
 agents.json in the state directory (name -> argv template with {prompt},
 {id}, {mount}, or the prompt on stdin), which also sets the caps
