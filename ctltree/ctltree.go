@@ -18,7 +18,9 @@
 // Concurrency: handlers may be called concurrently from many FUSE requests;
 // they must do their own locking. A Read handler may block (an ask's answer,
 // a task's completion); it must return when ctx is done (the caller was
-// interrupted or the mount is going away).
+// interrupted or the mount is going away), and must not block at all when
+// NonBlocking(ctx) is true (the reader opened the file with O_NONBLOCK): it
+// then returns ErrWouldBlock (EAGAIN) when nothing is ready yet.
 package ctltree
 
 import (
@@ -86,6 +88,29 @@ func ErrnoOf(err error) syscall.Errno {
 		return en
 	}
 	return syscall.EIO
+}
+
+// ErrWouldBlock is what a blocking Read handler or Feed returns at once,
+// instead of waiting, when NonBlocking(ctx) is true and nothing is ready:
+// the reader sees EAGAIN, as from an empty pipe opened with O_NONBLOCK. It
+// is not a failure: fusefs neither logs it in /.rubino/errors nor turns it
+// into the handle's "error: REASON" line, and a later read tries again.
+var ErrWouldBlock = &Error{Errno: syscall.EAGAIN, Msg: "nothing to read yet and the file was opened with O_NONBLOCK"}
+
+// nonBlockKey marks a context as a read of an O_NONBLOCK handle.
+type nonBlockKey struct{}
+
+// WithNonBlocking returns ctx marked as a read of a handle opened with
+// O_NONBLOCK; fusefs marks every read of such a handle.
+func WithNonBlocking(ctx context.Context) context.Context {
+	return context.WithValue(ctx, nonBlockKey{}, true)
+}
+
+// NonBlocking reports whether ctx is a read of an O_NONBLOCK handle: a
+// handler that would wait returns ErrWouldBlock instead.
+func NonBlocking(ctx context.Context) bool {
+	v, _ := ctx.Value(nonBlockKey{}).(bool)
+	return v
 }
 
 // Node is one entry of the control tree: *Dir, *File or *Symlink.
@@ -156,8 +181,9 @@ const (
 	// is what the same handle reads from then on ("ID\n").
 	Clone
 	// Stream files are read-only feeds: each open handle gets its own Feed
-	// from Open (the access log); reads block until the feed has data and
-	// ignore the offset; writes are refused with EACCES.
+	// from Open (the access log); reads block until the feed has data (or
+	// return EAGAIN at once on an O_NONBLOCK handle) and ignore the
+	// offset; writes are refused with EACCES.
 	Stream
 )
 
@@ -166,6 +192,8 @@ type Feed interface {
 	// Read blocks until the feed has data, ctx is done (the caller was
 	// interrupted: ctx.Err()) or the feed ended (io.EOF), then copies whole
 	// lines into p (a line longer than p is cut; the rest comes next).
+	// When NonBlocking(ctx), it never waits: with no data ready and the
+	// feed not ended it returns ErrWouldBlock.
 	Read(ctx context.Context, p []byte) (int, error)
 	// Close ends the feed (the handle was released); a blocked Read returns.
 	Close()
@@ -174,7 +202,8 @@ type Feed interface {
 // File is a virtual file. Read renders its content; it is called once per
 // open handle (at the first read) and the handle serves that snapshot, so a
 // reader sees one consistent state. Blocking files (an ask's answer) may block
-// inside Read until ctx is done.
+// inside Read until ctx is done; when NonBlocking(ctx) they return
+// ErrWouldBlock instead of waiting.
 type File struct {
 	Kind Kind
 	// Mode is the permission bits shown (default 0444 for ReadOnly and

@@ -141,7 +141,9 @@ type alogReader struct {
 // accessLogHeartbeat without a line), the end of the feed (io.EOF: the
 // handle was released or the mount is going away) or ctx's end (ctx.Err():
 // the reader was interrupted), then fills p with as many whole lines as are
-// waiting. Lost lines are reported first, as "TIME #dropped N lines".
+// waiting. Lost lines are reported first, as "TIME #dropped N lines". When
+// ctltree.NonBlocking(ctx) it never waits: with nothing waiting it returns
+// io.EOF if the feed ended, else ctltree.ErrWouldBlock.
 func (r *alogReader) Read(ctx context.Context, p []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -157,6 +159,23 @@ func (r *alogReader) Read(ctx context.Context, p []byte) (int, error) {
 	if d := r.dropped.Swap(0); d > 0 {
 		n = r.put(p, n, fmt.Appendf(nil, "%s #dropped %d lines: this reader fell behind (buffer %d lines)\n",
 			time.Now().Format(accessLogTime), d, accessLogBuffer))
+	}
+	if n == 0 && ctltree.NonBlocking(ctx) {
+		// An O_NONBLOCK reader takes what is waiting, or EAGAIN: it gets
+		// no heartbeats, which only keep a blocked reader informed.
+		select {
+		case line := <-r.ch:
+			n = r.put(p, n, line)
+		default:
+			select {
+			case <-r.done:
+				return 0, io.EOF
+			case <-r.log.closed:
+				return 0, io.EOF
+			default:
+				return 0, ctltree.ErrWouldBlock
+			}
+		}
 	}
 	if n == 0 {
 		t := time.NewTimer(accessLogHeartbeat)

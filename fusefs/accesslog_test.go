@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rubinofs/rubinofs/ctltree"
 )
 
 // TestRecordAllocs checks the hot path: timing and counting a request,
@@ -130,5 +132,31 @@ func TestAccessLogEnds(t *testing.T) {
 		if l.active() {
 			t.Errorf("%s: a closed reader is still attached", c.name)
 		}
+	}
+}
+
+// TestAccessLogNonBlockingFeed checks the feed of an O_NONBLOCK reader
+// (ctltree.NonBlocking): with nothing waiting it is ErrWouldBlock at once
+// (no heartbeat), waiting lines come out whole, and an ended feed is
+// io.EOF, not EAGAIN.
+func TestAccessLogNonBlockingFeed(t *testing.T) {
+	l := newAccessLog()
+	r := l.open()
+	nb := ctltree.WithNonBlocking(context.Background())
+	buf := make([]byte, 4096)
+	if n, err := r.Read(nb, buf); !errors.Is(err, ctltree.ErrWouldBlock) || n != 0 {
+		t.Fatalf("empty feed: %d %v, want ErrWouldBlock", n, err)
+	}
+	l.publish([]byte("one\n"))
+	l.publish([]byte("two\n"))
+	if n, err := r.Read(nb, buf); err != nil || string(buf[:n]) != "one\ntwo\n" {
+		t.Fatalf("waiting lines: %q %v", buf[:n], err)
+	}
+	if _, err := r.Read(nb, buf); !errors.Is(err, ctltree.ErrWouldBlock) {
+		t.Fatalf("drained feed: %v, want ErrWouldBlock", err)
+	}
+	r.Close()
+	if _, err := r.Read(nb, buf); !errors.Is(err, io.EOF) {
+		t.Fatalf("closed feed: %v, want io.EOF", err)
 	}
 }

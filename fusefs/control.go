@@ -15,7 +15,9 @@ import (
 // through Config.Ctl; their own directories carry their own help.
 const controlReadme = `rubinofs control tree
 
-This directory is virtual: it is never created in the workspace. Read files
+This directory is virtual: it is never created in the workspace, and the
+mount root does not list it (recursive tools and git never see it); reach it
+by name. Read files
 with cat; drive ctl and clone files with echo. A write that fails returns an
 errno, and reading the same handle again returns "error: REASON" once; the
 errors file keeps the last %d failures of every caller.
@@ -26,7 +28,8 @@ errors file keeps the last %d failures of every caller.
   metrics          Prometheus text format: FUSE ops and latencies, guard
                    decisions, hash cache, watcher, tasks, compactions
   accesslog        one line per FUSE operation, streamed to each reader
-                   (cat it; "#" heartbeat lines when idle)
+                   (cat it; "#" heartbeat lines when idle; a reader opened
+                   with O_NONBLOCK gets EAGAIN when nothing is pending)
   guard/denials    JSON lines of refused (or, in warn mode, would-be refused)
                    mutations: {time, session, pid, comm, op, path, code, message}
   guard/tracked    the caller's session's read records: path, state, hash

@@ -12,6 +12,7 @@ package fusefs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"hash/fnv"
 	"strings"
 	"sync"
@@ -238,7 +239,9 @@ func (n *ctlNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 
 // Open opens a control file. Writable opens of read-only files are refused
 // with EACCES even for root, whom default_permissions does not stop.
-// Handles are direct-I/O: content is generated per read, never cached.
+// Handles are direct-I/O: content is generated per read, never cached. A
+// handle opened with O_NONBLOCK never blocks in a read: a file that would
+// wait (a stream, an answer, a task's wait) returns EAGAIN instead.
 func (n *ctlNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	node, c := n.resolve(ctx)
 	f, ok := node.(*ctltree.File)
@@ -253,9 +256,10 @@ func (n *ctlNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 		return nil, 0, syscall.EACCES
 	}
 	if f.Kind == ctltree.Stream {
-		return n.fs.openStream(n.elems, f, c) // ctl_stream.go
+		return n.fs.openStream(n.elems, f, c, flags) // ctl_stream.go
 	}
-	return &ctlHandle{fs: n.fs, elems: n.elems, file: f, caller: c}, fuse.FOPEN_DIRECT_IO, 0
+	return &ctlHandle{fs: n.fs, elems: n.elems, file: f, caller: c, nonblock: flags&syscall.O_NONBLOCK != 0},
+		fuse.FOPEN_DIRECT_IO, 0
 }
 
 // ctlHandle is an open control file. Reads serve a snapshot rendered at the
@@ -266,6 +270,9 @@ type ctlHandle struct {
 	elems  []string
 	file   *ctltree.File
 	caller ctltree.Caller
+	// nonblock is O_NONBLOCK as given at open (go-fuse hands a read no
+	// flags): reads pass ctltree.WithNonBlocking to the file's Read.
+	nonblock bool
 
 	mu      sync.Mutex
 	content []byte
@@ -308,8 +315,18 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 		if h.file.Read != nil {
 			// Unlock while a blocking file (an ask's answer) waits.
 			h.mu.Unlock()
-			content, err := h.file.Read(ctx, h.caller)
+			rctx := ctx
+			if h.nonblock {
+				rctx = ctltree.WithNonBlocking(ctx)
+			}
+			content, err := h.file.Read(rctx, h.caller)
 			h.mu.Lock()
+			if errors.Is(err, ctltree.ErrWouldBlock) {
+				// EAGAIN: nothing is ready yet for an O_NONBLOCK reader.
+				// Not a failure: no "error:" line, no errors entry, and
+				// the next read asks the file again.
+				return nil, syscall.EAGAIN
+			}
 			if err != nil {
 				return nil, h.fail(err)
 			}

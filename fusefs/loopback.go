@@ -387,8 +387,16 @@ func (n *Node) openDirStreamAt(rel string) (fs.DirStream, syscall.Errno) {
 }
 
 // Readdir lists the directory (used by go-fuse only when no
-// OpendirHandle is available; kept descriptor-relative all the same).
+// OpendirHandle is available; kept descriptor-relative all the same). The
+// root leaves out .rubino, as OpendirHandle does.
 func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	if n.isRoot() {
+		list, errno := n.rootEntries()
+		if errno != 0 {
+			return nil, errno
+		}
+		return fs.NewListDirStream(list), 0
+	}
 	return n.openDirStreamAt(n.rel())
 }
 

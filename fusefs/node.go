@@ -48,7 +48,8 @@ func (n *Node) childRel(name string) string {
 }
 
 // Lookup resolves a name. At the root, ctlDirName resolves to the control
-// tree and shadows a real entry of that name; everything else is the
+// tree and shadows a real entry of that name (the root's listing shows
+// neither: docs/DESIGN.md#control-tree-visibility); everything else is the
 // loopback's lookup.
 func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if name == ctlDirName && n.isRoot() {
@@ -66,10 +67,14 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 }
 
 // Getattr stats the node (through its handle when the kernel names one),
-// with short timeouts in unwatched subtrees.
+// with short timeouts in unwatched subtrees. The root's link count leaves
+// out a shadowed real .rubino directory (hideShadowedLink).
 func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	rel := n.rel()
 	errno := n.getattrAt(ctx, rel, unwrapHandle(fh), out)
+	if errno == 0 && n.isRoot() {
+		n.fs.hideShadowedLink(&out.Attr)
+	}
 	if errno == 0 && n.fs.shortTimeouts(rel) {
 		out.SetTimeout(n.fs.shortTimeout)
 	}

@@ -27,6 +27,9 @@ import (
 // ours). Without an open handle: ENOENT when the name is gone, ESTALE when
 // it leads to another file (see setattrAt).
 func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if n.isRoot() {
+		defer n.fs.hideShadowedLink(&out.Attr) // as Getattr reports it
+	}
 	rel := n.rel()
 	_, sizing := in.GetSize()
 	if h, ok := fh.(*File); ok && sizing {

@@ -11,10 +11,13 @@ import (
 	"github.com/rubinofs/rubinofs/guard"
 )
 
-// OpendirHandle lists a directory. The root lists the control tree first
-// and hides a real entry of the same name; other directories are go-fuse's
-// descriptor-based stream (openDirStreamAt: the directory is opened
-// relative to its parent, never through a symlink).
+// OpendirHandle lists a directory. The root's listing leaves out the
+// control tree, and a real entry of the same name (which the control tree
+// shadows): .rubino is reachable by name only, so recursive tools (grep -r,
+// find, tar, cp -r, rsync, git) never walk into it and never open a stream
+// file (docs/DESIGN.md#control-tree-visibility). Other directories are
+// go-fuse's descriptor-based stream (openDirStreamAt: the directory is
+// opened relative to its parent, never through a symlink).
 func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if !n.isRoot() {
 		// go-fuse's descriptor stream is also its directory handle
@@ -25,22 +28,51 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 		}
 		return n.fs.keepDir(ds), 0, 0 // FS.Close closes it if RELEASEDIR never comes
 	}
-	ds, errno := n.openDirStreamAt("")
+	list, errno := n.rootEntries()
 	if errno != 0 {
 		return nil, 0, errno
 	}
+	return newListDir(list), 0, 0
+}
+
+// rootEntries lists the workspace root without ctlDirName. The list is
+// read whole at opendir, so READDIR and READDIRPLUS serve the same entries
+// at the same offsets (index + 1) however the kernel pages them.
+func (n *Node) rootEntries() ([]fuse.DirEntry, syscall.Errno) {
+	ds, errno := n.openDirStreamAt("")
+	if errno != 0 {
+		return nil, errno
+	}
 	defer ds.Close()
-	list := []fuse.DirEntry{{Name: ctlDirName, Mode: syscall.S_IFDIR, Ino: n.fs.ctlIno(ctlDirName)}}
+	var list []fuse.DirEntry
 	for ds.HasNext() {
 		e, errno := ds.Next()
 		if errno != 0 {
-			return nil, 0, errno
+			return nil, errno
 		}
 		if e.Name != ctlDirName {
 			list = append(list, e)
 		}
 	}
-	return newListDir(list), 0, 0
+	return list, 0
+}
+
+// hideShadowedLink keeps the root's link count consistent with its
+// listing: a real .rubino directory in the workspace counts in the backing
+// root's st_nlink ("2 + subdirectories") but is not listed (the control
+// tree shadows it, and the control tree itself is not listed either), so
+// it is taken off. Tools that trust st_nlink to count subdirectories
+// (find's leaf optimisation) then see the listing's number. a is the
+// root's attributes as stat'ed; one extra lstat runs only when the root
+// has subdirectories.
+func (f *FS) hideShadowedLink(a *fuse.Attr) {
+	if a.Nlink <= 2 {
+		return
+	}
+	var st syscall.Stat_t
+	if f.lstatRel(ctlDirName, &st) == 0 && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		a.Nlink--
+	}
 }
 
 // listDir is a directory handle over a fixed list; offsets are indices + 1.

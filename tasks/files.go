@@ -51,6 +51,9 @@ const agentsReadme = `rubinofs agents: background subagents as files
     inbox        read by the task: drains its steer notes, one per line
     wait         blocks until the task is finished, then: status, result
 
+approval, answer and wait never block a reader that opened them with
+O_NONBLOCK: while nothing is decided, such a read returns EAGAIN.
+
 Subagent types: sh (built in: the prompt is a shell command) and those of
 agents.json in the state directory (name -> argv template with {prompt},
 {id}, {mount}, or the prompt on stdin), which also sets the caps
@@ -500,8 +503,17 @@ func (rn *Runner) readAnswer(ctx context.Context, c ctltree.Caller, id string) (
 	return []byte(v + "\n"), nil
 }
 
-// await parks on g, also waking at teardown.
+// await parks on g, also waking at teardown. A read of an O_NONBLOCK
+// handle (ctltree.NonBlocking) never parks: an undecided gate is
+// ctltree.ErrWouldBlock (EAGAIN) and stays open.
 func (rn *Runner) await(ctx context.Context, g *Gate) (string, error) {
+	if ctltree.NonBlocking(ctx) {
+		select {
+		case <-g.Done():
+		default:
+			return "", ctltree.ErrWouldBlock
+		}
+	}
 	ctx, cancel := rn.untilClosed(ctx)
 	defer cancel()
 	return g.Await(ctx, time.Duration(rn.cfg.AskTimeout))
@@ -584,14 +596,25 @@ func (rn *Runner) readInbox(c ctltree.Caller, id string) ([]byte, error) {
 // the result (done) or the error. A reader parked here gets the outcome
 // even if the task is pruned meanwhile (Registry.Await holds the entry); a
 // task unknown at the read (never spawned, or pruned) is ENOENT. Teardown
-// wakes it with EINTR, an interrupted read with EINTR.
+// wakes it with EINTR, an interrupted read with EINTR. A read of an
+// O_NONBLOCK handle (ctltree.NonBlocking) never parks: a task not yet
+// terminal is ctltree.ErrWouldBlock (EAGAIN).
 func (rn *Runner) readWait(ctx context.Context, id string) ([]byte, error) {
+	nonblock := ctltree.NonBlocking(ctx)
 	ctx, cancel := rn.untilClosed(ctx)
 	defer cancel()
+	if nonblock {
+		// An already-ended ctx: Registry.Await returns the outcome when
+		// the task is terminal (the outcome wins), ctx.Err() otherwise.
+		cancel()
+	}
 	t, err := rn.reg.Await(ctx, id)
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil, ctltree.Errorf(syscall.ENOENT, "no task %s", id)
+		}
+		if nonblock && errors.Is(err, context.Canceled) {
+			return nil, ctltree.ErrWouldBlock
 		}
 		select {
 		case <-rn.closed:

@@ -457,3 +457,59 @@ func TestFilesStopCascadeThreeLevels(t *testing.T) {
 		}
 	}
 }
+
+// TestFilesNonBlockingReads: a read of an O_NONBLOCK handle
+// (ctltree.NonBlocking) never parks on wait, answer or approval: with
+// nothing decided it is EAGAIN at once and leaves the ask or approval
+// open; once decided the same read returns the outcome.
+func TestFilesNonBlockingReads(t *testing.T) {
+	rn := newRunner(t, nil)
+	id := mustClone(t, rn, human, "exec sleep 1000")
+	self := asTask(id)
+	nb := ctltree.WithNonBlocking(context.Background())
+	read := func(c ctltree.Caller, path string) (string, error) {
+		t.Helper()
+		b, err := ctlFile(t, rn, c, path).Read(nb, c)
+		return string(b), err
+	}
+	wantAgain := func(c ctltree.Caller, path string) {
+		t.Helper()
+		if s, err := read(c, path); ctltree.ErrnoOf(err) != syscall.EAGAIN {
+			t.Fatalf("non-blocking read of %s: %q %v, want EAGAIN", path, s, err)
+		}
+	}
+	wantAgain(human, id+"/wait")
+
+	if err := wr(t, rn, self, id+"/ask", "which branch?\n"); err != nil {
+		t.Fatal(err)
+	}
+	wantAgain(self, id+"/answer")
+	if mustRead(t, rn, human, id+"/question") != "which branch?\n" {
+		t.Fatal("EAGAIN closed the ask")
+	}
+	if err := wr(t, rn, human, id+"/ctl", "reply main"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := read(self, id+"/answer"); err != nil || s != "main\n" {
+		t.Fatalf("non-blocking answer after the reply: %q %v", s, err)
+	}
+
+	if err := wr(t, rn, self, id+"/approval", `{"question":"may I?","command":"make"}`); err != nil {
+		t.Fatal(err)
+	}
+	wantAgain(self, id+"/approval")
+	if err := wr(t, rn, human, id+"/ctl", "approve yes"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := read(self, id+"/approval"); err != nil || !strings.HasPrefix(s, "state approved\n") {
+		t.Fatalf("non-blocking approval after the decision: %q %v", s, err)
+	}
+
+	if err := wr(t, rn, human, id+"/ctl", "stop"); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, rn, id)
+	if s, err := read(human, id+"/wait"); err != nil || !strings.HasPrefix(s, "stopped\n") {
+		t.Fatalf("non-blocking wait of a stopped task: %q %v", s, err)
+	}
+}
