@@ -1,0 +1,230 @@
+package tests
+
+// A real agent client through the mount: Claude Code (npm package
+// @anthropic-ai/claude-code), driven by a scripted local model. The model
+// is an HTTP server on 127.0.0.1 that speaks the Anthropic Messages API
+// (streamed as server-sent events): its answer to the n-th turn is the n-th
+// scripted tool call, and after the script a plain "done". Claude Code runs
+// the tools for real, in the mount, with its own harness reads (git status
+// at start, the Read tool's read, the Edit tool's read-then-replace), so a
+// test sees what a user of a real agent would see.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// toolCall is one scripted step of the model: a tool_use block.
+type toolCall struct {
+	Name  string         // "Bash", "Read", "Edit", "Write"
+	Input map[string]any // the tool's input, as Claude Code's tool schema names it
+	// Before, when set, runs just before the model issues this call: an
+	// edit from outside the agent between two of its steps.
+	Before func()
+}
+
+// bash is the scripted Bash tool call of command.
+func bash(command string) toolCall {
+	return toolCall{Name: "Bash", Input: map[string]any{"command": command, "description": "scripted step"}}
+}
+
+// scriptedModel is an Anthropic Messages API endpoint that answers the
+// agent's turns from a script and records the tool results it is sent.
+type scriptedModel struct {
+	script []toolCall
+	srv    *httptest.Server
+
+	mu      sync.Mutex
+	results map[string]string // tool_use id -> the tool_result text
+	errors  map[string]bool   // tool_use id -> is_error
+	turns   int               // requests answered with a tool call
+}
+
+// newScriptedModel starts the model on a loopback port; it stops at the
+// end of the test.
+func newScriptedModel(t *testing.T, script ...toolCall) *scriptedModel {
+	t.Helper()
+	sm := &scriptedModel{script: script, results: map[string]string{}, errors: map[string]bool{}}
+	sm.srv = httptest.NewServer(http.HandlerFunc(sm.serve))
+	t.Cleanup(sm.srv.Close)
+	return sm
+}
+
+// result returns the text Claude Code reported for scripted step i, and
+// whether it flagged it as an error; ok is false when the step never ran.
+func (sm *scriptedModel) result(i int) (text string, isErr, ok bool) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	id := fmt.Sprintf("toolu_step%02d", i)
+	text, ok = sm.results[id]
+	return text, sm.errors[id], ok
+}
+
+func (sm *scriptedModel) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/messages" {
+		http.NotFound(w, r) // count_tokens and the like: the client copes
+		return
+	}
+	var req struct {
+		Model    string            `json:"model"`
+		Tools    []json.RawMessage `json:"tools"`
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	// The step is the number of tool results the conversation carries:
+	// each earlier step's call came back as exactly one.
+	step := 0
+	for _, m := range req.Messages {
+		var blocks []struct {
+			Type      string          `json:"type"`
+			ToolUseID string          `json:"tool_use_id"`
+			Content   json.RawMessage `json:"content"`
+			IsError   bool            `json:"is_error"`
+		}
+		if json.Unmarshal(m.Content, &blocks) != nil {
+			continue // a plain string
+		}
+		for _, b := range blocks {
+			if b.Type != "tool_result" {
+				continue
+			}
+			step++
+			sm.mu.Lock()
+			sm.results[b.ToolUseID] = toolResultText(b.Content)
+			sm.errors[b.ToolUseID] = b.IsError
+			sm.mu.Unlock()
+		}
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	ev := func(v map[string]any) {
+		j, _ := json.Marshal(v)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", v["type"], j)
+	}
+	ev(map[string]any{"type": "message_start", "message": map[string]any{
+		"id": fmt.Sprintf("msg_%d", step), "type": "message", "role": "assistant", "model": req.Model,
+		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
+		"usage": map[string]any{"input_tokens": 1, "output_tokens": 1}}})
+	stop := "end_turn"
+	// Side requests (titles, summaries) carry no tools: they get text.
+	if len(req.Tools) > 0 && step < len(sm.script) {
+		call := sm.script[step]
+		if call.Before != nil {
+			call.Before()
+		}
+		in, _ := json.Marshal(call.Input)
+		ev(map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{
+			"type": "tool_use", "id": fmt.Sprintf("toolu_step%02d", step), "name": call.Name, "input": map[string]any{}}})
+		ev(map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{
+			"type": "input_json_delta", "partial_json": string(in)}})
+		stop = "tool_use"
+		sm.mu.Lock()
+		sm.turns++
+		sm.mu.Unlock()
+	} else {
+		ev(map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
+		ev(map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": "done"}})
+	}
+	ev(map[string]any{"type": "content_block_stop", "index": 0})
+	ev(map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+		"usage": map[string]any{"output_tokens": 1}})
+	ev(map[string]any{"type": "message_stop"})
+}
+
+// toolResultText flattens a tool_result's content (a string, or text
+// blocks) to text.
+func toolResultText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var blocks []struct {
+		Text string `json:"text"`
+	}
+	json.Unmarshal(raw, &blocks)
+	var b strings.Builder
+	for _, bl := range blocks {
+		b.WriteString(bl.Text)
+	}
+	return b.String()
+}
+
+// claudeBin returns the Claude Code executable: $RUBINOFS_CLAUDE, else
+// claude on PATH. Without one the test skips, unless
+// RUBINOFS_REQUIRE_CLAUDE=1 (CI installs it from npm) makes that a failure.
+func claudeBin(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("RUBINOFS_CLAUDE")
+	if p == "" {
+		p, _ = exec.LookPath("claude")
+	}
+	if p == "" {
+		if os.Getenv("RUBINOFS_REQUIRE_CLAUDE") == "1" {
+			t.Fatal("RUBINOFS_REQUIRE_CLAUDE=1 but no Claude Code: set RUBINOFS_CLAUDE or put claude on PATH (npm i @anthropic-ai/claude-code)")
+		}
+		t.Skip("Claude Code not installed (npm i @anthropic-ai/claude-code, or set RUBINOFS_CLAUDE)")
+	}
+	return p
+}
+
+// runClaude runs Claude Code in print mode in the mount's directory dir
+// against model, with every tool permitted, and returns its output. The
+// context deadline is a hang detector (a hung mount is what these tests
+// exist to catch), not a timing assertion.
+func runClaude(t *testing.T, m *mount, dir string, model *scriptedModel) string {
+	t.Helper()
+	bin := claudeBin(t)
+	home := filepath.Join(m.tmp, "claude-home")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	script := fmt.Sprintf("cd %s && exec %s -p 'work through the script' --dangerously-skip-permissions --output-format json </dev/null",
+		shq(m.path(dir)), shq(bin))
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", script)
+	cmd.Dir = m.tmp
+	cmd.Env = append(testEnv(home),
+		"ANTHROPIC_BASE_URL="+model.srv.URL,
+		"ANTHROPIC_API_KEY=sk-rubinofs-test",
+		"IS_SANDBOX=1", // --dangerously-skip-permissions as root
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
+	)
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("Claude Code hung in the mount (killed after 3m); output:\n%s", out)
+	}
+	if err != nil {
+		t.Fatalf("Claude Code: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// mustStep returns scripted step i's result and fails the test when the
+// step never ran.
+func (sm *scriptedModel) mustStep(t *testing.T, i int) (string, bool) {
+	t.Helper()
+	text, isErr, ok := sm.result(i)
+	if !ok {
+		t.Fatalf("step %d (%s) never ran: Claude Code stopped early", i, sm.script[i].Name)
+	}
+	return text, isErr
+}
