@@ -163,7 +163,9 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	h.id = guard.StatOf(&st).ID // createAt's fstat of the new file
 	n.fs.cfg.Guard.NoteHandleOpen(h.id)
 	h.dirty = true
-	h.seq = n.fs.cfg.Guard.NoteMutation(h.id, c.session)
+	// The new file is the session's own from here (Guard.NoteCreate). Its
+	// path is rel: the child joins go-fuse's tree only when Create returns.
+	h.seq = n.fs.cfg.Guard.NoteCreate(c.session, guard.Target{Path: rel, Stat: guard.StatOf(&st)})
 	return ch, h, 0, 0
 }
 

@@ -61,3 +61,28 @@ func (g *Guard) LastMutation(id FileID) Mutation {
 	defer g.mutMu.Unlock()
 	return g.mutations[id]
 }
+
+// NoteCreate reports that session created t (a new, empty regular file:
+// its path and the stat taken right after creation) through the mount with
+// a handle it keeps open, and returns the mutation sequence of the creation
+// (NoteMutation) for that handle.
+//
+// The file is the session's own from the moment of creation: the session's
+// record of it starts with the empty content it made (Tracker's created
+// record), so while the creating handle is still open and its writes are
+// not credited yet (that happens at flush or release), by-path decisions
+// (unlink, truncate, an O_TRUNC open, a rename or exchange over it) find
+// the record fresh for as long as every mutation since is the session's own
+// (record.ownWritesSince). Another session's mutation makes the record
+// stale whatever the bytes; an external change (the watcher's) ends the
+// own-write exemption, and the hash of the empty content decides, as for
+// any record. Other sessions have no record: to them the file is unread.
+//
+// In ModeOff only the sequence is kept. Safe for concurrent use.
+func (g *Guard) NoteCreate(session string, t Target) uint64 {
+	seq := g.NoteMutation(t.Stat.ID, session)
+	if g.mode != ModeOff {
+		g.ForSession(session).registerCreated(t, seq)
+	}
+	return seq
+}

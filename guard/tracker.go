@@ -161,6 +161,29 @@ func (t *Tracker) Register(tg Target, h Hash) error {
 	return nil
 }
 
+// emptyHash is the content hash of an empty file.
+var emptyHash = HashBytes(nil)
+
+// registerCreated records that the session created tg empty, at mutation
+// sequence seq (Guard.NoteCreate), as its own write of no bytes. The hash is
+// that of the empty content whatever the file holds by now: bytes that
+// reached it meanwhile by any other way than the session's own mutations
+// must never count as seen. Knowledge of an earlier file with the same
+// identity (a reused inode number) is dropped.
+func (t *Tracker) registerCreated(tg Target, seq uint64) {
+	id := tg.Stat.ID
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.put(id, &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, hash: emptyHash, at: t.now(), written: true}, seq)
+	delete(t.recover, id)
+	delete(t.skeletons, id)
+	for k := range t.windows {
+		if k.id == id {
+			delete(t.windows, k)
+		}
+	}
+}
+
 // RegisterInFlux records a read of tg whose bytes cannot be vouched for:
 // another session was changing the file while it was served (its write
 // handle had mutated and not yet been credited), so the kernel may have
