@@ -181,6 +181,10 @@ const (
 	CodeUnread Code = "unread"
 	// CodeStale: the file changed (by content) since the session read it.
 	CodeStale Code = "stale"
+	// CodeUnknownSession: the caller's session could not be resolved in
+	// time (UnknownSession: its /proc files did not answer, it is in
+	// execve), so there is no read to check against.
+	CodeUnknownSession Code = "unknown-session"
 )
 
 // Decision is Decide's answer. Allow means the caller may proceed. WouldDeny
@@ -192,7 +196,8 @@ type Decision struct {
 	Code      Code
 	Message   string
 	// Errno is the errno the caller gets on a refusal (Config.Errno:
-	// EACCES by default, or EPERM); set whenever Code is, 0 when allowed.
+	// EACCES by default, or EPERM; EAGAIN for CodeUnknownSession); set
+	// whenever Code is, 0 when allowed.
 	Errno syscall.Errno
 }
 
@@ -386,9 +391,10 @@ func (g *Guard) tracker(session string) *Tracker {
 }
 
 // NoteRead registers that session was served t's content (Tracker.Register).
-// Errors are those of hashing. A no-op in ModeOff.
+// Errors are those of hashing. A no-op in ModeOff and for UnknownSession
+// (a read nobody can be credited with).
 func (g *Guard) NoteRead(session string, t Target) error {
-	if g.mode == ModeOff {
+	if g.mode == ModeOff || session == UnknownSession {
 		return nil
 	}
 	g.reads.Add(1)
@@ -398,7 +404,7 @@ func (g *Guard) NoteRead(session string, t Target) error {
 // NoteReadInFlux registers a read of t served while another session was
 // changing it (Tracker.RegisterInFlux). A no-op in ModeOff.
 func (g *Guard) NoteReadInFlux(session string, t Target) {
-	if g.mode == ModeOff {
+	if g.mode == ModeOff || session == UnknownSession {
 		return
 	}
 	g.reads.Add(1)
@@ -406,9 +412,10 @@ func (g *Guard) NoteReadInFlux(session string, t Target) {
 }
 
 // NoteWrite credits session with writing t's current content
-// (Tracker.NoteWrite). Errors are those of hashing. A no-op in ModeOff.
+// (Tracker.NoteWrite). Errors are those of hashing. A no-op in ModeOff and
+// for UnknownSession.
 func (g *Guard) NoteWrite(session string, t Target) error {
-	if g.mode == ModeOff {
+	if g.mode == ModeOff || session == UnknownSession {
 		return nil
 	}
 	g.writes.Add(1)
@@ -431,6 +438,19 @@ func (g *Guard) Decide(session string, op Op, t Target) Decision {
 	if op == OpUnlink && g.unlink == UnlinkAllow {
 		g.allowed.Add(1)
 		return Decision{Allow: true}
+	}
+	if session == UnknownSession {
+		// EAGAIN, not the configured errno: nothing was decided about this
+		// caller and this file, the refusal is transient (the caller's exec
+		// ends within moments), and "try again" is what it should do.
+		// Guessing a session instead (default) could let a blind overwrite
+		// through, or credit the wrong session.
+		d := Decision{Code: CodeUnknownSession, Errno: syscall.EAGAIN,
+			Message: fmt.Sprintf("refusing to %s %s for now: the caller's session could not be determined (its process is changing, e.g. in execve); try again", op.verb(), t.Path)}
+		if g.mode == ModeWarn {
+			d.Allow, d.WouldDeny = true, true
+		}
+		return d
 	}
 	tr := g.ForSession(session)
 	var d Decision

@@ -91,3 +91,29 @@ func TestResolveStuckProc(t *testing.T) {
 		t.Errorf("ReadProc of a file that does not answer: %v, want ErrProcSlow", err)
 	}
 }
+
+// TestDecideUnknownSession: a caller of UnknownSession gets EAGAIN for a
+// guarded mutation (warn mode allows and logs it), and its reads and
+// writes credit nobody: no tracker is made for it.
+func TestDecideUnknownSession(t *testing.T) {
+	f := newFile(t, "x\n")
+	g := New(Config{Errno: syscall.EPERM})
+	if err := g.NoteRead(UnknownSession, f.target()); err != nil {
+		t.Fatal(err)
+	}
+	g.NoteReadInFlux(UnknownSession, f.target())
+	if err := g.NoteWrite(UnknownSession, f.target()); err != nil {
+		t.Fatal(err)
+	}
+	d := g.Decide(UnknownSession, OpOpenTrunc, f.target())
+	if d.Allow || d.Code != CodeUnknownSession || d.Errno != syscall.EAGAIN {
+		t.Errorf("enforce: %+v, want a refusal with EAGAIN", d)
+	}
+	if s := g.Sessions(); len(s) != 0 {
+		t.Errorf("trackers made for the unknown session: %v", s)
+	}
+	w := New(Config{Mode: ModeWarn})
+	if d := w.Decide(UnknownSession, OpWrite, f.target()); !d.Allow || !d.WouldDeny || d.Code != CodeUnknownSession {
+		t.Errorf("warn: %+v, want allowed and flagged", d)
+	}
+}
