@@ -267,6 +267,10 @@ func sessionErr(err error) error {
 		errno = syscall.ESRCH
 	case errors.Is(err, guard.ErrAlreadyRooted):
 		errno = syscall.EBUSY
+	case errors.Is(err, guard.ErrProcessBusy):
+		// EAGAIN: the process's /proc files did not answer in time (it
+		// is in execve); the same write succeeds once the exec is over.
+		errno = syscall.EAGAIN
 	}
 	return ctltree.Errorf(errno, "%v", err)
 }

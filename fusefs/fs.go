@@ -21,6 +21,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,7 +40,9 @@ import (
 const DefaultSession = guard.DefaultSession
 
 // Resolver maps a caller's pid to its guard session name. It must be safe for
-// concurrent use and cheap: it runs on every guarded FUSE request.
+// concurrent use and cheap: it runs on every guarded FUSE request. It must
+// never wait on the caller's state (docs/DESIGN.md#no-wait-on-caller):
+// when it cannot tell in time it answers guard.UnknownSession.
 type Resolver interface {
 	Resolve(pid uint32) string
 }
@@ -226,7 +229,13 @@ type caller struct {
 
 // callerOf resolves the request's caller. RELEASE and some other requests
 // arrive with pid 0; they resolve to DefaultSession and must not be used for
-// attribution (the handle keeps the session seen at open).
+// attribution (the handle keeps the session seen at open). Requests on an
+// open handle (READ, WRITE, FLUSH, FSYNC, RELEASE, ftruncate) never call it:
+// they use the handle's session. The resolver never waits longer than
+// guard.ProcBound; a caller it could not resolve by then has session
+// guard.UnknownSession, which is guarded (even with AllowUnregistered), is
+// refused every guarded mutation with EAGAIN and credits no read
+// (docs/DESIGN.md#no-wait-on-caller).
 func (f *FS) callerOf(ctx context.Context) caller {
 	c := caller{session: DefaultSession}
 	if fc, ok := fuse.FromContext(ctx); ok {
@@ -321,6 +330,8 @@ func openForHash(p string, flags int) (*os.File, error) {
 // ("Permission denied"), and editors/shells already report it well. EPERM is
 // the configurable alternative (guard.errno) for tools that misread EACCES;
 // EBUSY/ETXTBSY would invite retries, so guard.ParseErrno refuses them.
+// A caller of guard.UnknownSession gets EAGAIN instead: nothing was decided
+// about it, and a retry once its exec is over is exactly right.
 //
 // The caller's program name (comm, for the guard's git-safe policy and the
 // denial log) is looked up at most once, and only when the read-before-write
@@ -379,12 +390,17 @@ func (f *FS) inFlux(id guard.FileID) bool {
 	return f.flux[id] > 0
 }
 
-// comm returns /proc/<pid>/comm, or "" when the process is gone.
+// comm returns the command name of thread pid (/proc/<pid>/comm), or ""
+// when the thread is gone or its /proc files did not answer within
+// guard.ProcBound (it is in execve: docs/DESIGN.md#no-wait-on-caller). It
+// is read afresh every time, never cached by (pid, start time): execve
+// changes the name and keeps both, and `sh` becoming `git` is exactly what
+// callers of comm ask about.
 func comm(pid uint32) string {
 	if pid == 0 {
 		return ""
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	b, err := guard.ReadProc("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/comm")
 	if err != nil {
 		return ""
 	}

@@ -1,6 +1,9 @@
 package guard
 
-import "fmt"
+import (
+	"fmt"
+	"syscall"
+)
 
 // Decide decides op by session on the existing regular file t, for a caller
 // whose program is not known: DecideCaller without the git-safe policy.
@@ -30,6 +33,20 @@ func (g *Guard) DecideCaller(session string, comm func() string, op Op, t Target
 	if op == OpUnlink && g.unlink == UnlinkAllow {
 		g.allowed.Add(1)
 		return Decision{Allow: true}
+	}
+	if session == UnknownSession {
+		// EAGAIN, not the configured errno: nothing was decided about this
+		// caller and this file, the refusal is transient (the caller's exec
+		// ends within moments), and "try again" is what it should do.
+		// Guessing a session instead (default) could let a blind overwrite
+		// through, or credit the wrong session.
+		d := Decision{Code: CodeUnknownSession, Errno: syscall.EAGAIN,
+			Message: fmt.Sprintf("refusing to %s %s for now: the caller's session could not be determined (its process is changing, e.g. in execve); try again", op.verb(), t.Path)}
+		if g.mode == ModeWarn {
+			d.Allow, d.WouldDeny = true, true
+			d.Message = WarnPrefix + d.Message
+		}
+		return d
 	}
 	tr := g.ForSession(session)
 	d := judge(tr, op, t)

@@ -181,6 +181,10 @@ const (
 	CodeUnread Code = "unread"
 	// CodeStale: the file changed (by content) since the session read it.
 	CodeStale Code = "stale"
+	// CodeUnknownSession: the caller's session could not be resolved in
+	// time (UnknownSession: its /proc files did not answer, it is in
+	// execve), so there is no read to check against.
+	CodeUnknownSession Code = "unknown-session"
 )
 
 // Decision is Decide's answer. Allow means the caller may proceed. WouldDeny
@@ -193,7 +197,8 @@ type Decision struct {
 	Code      Code
 	Message   string
 	// Errno is the errno the caller gets on a refusal (Config.Errno:
-	// EACCES by default, or EPERM); set whenever Code is, 0 when allowed.
+	// EACCES by default, or EPERM; EAGAIN for CodeUnknownSession); set
+	// whenever Code is, 0 when allowed.
 	Errno syscall.Errno
 }
 
@@ -396,9 +401,10 @@ func (g *Guard) tracker(session string) *Tracker {
 }
 
 // NoteRead registers that session was served t's content (Tracker.Register).
-// Errors are those of hashing. A no-op in ModeOff.
+// Errors are those of hashing. A no-op in ModeOff and for UnknownSession
+// (a read nobody can be credited with).
 func (g *Guard) NoteRead(session string, t Target) error {
-	if g.mode == ModeOff {
+	if g.mode == ModeOff || session == UnknownSession {
 		return nil
 	}
 	g.reads.Add(1)
@@ -408,7 +414,7 @@ func (g *Guard) NoteRead(session string, t Target) error {
 // NoteReadInFlux registers a read of t served while another session was
 // changing it (Tracker.RegisterInFlux). A no-op in ModeOff.
 func (g *Guard) NoteReadInFlux(session string, t Target) {
-	if g.mode == ModeOff {
+	if g.mode == ModeOff || session == UnknownSession {
 		return
 	}
 	g.reads.Add(1)
@@ -416,9 +422,10 @@ func (g *Guard) NoteReadInFlux(session string, t Target) {
 }
 
 // NoteWrite credits session with writing t's current content
-// (Tracker.NoteWrite). Errors are those of hashing. A no-op in ModeOff.
+// (Tracker.NoteWrite). Errors are those of hashing. A no-op in ModeOff and
+// for UnknownSession.
 func (g *Guard) NoteWrite(session string, t Target) error {
-	if g.mode == ModeOff {
+	if g.mode == ModeOff || session == UnknownSession {
 		return nil
 	}
 	g.writes.Add(1)

@@ -64,6 +64,8 @@ type cached struct {
 // Concurrency: all methods are safe for concurrent use. Resolve is on the
 // FUSE hot path: with no session registered it reads nothing; otherwise a
 // cache hit costs one read of /proc/<tid>/stat to validate the start time.
+// Every /proc read of Resolve, Register and IsDescendant is bounded by
+// ProcBound (procstat.go), since they run while serving a request.
 type Sessions struct {
 	// OnEnd is called (outside locks) with the name of each session that
 	// ends; the daemon drops its tracker. Set before use.
@@ -114,9 +116,12 @@ func ValidSessionName(name string) error {
 
 // Errors of Register, End and Rename (the control files map them to errnos).
 var (
-	ErrSessionExists  = errors.New("session exists")  // EEXIST
-	ErrNoSession      = errors.New("no such session") // ENOENT
-	ErrProcessGone    = errors.New("no such process") // ESRCH
+	ErrSessionExists = errors.New("session exists")  // EEXIST
+	ErrNoSession     = errors.New("no such session") // ENOENT
+	ErrProcessGone   = errors.New("no such process") // ESRCH
+	// ErrProcessBusy: the process's /proc files did not answer within
+	// ProcBound (it is in execve); trying again shortly will work.
+	ErrProcessBusy    = errors.New("process busy")
 	ErrAlreadyRooted  = errors.New("process is already a session root")
 	ErrInvalidSession = errors.New("invalid session name")
 )
@@ -125,7 +130,8 @@ var (
 // process is identified by its current start time and watched: the session
 // ends when it exits. Errors: ErrInvalidSession (wrapped, with the reason),
 // ErrSessionExists (joining an existing session would share its reads),
-// ErrProcessGone, ErrAlreadyRooted.
+// ErrProcessGone, ErrProcessBusy (the process's /proc files did not answer
+// within ProcBound), ErrAlreadyRooted.
 func (s *Sessions) Register(name string, pid uint32, cmd string) error {
 	if err := ValidSessionName(name); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidSession, err)
@@ -137,9 +143,12 @@ func (s *Sessions) Register(name string, pid uint32, cmd string) error {
 	if err != nil {
 		return fmt.Errorf("%w: pid %d: %v", ErrProcessGone, pid, err)
 	}
-	st, err := s.stat(pid)
+	st, err := s.statBounded(pid)
 	if err != nil {
 		unix.Close(pidfd)
+		if errors.Is(err, ErrProcSlow) {
+			return fmt.Errorf("%w: pid %d: %v", ErrProcessBusy, pid, err)
+		}
 		return fmt.Errorf("%w: pid %d", ErrProcessGone, pid)
 	}
 	key := proc{pid, st.start}
@@ -305,14 +314,39 @@ func (s *Sessions) Lookup(name string) (SessionInfo, bool) {
 const maxDepth = 128
 
 // Resolve returns the session of the thread tid (a FUSE request's pid is
-// the calling thread's id). It never fails: a thread that cannot be read
-// (gone) resolves to DefaultSession.
+// the calling thread's id). It never fails and never waits longer than
+// ProcBound on /proc (docs/DESIGN.md#no-wait-on-caller): a thread that
+// cannot be read (gone) resolves to DefaultSession; one whose /proc files
+// did not answer in time (it is in execve) resolves to its cached session
+// when that is still valid for the current set of sessions, else to
+// UnknownSession.
 func (s *Sessions) Resolve(tid uint32) string {
 	s.mu.Lock()
 	if s.count == 0 {
 		s.mu.Unlock()
 		return DefaultSession
 	}
+	s.mu.Unlock()
+	name, ok := procBounded(fmt.Sprintf("resolve:%p:%d", s, tid), func() string { return s.resolve(tid) })
+	if ok {
+		return name
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The cached entry cannot be validated (its start time is what did not
+	// answer); a recycled tid within the bound is far less likely than the
+	// exec this thread is in. An entry from another generation may name an
+	// ended session or miss a new one: unknown then.
+	if c, hit := s.cache[tid]; hit && c.gen == s.gen {
+		return c.session
+	}
+	return UnknownSession
+}
+
+// resolve is Resolve's /proc work, unbounded: one stat read on a cache hit,
+// the walk otherwise.
+func (s *Sessions) resolve(tid uint32) string {
+	s.mu.Lock()
 	c, ok := s.cache[tid]
 	gen := s.gen
 	s.mu.Unlock()
@@ -411,10 +445,36 @@ func (s *Sessions) stat(pid uint32) (procStat, error) {
 	return procStat{ppid: uint32(ppid), start: start}, nil
 }
 
+// statBounded is stat waiting at most ProcBound: ErrProcSlow after that.
+func (s *Sessions) statBounded(pid uint32) (procStat, error) {
+	type result struct {
+		st  procStat
+		err error
+	}
+	r, ok := procBounded(fmt.Sprintf("stat:%p:%d", s, pid), func() result {
+		st, err := s.stat(pid)
+		return result{st, err}
+	})
+	if !ok {
+		return procStat{}, ErrProcSlow
+	}
+	return r.st, r.err
+}
+
 // IsDescendant reports whether the process of thread pid is the process of
 // thread ancestor or descends from it, by the same (pid, start time) walk as
-// Resolve. Both may be thread ids (FUSE reports the calling thread).
+// Resolve. Both may be thread ids (FUSE reports the calling thread). It
+// waits at most ProcBound on /proc, and reports false when the walk did not
+// finish by then (one of the processes is in execve).
 func (s *Sessions) IsDescendant(pid, ancestor uint32) bool {
+	yes, ok := procBounded(fmt.Sprintf("descendant:%p:%d:%d", s, pid, ancestor), func() bool {
+		return s.isDescendant(pid, ancestor)
+	})
+	return ok && yes
+}
+
+// isDescendant is IsDescendant's /proc walk, unbounded.
+func (s *Sessions) isDescendant(pid, ancestor uint32) bool {
 	ast, err := s.stat(ancestor)
 	if err != nil {
 		return false

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/rubinofs/rubinofs/guard"
 )
 
 // procStat is what the runner needs of /proc/PID/stat.
@@ -16,13 +18,32 @@ type procStat struct {
 	Session int
 }
 
-// readProcStat parses /proc/PID/stat: the fields after the last ')' (the
-// command name may contain anything) are state, ppid, pgrp, session.
+// readProcStat reads /proc/PID/stat (parseProcStat). It waits as long as
+// the read takes: not for request paths (readProcStatBounded).
 func readProcStat(pid int) (procStat, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return procStat{}, err
 	}
+	return parseProcStat(pid, b)
+}
+
+// readProcStatBounded is readProcStat for request paths: it never waits
+// longer than guard.ProcBound (guard.ErrProcSlow then), since the stat of
+// a process in execve waits for the exec, which may wait for the very
+// request (docs/DESIGN.md#no-wait-on-caller).
+func readProcStatBounded(pid int) (procStat, error) {
+	b, err := guard.ReadProc("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	return parseProcStat(pid, b)
+}
+
+// parseProcStat parses pid's /proc/PID/stat content b: the fields after the
+// last ')' (the command name may contain anything) are state, ppid, pgrp,
+// session.
+func parseProcStat(pid int, b []byte) (procStat, error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return procStat{}, fmt.Errorf("/proc/%d/stat: malformed", pid)
@@ -32,6 +53,7 @@ func readProcStat(pid int) (procStat, error) {
 		return procStat{}, fmt.Errorf("/proc/%d/stat: malformed", pid)
 	}
 	var st procStat
+	var err error
 	st.State = f[0][0]
 	if st.Pgrp, err = strconv.Atoi(string(f[2])); err != nil {
 		return procStat{}, err

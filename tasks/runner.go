@@ -570,7 +570,8 @@ func (rn *Runner) Close() error {
 }
 
 // CallerTask identifies a control-file caller: the id of the task it is,
-// and true, or false for a non-task caller (see Runner for the rules).
+// and true, or false for a non-task caller (see Runner for the rules). Its
+// /proc read is bounded by guard.ProcBound.
 func (rn *Runner) CallerTask(c ctltree.Caller) (string, bool) {
 	if id, ok := strings.CutPrefix(c.Session, SessionPrefix); ok {
 		return id, true
@@ -578,7 +579,9 @@ func (rn *Runner) CallerTask(c ctltree.Caller) (string, bool) {
 	if rn.cfg.Sessions != nil || c.Pid == 0 {
 		return "", false
 	}
-	st, err := readProcStat(int(c.Pid))
+	// A caller whose stat does not answer in time (it is in execve) is
+	// taken for a non-task: the conservative side, as for a gone process.
+	st, err := readProcStatBounded(int(c.Pid))
 	if err != nil {
 		return "", false
 	}
