@@ -38,16 +38,42 @@ func (n *Node) newChild(ctx context.Context, st *syscall.Stat_t, gen uint64) *fs
 // fchownat relative to the directory and without following a symlink).
 // Like the loopback, a failure is ignored: the entry exists either way.
 // name "" is d itself (a file just created and open).
+//
+// chown(2) clears the setuid and setgid bits of a non-directory, even when
+// root calls it and even when the owner does not change (chown_common in
+// fs/open.c), but the creator asked for them: natively a file created with
+// mode 04777 keeps its setuid bit. So an entry already owned by the caller
+// is left alone, and bits the chown cleared are set again from the mode
+// the entry was created with.
 func preserveOwner(ctx context.Context, d dirFd, name string) {
 	if os.Getuid() != 0 {
+		return
+	}
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return
+	}
+	var st syscall.Stat_t
+	if _, errno := statAt(d, name, &st); errno != 0 {
+		return
+	}
+	if st.Uid == c.Uid && st.Gid == c.Gid {
 		return
 	}
 	flags := unix.AT_SYMLINK_NOFOLLOW
 	if name == "" {
 		flags |= unix.AT_EMPTY_PATH
 	}
-	if c, ok := fuse.FromContext(ctx); ok {
-		unix.Fchownat(d.fd, name, int(c.Uid), int(c.Gid), flags)
+	if unix.Fchownat(d.fd, name, int(c.Uid), int(c.Gid), flags) != nil {
+		return
+	}
+	if st.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 || st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return
+	}
+	if name == "" {
+		unix.Fchmod(d.fd, st.Mode&07777)
+	} else {
+		chmodAt(d, name, st.Mode&07777) // refuses a symlink (never setuid)
 	}
 }
 
