@@ -319,18 +319,14 @@ func (n *Node) symlinkAt(ctx context.Context, dirRel, target, name string, out *
 	})
 }
 
-// linkAt creates hard link name in dirRel to the node target. EXDEV when
-// target is no backing node of this mount, or has no name (an O_TMPFILE
-// file: LINK carries no descriptor), as the loopback answers.
-func (n *Node) linkAt(ctx context.Context, dirRel string, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	tn, ok := target.(*Node)
-	if !ok || tn.fs != n.fs {
-		return nil, syscall.EXDEV
-	}
+// linkAt creates hard link name in dirRel to the node tn, found at
+// srcRel. EXDEV when tn has no name (an O_TMPFILE file: LINK carries no
+// descriptor), as the loopback answers.
+func (n *Node) linkAt(ctx context.Context, dirRel string, tn *Node, srcRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if _, parent := tn.EmbeddedInode().Parent(); parent == nil {
 		return nil, syscall.EXDEV
 	}
-	src, srcLeaf, errno := n.fs.prepareAt(tn.rel())
+	src, srcLeaf, errno := n.fs.prepareAt(srcRel)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -511,25 +507,26 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 // one, else on the name without following it (the loopback's Statx
 // follows a final symlink; the root is the directory itself).
 func (n *Node) Statx(ctx context.Context, fh fs.FileHandle, flags uint32, mask uint32, out *fuse.StatxOut) syscall.Errno {
-	rel := n.rel()
-	var errno syscall.Errno
-	if fsx, ok := unwrapHandle(fh).(fs.FileStatxer); ok && fsx != nil {
-		errno = fsx.Statx(ctx, flags, mask, out)
-	} else {
-		var d dirFd
-		var leaf string
-		if d, leaf, errno = n.fs.prepareAt(rel); errno == 0 {
-			var x unix.Statx_t
-			// Only the sync-type flags of the request apply to a name.
-			sf := int(flags)&atStatxSyncType | unix.AT_SYMLINK_NOFOLLOW
-			if err := unix.Statx(d.fd, leaf, sf, int(mask), &x); err != nil {
-				errno = fs.ToErrno(err)
-			} else {
-				out.FromStatx(&x)
-			}
-			d.close()
+	var rel string
+	errno := n.byNode(func(r string) (errno syscall.Errno) { // names.go
+		rel = r
+		if fsx, ok := unwrapHandle(fh).(fs.FileStatxer); ok && fsx != nil {
+			return fsx.Statx(ctx, flags, mask, out)
 		}
-	}
+		d, leaf, errno := n.fs.prepareAt(rel)
+		if errno != 0 {
+			return errno
+		}
+		defer d.close()
+		var x unix.Statx_t
+		// Only the sync-type flags of the request apply to a name.
+		sf := int(flags)&atStatxSyncType | unix.AT_SYMLINK_NOFOLLOW
+		if err := unix.Statx(d.fd, leaf, sf, int(mask), &x); err != nil {
+			return fs.ToErrno(err)
+		}
+		out.FromStatx(&x)
+		return 0
+	})
 	if errno == 0 && n.fs.shortTimeouts(rel) {
 		out.SetTimeout(n.fs.shortTimeout)
 	}
