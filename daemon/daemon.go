@@ -169,6 +169,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if err := Check(cfg); err != nil { // statedir.go: before anything is created
 		return nil, err
 	}
+	startUmask := zeroUmask() // umask.go: before anything is created
 	var lock *os.File
 	if cfg.StateDir != "" {
 		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
@@ -249,6 +250,9 @@ func Start(cfg Config) (d *Daemon, err error) {
 	agents := cfg.Agents
 	agents.Mount, agents.Logger = cfg.Mountpoint, cfg.Logger
 	agents.Sessions = d.Sessions // each task's process tree is session task-<id>
+	if agents.Umask == "" {
+		agents.Umask = taskUmask(startUmask) // not the daemon's 0 (umask.go)
+	}
 	if d.Tasks, err = tasks.Open(agents, cfg.StateDir); err != nil {
 		d.stopWatcher()
 		d.closeFd()

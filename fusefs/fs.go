@@ -108,6 +108,9 @@ type FS struct {
 	// invalidation goroutine only.
 	server atomic.Pointer[fuse.Server]
 
+	// names orders operations by node after name changes (names.go).
+	names nameChanges
+
 	// flux counts, per identity, changes the daemon made to the backing
 	// file that the kernel may not have applied to its page cache yet.
 	fluxMu sync.Mutex

@@ -38,16 +38,42 @@ func (n *Node) newChild(ctx context.Context, st *syscall.Stat_t, gen uint64) *fs
 // fchownat relative to the directory and without following a symlink).
 // Like the loopback, a failure is ignored: the entry exists either way.
 // name "" is d itself (a file just created and open).
+//
+// chown(2) clears the setuid and setgid bits of a non-directory, even when
+// root calls it and even when the owner does not change (chown_common in
+// fs/open.c), but the creator asked for them: natively a file created with
+// mode 04777 keeps its setuid bit. So an entry already owned by the caller
+// is left alone, and bits the chown cleared are set again from the mode
+// the entry was created with.
 func preserveOwner(ctx context.Context, d dirFd, name string) {
 	if os.Getuid() != 0 {
+		return
+	}
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return
+	}
+	var st syscall.Stat_t
+	if _, errno := statAt(d, name, &st); errno != 0 {
+		return
+	}
+	if st.Uid == c.Uid && st.Gid == c.Gid {
 		return
 	}
 	flags := unix.AT_SYMLINK_NOFOLLOW
 	if name == "" {
 		flags |= unix.AT_EMPTY_PATH
 	}
-	if c, ok := fuse.FromContext(ctx); ok {
-		unix.Fchownat(d.fd, name, int(c.Uid), int(c.Gid), flags)
+	if unix.Fchownat(d.fd, name, int(c.Uid), int(c.Gid), flags) != nil {
+		return
+	}
+	if st.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 || st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return
+	}
+	if name == "" {
+		unix.Fchmod(d.fd, st.Mode&07777)
+	} else {
+		chmodAt(d, name, st.Mode&07777) // refuses a symlink (never setuid)
 	}
 }
 
@@ -293,18 +319,14 @@ func (n *Node) symlinkAt(ctx context.Context, dirRel, target, name string, out *
 	})
 }
 
-// linkAt creates hard link name in dirRel to the node target. EXDEV when
-// target is no backing node of this mount, or has no name (an O_TMPFILE
-// file: LINK carries no descriptor), as the loopback answers.
-func (n *Node) linkAt(ctx context.Context, dirRel string, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	tn, ok := target.(*Node)
-	if !ok || tn.fs != n.fs {
-		return nil, syscall.EXDEV
-	}
+// linkAt creates hard link name in dirRel to the node tn, found at
+// srcRel. EXDEV when tn has no name (an O_TMPFILE file: LINK carries no
+// descriptor), as the loopback answers.
+func (n *Node) linkAt(ctx context.Context, dirRel string, tn *Node, srcRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if _, parent := tn.EmbeddedInode().Parent(); parent == nil {
 		return nil, syscall.EXDEV
 	}
-	src, srcLeaf, errno := n.fs.prepareAt(tn.rel())
+	src, srcLeaf, errno := n.fs.prepareAt(srcRel)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -485,25 +507,26 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 // one, else on the name without following it (the loopback's Statx
 // follows a final symlink; the root is the directory itself).
 func (n *Node) Statx(ctx context.Context, fh fs.FileHandle, flags uint32, mask uint32, out *fuse.StatxOut) syscall.Errno {
-	rel := n.rel()
-	var errno syscall.Errno
-	if fsx, ok := unwrapHandle(fh).(fs.FileStatxer); ok && fsx != nil {
-		errno = fsx.Statx(ctx, flags, mask, out)
-	} else {
-		var d dirFd
-		var leaf string
-		if d, leaf, errno = n.fs.prepareAt(rel); errno == 0 {
-			var x unix.Statx_t
-			// Only the sync-type flags of the request apply to a name.
-			sf := int(flags)&atStatxSyncType | unix.AT_SYMLINK_NOFOLLOW
-			if err := unix.Statx(d.fd, leaf, sf, int(mask), &x); err != nil {
-				errno = fs.ToErrno(err)
-			} else {
-				out.FromStatx(&x)
-			}
-			d.close()
+	var rel string
+	errno := n.byNode(func(r string) (errno syscall.Errno) { // names.go
+		rel = r
+		if fsx, ok := unwrapHandle(fh).(fs.FileStatxer); ok && fsx != nil {
+			return fsx.Statx(ctx, flags, mask, out)
 		}
-	}
+		d, leaf, errno := n.fs.prepareAt(rel)
+		if errno != 0 {
+			return errno
+		}
+		defer d.close()
+		var x unix.Statx_t
+		// Only the sync-type flags of the request apply to a name.
+		sf := int(flags)&atStatxSyncType | unix.AT_SYMLINK_NOFOLLOW
+		if err := unix.Statx(d.fd, leaf, sf, int(mask), &x); err != nil {
+			return fs.ToErrno(err)
+		}
+		out.FromStatx(&x)
+		return 0
+	})
 	if errno == 0 && n.fs.shortTimeouts(rel) {
 		out.SetTimeout(n.fs.shortTimeout)
 	}

@@ -70,8 +70,11 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 // with short timeouts in unwatched subtrees. The root's link count leaves
 // out a shadowed real .rubino directory (hideShadowedLink).
 func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	rel := n.rel()
-	errno := n.getattrAt(ctx, rel, unwrapHandle(fh), out)
+	var rel string
+	errno := n.byNode(func(r string) syscall.Errno { // names.go
+		rel = r
+		return n.getattrAt(ctx, rel, unwrapHandle(fh), out)
+	})
 	if errno == 0 && n.isRoot() {
 		n.fs.hideShadowedLink(&out.Attr)
 	}

@@ -330,12 +330,23 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	return n.symlinkAt(ctx, dirRel, target, name, out)
 }
 
-// Link creates a hard link.
+// Link creates a hard link. The target is reached by its node's path,
+// retried by its next name when another name of it is being unlinked or
+// renamed (byNode, names.go).
 func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	tn, ok := target.(*Node)
+	if !ok || tn.fs != n.fs {
+		return nil, syscall.EXDEV // no backing node of this mount, as the loopback answers
+	}
 	dirRel := n.rel()
-	// The target's link count and ctime change too.
-	defer n.fs.ownChange(childPath(dirRel, name), target.EmbeddedInode().Path(n.fs.root.EmbeddedInode()))()
-	return n.linkAt(ctx, dirRel, target, name, out)
+	var ch *fs.Inode
+	errno := tn.byNode(func(srcRel string) (errno syscall.Errno) {
+		// The target's link count and ctime change too.
+		defer n.fs.ownChange(childPath(dirRel, name), srcRel)()
+		ch, errno = n.linkAt(ctx, dirRel, tn, srcRel, name, out)
+		return errno
+	})
+	return ch, errno
 }
 
 // Mknod creates a device node, fifo or socket.

@@ -27,8 +27,16 @@ func (f *FS) tracks(rel string) bool {
 //     untouched (EACCES).
 //   - A read-only handle registers its read here; a read-write one at its
 //     first READ.
+//   - An ENOENT while another name of the file is being unlinked or
+//     renamed is retried by the node's next name (byNode, names.go).
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	return n.openRel(ctx, n.rel(), flags, true)
+	var fh fs.FileHandle
+	var fl uint32
+	errno := n.byNode(func(rel string) (errno syscall.Errno) {
+		fh, fl, errno = n.openRel(ctx, rel, flags, true)
+		return errno
+	})
+	return fh, fl, errno
 }
 
 // openRel is Open of n found at the workspace-relative path rel. Create's

@@ -192,7 +192,9 @@ func (w *rawWrap) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, n string, out 
 
 func (w *rawWrap) Unlink(cancel <-chan struct{}, h *fuse.InHeader, n string) fuse.Status {
 	start := time.Now()
+	done := w.fs.names.changing() // until the bridge updated its tree (names.go)
 	st := w.RawFileSystem.Unlink(cancel, h, n)
+	done()
 	if d, ok := w.done(opUnlink, start, st); ok {
 		w.emit(opUnlink, d, st, &h.Caller, w.session(h.Caller.Pid), -1, "(%d,%s)", h.NodeId, name(n))
 	}
@@ -201,7 +203,9 @@ func (w *rawWrap) Unlink(cancel <-chan struct{}, h *fuse.InHeader, n string) fus
 
 func (w *rawWrap) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, n string) fuse.Status {
 	start := time.Now()
+	done := w.fs.names.changing() // until the bridge updated its tree (names.go)
 	st := w.RawFileSystem.Rmdir(cancel, h, n)
+	done()
 	if d, ok := w.done(opRmdir, start, st); ok {
 		w.emit(opRmdir, d, st, &h.Caller, w.session(h.Caller.Pid), -1, "(%d,%s)", h.NodeId, name(n))
 	}
@@ -210,7 +214,9 @@ func (w *rawWrap) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, n string) fuse
 
 func (w *rawWrap) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
 	start := time.Now()
+	done := w.fs.names.changing() // until the bridge updated its tree (names.go)
 	st := w.RawFileSystem.Rename(cancel, in, oldName, newName)
+	done()
 	if d, ok := w.done(opRename, start, st); ok {
 		w.emit(opRename, d, st, &in.Caller, w.session(in.Caller.Pid), -1, "(%d,%s,%d,%s,%d)", in.NodeId, name(oldName), in.Newdir, name(newName), in.Flags)
 	}

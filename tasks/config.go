@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -138,6 +139,13 @@ type Config struct {
 	// Shell runs the built-in sh type and the start-up wrapper (default
 	// /bin/sh).
 	Shell string `json:"-"`
+	// Umask is the umask the start-up wrapper sets before it starts the
+	// task, in octal ("0022"); "" keeps the runner's process umask. The
+	// daemon runs with umask 0 (it creates files with the modes callers
+	// asked for, already masked by the kernel) and passes the umask it was
+	// started with, so tasks create files as the user's shell would.
+	// Anything but up to four octal digits fails Validate.
+	Umask string `json:"-"`
 	// Logger receives the runner's diagnostics (default: stderr).
 	Logger *log.Logger `json:"-"`
 }
@@ -182,6 +190,9 @@ func (c Config) Validate() error {
 	if c.KeepFinished < 0 || c.KeepFinished > MaxKeepFinished {
 		return fmt.Errorf("keep_finished %d tasks is out of range: want 1 to %d (0: the default %d)", c.KeepFinished, MaxKeepFinished, DefaultKeepFinished)
 	}
+	if c.Umask != "" && !umaskRE.MatchString(c.Umask) {
+		return fmt.Errorf("umask %q: want up to four octal digits", c.Umask)
+	}
 	for name, t := range c.Subagents {
 		if name == BuiltinShell {
 			return fmt.Errorf("subagent %s is built in and cannot be configured", name)
@@ -195,6 +206,10 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// umaskRE is what Config.Umask may be: the wrapper passes it to the
+// shell's umask builtin unquoted, so nothing else may reach the script.
+var umaskRE = regexp.MustCompile(`^[0-7]{1,4}$`)
 
 // LoadConfig reads an agents.json. A missing file is the zero Config;
 // unknown fields are errors.

@@ -63,10 +63,20 @@ type Sessions interface {
 // wrapper waits for the runner's go-ahead on fd 3 (sent once the task is
 // attached and its session registered, so nothing it does runs
 // unattributed), then changes into the mount and execs the subagent.
+// wrapperFor prefixes it with the umask of Config.Umask.
 const wrapperScript = `IFS= read -r go <&3 || exit 125
 exec 3<&-
 cd -- "$RUBINO_MOUNT" || exit 125
 exec "$@"`
+
+// wrapperFor returns the start-up wrapper that first sets umask (validated
+// octal, Config.Validate; "" keeps the runner's own).
+func wrapperFor(umask string) string {
+	if umask == "" {
+		return wrapperScript
+	}
+	return "umask " + umask + " || exit 125\n" + wrapperScript
+}
 
 // Runner starts tasks as processes and serves .rubino/agents. Each task
 // runs in its own POSIX session and process group (setsid: the leader's
@@ -273,7 +283,7 @@ func (rn *Runner) startLocked(t Task, typ SubagentType) (err error) {
 	}
 	closers = append(closers, logf)
 
-	cmd := exec.Command(rn.cfg.Shell, append([]string{"-c", wrapperScript, "rubino-task"}, argv...)...)
+	cmd := exec.Command(rn.cfg.Shell, append([]string{"-c", wrapperFor(rn.cfg.Umask), "rubino-task"}, argv...)...)
 	cmd.Dir = "/" // outside the mount; the wrapper cds in (golang/go#11155)
 	cmd.Env = rn.taskEnv(typ, t.ID)
 	if inR != nil {

@@ -689,6 +689,22 @@ var posixCases = []posixCase{
 		)
 		e.stat("sticky/rootfile", "sticky/rootfile")
 	}},
+	{name: "create_setid_bits_unprivileged", run: func(e *penv) {
+		// The daemon creates as root and gives the entry to the caller;
+		// that chown must not clear the setuid and setgid bits the
+		// creator asked for (a fifo too; a directory keeps them anyway).
+		e.mkdir("pub", 0o777)
+		e.child(nobody, "nobody",
+			opOpen(1, "pub/suid", unix.O_CREAT|unix.O_WRONLY, 0o4755), opClose(1),
+			opOpen(2, "pub/sgid", unix.O_CREAT|unix.O_WRONLY, 0o2755), opClose(2),
+			opOpen(3, "pub/both", unix.O_CREAT|unix.O_EXCL|unix.O_RDWR, 0o6777), opClose(3),
+			pop{Op: "mknod", Path: "pub/fifo", Mode: unix.S_IFIFO | 0o4644},
+			pop{Op: "mkdir", Path: "pub/dir", Mode: 0o3777},
+		)
+		for _, f := range []string{"suid", "sgid", "both", "fifo", "dir"} {
+			e.stat(f, "pub/"+f)
+		}
+	}},
 	{name: "chown_chgrp", run: func(e *penv) {
 		e.write("f", "data", 0o644)
 		e.write("g", "data", 0o644)
