@@ -63,7 +63,10 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 		Debug:             o.Debug,
 		Logger:            f.fuseLogger(o.Debug), // the server's request trace (Debug) and read errors
 		MaxWrite:          1 << 20,
-		ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
+		// DIRECT_IO_ALLOW_MMAP: a MAP_SHARED mmap of a direct-I/O handle
+		// (refusableIO) works as on a cached one instead of failing with
+		// ENODEV.
+		ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_DIRECT_IO_ALLOW_MMAP,
 		Options:           []string{"default_permissions"},
 	}
 	for _, opt := range o.Options {
