@@ -277,3 +277,33 @@ func TestPhantomCacheAfterAllowedWrite(t *testing.T) {
 		t.Errorf("%d of %d reads after an allowed write returned older bytes (first: %s)", stale, rounds, sample)
 	}
 }
+
+// TestPhantomSharedMmap: a handle that may write bypasses the page cache
+// for read(2) and write(2) (docs/DESIGN.md#refused-writes), yet a shared
+// writable mapping of it works as on a cached handle: the session maps the
+// file it read, stores through the mapping and msyncs, and the bytes reach
+// the backing file and a reader through the mount.
+func TestPhantomSharedMmap(t *testing.T) {
+	m := newMount(t, map[string]string{"f": "0123456789\n"}, nil)
+	a := m.startAgent("agent-a")
+	script := m.tmp + "/mapper.py"
+	if err := os.WriteFile(script, []byte(`
+import mmap, os
+fd = os.open("f", os.O_RDWR)
+os.read(fd, 100)
+mm = mmap.mmap(fd, 0)
+mm[0:5] = b"HELLO"
+mm.flush()
+mm.close()
+os.close(fd)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.ok("python3 " + shq(script))
+	if got := m.readBacking("f"); got != "HELLO56789\n" {
+		t.Fatalf("backing after the mapped store: %q", got)
+	}
+	if got, err := os.ReadFile(m.path("f")); err != nil || string(got) != "HELLO56789\n" {
+		t.Fatalf("read through the mount: %q, %v", got, err)
+	}
+}
