@@ -39,7 +39,8 @@ type loopbackOps interface {
 // that never writes is never refused); the right it gets is lost as soon as
 // another session mutates the file. Own writes are credited (guard.NoteWrite)
 // at flush and release, attributed to the opener's session because RELEASE
-// arrives with pid 0.
+// arrives with pid 0. A writable handle the guard may refuse is a direct-I/O
+// handle (FS.refusableIO), so a refused write never reaches the page cache.
 //
 // Concurrency: mu serialises the handle's own bookkeeping; guarded mutations
 // additionally hold guard.Lock for the file identity.
