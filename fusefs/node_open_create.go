@@ -115,7 +115,9 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	if !writable && inTree && (h.check || !n.fs.cfg.AllowUnregistered) {
 		h.registerRead()
 	}
-	return h, n.cacheFlags(rel) | n.fs.refusableIO(writable, h.check), 0
+	dio := n.fs.refusableIO(writable, h.check)
+	h.direct = dio != 0
+	return h, n.cacheFlags(rel) | dio, 0
 }
 
 // refusableIO returns FOPEN_DIRECT_IO for a handle whose writes the guard
@@ -193,7 +195,9 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	h.seq = n.fs.cfg.Guard.NoteMutation(h.id, c.session)
 	// The creating handle loses its right too once another session
 	// changes the file (File.mutate): its writes are refusable.
-	return ch, h, n.fs.refusableIO(true, h.check), 0
+	dio := n.fs.refusableIO(true, h.check)
+	h.direct = dio != 0
+	return ch, h, dio, 0
 }
 
 // plainFile is an unguarded handle kept out of passthrough. Its writes are
