@@ -39,7 +39,8 @@ type loopbackOps interface {
 // that never writes is never refused); the right it gets is lost as soon as
 // another session mutates the file. Own writes are credited (guard.NoteWrite)
 // at flush and release, attributed to the opener's session because RELEASE
-// arrives with pid 0.
+// arrives with pid 0. A writable handle the guard may refuse is a direct-I/O
+// handle (FS.refusableIO), so a refused write never reaches the page cache.
 //
 // Concurrency: mu serialises the handle's own bookkeeping; guarded mutations
 // additionally hold guard.Lock for the file identity.
@@ -54,6 +55,7 @@ type File struct {
 	track   bool   // register reads, credit writes
 	id      guard.FileID
 	created bool   // this handle created the file
+	direct  bool   // opened with FOPEN_DIRECT_IO (FS.refusableIO)
 	drop    func() // drops the handle from its node's open handles (handles.go)
 
 	mu         sync.Mutex
@@ -186,14 +188,50 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 	return errno
 }
 
-// Write writes through the handle, guarded by mutate.
+// Write writes through the handle, guarded by mutate. A refused write
+// changes nothing, the mode included.
 func (h *File) Write(ctx context.Context, data []byte, off int64) (written uint32, errno syscall.Errno) {
 	errno = h.mutate(guard.OpWrite, func() syscall.Errno {
 		var e syscall.Errno
 		written, e = h.loopbackOps.Write(ctx, data, off)
+		if e == 0 && h.direct {
+			h.dropPrivs(ctx)
+		}
 		return e
 	})
 	return written, errno
+}
+
+// dropPrivs clears set-user-ID, and set-group-ID when group-exec is set,
+// after a write through a direct-I/O handle by a caller other than root,
+// as a write through the page cache does. There the kernel removes the
+// bits itself before writing (file_remove_privs, sent as a mode change:
+// fs/fuse/dir.c keeps set-group-ID without group-exec), but on the direct
+// path it only flags the WRITE (FUSE_WRITE_KILL_SUIDGID, set when the
+// writer lacks CAP_FSETID) and leaves it to the daemon, whose own write
+// as root would keep them. go-fuse's file API does not pass the WRITE's
+// flags, so the rule is taken from the caller instead: uid 0 is taken to
+// hold CAP_FSETID, every other uid not to. Errors are ignored: the write
+// itself has succeeded.
+func (h *File) dropPrivs(ctx context.Context) {
+	if c, ok := ctx.(*fuse.Context); !ok || c.Uid == 0 {
+		return
+	}
+	h.fd(func(fd int) syscall.Errno {
+		var st syscall.Stat_t
+		if syscall.Fstat(fd, &st) != nil {
+			return 0
+		}
+		mode := st.Mode & 0o7777
+		kill := mode &^ syscall.S_ISUID
+		if mode&syscall.S_IXGRP != 0 {
+			kill &^= syscall.S_ISGID
+		}
+		if kill != mode {
+			syscall.Fchmod(fd, kill)
+		}
+		return 0
+	})
 }
 
 // Allocate is fallocate(2) through the handle, guarded like a write.

@@ -66,6 +66,10 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 		ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
 		Options:           []string{"default_permissions"},
 	}
+	// A MAP_SHARED mmap of a direct-I/O handle (refusableIO) works as on a
+	// cached one, instead of failing with ENODEV (fs/fuse/file.c,
+	// fuse_file_mmap).
+	mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
 	for _, opt := range o.Options {
 		switch opt {
 		case "":

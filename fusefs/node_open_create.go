@@ -123,7 +123,36 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	if !writable && inTree && (h.check || !n.fs.cfg.AllowUnregistered) {
 		h.registerRead()
 	}
-	return h, n.cacheFlags(rel), 0
+	dio := n.fs.refusableIO(writable, h.check)
+	h.direct = dio != 0
+	return h, n.cacheFlags(rel) | dio, 0
+}
+
+// refusableIO returns FOPEN_DIRECT_IO for a handle whose writes the guard
+// may refuse: a writable handle of a guarded file, opened by a caller the
+// guard decides for, with the guard enforcing. Every other handle gets 0
+// and keeps the page cache. docs/DESIGN.md#refused-writes
+//
+// Without a writeback cache the kernel copies the bytes of a cached
+// write(2) into the shared, up-to-date pages of the file before it sends
+// WRITE; a refusal (EACCES) comes too late to keep them from concurrent
+// readers, and a reader racing with the kernel's rollback of the page can
+// get EIO. A direct-I/O handle's write goes to the daemon straight from the
+// caller's buffer, so a refused write touches no page at all, and after an
+// allowed one the kernel drops the cached pages of the written range itself
+// (fs/fuse/file.c, fuse_direct_io), so readers holding the page cache see
+// the new bytes without a notification from the daemon (the watcher
+// ignores the daemon's own changes).
+//
+// The decision is made at open for every such handle, not only for those
+// whose session may not write yet: a handle that may write now loses its
+// right when another session changes the file, and its next write must
+// not reach the page cache either.
+func (f *FS) refusableIO(writable, check bool) uint32 {
+	if writable && check && f.cfg.Guard.Mode() == guard.ModeEnforce {
+		return fuse.FOPEN_DIRECT_IO
+	}
+	return 0
 }
 
 // Create creates a new file (always allowed). It first tries O_EXCL: when the
@@ -174,7 +203,11 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	// The new file is the session's own from here (Guard.NoteCreate). Its
 	// path is rel: the child joins go-fuse's tree only when Create returns.
 	h.seq = n.fs.cfg.Guard.NoteCreate(c.session, guard.Target{Path: rel, Stat: guard.StatOf(&st)})
-	return ch, h, 0, 0
+	// The creating handle loses its right too once another session
+	// changes the file (File.mutate): its writes are refusable.
+	dio := n.fs.refusableIO(true, h.check)
+	h.direct = dio != 0
+	return ch, h, dio, 0
 }
 
 // plainFile is an unguarded handle kept out of passthrough. Its writes are
