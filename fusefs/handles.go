@@ -144,6 +144,7 @@ func setattrFd(fd int, writable bool, in *fuse.SetAttrIn, out *fuse.AttrOut) sys
 // of the loopback handle, PassthroughFd included.
 type keptFile struct {
 	*fs.LoopbackFile
+	node *Node
 	drop func()
 }
 
@@ -155,7 +156,7 @@ func (k *keptFile) Release(ctx context.Context) syscall.Errno {
 
 // keep wraps lf, opened on n with flags, as a registered keptFile.
 func (n *Node) keep(lf *fs.LoopbackFile, flags uint32) *keptFile {
-	return &keptFile{LoopbackFile: lf, drop: n.keepHandle(lf, flags)}
+	return &keptFile{LoopbackFile: lf, node: n, drop: n.keepHandle(lf, flags)}
 }
 
 // pinInode opens the workspace path rel as an O_PATH descriptor (not
