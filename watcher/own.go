@@ -48,7 +48,7 @@ func idOf(st *syscall.Stat_t) fileID { return fileID{dev: uint64(st.Dev), ino: s
 type idState struct {
 	inflight    int
 	gen, recGen uint64
-	known       bool // st holds a state (false: the identity is gone)
+	known       bool // st holds a state
 	st          syscall.Stat_t
 	seq         uint64
 	dirty       bool // changed outside before an own change began (see above)
@@ -292,7 +292,13 @@ func (w *Watcher) end(b *bracket) {
 				s.recGen = s.gen
 				t.record(s, &sts[i], seq0, now)
 			case mine < 0 && !s.busy():
-				t.record(s, &sts[i], seq0, now) // born here (create, link)
+				t.record(s, &sts[i], seq0, now) // born here (create)
+			case mine < 0:
+				// Born here while a bracket of an earlier file with the
+				// same inode number is still ending (an unlink in another
+				// directory freed it): record it weakly, leaving seq, so
+				// that bracket's own record, if it takes one, wins.
+				s.known, s.st, s.at = true, sts[i], now
 			}
 		}
 		for j, s := range b.pre {
@@ -302,9 +308,10 @@ func (w *Watcher) end(b *bracket) {
 			s.recGen = s.gen
 			if fok[j] && idOf(&fsts[j]) == b.preID[j] {
 				t.record(s, &fsts[j], seq0, now) // lives on under another name
-			} else if s.seq <= seq0 {
-				s.known, s.at = false, now // gone: its events name absent paths
 			}
+			// Else gone: its events name absent paths. Its record stays:
+			// a later file given the same inode number has another ctime,
+			// and its own creation may already have been recorded.
 		}
 		t.mu.Unlock()
 		break
