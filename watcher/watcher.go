@@ -143,7 +143,8 @@ type Watcher struct {
 	log *slog.Logger
 
 	mu        sync.Mutex
-	dirs      map[string]bool // watched directories (rel)
+	dirs      map[string]fileID // watched directories (rel) and their identity
+	dirAt     map[fileID]string // the inverse of dirs
 	unwatched map[string]bool
 	pending   map[string]Op
 	timer     *time.Timer
@@ -190,7 +191,7 @@ func Start(cfg Config) (*Watcher, error) {
 	}
 	w := &Watcher{
 		cfg: cfg, fsw: fsw, log: cfg.Logger,
-		dirs: map[string]bool{}, unwatched: map[string]bool{},
+		dirs: map[string]fileID{}, dirAt: map[fileID]string{}, unwatched: map[string]bool{},
 		pending: map[string]Op{},
 		own:     newOwnTable(),
 		deliver: make(chan struct{}, 1), stop: make(chan struct{}),
@@ -261,17 +262,40 @@ func (w *Watcher) addTree(rel string, found func(rel string)) int {
 }
 
 // addDir adds one watch; false when rel is not watched (skipped, limit,
-// error).
+// error). The watch set is kept by directory identity: inotify has one
+// watch per inode, and fsnotify names a watch's events by the path it was
+// added under, so a directory watched under another path (it moved there:
+// a rename, or RENAME_EXCHANGE, whose events may come in either order) has
+// that old watch dropped first, with the watches below it, and a path
+// watched for another directory (the one that left it) likewise.
 func (w *Watcher) addDir(rel string) bool {
 	if rel != "" && w.cfg.Skip(rel) {
 		w.reportUnwatched(rel, ErrSkipped)
 		return false
 	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(w.abs(rel), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return false // removed meanwhile: its Remove event follows
+	}
+	id := idOf(&st)
 	w.mu.Lock()
-	if w.dirs[rel] {
+	have, ok := w.dirs[rel]
+	if ok && have == id {
 		w.mu.Unlock()
 		return true
 	}
+	var stale []string
+	if ok {
+		stale = append(stale, rel)
+	}
+	if old, moved := w.dirAt[id]; moved {
+		stale = append(stale, old)
+	}
+	w.mu.Unlock()
+	for _, d := range stale {
+		w.dropTree(d)
+	}
+	w.mu.Lock()
 	limited := w.cfg.MaxWatches > 0 && len(w.dirs) >= w.cfg.MaxWatches
 	w.mu.Unlock()
 	var err error
@@ -287,7 +311,8 @@ func (w *Watcher) addDir(rel string) bool {
 		return false
 	}
 	w.mu.Lock()
-	w.dirs[rel] = true
+	w.dirs[rel] = id
+	w.dirAt[id] = rel
 	w.mu.Unlock()
 	return true
 }
@@ -313,10 +338,13 @@ func (w *Watcher) reportUnwatched(rel string, err error) {
 func (w *Watcher) dropTree(rel string) {
 	w.mu.Lock()
 	var gone []string
-	for d := range w.dirs {
+	for d, id := range w.dirs {
 		if d == rel || strings.HasPrefix(d, rel+"/") {
 			gone = append(gone, d)
 			delete(w.dirs, d)
+			if w.dirAt[id] == d {
+				delete(w.dirAt, id)
+			}
 		}
 	}
 	w.mu.Unlock()
