@@ -146,7 +146,7 @@ type FS struct {
 
 	// ownTracker, when set (the watcher's Begin), brackets every change
 	// the daemon makes, so its events are not taken for external edits.
-	ownTracker atomic.Pointer[func(rel string) (end func())]
+	ownTracker atomic.Pointer[func(rels ...string) (end func())]
 
 	// handles is every open handle with a backing descriptor, closed by
 	// Close when their RELEASE never came (handles.go).
@@ -416,16 +416,14 @@ func comm(pid uint32) string {
 // is done, successful or not; it also reloads the ignore rules when a
 // .gitignore changed.
 func (f *FS) ownChange(rels ...string) (end func()) {
-	var ends []func()
+	endOwn := func() {}
 	if tr := f.ownTracker.Load(); tr != nil {
-		for _, rel := range rels {
-			ends = append(ends, (*tr)(rel))
-		}
+		// One bracket for all names: a file moving between them is
+		// recorded where it ends up (watcher.Watcher.Begin).
+		endOwn = (*tr)(rels...)
 	}
 	return func() {
-		for _, e := range ends {
-			e()
-		}
+		endOwn()
 		for _, rel := range rels {
 			if path.Base(rel) == ".gitignore" && f.cfg.Exempt != nil {
 				f.cfg.Exempt.Invalidate(path.Dir(rel))

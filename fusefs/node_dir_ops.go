@@ -277,7 +277,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	// ownMove: the watcher follows an own directory move to its new paths.
 	end := n.fs.ownMove(srcRel, dstRel)
 	errno := n.renameAt(dirRel, name, np, newDirRel, newName, flags)
-	end(errno == 0 && !exchange)
+	end(errno == 0)
 	if errno != 0 {
 		return errno
 	}

@@ -136,8 +136,9 @@ func (i *Invalidation) Unwatched(rel string, err error) {
 }
 
 // SetOwnTracker installs the function that brackets every change the
-// daemon makes itself (the watcher's Begin).
-func (i *Invalidation) SetOwnTracker(begin func(rel string) (end func())) {
+// daemon makes itself (the watcher's Begin): it is called once per change
+// with every name the change touches.
+func (i *Invalidation) SetOwnTracker(begin func(rels ...string) (end func())) {
 	i.inv.fs.ownTracker.Store(&begin)
 }
 
@@ -151,7 +152,7 @@ func (i *Invalidation) SetMoveTracker(begin func(from, to string) (end func(move
 
 // ownMove brackets an own rename of from to to for the watcher, like
 // ownChange(from, to); the returned end must be called once, after the
-// rename, with moved set when it succeeded and was not a RENAME_EXCHANGE.
+// rename, with moved set when it succeeded (RENAME_EXCHANGE included).
 // Without a move tracker it is ownChange.
 func (f *FS) ownMove(from, to string) (end func(moved bool)) {
 	if f.inv != nil {

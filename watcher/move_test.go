@@ -57,15 +57,13 @@ func TestOwnMoveKeepsOwnChanges(t *testing.T) {
 }
 
 // TestOwnMoveScanRule: the scan of an own-moved directory reports an entry
-// that existed unchanged before the move (ctime before the move began) as
-// no change, and an entry changed after the move began as external. The
-// reference time is the kernel's coarse clock without BeginMove's 2 s floor,
-// and the test polls (with a deadline) until that clock has passed the old
-// entry's ctime, so "before" is certain.
+// that existed unchanged before the move (ctime before the one the rename
+// stamped on the directory) as no change, and an entry changed after the
+// move as external. The test polls the kernel's coarse clock (with a
+// deadline) until it has passed the old entry's ctime, so the rename's
+// stamp is after it.
 func TestOwnMoveScanRule(t *testing.T) {
-	saved := moveRef
-	defer func() { moveRef = saved }()
-	moveRef = func() syscall.Timespec {
+	coarse := func() syscall.Timespec {
 		var now unix.Timespec
 		if err := unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &now); err != nil {
 			t.Fatal(err)
@@ -79,7 +77,7 @@ func TestOwnMoveScanRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if now := moveRef(); tsBefore(st.Ctim, now) {
+		if now := coarse(); tsBefore(st.Ctim, now) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -110,7 +108,7 @@ func TestOwnMoveScanRule(t *testing.T) {
 // TestMovedPaths: an old path is tried where every later move took it, and
 // a later directory of the same name is tried on its own.
 func TestMovedPaths(t *testing.T) {
-	w := &Watcher{moves: []ownMove{{from: "a", to: "b"}, {from: "b", to: "c"}, {from: "a", to: "e"}}}
+	w := &ownTable{moves: []ownMove{{from: "a", to: "b"}, {from: "b", to: "c"}, {from: "a", to: "e"}}}
 	got := w.movedPaths("a/f")
 	want := []string{"a/f", "c/f", "e/f"}
 	if len(got) != len(want) {

@@ -12,21 +12,15 @@
 // out of watches (ENOSPC, or Config.MaxWatches), are reported through
 // OnUnwatched: the mount gives them short cache timeouts instead.
 //
-// Own changes: the daemon brackets every change it makes with Begin/end. An
-// event for a path is the daemon's own when no own change of that path is in
-// flight and the path's lstat equals the one recorded when the last own change
-// ended; anything else is external. Since Linux 6.13 (multigrain timestamps)
-// a change right after the recorded lstat gets a distinct ctime, so equal stats
-// mean no one else wrote. An own change of a directory above a path (a
-// rename moving it) puts off the decision on the path until it has ended.
-// Own directory renames are bracketed with BeginMove: the own records below
-// the old path move to the new one, an event that names an old path (the
-// old watch reports under it) is matched where the file is now, and the scan
-// of the moved directory reports an entry only when its ctime is not before
-// the move began (a rename changes nothing below the directory; anything
-// changed in the moment between the old watch and the new one has a later
-// ctime). Directory bookkeeping (adding and dropping watches) is done for own
-// and external events alike.
+// Own changes: the daemon brackets every change it makes with Begin (and
+// renames with BeginMove); the watcher matches the events of those changes
+// by file identity (device, inode), not by path, so a change made through
+// one name of a file (a hard link, a name since renamed or exchanged) is own
+// under every name (own.go). Own directory moves and exchanges are followed:
+// events naming an old path are matched where the file is now, and the scan
+// of a moved directory reports an entry only when its ctime is not before
+// the move began (moves.go). Directory bookkeeping (adding and dropping
+// watches) is done for own and external events alike.
 //
 // Overflow: when the kernel queue overflows (fsnotify.ErrEventOverflow) events
 // are lost: OnOverflow is called (the mount invalidates everything cached) and
@@ -54,7 +48,6 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"golang.org/x/sys/unix"
 )
 
 // Op is what happened to a path, as a set of bits.
@@ -150,16 +143,13 @@ type Watcher struct {
 	log *slog.Logger
 
 	mu        sync.Mutex
-	dirs      map[string]bool // watched directories (rel)
+	dirs      map[string]fileID // watched directories (rel) and their identity
+	dirAt     map[fileID]string // the inverse of dirs
 	unwatched map[string]bool
 	pending   map[string]Op
 	timer     *time.Timer
-	requeued  map[string]Op // paths whose own change was in flight at delivery
 
-	ownMu     sync.Mutex
-	own       map[string]*ownState
-	moves     []ownMove // the daemon's own directory moves, oldest first
-	lastPrune time.Time
+	own ownTable // the daemon's own changes (own.go)
 
 	deliver    chan struct{}
 	overflowed chan struct{} // errLoop to drain: events were lost
@@ -168,20 +158,6 @@ type Watcher struct {
 
 	events, external, ownEvents, overflows, batches atomic.Uint64
 	closed                                          atomic.Bool
-}
-
-// ownState is what the watcher knows of the daemon's own changes of one
-// path. gen counts ended changes; recGen is the gen whose resulting lstat
-// is recorded in st/exists (recGen < gen: a record is being taken). rel is
-// the key it is kept under: an own move of a directory above it re-keys it
-// (noteMove), and the recording lstat follows.
-type ownState struct {
-	rel         string
-	inflight    int
-	gen, recGen uint64
-	st          syscall.Stat_t
-	exists      bool
-	at          time.Time
 }
 
 // Start walks Root, adds the watches and starts watching. It fails only when
@@ -215,9 +191,9 @@ func Start(cfg Config) (*Watcher, error) {
 	}
 	w := &Watcher{
 		cfg: cfg, fsw: fsw, log: cfg.Logger,
-		dirs: map[string]bool{}, unwatched: map[string]bool{},
-		pending: map[string]Op{}, requeued: map[string]Op{},
-		own:     map[string]*ownState{},
+		dirs: map[string]fileID{}, dirAt: map[fileID]string{}, unwatched: map[string]bool{},
+		pending: map[string]Op{},
+		own:     newOwnTable(),
 		deliver: make(chan struct{}, 1), stop: make(chan struct{}),
 		overflowed: make(chan struct{}, 1),
 	}
@@ -286,17 +262,40 @@ func (w *Watcher) addTree(rel string, found func(rel string)) int {
 }
 
 // addDir adds one watch; false when rel is not watched (skipped, limit,
-// error).
+// error). The watch set is kept by directory identity: inotify has one
+// watch per inode, and fsnotify names a watch's events by the path it was
+// added under, so a directory watched under another path (it moved there:
+// a rename, or RENAME_EXCHANGE, whose events may come in either order) has
+// that old watch dropped first, with the watches below it, and a path
+// watched for another directory (the one that left it) likewise.
 func (w *Watcher) addDir(rel string) bool {
 	if rel != "" && w.cfg.Skip(rel) {
 		w.reportUnwatched(rel, ErrSkipped)
 		return false
 	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(w.abs(rel), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return false // removed meanwhile: its Remove event follows
+	}
+	id := idOf(&st)
 	w.mu.Lock()
-	if w.dirs[rel] {
+	have, ok := w.dirs[rel]
+	if ok && have == id {
 		w.mu.Unlock()
 		return true
 	}
+	var stale []string
+	if ok {
+		stale = append(stale, rel)
+	}
+	if old, moved := w.dirAt[id]; moved {
+		stale = append(stale, old)
+	}
+	w.mu.Unlock()
+	for _, d := range stale {
+		w.dropTree(d)
+	}
+	w.mu.Lock()
 	limited := w.cfg.MaxWatches > 0 && len(w.dirs) >= w.cfg.MaxWatches
 	w.mu.Unlock()
 	var err error
@@ -312,7 +311,8 @@ func (w *Watcher) addDir(rel string) bool {
 		return false
 	}
 	w.mu.Lock()
-	w.dirs[rel] = true
+	w.dirs[rel] = id
+	w.dirAt[id] = rel
 	w.mu.Unlock()
 	return true
 }
@@ -338,10 +338,13 @@ func (w *Watcher) reportUnwatched(rel string, err error) {
 func (w *Watcher) dropTree(rel string) {
 	w.mu.Lock()
 	var gone []string
-	for d := range w.dirs {
+	for d, id := range w.dirs {
 		if d == rel || strings.HasPrefix(d, rel+"/") {
 			gone = append(gone, d)
 			delete(w.dirs, d)
+			if w.dirAt[id] == d {
+				delete(w.dirAt, id)
+			}
 		}
 	}
 	w.mu.Unlock()
@@ -350,485 +353,6 @@ func (w *Watcher) dropTree(rel string) {
 	}
 }
 
-// drain reads fsnotify's events (so its buffer never fills while a batch
-// is delivered), keeps the watch set in step and queues events; it handles
-// the overflows errLoop reports.
-func (w *Watcher) drain() {
-	defer w.wg.Done()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case ev, ok := <-w.fsw.Events:
-			if !ok {
-				return
-			}
-			w.handle(ev)
-		case <-w.overflowed:
-			w.Overflow()
-		}
-	}
-}
-
-// errLoop reads fsnotify's errors until fsnotify closes the channel (at
-// Close), and never calls into fsnotify itself: fsnotify sends some errors
-// while holding the lock that Add and Remove take (a failed removal of a
-// moved directory's watch, backend_inotify.go handleEvent), so a reader of
-// Errors that is itself waiting in Remove (drain's dropTree) deadlocks the
-// watcher and its Close. Overflows are handed to drain.
-func (w *Watcher) errLoop() {
-	defer w.wg.Done()
-	var lastErr string
-	for err := range w.fsw.Errors {
-		if errors.Is(err, fsnotify.ErrEventOverflow) {
-			select {
-			case w.overflowed <- struct{}{}:
-			default: // one pending overflow covers this one
-			}
-		} else if msg := err.Error(); msg != lastErr {
-			// Degraded, continuing: the event is lost, the watcher runs
-			// on. The same error again is not logged again.
-			lastErr = msg
-			w.log.Warn("watcher error: an external change may be missed", "err", err)
-		}
-	}
-}
-
-// handle processes one fsnotify event.
-func (w *Watcher) handle(ev fsnotify.Event) {
-	rel, ok := w.rel(ev.Name)
-	if !ok || rel == "" {
-		return
-	}
-	w.events.Add(1)
-	var op Op
-	if ev.Has(fsnotify.Create) {
-		op |= Create
-	}
-	if ev.Has(fsnotify.Write) {
-		op |= Write
-	}
-	if ev.Has(fsnotify.Remove) {
-		op |= Remove
-	}
-	if ev.Has(fsnotify.Rename) {
-		op |= Rename
-	}
-	if ev.Has(fsnotify.Chmod) {
-		op |= Chmod
-	}
-	if op&(Remove|Rename) != 0 {
-		w.dropTree(rel)
-	}
-	if op&Create != 0 {
-		var st syscall.Stat_t
-		if syscall.Lstat(w.abs(rel), &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			// Watch first, then scan: whatever was created in it before
-			// the watch raised no event of its own.
-			w.addTree(rel, func(child string) { w.queue(child, Create|scanned) })
-		}
-	}
-	w.queue(rel, op)
-}
-
-// queue adds op on rel to the pending batch and arms the batch timer.
-func (w *Watcher) queue(rel string, op Op) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.pending[rel] |= op
-	if w.timer == nil {
-		w.timer = time.AfterFunc(w.cfg.Coalesce, func() {
-			select {
-			case w.deliver <- struct{}{}:
-			default:
-			}
-		})
-	}
-}
-
-// deliverLoop delivers batches, one at a time.
-func (w *Watcher) deliverLoop() {
-	defer w.wg.Done()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-w.deliver:
-			w.flush()
-		}
-	}
-}
-
-// flush takes the pending batch, drops the daemon's own changes and delivers
-// the rest.
-func (w *Watcher) flush() {
-	w.mu.Lock()
-	batch := w.pending
-	w.pending = map[string]Op{}
-	w.timer = nil
-	w.mu.Unlock()
-
-	var out []Event
-	for rel, op := range batch {
-		switch how, also := w.classify(rel, op); how {
-		case ownInFlight:
-			w.queue(rel, op) // decide once the own change has ended
-		case ownDone:
-			w.ownEvents.Add(1)
-		default:
-			out = append(out, Event{Path: rel, Op: op &^ scanned})
-			for _, p := range also {
-				out = append(out, Event{Path: p, Op: op &^ scanned})
-			}
-		}
-	}
-	w.pruneOwn()
-	if len(out) == 0 {
-		return
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	out = dedupEvents(out)
-	w.external.Add(uint64(len(out)))
-	w.batches.Add(1)
-	w.cfg.OnEvents(out)
-}
-
-type origin int
-
-const (
-	external origin = iota
-	ownInFlight
-	ownDone
-)
-
-// classify tells an own change from an external one. The own state is read
-// before and after the lstat: if any own change of the path, or of a
-// directory above it (a rename moving it), was in flight, ended or not yet
-// recorded around it, the decision is put off to the next batch (the events
-// are queued again, never dropped). Otherwise the path is the daemon's own
-// exactly when its lstat is what the last own change left.
-//
-// Own directory moves (BeginMove): an event may name a path by where it was
-// before the daemon moved a directory above it (inotify reports the old
-// watch's events under the old path), so each such path is also tried where
-// the moves took it; and an entry the scan of an own-moved directory found
-// is not a change at all when its ctime predates the move (a rename changes
-// no file below the directory, and any change after it sets a later ctime).
-// also lists, for an external event of a path that no longer exists, where
-// the own moves took it, so the change is applied where the file is now.
-func (w *Watcher) classify(rel string, op Op) (how origin, also []string) {
-	type cand struct {
-		rel string
-		o   *ownState
-		gen uint64
-	}
-	w.ownMu.Lock()
-	var cands []cand
-	for _, c := range w.movedPaths(rel) {
-		if w.busyLocked(c) {
-			w.ownMu.Unlock()
-			return ownInFlight, nil
-		}
-		if o := w.own[c]; o != nil {
-			cands = append(cands, cand{c, o, o.gen})
-		}
-		if c != rel {
-			also = append(also, c)
-		}
-	}
-	// The scan rule: the latest own move of a watched directory above rel.
-	var ref *syscall.Timespec
-	if op&scanned != 0 && op&^(Create|scanned) == 0 {
-		for i := len(w.moves) - 1; i >= 0; i-- {
-			if m := &w.moves[i]; strings.HasPrefix(rel, m.to+"/") {
-				if m.watched {
-					r := m.ref
-					ref = &r
-				}
-				break
-			}
-		}
-	}
-	w.ownMu.Unlock()
-	if len(cands) == 0 && ref == nil {
-		return external, w.alsoIfGone(rel, also)
-	}
-	sts := make([]syscall.Stat_t, len(cands))
-	errs := make([]error, len(cands))
-	for i, c := range cands {
-		errs[i] = syscall.Lstat(w.abs(c.rel), &sts[i])
-	}
-	var rst syscall.Stat_t
-	rerr := syscall.Lstat(w.abs(rel), &rst)
-	w.ownMu.Lock()
-	defer w.ownMu.Unlock()
-	for i, c := range cands {
-		switch o := c.o; {
-		case w.own[c.rel] != o || o.gen != c.gen || w.busyLocked(c.rel):
-			return ownInFlight, nil
-		case o.exists == (errs[i] == nil) && (errs[i] != nil || sameStat(&o.st, &sts[i])):
-			return ownDone, nil
-		}
-	}
-	if ref != nil && rerr == nil && !w.busyLocked(rel) && tsBefore(rst.Ctim, *ref) {
-		return ownDone, nil // unchanged since before the daemon moved it
-	}
-	if rerr == nil {
-		also = nil
-	}
-	return external, also
-}
-
-// alsoIfGone returns also when rel no longer exists (the event is about a
-// file an own move took elsewhere), else nil.
-func (w *Watcher) alsoIfGone(rel string, also []string) []string {
-	if len(also) == 0 {
-		return nil
-	}
-	var st syscall.Stat_t
-	if syscall.Lstat(w.abs(rel), &st) == nil {
-		return nil
-	}
-	return also
-}
-
-// busyLocked reports whether an own change of rel or of a directory above it
-// is in flight or not yet recorded. Called with ownMu held.
-func (w *Watcher) busyLocked(rel string) bool {
-	for p := rel; p != "." && p != "/" && p != ""; p = path.Dir(p) {
-		if o := w.own[p]; o != nil && (o.inflight > 0 || o.recGen != o.gen) {
-			return true
-		}
-	}
-	return false
-}
-
-// movedPaths returns rel and every path the own directory moves recorded
-// since may have taken it to: starting at each move whose source holds rel,
-// that move and every later one applied in order (a later directory of the
-// same name is another directory, so each start is tried). Called with
-// ownMu held.
-func (w *Watcher) movedPaths(rel string) []string {
-	out := []string{rel}
-	for i := range w.moves {
-		if !underOrSame(rel, w.moves[i].from) {
-			continue
-		}
-		p := rel
-		for _, m := range w.moves[i:] {
-			if underOrSame(p, m.from) {
-				p = m.to + p[len(m.from):]
-			}
-		}
-		dup := false
-		for _, q := range out {
-			dup = dup || q == p
-		}
-		if !dup {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// underOrSame reports whether p is dir or lies below it.
-func underOrSame(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir+"/")
-}
-
-// tsBefore reports whether a is strictly earlier than b.
-func tsBefore(a, b syscall.Timespec) bool {
-	return a.Sec < b.Sec || (a.Sec == b.Sec && a.Nsec < b.Nsec)
-}
-
-// dedupEvents merges events of the same path in a sorted slice.
-func dedupEvents(evs []Event) []Event {
-	out := evs[:0]
-	for _, ev := range evs {
-		if n := len(out); n > 0 && out[n-1].Path == ev.Path {
-			out[n-1].Op |= ev.Op
-			continue
-		}
-		out = append(out, ev)
-	}
-	return out
-}
-
-// sameStat reports whether b is still the state an own change left (a). A
-// directory's size, times and link count change with every entry made in
-// it, and those entries raise events of their own, so for directories only
-// the identity, type, permissions and owner count.
-func sameStat(a, b *syscall.Stat_t) bool {
-	same := a.Ino == b.Ino && a.Mode == b.Mode && a.Uid == b.Uid && a.Gid == b.Gid
-	if a.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		return same
-	}
-	return same && a.Size == b.Size && a.Mtim == b.Mtim && a.Ctim == b.Ctim && a.Nlink == b.Nlink
-}
-
-// ownTTL is how long a recorded own change is kept to match its events.
-const ownTTL = 30 * time.Second
-
-// pruneOwn drops own records older than ownTTL, at most once a second (it
-// walks the whole map).
-func (w *Watcher) pruneOwn() {
-	now := time.Now()
-	w.ownMu.Lock()
-	defer w.ownMu.Unlock()
-	if now.Sub(w.lastPrune) < time.Second {
-		return
-	}
-	w.lastPrune = now
-	for rel, o := range w.own {
-		if o.inflight == 0 && o.recGen == o.gen && now.Sub(o.at) > ownTTL {
-			delete(w.own, rel)
-		}
-	}
-	keep := w.moves[:0]
-	for _, m := range w.moves {
-		if now.Sub(m.at) <= ownTTL {
-			keep = append(keep, m)
-		}
-	}
-	clear(w.moves[len(keep):])
-	w.moves = keep
-}
-
-// Begin marks rel as being changed by the daemon itself and returns the
-// function that ends the change; end records rel's lstat so the change's
-// events are recognised as own. Call end exactly once, after the change (and
-// whether or not it succeeded). Safe for concurrent use; it costs one map
-// update and, at end, one lstat.
-func (w *Watcher) Begin(rel string) (end func()) {
-	w.ownMu.Lock()
-	o := w.own[rel]
-	if o == nil {
-		o = &ownState{rel: rel}
-		w.own[rel] = o
-	}
-	o.inflight++
-	w.ownMu.Unlock()
-	return func() {
-		w.ownMu.Lock()
-		o.inflight--
-		o.gen++
-		gen, last, at := o.gen, o.inflight == 0, o.rel
-		w.ownMu.Unlock()
-		if !last {
-			return // the last concurrent change to end records the state
-		}
-		for {
-			var st syscall.Stat_t
-			err := syscall.Lstat(w.abs(at), &st)
-			w.ownMu.Lock()
-			if o.rel != at {
-				// An own directory move re-keyed the state meanwhile:
-				// record the path where the file is now.
-				at = o.rel
-				w.ownMu.Unlock()
-				continue
-			}
-			if o.gen == gen && o.inflight == 0 {
-				o.recGen, o.exists, o.st, o.at = gen, err == nil, st, time.Now()
-			}
-			w.ownMu.Unlock()
-			return
-		}
-	}
-}
-
-// ownMove is one own rename of a directory (BeginMove): from and to are
-// workspace-relative, ref is a time no change made after the rename began
-// can have as its ctime (the scan rule of classify), at is when it was
-// recorded. watched: from lay in a watched subtree, so every change below
-// it before the move raised an event of its own.
-type ownMove struct {
-	from, to string
-	ref      syscall.Timespec
-	watched  bool
-	at       time.Time
-}
-
-// BeginMove brackets an own rename of from to to, like Begin on both
-// names, and returns the function that ends it; call it exactly once, after
-// the rename, with moved set when the rename succeeded (and was no
-// RENAME_EXCHANGE). When to is then a directory, the watcher records the
-// move before the brackets end: the own records of paths below from are
-// kept under their new paths, events that name the old paths are matched
-// there, and the scan of the moved directory does not report its entries
-// as external changes (classify). Safe for concurrent use.
-func (w *Watcher) BeginMove(from, to string) (end func(moved bool)) {
-	endFrom, endTo := w.Begin(from), w.Begin(to)
-	// ref: the kernel's coarse clock, which file timestamps never precede
-	// (multigrain timestamps are at least the coarse time), taken before
-	// the rename and floored to 2 s for filesystems that store coarser
-	// timestamps (FAT: 2 s); noteMove lowers it to the moved directory's
-	// own ctime for filesystems whose clock is not ours (NFS).
-	ref := moveRef()
-	return func(moved bool) {
-		if moved {
-			w.noteMove(from, to, ref)
-		}
-		endFrom()
-		endTo()
-	}
-}
-
-// moveRef is BeginMove's reference time (a variable for tests).
-var moveRef = func() syscall.Timespec {
-	var now unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &now) != nil {
-		return syscall.Timespec{} // no scan rule: every scanned entry is reported
-	}
-	return syscall.Timespec{Sec: now.Sec &^ 1}
-}
-
-// noteMove records an own move of the directory from to to (nothing when
-// to is not a directory: no path lies below a file). Called while both
-// names are bracketed, so no event below them is classified meanwhile.
-func (w *Watcher) noteMove(from, to string, ref syscall.Timespec) {
-	var st syscall.Stat_t
-	if syscall.Lstat(w.abs(to), &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return
-	}
-	if tsBefore(st.Ctim, ref) {
-		ref = st.Ctim
-	}
-	watched := true
-	w.mu.Lock()
-	for p := from; p != "." && p != "/" && p != ""; p = path.Dir(p) {
-		if w.unwatched[p] || w.cfg.Skip(p) {
-			watched = false
-		}
-	}
-	if w.unwatched[""] {
-		watched = false
-	}
-	w.mu.Unlock()
-	w.ownMu.Lock()
-	defer w.ownMu.Unlock()
-	moved := map[string]*ownState{}
-	for rel, o := range w.own {
-		if strings.HasPrefix(rel, to+"/") && o.inflight == 0 && o.recGen == o.gen {
-			delete(w.own, rel) // of what was there before: the move replaced it
-		}
-	}
-	for rel, o := range w.own {
-		if strings.HasPrefix(rel, from+"/") {
-			moved[to+rel[len(from):]] = o
-			delete(w.own, rel)
-		}
-	}
-	for rel, o := range moved {
-		o.rel = rel
-		w.own[rel] = o
-	}
-	w.moves = append(w.moves, ownMove{from: from, to: to, ref: ref, watched: watched, at: time.Now()})
-}
-
-// Overflow handles lost events: it reports them through OnOverflow and walks
-// the tree again to watch directories created meanwhile. The drain goroutine
-// calls it on fsnotify.ErrEventOverflow; tests call it to exercise the path.
 func (w *Watcher) Overflow() {
 	w.overflows.Add(1)
 	w.cfg.OnOverflow()

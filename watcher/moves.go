@@ -1,0 +1,179 @@
+package watcher
+
+import (
+	"path"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ownMove is one own rename of a directory, or exchange of two names one of
+// which is a directory (BeginMove): from and to are workspace-relative; an
+// exchange moves what was below from to below to and what was below to to
+// below from, at once. ref is a time no change made after the rename began
+// can have as its ctime (the scan rule of classify), at is when it was
+// recorded. watched: the moved directories lay in watched subtrees, so
+// every change below them before the move raised an event of its own.
+type ownMove struct {
+	from, to string
+	exchange bool
+	ref      syscall.Timespec
+	watched  bool
+	at       time.Time
+}
+
+// apply returns where the move took p.
+func (m *ownMove) apply(p string) string {
+	switch {
+	case underOrSame(p, m.from):
+		return m.to + p[len(m.from):]
+	case m.exchange && underOrSame(p, m.to):
+		return m.from + p[len(m.to):]
+	}
+	return p
+}
+
+// moves reports whether the move took what was at p elsewhere.
+func (m *ownMove) moves(p string) bool {
+	return underOrSame(p, m.from) || m.exchange && underOrSame(p, m.to)
+}
+
+// BeginMove brackets an own rename of from to to, as Begin(from, to), and
+// returns the function that ends it; call it exactly once, after the
+// rename, with moved set when the rename succeeded (RENAME_EXCHANGE
+// included: the watcher tells an exchange by the identities it finds).
+// When a directory moved, the watcher records the move before the bracket
+// ends: the own records of paths below the moved names are kept under their
+// new paths, events that name the old paths are matched there, and the scan
+// of a moved directory does not report its entries as external changes
+// (classify). Safe for concurrent use.
+func (w *Watcher) BeginMove(from, to string) (end func(moved bool)) {
+	b := w.begin([]string{from, to})
+	return func(moved bool) {
+		if moved {
+			w.noteMove(b, from, to)
+		}
+		w.end(b)
+	}
+}
+
+// noteMove records an own move of from to to that has happened (nothing
+// when no directory moved: no path lies below a file). It is an exchange
+// when each name now holds the file the other held. Called while both
+// names are bracketed, so no event below them is classified meanwhile.
+func (w *Watcher) noteMove(b *bracket, from, to string) {
+	var fst, tst syscall.Stat_t
+	fok := syscall.Lstat(w.abs(from), &fst) == nil
+	tok := syscall.Lstat(w.abs(to), &tst) == nil
+	exchange := fok && tok && b.preOf[0] >= 0 && b.preOf[1] >= 0 &&
+		b.preID[b.preOf[0]] != b.preID[b.preOf[1]] &&
+		idOf(&tst) == b.preID[b.preOf[0]] && idOf(&fst) == b.preID[b.preOf[1]]
+	isDir := func(st *syscall.Stat_t) bool { return st.Mode&syscall.S_IFMT == syscall.S_IFDIR }
+	var dirs []*syscall.Stat_t
+	if tok && isDir(&tst) {
+		dirs = append(dirs, &tst)
+	}
+	if exchange && isDir(&fst) {
+		dirs = append(dirs, &fst)
+	}
+	if len(dirs) == 0 {
+		return
+	}
+	// ref: the moved directories' ctime, which the rename itself stamped
+	// in the filesystem's own clock and resolution (the local coarse or
+	// multigrain clock, a server's for NFS, 2 s for FAT): a change made
+	// after the rename gets a ctime not before it. A filesystem that does
+	// not stamp a renamed directory leaves an older ctime: more entries
+	// are reported, none is missed.
+	ref := dirs[0].Ctim
+	for _, st := range dirs[1:] {
+		if tsBefore(st.Ctim, ref) {
+			ref = st.Ctim
+		}
+	}
+	m := ownMove{from: from, to: to, exchange: exchange, ref: ref, watched: true, at: time.Now()}
+	w.mu.Lock()
+	for _, top := range []string{from, to} {
+		if top == to && !exchange {
+			break
+		}
+		for p := top; p != "." && p != "/" && p != ""; p = path.Dir(p) {
+			if w.unwatched[p] || w.cfg.Skip(p) {
+				m.watched = false
+			}
+		}
+	}
+	if w.unwatched[""] {
+		m.watched = false
+	}
+	w.mu.Unlock()
+	t := &w.own
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	moved := map[string]*pathState{}
+	for rel, p := range t.paths {
+		switch {
+		case m.moves(rel) && rel != from && rel != to:
+			moved[m.apply(rel)] = p
+			delete(t.paths, rel)
+		case strings.HasPrefix(rel, to+"/") && !p.busy():
+			delete(t.paths, rel) // of what was there before: the move replaced it
+		}
+	}
+	for rel, p := range moved {
+		p.rel = rel
+		t.paths[rel] = p
+	}
+	t.moves = append(t.moves, m)
+}
+
+// movedPaths returns rel and every path the own moves recorded since may
+// have taken it to: starting at each move that moved rel, that move and
+// every later one applied in order (a later directory of the same name is
+// another directory, so each start is tried). Called with mu held.
+func (t *ownTable) movedPaths(rel string) []string {
+	out := []string{rel}
+	for i := range t.moves {
+		if !t.moves[i].moves(rel) {
+			continue
+		}
+		p := rel
+		for j := range t.moves[i:] {
+			p = t.moves[i+j].apply(p)
+		}
+		dup := false
+		for _, q := range out {
+			dup = dup || q == p
+		}
+		if !dup {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// scanRef returns the reference time of the latest own move that put a
+// watched directory above rel, or nil. Called with mu held.
+func (t *ownTable) scanRef(rel string) *syscall.Timespec {
+	for i := len(t.moves) - 1; i >= 0; i-- {
+		m := &t.moves[i]
+		if strings.HasPrefix(rel, m.to+"/") || m.exchange && strings.HasPrefix(rel, m.from+"/") {
+			if !m.watched {
+				return nil
+			}
+			r := m.ref
+			return &r
+		}
+	}
+	return nil
+}
+
+// underOrSame reports whether p is dir or lies below it.
+func underOrSame(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+// tsBefore reports whether a is strictly earlier than b.
+func tsBefore(a, b syscall.Timespec) bool {
+	return a.Sec < b.Sec || (a.Sec == b.Sec && a.Nsec < b.Nsec)
+}
