@@ -73,13 +73,52 @@ func ReadFacts(tid uint32) ProcFacts {
 	return f
 }
 
-// readFacts is ReadFacts' /proc work, unbounded.
+// factsCache keeps the facts of recently seen threads, keyed by thread id
+// and validated by the thread's start time and comm (one read of
+// /proc/<tid>/stat): an exec changes the comm, a recycled tid the start
+// time. It is cleared when it grows past maxCachedFacts entries.
+var factsCache = struct {
+	mu sync.Mutex
+	m  map[uint32]cachedFacts
+}{m: map[uint32]cachedFacts{}}
+
+type cachedFacts struct {
+	start uint64
+	comm  string
+	facts ProcFacts
+}
+
+const maxCachedFacts = 1 << 14
+
+// readFacts is ReadFacts' /proc work, unbounded: one stat read when the
+// thread's facts are cached and still valid, the full read otherwise.
 func readFacts(procDir string, tid uint32) ProcFacts {
 	s := &Sessions{procDir: procDir}
 	st, err := s.stat(tid)
 	if err != nil {
 		return ProcFacts{}
 	}
+	factsCache.mu.Lock()
+	c, ok := factsCache.m[tid]
+	factsCache.mu.Unlock()
+	if ok && c.start == st.start && c.comm == st.comm {
+		return c.facts
+	}
+	f := readFactsUncached(s, tid, st)
+	if f.Known {
+		factsCache.mu.Lock()
+		if len(factsCache.m) >= maxCachedFacts {
+			factsCache.m = map[uint32]cachedFacts{}
+		}
+		factsCache.m[tid] = cachedFacts{start: st.start, comm: st.comm, facts: f}
+		factsCache.mu.Unlock()
+	}
+	return f
+}
+
+// readFactsUncached reads the facts of thread tid, whose stat is st.
+func readFactsUncached(s *Sessions, tid uint32, st procStat) ProcFacts {
+	procDir := s.procDir
 	pid, st, err := s.leader(tid, st)
 	if err != nil {
 		return ProcFacts{}

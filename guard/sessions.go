@@ -417,6 +417,7 @@ func (s *Sessions) walk(tid uint32, st procStat) string {
 type procStat struct {
 	ppid  uint32
 	start uint64
+	comm  string // the thread's comm (field 2, without its parentheses)
 }
 
 // leader returns the thread group leader of thread tid (whose stat is st)
@@ -462,7 +463,11 @@ func (s *Sessions) stat(pid uint32) (procStat, error) {
 	if err1 != nil || err2 != nil {
 		return procStat{}, errors.New("malformed stat")
 	}
-	return procStat{ppid: uint32(ppid), start: start}, nil
+	comm := ""
+	if j := strings.IndexByte(string(b), '('); j >= 0 && j < i {
+		comm = string(b[j+1 : i])
+	}
+	return procStat{ppid: uint32(ppid), start: start, comm: comm}, nil
 }
 
 // statBounded is stat waiting at most ProcBound: ErrProcSlow after that.
