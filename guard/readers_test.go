@@ -3,6 +3,7 @@ package guard
 import (
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -290,5 +291,34 @@ func TestSessionsHarnessRoot(t *testing.T) {
 	s.End("plain")
 	if _, ok := s.HarnessRoot("h"); ok {
 		t.Fatal("an ended session is still in harness mode")
+	}
+}
+
+// TestReadFactsFollowsExec: a thread's cached facts are read afresh once
+// it has exec'd another program (its comm changed).
+func TestReadFactsFollowsExec(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "read x; exec sleep 1000")
+	in, err := cmd.StdinPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := uint32(cmd.Process.Pid)
+	if f := ReadFacts(pid); !f.Known || f.Comm != "sh" {
+		t.Fatalf("facts before exec: %+v", f)
+	}
+	in.Write([]byte("go\n"))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/comm")
+		if string(b) == "sleep\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sh did not exec sleep")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if f := ReadFacts(pid); !f.Known || f.Comm != "sleep" || f.Exe != "sleep" {
+		t.Fatalf("facts after exec: %+v", f)
 	}
 }
