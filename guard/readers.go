@@ -196,15 +196,6 @@ func (g *Guard) IsScanner(f ProcFacts) bool {
 	return g.scanners[exe] || g.scanners[clipComm(f.Argv0)]
 }
 
-// Scanners returns the scanner names in effect (clipped to 15 bytes).
-func (g *Guard) Scanners() []string {
-	out := make([]string, 0, len(g.scanners))
-	for n := range g.scanners {
-		out = append(out, n)
-	}
-	return out
-}
-
 // HarnessRoots tells which process is the harness root of a session
 // (guard.Sessions implements it): ok is false for a session not started in
 // harness mode.
