@@ -532,11 +532,6 @@ func (g *Guard) Rename(id FileID, path string) {
 // so an external touch with identical bytes keeps them fresh.
 func (g *Guard) Invalidate(id FileID) { g.hashes.Invalidate(id) }
 
-// allTrackers lists the sessions' and the scanner processes' trackers.
-func (g *Guard) allTrackers() []*Tracker {
-	return append(g.trackers(), g.procTrackerList()...)
-}
-
 func (g *Guard) trackers() []*Tracker {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -362,6 +362,11 @@ func (g *Guard) ProcRecordCount(p ProcKey) int {
 	return len(t.state)
 }
 
+// allTrackers lists the sessions' and the scanner processes' trackers.
+func (g *Guard) allTrackers() []*Tracker {
+	return append(g.trackers(), g.procTrackerList()...)
+}
+
 // procTrackerList copies the scanner processes' trackers.
 func (g *Guard) procTrackerList() []*Tracker {
 	g.procs.mu.Lock()
