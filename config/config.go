@@ -128,6 +128,9 @@ type Guard struct {
 	AllowUnregistered bool // unregistered = "allow"
 	Unlink            guard.UnlinkPolicy
 	Errno             syscall.Errno // EACCES or EPERM
+	// Scanners are the programs whose reads count for their own process
+	// only (guard.Config.Scanners; docs/DESIGN.md#scanner-reads).
+	Scanners []string
 }
 
 // Cache is the effective [cache] section. CacheTimeout is resolved: a

@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -298,6 +299,8 @@ func TestWorkspaceMayOnlyTighten(t *testing.T) {
 		{"", "[agents.subagents.evil]\ncommand = [\"sh\", \"-c\", \"{prompt}\"]\n", ":1: agents.subagents.evil may not be set in a workspace file: it names a program"},
 		{"", "[compact.summarizer]\nbackend = \"command\"\ncommand = [\"curl\"]\n", "compact.summarizer.backend may not be set"},
 		{"", "[cache]\ncache_timeout = \"2h\"\n", "cache.cache_timeout: 2h0m0s out of range (0s to 1h0m0s) in a workspace file"},
+		{"", "[guard]\nscanners = [\"grep\"]\n", ":2: guard.scanners = [\"grep\"] would loosen the guard"},
+		{"[guard]\nscanners = [\"grep\", \"sed\"]\n", "[guard]\nscanners = [\"grep\", \"rg\"]\n", "guard.scanners"},
 	}
 	for _, c := range refused {
 		e := newEnv(t)
@@ -317,6 +320,7 @@ func TestWorkspaceMayOnlyTighten(t *testing.T) {
 		{"", "[agents]\nmax_depth = 1\nmax_concurrent_total = 2\n"},
 		{"", "[cache]\ncache_timeout = \"10m\"\nshort_timeout = \"500ms\"\nwatch = false\nwatch_skip = [\"build\"]\n"},
 		{"", "[compact]\nthreshold = 0.8\ncontext_window = 200000\nmodel = \"gpt-4o\"\n"},
+		{"[guard]\nscanners = [\"grep\"]\n", "[guard]\nscanners = [\"grep\", \"sed\"]\n"},
 	}
 	for _, c := range accepted {
 		e := newEnv(t)
@@ -442,4 +446,25 @@ func TestFlagErrors(t *testing.T) {
 	mustErr(t, err, "flag --unlink", `"maybe" is not one of guard, allow`)
 	_, err = e.load(Flag{Key: "cache.watch_skip", Name: "--watch-skip", Value: []string{"a[b"}})
 	mustErr(t, err, "flag --watch-skip", "malformed glob")
+}
+
+// TestScanners: guard.scanners defaults to guard.DefaultScanners; the user
+// file may set any list (with provenance); a malformed name is refused.
+func TestScanners(t *testing.T) {
+	e := newEnv(t)
+	c := e.mustLoad()
+	if fmt.Sprint(c.Guard.Scanners) != fmt.Sprint(guard.DefaultScanners) {
+		t.Fatalf("default scanners %v, want %v", c.Guard.Scanners, guard.DefaultScanners)
+	}
+	e.write(e.userFile(), "[guard]\nscanners = [\"grep\", \"sed\"]\n")
+	c = e.mustLoad()
+	if fmt.Sprint(c.Guard.Scanners) != "[grep sed]" {
+		t.Fatalf("user scanners %v", c.Guard.Scanners)
+	}
+	if en, _ := c.Lookup("guard.scanners"); en.Source.Path != e.userFile() || en.Source.Line != 2 {
+		t.Fatalf("provenance %+v", en.Source)
+	}
+	e.write(e.userFile(), "[guard]\nscanners = [\"/usr/bin/grep\"]\n")
+	_, err := e.load()
+	mustErr(t, err, "guard.scanners", "malformed program name")
 }

@@ -31,6 +31,7 @@ type fileConfig struct {
 		Unregistered *string   `toml:"unregistered"`
 		Unlink       *string   `toml:"unlink"`
 		Errno        *string   `toml:"errno"`
+		Scanners     *[]string `toml:"scanners"`
 	} `toml:"guard"`
 	Cache struct {
 		CacheTimeout *string   `toml:"cache_timeout" kind:"duration"`

@@ -179,6 +179,17 @@ func globs(v any) error {
 	return nil
 }
 
+// programNames checks a list of program names (guard.scanners): each a
+// non-empty base name, without '/', NUL or white space.
+func programNames(v any) error {
+	for _, n := range v.([]string) {
+		if n == "" || strings.ContainsAny(n, "/\x00 \t\n") {
+			return fmt.Errorf("malformed program name %q: want a base name like \"grep\"", n)
+		}
+	}
+	return nil
+}
+
 func notNegative(v any) error {
 	if v.(int) < 0 {
 		return fmt.Errorf("%d is negative", v)
@@ -211,6 +222,22 @@ var specs = []spec{
 	{key: "guard.unlink", typ: tString, def: "guard", valid: oneOf("guard", "allow"), rule: RuleTighten,
 		loosens: func(lo, v any) bool { return v == "allow" && lo != "allow" }},
 	{key: "guard.errno", typ: tString, def: "EACCES", valid: oneOf("EACCES", "EPERM")},
+	// A scanner's reads count for its own process only, so a scanner
+	// removed from the list would make its reads count for the session:
+	// a workspace file may only add names.
+	{key: "guard.scanners", typ: tStrings, def: append([]string(nil), guard.DefaultScanners...), valid: programNames, rule: RuleTighten,
+		loosens: func(lo, v any) bool {
+			have := map[string]bool{}
+			for _, n := range v.([]string) {
+				have[n] = true
+			}
+			for _, n := range lo.([]string) {
+				if !have[n] {
+					return true // a scanner removed
+				}
+			}
+			return false
+		}},
 
 	{key: "cache.cache_timeout", typ: tDuration, def: time.Duration(0), valid: durRange(0, MaxCacheTimeout),
 		wsValid: durRange(0, MaxWorkspaceCacheTimeout)},
@@ -396,6 +423,7 @@ func build(m layer) (*Config, error) {
 	if g.Errno, err = guard.ParseErrno(str("guard.errno")); err != nil {
 		return nil, err
 	}
+	g.Scanners = strs("guard.scanners")
 
 	ca := &c.Cache
 	ca.Watch = bl("cache.watch")

@@ -48,6 +48,9 @@ type Config struct {
 	// --errno; 0 means EACCES). See guard.Config.
 	Unlink guard.UnlinkPolicy
 	Errno  syscall.Errno
+	// Scanners are the programs whose reads count for their own process
+	// only (guard.scanners; nil: guard.DefaultScanners). See guard.Config.
+	Scanners []string
 	// Options are FUSE -o options.
 	Options []string
 	// StateDir holds logs, the read-state file and the compaction store.
@@ -197,7 +200,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		d.rootFd = fd
 		backing = fmt.Sprintf("/proc/self/fd/%d", fd)
 	}
-	d.Guard = guard.New(guard.Config{Mode: cfg.Mode, Unlink: cfg.Unlink, Errno: cfg.Errno, Granularity: timestampGranularity(backing),
+	d.Guard = guard.New(guard.Config{Mode: cfg.Mode, Unlink: cfg.Unlink, Errno: cfg.Errno, Scanners: cfg.Scanners, Granularity: timestampGranularity(backing),
 		OnDenial: denialLogger(cfg.Slog), Git: gitsafe.New(backing, ws)})
 	matcher, err := ignore.New(backing, cfg.Exempt, cfg.GuardIgnored)
 	if err != nil {
@@ -223,6 +226,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	// tracker is dropped at once (no process can resolve to it again).
 	d.Sessions = guard.NewSessions()
 	d.Sessions.OnEnd = d.Guard.DropSession
+	d.Guard.SetHarnessRoots(d.Sessions)
 	d.FS.AttachSessions(d.Sessions)
 	if cfg.PersistReads && cfg.StateDir != "" {
 		d.loadReads()

@@ -324,3 +324,54 @@ func TestCtlErrorLogBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestParseSelfCommand: the per-session ctl's commands and their errors.
+func TestParseSelfCommand(t *testing.T) {
+	h := guard.HashBytes([]byte("x"))
+	good := []struct {
+		in   string
+		want selfCmd
+	}{
+		{"read f.txt", selfCmd{Verb: "read", Path: "f.txt"}},
+		{"read f.txt\n", selfCmd{Verb: "read", Path: "f.txt"}},
+		{"read /abs/f.txt " + h.String(), selfCmd{Verb: "read", Path: "/abs/f.txt", Hash: h, HasHash: true}},
+		{"read sub/g " + strings.ToUpper(h.String()), selfCmd{Verb: "read", Path: "sub/g", Hash: h, HasHash: true}},
+		{`read "a b.txt" ` + h.String(), selfCmd{Verb: "read", Path: "a b.txt", Hash: h, HasHash: true}},
+		{"edit-failed f.txt", selfCmd{Verb: "edit-failed", Path: "f.txt"}},
+	}
+	for _, c := range good {
+		got, err := parseSelfCommand(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("parseSelfCommand(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
+		}
+	}
+	bad := []struct {
+		in    string
+		errno syscall.Errno
+	}{
+		{"", syscall.EINVAL},
+		{"read", syscall.EINVAL},
+		{"write f.txt", syscall.EINVAL},
+		{"read f.txt nothex", syscall.EINVAL},
+		{"read f.txt " + h.String() + " extra", syscall.EINVAL},
+		{"edit-failed f.txt " + h.String(), syscall.EINVAL},
+		{`read "unterminated`, syscall.EINVAL},
+		{`read "a"b`, syscall.EINVAL},
+		{"read f\x00", syscall.EINVAL},
+		{"read " + strings.Repeat("a", maxSelfCommand), syscall.EFBIG},
+	}
+	for _, c := range bad {
+		_, err := parseSelfCommand(c.in)
+		var ce *ctltree.Error
+		if !errors.As(err, &ce) || ce.Errno != c.errno {
+			t.Errorf("parseSelfCommand(%q) = %v, want %v", c.in, err, c.errno)
+		}
+	}
+	sp, err := parseSessionSpec([]byte("name=h harness=1 cmd=claude --x"))
+	if err != nil || !sp.Harness || sp.Name != "h" || sp.Cmd != "claude --x" {
+		t.Errorf("harness spec: %+v, %v", sp, err)
+	}
+	if _, err := parseSessionSpec([]byte("harness=yes")); err == nil {
+		t.Error("harness=yes accepted")
+	}
+}

@@ -2,10 +2,11 @@ package fusefs
 
 // Session control files (issue 4): .rubino/sessions/ and .rubino/self.
 //
-//   sessions/clone     write "name=NAME pid=PID cmd=COMMAND" (each optional but
-//                      pid; the name defaults to a generated id), read the id
+//   sessions/clone     write "name=NAME pid=PID harness=1 cmd=COMMAND" (each
+//                      optional; the name defaults to a generated id, the
+//                      pid to the writer's), read the id
 //   sessions/ctl       "end NAME", "rename OLD NEW"
-//   sessions/<id>/     info (JSON), tracked, denials, why
+//   sessions/<id>/     info (JSON), tracked, denials, why, ctl (ctl_self.go)
 //   self               symlink to sessions/<caller's session>
 //
 // Authorisation (issue 4: "only the mount's owner or an unregistered caller
@@ -42,7 +43,9 @@ import (
 // registry (guard.Sessions implements it).
 type SessionRegistry interface {
 	Resolver
-	Register(name string, pid uint32, cmd string) error
+	// RegisterAs registers pid as the root of session name, an agent
+	// harness when harness is set (guard.Sessions.RegisterAs).
+	RegisterAs(name string, pid uint32, cmd string, harness bool) error
 	End(name string) error
 	Rename(oldName, newName string) error
 	List() []guard.SessionInfo
@@ -57,6 +60,7 @@ func (f *FS) sessionsCtl(reg SessionRegistry) []ctltree.Entry {
 			ctltree.Entry{Name: "tracked", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.trackedText(name)) })},
 			ctltree.Entry{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenials(name)}},
 			ctltree.Entry{Name: "why", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.whyText(name)) })},
+			ctltree.Entry{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Write: f.selfCtl(name)}},
 		)
 	}
 	names := func() []string {
@@ -125,6 +129,9 @@ type sessionSpec struct {
 	Name string // "" for a generated name
 	Pid  uint32 // 0 for the caller's own pid
 	Cmd  string // display only, at most maxSessionCmd bytes
+	// Harness marks the root as an agent harness (harness=1): its own
+	// reads do not count (docs/DESIGN.md#scanner-reads).
+	Harness bool
 }
 
 // String renders the spec in the form parseSessionSpec accepts.
@@ -135,6 +142,9 @@ func (s sessionSpec) String() string {
 	}
 	if s.Name != "" {
 		parts = append(parts, "name="+s.Name)
+	}
+	if s.Harness {
+		parts = append(parts, "harness=1")
 	}
 	if s.Cmd != "" {
 		parts = append(parts, "cmd="+s.Cmd)
@@ -192,8 +202,13 @@ func parseSessionSpec(spec []byte) (sessionSpec, error) {
 			out.Pid = uint32(n)
 		case "cmd":
 			out.Cmd = clipText(strings.TrimSpace(v), maxSessionCmd)
+		case "harness":
+			if v != "0" && v != "1" {
+				return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "harness %q: want 0 or 1", clipReason(v))
+			}
+			out.Harness = v == "1"
 		default:
-			return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "unknown field %q (want name, pid, cmd)", clipReason(k))
+			return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "unknown field %q (want name, pid, harness, cmd)", clipReason(k))
 		}
 	}
 	return out, nil
@@ -237,7 +252,7 @@ func (f *FS) registerSession(reg SessionRegistry, c ctltree.Caller, spec []byte)
 	if name == "" {
 		name = "s-" + randomID()
 	}
-	if err := reg.Register(name, pid, sp.Cmd); err != nil {
+	if err := reg.RegisterAs(name, pid, sp.Cmd, sp.Harness); err != nil {
 		return "", sessionErr(err)
 	}
 	return name, nil
@@ -388,6 +403,7 @@ func (f *FS) sessionInfo(reg SessionRegistry, name string) string {
 			doc["started"] = s.Started.UTC().Format(time.RFC3339Nano)
 			doc["live"] = s.Live
 			doc["guarded"] = true
+			doc["harness"] = s.Harness
 		}
 	}
 	doc["tracked"] = f.cfg.Guard.RecordCount(name)

@@ -93,6 +93,13 @@ func (h *File) registerRead() {
 		return
 	}
 	h.registered = true
+	// Whose reads these are (the session's, a scanner process's, or no
+	// one's: docs/DESIGN.md#scanner-reads) is read from /proc before the
+	// identity lock is taken, bounded by guard.ProcBound.
+	gc := h.fs.guardCaller(h.who)
+	if h.fs.cfg.Guard.WantsFacts(h.who.session) {
+		gc.Facts()
+	}
 	unlock := h.fs.cfg.Guard.Lock(h.id)
 	defer unlock()
 	h.fd(func(fd int) syscall.Errno {
@@ -101,8 +108,8 @@ func (h *File) registerRead() {
 			return 0
 		}
 		if h.fs.inFlux(h.id) {
-			h.fs.cfg.Guard.NoteReadInFlux(h.who.session, t)
-		} else if err := h.fs.cfg.Guard.NoteRead(h.who.session, t); err != nil {
+			h.fs.cfg.Guard.NoteReadInFluxBy(gc, t)
+		} else if err := h.fs.cfg.Guard.NoteReadBy(gc, t); err != nil {
 			h.fs.log.Warn("registering a read failed: the session must read the file again", "path", t.Path, "session", h.who.session, "err", err)
 		}
 		return 0

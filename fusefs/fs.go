@@ -104,6 +104,10 @@ type FS struct {
 	started time.Time
 	log     *slog.Logger
 
+	// mountpoint is where the mount is (setMountpoint), for resolving the
+	// paths callers write to control files.
+	mountpoint atomic.Pointer[string]
+
 	// server is set once mounted; used for kernel notifications from the
 	// invalidation goroutine only.
 	server atomic.Pointer[fuse.Server]
@@ -340,14 +344,9 @@ func openForHash(p string, flags int) (*os.File, error) {
 // denial log) is looked up at most once, and only when the read-before-write
 // policy refuses: an allowed mutation reads nothing of the caller.
 func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
-	name, named := "", false
-	commOf := func() string {
-		if !named {
-			name, named = comm(c.pid), true
-		}
-		return name
-	}
-	d := f.cfg.Guard.DecideCaller(c.session, commOf, op, t)
+	gc := f.guardCaller(c)
+	commOf := gc.Comm
+	d := f.cfg.Guard.DecideBy(gc, op, t)
 	if d.Allow && !d.WouldDeny {
 		return 0
 	}
@@ -391,6 +390,31 @@ func (f *FS) inFlux(id guard.FileID) bool {
 	f.fluxMu.Lock()
 	defer f.fluxMu.Unlock()
 	return f.flux[id] > 0
+}
+
+// guardCaller describes c to the guard: its session, and its process facts
+// (guard.ReadFacts) and comm, each read from /proc at most once and only
+// when the guard asks, bounded by guard.ProcBound. Not safe for concurrent
+// use: one request's goroutine uses it.
+func (f *FS) guardCaller(c caller) guard.Caller {
+	var facts guard.ProcFacts
+	var name string
+	haveFacts, haveName := false, false
+	return guard.Caller{
+		Session: c.session,
+		Facts: func() guard.ProcFacts {
+			if !haveFacts {
+				facts, haveFacts = guard.ReadFacts(c.pid), true
+			}
+			return facts
+		},
+		Comm: func() string {
+			if !haveName {
+				name, haveName = comm(c.pid), true
+			}
+			return name
+		},
+	}
 }
 
 // comm returns the command name of thread pid (/proc/<pid>/comm), or ""

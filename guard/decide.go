@@ -26,6 +26,18 @@ func (g *Guard) Decide(session string, op Op, t Target) Decision {
 // Config.Errno in Decision.Errno. With UnlinkAllow, OpUnlink is allowed
 // without a check.
 func (g *Guard) DecideCaller(session string, comm func() string, op Op, t Target) Decision {
+	return g.DecideBy(Caller{Session: session, Comm: comm}, op, t)
+}
+
+// DecideBy is DecideCaller for a caller whose process facts may be known:
+// when the session's records refuse and the calling process is a scanner
+// with records of its own (NoteReadBy), those decide instead
+// (docs/DESIGN.md#scanner-reads), so a scanner that read a file may
+// replace it (sed -i, git checkout) although its read made nothing
+// writable for its session. c.Facts is called only then, c.Comm only as
+// DecideCaller says.
+func (g *Guard) DecideBy(c Caller, op Op, t Target) Decision {
+	session, comm := c.Session, c.Comm
 	if g.mode == ModeOff {
 		return Decision{Allow: true}
 	}
@@ -50,6 +62,15 @@ func (g *Guard) DecideCaller(session string, comm func() string, op Op, t Target
 	}
 	tr := g.ForSession(session)
 	d := judge(tr, op, t)
+	if d.Code != "" && c.Facts != nil && g.hasProcTrackers() {
+		if f := c.Facts(); f.Known {
+			if pt := g.procTrackerOf(f.Proc); pt != nil {
+				if pd := judge(pt, op, t); pd.Code == "" {
+					d = pd
+				}
+			}
+		}
+	}
 	if d.Code != "" && g.git != nil && comm != nil && IsGit(comm()) && g.vouchGit(tr, t) {
 		d = judge(tr, op, t)
 	}

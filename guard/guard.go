@@ -247,6 +247,10 @@ type Config struct {
 	// Git, when set, enables the git-safe policy in DecideCaller
 	// (docs/DESIGN.md#git-safe); nil decides without it.
 	Git GitBlobs
+	// Scanners are the program names whose reads count for their own
+	// process only (docs/DESIGN.md#scanner-reads); nil means
+	// DefaultScanners, an empty non-nil list none.
+	Scanners []string
 }
 
 // Guard holds one read tracker per session, the shared hash cache, the
@@ -259,6 +263,11 @@ type Guard struct {
 	hashes *HashCache
 	maxDen int
 	git    GitBlobs
+	// scanners and roots decide whose reads count (readers.go); procs
+	// holds the scanner processes' records.
+	scanners scannerSet
+	roots    HarnessRoots
+	procs    procTrackers
 
 	mu       sync.Mutex
 	sessions map[string]*Tracker
@@ -309,6 +318,7 @@ func New(cfg Config) *Guard {
 		maxDen:    cfg.MaxDenials,
 		onDenial:  cfg.OnDenial,
 		git:       cfg.Git,
+		scanners:  newScannerSet(cfg.Scanners),
 		sessions:  make(map[string]*Tracker),
 		locks:     make(map[FileID]*idLock),
 		mutations: make(map[FileID]Mutation),
@@ -348,7 +358,8 @@ func (g *Guard) Reset() {
 	g.mu.Unlock()
 }
 
-// DropSession drops one session's tracker (the session ended).
+// DropSession drops one session's tracker (the session ended); its
+// scanner processes keep their own records until they exit.
 func (g *Guard) DropSession(session string) {
 	g.mu.Lock()
 	delete(g.sessions, session)
@@ -366,6 +377,13 @@ func (g *Guard) RenameSession(from, to string) {
 		t.session = to
 		t.mu.Unlock()
 		g.sessions[to] = t
+	}
+	for _, t := range g.procTrackerList() {
+		t.mu.Lock()
+		if t.session == from {
+			t.session = to
+		}
+		t.mu.Unlock()
 	}
 }
 
@@ -496,7 +514,7 @@ func (g *Guard) Forget(id FileID) {
 	g.mutMu.Lock()
 	delete(g.mutations, id)
 	g.mutMu.Unlock()
-	for _, t := range g.trackers() {
+	for _, t := range g.allTrackers() {
 		t.forget(id)
 	}
 }
@@ -504,7 +522,7 @@ func (g *Guard) Forget(id FileID) {
 // Rename updates the display path of id in every session (records follow
 // identities, so a renamed file keeps its records).
 func (g *Guard) Rename(id FileID, path string) {
-	for _, t := range g.trackers() {
+	for _, t := range g.allTrackers() {
 		t.rename(id, path)
 	}
 }

@@ -36,7 +36,7 @@ func (g *Guard) NoteMutation(id FileID, session string) uint64 {
 		return m.Seq
 	}
 	if session == ExternalSession {
-		for _, t := range g.trackers() {
+		for _, t := range g.allTrackers() {
 			t.markMixed(id)
 		}
 		return m.Seq
@@ -49,6 +49,11 @@ func (g *Guard) NoteMutation(id FileID, session string) uint64 {
 		}
 	}
 	g.mu.Unlock()
+	for _, t := range g.procTrackerList() {
+		if t.Session() != session {
+			others = append(others, t)
+		}
+	}
 	for _, t := range others {
 		t.markForeign(id)
 	}

@@ -98,6 +98,24 @@ type readResult struct {
 	err error
 }
 
+// ReadlinkProc reads the /proc symlink path (e.g. "/proc/123/cwd") without
+// ever waiting longer than ProcBound: ErrProcSlow then, else os.Readlink's
+// result. For request paths only. Safe for concurrent use.
+func ReadlinkProc(path string) (string, error) {
+	type result struct {
+		s   string
+		err error
+	}
+	r, ok := procBounded("readlink:"+path, func() result {
+		s, err := os.Readlink(path)
+		return result{s, err}
+	})
+	if !ok {
+		return "", ErrProcSlow
+	}
+	return r.s, r.err
+}
+
 // ReadProc reads the /proc file path (e.g. "/proc/123/comm") without ever
 // waiting longer than ProcBound: ErrProcSlow then, else os.ReadFile's
 // result. For request paths only; elsewhere read /proc directly. Safe for

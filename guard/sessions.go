@@ -26,6 +26,9 @@ type SessionInfo struct {
 	Started   time.Time `json:"started"`
 	Live      bool      `json:"live"`
 	Ended     time.Time `json:"ended,omitzero"`
+	// Harness: the root is an agent harness (rubinofs run --harness): its
+	// own reads do not count (docs/DESIGN.md#scanner-reads).
+	Harness bool `json:"harness,omitempty"`
 }
 
 // proc identifies a process across pid reuse: a pid and its start time.
@@ -133,6 +136,12 @@ var (
 // ErrProcessGone, ErrProcessBusy (the process's /proc files did not answer
 // within ProcBound), ErrAlreadyRooted.
 func (s *Sessions) Register(name string, pid uint32, cmd string) error {
+	return s.RegisterAs(name, pid, cmd, false)
+}
+
+// RegisterAs is Register, marking the root as an agent harness when
+// harness is set (SessionInfo.Harness, HarnessRoot).
+func (s *Sessions) RegisterAs(name string, pid uint32, cmd string, harness bool) error {
 	if err := ValidSessionName(name); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidSession, err)
 	}
@@ -164,7 +173,7 @@ func (s *Sessions) Register(name string, pid uint32, cmd string) error {
 		return fmt.Errorf("%w: pid %d is the root of %s", ErrAlreadyRooted, pid, other.info.Name)
 	}
 	sess := &session{info: SessionInfo{Name: name, RootPid: pid, RootStart: st.start, Command: cmd,
-		Started: time.Now(), Live: true}, stop: make(chan struct{})}
+		Started: time.Now(), Live: true, Harness: harness}, stop: make(chan struct{})}
 	s.byName[name] = sess
 	s.byRoot[key] = sess
 	s.gen++
@@ -202,7 +211,7 @@ func (s *Sessions) Restore(info SessionInfo) error {
 	if err != nil || st.start != info.RootStart {
 		return fmt.Errorf("%w: root %d of %s", ErrProcessGone, info.RootPid, info.Name)
 	}
-	if err := s.Register(info.Name, info.RootPid, info.Command); err != nil {
+	if err := s.RegisterAs(info.Name, info.RootPid, info.Command, info.Harness); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -309,6 +318,17 @@ func (s *Sessions) Lookup(name string) (SessionInfo, bool) {
 	return SessionInfo{}, false
 }
 
+// HarnessRoot returns the root process of session when the session is
+// live and in harness mode (guard.HarnessRoots).
+func (s *Sessions) HarnessRoot(session string) (ProcKey, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess, ok := s.byName[session]; ok && sess.info.Harness {
+		return ProcKey{sess.info.RootPid, sess.info.RootStart}, true
+	}
+	return ProcKey{}, false
+}
+
 // maxDepth bounds the parent walk (a cycle cannot happen in /proc, but a
 // racing reparent could make a walk long).
 const maxDepth = 128
@@ -397,6 +417,7 @@ func (s *Sessions) walk(tid uint32, st procStat) string {
 type procStat struct {
 	ppid  uint32
 	start uint64
+	comm  string // the thread's comm (field 2, without its parentheses)
 }
 
 // leader returns the thread group leader of thread tid (whose stat is st)
@@ -442,7 +463,11 @@ func (s *Sessions) stat(pid uint32) (procStat, error) {
 	if err1 != nil || err2 != nil {
 		return procStat{}, errors.New("malformed stat")
 	}
-	return procStat{ppid: uint32(ppid), start: start}, nil
+	comm := ""
+	if j := strings.IndexByte(string(b), '('); j >= 0 && j < i {
+		comm = string(b[j+1 : i])
+	}
+	return procStat{ppid: uint32(ppid), start: start, comm: comm}, nil
 }
 
 // statBounded is stat waiting at most ProcBound: ErrProcSlow after that.

@@ -146,6 +146,7 @@ func applyConfig(cfg *daemon.Config, eff *config.Config) {
 	cfg.AllowUnregistered = eff.Guard.AllowUnregistered
 	cfg.Unlink = eff.Guard.Unlink
 	cfg.Errno = eff.Guard.Errno
+	cfg.Scanners = eff.Guard.Scanners
 	cfg.Watch = eff.Cache.Watch
 	cfg.CacheTimeout = eff.Cache.CacheTimeout
 	cfg.ShortTimeout = eff.Cache.ShortTimeout

@@ -17,11 +17,12 @@ func runCommand() *cli.Command {
 		ArgsUsage: "-- CMD [ARGS...]",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "session", Usage: "session `NAME` (default: a generated id)"},
+			&cli.BoolFlag{Name: "harness", Usage: "CMD is an agent harness (claude, codex...): its own reads do not count, its children's do, and it declares what its model read in .rubino/self/ctl"},
 			mountFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
-				return cli.Exit("usage: rubinofs run [--session NAME] [--mount DIR] -- CMD [ARGS...]", 2)
+				return cli.Exit("usage: rubinofs run [--harness] [--session NAME] [--mount DIR] -- CMD [ARGS...]", 2)
 			}
 			mnt, err := mountOf(c)
 			if err != nil {
@@ -40,6 +41,9 @@ func runCommand() *cli.Command {
 			spec := ""
 			if name := c.String("session"); name != "" {
 				spec = "name=" + name + " "
+			}
+			if c.Bool("harness") {
+				spec += "harness=1 "
 			}
 			spec += "cmd=" + strings.Join(args, " ")
 			id, err := cloneCtl(mnt, "sessions/clone", []byte(spec+"\n"))

@@ -1,6 +1,7 @@
 // Package gitsafe answers the one question of the guard's git-safe policy
 // (docs/DESIGN.md#git-safe): does the content of a workspace file equal the
-// blob that its git repository holds for it, in the index or at HEAD? When
+// blob that its git repository holds for it, in the index, at HEAD or in the
+// latest stash entry's working tree? When
 // it does, git has those bytes, so a git operation that replaces the file
 // loses nothing the session never saw.
 //
@@ -123,18 +124,55 @@ func (r *Repos) Holds(rel string, size int64, content func() (io.Reader, error))
 		}
 	}
 	head, err := rp.headBlob(inRepo)
-	if err != nil || head.IsZero() {
-		if err == nil {
-			err = idxErr
+	stash, stashErr := rp.stashBlob(inRepo)
+	if head.IsZero() && stash.IsZero() {
+		for _, e := range []error{err, stashErr, idxErr} {
+			if e != nil {
+				return false, e
+			}
 		}
-		return false, err
+		return false, nil
 	}
 	if !hashed {
 		if err := hash(); err != nil {
 			return false, ignoreSize(err)
 		}
 	}
-	return head == sum, nil
+	return sum == head || sum == stash, nil
+}
+
+// stashRef is the reference of the latest stash entry (stash@{0}).
+const stashRef = plumbing.ReferenceName("refs/stash")
+
+// stashBlob returns the blob id of p in the working-tree commit of the
+// latest stash entry, or the zero id when there is no stash or no blob at
+// p there. `git stash` saves the working tree there before it runs `git
+// reset --hard` in a separate process, so those bytes are held by git
+// when the reset replaces them. Called with rp.mu held.
+func (rp *repo) stashBlob(p string) (plumbing.Hash, error) {
+	ref, err := storer.ResolveReference(rp.storage, stashRef)
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return plumbing.ZeroHash, nil
+	}
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	c, err := object.GetCommit(rp.storage, ref.Hash())
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	t, err := c.Tree()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	e, err := t.FindEntry(p)
+	if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
+		return plumbing.ZeroHash, nil
+	}
+	if err != nil || !blobMode(e.Mode) {
+		return plumbing.ZeroHash, err
+	}
+	return e.Hash, nil
 }
 
 var errSizeChanged = errors.New("size changed while hashing")

@@ -181,3 +181,29 @@ func BenchmarkHoldsCachedIndex(b *testing.B) {
 		}
 	}
 }
+
+// TestHoldsStash: bytes saved in the latest stash entry's working tree are
+// held (git stash saves them, then a separate git reset --hard replaces
+// the file); bytes in no stash, index or HEAD are not.
+func TestHoldsStash(t *testing.T) {
+	requireGit(t)
+	ws := t.TempDir()
+	write(t, filepath.Join(ws, "a.txt"), "committed\n")
+	git(t, ws, "init", "-q")
+	git(t, ws, "add", "-A")
+	git(t, ws, "commit", "-qm", "c")
+	r := New(ws, ws)
+	write(t, filepath.Join(ws, "a.txt"), "dirty work\n")
+	if held, _ := holds(t, r, ws, "a.txt"); held {
+		t.Fatal("dirty bytes held before the stash")
+	}
+	git(t, ws, "stash", "-q")
+	write(t, filepath.Join(ws, "a.txt"), "dirty work\n") // as before the stash's reset
+	if held, _ := holds(t, r, ws, "a.txt"); !held {
+		t.Fatal("bytes saved in stash@{0} not held")
+	}
+	write(t, filepath.Join(ws, "a.txt"), "other work\n")
+	if held, _ := holds(t, r, ws, "a.txt"); held {
+		t.Fatal("bytes in no stash held")
+	}
+}

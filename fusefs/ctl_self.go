@@ -1,0 +1,191 @@
+package fusefs
+
+// The per-session control file .rubino/sessions/NAME/ctl (reachable as
+// .rubino/self/ctl): a harness declares what its model was shown, since in
+// harness mode the harness root's own reads count for nothing
+// (docs/DESIGN.md#scanner-reads). One command per write(2):
+//
+//   read PATH [HASH]   the model was shown PATH (in full, with HASH: the
+//                      xxh3-128 of the bytes shown, as guard/tracked prints
+//                      it); guard.Guard.DeclareRead says what is recorded
+//   edit-failed PATH   the model's edit of PATH failed in the harness: its
+//                      next read bypasses dedup (guard.Tracker.NoteEditFailure)
+//
+// PATH is absolute (inside the mount, as the caller sees it) or relative to
+// the writing process's cwd; a PATH holding white space is written as a Go
+// quoted string. It names the file itself: a symlink on the way or at the
+// end is refused. Errors (each with its reason in the "error: REASON"
+// read-back): EINVAL for bad syntax, a bad hash or a PATH that is not a
+// regular file; ENOENT for no such file; EPERM for a PATH outside the mount
+// or a caller outside the session (below); EAGAIN when the caller's cwd
+// could not be read within guard.ProcBound (it is in execve).
+//
+// Authorisation follows the other session control files: the session's
+// own processes (the harness and its descendants, such as hook processes)
+// and the mount's owner or root from outside any session may write it;
+// another session's process gets EPERM, so no session can make files
+// writable for another.
+
+import (
+	"errors"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+
+	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/guard"
+)
+
+// maxSelfCommand bounds one sessions/NAME/ctl write, in bytes (PATH_MAX
+// plus room for the verb and the hash); a longer one fails with EFBIG.
+const maxSelfCommand = 4096 + 64
+
+const selfCmdUsage = "want `read PATH [HASH]` or `edit-failed PATH`"
+
+// selfCmd is a parsed sessions/NAME/ctl write.
+type selfCmd struct {
+	Verb    string // "read" or "edit-failed"
+	Path    string
+	Hash    guard.Hash
+	HasHash bool
+}
+
+// parseSelfCommand parses one sessions/NAME/ctl command. Errors are
+// *ctltree.Error: EFBIG over maxSelfCommand, EINVAL with the reason.
+func parseSelfCommand(line string) (selfCmd, error) {
+	if len(line) > maxSelfCommand {
+		return selfCmd{}, ctltree.Errorf(syscall.EFBIG, "command of %d bytes exceeds the limit of %d bytes", len(line), maxSelfCommand)
+	}
+	if !utf8.ValidString(line) || strings.IndexByte(line, 0) >= 0 {
+		return selfCmd{}, ctltree.Errorf(syscall.EINVAL, "command is not UTF-8 text without NUL bytes")
+	}
+	line = strings.TrimSpace(line)
+	verb, rest, _ := strings.Cut(line, " ")
+	if verb != "read" && verb != "edit-failed" {
+		return selfCmd{}, ctltree.Errorf(syscall.EINVAL, "unknown command %q: %s", clipReason(line), selfCmdUsage)
+	}
+	rest = strings.TrimLeft(rest, " \t")
+	var p string
+	if strings.HasPrefix(rest, `"`) {
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			return selfCmd{}, ctltree.Errorf(syscall.EINVAL, "malformed quoted path: %s", selfCmdUsage)
+		}
+		p, _ = strconv.Unquote(q)
+		rest = rest[len(q):]
+		if rest != "" && rest[0] != ' ' && rest[0] != '\t' {
+			return selfCmd{}, ctltree.Errorf(syscall.EINVAL, "junk after the quoted path: %s", selfCmdUsage)
+		}
+	} else {
+		p, rest, _ = strings.Cut(rest, " ")
+	}
+	if p == "" {
+		return selfCmd{}, ctltree.Errorf(syscall.EINVAL, "missing PATH: %s", selfCmdUsage)
+	}
+	cmd := selfCmd{Verb: verb, Path: p}
+	args := strings.Fields(rest)
+	switch {
+	case len(args) == 0:
+	case len(args) == 1 && verb == "read":
+		h, err := guard.ParseHash(args[0])
+		if err != nil {
+			return selfCmd{}, ctltree.Errorf(syscall.EINVAL, "%v", err)
+		}
+		cmd.Hash, cmd.HasHash = h, true
+	default:
+		return selfCmd{}, ctltree.Errorf(syscall.EINVAL, "too many fields: %s", selfCmdUsage)
+	}
+	return cmd, nil
+}
+
+// selfCtl is the Write handler of sessions/NAME/ctl.
+func (f *FS) selfCtl(name string) func(c ctltree.Caller, cmd []byte) error {
+	return func(c ctltree.Caller, b []byte) error {
+		if c.Session != name && !(c.Session == DefaultSession && c.Privileged) {
+			// EPERM: no session may declare reads for another; only the
+			// mount's owner, from outside every session, may.
+			return ctltree.Errorf(syscall.EPERM, "session %s may not declare reads for session %s", c.Session, name)
+		}
+		cmd, err := parseSelfCommand(string(b))
+		if err != nil {
+			return err
+		}
+		rel, err := f.callerRel(c, cmd.Path)
+		if err != nil {
+			return err
+		}
+		t, err := f.LookupTarget(rel)
+		if err != nil {
+			var errno syscall.Errno
+			if errors.As(err, &errno) && errno == syscall.ENOENT {
+				return ctltree.Errorf(syscall.ENOENT, "%s: no such file", rel)
+			}
+			return ctltree.Errorf(syscall.EINVAL, "%s: %v (PATH must name the file itself, not a symlink)", rel, err)
+		}
+		if t.Stat.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			return ctltree.Errorf(syscall.EINVAL, "%s is not a regular file", rel)
+		}
+		g := f.cfg.Guard
+		switch cmd.Verb {
+		case "read":
+			unlock := g.Lock(t.Stat.ID) // no guarded mutation is half-done meanwhile
+			err = g.DeclareRead(name, t, cmd.Hash, cmd.HasHash)
+			unlock()
+			if err != nil {
+				// EIO: the file could not be hashed; nothing was recorded.
+				return ctltree.Errorf(syscall.EIO, "%s: %v", rel, err)
+			}
+		case "edit-failed":
+			g.DeclareEditFailed(name, t.Stat.ID)
+		}
+		return nil
+	}
+}
+
+// callerRel resolves p, as the caller c names it, to a workspace-relative
+// path: an absolute p must lie inside the mount (as seen from the daemon's
+// mount namespace), a relative one is joined to the caller's cwd
+// (/proc/PID/cwd, read within guard.ProcBound). Errors are *ctltree.Error:
+// EPERM for a path outside the mount or inside .rubino, EAGAIN when the
+// cwd did not answer in time, ESRCH when the caller is gone.
+func (f *FS) callerRel(c ctltree.Caller, p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		cwd, err := guard.ReadlinkProc("/proc/" + strconv.FormatUint(uint64(c.Pid), 10) + "/cwd")
+		switch {
+		case errors.Is(err, guard.ErrProcSlow):
+			return "", ctltree.Errorf(syscall.EAGAIN, "the caller's cwd did not answer in time: %v", err)
+		case err != nil:
+			return "", ctltree.Errorf(syscall.ESRCH, "the caller's cwd: %v", err)
+		}
+		p = filepath.Join(cwd, p)
+	}
+	p = filepath.Clean(p)
+	mnt := f.mountpoint.Load()
+	if mnt == nil {
+		return "", ctltree.Errorf(syscall.EPERM, "%s is outside the mount", clipReason(p))
+	}
+	rel, err := filepath.Rel(*mnt, p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", ctltree.Errorf(syscall.EPERM, "%s is outside the mount %s", clipReason(p), *mnt)
+	}
+	if rel == ctlDirName || strings.HasPrefix(rel, ctlDirName+"/") {
+		return "", ctltree.Errorf(syscall.EPERM, "%s is a control file, not a workspace file", clipReason(p))
+	}
+	return rel, nil
+}
+
+// setMountpoint records where the mount is, for callerRel: the absolute
+// path with symlinks resolved, as /proc/PID/cwd shows paths. Called by
+// Mount before mounting.
+func (f *FS) setMountpoint(mountpoint string) {
+	p, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	f.mountpoint.Store(&p)
+}

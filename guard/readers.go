@@ -1,0 +1,396 @@
+package guard
+
+// Whose reads count (docs/DESIGN.md#scanner-reads): a read by a tree
+// scanner counts for its own process only, and a harness root's own reads
+// do not count at all. fusefs supplies the facts about the reading process
+// (ProcFacts); the guard alone decides what they mean.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultScanners are the programs whose reads count for their own process
+// only (Config.Scanners, the config's guard.scanners): tools that walk
+// whole trees and show the model a summary (matching lines, names, tags,
+// diagnostics, a status), never the bytes they read. "vet" is the process
+// of `go vet`, which runs the vet tool as a separate program.
+var DefaultScanners = []string{"grep", "egrep", "fgrep", "rg", "ag", "ack", "git", "find", "fd", "ctags", "vet", "gopls"}
+
+// commLen is the longest comm the kernel keeps (TASK_COMM_LEN - 1), in
+// bytes: longer program names are truncated to it.
+const commLen = 15
+
+// interpreters are programs that run scripts named as scanners (ack is a
+// perl script; a shell wrapper may exec nothing): a process whose comm is
+// a scanner's and whose exe is one of these is still that scanner.
+var interpreters = map[string]bool{"sh": true, "bash": true, "dash": true, "perl": true,
+	"python": true, "python3": true, "ruby": true, "node": true, "busybox": true}
+
+// ProcKey identifies a process across pid reuse: its thread-group id and
+// its start time (clock ticks since boot, /proc/<pid>/stat field 22).
+type ProcKey struct {
+	Pid   uint32
+	Start uint64
+}
+
+// ProcFacts is what the guard needs to know of the process a read or a
+// mutation comes from. ReadFacts reads them from /proc.
+type ProcFacts struct {
+	// Known is true when Proc and Comm were read in time; the other
+	// fields are meaningless otherwise.
+	Known bool
+	Proc  ProcKey
+	// Comm is the process's command name (its thread-group leader's
+	// comm), at most 15 bytes.
+	Comm string
+	// Exe is the base name of /proc/<pid>/exe (the program file; "" when
+	// unreadable), Argv0 the base name of the first word of its command
+	// line ("" when empty).
+	Exe, Argv0 string
+}
+
+// ReadFacts reads the facts of the process of thread tid (a FUSE request's
+// pid is the calling thread's id): its thread group from
+// /proc/<tid>/status, then the leader's stat, comm, exe link and cmdline.
+// It never waits longer than ProcBound (docs/DESIGN.md#no-wait-on-caller);
+// Known is false when the reads did not finish in time or the thread is
+// gone. Safe for concurrent use.
+func ReadFacts(tid uint32) ProcFacts {
+	if tid == 0 {
+		return ProcFacts{}
+	}
+	f, ok := procBounded("facts:"+strconv.FormatUint(uint64(tid), 10), func() ProcFacts { return readFacts("/proc", tid) })
+	if !ok {
+		return ProcFacts{}
+	}
+	return f
+}
+
+// factsCache keeps the facts of recently seen threads, keyed by thread id
+// and validated by the thread's start time and comm (one read of
+// /proc/<tid>/stat): an exec changes the comm, a recycled tid the start
+// time. It is cleared when it grows past maxCachedFacts entries.
+var factsCache = struct {
+	mu sync.Mutex
+	m  map[uint32]cachedFacts
+}{m: map[uint32]cachedFacts{}}
+
+type cachedFacts struct {
+	start uint64
+	comm  string
+	facts ProcFacts
+}
+
+const maxCachedFacts = 1 << 14
+
+// readFacts is ReadFacts' /proc work, unbounded: one stat read when the
+// thread's facts are cached and still valid, the full read otherwise.
+func readFacts(procDir string, tid uint32) ProcFacts {
+	s := &Sessions{procDir: procDir}
+	st, err := s.stat(tid)
+	if err != nil {
+		return ProcFacts{}
+	}
+	factsCache.mu.Lock()
+	c, ok := factsCache.m[tid]
+	factsCache.mu.Unlock()
+	if ok && c.start == st.start && c.comm == st.comm {
+		return c.facts
+	}
+	f := readFactsUncached(s, tid, st)
+	if f.Known {
+		factsCache.mu.Lock()
+		if len(factsCache.m) >= maxCachedFacts {
+			factsCache.m = map[uint32]cachedFacts{}
+		}
+		factsCache.m[tid] = cachedFacts{start: st.start, comm: st.comm, facts: f}
+		factsCache.mu.Unlock()
+	}
+	return f
+}
+
+// readFactsUncached reads the facts of thread tid, whose stat is st.
+func readFactsUncached(s *Sessions, tid uint32, st procStat) ProcFacts {
+	procDir := s.procDir
+	pid, st, err := s.leader(tid, st)
+	if err != nil {
+		return ProcFacts{}
+	}
+	dir := fmt.Sprintf("%s/%d", procDir, pid)
+	comm, err := os.ReadFile(dir + "/comm")
+	if err != nil {
+		return ProcFacts{}
+	}
+	f := ProcFacts{Known: true, Proc: ProcKey{pid, st.start}, Comm: strings.TrimSpace(string(comm))}
+	if exe, err := os.Readlink(dir + "/exe"); err == nil {
+		f.Exe = filepath.Base(strings.TrimSuffix(exe, " (deleted)"))
+	}
+	if cl, err := os.ReadFile(dir + "/cmdline"); err == nil {
+		if a0, _, _ := strings.Cut(string(cl), "\x00"); a0 != "" {
+			f.Argv0 = filepath.Base(a0)
+		}
+	}
+	return f
+}
+
+// Caller is the process a read or a mutation comes from, as fusefs knows
+// it: its session, and lazily its facts and command name. The guard calls
+// Facts and Comm only when its decision depends on them, at most once each
+// per call; either may be nil (unknown).
+type Caller struct {
+	Session string
+	Facts   func() ProcFacts
+	Comm    func() string
+}
+
+func (c Caller) facts() ProcFacts {
+	if c.Facts == nil {
+		return ProcFacts{}
+	}
+	return c.Facts()
+}
+
+// scannerSet is the set of scanner names, each clipped to commLen bytes
+// as the kernel clips comm.
+type scannerSet map[string]bool
+
+func newScannerSet(names []string) scannerSet {
+	if names == nil {
+		names = DefaultScanners
+	}
+	s := scannerSet{}
+	for _, n := range names {
+		s[clipComm(n)] = true
+	}
+	return s
+}
+
+func clipComm(s string) string {
+	if len(s) > commLen {
+		return s[:commLen]
+	}
+	return s
+}
+
+// IsScanner reports whether the process f describes is a tree scanner
+// (docs/DESIGN.md#scanner-reads): its comm names a scanner and its exe
+// confirms it (the exe is unknown, names a scanner too, or is a script
+// interpreter running a script of that name), or its exe or argv[0] names a
+// scanner whatever its comm (a multi-call binary run as a scanner). A
+// process whose facts are unknown is not a scanner.
+func (g *Guard) IsScanner(f ProcFacts) bool {
+	if !f.Known {
+		return false
+	}
+	exe := clipComm(f.Exe)
+	if g.scanners[f.Comm] && (exe == "" || g.scanners[exe] || interpreters[exe]) {
+		return true
+	}
+	return g.scanners[exe] || g.scanners[clipComm(f.Argv0)]
+}
+
+// HarnessRoots tells which process is the harness root of a session
+// (guard.Sessions implements it): ok is false for a session not started in
+// harness mode.
+type HarnessRoots interface {
+	HarnessRoot(session string) (root ProcKey, ok bool)
+}
+
+// SetHarnessRoots installs the registry of harness roots; until then no
+// session is in harness mode. Call before serving requests.
+func (g *Guard) SetHarnessRoots(h HarnessRoots) { g.roots = h }
+
+// MaxProcTrackers bounds the per-process read records (one set per live
+// scanner process that read a file), in processes. A scanner's read beyond
+// it is not registered: a later write by that process is refused as unread
+// (fail closed).
+const MaxProcTrackers = 4096
+
+// procTrackers holds the read records of scanner processes: each counts
+// for its own process only and is dropped when the process exits (noticed
+// through a pidfd).
+type procTrackers struct {
+	mu sync.Mutex
+	m  map[ProcKey]*Tracker
+}
+
+// NoteReadBy registers that c was served t's content (Tracker.Register),
+// counting it where c's reads count (readsOf). Errors are those of
+// hashing. A no-op in ModeOff and for UnknownSession.
+func (g *Guard) NoteReadBy(c Caller, t Target) error {
+	if g.mode == ModeOff || c.Session == UnknownSession {
+		return nil
+	}
+	tr := g.readsOf(c)
+	if tr == nil {
+		return nil
+	}
+	g.reads.Add(1)
+	return tr.Register(t, Hash{})
+}
+
+// NoteReadInFluxBy registers a read of t served while another session was
+// changing it (Tracker.RegisterInFlux), where c's reads count (readsOf).
+// A no-op in ModeOff and for UnknownSession.
+func (g *Guard) NoteReadInFluxBy(c Caller, t Target) {
+	if g.mode == ModeOff || c.Session == UnknownSession {
+		return
+	}
+	if tr := g.readsOf(c); tr != nil {
+		g.reads.Add(1)
+		tr.RegisterInFlux(t)
+	}
+}
+
+// readsOf returns the tracker where c's reads count
+// (docs/DESIGN.md#scanner-reads), or nil for nowhere:
+//   - the harness root of a harness-mode session: nowhere (its reads are
+//     snapshots and pre-write checks, not the model's; the harness
+//     declares the model's reads with DeclareRead). In such a session a
+//     reader whose facts could not be read in time counts nowhere either
+//     (fail closed: it may be the root);
+//   - a scanner (IsScanner): its own process's tracker (nil when the
+//     process is gone or MaxProcTrackers are in use);
+//   - anyone else: its session's tracker.
+//
+// c.Facts is called at most once, and only when a harness-mode session or
+// a non-empty scanner list makes the answer depend on it.
+func (g *Guard) readsOf(c Caller) *Tracker {
+	var f ProcFacts
+	known := false
+	facts := func() ProcFacts {
+		if !known {
+			f, known = c.facts(), true
+		}
+		return f
+	}
+	if g.roots != nil {
+		if root, ok := g.roots.HarnessRoot(c.Session); ok {
+			if ff := facts(); !ff.Known || ff.Proc == root {
+				return nil
+			}
+		}
+	}
+	if len(g.scanners) > 0 && c.Facts != nil && g.IsScanner(facts()) {
+		return g.procTracker(f.Proc, c.Session)
+	}
+	return g.ForSession(c.Session)
+}
+
+// procTracker returns the tracker of process p (of session), creating it
+// and watching the process's exit; nil when the process is gone or
+// MaxProcTrackers are in use.
+func (g *Guard) procTracker(p ProcKey, session string) *Tracker {
+	g.procs.mu.Lock()
+	if t, ok := g.procs.m[p]; ok {
+		g.procs.mu.Unlock()
+		return t
+	}
+	if len(g.procs.m) >= MaxProcTrackers {
+		g.procs.mu.Unlock()
+		return nil
+	}
+	g.procs.mu.Unlock()
+	// The process is inside the request registering its read, so its pid
+	// cannot have been reused since its facts were read: the pidfd refers
+	// to it. pidfd_open never waits on the process's state.
+	pidfd, err := unix.PidfdOpen(int(p.Pid), 0)
+	if err != nil {
+		return nil
+	}
+	g.procs.mu.Lock()
+	defer g.procs.mu.Unlock()
+	if t, ok := g.procs.m[p]; ok {
+		unix.Close(pidfd)
+		return t
+	}
+	if g.procs.m == nil {
+		g.procs.m = map[ProcKey]*Tracker{}
+	}
+	t := newTracker(session, g.hashes, g.now, g.LastMutation)
+	g.procs.m[p] = t
+	go g.watchProc(p, pidfd)
+	return t
+}
+
+// watchProc drops the records of process p when it exits.
+func (g *Guard) watchProc(p ProcKey, pidfd int) {
+	defer unix.Close(pidfd)
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, -1)
+		if err == unix.EINTR || (err == nil && n == 0) {
+			continue
+		}
+		break
+	}
+	g.procs.mu.Lock()
+	delete(g.procs.m, p)
+	g.procs.mu.Unlock()
+}
+
+// procTrackerOf returns the tracker of process p without creating one.
+func (g *Guard) procTrackerOf(p ProcKey) *Tracker {
+	g.procs.mu.Lock()
+	defer g.procs.mu.Unlock()
+	return g.procs.m[p]
+}
+
+// hasProcTrackers reports whether any scanner process has records.
+func (g *Guard) hasProcTrackers() bool {
+	g.procs.mu.Lock()
+	defer g.procs.mu.Unlock()
+	return len(g.procs.m) > 0
+}
+
+// ProcRecordCount returns how many files process p has records of
+// (0 when it has none).
+func (g *Guard) ProcRecordCount(p ProcKey) int {
+	t := g.procTrackerOf(p)
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.state)
+}
+
+// allTrackers lists the sessions' and the scanner processes' trackers.
+func (g *Guard) allTrackers() []*Tracker {
+	return append(g.trackers(), g.procTrackerList()...)
+}
+
+// procTrackerList copies the scanner processes' trackers.
+func (g *Guard) procTrackerList() []*Tracker {
+	g.procs.mu.Lock()
+	defer g.procs.mu.Unlock()
+	out := make([]*Tracker, 0, len(g.procs.m))
+	for _, t := range g.procs.m {
+		out = append(out, t)
+	}
+	return out
+}
+
+// WantsFacts reports whether registering a read of session's callers
+// depends on their process facts (a scanner list is set, or the session is
+// in harness mode), so fusefs can read them before taking locks.
+func (g *Guard) WantsFacts(session string) bool {
+	if g.mode == ModeOff || session == UnknownSession {
+		return false
+	}
+	if len(g.scanners) > 0 {
+		return true
+	}
+	if g.roots != nil {
+		_, ok := g.roots.HarnessRoot(session)
+		return ok
+	}
+	return false
+}
