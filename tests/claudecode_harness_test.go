@@ -58,24 +58,31 @@ func TestClaudeHarnessBlindBashOverwrite(t *testing.T) {
 }
 
 // TestClaudeHarnessReadThenEdit: the Read tool's read, declared by the
-// hook, lets the Edit tool replace the file.
+// hook, lets the Edit tool replace the file, and its own edit keeps the
+// next one passing. A file with CRLF line ends, which Claude Code shows
+// the model with LF, counts as read too.
 func TestClaudeHarnessReadThenEdit(t *testing.T) {
 	claudeBin(t)
-	m := newMount(t, map[string]string{"notes.txt": "alpha\nbeta\n"}, nil)
-	notes := m.path("notes.txt")
+	m := newMount(t, map[string]string{"notes.txt": "alpha\nbeta\n", "dos.txt": "one\r\ntwo\r\n"}, nil)
+	notes, dos := m.path("notes.txt"), m.path("dos.txt")
 	model := newScriptedModel(t,
 		toolCall{Name: "Read", Input: map[string]any{"file_path": notes}},
 		toolCall{Name: "Edit", Input: map[string]any{"file_path": notes, "old_string": "alpha", "new_string": "gamma"}},
 		toolCall{Name: "Edit", Input: map[string]any{"file_path": notes, "old_string": "beta", "new_string": "delta"}},
+		toolCall{Name: "Read", Input: map[string]any{"file_path": dos}},
+		toolCall{Name: "Edit", Input: map[string]any{"file_path": dos, "old_string": "one", "new_string": "uno"}},
 	)
 	runClaude(t, m, "", model, asHarness())
-	for i := 1; i <= 2; i++ {
+	for _, i := range []int{1, 2, 4} {
 		if out, isErr := model.mustStep(t, i); isErr {
-			t.Errorf("Edit %d after Read was refused: %s", i, out)
+			t.Errorf("step %d, an Edit after a Read, was refused: %s", i, out)
 		}
 	}
 	if got := m.readBacking("notes.txt"); got != "gamma\ndelta\n" {
 		t.Errorf("notes.txt after Read, Edit, Edit = %q, want %q", got, "gamma\ndelta\n")
+	}
+	if got := m.readBacking("dos.txt"); !strings.HasPrefix(got, "uno") {
+		t.Errorf("dos.txt after Read, Edit = %q, want the edit", got)
 	}
 }
 

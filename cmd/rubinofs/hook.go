@@ -110,6 +110,32 @@ func (ev *hookEvent) readOf() (readOutcome, bool) {
 	return out, true
 }
 
+// failedEdit returns the file of a failed Edit, MultiEdit, Write or
+// NotebookEdit call (a PostToolUseFailure event); "" for any other event.
+// The guard is told (`edit-failed PATH`) so that the model's next read of
+// the file counts in full, as it was after an edit that did not apply.
+func (ev *hookEvent) failedEdit() string {
+	if ev.HookEventName != "PostToolUseFailure" {
+		return ""
+	}
+	switch ev.ToolName {
+	case "Edit", "MultiEdit", "Write", "NotebookEdit":
+	default:
+		return ""
+	}
+	var in struct {
+		FilePath     string `json:"file_path"`
+		NotebookPath string `json:"notebook_path"`
+	}
+	if json.Unmarshal(ev.ToolInput, &in) != nil {
+		return ""
+	}
+	if in.FilePath != "" {
+		return in.FilePath
+	}
+	return in.NotebookPath
+}
+
 // shownHashes are the hashes (guard.Hash.String) the file's bytes may have
 // when the model was shown content as Claude Code renders a whole file:
 // the content itself, with LF line ends turned back into CRLF, and either

@@ -220,3 +220,25 @@ func TestHookDeclaresRead(t *testing.T) {
 		t.Errorf("partial read: self/ctl got %q, want nothing", got)
 	}
 }
+
+// TestHookFailedEdit: a failed Edit is declared as `edit-failed PATH`; a
+// failed Bash call or a successful Edit declares nothing.
+func TestHookFailedEdit(t *testing.T) {
+	mnt := fakeMount(t)
+	ctl := filepath.Join(mnt, ctlDirName, "self/ctl")
+	file := filepath.Join(mnt, "a.txt")
+	for _, c := range []struct{ event, tool, want string }{
+		{"PostToolUseFailure", "Edit", "edit-failed " + file + "\n"},
+		{"PostToolUseFailure", "Write", "edit-failed " + file + "\n"},
+		{"PostToolUse", "Edit", ""},
+		{"PostToolUseFailure", "Bash", ""},
+	} {
+		os.WriteFile(ctl, nil, 0o644)
+		ev := `{"session_id":"s","hook_event_name":"` + c.event + `","tool_name":"` + c.tool + `",` +
+			`"tool_input":{"file_path":"` + file + `","old_string":"x","new_string":"y"},"error":"String to replace not found","tool_use_id":"e"}`
+		runClaudeHook(strings.NewReader(ev), &bytes.Buffer{}, mnt)
+		if b, _ := os.ReadFile(ctl); string(b) != c.want {
+			t.Errorf("%s of %s: self/ctl got %q, want %q", c.event, c.tool, b, c.want)
+		}
+	}
+}

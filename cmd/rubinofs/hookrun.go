@@ -66,6 +66,11 @@ func runClaudeHook(stdin io.Reader, stdout io.Writer, mountFlag string) error {
 		if ro, ok := ev.readOf(); ok && ro.Whole {
 			errs = append(errs, declareRead(mnt, ro))
 		}
+		if path := ev.failedEdit(); path != "" && inMount(mnt, path) {
+			if err := writeCtl(mnt, "self/ctl", []byte("edit-failed "+path+"\n")); err != nil {
+				errs = append(errs, fmt.Errorf("declaring the failed edit of %s: %w", path, err))
+			}
+		}
 		errs = append(errs, reportDenials(mnt, ev.HookEventName, state, stdout))
 		return errors.Join(errs...)
 	}
@@ -105,10 +110,10 @@ func reportDenials(mnt, event, state string, stdout io.Writer) error {
 // saw instead, so the next write finds it stale. A file outside the mount
 // is none of the guard's business.
 func declareRead(mnt string, ro readOutcome) error {
-	rel, err := filepath.Rel(mnt, filepath.Clean(ro.Path))
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || !filepath.IsAbs(ro.Path) {
+	if !inMount(mnt, ro.Path) {
 		return nil
 	}
+	rel, _ := filepath.Rel(mnt, filepath.Clean(ro.Path))
 	if err := writeCtl(mnt, "self/ctl", []byte("read "+ro.Path+"\n")); err != nil {
 		return fmt.Errorf("declaring the read of %s: %w", ro.Path, err)
 	}
@@ -121,6 +126,12 @@ func declareRead(mnt string, ro readOutcome) error {
 		return fmt.Errorf("declaring the read of %s as %s: %w", ro.Path, shown, err)
 	}
 	return nil
+}
+
+// inMount reports whether the absolute path is inside the mount mnt.
+func inMount(mnt, path string) bool {
+	rel, err := filepath.Rel(mnt, filepath.Clean(path))
+	return err == nil && filepath.IsAbs(path) && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // trackedHash returns the hash .rubino/self/tracked (STATE\tHASH\tPATH
