@@ -242,3 +242,32 @@ func TestHookFailedEdit(t *testing.T) {
 		}
 	}
 }
+
+// TestHookOnAnOlderMount: on a mount without .rubino/self/ctl the hook
+// says so, names the file, and still reports denials.
+func TestHookOnAnOlderMount(t *testing.T) {
+	mnt := fakeMount(t)
+	os.Remove(filepath.Join(mnt, ctlDirName, "self/ctl"))
+	file := filepath.Join(mnt, "a.txt")
+	ev := readEvent(`{"file_path":"`+file+`"}`,
+		`{"type":"text","file":{"filePath":"`+file+`","content":"x\n","numLines":2,"startLine":1,"totalLines":2}}`)
+	err := runClaudeHook(strings.NewReader(ev), &bytes.Buffer{}, mnt)
+	if err == nil || !strings.Contains(err.Error(), "self/ctl") || !strings.Contains(err.Error(), "older") {
+		t.Errorf("a Read on a mount without self/ctl: error %v, want one naming self/ctl and the older mount", err)
+	}
+}
+
+// TestHookMountFromEventCwd: without --mount or $RUBINO_MOUNT, the hook
+// finds the mount around the event's cwd.
+func TestHookMountFromEventCwd(t *testing.T) {
+	mnt := fakeMount(t)
+	sub := filepath.Join(mnt, "src", "deep")
+	os.MkdirAll(sub, 0o755)
+	got, err := hookMount("", sub)
+	if err != nil || got != mnt {
+		t.Errorf("hookMount from %s = %q, %v; want %s", sub, got, err, mnt)
+	}
+	if _, err := hookMount("", t.TempDir()); err == nil {
+		t.Error("hookMount outside any mount: no error")
+	}
+}

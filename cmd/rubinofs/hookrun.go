@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,7 +69,7 @@ func runClaudeHook(stdin io.Reader, stdout io.Writer, mountFlag string) error {
 		}
 		if path := ev.failedEdit(); path != "" && inMount(mnt, path) {
 			if err := writeCtl(mnt, "self/ctl", []byte("edit-failed "+path+"\n")); err != nil {
-				errs = append(errs, fmt.Errorf("declaring the failed edit of %s: %w", path, err))
+				errs = append(errs, fmt.Errorf("declaring the failed edit of %s: %w", path, ctlHint(err)))
 			}
 		}
 		errs = append(errs, reportDenials(mnt, ev.HookEventName, state, stdout))
@@ -115,7 +116,7 @@ func declareRead(mnt string, ro readOutcome) error {
 	}
 	rel, _ := filepath.Rel(mnt, filepath.Clean(ro.Path))
 	if err := writeCtl(mnt, "self/ctl", []byte("read "+ro.Path+"\n")); err != nil {
-		return fmt.Errorf("declaring the read of %s: %w", ro.Path, err)
+		return fmt.Errorf("declaring the read of %s: %w", ro.Path, ctlHint(err))
 	}
 	tracked, err := readCtl(mnt, "self/tracked")
 	if err == nil && slices.Contains(shownHashes(ro.Content), trackedHash(tracked, rel)) {
@@ -126,6 +127,17 @@ func declareRead(mnt string, ro readOutcome) error {
 		return fmt.Errorf("declaring the read of %s as %s: %w", ro.Path, shown, err)
 	}
 	return nil
+}
+
+// ctlHint explains a failure to open .rubino/self/ctl: a mount served by
+// a rubinofs older than this one has no such file. Other errors (a
+// command the control tree refused, with its reason) pass unchanged.
+func ctlHint(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Op == "open" && errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w (this mount takes no read declarations: its rubinofs is older than this one; remount with this version)", err)
+	}
+	return err
 }
 
 // inMount reports whether the absolute path is inside the mount mnt.
