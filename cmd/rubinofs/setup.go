@@ -43,8 +43,12 @@ func setupCommand() *cli.Command {
 				file := c.String("settings")
 				if file == "" {
 					root := "."
-					if mnt, err := findMount(mountFlagValue(c)); err == nil {
+					mnt, err := findMount(mountFlagValue(c))
+					switch {
+					case err == nil:
 						root = mnt
+					case mountFlagValue(c) != "": // a --mount that is none: say so
+						return cli.Exit(err.Error(), 1)
 					}
 					file = filepath.Join(root, ".claude", "settings.json")
 				}
