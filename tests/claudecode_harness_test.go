@@ -9,6 +9,8 @@ package tests
 // request the model server got after the step.
 
 import (
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
@@ -210,5 +212,56 @@ func TestClaudeHarnessGitCheckout(t *testing.T) {
 	}
 	if got := m.readBacking("new.txt"); got != "only on feature\n" {
 		t.Errorf("new.txt = %q, want the feature branch's file", got)
+	}
+}
+
+// TestHookAndSetupThroughMount drives the two commands as Claude Code
+// would, without Claude Code: `rubinofs setup claude-code` installs the
+// hook once (a second run changes nothing), and `rubinofs hook claude-code`
+// run in the agent's session around a refused write reports it, even
+// though the command exited 0.
+func TestHookAndSetupThroughMount(t *testing.T) {
+	m := newMount(t, map[string]string{"b.txt": "never read\n"}, nil)
+	out, err := cli(t, m.tmp, "setup", "claude-code", "--mount", m.mnt)
+	if err != nil || strings.Count(out, "added the ") != 3 {
+		t.Fatalf("setup claude-code: %v\n%s", err, out)
+	}
+	if out, err := cli(t, m.tmp, "setup", "claude-code", "--mount", m.mnt); err != nil || !strings.Contains(out, "unchanged") {
+		t.Errorf("a second setup claude-code: %v\n%s", err, out)
+	}
+	if got := m.readBacking(".claude/settings.json"); !strings.Contains(got, "hook claude-code") {
+		t.Errorf(".claude/settings.json after setup:\n%s", got)
+	}
+	event := func(name string) string {
+		p := m.tmp + "/" + name + ".json"
+		ev := `{"session_id":"s1","cwd":"` + m.mnt + `","hook_event_name":"` + name + `","tool_name":"Bash",` +
+			`"tool_input":{"command":"echo x > b.txt; true"},"tool_response":{"stdout":""},"tool_use_id":"toolu_1"}`
+		if err := os.WriteFile(p, []byte(ev), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return shq(p)
+	}
+	bin := shq(rubinofsBin(t))
+	script := bin + " hook claude-code < " + event("PreToolUse") + " && (echo x > b.txt; true) 2>/dev/null && " +
+		bin + " hook claude-code < " + event("PostToolUse")
+	env := append(testEnv(m.tmp), "XDG_RUNTIME_DIR="+m.tmp)
+	out, err = runCLI(t, m.mnt, env, "run", "--mount", m.mnt, "--", "/bin/sh", "-c", script)
+	if err != nil {
+		t.Fatalf("the hooks around a refused write: %v\n%s", err, out)
+	}
+	var res struct {
+		HookSpecificOutput struct {
+			HookEventName     string `json:"hookEventName"`
+			AdditionalContext string `json:"additionalContext"`
+		} `json:"hookSpecificOutput"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("the PostToolUse hook's output is not the JSON Claude Code takes: %v\n%s", err, out)
+	}
+	if c := res.HookSpecificOutput; c.HookEventName != "PostToolUse" || !strings.Contains(c.AdditionalContext, "b.txt") || !strings.Contains(c.AdditionalContext, "read it first") {
+		t.Errorf("the PostToolUse hook's output = %+v, want the refusal of b.txt", c)
+	}
+	if got := m.readBacking("b.txt"); got != "never read\n" {
+		t.Errorf("b.txt = %q, want it intact", got)
 	}
 }
