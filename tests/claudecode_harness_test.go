@@ -129,32 +129,42 @@ func TestClaudeHarnessExternalEditThenBashRewrite(t *testing.T) {
 
 // TestClaudeHarnessGrepThenBlindWrite: a recursive grep reads every file
 // of the tree, but the model saw only the matching lines: a blind write
-// after it is refused, to a file with a match as to one without.
+// after it is refused, to a file with a match as to one without. In
+// Claude Code's Bash tool `grep` is a shell function that runs the
+// ugrep built into Claude Code's own executable (`exec -a ugrep
+// claude.exe ...`); `command grep` is GNU grep. Both are scanners.
 func TestClaudeHarnessGrepThenBlindWrite(t *testing.T) {
 	claudeBin(t)
-	m := newMount(t, map[string]string{"src/app.txt": "a line with the needle in it\nmore\n", "src/lib.txt": "no match here\n"}, nil)
+	files := map[string]string{
+		"a/app.txt":   "a line with the needle in it\n",
+		"a/lib.txt":   "no match here\n",
+		"b/other.txt": "another needle\n",
+	}
+	m := newMount(t, files, nil)
 	model := newScriptedModel(t,
-		bash("grep -rn needle . ; echo grep-exit=$?"),
-		bash("echo clobber > src/app.txt; echo write-exit=$?"),
-		bash("echo clobber > src/lib.txt; echo write-exit=$?"),
+		bash("type grep | head -1; grep -rn needle a ; echo grep-exit=$?"),
+		bash("echo clobber > a/app.txt; echo write-exit=$?"),
+		bash("echo clobber > a/lib.txt; echo write-exit=$?"),
+		bash("command grep -rn needle b ; echo grep-exit=$?"),
+		bash("echo clobber > b/other.txt; echo write-exit=$?"),
 	)
 	runClaude(t, m, "", model, asHarness())
-	if out, _ := model.mustStep(t, 0); !strings.Contains(out, "src/app.txt") || !strings.Contains(out, "grep-exit=0") {
-		t.Errorf("grep -rn: want a match in src/app.txt; got\n%s", out)
+	if out, _ := model.mustStep(t, 0); !strings.Contains(out, "a/app.txt") || !strings.Contains(out, "grep-exit=0") {
+		t.Errorf("grep -rn: want a match in a/app.txt; got\n%s", out)
 	}
-	for i, name := range map[int]string{1: "src/app.txt", 2: "src/lib.txt"} {
+	if out, _ := model.mustStep(t, 3); !strings.Contains(out, "b/other.txt") || !strings.Contains(out, "grep-exit=0") {
+		t.Errorf("command grep -rn: want a match in b/other.txt; got\n%s", out)
+	}
+	for i, name := range map[int]string{1: "a/app.txt", 2: "a/lib.txt", 4: "b/other.txt"} {
 		if out, _ := model.mustStep(t, i); !strings.Contains(out, "Permission denied") {
-			t.Errorf("a blind write to %s after grep -r: want Permission denied; got\n%s", name, out)
+			t.Errorf("a blind write to %s after a recursive grep: want Permission denied; got\n%s", name, out)
 		}
 		if rep := model.reportOf(t, i); !strings.Contains(rep, refusalReport) || !strings.Contains(rep, name) {
 			t.Errorf("the request after the refused write to %s does not tell the model why:\n%s", name, rep)
 		}
-	}
-	if got := m.readBacking("src/app.txt"); got != "a line with the needle in it\nmore\n" {
-		t.Errorf("src/app.txt = %q, want it intact", got)
-	}
-	if got := m.readBacking("src/lib.txt"); got != "no match here\n" {
-		t.Errorf("src/lib.txt = %q, want it intact", got)
+		if got := m.readBacking(name); got != files[name] {
+			t.Errorf("%s = %q, want it intact", name, got)
+		}
 	}
 }
 
