@@ -62,20 +62,23 @@ func TestClaudeHarnessBlindBashOverwrite(t *testing.T) {
 // TestClaudeHarnessReadThenEdit: the Read tool's read, declared by the
 // hook, lets the Edit tool replace the file, and its own edit keeps the
 // next one passing. A file with CRLF line ends, which Claude Code shows
-// the model with LF, counts as read too.
+// the model with LF, counts as read too, and so does one whose name holds
+// a space (the declaration quotes it).
 func TestClaudeHarnessReadThenEdit(t *testing.T) {
 	claudeBin(t)
-	m := newMount(t, map[string]string{"notes.txt": "alpha\nbeta\n", "dos.txt": "one\r\ntwo\r\n"}, nil)
-	notes, dos := m.path("notes.txt"), m.path("dos.txt")
+	m := newMount(t, map[string]string{"notes.txt": "alpha\nbeta\n", "dos.txt": "one\r\ntwo\r\n", "my notes.txt": "left\n"}, nil)
+	notes, dos, spaced := m.path("notes.txt"), m.path("dos.txt"), m.path("my notes.txt")
 	model := newScriptedModel(t,
 		toolCall{Name: "Read", Input: map[string]any{"file_path": notes}},
 		toolCall{Name: "Edit", Input: map[string]any{"file_path": notes, "old_string": "alpha", "new_string": "gamma"}},
 		toolCall{Name: "Edit", Input: map[string]any{"file_path": notes, "old_string": "beta", "new_string": "delta"}},
 		toolCall{Name: "Read", Input: map[string]any{"file_path": dos}},
 		toolCall{Name: "Edit", Input: map[string]any{"file_path": dos, "old_string": "one", "new_string": "uno"}},
+		toolCall{Name: "Read", Input: map[string]any{"file_path": spaced}},
+		toolCall{Name: "Edit", Input: map[string]any{"file_path": spaced, "old_string": "left", "new_string": "right"}},
 	)
 	runClaude(t, m, "", model, asHarness())
-	for _, i := range []int{1, 2, 4} {
+	for _, i := range []int{1, 2, 4, 6} {
 		if out, isErr := model.mustStep(t, i); isErr {
 			t.Errorf("step %d, an Edit after a Read, was refused: %s", i, out)
 		}
@@ -85,6 +88,9 @@ func TestClaudeHarnessReadThenEdit(t *testing.T) {
 	}
 	if got := m.readBacking("dos.txt"); !strings.HasPrefix(got, "uno") {
 		t.Errorf("dos.txt after Read, Edit = %q, want the edit", got)
+	}
+	if got := m.readBacking("my notes.txt"); got != "right\n" {
+		t.Errorf("my notes.txt after Read, Edit = %q, want %q", got, "right\n")
 	}
 }
 

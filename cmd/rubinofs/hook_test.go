@@ -219,6 +219,11 @@ func TestHookDeclaresRead(t *testing.T) {
 	if got := post("y", 2, 1, 3); got != "" {
 		t.Errorf("partial read: self/ctl got %q, want nothing", got)
 	}
+	file = filepath.Join(mnt, "my notes.txt")
+	os.WriteFile(tracked, []byte("fresh\t"+crlf+"\tmy notes.txt\n"), 0o644)
+	if got, want := post("x\ny\n", 1, 3, 3), "read \""+file+"\"\n"; got != want {
+		t.Errorf("whole read of a path with a space: self/ctl got %q, want %q", got, want)
+	}
 }
 
 // TestHookFailedEdit: a failed Edit is declared as `edit-failed PATH`; a

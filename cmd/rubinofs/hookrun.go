@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -68,7 +69,7 @@ func runClaudeHook(stdin io.Reader, stdout io.Writer, mountFlag string) error {
 			errs = append(errs, declareRead(mnt, ro))
 		}
 		if path := ev.failedEdit(); path != "" && inMount(mnt, path) {
-			if err := writeCtl(mnt, "self/ctl", []byte("edit-failed "+path+"\n")); err != nil {
+			if err := writeCtl(mnt, "self/ctl", []byte("edit-failed "+ctlPath(path)+"\n")); err != nil {
 				errs = append(errs, fmt.Errorf("declaring the failed edit of %s: %w", path, ctlHint(err)))
 			}
 		}
@@ -115,7 +116,7 @@ func declareRead(mnt string, ro readOutcome) error {
 		return nil
 	}
 	rel, _ := filepath.Rel(mnt, filepath.Clean(ro.Path))
-	if err := writeCtl(mnt, "self/ctl", []byte("read "+ro.Path+"\n")); err != nil {
+	if err := writeCtl(mnt, "self/ctl", []byte("read "+ctlPath(ro.Path)+"\n")); err != nil {
 		return fmt.Errorf("declaring the read of %s: %w", ro.Path, ctlHint(err))
 	}
 	tracked, err := readCtl(mnt, "self/tracked")
@@ -123,10 +124,20 @@ func declareRead(mnt string, ro readOutcome) error {
 		return nil
 	}
 	shown := shownHashes(ro.Content)[0]
-	if err := writeCtl(mnt, "self/ctl", []byte("read "+ro.Path+" "+shown+"\n")); err != nil {
+	if err := writeCtl(mnt, "self/ctl", []byte("read "+ctlPath(ro.Path)+" "+shown+"\n")); err != nil {
 		return fmt.Errorf("declaring the read of %s as %s: %w", ro.Path, shown, err)
 	}
 	return nil
+}
+
+// ctlPath is path as a self/ctl command takes it: as it is, or as a Go
+// quoted string when it holds white space or starts with a quote (the
+// command's fields are separated by white space).
+func ctlPath(path string) string {
+	if strings.ContainsAny(path, " \t\n\r\v\f") || strings.HasPrefix(path, `"`) {
+		return strconv.Quote(path)
+	}
+	return path
 }
 
 // ctlHint explains a failure to open .rubino/self/ctl: a mount served by
