@@ -49,13 +49,18 @@ type scriptedModel struct {
 	results map[string]string // tool_use id -> the tool_result text
 	errors  map[string]bool   // tool_use id -> is_error
 	turns   int               // requests answered with a tool call
+	// bodies holds, per step, the raw request body of the first request
+	// that carried that many tool results: bodies[i+1] is the request
+	// that reported step i back, with everything the model was told
+	// about it (the tool_result and any hook's additional context).
+	bodies map[int]string
 }
 
 // newScriptedModel starts the model on a loopback port; it stops at the
 // end of the test.
 func newScriptedModel(t *testing.T, script ...toolCall) *scriptedModel {
 	t.Helper()
-	sm := &scriptedModel{script: script, results: map[string]string{}, errors: map[string]bool{}}
+	sm := &scriptedModel{script: script, results: map[string]string{}, errors: map[string]bool{}, bodies: map[int]string{}}
 	sm.srv = httptest.NewServer(http.HandlerFunc(sm.serve))
 	t.Cleanup(sm.srv.Close)
 	return sm
@@ -111,6 +116,13 @@ func (sm *scriptedModel) serve(w http.ResponseWriter, r *http.Request) {
 			sm.errors[b.ToolUseID] = b.IsError
 			sm.mu.Unlock()
 		}
+	}
+	if len(req.Tools) > 0 {
+		sm.mu.Lock()
+		if _, seen := sm.bodies[step]; !seen {
+			sm.bodies[step] = string(body)
+		}
+		sm.mu.Unlock()
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	ev := func(v map[string]any) {
@@ -183,21 +195,46 @@ func claudeBin(t *testing.T) string {
 	return p
 }
 
+// claudeOption adjusts how runClaude starts Claude Code.
+type claudeOption func(*claudeRun)
+
+// claudeRun is runClaude's configuration.
+type claudeRun struct {
+	harness bool // under `rubinofs run --harness`, with the hooks set up
+}
+
+// asHarness runs Claude Code as the agent harness of a session of its own
+// (`rubinofs run --harness -- claude ...`), with rubinofs's hooks merged
+// into the workspace's .claude/settings.json by `rubinofs setup
+// claude-code` first, as docs/agents.md tells a user to.
+func asHarness() claudeOption { return func(r *claudeRun) { r.harness = true } }
+
 // runClaude runs Claude Code in print mode in the mount's directory dir
 // against model, with every tool permitted, and returns its output. The
 // context deadline is a hang detector (a hung mount is what these tests
 // exist to catch), not a timing assertion.
-func runClaude(t *testing.T, m *mount, dir string, model *scriptedModel) string {
+func runClaude(t *testing.T, m *mount, dir string, model *scriptedModel, opts ...claudeOption) string {
 	t.Helper()
 	bin := claudeBin(t)
+	var run claudeRun
+	for _, o := range opts {
+		o(&run)
+	}
 	home := filepath.Join(m.tmp, "claude-home")
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	launch := shq(bin)
+	if run.harness {
+		if out, err := cli(t, m.tmp, "setup", "claude-code", "--mount", m.mnt); err != nil {
+			t.Fatalf("rubinofs setup claude-code: %v\n%s", err, out)
+		}
+		launch = shq(rubinofsBin(t)) + " run --harness --mount " + shq(m.mnt) + " -- " + launch
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	script := fmt.Sprintf("cd %s && exec %s -p 'work through the script' --dangerously-skip-permissions --output-format json </dev/null",
-		shq(m.path(dir)), shq(bin))
+		shq(m.path(dir)), launch)
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", script)
 	cmd.Dir = m.tmp
 	cmd.Env = append(testEnv(home),
@@ -216,6 +253,39 @@ func runClaude(t *testing.T, m *mount, dir string, model *scriptedModel) string 
 		t.Fatalf("Claude Code: %v\n%s", err, out)
 	}
 	return string(out)
+}
+
+// reportOf returns what the model was told of scripted step i: the
+// messages (raw JSON, one a line) of the request that reported it back,
+// from the one carrying the step's tool_result on, so with whatever hooks
+// added after it; it fails the test when no request did.
+func (sm *scriptedModel) reportOf(t *testing.T, i int) string {
+	t.Helper()
+	sm.mu.Lock()
+	body, ok := sm.bodies[i+1]
+	sm.mu.Unlock()
+	if !ok {
+		t.Fatalf("no request reported step %d back to the model", i)
+	}
+	var req struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatalf("the request after step %d: %v", i, err)
+	}
+	id := fmt.Sprintf("%q", fmt.Sprintf("toolu_step%02d", i))
+	for at, m := range req.Messages {
+		if strings.Contains(string(m), `"tool_result"`) && strings.Contains(string(m), id) {
+			var b strings.Builder
+			for _, m := range req.Messages[at:] {
+				b.Write(m)
+				b.WriteByte('\n')
+			}
+			return b.String()
+		}
+	}
+	t.Fatalf("the request after step %d does not carry its result", i)
+	return ""
 }
 
 // mustStep returns scripted step i's result and fails the test when the

@@ -81,6 +81,8 @@ func newApp() *cli.App {
 			unmountCommand(),
 			statusCommand(),
 			runCommand(),
+			hookCommand(),
+			setupCommand(),
 			compactCommand(),
 			agentsCommand(),
 			askCommand(),

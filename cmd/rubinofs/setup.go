@@ -1,0 +1,214 @@
+package main
+
+// `rubinofs setup claude-code`: merges the rubinofs hook into a Claude Code
+// settings file.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// claudeHookEvents are the Claude Code hook events `rubinofs hook
+// claude-code` handles: PreToolUse snapshots the session's denials,
+// PostToolUse (a tool call that succeeded, including a Bash command that
+// exited 0) and PostToolUseFailure (one that failed) declare reads and
+// report denials.
+var claudeHookEvents = []string{"PreToolUse", "PostToolUse", "PostToolUseFailure"}
+
+// claudeHookTimeout is the timeout Claude Code gives the hook, in seconds:
+// a bound for a hung mount, never reached by a working one.
+const claudeHookTimeout = 30
+
+func setupCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "setup",
+		Usage: "install rubinofs's hooks into an agent's settings",
+		Subcommands: []*cli.Command{{
+			Name:  "claude-code",
+			Usage: "merge the rubinofs hook into a Claude Code settings file (idempotent; keeps every other setting)",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "settings", Usage: "the settings `FILE` (default: .claude/settings.json at the mount root around the current directory, else in the current directory)"},
+				mountFlag(),
+			},
+			Action: func(c *cli.Context) error {
+				if c.NArg() > 0 {
+					return cli.Exit("usage: rubinofs setup claude-code [--settings FILE]", exitUsage)
+				}
+				file := c.String("settings")
+				if file == "" {
+					root := "."
+					mnt, err := findMount(mountFlagValue(c))
+					switch {
+					case err == nil:
+						root = mnt
+					case mountFlagValue(c) != "": // a --mount that is none: say so
+						return cli.Exit(err.Error(), 1)
+					}
+					file = filepath.Join(root, ".claude", "settings.json")
+				}
+				exe, err := os.Executable()
+				if err != nil {
+					return cli.Exit(fmt.Sprintf("finding the rubinofs executable: %v", err), 1)
+				}
+				changes, err := setupClaudeSettings(file, shq(exe)+" hook claude-code")
+				if err != nil {
+					return cli.Exit(err.Error(), 1)
+				}
+				if len(changes) == 0 {
+					fmt.Fprintf(c.App.Writer, "%s: already set up, unchanged\n", file)
+				}
+				for _, ch := range changes {
+					fmt.Fprintf(c.App.Writer, "%s: %s\n", file, ch)
+				}
+				return nil
+			},
+		}},
+	}
+}
+
+// shq quotes s for the shell Claude Code runs a hook command with.
+func shq(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// setupClaudeSettings merges command as the hook of every claudeHookEvents
+// event into the settings file and returns what it changed, one line each
+// (none: the file already had it, and is left untouched). A missing file
+// (and its directory) is created. The file is replaced atomically (a
+// temporary file renamed over it, with its mode kept).
+func setupClaudeSettings(file, command string) ([]string, error) {
+	old, err := os.ReadFile(file)
+	if err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	merged, changes, err := mergeClaudeHooks(old, command)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if len(changes) == 0 {
+		return nil, nil
+	}
+	mode := os.FileMode(0o644)
+	if st, err := os.Stat(file); err == nil {
+		mode = st.Mode().Perm()
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return nil, err
+	}
+	return changes, writeAtomic(file, merged, mode)
+}
+
+// writeAtomic writes data to a temporary file beside file, syncs it and
+// renames it over file: a reader sees the old content or the new, never a
+// part.
+func writeAtomic(file string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename: ENOENT, ignored
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), file)
+}
+
+// isRubinoHook reports whether a hook command is `rubinofs hook
+// claude-code` (by any path to the executable): setup's own entry, to be
+// updated rather than added again.
+func isRubinoHook(cmd string) bool {
+	f := strings.Fields(cmd)
+	if len(f) < 3 || f[len(f)-2] != "hook" || f[len(f)-1] != "claude-code" {
+		return false
+	}
+	exe := strings.Trim(strings.Join(f[:len(f)-2], " "), `'"`)
+	return filepath.Base(exe) == "rubinofs"
+}
+
+// mergeClaudeHooks merges command into settings (a Claude Code settings
+// file's JSON; empty: none) as {"matcher": "*", "hooks": [{"type":
+// "command", "command": command, "timeout": claudeHookTimeout}]} under each
+// claudeHookEvents event, and returns the new JSON (indented) and the
+// changes made. An existing rubinofs hook entry (isRubinoHook) gets the
+// new command in place, its matcher and options left as the user set them,
+// and is never doubled; every other key, event and hook is kept as it was
+// (the keys come out sorted: encoding/json does not keep their order).
+func mergeClaudeHooks(settings []byte, command string) ([]byte, []string, error) {
+	doc := map[string]any{}
+	if len(bytes.TrimSpace(settings)) > 0 {
+		if err := json.Unmarshal(settings, &doc); err != nil {
+			return nil, nil, fmt.Errorf("not valid JSON, left as it is: %w", err)
+		}
+		if doc == nil {
+			doc = map[string]any{}
+		}
+	}
+	hooks, ok := doc["hooks"].(map[string]any)
+	if doc["hooks"] != nil && !ok {
+		return nil, nil, fmt.Errorf(`"hooks" is not an object, left as it is`)
+	}
+	if hooks == nil {
+		hooks = map[string]any{}
+	}
+	var changes []string
+	for _, event := range claudeHookEvents {
+		groups, ok := hooks[event].([]any)
+		if hooks[event] != nil && !ok {
+			return nil, nil, fmt.Errorf("hooks.%s is not a list, left as it is", event)
+		}
+		found := false
+		for _, g := range groups {
+			group, _ := g.(map[string]any)
+			list, _ := group["hooks"].([]any)
+			for _, h := range list {
+				hook, _ := h.(map[string]any)
+				cmd, _ := hook["command"].(string)
+				if hook == nil || !isRubinoHook(cmd) {
+					continue
+				}
+				found = true
+				if cmd != command { // another path to rubinofs: this one
+					hook["command"] = command
+					changes = append(changes, fmt.Sprintf("updated the %s hook to %s", event, command))
+				}
+			}
+		}
+		if !found {
+			groups = append(groups, map[string]any{"matcher": "*", "hooks": []any{map[string]any{
+				"type": "command", "command": command, "timeout": claudeHookTimeout,
+			}}})
+			hooks[event] = groups
+			changes = append(changes, fmt.Sprintf("added the %s hook: %s", event, command))
+		}
+	}
+	if len(changes) == 0 {
+		return settings, nil, nil
+	}
+	doc["hooks"] = hooks
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(out, '\n'), changes, nil
+}
