@@ -1,0 +1,124 @@
+package tests
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// refusedWrite reports whether a Codex tool output reports the guard's
+// refusal: the errno text as the shell prints it, or as Rust's io::Error
+// formats it inside Codex's apply_patch ("Permission denied (os error 13)").
+func refusedWrite(out string) bool {
+	return strings.Contains(out, "Permission denied") || strings.Contains(out, "os error 13")
+}
+
+// TestCodexApplyPatchStaleRefused drives Codex through the mount: the model
+// cats a file (a child's read, which counts), the file is then changed from
+// outside, and the model's apply_patch (Codex reads the target itself, then
+// rewrites it in place) is refused as stale, with the refusal in the tool
+// output the model receives. After the model looks again the same patch
+// applies.
+func TestCodexApplyPatchStaleRefused(t *testing.T) {
+	codexBin(t)
+	m := newMount(t, map[string]string{"notes.txt": "alpha\nbeta\n"}, nil)
+	patch := codexPatch("*** Update File: notes.txt\n@@\n alpha\n-beta\n+BETA\n")
+	var afterRefusal string
+	model := newCodexModel(t,
+		codexExec("cat notes.txt"),
+		codexCall{Name: patch.Name, Input: patch.Input, Custom: true, Before: func() {
+			mark := m.appliedMark()
+			m.writeBacking("notes.txt", "alpha\nbeta\ngamma from outside\n")
+			m.waitApplied(mark, "notes.txt")
+		}},
+		codexCall{Name: "exec_command", Input: codexExec("cat .rubino/guard/why; cat notes.txt").Input, Before: func() {
+			afterRefusal = m.readBacking("notes.txt")
+		}},
+		patch,
+	)
+	out := runCodex(t, m, "", model)
+
+	if got, _ := model.mustStep(t, 0); !strings.Contains(got, "beta") {
+		t.Errorf("cat notes.txt: want its bytes in the output; got\n%s", got)
+	}
+	if got, _ := model.mustStep(t, 1); !refusedWrite(got) {
+		t.Errorf("apply_patch over a file changed outside since the model's cat: want Permission denied in the tool output; got\n%s\nCodex:\n%s", got, out)
+	}
+	if afterRefusal != "alpha\nbeta\ngamma from outside\n" {
+		t.Errorf("notes.txt after the refused patch = %q, want the outside edit intact", afterRefusal)
+	}
+	if got, _ := model.mustStep(t, 2); !strings.Contains(got, "notes.txt") || !strings.Contains(got, "gamma from outside") {
+		t.Errorf(".rubino/guard/why and a fresh cat: want the refusal naming notes.txt and the new bytes; got\n%s", got)
+	}
+	if got, _ := model.mustStep(t, 3); refusedWrite(got) {
+		t.Errorf("apply_patch after the model read the current bytes was refused:\n%s", got)
+	}
+	if got := m.readBacking("notes.txt"); got != "alpha\nBETA\ngamma from outside\n" {
+		t.Errorf("notes.txt after the second patch = %q, want the patch over the outside edit", got)
+	}
+}
+
+// TestCodexApplyPatchDeleteNeverRead: an apply_patch deleting a file the
+// model never saw is refused (Codex reads the file itself before it
+// unlinks it; in harness mode that read is not the model's), and the file
+// stays. Once the model has cat'ed it the same delete passes.
+func TestCodexApplyPatchDeleteNeverRead(t *testing.T) {
+	codexBin(t)
+	m := newMount(t, map[string]string{"old.txt": "never shown to the model\n", "keep.txt": "x\n"}, nil)
+	del := codexPatch("*** Delete File: old.txt\n")
+	var existedAfterRefusal bool
+	model := newCodexModel(t,
+		del,
+		codexCall{Name: "exec_command", Input: codexExec("cat old.txt").Input, Before: func() {
+			_, err := os.Stat(m.backing("old.txt"))
+			existedAfterRefusal = err == nil
+		}},
+		del,
+	)
+	out := runCodex(t, m, "", model)
+
+	if got, _ := model.mustStep(t, 0); !refusedWrite(got) {
+		t.Errorf("apply_patch deleting a never-read file: want Permission denied in the tool output; got\n%s\nCodex:\n%s", got, out)
+	}
+	if !existedAfterRefusal {
+		t.Errorf("old.txt was deleted by a patch the guard should have refused")
+	}
+	if got, _ := model.mustStep(t, 2); refusedWrite(got) {
+		t.Errorf("apply_patch deleting a file after the model's cat was refused:\n%s", got)
+	}
+	if _, err := os.Stat(m.backing("old.txt")); !os.IsNotExist(err) {
+		t.Errorf("old.txt still exists after an allowed delete (err %v)", err)
+	}
+	if got := m.readBacking("keep.txt"); got != "x\n" {
+		t.Errorf("keep.txt = %q, want it untouched", got)
+	}
+}
+
+// TestCodexApplyPatchAfterCat: the everyday path. The model cats a file
+// through exec_command (a child of Codex: its read counts) and patches it;
+// the patch applies and Codex reports no error.
+func TestCodexApplyPatchAfterCat(t *testing.T) {
+	codexBin(t)
+	m := newMount(t, map[string]string{"src/app.txt": "func main() {\n\tprintln(\"hi\")\n}\n"}, nil)
+	model := newCodexModel(t,
+		codexExec("cat src/app.txt; echo cat-exit=$?; readlink .rubino/self"),
+		codexPatch("*** Update File: src/app.txt\n@@\n func main() {\n-\tprintln(\"hi\")\n+\tprintln(\"hello\")\n }\n"),
+		codexExec("cat src/app.txt"),
+	)
+	out := runCodex(t, m, "", model)
+
+	// The shell Codex starts for exec_command is a descendant of the
+	// harness root (not daemonised away): it resolves to Codex's session.
+	if got, _ := model.mustStep(t, 0); !strings.Contains(got, "cat-exit=0") || !strings.Contains(got, "sessions/codex") {
+		t.Errorf("cat src/app.txt; readlink .rubino/self: want exit 0 and the session codex; got\n%s", got)
+	}
+	if got, _ := model.mustStep(t, 1); refusedWrite(got) || strings.Contains(got, "failed") {
+		t.Errorf("apply_patch after cat: want it applied; got\n%s\nCodex:\n%s", got, out)
+	}
+	if got := m.readBacking("src/app.txt"); got != "func main() {\n\tprintln(\"hello\")\n}\n" {
+		t.Errorf("src/app.txt after the patch = %q", got)
+	}
+	if got, _ := model.mustStep(t, 2); !strings.Contains(got, "hello") {
+		t.Errorf("cat after the patch: want the new bytes; got\n%s", got)
+	}
+}
