@@ -6,19 +6,27 @@ import (
 	"testing"
 )
 
-// refusedWrite reports whether a Codex tool output reports the guard's
-// refusal: the errno text as the shell prints it, or as Rust's io::Error
-// formats it inside Codex's apply_patch ("Permission denied (os error 13)").
-func refusedWrite(out string) bool {
-	return strings.Contains(out, "Permission denied") || strings.Contains(out, "os error 13")
+// patchRefused reports whether an apply_patch output reports that Codex
+// could not write or delete the file named name. Codex drops the errno
+// from what the model receives: a refusal reads "Failed to write file
+// PATH" (an update, an add over an existing file) or "Failed to delete
+// file PATH", with no "Permission denied"; .rubino/guard/why says why.
+func patchRefused(out, name string) bool {
+	return (strings.Contains(out, "Failed to write file") || strings.Contains(out, "Failed to delete file")) &&
+		strings.Contains(out, name)
+}
+
+// patchApplied reports whether an apply_patch output reports success.
+func patchApplied(out string) bool {
+	return strings.Contains(out, "Success. Updated the following files")
 }
 
 // TestCodexApplyPatchStaleRefused drives Codex through the mount: the model
 // cats a file (a child's read, which counts), the file is then changed from
 // outside, and the model's apply_patch (Codex reads the target itself, then
-// rewrites it in place) is refused as stale, with the refusal in the tool
-// output the model receives. After the model looks again the same patch
-// applies.
+// rewrites it in place) is refused as stale: the tool output names the
+// file, and .rubino/guard/why says why. After the model looks again the
+// same patch applies.
 func TestCodexApplyPatchStaleRefused(t *testing.T) {
 	codexBin(t)
 	m := newMount(t, map[string]string{"notes.txt": "alpha\nbeta\n"}, nil)
@@ -41,8 +49,8 @@ func TestCodexApplyPatchStaleRefused(t *testing.T) {
 	if got, _ := model.mustStep(t, 0); !strings.Contains(got, "beta") {
 		t.Errorf("cat notes.txt: want its bytes in the output; got\n%s", got)
 	}
-	if got, _ := model.mustStep(t, 1); !refusedWrite(got) {
-		t.Errorf("apply_patch over a file changed outside since the model's cat: want Permission denied in the tool output; got\n%s\nCodex:\n%s", got, out)
+	if got, _ := model.mustStep(t, 1); !patchRefused(got, "notes.txt") {
+		t.Errorf("apply_patch over a file changed outside since the model's cat: want it refused; got\n%s\nCodex:\n%s", got, out)
 	}
 	if afterRefusal != "alpha\nbeta\ngamma from outside\n" {
 		t.Errorf("notes.txt after the refused patch = %q, want the outside edit intact", afterRefusal)
@@ -50,8 +58,8 @@ func TestCodexApplyPatchStaleRefused(t *testing.T) {
 	if got, _ := model.mustStep(t, 2); !strings.Contains(got, "notes.txt") || !strings.Contains(got, "gamma from outside") {
 		t.Errorf(".rubino/guard/why and a fresh cat: want the refusal naming notes.txt and the new bytes; got\n%s", got)
 	}
-	if got, _ := model.mustStep(t, 3); refusedWrite(got) {
-		t.Errorf("apply_patch after the model read the current bytes was refused:\n%s", got)
+	if got, _ := model.mustStep(t, 3); !patchApplied(got) {
+		t.Errorf("apply_patch after the model read the current bytes: want it applied; got\n%s", got)
 	}
 	if got := m.readBacking("notes.txt"); got != "alpha\nBETA\ngamma from outside\n" {
 		t.Errorf("notes.txt after the second patch = %q, want the patch over the outside edit", got)
@@ -69,7 +77,7 @@ func TestCodexApplyPatchDeleteNeverRead(t *testing.T) {
 	var existedAfterRefusal bool
 	model := newCodexModel(t,
 		del,
-		codexCall{Name: "exec_command", Input: codexExec("cat old.txt").Input, Before: func() {
+		codexCall{Name: "exec_command", Input: codexExec("cat .rubino/guard/why; cat old.txt").Input, Before: func() {
 			_, err := os.Stat(m.backing("old.txt"))
 			existedAfterRefusal = err == nil
 		}},
@@ -77,14 +85,17 @@ func TestCodexApplyPatchDeleteNeverRead(t *testing.T) {
 	)
 	out := runCodex(t, m, "", model)
 
-	if got, _ := model.mustStep(t, 0); !refusedWrite(got) {
-		t.Errorf("apply_patch deleting a never-read file: want Permission denied in the tool output; got\n%s\nCodex:\n%s", got, out)
+	if got, _ := model.mustStep(t, 0); !patchRefused(got, "old.txt") {
+		t.Errorf("apply_patch deleting a never-read file: want it refused; got\n%s\nCodex:\n%s", got, out)
 	}
 	if !existedAfterRefusal {
 		t.Errorf("old.txt was deleted by a patch the guard should have refused")
 	}
-	if got, _ := model.mustStep(t, 2); refusedWrite(got) {
-		t.Errorf("apply_patch deleting a file after the model's cat was refused:\n%s", got)
+	if got, _ := model.mustStep(t, 1); !strings.Contains(got, "old.txt") || !strings.Contains(got, "never shown to the model") {
+		t.Errorf(".rubino/guard/why and a cat: want the refusal naming old.txt and its bytes; got\n%s", got)
+	}
+	if got, _ := model.mustStep(t, 2); !patchApplied(got) {
+		t.Errorf("apply_patch deleting a file after the model's cat: want it applied; got\n%s", got)
 	}
 	if _, err := os.Stat(m.backing("old.txt")); !os.IsNotExist(err) {
 		t.Errorf("old.txt still exists after an allowed delete (err %v)", err)
@@ -112,7 +123,7 @@ func TestCodexApplyPatchAfterCat(t *testing.T) {
 	if got, _ := model.mustStep(t, 0); !strings.Contains(got, "cat-exit=0") || !strings.Contains(got, "sessions/codex") {
 		t.Errorf("cat src/app.txt; readlink .rubino/self: want exit 0 and the session codex; got\n%s", got)
 	}
-	if got, _ := model.mustStep(t, 1); refusedWrite(got) || strings.Contains(got, "failed") {
+	if got, _ := model.mustStep(t, 1); !patchApplied(got) {
 		t.Errorf("apply_patch after cat: want it applied; got\n%s\nCodex:\n%s", got, out)
 	}
 	if got := m.readBacking("src/app.txt"); got != "func main() {\n\tprintln(\"hello\")\n}\n" {
@@ -120,5 +131,38 @@ func TestCodexApplyPatchAfterCat(t *testing.T) {
 	}
 	if got, _ := model.mustStep(t, 2); !strings.Contains(got, "hello") {
 		t.Errorf("cat after the patch: want the new bytes; got\n%s", got)
+	}
+}
+
+// TestCodexRefusalReachesModel: what the model receives when the guard
+// refuses Codex. An apply_patch "Add File" over an existing file the model
+// never read (Codex reads it only to show a diff, then opens it with
+// O_TRUNC) is refused and the tool output names the file; a shell
+// redirection over another never-read file fails with Permission denied;
+// .rubino/guard/why names both.
+func TestCodexRefusalReachesModel(t *testing.T) {
+	codexBin(t)
+	m := newMount(t, map[string]string{"added.txt": "tracked, never read\n", "other.txt": "also never read\n"}, nil)
+	model := newCodexModel(t,
+		codexPatch("*** Add File: added.txt\n+replaced blind\n"),
+		codexExec("echo clobber > other.txt; echo write-exit=$?"),
+		codexExec("cat .rubino/guard/why"),
+	)
+	out := runCodex(t, m, "", model)
+
+	if got, _ := model.mustStep(t, 0); !patchRefused(got, "added.txt") {
+		t.Errorf("apply_patch adding over a never-read file: want it refused; got\n%s\nCodex:\n%s", got, out)
+	}
+	if got, _ := model.mustStep(t, 1); !strings.Contains(got, "Permission denied") || strings.Contains(got, "write-exit=0") {
+		t.Errorf("echo > a never-read file: want Permission denied and a failed write; got\n%s", got)
+	}
+	if got, _ := model.mustStep(t, 2); !strings.Contains(got, "added.txt") || !strings.Contains(got, "other.txt") {
+		t.Errorf(".rubino/guard/why after the refusals does not name added.txt and other.txt:\n%s", got)
+	}
+	if got := m.readBacking("added.txt"); got != "tracked, never read\n" {
+		t.Errorf("added.txt after a refused patch = %q, want its bytes intact", got)
+	}
+	if got := m.readBacking("other.txt"); got != "also never read\n" {
+		t.Errorf("other.txt after a refused write = %q, want its bytes intact", got)
 	}
 }
