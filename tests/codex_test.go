@@ -2,6 +2,7 @@ package tests
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -112,16 +113,24 @@ func TestCodexApplyPatchAfterCat(t *testing.T) {
 	codexBin(t)
 	m := newMount(t, map[string]string{"src/app.txt": "func main() {\n\tprintln(\"hi\")\n}\n"}, nil)
 	model := newCodexModel(t,
-		codexExec("cat src/app.txt; echo cat-exit=$?; readlink .rubino/self"),
+		codexExec("cat src/app.txt; echo cat-exit=$?; readlink .rubino/self; echo ppid=$PPID; cat .rubino/self/info"),
 		codexPatch("*** Update File: src/app.txt\n@@\n func main() {\n-\tprintln(\"hi\")\n+\tprintln(\"hello\")\n }\n"),
 		codexExec("cat src/app.txt"),
 	)
 	out := runCodex(t, m, "", model)
 
-	// The shell Codex starts for exec_command is a descendant of the
-	// harness root (not daemonised away): it resolves to Codex's session.
-	if got, _ := model.mustStep(t, 0); !strings.Contains(got, "cat-exit=0") || !strings.Contains(got, "sessions/codex") {
+	// The shell Codex starts for exec_command resolves to Codex's session
+	// (it is not daemonised away), and its parent is the session's root:
+	// the process that runs apply_patch is the harness root, not a child
+	// of a launcher.
+	got, _ := model.mustStep(t, 0)
+	if !strings.Contains(got, "cat-exit=0") || !strings.Contains(got, "sessions/codex") {
 		t.Errorf("cat src/app.txt; readlink .rubino/self: want exit 0 and the session codex; got\n%s", got)
+	}
+	ppid := regexp.MustCompile(`ppid=(\d+)`).FindStringSubmatch(got)
+	root := regexp.MustCompile(`"root_pid":\s*(\d+)`).FindStringSubmatch(got)
+	if ppid == nil || root == nil || ppid[1] != root[1] {
+		t.Errorf("the exec_command shell's parent is not the session root (want $PPID = root_pid); got\n%s", got)
 	}
 	if got, _ := model.mustStep(t, 1); !patchApplied(got) {
 		t.Errorf("apply_patch after cat: want it applied; got\n%s\nCodex:\n%s", got, out)
