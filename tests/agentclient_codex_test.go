@@ -212,12 +212,17 @@ func codexBin(t *testing.T) string {
 
 // codexConfig is the config.toml of a fresh CODEX_HOME: the scripted model
 // as the only provider, no approvals and no sandbox (rubinofs is the
-// guard), and a model slug whose bundled metadata gives Codex the freeform
-// apply_patch tool.
+// guard), a model slug whose bundled metadata gives Codex the freeform
+// apply_patch tool, and no plugin marketplace (Codex would otherwise
+// git ls-remote it from GitHub at start): the run stays offline.
 const codexConfig = `model = "gpt-5.5"
 model_provider = "scripted"
 approval_policy = "never"
 sandbox_mode = "danger-full-access"
+
+[features]
+plugins = false
+remote_plugin = false
 
 [model_providers.scripted]
 name = "scripted"
