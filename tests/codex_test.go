@@ -56,8 +56,8 @@ func TestCodexApplyPatchStaleRefused(t *testing.T) {
 	if afterRefusal != "alpha\nbeta\ngamma from outside\n" {
 		t.Errorf("notes.txt after the refused patch = %q, want the outside edit intact", afterRefusal)
 	}
-	if got, _ := model.mustStep(t, 2); !strings.Contains(got, "notes.txt") || !strings.Contains(got, "gamma from outside") {
-		t.Errorf(".rubino/guard/why and a fresh cat: want the refusal naming notes.txt and the new bytes; got\n%s", got)
+	if got, _ := model.mustStep(t, 2); !strings.Contains(got, " stale: ") || !strings.Contains(got, "notes.txt") || !strings.Contains(got, "gamma from outside") {
+		t.Errorf(".rubino/guard/why and a fresh cat: want a stale refusal naming notes.txt, then the new bytes; got\n%s", got)
 	}
 	if got, _ := model.mustStep(t, 3); !patchApplied(got) {
 		t.Errorf("apply_patch after the model read the current bytes: want it applied; got\n%s", got)
@@ -92,8 +92,8 @@ func TestCodexApplyPatchDeleteNeverRead(t *testing.T) {
 	if !existedAfterRefusal {
 		t.Errorf("old.txt was deleted by a patch the guard should have refused")
 	}
-	if got, _ := model.mustStep(t, 1); !strings.Contains(got, "old.txt") || !strings.Contains(got, "never shown to the model") {
-		t.Errorf(".rubino/guard/why and a cat: want the refusal naming old.txt and its bytes; got\n%s", got)
+	if got, _ := model.mustStep(t, 1); !strings.Contains(got, " unread: ") || !strings.Contains(got, "old.txt") || !strings.Contains(got, "never shown to the model") {
+		t.Errorf(".rubino/guard/why and a cat: want an unread refusal naming old.txt, then its bytes; got\n%s", got)
 	}
 	if got, _ := model.mustStep(t, 2); !patchApplied(got) {
 		t.Errorf("apply_patch deleting a file after the model's cat: want it applied; got\n%s", got)
@@ -147,13 +147,15 @@ func TestCodexApplyPatchAfterCat(t *testing.T) {
 // refuses Codex. An apply_patch "Add File" over an existing file the model
 // never read (Codex reads it only to show a diff, then opens it with
 // O_TRUNC) is refused and the tool output names the file; a shell
-// redirection over another never-read file fails with Permission denied;
-// .rubino/guard/why names both.
+// redirection over another never-read file fails with Permission denied.
+// After each, .rubino/guard/why (the session's last refusal) names the
+// file and the reason.
 func TestCodexRefusalReachesModel(t *testing.T) {
 	codexBin(t)
 	m := newMount(t, map[string]string{"added.txt": "tracked, never read\n", "other.txt": "also never read\n"}, nil)
 	model := newCodexModel(t,
 		codexPatch("*** Add File: added.txt\n+replaced blind\n"),
+		codexExec("cat .rubino/guard/why"),
 		codexExec("echo clobber > other.txt; echo write-exit=$?"),
 		codexExec("cat .rubino/guard/why"),
 	)
@@ -162,11 +164,14 @@ func TestCodexRefusalReachesModel(t *testing.T) {
 	if got, _ := model.mustStep(t, 0); !patchRefused(got, "added.txt") {
 		t.Errorf("apply_patch adding over a never-read file: want it refused; got\n%s\nCodex:\n%s", got, out)
 	}
-	if got, _ := model.mustStep(t, 1); !strings.Contains(got, "Permission denied") || strings.Contains(got, "write-exit=0") {
+	if got, _ := model.mustStep(t, 1); !strings.Contains(got, " unread: ") || !strings.Contains(got, "added.txt") {
+		t.Errorf(".rubino/guard/why after the refused patch: want an unread refusal naming added.txt; got\n%s", got)
+	}
+	if got, _ := model.mustStep(t, 2); !strings.Contains(got, "Permission denied") || strings.Contains(got, "write-exit=0") {
 		t.Errorf("echo > a never-read file: want Permission denied and a failed write; got\n%s", got)
 	}
-	if got, _ := model.mustStep(t, 2); !strings.Contains(got, "added.txt") || !strings.Contains(got, "other.txt") {
-		t.Errorf(".rubino/guard/why after the refusals does not name added.txt and other.txt:\n%s", got)
+	if got, _ := model.mustStep(t, 3); !strings.Contains(got, " unread: ") || !strings.Contains(got, "other.txt") {
+		t.Errorf(".rubino/guard/why after the refused redirection: want an unread refusal naming other.txt; got\n%s", got)
 	}
 	if got := m.readBacking("added.txt"); got != "tracked, never read\n" {
 		t.Errorf("added.txt after a refused patch = %q, want its bytes intact", got)
