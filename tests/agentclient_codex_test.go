@@ -38,6 +38,12 @@ type codexCall struct {
 	Before func()
 }
 
+// before returns c with Before set to f.
+func (c codexCall) before(f func()) codexCall {
+	c.Before = f
+	return c
+}
+
 // codexExec is the scripted exec_command call of the shell command cmd,
 // run without a terminal and waited for (yield_time_ms at its maximum,
 // which a short command never reaches).

@@ -35,14 +35,14 @@ func TestCodexApplyPatchStaleRefused(t *testing.T) {
 	var afterRefusal string
 	model := newCodexModel(t,
 		codexExec("cat notes.txt"),
-		codexCall{Name: patch.Name, Input: patch.Input, Custom: true, Before: func() {
+		patch.before(func() {
 			mark := m.appliedMark()
 			m.writeBacking("notes.txt", "alpha\nbeta\ngamma from outside\n")
 			m.waitApplied(mark, "notes.txt")
-		}},
-		codexCall{Name: "exec_command", Input: codexExec("cat .rubino/guard/why; cat notes.txt").Input, Before: func() {
+		}),
+		codexExec("cat .rubino/guard/why; cat notes.txt").before(func() {
 			afterRefusal = m.readBacking("notes.txt")
-		}},
+		}),
 		patch,
 	)
 	out := runCodex(t, m, "", model)
@@ -78,10 +78,10 @@ func TestCodexApplyPatchDeleteNeverRead(t *testing.T) {
 	var existedAfterRefusal bool
 	model := newCodexModel(t,
 		del,
-		codexCall{Name: "exec_command", Input: codexExec("cat .rubino/guard/why; cat old.txt").Input, Before: func() {
+		codexExec("cat .rubino/guard/why; cat old.txt").before(func() {
 			_, err := os.Stat(m.backing("old.txt"))
 			existedAfterRefusal = err == nil
-		}},
+		}),
 		del,
 	)
 	out := runCodex(t, m, "", model)
