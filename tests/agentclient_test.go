@@ -39,17 +39,73 @@ func bash(command string) toolCall {
 	return toolCall{Name: "Bash", Input: map[string]any{"command": command, "description": "scripted step"}}
 }
 
+// stepLog records, for a scripted model of any wire protocol, what the
+// agent client sent back for each scripted step: the tool result's text and
+// whether the client flagged it as an error. Step i's call carries the id
+// fmt.Sprintf(idFormat, i), so a result is filed under its step whatever
+// order the client reports it in. Safe for concurrent use: the model's
+// HTTP handler records while the test reads.
+type stepLog struct {
+	idFormat string   // the call id of step i, e.g. "toolu_step%02d"
+	names    []string // step i's tool name, for failure messages
+
+	mu      sync.Mutex
+	results map[string]string // call id -> the tool result's text
+	errors  map[string]bool   // call id -> flagged as an error
+	turns   int               // requests answered with a scripted call
+}
+
+func newStepLog(idFormat string, names []string) stepLog {
+	return stepLog{idFormat: idFormat, names: names, results: map[string]string{}, errors: map[string]bool{}}
+}
+
+// callID is the id the model gives scripted step i's call.
+func (l *stepLog) callID(i int) string { return fmt.Sprintf(l.idFormat, i) }
+
+// record files the client's result for the call id.
+func (l *stepLog) record(id, text string, isErr bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.results[id] = text
+	l.errors[id] = isErr
+}
+
+// issued counts one request answered with a scripted call.
+func (l *stepLog) issued() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.turns++
+}
+
+// result returns the text the client reported for scripted step i, and
+// whether it flagged it as an error; ok is false when the step never ran.
+func (l *stepLog) result(i int) (text string, isErr, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id := l.callID(i)
+	text, ok = l.results[id]
+	return text, l.errors[id], ok
+}
+
+// mustStep returns scripted step i's result and fails the test when the
+// step never ran.
+func (l *stepLog) mustStep(t *testing.T, i int) (string, bool) {
+	t.Helper()
+	text, isErr, ok := l.result(i)
+	if !ok {
+		t.Fatalf("step %d (%s) never ran: the agent stopped early", i, l.names[i])
+	}
+	return text, isErr
+}
+
 // scriptedModel is an Anthropic Messages API endpoint that answers the
 // agent's turns from a script and records the tool results it is sent.
 type scriptedModel struct {
+	stepLog
 	script []toolCall
 	srv    *httptest.Server
 
-	mu      sync.Mutex
-	results map[string]string // tool_use id -> the tool_result text
-	errors  map[string]bool   // tool_use id -> is_error
-	turns   int               // requests answered with a tool call
-	// bodies holds, per step, the raw request body of the first request
+	// bodies (under stepLog.mu) holds, per step, the raw request body of the first request
 	// that carried that many tool results: bodies[i+1] is the request
 	// that reported step i back, with everything the model was told
 	// about it (the tool_result and any hook's additional context).
@@ -60,20 +116,14 @@ type scriptedModel struct {
 // end of the test.
 func newScriptedModel(t *testing.T, script ...toolCall) *scriptedModel {
 	t.Helper()
-	sm := &scriptedModel{script: script, results: map[string]string{}, errors: map[string]bool{}, bodies: map[int]string{}}
+	names := make([]string, len(script))
+	for i, c := range script {
+		names[i] = c.Name
+	}
+	sm := &scriptedModel{stepLog: newStepLog("toolu_step%02d", names), script: script, bodies: map[int]string{}}
 	sm.srv = httptest.NewServer(http.HandlerFunc(sm.serve))
 	t.Cleanup(sm.srv.Close)
 	return sm
-}
-
-// result returns the text Claude Code reported for scripted step i, and
-// whether it flagged it as an error; ok is false when the step never ran.
-func (sm *scriptedModel) result(i int) (text string, isErr, ok bool) {
-	sm.mu.Lock()
-	defer sm.mu.Unlock()
-	id := fmt.Sprintf("toolu_step%02d", i)
-	text, ok = sm.results[id]
-	return text, sm.errors[id], ok
 }
 
 func (sm *scriptedModel) serve(w http.ResponseWriter, r *http.Request) {
@@ -111,10 +161,7 @@ func (sm *scriptedModel) serve(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			step++
-			sm.mu.Lock()
-			sm.results[b.ToolUseID] = toolResultText(b.Content)
-			sm.errors[b.ToolUseID] = b.IsError
-			sm.mu.Unlock()
+			sm.record(b.ToolUseID, toolResultText(b.Content), b.IsError)
 		}
 	}
 	if len(req.Tools) > 0 {
@@ -142,13 +189,11 @@ func (sm *scriptedModel) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		in, _ := json.Marshal(call.Input)
 		ev(map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{
-			"type": "tool_use", "id": fmt.Sprintf("toolu_step%02d", step), "name": call.Name, "input": map[string]any{}}})
+			"type": "tool_use", "id": sm.callID(step), "name": call.Name, "input": map[string]any{}}})
 		ev(map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{
 			"type": "input_json_delta", "partial_json": string(in)}})
 		stop = "tool_use"
-		sm.mu.Lock()
-		sm.turns++
-		sm.mu.Unlock()
+		sm.issued()
 	} else {
 		ev(map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
 		ev(map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": "done"}})
@@ -286,15 +331,4 @@ func (sm *scriptedModel) reportOf(t *testing.T, i int) string {
 	}
 	t.Fatalf("the request after step %d does not carry its result", i)
 	return ""
-}
-
-// mustStep returns scripted step i's result and fails the test when the
-// step never ran.
-func (sm *scriptedModel) mustStep(t *testing.T, i int) (string, bool) {
-	t.Helper()
-	text, isErr, ok := sm.result(i)
-	if !ok {
-		t.Fatalf("step %d (%s) never ran: Claude Code stopped early", i, sm.script[i].Name)
-	}
-	return text, isErr
 }

@@ -1,0 +1,182 @@
+package tests
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// patchRefused reports whether an apply_patch output reports that Codex
+// could not write or delete the file named name. Codex drops the errno
+// from what the model receives: a refusal reads "Failed to write file
+// PATH" (an update, an add over an existing file) or "Failed to delete
+// file PATH", with no "Permission denied"; .rubino/guard/why says why.
+func patchRefused(out, name string) bool {
+	return (strings.Contains(out, "Failed to write file") || strings.Contains(out, "Failed to delete file")) &&
+		strings.Contains(out, name)
+}
+
+// patchApplied reports whether an apply_patch output reports success.
+func patchApplied(out string) bool {
+	return strings.Contains(out, "Success. Updated the following files")
+}
+
+// TestCodexApplyPatchStaleRefused drives Codex through the mount: the model
+// cats a file (a child's read, which counts), the file is then changed from
+// outside, and the model's apply_patch (Codex reads the target itself, then
+// rewrites it in place) is refused as stale: the tool output names the
+// file, and .rubino/guard/why says why. After the model looks again the
+// same patch applies.
+func TestCodexApplyPatchStaleRefused(t *testing.T) {
+	codexBin(t)
+	m := newMount(t, map[string]string{"notes.txt": "alpha\nbeta\n"}, nil)
+	patch := codexPatch("*** Update File: notes.txt\n@@\n alpha\n-beta\n+BETA\n")
+	var afterRefusal string
+	model := newCodexModel(t,
+		codexExec("cat notes.txt"),
+		patch.before(func() {
+			mark := m.appliedMark()
+			m.writeBacking("notes.txt", "alpha\nbeta\ngamma from outside\n")
+			m.waitApplied(mark, "notes.txt")
+		}),
+		codexExec("cat .rubino/guard/why; cat notes.txt").before(func() {
+			afterRefusal = m.readBacking("notes.txt")
+		}),
+		patch,
+	)
+	out := runCodex(t, m, "", model)
+
+	if got, _ := model.mustStep(t, 0); !strings.Contains(got, "beta") {
+		t.Errorf("cat notes.txt: want its bytes in the output; got\n%s", got)
+	}
+	if got, _ := model.mustStep(t, 1); !patchRefused(got, "notes.txt") {
+		t.Errorf("apply_patch over a file changed outside since the model's cat: want it refused; got\n%s\nCodex:\n%s", got, out)
+	}
+	if afterRefusal != "alpha\nbeta\ngamma from outside\n" {
+		t.Errorf("notes.txt after the refused patch = %q, want the outside edit intact", afterRefusal)
+	}
+	if got, _ := model.mustStep(t, 2); !strings.Contains(got, " stale: ") || !strings.Contains(got, "notes.txt") || !strings.Contains(got, "gamma from outside") {
+		t.Errorf(".rubino/guard/why and a fresh cat: want a stale refusal naming notes.txt, then the new bytes; got\n%s", got)
+	}
+	if got, _ := model.mustStep(t, 3); !patchApplied(got) {
+		t.Errorf("apply_patch after the model read the current bytes: want it applied; got\n%s", got)
+	}
+	if got := m.readBacking("notes.txt"); got != "alpha\nBETA\ngamma from outside\n" {
+		t.Errorf("notes.txt after the second patch = %q, want the patch over the outside edit", got)
+	}
+}
+
+// TestCodexApplyPatchDeleteNeverRead: an apply_patch deleting a file the
+// model never saw is refused (Codex reads the file itself before it
+// unlinks it; in harness mode that read is not the model's), and the file
+// stays. Once the model has cat'ed it the same delete passes.
+func TestCodexApplyPatchDeleteNeverRead(t *testing.T) {
+	codexBin(t)
+	m := newMount(t, map[string]string{"old.txt": "never shown to the model\n", "keep.txt": "x\n"}, nil)
+	del := codexPatch("*** Delete File: old.txt\n")
+	var existedAfterRefusal bool
+	model := newCodexModel(t,
+		del,
+		codexExec("cat .rubino/guard/why; cat old.txt").before(func() {
+			_, err := os.Stat(m.backing("old.txt"))
+			existedAfterRefusal = err == nil
+		}),
+		del,
+	)
+	out := runCodex(t, m, "", model)
+
+	if got, _ := model.mustStep(t, 0); !patchRefused(got, "old.txt") {
+		t.Errorf("apply_patch deleting a never-read file: want it refused; got\n%s\nCodex:\n%s", got, out)
+	}
+	if !existedAfterRefusal {
+		t.Errorf("old.txt was deleted by a patch the guard should have refused")
+	}
+	if got, _ := model.mustStep(t, 1); !strings.Contains(got, " unread: ") || !strings.Contains(got, "old.txt") || !strings.Contains(got, "never shown to the model") {
+		t.Errorf(".rubino/guard/why and a cat: want an unread refusal naming old.txt, then its bytes; got\n%s", got)
+	}
+	if got, _ := model.mustStep(t, 2); !patchApplied(got) {
+		t.Errorf("apply_patch deleting a file after the model's cat: want it applied; got\n%s", got)
+	}
+	if _, err := os.Stat(m.backing("old.txt")); !os.IsNotExist(err) {
+		t.Errorf("old.txt still exists after an allowed delete (err %v)", err)
+	}
+	if got := m.readBacking("keep.txt"); got != "x\n" {
+		t.Errorf("keep.txt = %q, want it untouched", got)
+	}
+}
+
+// TestCodexApplyPatchAfterCat: the everyday path. The model cats a file
+// through exec_command (a child of Codex: its read counts) and patches it;
+// the patch applies and Codex reports no error.
+func TestCodexApplyPatchAfterCat(t *testing.T) {
+	codexBin(t)
+	m := newMount(t, map[string]string{"src/app.txt": "func main() {\n\tprintln(\"hi\")\n}\n"}, nil)
+	model := newCodexModel(t,
+		codexExec("cat src/app.txt; echo cat-exit=$?; readlink .rubino/self; echo ppid=$PPID; cat .rubino/self/info"),
+		codexPatch("*** Update File: src/app.txt\n@@\n func main() {\n-\tprintln(\"hi\")\n+\tprintln(\"hello\")\n }\n"),
+		codexExec("cat src/app.txt"),
+	)
+	out := runCodex(t, m, "", model)
+
+	// The shell Codex starts for exec_command resolves to Codex's session
+	// (it is not daemonised away), and its parent is the session's root:
+	// the process that runs apply_patch is the harness root, not a child
+	// of a launcher.
+	got, _ := model.mustStep(t, 0)
+	if !strings.Contains(got, "cat-exit=0") || !strings.Contains(got, "sessions/codex") {
+		t.Errorf("cat src/app.txt; readlink .rubino/self: want exit 0 and the session codex; got\n%s", got)
+	}
+	ppid := regexp.MustCompile(`ppid=(\d+)`).FindStringSubmatch(got)
+	root := regexp.MustCompile(`"root_pid":\s*(\d+)`).FindStringSubmatch(got)
+	if ppid == nil || root == nil || ppid[1] != root[1] {
+		t.Errorf("the exec_command shell's parent is not the session root (want $PPID = root_pid); got\n%s", got)
+	}
+	if got, _ := model.mustStep(t, 1); !patchApplied(got) {
+		t.Errorf("apply_patch after cat: want it applied; got\n%s\nCodex:\n%s", got, out)
+	}
+	if got := m.readBacking("src/app.txt"); got != "func main() {\n\tprintln(\"hello\")\n}\n" {
+		t.Errorf("src/app.txt after the patch = %q", got)
+	}
+	if got, _ := model.mustStep(t, 2); !strings.Contains(got, "hello") {
+		t.Errorf("cat after the patch: want the new bytes; got\n%s", got)
+	}
+}
+
+// TestCodexRefusalReachesModel: what the model receives when the guard
+// refuses Codex. An apply_patch "Add File" over an existing file the model
+// never read (Codex reads it only to show a diff, then opens it with
+// O_TRUNC) is refused and the tool output names the file; a shell
+// redirection over another never-read file fails with Permission denied.
+// After each, .rubino/guard/why (the session's last refusal) names the
+// file and the reason.
+func TestCodexRefusalReachesModel(t *testing.T) {
+	codexBin(t)
+	m := newMount(t, map[string]string{"added.txt": "tracked, never read\n", "other.txt": "also never read\n"}, nil)
+	model := newCodexModel(t,
+		codexPatch("*** Add File: added.txt\n+replaced blind\n"),
+		codexExec("cat .rubino/guard/why"),
+		codexExec("echo clobber > other.txt; echo write-exit=$?"),
+		codexExec("cat .rubino/guard/why"),
+	)
+	out := runCodex(t, m, "", model)
+
+	if got, _ := model.mustStep(t, 0); !patchRefused(got, "added.txt") {
+		t.Errorf("apply_patch adding over a never-read file: want it refused; got\n%s\nCodex:\n%s", got, out)
+	}
+	if got, _ := model.mustStep(t, 1); !strings.Contains(got, " unread: ") || !strings.Contains(got, "added.txt") {
+		t.Errorf(".rubino/guard/why after the refused patch: want an unread refusal naming added.txt; got\n%s", got)
+	}
+	if got, _ := model.mustStep(t, 2); !strings.Contains(got, "Permission denied") || strings.Contains(got, "write-exit=0") {
+		t.Errorf("echo > a never-read file: want Permission denied and a failed write; got\n%s", got)
+	}
+	if got, _ := model.mustStep(t, 3); !strings.Contains(got, " unread: ") || !strings.Contains(got, "other.txt") {
+		t.Errorf(".rubino/guard/why after the refused redirection: want an unread refusal naming other.txt; got\n%s", got)
+	}
+	if got := m.readBacking("added.txt"); got != "tracked, never read\n" {
+		t.Errorf("added.txt after a refused patch = %q, want its bytes intact", got)
+	}
+	if got := m.readBacking("other.txt"); got != "also never read\n" {
+		t.Errorf("other.txt after a refused write = %q, want its bytes intact", got)
+	}
+}
