@@ -20,8 +20,10 @@ import (
 // only (Config.Scanners, the config's guard.scanners): tools that walk
 // whole trees and show the model a summary (matching lines, names, tags,
 // diagnostics, a status), never the bytes they read. "vet" is the process
-// of `go vet`, which runs the vet tool as a separate program.
-var DefaultScanners = []string{"grep", "egrep", "fgrep", "rg", "ag", "ack", "git", "find", "fd", "ctags", "vet", "gopls"}
+// of `go vet`, which runs the vet tool as a separate program. "ugrep" is
+// also Claude Code's Bash `grep`: a shell function that runs the client's
+// own binary as `exec -a ugrep`, so only its argv[0] names it.
+var DefaultScanners = []string{"grep", "egrep", "fgrep", "ugrep", "rg", "ag", "ack", "git", "find", "fd", "ctags", "vet", "gopls"}
 
 // commLen is the longest comm the kernel keeps (TASK_COMM_LEN - 1), in
 // bytes: longer program names are truncated to it.
