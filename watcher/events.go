@@ -85,7 +85,7 @@ func (w *Watcher) handle(ev fsnotify.Event) {
 		// and the events of both halves may come in either order): it is
 		// watched like a created one.
 		var st syscall.Stat_t
-		if syscall.Lstat(w.abs(rel), &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		if w.lstat(rel, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 			// Watch first, then scan: whatever was created in it before
 			// the watch raised no event of its own.
 			w.addTree(rel, func(child string) { w.queue(child, Create|scanned) })

@@ -63,8 +63,8 @@ func (w *Watcher) BeginMove(from, to string) (end func(moved bool)) {
 // names are bracketed, so no event below them is classified meanwhile.
 func (w *Watcher) noteMove(b *bracket, from, to string) {
 	var fst, tst syscall.Stat_t
-	fok := syscall.Lstat(w.abs(from), &fst) == nil
-	tok := syscall.Lstat(w.abs(to), &tst) == nil
+	fok := w.lstat(from, &fst) == nil
+	tok := w.lstat(to, &tst) == nil
 	exchange := fok && tok && b.preOf[0] >= 0 && b.preOf[1] >= 0 &&
 		b.preID[b.preOf[0]] != b.preID[b.preOf[1]] &&
 		idOf(&tst) == b.preID[b.preOf[0]] && idOf(&fst) == b.preID[b.preOf[1]]

@@ -161,7 +161,7 @@ func (w *Watcher) begin(rels []string) *bracket {
 	seq0 := t.seq
 	t.mu.Unlock()
 	for i, rel := range rels {
-		oks[i] = syscall.Lstat(w.abs(rel), &sts[i]) == nil
+		oks[i] = w.lstat(rel, &sts[i]) == nil
 	}
 	t.mu.Lock()
 	for _, rel := range rels {
@@ -249,7 +249,7 @@ func (w *Watcher) end(b *bracket) {
 		sts := make([]syscall.Stat_t, len(at))
 		oks := make([]bool, len(at))
 		for i, rel := range at {
-			oks[i] = syscall.Lstat(w.abs(rel), &sts[i]) == nil
+			oks[i] = w.lstat(rel, &sts[i]) == nil
 		}
 		fsts := make([]syscall.Stat_t, len(b.fds))
 		fok := make([]bool, len(b.fds))
@@ -366,7 +366,7 @@ func (w *Watcher) classify(rel string, op Op) (how origin, also []string) {
 	sts := make([]syscall.Stat_t, len(cands))
 	oks := make([]bool, len(cands))
 	for i, c := range cands {
-		oks[i] = syscall.Lstat(w.abs(c), &sts[i]) == nil
+		oks[i] = w.lstat(c, &sts[i]) == nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

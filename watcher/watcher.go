@@ -220,6 +220,17 @@ func (w *Watcher) abs(rel string) string {
 	return w.cfg.Root + "/" + rel
 }
 
+// lstat stats the workspace-relative path rel without following a final
+// symlink, except the root itself (rel ""), which is followed: an in-place
+// mount's root is the magic link /proc/self/fd/N, whose own lstat is a
+// symlink's, not the directory's it leads to.
+func (w *Watcher) lstat(rel string, st *syscall.Stat_t) error {
+	if rel == "" {
+		return syscall.Stat(w.cfg.Root, st)
+	}
+	return syscall.Lstat(w.abs(rel), st)
+}
+
 // rel returns the workspace-relative path of a backing path fsnotify reported.
 func (w *Watcher) rel(p string) (string, bool) {
 	if p == w.cfg.Root {
@@ -274,7 +285,7 @@ func (w *Watcher) addDir(rel string) bool {
 		return false
 	}
 	var st syscall.Stat_t
-	if err := syscall.Lstat(w.abs(rel), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+	if err := w.lstat(rel, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		return false // removed meanwhile: its Remove event follows
 	}
 	id := idOf(&st)

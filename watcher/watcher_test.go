@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -290,4 +291,21 @@ func TestWatchLimit(t *testing.T) {
 	if limited == 0 {
 		t.Errorf("no subtree reported past the limit: %v", r.unwatched)
 	}
+}
+
+// TestRootThroughMagicLink: a root named by /proc/self/fd/N (an in-place
+// mount reaches its workspace so) is watched: its lstat is the magic
+// link's, so the root must be followed, or its own files go unwatched.
+func TestRootThroughMagicLink(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "top.txt"), "x")
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	r := newRec(t)
+	start(t, r.config(fmt.Sprintf("/proc/self/fd/%d", d.Fd())))
+	write(t, filepath.Join(dir, "top.txt"), "xy")
+	r.waitEvent("top.txt", Write)
 }
