@@ -145,6 +145,17 @@ func (s *Sessions) RegisterAs(name string, pid uint32, cmd string, harness bool)
 	if err := ValidSessionName(name); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidSession, err)
 	}
+	// pid may be any thread's id (FUSE reports the calling thread, and a
+	// multi-threaded caller such as a Go program writes from any of
+	// them); the root is its process. pidfd_open of a non-leader thread
+	// fails (ENOENT since Linux 6.9).
+	pid, err := s.leaderBounded(pid)
+	if err != nil {
+		if errors.Is(err, ErrProcSlow) {
+			return fmt.Errorf("%w: pid %d: %v", ErrProcessBusy, pid, err)
+		}
+		return fmt.Errorf("%w: pid %d: %v", ErrProcessGone, pid, err)
+	}
 	// Open the pidfd first, then read the start time: if the pid was
 	// recycled in between, the start time read belongs to the process the
 	// pidfd refers to.
@@ -484,6 +495,27 @@ func (s *Sessions) statBounded(pid uint32) (procStat, error) {
 		return procStat{}, ErrProcSlow
 	}
 	return r.st, r.err
+}
+
+// leaderBounded returns the thread group leader (the process id) of thread
+// tid, waiting at most ProcBound on /proc (ErrProcSlow past it).
+func (s *Sessions) leaderBounded(tid uint32) (uint32, error) {
+	type result struct {
+		pid uint32
+		err error
+	}
+	r, ok := procBounded(fmt.Sprintf("leader:%p:%d", s, tid), func() result {
+		st, err := s.stat(tid)
+		if err != nil {
+			return result{tid, err}
+		}
+		pid, _, err := s.leader(tid, st)
+		return result{pid, err}
+	})
+	if !ok {
+		return tid, ErrProcSlow
+	}
+	return r.pid, r.err
 }
 
 // IsDescendant reports whether the process of thread pid is the process of

@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // startChild runs a process that waits until its stdin closes; stop it by
@@ -196,4 +199,38 @@ func TestSessionPidReuse(t *testing.T) {
 	if got := s.Resolve(300); got != DefaultSession {
 		t.Fatalf("process whose parent pid was reused: %q, want default", got)
 	}
+}
+
+// TestRegisterThreadID: a session registered by the id of a thread other
+// than the leader (FUSE names the calling thread, and a Go program writes
+// from any of its threads) is rooted at its process.
+func TestRegisterThreadID(t *testing.T) {
+	// Three goroutines locked to threads of their own: at most one of
+	// them can hold the main thread.
+	tids := make(chan int)
+	release := make(chan struct{})
+	defer close(release)
+	for range 3 {
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tids <- unix.Gettid()
+			<-release
+		}()
+	}
+	tid := 0
+	for range 3 {
+		if got := <-tids; got != os.Getpid() {
+			tid = got
+		}
+	}
+	s := NewSessions()
+	if err := s.Register("threaded", uint32(tid), "test"); err != nil {
+		t.Fatalf("Register by thread id %d: %v", tid, err)
+	}
+	info, ok := s.Lookup("threaded")
+	if !ok || info.RootPid != uint32(os.Getpid()) {
+		t.Fatalf("root pid %d (found %v), want the process %d", info.RootPid, ok, os.Getpid())
+	}
+	s.End("threaded")
 }
