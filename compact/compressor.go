@@ -56,8 +56,8 @@ const (
 
 // Result is the outcome of one compaction request, as the result file
 // shows it. Compacted is false for a no-op, with Reason and Detail set; a
-// no-op never reports saved tokens (the seed's #352 printed a fake "saved
-// 0 tok" success).
+// no-op never reports saved tokens (a fake "saved 0 tok" success would
+// tell the harness a compaction happened).
 type Result struct {
 	Compacted bool   `json:"compacted"`
 	Reason    string `json:"reason,omitempty"`
@@ -324,8 +324,8 @@ func alreadyCompactedDetail(child string) string {
 // Thrashing reports whether automatic compaction of session id (full id)
 // should be skipped: its lineage's IneffectiveStreak most recent
 // compaction runs (committed or not, Run) each saved, net of their
-// summary, less than IneffectiveSavingsPct of their original tokens (the
-// seed's thrashing?).
+// summary, less than IneffectiveSavingsPct of their original tokens: the
+// anti-thrashing back-off (IneffectiveStreak).
 func (c *Compressor) Thrashing(ctx context.Context, id string) (bool, error) {
 	rows, err := c.store.RecentLineageRuns(ctx, id, IneffectiveStreak)
 	if err != nil {

@@ -148,7 +148,7 @@ func (o *orderedSummarizer) Summarize(ctx context.Context, req SummaryRequest) (
 	return BuiltinSummarizer{}.Summarize(ctx, req)
 }
 
-// TestCompactResolvesPrefix is the seed's #352: a short id must reach the
+// TestCompactResolvesPrefix: a short id must reach the
 // session's messages, never a zero-message no-op reported as "saved 0".
 func TestCompactResolvesPrefix(t *testing.T) {
 	c := newTestCompressor(t, smallConfig())

@@ -13,7 +13,7 @@ import (
 // (docs/DESIGN.md#scanner-reads).
 
 // DeclareRead records that the model of session was shown t's content
-// (seed semantics of a registered read, with the bytes the model saw):
+// (a registered read, holding the bytes the model saw):
 //
 //   - With full set, h is the content hash of the bytes the model was shown
 //     in full (Hash.String's format on the wire). The record holds h even

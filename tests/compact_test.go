@@ -223,7 +223,7 @@ func TestCompactCommandBackendOnMount(t *testing.T) {
 }
 
 // TestCompactCLI drives `rubinofs compact` against a mount: new, append,
-// status, run (by prefix: the seed's #352), show, ls and import.
+// status, run (by prefix), show, ls and import.
 func TestCompactCLI(t *testing.T) {
 	m := newMount(t, nil, nil)
 	run := func(args ...string) string {
