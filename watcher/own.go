@@ -346,13 +346,38 @@ const (
 // also lists, for an external event of a path that no longer exists, where
 // the own moves took it, so the change is applied where the file is now.
 func (w *Watcher) classify(rel string, op Op) (how origin, also []string) {
+	for try := 0; ; try++ {
+		how, also, stale := w.classifyOnce(rel, op)
+		if !stale {
+			return how, also
+		}
+		if try == classifyTries-1 {
+			return ownInFlight, nil // decide in the next batch
+		}
+	}
+}
+
+// classifyTries bounds the lstats classify takes in one batch while own
+// changes of the file keep ending between its lstat and its decision.
+const classifyTries = 4
+
+// classifyOnce is one attempt of classify. stale: an own change of a
+// candidate path, or a record of the identity found there, ended after the
+// lstats were taken, so they predate what the records hold and compare
+// with them proves nothing (an own write landing between the lstat and the
+// decision would make the file's own state look external): take them again.
+func (w *Watcher) classifyOnce(rel string, op Op) (how origin, also []string, stale bool) {
 	t := &w.own
 	t.mu.Lock()
 	cands := t.movedPaths(rel)
-	for _, c := range cands {
+	pgens := make([]uint64, len(cands))
+	for i, c := range cands {
 		if t.pathBusy(c) {
 			t.mu.Unlock()
-			return ownInFlight, nil
+			return ownInFlight, nil, false
+		}
+		if p := t.paths[c]; p != nil {
+			pgens[i] = p.gen
 		}
 	}
 	also = append(also, cands[1:]...)
@@ -368,27 +393,38 @@ func (w *Watcher) classify(rel string, op Op) (how origin, also []string) {
 	for i, c := range cands {
 		oks[i] = syscall.Lstat(w.abs(c), &sts[i]) == nil
 	}
+	if h := w.classifyHook.Load(); h != nil {
+		(*h)(rel)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i, c := range cands {
 		if t.pathBusy(c) {
-			return ownInFlight, nil
+			return ownInFlight, nil, false
 		}
 		if s := t.ids[idOf(&sts[i])]; oks[i] && s != nil && s.busy() {
-			return ownInFlight, nil
+			return ownInFlight, nil, false
+		}
+	}
+	for i, c := range cands {
+		if p := t.paths[c]; p != nil && p.gen != pgens[i] {
+			return 0, nil, true
+		}
+		if s := t.ids[idOf(&sts[i])]; oks[i] && s != nil && s.seq > seq0 {
+			return 0, nil, true
 		}
 	}
 	for i, c := range cands {
 		if oks[i] {
 			if s := t.ids[idOf(&sts[i])]; s != nil && s.known && !s.dirty && sameStat(&s.st, &sts[i]) {
-				return ownDone, nil
+				return ownDone, nil, false
 			}
 		} else if p := t.paths[c]; p != nil && !p.exists {
-			return ownDone, nil
+			return ownDone, nil, false
 		}
 	}
 	if ref != nil && oks[0] && tsBefore(sts[0].Ctim, *ref) {
-		return ownDone, nil // unchanged since before the daemon moved it
+		return ownDone, nil, false // unchanged since before the daemon moved it
 	}
 	// External: what was seen is now accounted for (see above).
 	now := time.Now()
@@ -401,7 +437,7 @@ func (w *Watcher) classify(rel string, op Op) (how origin, also []string) {
 	if oks[0] {
 		also = nil
 	}
-	return external, also
+	return external, also, false
 }
 
 // sameStat reports whether b is still the state an own change left (a). A

@@ -3,6 +3,7 @@ package watcher
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,4 +163,35 @@ func TestOwnExchange(t *testing.T) {
 		}
 		r.waitEvent(rel, Write)
 	}
+}
+
+// TestOwnChangeDuringClassify: an own write of a file that begins and ends
+// between the lstat classify takes for an earlier own write's event and its
+// decision leaves a record newer than that lstat; the event is still own
+// (classify takes its lstats again), not taken for an external change.
+func TestOwnChangeDuringClassify(t *testing.T) {
+	root := t.TempDir()
+	f := filepath.Join(root, "f")
+	write(t, f, "v1\n")
+	r := newRec(t)
+	w := start(t, r.config(root))
+	var once sync.Once
+	errs := make(chan error, 1)
+	hook := func(rel string) {
+		if rel != "f" {
+			return
+		}
+		once.Do(func() {
+			end := w.Begin("f")
+			errs <- appendTo(f, "second own write\n")
+			end()
+		})
+	}
+	w.classifyHook.Store(&hook)
+	own(t, w, func() error { return appendTo(f, "first own write\n") }, "f")
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	barrier(t, r, root, "barrier")
+	r.noneBut("barrier")
 }

@@ -150,6 +150,10 @@ type Watcher struct {
 	timer     *time.Timer
 
 	own ownTable // the daemon's own changes (own.go)
+	// classifyHook, when set (tests), runs between classify's lstats and
+	// its decision: the window in which an own change may begin and end
+	// unseen by those lstats.
+	classifyHook atomic.Pointer[func(rel string)]
 
 	deliver    chan struct{}
 	overflowed chan struct{} // errLoop to drain: events were lost
