@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"path"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -78,6 +79,7 @@ type ownTable struct {
 	ids       map[fileID]*idState
 	moves     []ownMove // own directory moves and exchanges, oldest first
 	seq       uint64    // counts records taken
+	nmoves    uint64    // counts own moves recorded (noteMove)
 	lastPrune time.Time
 }
 
@@ -112,6 +114,21 @@ func (t *ownTable) pathBusy(rel string) bool {
 		}
 	}
 	return false
+}
+
+// pathGens returns the counts of ended own changes of rel and of each
+// directory above it (0 where none is kept): a change in them means one of
+// those own changes ended meanwhile. Called with mu held.
+func (t *ownTable) pathGens(rel string) []uint64 {
+	var gens []uint64
+	for p := rel; p != "." && p != "/" && p != ""; p = path.Dir(p) {
+		var g uint64
+		if o := t.paths[p]; o != nil {
+			g = o.gen
+		}
+		gens = append(gens, g)
+	}
+	return gens
 }
 
 // record stores st as the state of s, taken by an lstat that began after
@@ -361,24 +378,26 @@ func (w *Watcher) classify(rel string, op Op) (how origin, also []string) {
 // changes of the file keep ending between its lstat and its decision.
 const classifyTries = 4
 
-// classifyOnce is one attempt of classify. stale: an own change of a
-// candidate path, or a record of the identity found there, ended after the
-// lstats were taken, so they predate what the records hold and compare
-// with them proves nothing (an own write landing between the lstat and the
-// decision would make the file's own state look external): take them again.
+// classifyOnce is one attempt of classify. stale: while the lstats were
+// being taken, an own change ended of a candidate path or a directory above
+// it, or of the identity found there, or an own move was recorded, so the
+// lstats and the records may describe different moments (an own write
+// landing between the lstat and the decision would make the file's own
+// state look external; an own move of a directory above it, made before
+// the lstat, would leave the file at a path not yet among the
+// candidates): take them again.
 func (w *Watcher) classifyOnce(rel string, op Op) (how origin, also []string, stale bool) {
 	t := &w.own
 	t.mu.Lock()
 	cands := t.movedPaths(rel)
-	pgens := make([]uint64, len(cands))
+	nmoves := t.nmoves
+	pgens := make([][]uint64, len(cands))
 	for i, c := range cands {
 		if t.pathBusy(c) {
 			t.mu.Unlock()
 			return ownInFlight, nil, false
 		}
-		if p := t.paths[c]; p != nil {
-			pgens[i] = p.gen
-		}
+		pgens[i] = t.pathGens(c)
 	}
 	also = append(also, cands[1:]...)
 	var ref *syscall.Timespec
@@ -388,13 +407,17 @@ func (w *Watcher) classifyOnce(rel string, op Op) (how origin, also []string, st
 	seq0 := t.seq
 	t.mu.Unlock()
 
+	hook := w.classifyHook.Load()
+	if hook != nil {
+		(*hook)(rel, false)
+	}
 	sts := make([]syscall.Stat_t, len(cands))
 	oks := make([]bool, len(cands))
 	for i, c := range cands {
 		oks[i] = syscall.Lstat(w.abs(c), &sts[i]) == nil
 	}
-	if h := w.classifyHook.Load(); h != nil {
-		(*h)(rel)
+	if hook != nil {
+		(*hook)(rel, true)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -406,8 +429,11 @@ func (w *Watcher) classifyOnce(rel string, op Op) (how origin, also []string, st
 			return ownInFlight, nil, false
 		}
 	}
+	if t.nmoves != nmoves {
+		return 0, nil, true // the paths the file may be at have changed
+	}
 	for i, c := range cands {
-		if p := t.paths[c]; p != nil && p.gen != pgens[i] {
+		if !slices.Equal(t.pathGens(c), pgens[i]) {
 			return 0, nil, true
 		}
 		if s := t.ids[idOf(&sts[i])]; oks[i] && s != nil && s.seq > seq0 {

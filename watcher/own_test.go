@@ -177,8 +177,8 @@ func TestOwnChangeDuringClassify(t *testing.T) {
 	w := start(t, r.config(root))
 	var once sync.Once
 	errs := make(chan error, 1)
-	hook := func(rel string) {
-		if rel != "f" {
+	hook := func(rel string, lstated bool) {
+		if rel != "f" || !lstated {
 			return
 		}
 		once.Do(func() {
@@ -189,6 +189,41 @@ func TestOwnChangeDuringClassify(t *testing.T) {
 	}
 	w.classifyHook.Store(&hook)
 	own(t, w, func() error { return appendTo(f, "first own write\n") }, "f")
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	barrier(t, r, root, "barrier")
+	r.noneBut("barrier")
+}
+
+// TestOwnMoveDuringClassify: an own rename of the directory above a file,
+// made after classify looked up the paths an own write's event may name
+// and before its lstat, leaves the file where that lookup did not look;
+// the event is still own (classify looks again), not taken for an external
+// change of a file that vanished.
+func TestOwnMoveDuringClassify(t *testing.T) {
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(root, "a", "x"), "v1\n")
+	r := newRec(t)
+	w := start(t, r.config(root))
+	var once sync.Once
+	errs := make(chan error, 1)
+	hook := func(rel string, lstated bool) {
+		if rel != "a/x" || lstated {
+			return
+		}
+		once.Do(func() {
+			end := w.BeginMove("a", "b")
+			err := os.Rename(filepath.Join(root, "a"), filepath.Join(root, "b"))
+			end(err == nil)
+			errs <- err
+		})
+	}
+	w.classifyHook.Store(&hook)
+	own(t, w, func() error { return appendTo(filepath.Join(root, "a", "x"), "own write\n") }, "a/x")
 	if err := <-errs; err != nil {
 		t.Fatal(err)
 	}
