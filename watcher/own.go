@@ -352,7 +352,9 @@ const (
 // top of this file. If any own change that may concern the event (of the
 // path, a directory above it, or the identity the path names) is in flight
 // or not yet recorded, the decision is put off to the next batch (the
-// event is queued again, never dropped).
+// event is queued again, never dropped). An own change that ends while
+// classify takes its lstats makes it take them again (classifyOnce): the
+// lstats must not predate the records they are compared with.
 //
 // Own directory moves (BeginMove): an event may name a path by where it was
 // before the daemon moved a directory above it (inotify reports the old
