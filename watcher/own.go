@@ -43,9 +43,9 @@ func idOf(st *syscall.Stat_t) fileID { return fileID{dev: uint64(st.Dev), ino: s
 
 // idState is what the watcher knows of one identity. gen counts ended own
 // changes of it; recGen is the gen its recorded state covers (recGen < gen:
-// the ending bracket is still taking the record). seq is ownTable.seq when
-// st was taken, to keep a later record from being overwritten by an older
-// lstat.
+// the ending bracket is still taking the record). seq is the ticket of the
+// lstat st came from (ownTable.ticket), to keep a record from being
+// overwritten by an lstat that began before it.
 type idState struct {
 	inflight    int
 	gen, recGen uint64
@@ -78,7 +78,7 @@ type ownTable struct {
 	paths     map[string]*pathState
 	ids       map[fileID]*idState
 	moves     []ownMove // own directory moves and exchanges, oldest first
-	seq       uint64    // counts records taken
+	seq       uint64    // the last lstat ticket given (ticket)
 	nmoves    uint64    // counts own moves recorded (noteMove)
 	lastPrune time.Time
 }
@@ -131,15 +131,22 @@ func (t *ownTable) pathGens(rel string) []uint64 {
 	return gens
 }
 
-// record stores st as the state of s, taken by an lstat that began after
-// ownTable.seq was seq0: unless a record was taken meanwhile (it may come
-// from a later lstat). Called with mu held.
+// ticket numbers an lstat about to begin: a later ticket's lstat began
+// later, so it sees every change that had ended when an earlier one
+// began. Called with mu held.
+func (t *ownTable) ticket() uint64 {
+	t.seq++
+	return t.seq
+}
+
+// record stores st as the state of s, taken by the lstat of ticket seq0,
+// unless s holds the state of an lstat that began later (whichever of the
+// two ended first). Called with mu held.
 func (t *ownTable) record(s *idState, st *syscall.Stat_t, seq0 uint64, now time.Time) {
 	if s.seq > seq0 {
 		return
 	}
-	t.seq++
-	s.known, s.st, s.seq, s.at = true, *st, t.seq, now
+	s.known, s.st, s.seq, s.at = true, *st, seq0, now
 }
 
 // bracket is one own change in progress (Begin).
@@ -175,7 +182,7 @@ func (w *Watcher) begin(rels []string) *bracket {
 	sts := make([]syscall.Stat_t, len(rels))
 	oks := make([]bool, len(rels))
 	t.mu.Lock()
-	seq0 := t.seq
+	seq0 := t.ticket()
 	t.mu.Unlock()
 	for i, rel := range rels {
 		oks[i] = syscall.Lstat(w.abs(rel), &sts[i]) == nil
@@ -204,7 +211,7 @@ func (w *Watcher) begin(rels []string) *bracket {
 		}
 		b.preOf[i] = len(b.pre)
 		s := t.id(id)
-		if s.known && !s.busy() && s.seq <= seq0 && !sameStat(&s.st, &sts[i]) {
+		if s.known && !s.busy() && s.seq < seq0 && !sameStat(&s.st, &sts[i]) {
 			s.dirty = true // changed outside since the last record
 		}
 		s.inflight++
@@ -257,7 +264,7 @@ func (w *Watcher) end(b *bracket) {
 	t.mu.Unlock()
 	for {
 		t.mu.Lock()
-		seq0 := t.seq
+		seq0 := t.ticket()
 		at := make([]string, len(b.paths))
 		for i, p := range b.paths {
 			at[i] = p.rel
@@ -305,8 +312,15 @@ func (w *Watcher) end(b *bracket) {
 				}
 			}
 			switch {
-			case mine >= 0 && s.gen == b.gens[mine] && s.inflight == 0:
-				s.recGen = s.gen
+			case mine >= 0:
+				// Recorded even when another own change of the file is
+				// still in flight or ended after this one: the one that
+				// ends last may no longer see the file (its name was
+				// freed, and the inode number given to this file), and
+				// the ticket keeps a later lstat's record.
+				if s.gen == b.gens[mine] && s.inflight == 0 {
+					s.recGen = s.gen
+				}
 				t.record(s, &sts[i], seq0, now)
 			case mine < 0 && !s.busy():
 				t.record(s, &sts[i], seq0, now) // born here (create)
@@ -319,10 +333,12 @@ func (w *Watcher) end(b *bracket) {
 			}
 		}
 		for j, s := range b.pre {
-			if seen[b.preID[j]] || s.gen != b.gens[j] || s.inflight != 0 {
+			if seen[b.preID[j]] {
 				continue
 			}
-			s.recGen = s.gen
+			if s.gen == b.gens[j] && s.inflight == 0 {
+				s.recGen = s.gen
+			}
 			if fok[j] && idOf(&fsts[j]) == b.preID[j] {
 				t.record(s, &fsts[j], seq0, now) // lives on under another name
 			}
@@ -406,7 +422,7 @@ func (w *Watcher) classifyOnce(rel string, op Op) (how origin, also []string, st
 	if op&scanned != 0 && op&^(Create|scanned) == 0 {
 		ref = t.scanRef(rel)
 	}
-	seq0 := t.seq
+	seq0 := t.ticket()
 	t.mu.Unlock()
 
 	hook := w.classifyHook.Load()

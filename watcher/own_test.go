@@ -230,3 +230,26 @@ func TestOwnMoveDuringClassify(t *testing.T) {
 	barrier(t, r, root, "barrier")
 	r.noneBut("barrier")
 }
+
+// TestOwnChangeEndsBeforeEarlierBracket: two own changes of one identity
+// overlap, and the one that ends last no longer sees the file at its paths
+// (as when an unlink frees an inode number that a new file gets before the
+// unlink's bracket has ended: the new file's own write ends first). The
+// one that saw the file leaves its record, so the file's events are own.
+// Here the first bracket's name is moved away, unbracketed by the second
+// name, to give the same order without relying on inode reuse.
+func TestOwnChangeEndsBeforeEarlierBracket(t *testing.T) {
+	root := t.TempDir()
+	f, h := filepath.Join(root, "f"), filepath.Join(root, "h")
+	write(t, f, "v1\n")
+	r := newRec(t)
+	w := start(t, r.config(root))
+	endA := w.Begin("f")
+	if err := os.Rename(f, h); err != nil {
+		t.Fatal(err)
+	}
+	own(t, w, func() error { return appendTo(h, "own write\n") }, "h")
+	endA()
+	barrier(t, r, root, "barrier")
+	r.noneBut("barrier")
+}
