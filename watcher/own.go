@@ -25,9 +25,19 @@ import (
 // a directory above it or of the identity it names now is in flight, and
 // either the path names an identity whose lstat is still what the last own
 // change of it left, or the path is absent and the last own change of it
-// removed it. Anything else is external. Since Linux 6.13 (multigrain
-// timestamps) a change right after the recorded lstat gets a distinct ctime,
-// so an equal stat means no one else changed the file.
+// removed it. Anything else is external.
+//
+// Records and decisions compare lstats taken at different moments, so their
+// order is kept: every lstat gets a ticket before it begins, and a record
+// is replaced only by one whose lstat began later (record). Every bracket
+// that sees the file when it ends records it, even when another own change
+// of the same identity ends after it: that one may no longer see the file
+// (its name was freed, and the inode number given to this file). classify
+// takes its lstats again when an own change ended while it took them.
+//
+// Since Linux 6.13 (multigrain timestamps) a change right after the
+// recorded lstat gets a distinct ctime, so an equal stat means no one else
+// changed the file.
 //
 // An external change racing with an own one (the same file changed outside
 // just before the daemon changes it) is still reported: each bracket lstats
