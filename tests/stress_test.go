@@ -1549,7 +1549,9 @@ func (w *stressWorker) opOthers() bool {
 // and remove files (ext4 hands a freed inode number to the next file
 // created); no write may be refused. The directories matter: the kernel
 // serialises a create with an unlink or rename in the same directory (the
-// parent's i_rwsem), so the race needs two directories.
+// parent's i_rwsem), so the race needs two directories. Nor may the
+// watcher take any of it for an external change (which makes the
+// creator's record stale as well).
 func TestStressInodeReuse(t *testing.T) {
 	m := newMount(t, nil, nil)
 	exe, err := os.Executable()
@@ -1576,6 +1578,12 @@ func TestStressInodeReuse(t *testing.T) {
 			t.Errorf("process %d: %v\n%s", i, err, outs[i])
 		}
 	}
+	// Nothing outside touched the workspace: a change taken for an
+	// external one (an own change of a new file that got a freed inode
+	// number, ending while the freeing change's bracket was still open)
+	// would have made its creator's record stale.
+	m.drainWatcher("sentinel")
+	m.assertNoExternal()
 }
 
 // stressReuse is one process of TestStressInodeReuse.

@@ -125,6 +125,7 @@ func (w *Watcher) noteMove(b *bracket, from, to string) {
 		t.paths[rel] = p
 	}
 	t.moves = append(t.moves, m)
+	t.nmoves++
 }
 
 // movedPaths returns rel and every path the own moves recorded since may

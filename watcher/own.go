@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"path"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -24,9 +25,19 @@ import (
 // a directory above it or of the identity it names now is in flight, and
 // either the path names an identity whose lstat is still what the last own
 // change of it left, or the path is absent and the last own change of it
-// removed it. Anything else is external. Since Linux 6.13 (multigrain
-// timestamps) a change right after the recorded lstat gets a distinct ctime,
-// so an equal stat means no one else changed the file.
+// removed it. Anything else is external.
+//
+// Records and decisions compare lstats taken at different moments, so their
+// order is kept: every lstat gets a ticket before it begins, and a record
+// is replaced only by one whose lstat began later (record). Every bracket
+// that sees the file when it ends records it, even when another own change
+// of the same identity ends after it: that one may no longer see the file
+// (its name was freed, and the inode number given to this file). classify
+// takes its lstats again when an own change ended while it took them.
+//
+// Since Linux 6.13 (multigrain timestamps) a change right after the
+// recorded lstat gets a distinct ctime, so an equal stat means no one else
+// changed the file.
 //
 // An external change racing with an own one (the same file changed outside
 // just before the daemon changes it) is still reported: each bracket lstats
@@ -42,9 +53,9 @@ func idOf(st *syscall.Stat_t) fileID { return fileID{dev: uint64(st.Dev), ino: s
 
 // idState is what the watcher knows of one identity. gen counts ended own
 // changes of it; recGen is the gen its recorded state covers (recGen < gen:
-// the ending bracket is still taking the record). seq is ownTable.seq when
-// st was taken, to keep a later record from being overwritten by an older
-// lstat.
+// the ending bracket is still taking the record). seq is the ticket of the
+// lstat st came from (ownTable.ticket), to keep a record from being
+// overwritten by an lstat that began before it.
 type idState struct {
 	inflight    int
 	gen, recGen uint64
@@ -77,7 +88,8 @@ type ownTable struct {
 	paths     map[string]*pathState
 	ids       map[fileID]*idState
 	moves     []ownMove // own directory moves and exchanges, oldest first
-	seq       uint64    // counts records taken
+	seq       uint64    // the last lstat ticket given (ticket)
+	nmoves    uint64    // counts own moves recorded (noteMove)
 	lastPrune time.Time
 }
 
@@ -114,15 +126,37 @@ func (t *ownTable) pathBusy(rel string) bool {
 	return false
 }
 
-// record stores st as the state of s, taken by an lstat that began after
-// ownTable.seq was seq0: unless a record was taken meanwhile (it may come
-// from a later lstat). Called with mu held.
+// pathGens returns the counts of ended own changes of rel and of each
+// directory above it (0 where none is kept): a change in them means one of
+// those own changes ended meanwhile. Called with mu held.
+func (t *ownTable) pathGens(rel string) []uint64 {
+	var gens []uint64
+	for p := rel; p != "." && p != "/" && p != ""; p = path.Dir(p) {
+		var g uint64
+		if o := t.paths[p]; o != nil {
+			g = o.gen
+		}
+		gens = append(gens, g)
+	}
+	return gens
+}
+
+// ticket numbers an lstat about to begin: a later ticket's lstat began
+// later, so it sees every change that had ended when an earlier one
+// began. Called with mu held.
+func (t *ownTable) ticket() uint64 {
+	t.seq++
+	return t.seq
+}
+
+// record stores st as the state of s, taken by the lstat of ticket seq0,
+// unless s holds the state of an lstat that began later (whichever of the
+// two ended first). Called with mu held.
 func (t *ownTable) record(s *idState, st *syscall.Stat_t, seq0 uint64, now time.Time) {
 	if s.seq > seq0 {
 		return
 	}
-	t.seq++
-	s.known, s.st, s.seq, s.at = true, *st, t.seq, now
+	s.known, s.st, s.seq, s.at = true, *st, seq0, now
 }
 
 // bracket is one own change in progress (Begin).
@@ -158,7 +192,7 @@ func (w *Watcher) begin(rels []string) *bracket {
 	sts := make([]syscall.Stat_t, len(rels))
 	oks := make([]bool, len(rels))
 	t.mu.Lock()
-	seq0 := t.seq
+	seq0 := t.ticket()
 	t.mu.Unlock()
 	for i, rel := range rels {
 		oks[i] = w.lstat(rel, &sts[i]) == nil
@@ -187,7 +221,7 @@ func (w *Watcher) begin(rels []string) *bracket {
 		}
 		b.preOf[i] = len(b.pre)
 		s := t.id(id)
-		if s.known && !s.busy() && s.seq <= seq0 && !sameStat(&s.st, &sts[i]) {
+		if s.known && !s.busy() && s.seq < seq0 && !sameStat(&s.st, &sts[i]) {
 			s.dirty = true // changed outside since the last record
 		}
 		s.inflight++
@@ -240,7 +274,7 @@ func (w *Watcher) end(b *bracket) {
 	t.mu.Unlock()
 	for {
 		t.mu.Lock()
-		seq0 := t.seq
+		seq0 := t.ticket()
 		at := make([]string, len(b.paths))
 		for i, p := range b.paths {
 			at[i] = p.rel
@@ -288,8 +322,15 @@ func (w *Watcher) end(b *bracket) {
 				}
 			}
 			switch {
-			case mine >= 0 && s.gen == b.gens[mine] && s.inflight == 0:
-				s.recGen = s.gen
+			case mine >= 0:
+				// Recorded even when another own change of the file is
+				// still in flight or ended after this one: the one that
+				// ends last may no longer see the file (its name was
+				// freed, and the inode number given to this file), and
+				// the ticket keeps a later lstat's record.
+				if s.gen == b.gens[mine] && s.inflight == 0 {
+					s.recGen = s.gen
+				}
 				t.record(s, &sts[i], seq0, now)
 			case mine < 0 && !s.busy():
 				t.record(s, &sts[i], seq0, now) // born here (create)
@@ -302,10 +343,12 @@ func (w *Watcher) end(b *bracket) {
 			}
 		}
 		for j, s := range b.pre {
-			if seen[b.preID[j]] || s.gen != b.gens[j] || s.inflight != 0 {
+			if seen[b.preID[j]] {
 				continue
 			}
-			s.recGen = s.gen
+			if s.gen == b.gens[j] && s.inflight == 0 {
+				s.recGen = s.gen
+			}
 			if fok[j] && idOf(&fsts[j]) == b.preID[j] {
 				t.record(s, &fsts[j], seq0, now) // lives on under another name
 			}
@@ -335,7 +378,9 @@ const (
 // top of this file. If any own change that may concern the event (of the
 // path, a directory above it, or the identity the path names) is in flight
 // or not yet recorded, the decision is put off to the next batch (the
-// event is queued again, never dropped).
+// event is queued again, never dropped). An own change that ends while
+// classify takes its lstats makes it take them again (classifyOnce): the
+// lstats must not predate the records they are compared with.
 //
 // Own directory moves (BeginMove): an event may name a path by where it was
 // before the daemon moved a directory above it (inotify reports the old
@@ -346,49 +391,94 @@ const (
 // also lists, for an external event of a path that no longer exists, where
 // the own moves took it, so the change is applied where the file is now.
 func (w *Watcher) classify(rel string, op Op) (how origin, also []string) {
+	for try := 0; ; try++ {
+		how, also, stale := w.classifyOnce(rel, op)
+		if !stale {
+			return how, also
+		}
+		if try == classifyTries-1 {
+			return ownInFlight, nil // decide in the next batch
+		}
+	}
+}
+
+// classifyTries bounds the lstats classify takes in one batch while own
+// changes of the file keep ending between its lstat and its decision.
+const classifyTries = 4
+
+// classifyOnce is one attempt of classify. stale: while the lstats were
+// being taken, an own change ended of a candidate path or a directory above
+// it, or of the identity found there, or an own move was recorded, so the
+// lstats and the records may describe different moments (an own write
+// landing between the lstat and the decision would make the file's own
+// state look external; an own move of a directory above it, made before
+// the lstat, would leave the file at a path not yet among the
+// candidates): take them again.
+func (w *Watcher) classifyOnce(rel string, op Op) (how origin, also []string, stale bool) {
 	t := &w.own
 	t.mu.Lock()
 	cands := t.movedPaths(rel)
-	for _, c := range cands {
+	nmoves := t.nmoves
+	pgens := make([][]uint64, len(cands))
+	for i, c := range cands {
 		if t.pathBusy(c) {
 			t.mu.Unlock()
-			return ownInFlight, nil
+			return ownInFlight, nil, false
 		}
+		pgens[i] = t.pathGens(c)
 	}
 	also = append(also, cands[1:]...)
 	var ref *syscall.Timespec
 	if op&scanned != 0 && op&^(Create|scanned) == 0 {
 		ref = t.scanRef(rel)
 	}
-	seq0 := t.seq
+	seq0 := t.ticket()
 	t.mu.Unlock()
 
+	hook := w.classifyHook.Load()
+	if hook != nil {
+		(*hook)(rel, false)
+	}
 	sts := make([]syscall.Stat_t, len(cands))
 	oks := make([]bool, len(cands))
 	for i, c := range cands {
 		oks[i] = w.lstat(c, &sts[i]) == nil
 	}
+	if hook != nil {
+		(*hook)(rel, true)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i, c := range cands {
 		if t.pathBusy(c) {
-			return ownInFlight, nil
+			return ownInFlight, nil, false
 		}
 		if s := t.ids[idOf(&sts[i])]; oks[i] && s != nil && s.busy() {
-			return ownInFlight, nil
+			return ownInFlight, nil, false
+		}
+	}
+	if t.nmoves != nmoves {
+		return 0, nil, true // the paths the file may be at have changed
+	}
+	for i, c := range cands {
+		if !slices.Equal(t.pathGens(c), pgens[i]) {
+			return 0, nil, true
+		}
+		if s := t.ids[idOf(&sts[i])]; oks[i] && s != nil && s.seq > seq0 {
+			return 0, nil, true
 		}
 	}
 	for i, c := range cands {
 		if oks[i] {
 			if s := t.ids[idOf(&sts[i])]; s != nil && s.known && !s.dirty && sameStat(&s.st, &sts[i]) {
-				return ownDone, nil
+				return ownDone, nil, false
 			}
 		} else if p := t.paths[c]; p != nil && !p.exists {
-			return ownDone, nil
+			return ownDone, nil, false
 		}
 	}
 	if ref != nil && oks[0] && tsBefore(sts[0].Ctim, *ref) {
-		return ownDone, nil // unchanged since before the daemon moved it
+		return ownDone, nil, false // unchanged since before the daemon moved it
 	}
 	// External: what was seen is now accounted for (see above).
 	now := time.Now()
@@ -401,7 +491,7 @@ func (w *Watcher) classify(rel string, op Op) (how origin, also []string) {
 	if oks[0] {
 		also = nil
 	}
-	return external, also
+	return external, also, false
 }
 
 // sameStat reports whether b is still the state an own change left (a). A

@@ -3,6 +3,7 @@ package watcher
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,4 +163,93 @@ func TestOwnExchange(t *testing.T) {
 		}
 		r.waitEvent(rel, Write)
 	}
+}
+
+// TestOwnChangeDuringClassify: an own write of a file that begins and ends
+// between the lstat classify takes for an earlier own write's event and its
+// decision leaves a record newer than that lstat; the event is still own
+// (classify takes its lstats again), not taken for an external change.
+func TestOwnChangeDuringClassify(t *testing.T) {
+	root := t.TempDir()
+	f := filepath.Join(root, "f")
+	write(t, f, "v1\n")
+	r := newRec(t)
+	w := start(t, r.config(root))
+	var once sync.Once
+	errs := make(chan error, 1)
+	hook := func(rel string, lstated bool) {
+		if rel != "f" || !lstated {
+			return
+		}
+		once.Do(func() {
+			end := w.Begin("f")
+			errs <- appendTo(f, "second own write\n")
+			end()
+		})
+	}
+	w.classifyHook.Store(&hook)
+	own(t, w, func() error { return appendTo(f, "first own write\n") }, "f")
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	barrier(t, r, root, "barrier")
+	r.noneBut("barrier")
+}
+
+// TestOwnMoveDuringClassify: an own rename of the directory above a file,
+// made after classify looked up the paths an own write's event may name
+// and before its lstat, leaves the file where that lookup did not look;
+// the event is still own (classify looks again), not taken for an external
+// change of a file that vanished.
+func TestOwnMoveDuringClassify(t *testing.T) {
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(root, "a", "x"), "v1\n")
+	r := newRec(t)
+	w := start(t, r.config(root))
+	var once sync.Once
+	errs := make(chan error, 1)
+	hook := func(rel string, lstated bool) {
+		if rel != "a/x" || lstated {
+			return
+		}
+		once.Do(func() {
+			end := w.BeginMove("a", "b")
+			err := os.Rename(filepath.Join(root, "a"), filepath.Join(root, "b"))
+			end(err == nil)
+			errs <- err
+		})
+	}
+	w.classifyHook.Store(&hook)
+	own(t, w, func() error { return appendTo(filepath.Join(root, "a", "x"), "own write\n") }, "a/x")
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	barrier(t, r, root, "barrier")
+	r.noneBut("barrier")
+}
+
+// TestOwnChangeEndsBeforeEarlierBracket: two own changes of one identity
+// overlap, and the one that ends last no longer sees the file at its paths
+// (as when an unlink frees an inode number that a new file gets before the
+// unlink's bracket has ended: the new file's own write ends first). The
+// one that saw the file leaves its record, so the file's events are own.
+// Here the first bracket's name is moved away, unbracketed by the second
+// name, to give the same order without relying on inode reuse.
+func TestOwnChangeEndsBeforeEarlierBracket(t *testing.T) {
+	root := t.TempDir()
+	f, h := filepath.Join(root, "f"), filepath.Join(root, "h")
+	write(t, f, "v1\n")
+	r := newRec(t)
+	w := start(t, r.config(root))
+	endA := w.Begin("f")
+	if err := os.Rename(f, h); err != nil {
+		t.Fatal(err)
+	}
+	own(t, w, func() error { return appendTo(h, "own write\n") }, "h")
+	endA()
+	barrier(t, r, root, "barrier")
+	r.noneBut("barrier")
 }

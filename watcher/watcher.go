@@ -150,6 +150,11 @@ type Watcher struct {
 	timer     *time.Timer
 
 	own ownTable // the daemon's own changes (own.go)
+	// classifyHook, when set (tests), runs in classify right before its
+	// lstats (lstated false) and right after them (true): the windows in
+	// which an own change may end unseen by its first look at the records
+	// or by the lstats.
+	classifyHook atomic.Pointer[func(rel string, lstated bool)]
 
 	deliver    chan struct{}
 	overflowed chan struct{} // errLoop to drain: events were lost
