@@ -79,6 +79,24 @@ type penv struct {
 // p returns the absolute path of rel in the case directory.
 func (e *penv) p(rel string) string { return filepath.Join(e.dir, rel) }
 
+// sockPath returns a path of rel in the case directory short enough for a
+// unix socket address (sun_path holds 108 bytes): through a symlink to the
+// directory made in a short temporary directory, so that native and the
+// mount bind the same length whatever TMPDIR and the test names add.
+func (e *penv) sockPath(rel string) string {
+	e.t.Helper()
+	short, err := os.MkdirTemp("", "s")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { os.RemoveAll(short) })
+	link := filepath.Join(short, "d")
+	if err := os.Symlink(e.dir, link); err != nil {
+		e.t.Fatal(err)
+	}
+	return filepath.Join(link, rel)
+}
+
 // set records key = value (a key recorded twice is a bug in the case).
 func (e *penv) set(key, format string, args ...any) {
 	e.t.Helper()
@@ -947,7 +965,8 @@ var posixCases = []posixCase{
 		e.set("mkfifo again", "%s", errStr(unix.Mkfifo(e.p("p"), 0o640)))
 	}},
 	{name: "unix_socket", run: func(e *penv) {
-		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: e.p("sock"), Net: "unix"})
+		sock := e.sockPath("sock")
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 		e.set("bind", "%s", errStr(err))
 		if err != nil {
 			return
@@ -967,7 +986,7 @@ var posixCases = []posixCase{
 			n, err := c.Read(b)
 			done <- fmt.Sprintf("%s %q", errStr(err), b[:n])
 		}()
-		c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: e.p("sock"), Net: "unix"})
+		c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
 		e.set("connect", "%s", errStr(err))
 		if err == nil {
 			_, err = c.Write([]byte("ping"))
@@ -976,10 +995,10 @@ var posixCases = []posixCase{
 			e.set("accepted", "%s", <-done)
 		}
 		e.do("open socket", opOpen(1, "sock", unix.O_RDONLY, 0))
-		_, err = net.ListenUnix("unix", &net.UnixAddr{Name: e.p("sock"), Net: "unix"})
+		_, err = net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 		e.set("bind again", "%s", errStr(err))
 		e.do("unlink", pop{Op: "unlink", Path: "sock"})
-		_, err = net.DialUnix("unix", nil, &net.UnixAddr{Name: e.p("sock"), Net: "unix"})
+		_, err = net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
 		e.set("connect after unlink", "%s", errStr(err))
 	}},
 	{name: "device_nodes", run: func(e *penv) {
