@@ -276,3 +276,28 @@ func TestCodexHookReportsRefusals(t *testing.T) {
 		t.Errorf("added.txt after a refused patch = %q, want its bytes intact", got)
 	}
 }
+
+// TestCodexHookReportsLastRefusalAtStop: when the model ends its turn right
+// after a refused apply_patch (no later tool call whose PreToolUse could
+// report it), the hook blocks the stop once with the refusal as the reason,
+// and Codex sends the model one more request carrying it.
+func TestCodexHookReportsLastRefusalAtStop(t *testing.T) {
+	codexBin(t)
+	m := newMount(t, map[string]string{"added.txt": "tracked, never read\n"}, nil)
+	model := newCodexModel(t, codexPatch("*** Add File: added.txt\n+replaced blind\n"))
+	out := runCodexHooked(t, m, "", model, true)
+
+	if got, _ := model.mustStep(t, 0); !patchRefused(got, "added.txt") {
+		t.Fatalf("apply_patch adding over a never-read file: want it refused; got\n%s\nCodex:\n%s", got, out)
+	}
+	reqs := model.requests()
+	last := reqs[len(reqs)-1]
+	if len(reqs) < 3 || !strings.Contains(last, "during your last tool call") || !strings.Contains(last, "open-trunc unread") ||
+		!strings.Contains(last, "added.txt") {
+		t.Errorf("want a request after the model stopped that carries the refusal of added.txt; %d requests, the last:\n%.3000s\nCodex:\n%s",
+			len(reqs), last, out)
+	}
+	if n := strings.Count(last, "during your last tool call"); n != 1 {
+		t.Errorf("the refusal reached the model %d times, want once (the stop is blocked once)", n)
+	}
+}

@@ -1,7 +1,8 @@
 package main
 
 // `rubinofs hook codex`: Codex CLI's command hook for a rubinofs mount.
-// Codex runs it on PreToolUse and PostToolUse with one JSON event on stdin,
+// Codex runs it on PreToolUse, PostToolUse and Stop with one JSON event on
+// stdin,
 // in the layout Claude Code's hooks use (session_id, hook_event_name,
 // tool_name, tool_use_id, cwd, tool_input, tool_response), and takes the
 // same {"hookSpecificOutput": {"hookEventName", "additionalContext"}} on
@@ -15,7 +16,8 @@ package main
 // After a failed call (an apply_patch the guard refused) no post event
 // comes, and the call's PreToolUse snapshot stays behind: the next
 // PreToolUse of the same Codex session reports the denials logged since
-// it, so the model learns why one tool call later.
+// it, so the model learns why one tool call later; when the model ends its
+// turn instead, Stop reports them by blocking the stop once.
 
 import (
 	"encoding/json"
@@ -58,6 +60,24 @@ func runCodexHook(stdin io.Reader, stdout io.Writer, mountFlag string) error {
 		return errors.Join(append(errs, saveSnapshot(state, snapshotOf(ds)))...)
 	case "PostToolUse":
 		return reportDenials(mnt, ev.HookEventName, state, stdout)
+	case "Stop":
+		// The model ended its turn. A note left behind is a last call
+		// that failed (no PostToolUse): its refusals are reported by
+		// blocking the stop once, with them as the reason, which Codex
+		// hands the model to go on with. A second Stop finds no note.
+		snap, ok, err := takeLeftSnapshots(dir, "")
+		if err != nil || !ok {
+			return err
+		}
+		ds, err := sessionDenials(mnt)
+		if err != nil {
+			return err
+		}
+		if ctx := denialContextFor(newSince(ds, snap), "your last tool call"); ctx != "" {
+			b, _ := json.Marshal(map[string]string{"decision": "block", "reason": ctx})
+			_, err = stdout.Write(append(b, '\n'))
+			return err
+		}
 	}
 	return nil // an event the hook has nothing to do for
 }

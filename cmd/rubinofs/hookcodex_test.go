@@ -17,8 +17,9 @@ import (
 // is reported there; a denial during a call that gets none (a refused
 // apply_patch: Codex runs no hook after a failed call) is reported once by
 // the next PreToolUse, as "the previous tool call"; a call without one
-// prints nothing; no state is left behind. The output is the
-// hookSpecificOutput object Codex parses.
+// prints nothing; a Stop after a refused last call blocks once with the
+// refusal as the reason; no state is left behind. The output is the
+// hookSpecificOutput object (or, for Stop, the decision) Codex parses.
 func TestCodexHookDenials(t *testing.T) {
 	mnt := fakeMount(t)
 	denials := filepath.Join(mnt, ctlDirName, "self/denials")
@@ -84,13 +85,37 @@ func TestCodexHookDenials(t *testing.T) {
 	if out := call("PostToolUse", "Bash", "call_4"); out != "" {
 		t.Errorf("a later call printed %q", out)
 	}
+	stop := func() string {
+		ev := `{"session_id":"01a20cc8-4045-78a1-bc82-8c5791d70b3c","turn_id":"t","cwd":"` + mnt +
+			`","hook_event_name":"Stop","model":"gpt-5.5","stop_hook_active":false,"last_assistant_message":"done"}`
+		var out bytes.Buffer
+		if err := runCodexHook(strings.NewReader(ev), &out, mnt); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		return out.String()
+	}
+	if out := stop(); out != "" {
+		t.Errorf("Stop after calls that were all reported printed %q", out)
+	}
+	// A refused patch as the last call: the stop is blocked once, with
+	// the refusal as the reason.
+	call("PreToolUse", "apply_patch", "call_5")
+	logDenial("b.txt")
+	var block struct{ Decision, Reason string }
+	if out := stop(); json.Unmarshal([]byte(out), &block) != nil || block.Decision != "block" ||
+		!strings.Contains(block.Reason, "during your last tool call") || !strings.Contains(block.Reason, "b.txt") || strings.Contains(block.Reason, "a.txt") {
+		t.Errorf("Stop after a refused last call printed %q, want a block with the b.txt refusal", out)
+	}
+	if out := stop(); out != "" {
+		t.Errorf("a second Stop printed %q, want nothing (block once)", out)
+	}
 	if left, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "rubinofs-hooks", "*", "*")); len(left) != 0 {
 		t.Errorf("state left after the calls: %v", left)
 	}
 }
 
-// TestSetupCodexHooksFile: `rubinofs setup codex` writes PreToolUse and
-// PostToolUse entries into hooks.json, keeps the user's hooks, adds
+// TestSetupCodexHooksFile: `rubinofs setup codex` writes PreToolUse,
+// PostToolUse and Stop entries into hooks.json, keeps the user's hooks, adds
 // nothing twice, and leaves a Claude Code entry of rubinofs (another
 // agent) alone.
 func TestSetupCodexHooksFile(t *testing.T) {
@@ -106,8 +131,8 @@ func TestSetupCodexHooksFile(t *testing.T) {
 	}
 	cmd := "/opt/bin/rubinofs hook codex"
 	changes, err := setupHooksFile(file, cmd, "codex", codexHookEvents)
-	if err != nil || len(changes) != 2 {
-		t.Fatalf("setupHooksFile = %q, %v; want two additions", changes, err)
+	if err != nil || len(changes) != len(codexHookEvents) {
+		t.Fatalf("setupHooksFile = %q, %v; want one addition per event", changes, err)
 	}
 	b, _ := os.ReadFile(file)
 	got := hookCommands(t, b)
@@ -121,7 +146,7 @@ func TestSetupCodexHooksFile(t *testing.T) {
 			t.Errorf("PreToolUse lost %q: %q", want, got["PreToolUse"])
 		}
 	}
-	if len(got["Stop"]) != 1 || len(got["PostToolUseFailure"]) != 0 {
+	if !strings.Contains(strings.Join(got["Stop"], "\n"), "notify-send done") || len(got["PostToolUseFailure"]) != 0 {
 		t.Errorf("other events changed: %q", got)
 	}
 	if st, _ := os.Stat(file); st.Mode().Perm() != 0o600 {
@@ -130,8 +155,8 @@ func TestSetupCodexHooksFile(t *testing.T) {
 	if changes, err := setupHooksFile(file, cmd, "codex", codexHookEvents); err != nil || len(changes) != 0 {
 		t.Errorf("second setup = %q, %v; want no change", changes, err)
 	}
-	if changes, err := setupHooksFile(file, "/usr/bin/rubinofs hook codex", "codex", codexHookEvents); err != nil || len(changes) != 2 ||
+	if changes, err := setupHooksFile(file, "/usr/bin/rubinofs hook codex", "codex", codexHookEvents); err != nil || len(changes) != len(codexHookEvents) ||
 		!strings.Contains(changes[0], "updated") {
-		t.Errorf("setup from another path = %q, %v; want both entries updated in place", changes, err)
+		t.Errorf("setup from another path = %q, %v; want every entry updated in place", changes, err)
 	}
 }

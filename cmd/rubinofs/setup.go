@@ -85,8 +85,9 @@ func setupCommand() *cli.Command {
 // codexHookEvents are the Codex hook events `rubinofs hook codex` handles:
 // PreToolUse snapshots the session's denials (and reports those of an
 // earlier call that got no post event), PostToolUse reports the denials of
-// a call that succeeded. Codex runs no hook after a tool call that failed.
-var codexHookEvents = []string{"PreToolUse", "PostToolUse"}
+// a call that succeeded, Stop reports those of a last call that failed.
+// Codex runs no hook after a tool call that failed.
+var codexHookEvents = []string{"PreToolUse", "PostToolUse", "Stop"}
 
 // installHook merges `rubinofs hook AGENT` (this executable) as the hook
 // of each of events into file and prints what changed.
