@@ -94,7 +94,7 @@ func runClaudeHook(stdin io.Reader, stdout io.Writer, mountFlag string) error {
 func reportDenials(mnt, event, state string, stdout io.Writer) error {
 	raw, err := os.ReadFile(state)
 	if err != nil {
-		return fmt.Errorf("no PreToolUse snapshot of the denials (%w): is PreToolUse hooked too? (rubinofs setup claude-code)", err)
+		return fmt.Errorf("no PreToolUse snapshot of the denials (%w): is PreToolUse hooked too? (rubinofs setup AGENT)", err)
 	}
 	os.Remove(state)
 	var snap denialSnapshot
