@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -65,6 +66,18 @@ type codexModel struct {
 	stepLog
 	script []codexCall
 	srv    *httptest.Server
+
+	mu sync.Mutex
+	// bodies are the request bodies of the turns that offered tools, in
+	// the order they arrived: what the model was sent.
+	bodies []string
+}
+
+// requests returns the bodies of the tool-bearing requests so far.
+func (cm *codexModel) requests() []string {
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
+	return append([]string(nil), cm.bodies...)
 }
 
 // newCodexModel starts the model on a loopback port; it stops at the end
@@ -98,6 +111,11 @@ func (cm *codexModel) serve(w http.ResponseWriter, r *http.Request) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
+	}
+	if len(req.Tools) > 0 {
+		cm.mu.Lock()
+		cm.bodies = append(cm.bodies, string(body))
+		cm.mu.Unlock()
 	}
 	// The step is the number of tool outputs the conversation carries:
 	// each earlier step's call came back as exactly one.
@@ -243,6 +261,16 @@ env_key = "RUBINOFS_TEST_CODEX_KEY"
 // exist to catch), not a timing assertion.
 func runCodex(t *testing.T, m *mount, dir string, model *codexModel) string {
 	t.Helper()
+	return runCodexHooked(t, m, dir, model, false)
+}
+
+// runCodexHooked is runCodex; with hooks, rubinofs's hook is first
+// installed into the fresh CODEX_HOME by `rubinofs setup codex
+// --codex-home`, and Codex runs with --dangerously-bypass-hook-trust (a
+// fresh home has not trusted any hook; a user trusts it once in Codex's
+// /hooks instead).
+func runCodexHooked(t *testing.T, m *mount, dir string, model *codexModel, hooks bool) string {
+	t.Helper()
 	bin := codexBin(t)
 	home, err := os.MkdirTemp(m.tmp, "codex-home-")
 	if err != nil {
@@ -251,10 +279,18 @@ func runCodex(t *testing.T, m *mount, dir string, model *codexModel) string {
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(fmt.Sprintf(codexConfig, model.srv.URL+"/v1")), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	args := []string{"run", "--harness", "--session", "codex", "--mount", m.mnt, "--",
+		bin, "exec", "--skip-git-repo-check", "--color", "never", "-C", m.path(dir)}
+	if hooks {
+		setup := exec.Command(rubinofsBin(t), "setup", "codex", "--codex-home", home)
+		if out, err := setup.CombinedOutput(); err != nil {
+			t.Fatalf("rubinofs setup codex: %v\n%s", err, out)
+		}
+		args = append(args, "--dangerously-bypass-hook-trust")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, rubinofsBin(t), "run", "--harness", "--session", "codex", "--mount", m.mnt, "--",
-		bin, "exec", "--skip-git-repo-check", "--color", "never", "-C", m.path(dir), "work through the script")
+	cmd := exec.CommandContext(ctx, rubinofsBin(t), append(args, "work through the script")...)
 	cmd.Dir = m.path(dir)
 	cmd.Env = append(testEnv(home), "CODEX_HOME="+home, "RUBINOFS_TEST_CODEX_KEY=sk-rubinofs-test")
 	cmd.Stdin = nil // /dev/null: no piped prompt

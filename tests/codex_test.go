@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"os"
 	"regexp"
 	"strings"
@@ -178,5 +179,125 @@ func TestCodexRefusalReachesModel(t *testing.T) {
 	}
 	if got := m.readBacking("other.txt"); got != "also never read\n" {
 		t.Errorf("other.txt after a refused write = %q, want its bytes intact", got)
+	}
+}
+
+// codexDeveloperNotes returns the developer messages of a Responses API
+// request body: where Codex puts a hook's additionalContext.
+func codexDeveloperNotes(t *testing.T, body string) []string {
+	t.Helper()
+	var req struct {
+		Input []struct {
+			Type    string `json:"type"`
+			Role    string `json:"role"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"input"`
+	}
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatalf("request body is not JSON: %v", err)
+	}
+	var out []string
+	for _, it := range req.Input {
+		if it.Type == "message" && it.Role == "developer" {
+			for _, c := range it.Content {
+				out = append(out, c.Text)
+			}
+		}
+	}
+	return out
+}
+
+// notesWith returns the notes that hold every one of subs, joined.
+func notesWith(notes []string, subs ...string) string {
+	var hit []string
+	for _, n := range notes {
+		ok := true
+		for _, s := range subs {
+			ok = ok && strings.Contains(n, s)
+		}
+		if ok {
+			hit = append(hit, n)
+		}
+	}
+	return strings.Join(hit, "\n---\n")
+}
+
+// TestCodexHookReportsRefusals: with the hook installed by `rubinofs setup
+// codex`, the model is told why its writes were refused, as Codex
+// developer messages. A shell redirection over a never-read file, in a
+// command that still exits 0, is reported by that call's PostToolUse. A
+// refused apply_patch gets no post event from Codex (it runs none after a
+// failed tool call): its refusal is reported by the next call's
+// PreToolUse, and so reaches the model in the request after that call.
+// A call without a refusal adds no note.
+func TestCodexHookReportsRefusals(t *testing.T) {
+	codexBin(t)
+	m := newMount(t, map[string]string{"added.txt": "tracked, never read\n", "other.txt": "also never read\n", "seen.txt": "x\n"}, nil)
+	model := newCodexModel(t,
+		codexExec("cat seen.txt"),
+		codexPatch("*** Add File: added.txt\n+replaced blind\n"),
+		codexExec("echo clobber > other.txt; echo write-exit=$?"),
+		codexExec("true"),
+	)
+	out := runCodexHooked(t, m, "", model, true)
+
+	if got, _ := model.mustStep(t, 1); !patchRefused(got, "added.txt") {
+		t.Fatalf("apply_patch adding over a never-read file: want it refused; got\n%s\nCodex:\n%s", got, out)
+	}
+	if got, _ := model.mustStep(t, 2); !strings.Contains(got, "write-exit=1") {
+		t.Fatalf("echo > a never-read file: want the write to fail and the command to go on; got\n%s", got)
+	}
+	reqs := model.requests()
+	if len(reqs) < 4 {
+		t.Fatalf("the model got %d tool-bearing requests, want at least 4; Codex:\n%s", len(reqs), out)
+	}
+	// reqs[i] carries the outputs of steps 0..i-1.
+	if notes := codexDeveloperNotes(t, reqs[2]); notesWith(notes, "rubinofs refused") != "" {
+		t.Errorf("the request after the refused apply_patch carries a rubinofs note, but Codex ran no hook after the failed call that could have added it: %q", notes)
+	}
+	notes := codexDeveloperNotes(t, reqs[3])
+	if got := notesWith(notes, "during the previous tool call", "open-trunc unread", "added.txt"); got == "" {
+		t.Errorf("the request after the next call: want the apply_patch refusal (from PreToolUse) naming added.txt; developer notes:\n%q\nCodex:\n%s", notes, out)
+	}
+	if got := notesWith(notes, "during this tool call", "open-trunc unread", "other.txt"); got == "" {
+		t.Errorf("the request after the refused redirection (exit 0): want its refusal (from PostToolUse) naming other.txt; developer notes:\n%q", notes)
+	}
+	if got := notesWith(notes, "rubinofs refused"); strings.Count(got, "added.txt") != 1 {
+		t.Errorf("the apply_patch refusal should be reported exactly once; notes:\n%s", got)
+	}
+	if len(reqs) > 4 {
+		if got := notesWith(codexDeveloperNotes(t, reqs[4]), "rubinofs refused"); strings.Count(got, "rubinofs refused") != 2 {
+			t.Errorf("a call without refusals (true) added a rubinofs note, or the earlier ones vanished:\n%s", got)
+		}
+	}
+	if got := m.readBacking("added.txt"); got != "tracked, never read\n" {
+		t.Errorf("added.txt after a refused patch = %q, want its bytes intact", got)
+	}
+}
+
+// TestCodexHookReportsLastRefusalAtStop: when the model ends its turn right
+// after a refused apply_patch (no later tool call whose PreToolUse could
+// report it), the hook blocks the stop once with the refusal as the reason,
+// and Codex sends the model one more request carrying it.
+func TestCodexHookReportsLastRefusalAtStop(t *testing.T) {
+	codexBin(t)
+	m := newMount(t, map[string]string{"added.txt": "tracked, never read\n"}, nil)
+	model := newCodexModel(t, codexPatch("*** Add File: added.txt\n+replaced blind\n"))
+	out := runCodexHooked(t, m, "", model, true)
+
+	if got, _ := model.mustStep(t, 0); !patchRefused(got, "added.txt") {
+		t.Fatalf("apply_patch adding over a never-read file: want it refused; got\n%s\nCodex:\n%s", got, out)
+	}
+	reqs := model.requests()
+	last := reqs[len(reqs)-1]
+	if len(reqs) < 3 || !strings.Contains(last, "during your last tool call") || !strings.Contains(last, "open-trunc unread") ||
+		!strings.Contains(last, "added.txt") {
+		t.Errorf("want a request after the model stopped that carries the refusal of added.txt; %d requests, the last:\n%.3000s\nCodex:\n%s",
+			len(reqs), last, out)
+	}
+	if n := strings.Count(last, "during your last tool call"); n != 1 {
+		t.Errorf("the refusal reached the model %d times, want once (the stop is blocked once)", n)
 	}
 }

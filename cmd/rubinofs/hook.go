@@ -205,6 +205,12 @@ const maxReportedDenials = 5
 // denialContext is the text given to the model for the denials ds of one
 // tool call, each line as .rubino/guard/why shows it; "" for none.
 func denialContext(ds []guard.Denial) string {
+	return denialContextFor(ds, "this tool call")
+}
+
+// denialContextFor is denialContext for the denials ds logged during call
+// ("this tool call", "the previous tool call").
+func denialContextFor(ds []guard.Denial, call string) string {
 	if len(ds) == 0 {
 		return ""
 	}
@@ -215,7 +221,7 @@ func denialContext(ds []guard.Denial) string {
 			refused++
 		}
 	}
-	fmt.Fprintf(&b, "rubinofs refused %d write(s) during this tool call", refused)
+	fmt.Fprintf(&b, "rubinofs refused %d write(s) during %s", refused, call)
 	if warned := len(ds) - refused; warned > 0 {
 		fmt.Fprintf(&b, " and would have refused %d more (warn mode: those went through)", warned)
 	}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rubinofs/rubinofs/guard"
 	"github.com/urfave/cli/v2"
 )
 
@@ -32,6 +33,17 @@ func hookCommand() *cli.Command {
 				// in its debug output, never to the model) with exit 0.
 				if err := runClaudeHook(c.App.Reader, c.App.Writer, mountFlagValue(c)); err != nil {
 					fmt.Fprintln(c.App.ErrWriter, "rubinofs hook claude-code:", err)
+				}
+				return nil
+			},
+		}, {
+			Name:  "codex",
+			Usage: "Codex's PreToolUse/PostToolUse hook (one JSON event on stdin)",
+			Flags: []cli.Flag{mountFlag()},
+			Action: func(c *cli.Context) error {
+				// As for Claude Code: never fail the tool call.
+				if err := runCodexHook(c.App.Reader, c.App.Writer, mountFlagValue(c)); err != nil {
+					fmt.Fprintln(c.App.ErrWriter, "rubinofs hook codex:", err)
 				}
 				return nil
 			},
@@ -54,15 +66,11 @@ func runClaudeHook(stdin io.Reader, stdout io.Writer, mountFlag string) error {
 	state := filepath.Join(hookStateDir(ev.SessionID), safeName(ev.ToolUseID)+".json")
 	switch ev.HookEventName {
 	case "PreToolUse":
-		ds, err := readCtl(mnt, "self/denials")
+		ds, err := sessionDenials(mnt)
 		if err != nil {
-			return fmt.Errorf("reading the session's denials: %w", err)
-		}
-		b, _ := json.Marshal(snapshotOf(parseDenials(ds)))
-		if err := os.MkdirAll(filepath.Dir(state), 0o700); err != nil {
 			return err
 		}
-		return os.WriteFile(state, b, 0o600)
+		return saveSnapshot(state, snapshotOf(ds))
 	case "PostToolUse", "PostToolUseFailure":
 		var errs []error
 		if ro, ok := ev.readOf(); ok && ro.Whole {
@@ -86,18 +94,18 @@ func runClaudeHook(stdin io.Reader, stdout io.Writer, mountFlag string) error {
 func reportDenials(mnt, event, state string, stdout io.Writer) error {
 	raw, err := os.ReadFile(state)
 	if err != nil {
-		return fmt.Errorf("no PreToolUse snapshot of the denials (%w): is PreToolUse hooked too? (rubinofs setup claude-code)", err)
+		return fmt.Errorf("no PreToolUse snapshot of the denials (%w): is PreToolUse hooked too? (rubinofs setup AGENT)", err)
 	}
 	os.Remove(state)
 	var snap denialSnapshot
 	if err := json.Unmarshal(raw, &snap); err != nil {
 		return fmt.Errorf("%s: %w", state, err)
 	}
-	ds, err := readCtl(mnt, "self/denials")
+	ds, err := sessionDenials(mnt)
 	if err != nil {
-		return fmt.Errorf("reading the session's denials: %w", err)
+		return err
 	}
-	if ctx := denialContext(newSince(parseDenials(ds), snap)); ctx != "" {
+	if ctx := denialContext(newSince(ds, snap)); ctx != "" {
 		_, err := stdout.Write(hookOutput(event, ctx))
 		return err
 	}
@@ -185,4 +193,24 @@ func hookMount(flag, cwd string) (string, error) {
 			return "", err
 		}
 	}
+}
+
+// sessionDenials reads and parses the session's denial log
+// (.rubino/self/denials, oldest first).
+func sessionDenials(mnt string) ([]guard.Denial, error) {
+	b, err := readCtl(mnt, "self/denials")
+	if err != nil {
+		return nil, fmt.Errorf("reading the session's denials: %w", err)
+	}
+	return parseDenials(b), nil
+}
+
+// saveSnapshot writes the PreToolUse snapshot snap to the file state,
+// creating its directory (mode 0700: the state is the user's).
+func saveSnapshot(state string, snap denialSnapshot) error {
+	b, _ := json.Marshal(snap)
+	if err := os.MkdirAll(filepath.Dir(state), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(state, b, 0o600)
 }

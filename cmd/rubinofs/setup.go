@@ -1,7 +1,8 @@
 package main
 
-// `rubinofs setup claude-code`: merges the rubinofs hook into a Claude Code
-// settings file.
+// `rubinofs setup claude-code` and `rubinofs setup codex`: merge the
+// rubinofs hook into a Claude Code settings file or Codex's hooks.json
+// (both take the same "hooks" layout).
 
 import (
 	"bytes"
@@ -52,24 +53,60 @@ func setupCommand() *cli.Command {
 					}
 					file = filepath.Join(root, ".claude", "settings.json")
 				}
-				exe, err := os.Executable()
-				if err != nil {
-					return cli.Exit(fmt.Sprintf("finding the rubinofs executable: %v", err), 1)
+				return installHook(c, file, "claude-code", claudeHookEvents)
+			},
+		}, {
+			Name:  "codex",
+			Usage: "merge the rubinofs hook into Codex's hooks.json (idempotent; keeps every other hook)",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "codex-home", Usage: "Codex's home `DIR` (default: $CODEX_HOME, else ~/.codex)"},
+			},
+			Action: func(c *cli.Context) error {
+				if c.NArg() > 0 {
+					return cli.Exit("usage: rubinofs setup codex [--codex-home DIR]", exitUsage)
 				}
-				changes, err := setupClaudeSettings(file, shq(exe)+" hook claude-code")
-				if err != nil {
-					return cli.Exit(err.Error(), 1)
+				home := c.String("codex-home")
+				if home == "" {
+					home = os.Getenv("CODEX_HOME")
 				}
-				if len(changes) == 0 {
-					fmt.Fprintf(c.App.Writer, "%s: already set up, unchanged\n", file)
+				if home == "" {
+					h, err := os.UserHomeDir()
+					if err != nil {
+						return cli.Exit(fmt.Sprintf("finding Codex's home: %v (use --codex-home)", err), 1)
+					}
+					home = filepath.Join(h, ".codex")
 				}
-				for _, ch := range changes {
-					fmt.Fprintf(c.App.Writer, "%s: %s\n", file, ch)
-				}
-				return nil
+				return installHook(c, filepath.Join(home, "hooks.json"), "codex", codexHookEvents)
 			},
 		}},
 	}
+}
+
+// codexHookEvents are the Codex hook events `rubinofs hook codex` handles:
+// PreToolUse snapshots the session's denials (and reports those of an
+// earlier call that got no post event), PostToolUse reports the denials of
+// a call that succeeded, Stop reports those of a last call that failed.
+// Codex runs no hook after a tool call that failed.
+var codexHookEvents = []string{"PreToolUse", "PostToolUse", "Stop"}
+
+// installHook merges `rubinofs hook AGENT` (this executable) as the hook
+// of each of events into file and prints what changed.
+func installHook(c *cli.Context, file, agent string, events []string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("finding the rubinofs executable: %v", err), 1)
+	}
+	changes, err := setupHooksFile(file, shq(exe)+" hook "+agent, agent, events)
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	if len(changes) == 0 {
+		fmt.Fprintf(c.App.Writer, "%s: already set up, unchanged\n", file)
+	}
+	for _, ch := range changes {
+		fmt.Fprintf(c.App.Writer, "%s: %s\n", file, ch)
+	}
+	return nil
 }
 
 // shq quotes s for the shell Claude Code runs a hook command with.
@@ -81,16 +118,22 @@ func shq(s string) string {
 }
 
 // setupClaudeSettings merges command as the hook of every claudeHookEvents
-// event into the settings file and returns what it changed, one line each
+// event into the settings file (setupHooksFile).
+func setupClaudeSettings(file, command string) ([]string, error) {
+	return setupHooksFile(file, command, "claude-code", claudeHookEvents)
+}
+
+// setupHooksFile merges command as the hook of each of events into the
+// hooks file (mergeHooks) and returns what it changed, one line each
 // (none: the file already had it, and is left untouched). A missing file
 // (and its directory) is created. The file is replaced atomically (a
 // temporary file renamed over it, with its mode kept).
-func setupClaudeSettings(file, command string) ([]string, error) {
+func setupHooksFile(file, command, agent string, events []string) ([]string, error) {
 	old, err := os.ReadFile(file)
 	if err != nil && !os.IsNotExist(err) {
 		return nil, err
 	}
-	merged, changes, err := mergeClaudeHooks(old, command)
+	merged, changes, err := mergeHooks(old, command, agent, events)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
@@ -134,27 +177,34 @@ func writeAtomic(file string, data []byte, mode os.FileMode) error {
 	return os.Rename(tmp.Name(), file)
 }
 
-// isRubinoHook reports whether a hook command is `rubinofs hook
-// claude-code` (by any path to the executable): setup's own entry, to be
-// updated rather than added again.
-func isRubinoHook(cmd string) bool {
+// isRubinoHook reports whether a hook command is `rubinofs hook AGENT`
+// (by any path to the executable): setup's own entry, to be updated
+// rather than added again.
+func isRubinoHook(cmd, agent string) bool {
 	f := strings.Fields(cmd)
-	if len(f) < 3 || f[len(f)-2] != "hook" || f[len(f)-1] != "claude-code" {
+	if len(f) < 3 || f[len(f)-2] != "hook" || f[len(f)-1] != agent {
 		return false
 	}
 	exe := strings.Trim(strings.Join(f[:len(f)-2], " "), `'"`)
 	return filepath.Base(exe) == "rubinofs"
 }
 
-// mergeClaudeHooks merges command into settings (a Claude Code settings
-// file's JSON; empty: none) as {"matcher": "*", "hooks": [{"type":
-// "command", "command": command, "timeout": claudeHookTimeout}]} under each
-// claudeHookEvents event, and returns the new JSON (indented) and the
-// changes made. An existing rubinofs hook entry (isRubinoHook) gets the
-// new command in place, its matcher and options left as the user set them,
-// and is never doubled; every other key, event and hook is kept as it was
-// (the keys come out sorted: encoding/json does not keep their order).
+// mergeClaudeHooks merges command, `rubinofs hook claude-code`, into a
+// Claude Code settings file's JSON (mergeHooks).
 func mergeClaudeHooks(settings []byte, command string) ([]byte, []string, error) {
+	return mergeHooks(settings, command, "claude-code", claudeHookEvents)
+}
+
+// mergeHooks merges command into settings (JSON with a top-level "hooks"
+// object in the layout Claude Code and Codex share; empty: none) as
+// {"matcher": "*", "hooks": [{"type": "command", "command": command,
+// "timeout": claudeHookTimeout}]} under each of events, and returns the new
+// JSON (indented) and the changes made. An existing `rubinofs hook AGENT`
+// entry (isRubinoHook) gets the new command in place, its matcher and
+// options left as the user set them, and is never doubled; every other
+// key, event and hook is kept as it was (the keys come out sorted:
+// encoding/json does not keep their order).
+func mergeHooks(settings []byte, command, agent string, events []string) ([]byte, []string, error) {
 	doc := map[string]any{}
 	if len(bytes.TrimSpace(settings)) > 0 {
 		if err := json.Unmarshal(settings, &doc); err != nil {
@@ -172,7 +222,7 @@ func mergeClaudeHooks(settings []byte, command string) ([]byte, []string, error)
 		hooks = map[string]any{}
 	}
 	var changes []string
-	for _, event := range claudeHookEvents {
+	for _, event := range events {
 		groups, ok := hooks[event].([]any)
 		if hooks[event] != nil && !ok {
 			return nil, nil, fmt.Errorf("hooks.%s is not a list, left as it is", event)
@@ -184,7 +234,7 @@ func mergeClaudeHooks(settings []byte, command string) ([]byte, []string, error)
 			for _, h := range list {
 				hook, _ := h.(map[string]any)
 				cmd, _ := hook["command"].(string)
-				if hook == nil || !isRubinoHook(cmd) {
+				if hook == nil || !isRubinoHook(cmd, agent) {
 					continue
 				}
 				found = true

@@ -110,7 +110,7 @@ func TestIsRubinoHook(t *testing.T) {
 		"rubinofs hook claude-code && echo spliced": false,
 		"": false,
 	} {
-		if got := isRubinoHook(cmd); got != want {
+		if got := isRubinoHook(cmd, "claude-code"); got != want {
 			t.Errorf("isRubinoHook(%q) = %v, want %v", cmd, got, want)
 		}
 	}
