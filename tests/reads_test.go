@@ -6,7 +6,6 @@ package tests
 // model's reads in .rubino/self/ctl.
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -25,29 +24,7 @@ import (
 // grep) are its children.
 func (m *mount) startHarness(name string) *agent {
 	m.t.Helper()
-	t := m.t.(*testing.T)
-	loop := `while IFS= read -r line; do { cd "$RUBINO_MOUNT" && eval "$line"; } >/dev/null 2>&1 </dev/null; echo "rc=$? session=$RUBINO_SESSION"; done`
-	cmd := exec.Command(rubinofsBin(t), "run", "--harness", "--session", name, "--mount", m.mnt, "--", "/bin/sh", "-c", loop)
-	cmd.Dir = m.tmp
-	cmd.Env = testEnv(m.tmp)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	a := &agent{t: t, name: name, cmd: cmd, in: in, out: bufio.NewReader(out)}
-	t.Cleanup(a.exit)
-	if rc := a.run("true"); rc != "rc=0 session="+name {
-		t.Fatalf("harness %s did not start: %q", name, rc)
-	}
-	return a
+	return m.startSession(name, "--harness")
 }
 
 // writeErrno is a shell command writing text to the control file path and

@@ -30,12 +30,20 @@ type agent struct {
 // startAgent runs `rubinofs run --session NAME -- sh` in the mount.
 func (m *mount) startAgent(name string) *agent {
 	m.t.Helper()
+	return m.startSession(name)
+}
+
+// startSession runs `rubinofs run [runFlags...] --session NAME -- sh` in
+// the mount and waits until its first command ran in the session.
+func (m *mount) startSession(name string, runFlags ...string) *agent {
+	m.t.Helper()
 	t := m.t.(*testing.T)
 	// Commands run in the loop shell itself (not a subshell), so a
 	// background job stays a descendant of the session root: a process
 	// reparented to init leaves the session.
 	loop := `while IFS= read -r line; do { cd "$RUBINO_MOUNT" && eval "$line"; } >/dev/null 2>&1 </dev/null; echo "rc=$? session=$RUBINO_SESSION"; done`
-	cmd := exec.Command(rubinofsBin(t), "run", "--session", name, "--mount", m.mnt, "--", "/bin/sh", "-c", loop)
+	args := append(append([]string{"run"}, runFlags...), "--session", name, "--mount", m.mnt, "--", "/bin/sh", "-c", loop)
+	cmd := exec.Command(rubinofsBin(t), args...)
 	cmd.Dir = m.tmp
 	cmd.Env = testEnv(m.tmp)
 	in, err := cmd.StdinPipe()
