@@ -128,7 +128,7 @@ func (cm *codexModel) serve(w http.ResponseWriter, r *http.Request) {
 		// The Responses API has no error flag on an output: Codex says
 		// so in the text (an exit code, "apply_patch verification
 		// failed", the error).
-		cm.record(it.CallID, responsesOutputText(it.Output), false)
+		cm.record(it.CallID, toolResultText(it.Output), false)
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	ev := func(v map[string]any) {
@@ -161,24 +161,6 @@ func (cm *codexModel) serve(w http.ResponseWriter, r *http.Request) {
 	ev(map[string]any{"type": "response.completed", "response": map[string]any{"id": id,
 		"usage": map[string]any{"input_tokens": 1, "input_tokens_details": nil, "output_tokens": 1,
 			"output_tokens_details": nil, "total_tokens": 2}}})
-}
-
-// responsesOutputText flattens a tool output (a string, or content items
-// with text) to text.
-func responsesOutputText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var items []struct {
-		Text string `json:"text"`
-	}
-	json.Unmarshal(raw, &items)
-	var b strings.Builder
-	for _, it := range items {
-		b.WriteString(it.Text)
-	}
-	return b.String()
 }
 
 // codexBin returns Codex's native executable, from $RUBINOFS_CODEX or

@@ -204,8 +204,9 @@ func (sm *scriptedModel) serve(w http.ResponseWriter, r *http.Request) {
 	ev(map[string]any{"type": "message_stop"})
 }
 
-// toolResultText flattens a tool_result's content (a string, or text
-// blocks) to text.
+// toolResultText flattens a tool result's content to text: a string, or
+// blocks with text (Anthropic's tool_result content, and the Responses
+// API's function_call_output alike).
 func toolResultText(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
