@@ -61,6 +61,20 @@ func (f *FS) AddCtl(e ctltree.Entry) {
 	f.ctlRoot.Entries = append(f.ctlRoot.Entries, e)
 }
 
+// Plug adds a feature to the control tree, the one way features register
+// (sessions, agents, compaction): its entries go under /.rubino in order,
+// and a feature that is also a ctltree.StatusSource contributes its key to
+// .rubino/status. Call it before mounting; it is not safe to call
+// concurrently with requests.
+func (f *FS) Plug(feat ctltree.Feature) {
+	for _, e := range feat.CtlEntries() {
+		f.AddCtl(e)
+	}
+	if src, ok := feat.(ctltree.StatusSource); ok {
+		f.AddStatus(src.Status)
+	}
+}
+
 // statusDoc builds the JSON document of .rubino/status: the base keys and
 // one key per AddStatus contributor.
 func (f *FS) statusDoc() map[string]any {
