@@ -47,12 +47,7 @@ func (g *Guard) DeclareRead(session string, t Target, h Hash, full bool) error {
 		}
 		id := t.Stat.ID
 		tr.mu.Lock()
-		delete(tr.recover, id)
-		for k := range tr.windows {
-			if k.id == id {
-				delete(tr.windows, k)
-			}
-		}
+		tr.dropViews(id)
 		tr.mu.Unlock()
 		return nil
 	}

@@ -6,185 +6,26 @@
 // over or delete an existing regular file only when it has read it (or written
 // it itself) and the file still hashes to what it saw. Never read: code
 // "unread". Changed since: code "stale". Freshness is decided by the xxh3-128
-// content hash; mtime is only a hint to recheck (seed 000 #fresh?).
-//
-// Sources: the read tracker Rubino::Tools::ReadTracker (seed 000:
-// register, note_write, fresh?, seen?, mtime_at_read, duplicate_read?,
-// note_edit_failure, note_skeleton, drill_in?, for_session, reset!) and the
-// sandbox read-tracker contract (seed 002: canonical identity shared by
-// aliases, "refusing to overwrite %s: Read it first", a session's own write
-// marks the file read). Unlike seed 002 ("not security"), deleting a file is
-// guarded too, so delete-and-recreate cannot bypass the check.
+// content hash; mtime is only a hint to recheck (docs/DESIGN.md#freshness).
+// Records are per file identity, so every alias of a file shares one
+// (docs/DESIGN.md#file-identity), and a session's own write refreshes its
+// record (docs/DESIGN.md#own-write-refresh). Deleting a file is guarded too,
+// so delete-and-recreate cannot bypass the check; creating a new file never
+// is (docs/DESIGN.md#guarded-ops). Each session has its own tracker
+// (docs/DESIGN.md#sessions); the tracker also answers duplicate reads and
+// skeleton drill-ins (docs/DESIGN.md#dedup-window, docs/DESIGN.md#recovery,
+// docs/DESIGN.md#skeleton-drill-in).
 //
 // Concurrency: every exported method is safe for concurrent use. Check and
 // mutation are made one step by the caller holding Lock(id) across both.
 package guard
 
 import (
-	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-)
-
-// Mode is the guard's mode (--mode).
-type Mode int
-
-const (
-	// ModeEnforce refuses what the policy denies (EACCES).
-	ModeEnforce Mode = iota
-	// ModeWarn allows everything and logs what enforce would refuse, for
-	// trying rubinofs on a real project first.
-	ModeWarn
-	// ModeOff neither decides nor tracks.
-	ModeOff
-)
-
-// String returns "enforce", "warn" or "off".
-func (m Mode) String() string {
-	switch m {
-	case ModeEnforce:
-		return "enforce"
-	case ModeWarn:
-		return "warn"
-	case ModeOff:
-		return "off"
-	}
-	return fmt.Sprintf("mode(%d)", int(m))
-}
-
-// ParseMode parses "enforce", "warn" or "off"; anything else is an error
-// naming the accepted values.
-func ParseMode(s string) (Mode, error) {
-	switch s {
-	case "enforce":
-		return ModeEnforce, nil
-	case "warn":
-		return ModeWarn, nil
-	case "off":
-		return ModeOff, nil
-	}
-	return 0, fmt.Errorf("unknown guard mode %q: want enforce, warn or off", s)
-}
-
-// UnlinkPolicy says whether unlink(2) of an existing file is guarded like
-// every other mutation (the config's guard.unlink, the mount's --unlink).
-type UnlinkPolicy int
-
-const (
-	// UnlinkGuard (the default) refuses deleting a file the session never
-	// read ("unread") or whose read is stale ("stale"), so delete-and-
-	// recreate cannot bypass read-before-write.
-	UnlinkGuard UnlinkPolicy = iota
-	// UnlinkAllow lets unlink(2) through without a decision. It loosens the
-	// guard: a session may delete any file and create a new one in its
-	// place without having read the old one.
-	UnlinkAllow
-)
-
-// String returns "guard" or "allow".
-func (u UnlinkPolicy) String() string {
-	switch u {
-	case UnlinkGuard:
-		return "guard"
-	case UnlinkAllow:
-		return "allow"
-	}
-	return fmt.Sprintf("unlink(%d)", int(u))
-}
-
-// ParseUnlinkPolicy parses "guard" or "allow"; anything else is an error
-// naming the accepted values.
-func ParseUnlinkPolicy(s string) (UnlinkPolicy, error) {
-	switch s {
-	case "guard":
-		return UnlinkGuard, nil
-	case "allow":
-		return UnlinkAllow, nil
-	}
-	return 0, fmt.Errorf("unknown unlink policy %q: want guard or allow", s)
-}
-
-// ParseErrno parses the errno a refused caller gets: "EACCES" (the
-// default: "Permission denied", a permission decision about this caller and
-// this file) or "EPERM" ("Operation not permitted", for tools that treat
-// EACCES as retryable or as a mode-bit problem to fix with chmod). Other
-// errnos are refused: EBUSY or EAGAIN would invite retries of a write that
-// will keep failing, and ENOENT or EIO would misreport the file.
-func ParseErrno(s string) (syscall.Errno, error) {
-	switch s {
-	case "EACCES":
-		return syscall.EACCES, nil
-	case "EPERM":
-		return syscall.EPERM, nil
-	}
-	return 0, fmt.Errorf("unknown errno %q: want EACCES or EPERM", s)
-}
-
-// ErrnoName returns "EACCES" or "EPERM" for the errnos ParseErrno accepts,
-// and the errno's number otherwise.
-func ErrnoName(e syscall.Errno) string {
-	switch e {
-	case syscall.EACCES:
-		return "EACCES"
-	case syscall.EPERM:
-		return "EPERM"
-	}
-	return fmt.Sprintf("errno %d", int(e))
-}
-
-// Op is a guarded mutation of an existing regular file.
-type Op string
-
-// The guarded operations (issue 2's list), as they appear in the denial log.
-const (
-	OpOpenTrunc  Op = "open-trunc"      // open(2) with O_TRUNC: `echo > f`, `cp a f`
-	OpWrite      Op = "write"           // the first write(2) through a handle: `>>`, dd conv=notrunc
-	OpTruncate   Op = "truncate"        // truncate(2), ftruncate(2)
-	OpFallocate  Op = "fallocate"       // fallocate(2)
-	OpCopyInto   Op = "copy-file-range" // copy_file_range(2) into the file
-	OpRenameOver Op = "rename-over"     // rename(2) onto the file: `mv a f`
-	OpExchange   Op = "exchange"        // either side of renameat2 RENAME_EXCHANGE
-	OpUnlink     Op = "unlink"          // unlink(2): `rm f`
-)
-
-// verb is how a message names op.
-func (op Op) verb() string {
-	switch op {
-	case OpOpenTrunc:
-		return "overwrite"
-	case OpWrite:
-		return "write to"
-	case OpTruncate:
-		return "truncate"
-	case OpFallocate:
-		return "fallocate"
-	case OpCopyInto:
-		return "copy into"
-	case OpRenameOver:
-		return "replace"
-	case OpExchange:
-		return "exchange"
-	case OpUnlink:
-		return "delete"
-	}
-	return "modify"
-}
-
-// Code is why a mutation is refused.
-type Code string
-
-const (
-	// CodeUnread: the session never read the file.
-	CodeUnread Code = "unread"
-	// CodeStale: the file changed (by content) since the session read it.
-	CodeStale Code = "stale"
-	// CodeUnknownSession: the caller's session could not be resolved in
-	// time (UnknownSession: its /proc files did not answer, it is in
-	// execve), so there is no read to check against.
-	CodeUnknownSession Code = "unknown-session"
 )
 
 // Decision is Decide's answer. Allow means the caller may proceed. WouldDeny
@@ -337,8 +178,8 @@ func (g *Guard) Errno() syscall.Errno { return g.errno }
 // Hashes returns the shared hash cache.
 func (g *Guard) Hashes() *HashCache { return g.hashes }
 
-// ForSession returns the read tracker of session, creating it (seed 000
-// .for_session: one instance per session, shared by all its callers).
+// ForSession returns the read tracker of session, creating it: one tracker
+// per session, shared by all its callers (docs/DESIGN.md#sessions).
 func (g *Guard) ForSession(session string) *Tracker {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -350,8 +191,8 @@ func (g *Guard) ForSession(session string) *Tracker {
 	return t
 }
 
-// Reset drops every session's tracker (seed 000 .reset!). The hash cache is
-// kept: it describes files, not sessions.
+// Reset drops every session's tracker. The hash cache is kept: it describes
+// files, not sessions.
 func (g *Guard) Reset() {
 	g.mu.Lock()
 	g.sessions = make(map[string]*Tracker)
@@ -402,13 +243,7 @@ func (g *Guard) Sessions() []string {
 // RecordCount returns how many files session has records of (0 for a
 // session without a tracker; none is created).
 func (g *Guard) RecordCount(session string) int {
-	t := g.tracker(session)
-	if t == nil {
-		return 0
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.state)
+	return g.tracker(session).count()
 }
 
 // tracker returns session's tracker without creating one.

@@ -205,7 +205,8 @@ func TestHashCacheHit(t *testing.T) {
 }
 
 // TestAliasesShareRecord: a hard link and a symlink reach the same identity,
-// so a read through one name covers a write through another (seed 002).
+// so a read through one name covers a write through another
+// (docs/DESIGN.md#file-identity).
 func TestAliasesShareRecord(t *testing.T) {
 	g := New(Config{})
 	f := newFile(t, "shared\n")
@@ -235,8 +236,9 @@ func TestCrossSession(t *testing.T) {
 	}
 }
 
-// TestDuplicateRead follows seed 000 #duplicate_read?: a duplicate only for
-// the same window, same bytes, within the TTL and with no recovery pending.
+// TestDuplicateRead: a duplicate only for the same window, same bytes, within
+// the TTL and with no recovery pending (docs/DESIGN.md#dedup-window,
+// docs/DESIGN.md#recovery).
 func TestDuplicateRead(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	g := New(Config{Now: func() time.Time { return now }})
@@ -292,7 +294,8 @@ func TestDuplicateRead(t *testing.T) {
 	}
 }
 
-// TestSkeletonDrillIn follows seed 000 #note_skeleton / #drill_in?.
+// TestSkeletonDrillIn: a targeted read window that overlaps a range elided
+// in the file's last skeleton is a drill-in (docs/DESIGN.md#skeleton-drill-in).
 func TestSkeletonDrillIn(t *testing.T) {
 	g := New(Config{})
 	tr := g.ForSession("s")
@@ -317,8 +320,8 @@ func TestSkeletonDrillIn(t *testing.T) {
 	}
 }
 
-// TestSeedAccessors covers Seen, MtimeAtRead, ForSession and Reset.
-func TestSeedAccessors(t *testing.T) {
+// TestTrackerAccessors covers Seen, MtimeAtRead, ForSession and Reset.
+func TestTrackerAccessors(t *testing.T) {
 	g := New(Config{})
 	f := newFile(t, "x\n")
 	tg := f.target()

@@ -15,8 +15,8 @@ import (
 
 // FileID is a file identity on the backing filesystem: (device, inode). Hard
 // links share it, and a symlink resolves to its target's, so every alias of a
-// file shares one read record (seed 002: "link.txt and real.txt share a single
-// tracker entry").
+// file shares one read record: a read through one name covers a write through
+// another (docs/DESIGN.md#file-identity).
 type FileID struct {
 	Dev uint64 // st_dev of the backing file
 	Ino uint64 // st_ino of the backing file

@@ -14,11 +14,11 @@ type Mutation struct {
 // NoteMutation records that session mutated id (a write, truncate, O_TRUNC
 // open, rename over, ...) and returns the new sequence number. A write
 // handle remembers it: when the last mutation is another's, the handle has
-// lost its right and must be decided again (issue 4).
+// lost its right and must be decided again (docs/DESIGN.md#sessions).
 //
 // A mutation by a session through the mount also makes every other
-// session's record of id stale, whatever the bytes hash to later (issue 4:
-// "a write by session A leaves B's record stale"). Without it a session that
+// session's record of id stale, whatever the bytes hash to later: a write
+// by session A leaves B's record stale (docs/DESIGN.md#freshness). Without it a session that
 // read while another was mid-write could be judged fresh when the content
 // came back to the bytes it was registered with (ABA), and an update was
 // lost. An ExternalSession change leaves records to the hash, which stays

@@ -15,8 +15,8 @@ func decideCode(g *Guard, session string, f *file) Code {
 	return d.Code
 }
 
-// TestOwnWritesKeepRecordFresh is seed 000's REFRESH-ON-OWN-WRITE for writes
-// not yet credited: while every mutation since the session's fresh record is
+// TestOwnWritesKeepRecordFresh is the own-write refresh
+// (docs/DESIGN.md#own-write-refresh) for writes not yet credited: while every mutation since the session's fresh record is
 // its own (a first handle's writes, credited only at flush or release), the
 // record stays fresh for that session, so a second handle of the same
 // session may write (tests/posix_compare_test.go two_handles_one_session).

@@ -92,28 +92,31 @@ func procBounded[T any](key string, fn func() T) (v T, ok bool) {
 	}
 }
 
-// readResult is a file's content or the error reading it.
-type readResult struct {
-	b   []byte
+// procResult is a bounded read's value and error (procBoundedErr).
+type procResult[T any] struct {
+	v   T
 	err error
+}
+
+// procBoundedErr is procBounded for a read that returns a value and an
+// error: fn's result when it finished within ProcBound, else late and
+// ErrProcSlow. Calls with the same key must agree on T.
+func procBoundedErr[T any](key string, late T, fn func() (T, error)) (T, error) {
+	r, ok := procBounded(key, func() procResult[T] {
+		v, err := fn()
+		return procResult[T]{v, err}
+	})
+	if !ok {
+		return late, ErrProcSlow
+	}
+	return r.v, r.err
 }
 
 // ReadlinkProc reads the /proc symlink path (e.g. "/proc/123/cwd") without
 // ever waiting longer than ProcBound: ErrProcSlow then, else os.Readlink's
 // result. For request paths only. Safe for concurrent use.
 func ReadlinkProc(path string) (string, error) {
-	type result struct {
-		s   string
-		err error
-	}
-	r, ok := procBounded("readlink:"+path, func() result {
-		s, err := os.Readlink(path)
-		return result{s, err}
-	})
-	if !ok {
-		return "", ErrProcSlow
-	}
-	return r.s, r.err
+	return procBoundedErr("readlink:"+path, "", func() (string, error) { return os.Readlink(path) })
 }
 
 // ReadProc reads the /proc file path (e.g. "/proc/123/comm") without ever
@@ -121,12 +124,5 @@ func ReadlinkProc(path string) (string, error) {
 // result. For request paths only; elsewhere read /proc directly. Safe for
 // concurrent use.
 func ReadProc(path string) ([]byte, error) {
-	r, ok := procBounded("read:"+path, func() readResult {
-		b, err := os.ReadFile(path)
-		return readResult{b, err}
-	})
-	if !ok {
-		return nil, ErrProcSlow
-	}
-	return r.b, r.err
+	return procBoundedErr("read:"+path, nil, func() ([]byte, error) { return os.ReadFile(path) })
 }

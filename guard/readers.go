@@ -355,13 +355,7 @@ func (g *Guard) hasProcTrackers() bool {
 // ProcRecordCount returns how many files process p has records of
 // (0 when it has none).
 func (g *Guard) ProcRecordCount(p ProcKey) int {
-	t := g.procTrackerOf(p)
-	if t == nil {
-		return 0
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.state)
+	return g.procTrackerOf(p).count()
 }
 
 // allTrackers lists the sessions' and the scanner processes' trackers.

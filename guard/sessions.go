@@ -483,39 +483,22 @@ func (s *Sessions) stat(pid uint32) (procStat, error) {
 
 // statBounded is stat waiting at most ProcBound: ErrProcSlow after that.
 func (s *Sessions) statBounded(pid uint32) (procStat, error) {
-	type result struct {
-		st  procStat
-		err error
-	}
-	r, ok := procBounded(fmt.Sprintf("stat:%p:%d", s, pid), func() result {
-		st, err := s.stat(pid)
-		return result{st, err}
+	return procBoundedErr(fmt.Sprintf("stat:%p:%d", s, pid), procStat{}, func() (procStat, error) {
+		return s.stat(pid)
 	})
-	if !ok {
-		return procStat{}, ErrProcSlow
-	}
-	return r.st, r.err
 }
 
 // leaderBounded returns the thread group leader (the process id) of thread
 // tid, waiting at most ProcBound on /proc (ErrProcSlow past it).
 func (s *Sessions) leaderBounded(tid uint32) (uint32, error) {
-	type result struct {
-		pid uint32
-		err error
-	}
-	r, ok := procBounded(fmt.Sprintf("leader:%p:%d", s, tid), func() result {
+	return procBoundedErr(fmt.Sprintf("leader:%p:%d", s, tid), tid, func() (uint32, error) {
 		st, err := s.stat(tid)
 		if err != nil {
-			return result{tid, err}
+			return tid, err
 		}
 		pid, _, err := s.leader(tid, st)
-		return result{pid, err}
+		return pid, err
 	})
-	if !ok {
-		return tid, ErrProcSlow
-	}
-	return r.pid, r.err
 }
 
 // IsDescendant reports whether the process of thread pid is the process of

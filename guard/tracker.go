@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// DedupTTL is how long a duplicate-read window stays valid (seed 000,
-// DEDUP_TTL_SECONDS = 120): past it the reader may legitimately want the bytes
-// again, so the content is served rather than reported as a duplicate.
+// DedupTTL is how long a duplicate-read window stays valid
+// (docs/DESIGN.md#dedup-window): past it the reader may legitimately want the
+// bytes again (a long turn, summarised away), so the content is served rather
+// than reported as a duplicate.
 const DedupTTL = 120 * time.Second
 
 // Target is a file about to be read, written or decided on: its
@@ -22,15 +23,14 @@ type Target struct {
 	Open func() (*os.File, error)
 }
 
-// Range is one elided range of a skeleton: First is the first line (1-based,
-// as the seed's [first_line, line_count]), Count the number of lines.
+// Range is one elided range of a skeleton (docs/DESIGN.md#skeleton-drill-in):
+// First is the first line (1-based), Count the number of lines.
 type Range struct {
 	First, Count int64
 }
 
-// record is what a session last knew of one file identity (seed 000 @state:
-// "the last state we KNOW for this path, whether from a read or from the
-// agent's own write").
+// record is the last state a session knows of one file identity, whether
+// from a read or from its own write (docs/DESIGN.md#freshness).
 type record struct {
 	path    string
 	mtimeNs int64
@@ -56,8 +56,8 @@ type record struct {
 }
 
 // ownWritesSince reports whether every mutation of the file since the
-// record was made is the session's own (seed 000 REFRESH-ON-OWN-WRITE, r5
-// B2): the session changed the file through the mount (a handle's writes,
+// record was made is the session's own (docs/DESIGN.md#own-write-refresh):
+// the session changed the file through the mount (a handle's writes,
 // not yet credited at flush or release), and neither another session
 // (foreign) nor anything outside the mount (mixed) changed it meanwhile. The
 // file then differs from the record only by the session's own writes, which
@@ -68,8 +68,8 @@ func (r *record) ownWritesSince(last Mutation, session string) bool {
 	return !r.foreign && !r.influx && !r.mixed && last.Seq > r.base && last.Session == session
 }
 
-// windowKey is one read window of the dedup map (seed 000 @windows key
-// [path, offset, limit]).
+// windowKey is one read window of the dedup map: the file identity and the
+// window's offset and limit (docs/DESIGN.md#dedup-window).
 type windowKey struct {
 	id            FileID
 	offset, limit int64
@@ -80,14 +80,14 @@ type window struct {
 	at   time.Time
 }
 
-// Tracker is one session's read tracker: the seed's Rubino::Tools::ReadTracker
-// (seed 000), keyed on file identity instead of canonical path (seed 002's
-// canonical-path rule, taken one step further so hard links share a record
-// too). The content hash is authoritative; mtime is only kept for display and
-// MtimeAtRead.
+// Tracker is one session's read tracker: the single source of truth for what
+// the session last saw or wrote of each file, keyed on file identity so that
+// every alias of a file (symlinks, hard links) shares one record
+// (docs/DESIGN.md#file-identity). The content hash is authoritative; mtime is
+// only kept for display and MtimeAtRead (docs/DESIGN.md#freshness).
 //
-// Concurrency: every method is safe for concurrent use (the seed's @mutex).
-// Methods that hash read the file outside the lock.
+// Concurrency: every method is safe for concurrent use (one mutex guards the
+// maps). Methods that hash read the file outside the lock.
 type Tracker struct {
 	session string
 	hashes  *HashCache
@@ -144,8 +144,8 @@ func (t *Tracker) hashOf(tg Target, h Hash) (Hash, error) {
 	return t.hashes.Sum(tg.Stat, tg.Open)
 }
 
-// Register records a successful read of tg (seed 000 #register): mtime and
-// content hash are stashed so a later write can confirm the file unchanged.
+// Register records a successful read of tg: mtime and content hash are
+// stashed so a later write can confirm the file unchanged.
 // h is the hash of the bytes served when the caller knows it; the zero Hash
 // makes Register hash the file. Errors are those of hashing (the read is then
 // not registered, and a later write is refused as unread: fail closed).
@@ -175,8 +175,16 @@ func (t *Tracker) registerCreated(tg Target, seq uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.put(id, &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, hash: emptyHash, at: t.now(), written: true}, seq)
-	delete(t.recover, id)
+	t.dropViews(id)
 	delete(t.skeletons, id)
+}
+
+// dropViews clears what the session's earlier views of id leave behind once
+// it has the file's current content (its own write, a full view): a pending
+// edit-failure recovery and the dedup windows (docs/DESIGN.md#recovery,
+// docs/DESIGN.md#dedup-window). Called with t.mu held.
+func (t *Tracker) dropViews(id FileID) {
+	delete(t.recover, id)
 	for k := range t.windows {
 		if k.id == id {
 			delete(t.windows, k)
@@ -196,10 +204,10 @@ func (t *Tracker) RegisterInFlux(tg Target) {
 	t.mu.Unlock()
 }
 
-// NoteWrite records the session's own successful write of tg (seed 000
-// #note_write, r5 B2): the new content is authoritative, so the next edit does
-// not trip the stale-read guard; any pending edit-failure recovery and the
-// file's dedup windows are cleared. h as for Register.
+// NoteWrite records the session's own successful write of tg
+// (docs/DESIGN.md#own-write-refresh): the new content is authoritative, so the
+// next edit does not trip the stale-read guard; any pending edit-failure
+// recovery and the file's dedup windows are cleared. h as for Register.
 func (t *Tracker) NoteWrite(tg Target, h Hash) error {
 	id := tg.Stat.ID
 	base := t.lastMut(id).Seq
@@ -210,21 +218,16 @@ func (t *Tracker) NoteWrite(tg Target, h Hash) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.put(id, &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, size: tg.Stat.Size, hash: h, at: t.now(), written: true}, base)
-	delete(t.recover, id)
-	for k := range t.windows {
-		if k.id == id {
-			delete(t.windows, k)
-		}
-	}
+	t.dropViews(id)
 	return nil
 }
 
 // Fresh reports whether the file still matches what the session last saw
-// (seed 000 #fresh?). The hash is authoritative: a newer mtime only means
+// (docs/DESIGN.md#freshness). The hash is authoritative: a newer mtime only means
 // "recheck", and an equal or older mtime still rechecks the hash (through the
 // hash cache, whose racy rule catches a changed byte under an unchanged
-// mtime). The one exception is the session's own writes (seed 000
-// REFRESH-ON-OWN-WRITE): when every mutation since the record is the
+// mtime). The one exception is the session's own writes
+// (docs/DESIGN.md#own-write-refresh): when every mutation since the record is the
 // session's own (record.ownWritesSince), the record stays fresh although
 // those writes are not credited yet (a handle credits at flush or
 // release), so a second handle of the same session may write meanwhile.
@@ -259,7 +262,7 @@ func (t *Tracker) check(tg Target) (seen, fresh bool, err error) {
 	return true, got == want, nil
 }
 
-// Seen reports whether the session has a record of id (seed 000 #seen?).
+// Seen reports whether the session has a record of id, fresh or not.
 func (t *Tracker) Seen(id FileID) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -267,8 +270,19 @@ func (t *Tracker) Seen(id FileID) bool {
 	return ok
 }
 
-// MtimeAtRead returns the mtime recorded at the last read or own write of id
-// (seed 000 #mtime_at_read), and false when there is none.
+// count returns how many files the tracker has records of; 0 for a nil
+// tracker (a session or process that never got one).
+func (t *Tracker) count() int {
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.state)
+}
+
+// MtimeAtRead returns the mtime recorded at the last read or own write of id,
+// and false when there is none. It is for display: freshness never trusts it.
 func (t *Tracker) MtimeAtRead(id FileID) (time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -280,8 +294,8 @@ func (t *Tracker) MtimeAtRead(id FileID) (time.Time, bool) {
 }
 
 // DuplicateRead records a read of the window [offset, offset+limit) of tg and
-// reports whether it duplicates an earlier one (seed 000 #duplicate_read?, r5
-// B3): true only when the same window was served before, the bytes still hash
+// reports whether it duplicates an earlier one (docs/DESIGN.md#dedup-window):
+// true only when the same window was served before, the bytes still hash
 // the same, at most DedupTTL has passed, and no edit-failure recovery is
 // pending. A pending recovery is consumed (one fresh read). Otherwise the
 // window is recorded and false returned: serve the content. Skips work, never
@@ -308,8 +322,8 @@ func (t *Tracker) DuplicateRead(tg Target, offset, limit int64, h Hash) (bool, e
 	return false, nil
 }
 
-// NoteEditFailure flags that the session's last edit of id failed (seed 000
-// #note_edit_failure, r5 B3): the next DuplicateRead of it serves fresh
+// NoteEditFailure flags that the session's last edit of id failed
+// (docs/DESIGN.md#recovery): the next DuplicateRead of it serves fresh
 // content once. fusefs calls it when the guard refuses a mutation, so the
 // recovery read after EACCES is never deduplicated.
 func (t *Tracker) NoteEditFailure(id FileID) {
@@ -319,8 +333,8 @@ func (t *Tracker) NoteEditFailure(id FileID) {
 }
 
 // NoteSkeleton records that id was sent as a skeleton with these elided
-// ranges (seed 000 #note_skeleton), replacing any earlier record: a re-read
-// re-skeletons from scratch.
+// ranges (docs/DESIGN.md#skeleton-drill-in), replacing any earlier record: a
+// re-read re-skeletons from scratch.
 func (t *Tracker) NoteSkeleton(id FileID, ranges []Range) {
 	t.mu.Lock()
 	t.skeletons[id] = append([]Range(nil), ranges...)
@@ -328,8 +342,8 @@ func (t *Tracker) NoteSkeleton(id FileID, ranges []Range) {
 }
 
 // DrillIn reports whether the targeted read window of lines [offset,
-// offset+limit-1] overlaps a range elided in the last skeleton of id (seed 000
-// #drill_in?): the reader is drilling into a body the skeleton hid. Read-only.
+// offset+limit-1] overlaps a range elided in the last skeleton of id
+// (docs/DESIGN.md#skeleton-drill-in): the reader is drilling into a body the skeleton hid. Read-only.
 func (t *Tracker) DrillIn(id FileID, offset, limit int64) bool {
 	winEnd := offset + limit - 1
 	t.mu.Lock()
@@ -347,13 +361,8 @@ func (t *Tracker) forget(id FileID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.state, id)
-	delete(t.recover, id)
 	delete(t.skeletons, id)
-	for k := range t.windows {
-		if k.id == id {
-			delete(t.windows, k)
-		}
-	}
+	t.dropViews(id)
 }
 
 // markForeign makes the record of id (if any) stale: another session

@@ -21,8 +21,8 @@ import (
 	"github.com/rubinofs/rubinofs/guard"
 )
 
-// Issue 7: every backing access is relative to the workspace root
-// descriptor and never follows a symlink inside the workspace. These tests
+// Every backing access is relative to the workspace root descriptor and
+// never follows a symlink inside the workspace (fusefs/backing.go). These tests
 // reach cached nodes of the mount through descriptors held open (so the
 // kernel never resolves the swapped name again: only the daemon does), then
 // replace a directory of the backing workspace by a symlink leading

@@ -1,6 +1,6 @@
 package tests
 
-// Shell completion (issue 8, item 8): `rubinofs completion bash|zsh|fish`
+// Shell completion: `rubinofs completion bash|zsh|fish`
 // prints scripts built on urfave/cli's completion, and the app answers
 // --generate-bash-completion with its subcommands.
 

@@ -1,6 +1,6 @@
 package tests
 
-// Containers (issue 8, item 7; docs/containers.md): a mount made on the
+// Containers (docs/containers.md): a mount made on the
 // host, bind-mounted into a "container" (a private mount and pid namespace
 // from unshare(1) whose root, after chroot, is a tmpfs holding only the
 // mount at /ws, the rubinofs binary and a read-only /usr as its image). The

@@ -1,6 +1,6 @@
 package tests
 
-// `rubinofs doctor` (issue 8, item 5): it passes on a machine the
+// `rubinofs doctor`: it passes on a machine the
 // real-mount tests run on, and explains a broken setup with a fix for each
 // failed check (the hidden flags point it at broken stand-ins for
 // /dev/fuse, /etc/fuse.conf, fusermount3 and the inotify limit).

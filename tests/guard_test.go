@@ -29,9 +29,9 @@ func (m *mount) denials() []map[string]any {
 	return out
 }
 
-// TestGuardRealTools runs the issue's table of real tools through a real
-// mount: every blind mutation of an unread file is refused with the file
-// intact; after `cat` the same mutation is allowed.
+// TestGuardRealTools runs a table of real tools through a real mount
+// (docs/DESIGN.md#guarded-ops): every blind mutation of an unread file is
+// refused with the file intact; after `cat` the same mutation is allowed.
 func TestGuardRealTools(t *testing.T) {
 	const orig = "original content\n"
 	cases := []struct {

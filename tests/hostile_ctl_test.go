@@ -1,6 +1,6 @@
 package tests
 
-// Hostile input through the control files (issue 7, items 1c and 4): path
+// Hostile input through the control files: path
 // tricks (.., absolute paths, symlinks, NUL and newline) written to every
 // control file that takes a name or a path cannot reach outside the
 // workspace or the state directory, and oversized input is refused whole

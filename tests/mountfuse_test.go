@@ -1,6 +1,6 @@
 package tests
 
-// mount(8) integration (issue 8, item 1): rubinofs as the helper
+// mount(8) integration: rubinofs as the helper
 // mount.fuse.rubinofs, called directly as mount(8) calls it, through a real
 // `mount -t fuse.rubinofs`, and through an fstab line. Every test unmounts
 // and waits until the daemon process has exited.

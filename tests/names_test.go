@@ -1,6 +1,6 @@
 package tests
 
-// Odd names through the mount (issue 7, item 4): every operation on a file
+// Odd names through the mount: every operation on a file
 // with a newline, tab, spaces, a leading dash, valid and invalid UTF-8, a
 // 255-byte name or a 256-byte one, and on a path 100 directories deep,
 // gives through the mount exactly the result (errno and content) it gives

@@ -135,10 +135,10 @@ func (m *mount) backingState(rel string) string {
 	return string(b)
 }
 
-// TestOwnFileIssueReproduction runs the temp-file pattern as a one-liner:
+// TestOwnFileTempOneLiner runs the temp-file pattern as a one-liner:
 // create, write, unlink while the descriptor is open, then close. It used
 // to be refused as "unread".
-func TestOwnFileIssueReproduction(t *testing.T) {
+func TestOwnFileTempOneLiner(t *testing.T) {
 	m := newMount(t, nil, nil)
 	cmd := exec.Command("python3", "-c", `import os; fd=os.open('t', os.O_CREAT|os.O_RDWR|os.O_EXCL, 0o600); os.write(fd,b'x'); os.unlink('t'); os.close(fd)`)
 	cmd.Dir = m.mnt

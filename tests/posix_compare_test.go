@@ -1,6 +1,6 @@
 package tests
 
-// The POSIX comparison suite (issue 7, item 5): every case runs once in a
+// The POSIX comparison suite (docs/POSIX.md): every case runs once in a
 // native directory and once through the mount, each time in a fresh
 // directory of its own, and returns a record of what it saw (errno of each
 // step, normalised stat fields, whether a timestamp changed, xattr values,

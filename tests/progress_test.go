@@ -1,6 +1,6 @@
 package tests
 
-// Progress (issue 8, item 6): the foreground mount's initial watcher walk
+// Progress: the foreground mount's initial watcher walk
 // and `rubinofs compact run` draw progress on stderr only when it is a
 // terminal. Here stderr is a file: not a byte of progress. With
 // RUBINOFS_PROGRESS=1 (drawing forced, as on a terminal) the same runs do

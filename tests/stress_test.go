@@ -1,6 +1,6 @@
 package tests
 
-// The load test (issue 7, item 3): worker processes run mixed operations
+// The load test: worker processes run mixed operations
 // through one real mount for a bounded number of steps, under -race (the
 // daemon runs in this test process, package daemon), while a `git
 // status`-like scanner walks and stats the tree. Afterwards the backing

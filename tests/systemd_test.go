@@ -1,6 +1,6 @@
 package tests
 
-// systemd readiness (issue 8, item 2): with $NOTIFY_SOCKET set, the
+// systemd readiness (docs/systemd.md): with $NOTIFY_SOCKET set, the
 // foreground mount and --daemon send READY=1 once the mount answers and
 // STOPPING=1 when it goes away. A unixgram socket stands in for systemd;
 // SO_PASSCRED tells which process sent each message.

@@ -1,7 +1,7 @@
 package tests
 
 // Attribute changes and writes through a file handle whose name is gone or
-// names another file by now (issue 7, item 5; the POSIX comparison cases
+// names another file by now (docs/POSIX.md; the POSIX comparison cases
 // fchmod_unlinked_open_file and write_unlinked_open_file cover the plain
 // unlinked file).
 

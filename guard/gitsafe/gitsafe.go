@@ -157,14 +157,25 @@ func (rp *repo) stashBlob(p string) (plumbing.Hash, error) {
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
-	c, err := object.GetCommit(rp.storage, ref.Hash())
+	t, err := commitTree(rp.storage, ref.Hash())
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
-	t, err := c.Tree()
+	return treeBlob(t, p)
+}
+
+// commitTree returns the tree of the commit id.
+func commitTree(s storer.EncodedObjectStorer, id plumbing.Hash) (*object.Tree, error) {
+	c, err := object.GetCommit(s, id)
 	if err != nil {
-		return plumbing.ZeroHash, err
+		return nil, err
 	}
+	return c.Tree()
+}
+
+// treeBlob returns the blob id at p in t, or the zero id when t holds no
+// blob there (no entry, a directory, a submodule).
+func treeBlob(t *object.Tree, p string) (plumbing.Hash, error) {
 	e, err := t.FindEntry(p)
 	if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
 		return plumbing.ZeroHash, nil
@@ -374,25 +385,11 @@ func (rp *repo) lookupHead(p string) (plumbing.Hash, error) {
 		return plumbing.ZeroHash, err
 	}
 	if rp.tree == nil || rp.headCommit != ref.Hash() {
-		c, err := object.GetCommit(rp.storage, ref.Hash())
-		if err != nil {
-			return plumbing.ZeroHash, err
-		}
-		t, err := c.Tree()
+		t, err := commitTree(rp.storage, ref.Hash())
 		if err != nil {
 			return plumbing.ZeroHash, err
 		}
 		rp.tree, rp.headCommit = t, ref.Hash()
 	}
-	e, err := rp.tree.FindEntry(p)
-	if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
-		return plumbing.ZeroHash, nil
-	}
-	if err != nil {
-		return plumbing.ZeroHash, err
-	}
-	if !blobMode(e.Mode) {
-		return plumbing.ZeroHash, nil
-	}
-	return e.Hash, nil
+	return treeBlob(rp.tree, p)
 }
