@@ -80,38 +80,28 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.ContextWindow == 0 {
-		c.ContextWindow = DefaultContextWindow
-	}
-	if c.Threshold == 0 {
-		c.Threshold = DefaultThreshold
-	}
-	if c.MinimumMessages == 0 {
-		c.MinimumMessages = DefaultMinimumMessages
-	}
-	if c.HeadMessages == 0 {
-		c.HeadMessages = DefaultHeadMessages
-	}
-	if c.TailRatio == 0 {
-		c.TailRatio = DefaultTailRatio
-	}
+	orDefault(&c.ContextWindow, DefaultContextWindow)
+	orDefault(&c.Threshold, DefaultThreshold)
+	orDefault(&c.MinimumMessages, DefaultMinimumMessages)
+	orDefault(&c.HeadMessages, DefaultHeadMessages)
+	orDefault(&c.TailRatio, DefaultTailRatio)
 	if c.PreserveToolPairs == nil {
 		t := true
 		c.PreserveToolPairs = &t
 	}
-	if c.MaxSummaryTokens == 0 {
-		c.MaxSummaryTokens = DefaultMaxSummaryTokens
-	}
-	if c.PruneMinTokens == 0 {
-		c.PruneMinTokens = DefaultPruneMinTokens
-	}
-	if c.PruneKeepRecent == 0 {
-		c.PruneKeepRecent = DefaultPruneKeepRecent
-	}
-	if c.Summarizer.Backend == "" {
-		c.Summarizer.Backend = "builtin"
-	}
+	orDefault(&c.MaxSummaryTokens, DefaultMaxSummaryTokens)
+	orDefault(&c.PruneMinTokens, DefaultPruneMinTokens)
+	orDefault(&c.PruneKeepRecent, DefaultPruneKeepRecent)
+	orDefault(&c.Summarizer.Backend, "builtin")
 	return c
+}
+
+// orDefault sets *p to def when *p is its type's zero value.
+func orDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
 }
 
 // Validate checks a config after WithDefaults.
