@@ -10,7 +10,8 @@ import (
 	"os"
 )
 
-// Defaults of Config (the seed's compression settings).
+// Defaults of Config, the compression settings of docs/DESIGN.md#compactor
+// and docs/DESIGN.md#compact-split.
 const (
 	// DefaultContextWindow is the context window of a session without its
 	// own, in tokens.
@@ -62,7 +63,7 @@ type Config struct {
 	// threshold in tokens.
 	TailRatio float64 `json:"tail_ratio,omitempty"`
 	// PreserveToolPairs runs the tool-pair sanitiser on the middle (default
-	// true; the seed's compression_preserve_tool_pairs).
+	// true; docs/DESIGN.md#compact-split).
 	PreserveToolPairs *bool `json:"preserve_tool_pairs,omitempty"`
 	// MaxSummaryTokens is the summary's budget.
 	MaxSummaryTokens int `json:"max_summary_tokens,omitempty"`

@@ -49,8 +49,7 @@ func validPrefix(p string) bool {
 // Resolve turns a full session id or a unique prefix of at least MinPrefix
 // hex digits into the full id. Upper-case input is accepted. It is the
 // first step of every operation on a session, before any message lookup
-// (a short id matched no messages and compaction reported
-// a fake "saved 0 tok" success). Errors: ErrBadID for anything that is not
+// (docs/DESIGN.md#compact-short-ids). Errors: ErrBadID for anything that is not
 // 4-32 hex digits, ErrNotFound, ErrAmbiguous (with the match count).
 func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (string, error) {
 	p := strings.ToLower(strings.TrimSpace(idOrPrefix))
