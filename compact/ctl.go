@@ -206,6 +206,9 @@ func indentedJSON[T any](v T, err error) ([]byte, error) {
 	return append(b, '\n'), err
 }
 
+// Service is a control-tree feature (plugged with fusefs's FS.Plug).
+var _ ctltree.Feature = (*Service)(nil)
+
 // CtlEntries returns the compaction part of the control tree: the
 // directory "compact" (Node). It makes *Service a ctltree.Feature.
 func (s *Service) CtlEntries() []ctltree.Entry {

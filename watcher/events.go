@@ -67,11 +67,12 @@ func (w *Watcher) drain() {
 	}
 }
 
-// Overflow handles lost events (the kernel queue overflowed, or a test
-// simulates it): it counts the overflow, calls Config.OnOverflow (the mount
-// invalidates everything cached) and walks the tree again to watch the
-// directories created meanwhile. drain calls it on the events goroutine;
-// a caller outside must not run it concurrently with Close.
+// Overflow handles lost events (the kernel queue overflowed; tests call it
+// to simulate that): it counts the overflow, calls Config.OnOverflow (the
+// mount invalidates everything cached) and walks the tree again to watch
+// the directories created meanwhile. The watcher calls it on the goroutine
+// that reads fsnotify's events (drain); other callers may call it from any
+// goroutine before Close.
 func (w *Watcher) Overflow() {
 	w.overflows.Add(1)
 	w.cfg.OnOverflow()
