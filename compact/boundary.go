@@ -1,7 +1,7 @@
 package compact
 
-// The head / middle / tail split (the seed's MessageBoundary) and the
-// tool-pair sanitiser (ToolPairSanitizer).
+// The head / middle / tail split and the tool-pair sanitiser
+// (docs/DESIGN.md#compact-split).
 
 // Split is a transcript cut in three: Head and Tail are kept verbatim, the
 // Middle is summarised. Head = msgs[:HeadEnd], Middle = msgs[HeadEnd:TailStart],
@@ -107,8 +107,8 @@ const StubToolResult = "[tool result unavailable: it was lost before compaction]
 // same call) are dropped, and a call with no result anywhere after it gets
 // a stub result (StubToolResult, Tokens counted by tk) inserted after the
 // tool results that directly follow its assistant message. Results that
-// arrive later, out of order, are kept where they are. The seed's
-// ToolPairSanitizer; pure function.
+// arrive later, out of order, are kept where they are
+// (docs/DESIGN.md#compact-split). Pure function.
 func SanitizeToolPairs(msgs []Message, tk Tokenizer) []Message {
 	type callKey struct {
 		i  int

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Anti-thrashing (the seed's #415a, after Hermes' should_compress): when the
+// Anti-thrashing (docs/DESIGN.md#compact-backoff): when the
 // IneffectiveStreak most recent compaction runs in a session's lineage each
 // saved, net of their summary, less than IneffectiveSavingsPct of their
 // original tokens, automatic compaction is skipped; a forced one still
@@ -25,8 +25,8 @@ const (
 // Below it the compaction is a ReasonWouldNotShrink no-op, forced or not:
 // a child session that is no smaller, or a few tokens smaller, than its
 // parent only costs a fork and a summary call, and compacting it again
-// would do the same forever. 50 tokens is about one short turn; a useful
-// compaction saves thousands.
+// would do the same forever (docs/DESIGN.md#compact-net-savings). 50
+// tokens is about one short turn; a useful compaction saves thousands.
 const MinSavedTokens = 50
 
 // No-op reasons of a Result (Result.Reason when Compacted is false).
@@ -98,9 +98,9 @@ type Result struct {
 	Error string `json:"error,omitempty"`
 }
 
-// FlushFunc is the hook run before a compaction splits the transcript (the
-// seed's flush_memory!): a harness may persist memory derived from the
-// session. It runs only once the request has passed the no-op gates that
+// FlushFunc is the hook run before a compaction splits the transcript, the
+// last moment the whole transcript exists: a harness may persist memory
+// derived from the session. It runs only once the request has passed the no-op gates that
 // need no summary, with the resolved id (a ReasonNothingToSummarize or
 // ReasonWouldNotShrink no-op is found after it). An error aborts the compaction, store
 // unchanged.
@@ -115,8 +115,8 @@ func WithSummarizer(s Summarizer) Option { return func(c *Compressor) { c.sum = 
 // WithFlush sets the flush hook (default: none, which flushes nothing).
 func WithFlush(f FlushFunc) Option { return func(c *Compressor) { c.flush = f } }
 
-// Compressor compacts sessions of a Store (the seed's
-// Rubino::Context::Compressor). Safe for concurrent use: compactions of one
+// Compressor compacts sessions of a Store (docs/DESIGN.md#compactor). Safe
+// for concurrent use: compactions of one
 // session are serialised; different sessions compact in parallel.
 type Compressor struct {
 	store *Store
@@ -342,7 +342,7 @@ func (c *Compressor) Thrashing(ctx context.Context, id string) (bool, error) {
 	return true, nil
 }
 
-// Compact compacts session idOrPrefix (the seed's compact!). The id is
+// Compact compacts session idOrPrefix (docs/DESIGN.md#compactor). The id is
 // resolved to the full id before anything else. Steps: the no-op gates
 // (too_few_messages, below_threshold, already_compacted, and unless force
 // thrashing, then would_not_shrink when the last run found so and no
@@ -376,8 +376,8 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 		}
 		return r, err
 	}
-	// #352: resolve a short id to the full id before any message lookup,
-	// and pin every lookup below to it.
+	// Resolve a short id to the full id before any message lookup, and pin
+	// every lookup below to it (docs/DESIGN.md#compact-short-ids).
 	id, err := c.store.Resolve(ctx, idOrPrefix)
 	if err != nil {
 		return done(res, err)

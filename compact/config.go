@@ -10,7 +10,8 @@ import (
 	"os"
 )
 
-// Defaults of Config (the seed's compression settings).
+// Defaults of Config, the compression settings of docs/DESIGN.md#compactor
+// and docs/DESIGN.md#compact-split.
 const (
 	// DefaultContextWindow is the context window of a session without its
 	// own, in tokens.
@@ -62,7 +63,7 @@ type Config struct {
 	// threshold in tokens.
 	TailRatio float64 `json:"tail_ratio,omitempty"`
 	// PreserveToolPairs runs the tool-pair sanitiser on the middle (default
-	// true; the seed's compression_preserve_tool_pairs).
+	// true; docs/DESIGN.md#compact-split).
 	PreserveToolPairs *bool `json:"preserve_tool_pairs,omitempty"`
 	// MaxSummaryTokens is the summary's budget.
 	MaxSummaryTokens int `json:"max_summary_tokens,omitempty"`
@@ -80,38 +81,28 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.ContextWindow == 0 {
-		c.ContextWindow = DefaultContextWindow
-	}
-	if c.Threshold == 0 {
-		c.Threshold = DefaultThreshold
-	}
-	if c.MinimumMessages == 0 {
-		c.MinimumMessages = DefaultMinimumMessages
-	}
-	if c.HeadMessages == 0 {
-		c.HeadMessages = DefaultHeadMessages
-	}
-	if c.TailRatio == 0 {
-		c.TailRatio = DefaultTailRatio
-	}
+	orDefault(&c.ContextWindow, DefaultContextWindow)
+	orDefault(&c.Threshold, DefaultThreshold)
+	orDefault(&c.MinimumMessages, DefaultMinimumMessages)
+	orDefault(&c.HeadMessages, DefaultHeadMessages)
+	orDefault(&c.TailRatio, DefaultTailRatio)
 	if c.PreserveToolPairs == nil {
 		t := true
 		c.PreserveToolPairs = &t
 	}
-	if c.MaxSummaryTokens == 0 {
-		c.MaxSummaryTokens = DefaultMaxSummaryTokens
-	}
-	if c.PruneMinTokens == 0 {
-		c.PruneMinTokens = DefaultPruneMinTokens
-	}
-	if c.PruneKeepRecent == 0 {
-		c.PruneKeepRecent = DefaultPruneKeepRecent
-	}
-	if c.Summarizer.Backend == "" {
-		c.Summarizer.Backend = "builtin"
-	}
+	orDefault(&c.MaxSummaryTokens, DefaultMaxSummaryTokens)
+	orDefault(&c.PruneMinTokens, DefaultPruneMinTokens)
+	orDefault(&c.PruneKeepRecent, DefaultPruneKeepRecent)
+	orDefault(&c.Summarizer.Backend, "builtin")
 	return c
+}
+
+// orDefault sets *p to def when *p is its type's zero value.
+func orDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
 }
 
 // Validate checks a config after WithDefaults.

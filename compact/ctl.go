@@ -1,11 +1,8 @@
 package compact
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -146,21 +143,28 @@ func (s *Service) Close() error {
 	return nil
 }
 
-// ctlErr maps an error to the *ctltree.Error a control-file caller sees:
-// ErrNotFound -> ENOENT; ErrBadID, ErrAmbiguous -> EINVAL; ErrLimit -> EFBIG;
-// ErrSummarizerTimeout -> ETIMEDOUT; a cancelled request -> EINTR; any
-// other failure (summarizer, flush hook, database) -> EIO with its message.
+// ctlErrnos maps the package's errors to the errnos a control-file caller
+// sees: ErrNotFound → ENOENT; ErrBadID, ErrAmbiguous → EINVAL; ErrLimit →
+// EFBIG; ErrSummarizerTimeout and an expired request deadline → ETIMEDOUT
+// (a rule, so it comes before the table's common tail, which would give
+// EINTR); a cancelled request → EINTR; any other failure (summarizer, flush
+// hook, database) → EIO with its message.
+var ctlErrnos = ctltree.ErrnoTable{Rules: []ctltree.ErrnoRule{
+	ctltree.Is(ErrNotFound, syscall.ENOENT),
+	ctltree.Is(ErrBadID, syscall.EINVAL),
+	ctltree.Is(ErrAmbiguous, syscall.EINVAL),
+	ctltree.Is(ErrLimit, syscall.EFBIG),
+	ctltree.Is(ErrSummarizerTimeout, syscall.ETIMEDOUT),
+	ctltree.Is(context.DeadlineExceeded, syscall.ETIMEDOUT),
+}}
+
 // compactErrLevel is the log level of a failed compaction: debug for the
 // caller's mistakes and an interrupted request (the caller gets the errno),
 // warn for a summarizer timeout (retried at the next request), error for
 // the rest (the store or the summarizer failed: the operator must look).
 func compactErrLevel(err error) slog.Level {
-	var ce *ctltree.Error
-	if !errors.As(ctlErr(err), &ce) {
-		return slog.LevelError
-	}
-	switch ce.Errno {
-	case syscall.EIO:
+	switch ctlErrnos.Errno(err) {
+	case 0, syscall.EIO:
 		return slog.LevelError
 	case syscall.ETIMEDOUT:
 		return slog.LevelWarn
@@ -168,34 +172,47 @@ func compactErrLevel(err error) slog.Level {
 	return slog.LevelDebug
 }
 
-func ctlErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ce *ctltree.Error
-	if errors.As(err, &ce) {
-		return err
-	}
-	errno := syscall.EIO
-	switch {
-	case errors.Is(err, ErrNotFound):
-		errno = syscall.ENOENT
-	case errors.Is(err, ErrBadID), errors.Is(err, ErrAmbiguous):
-		errno = syscall.EINVAL
-	case errors.Is(err, ErrLimit):
-		errno = syscall.EFBIG
-	case errors.Is(err, ErrSummarizerTimeout), errors.Is(err, context.DeadlineExceeded):
-		errno = syscall.ETIMEDOUT
-	case errors.Is(err, context.Canceled):
-		errno = syscall.EINTR
-	}
-	return &ctltree.Error{Errno: errno, Msg: err.Error()}
-}
-
 // reqCtx bounds a control-file request: the service's lifetime, and a
 // minute for requests that do not call a summarizer.
 func (s *Service) reqCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(s.ctx, time.Minute)
+}
+
+// request runs one store or compressor call under a request context
+// (reqCtx) and maps its error to the errno the caller sees (ctlErrnos).
+func request[T any](s *Service, do func(ctx context.Context) (T, error)) (T, error) {
+	ctx, cancel := s.reqCtx()
+	defer cancel()
+	v, err := do(ctx)
+	return v, ctlErrnos.Map(err)
+}
+
+// jsonLinesOf renders recs as JSON lines (ctltree.JSONLines), or returns
+// err when the records could not be read.
+func jsonLinesOf[T any](recs []T, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	return ctltree.JSONLines(recs)
+}
+
+// indentedJSON renders v as indented JSON ending in a newline, or returns
+// err when v could not be read.
+func indentedJSON[T any](v T, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	return append(b, '\n'), err
+}
+
+// Service is a control-tree feature (plugged with fusefs's FS.Plug).
+var _ ctltree.Feature = (*Service)(nil)
+
+// CtlEntries returns the compaction part of the control tree: the
+// directory "compact" (Node). It makes *Service a ctltree.Feature.
+func (s *Service) CtlEntries() []ctltree.Entry {
+	return []ctltree.Entry{{Name: "compact", Node: s.Node()}}
 }
 
 // Node returns the .rubino/compact directory.
@@ -210,26 +227,6 @@ func (s *Service) Node() *ctltree.Dir {
 	)
 }
 
-// ParseSessionOptions parses the spec written to "new": empty or
-// whitespace for the defaults, else one JSON object with the fields of
-// SessionOptions (unknown fields are errors), validated.
-func ParseSessionOptions(spec []byte) (SessionOptions, error) {
-	var o SessionOptions
-	spec = bytes.TrimSpace(spec)
-	if len(spec) == 0 {
-		return o, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(spec))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil {
-		return o, fmt.Errorf("options: want a JSON object like {\"model\":\"gpt-4o\",\"context_window\":128000}: %v", err)
-	}
-	if dec.More() {
-		return o, errors.New("options: trailing data after the JSON object")
-	}
-	return o, o.Validate()
-}
-
 // maxOptionsSpec bounds one write to new, in bytes: the options are four
 // short fields.
 const maxOptionsSpec = 4 << 10
@@ -242,35 +239,20 @@ func (s *Service) cloneNew(_ ctltree.Caller, spec []byte) (string, error) {
 	if err != nil {
 		return "", ctltree.Errorf(syscall.EINVAL, "%v", err)
 	}
-	ctx, cancel := s.reqCtx()
-	defer cancel()
-	sess, err := s.store.CreateSession(ctx, opts)
-	if err != nil {
-		return "", ctlErr(err)
-	}
-	return sess.ID, nil
+	sess, err := request(s, func(ctx context.Context) (Session, error) { return s.store.CreateSession(ctx, opts) })
+	return sess.ID, err
 }
 
 func (s *Service) cloneResolve(_ ctltree.Caller, spec []byte) (string, error) {
-	ctx, cancel := s.reqCtx()
-	defer cancel()
-	id, err := s.store.Resolve(ctx, string(spec))
-	return id, ctlErr(err)
+	return request(s, func(ctx context.Context) (string, error) { return s.store.Resolve(ctx, string(spec)) })
 }
 
-func (s *Service) readList(_ context.Context, _ ctltree.Caller) ([]byte, error) {
-	ctx, cancel := s.reqCtx()
-	defer cancel()
-	infos, err := s.store.Sessions(ctx)
-	if err != nil {
-		return nil, ctlErr(err)
-	}
-	return jsonLines(infos)
+func (s *Service) readList(context.Context, ctltree.Caller) ([]byte, error) {
+	return jsonLinesOf(request(s, s.store.Sessions))
 }
 
-func (s *Service) readConfig(_ context.Context, _ ctltree.Caller) ([]byte, error) {
-	b, err := json.MarshalIndent(s.comp.cfg, "", "  ")
-	return append(b, '\n'), err
+func (s *Service) readConfig(context.Context, ctltree.Caller) ([]byte, error) {
+	return indentedJSON(s.comp.cfg, nil)
 }
 
 func (s *Service) listSessions(ctltree.Caller) []string {
@@ -315,70 +297,17 @@ func (s *Service) sessionDir(id string) *ctltree.Dir {
 	)
 }
 
-// ParseMessageLines parses a batch of JSON lines (blank lines are skipped)
-// and counts their tokens with tk. The first malformed line fails the whole
-// batch with an error naming its 1-based line number.
-func ParseMessageLines(data []byte, tk Tokenizer) ([]Message, error) {
-	var msgs []Message
-	for i, line := range bytes.Split(data, []byte("\n")) {
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		m, err := ParseMessage(line)
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %v", i+1, err)
-		}
-		m.Tokens = MessageTokens(tk, &m)
-		msgs = append(msgs, m)
-	}
-	return msgs, nil
-}
-
-// AppendLines parses data as JSON lines and appends them to session id
-// (exact id), all or nothing (see ParseMessageLines, Store.AppendMessages).
-// It returns the number of messages stored.
-func (c *Compressor) AppendLines(ctx context.Context, id string, data []byte) (int, error) {
-	sess, err := c.store.Session(ctx, id)
-	if err != nil {
-		return 0, err
-	}
-	msgs, err := ParseMessageLines(data, c.Tokenizer(sess))
-	if err != nil {
-		return 0, ctltree.Errorf(syscall.EINVAL, "%v", err)
-	}
-	if len(msgs) == 0 {
-		return 0, nil
-	}
-	_, err = c.store.AppendMessages(ctx, id, msgs)
-	return len(msgs), err
-}
-
 func (s *Service) appendLines(id string, lines []byte) error {
-	ctx, cancel := s.reqCtx()
-	defer cancel()
-	_, err := s.comp.AppendLines(ctx, id, lines)
-	return ctlErr(err)
+	_, err := request(s, func(ctx context.Context) (int, error) { return s.comp.AppendLines(ctx, id, lines) })
+	return err
 }
 
 func (s *Service) readMessages(id string) ([]byte, error) {
-	ctx, cancel := s.reqCtx()
-	defer cancel()
-	msgs, err := s.store.Messages(ctx, id, 0)
-	if err != nil {
-		return nil, ctlErr(err)
-	}
-	return jsonLines(msgs)
+	return jsonLinesOf(request(s, func(ctx context.Context) ([]Message, error) { return s.store.Messages(ctx, id, 0) }))
 }
 
 func (s *Service) readStatus(id string) ([]byte, error) {
-	ctx, cancel := s.reqCtx()
-	defer cancel()
-	st, err := s.comp.Status(ctx, id)
-	if err != nil {
-		return nil, ctlErr(err)
-	}
-	b, err := json.MarshalIndent(st, "", "  ")
-	return append(b, '\n'), err
+	return indentedJSON(request(s, func(ctx context.Context) (Status, error) { return s.comp.Status(ctx, id) }))
 }
 
 // maxCtlCommand bounds one write to sessions/ID/ctl, in bytes.
@@ -417,7 +346,7 @@ func (s *Service) writeCtl(id string, cmd []byte) error {
 		s.log.Log(s.ctx, compactErrLevel(err), "compaction failed", "session", id, "force", force, "err", err)
 	}
 	s.setResult(id, res)
-	return ctlErr(err)
+	return ctlErrnos.Map(err)
 }
 
 func (s *Service) setResult(id string, r Result) {
@@ -446,109 +375,17 @@ func (s *Service) readResult(id string) ([]byte, error) {
 	if !ok {
 		return nil, nil
 	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	return append(b, '\n'), err
+	return indentedJSON(r, nil)
 }
 
 func (s *Service) readSummary(id string) ([]byte, error) {
-	ctx, cancel := s.reqCtx()
-	defer cancel()
-	sm, err := s.store.LatestSummary(ctx, id)
+	sm, err := request(s, func(ctx context.Context) (*Summary, error) { return s.store.LatestSummary(ctx, id) })
 	if err != nil || sm == nil {
-		return nil, ctlErr(err)
+		return nil, err
 	}
 	return []byte(strings.TrimRight(sm.Content, "\n") + "\n"), nil
 }
 
-// LineageEntry is one line of a session's lineage file.
-type LineageEntry struct {
-	SessionID       string `json:"session_id"`
-	ParentSessionID string `json:"parent_session_id,omitempty"`
-	// Relation is "ancestor", "self" or "child" (compacted from self).
-	Relation string `json:"relation"`
-	Depth    int    `json:"depth"` // 0 for the root
-	// The compaction that created this session (absent for a root).
-	// SavedTokens and SavedRatio are net of the summary (Summary.SavedTokens
-	// over OriginalTokens); RemovedTokens is the middle removed (gross).
-	SummaryID      string    `json:"summary_id,omitempty"`
-	OriginalTokens int       `json:"original_tokens,omitempty"`
-	SavedTokens    int       `json:"saved_tokens,omitempty"`
-	RemovedTokens  int       `json:"removed_tokens,omitempty"`
-	SavedRatio     float64   `json:"saved_ratio,omitempty"`
-	Forced         bool      `json:"forced,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
-}
-
-// Lineage returns session id's lineage: the root first, down to id, then
-// the sessions compacted from id.
-func (c *Compressor) Lineage(ctx context.Context, id string) ([]LineageEntry, error) {
-	anc, err := c.store.Ancestors(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	var out []LineageEntry
-	entry := func(sess Session, rel string, depth int) (LineageEntry, error) {
-		e := LineageEntry{SessionID: sess.ID, ParentSessionID: sess.ParentID, Relation: rel, Depth: depth, CreatedAt: sess.CreatedAt}
-		sm, err := c.store.SummaryInto(ctx, sess.ID)
-		if err != nil {
-			return e, err
-		}
-		if sm != nil {
-			e.SummaryID, e.OriginalTokens, e.SavedTokens, e.RemovedTokens, e.Forced = sm.ID, sm.OriginalTokens, sm.SavedTokens, sm.RemovedTokens, sm.Forced
-			if sm.OriginalTokens > 0 {
-				e.SavedRatio = float64(sm.SavedTokens) / float64(sm.OriginalTokens)
-			}
-		}
-		return e, nil
-	}
-	for i := len(anc) - 1; i >= 0; i-- {
-		rel := "ancestor"
-		if i == 0 {
-			rel = "self"
-		}
-		e, err := entry(anc[i], rel, len(anc)-1-i)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	kids, err := c.store.SummariesFrom(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	for _, k := range kids {
-		sess, err := c.store.Session(ctx, k.TargetID)
-		if err != nil {
-			return nil, err
-		}
-		e, err := entry(sess, "child", len(anc))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, nil
-}
-
 func (s *Service) readLineage(id string) ([]byte, error) {
-	ctx, cancel := s.reqCtx()
-	defer cancel()
-	l, err := s.comp.Lineage(ctx, id)
-	if err != nil {
-		return nil, ctlErr(err)
-	}
-	return jsonLines(l)
-}
-
-// jsonLines renders a slice as JSON lines.
-func jsonLines[T any](recs []T) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	for i := range recs {
-		if err := enc.Encode(recs[i]); err != nil {
-			return nil, err
-		}
-	}
-	return b.Bytes(), nil
+	return jsonLinesOf(request(s, func(ctx context.Context) ([]LineageEntry, error) { return s.comp.Lineage(ctx, id) }))
 }

@@ -219,7 +219,7 @@ func TestCtlErrnos(t *testing.T) {
 		{context.Canceled, syscall.EINTR},
 		{errors.New("disk on fire"), syscall.EIO},
 	} {
-		if got := ctltree.ErrnoOf(ctlErr(tc.err)); got != tc.want {
+		if got := ctltree.ErrnoOf(ctlErrnos.Map(tc.err)); got != tc.want {
 			t.Errorf("%v -> %v, want %v", tc.err, got, tc.want)
 		}
 	}

@@ -288,3 +288,22 @@ func clip(s string, n int) string {
 	}
 	return s[:cut] + "…"
 }
+
+// ParseMessageLines parses a batch of JSON lines (blank lines are skipped)
+// and counts their tokens with tk. The first malformed line fails the whole
+// batch with an error naming its 1-based line number.
+func ParseMessageLines(data []byte, tk Tokenizer) ([]Message, error) {
+	var msgs []Message
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		m, err := ParseMessage(line)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %v", i+1, err)
+		}
+		m.Tokens = MessageTokens(tk, &m)
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}

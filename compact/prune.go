@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The LLM-free pre-pass over the middle (the seed's ToolResultPruner, #415d):
+// The LLM-free pre-pass over the middle (docs/DESIGN.md#compact-prune-pass):
 // identical tool outputs are deduplicated and old large ones replaced by a
 // one-line stub before the summarizer sees them. The middle is summarised and
 // then discarded, so a lossy copy is safe; saved_tokens is measured before

@@ -8,7 +8,6 @@ package compact
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"time"
 )
@@ -60,10 +59,6 @@ func ineffective(saved, original int) bool {
 	return float64(saved) < IneffectiveSavingsPct*float64(original)
 }
 
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // insertRun appends r to the log (r.Seq is assigned by the store).
 func insertRun(ctx context.Context, db execer, r Run) error {
 	var sid any
@@ -89,20 +84,15 @@ func (s *Store) recordNoopRun(ctx context.Context, r Run) error {
 const runCols = `seq, session_id, COALESCE(summary_id, ''), original_tokens, compacted_tokens, removed_tokens, saved_tokens,
 	source_last_seq, forced, created_at`
 
-func scanRuns(rows *sql.Rows) ([]Run, error) {
-	defer rows.Close()
-	var out []Run
-	for rows.Next() {
-		var r Run
-		var created string
-		if err := rows.Scan(&r.Seq, &r.SessionID, &r.SummaryID, &r.OriginalTokens, &r.CompactedTokens, &r.RemovedTokens,
-			&r.SavedTokens, &r.SourceLastSeq, &r.Forced, &created); err != nil {
-			return nil, err
-		}
-		r.CreatedAt = parseTime(created)
-		out = append(out, r)
+func scanRun(r rowScanner) (Run, error) {
+	var run Run
+	var created string
+	if err := r.Scan(&run.Seq, &run.SessionID, &run.SummaryID, &run.OriginalTokens, &run.CompactedTokens, &run.RemovedTokens,
+		&run.SavedTokens, &run.SourceLastSeq, &run.Forced, &created); err != nil {
+		return Run{}, err
 	}
-	return out, rows.Err()
+	run.CreatedAt = parseTime(created)
+	return run, nil
 }
 
 // RecentLineageRuns returns the n most recent runs whose source is session
@@ -110,24 +100,12 @@ func scanRuns(rows *sql.Rows) ([]Run, error) {
 // thrashing test, which therefore also sees the no-op runs that built a
 // summary and threw it away.
 func (s *Store) RecentLineageRuns(ctx context.Context, id string, n int) ([]Run, error) {
-	rows, err := s.db.QueryContext(ctx, ancestorsCTE+`SELECT `+runCols+` FROM compaction_runs
+	return queryRows(ctx, s.db, scanRun, ancestorsCTE+`SELECT `+runCols+` FROM compaction_runs
 		WHERE session_id IN (SELECT id FROM anc) ORDER BY seq DESC LIMIT ?`, id, n)
-	if err != nil {
-		return nil, err
-	}
-	return scanRuns(rows)
 }
 
 // LastRun returns the newest run whose source is session id (exact id), or
 // nil when there is none.
 func (s *Store) LastRun(ctx context.Context, id string) (*Run, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+runCols+` FROM compaction_runs WHERE session_id = ? ORDER BY seq DESC LIMIT 1`, id)
-	if err != nil {
-		return nil, err
-	}
-	runs, err := scanRuns(rows)
-	if err != nil || len(runs) == 0 {
-		return nil, err
-	}
-	return &runs[0], nil
+	return firstOf(queryRows(ctx, s.db, scanRun, `SELECT `+runCols+` FROM compaction_runs WHERE session_id = ? ORDER BY seq DESC LIMIT 1`, id))
 }

@@ -90,7 +90,8 @@ func TestResolvePrefix(t *testing.T) {
 			t.Errorf("Resolve(%q) = %q, %v; want %q, %v", tc.in, got, err, tc.want, tc.err)
 		}
 	}
-	// The #352 trap: exact-id message lookups with a prefix find nothing.
+	// The short-id trap (docs/DESIGN.md#compact-short-ids): exact-id
+	// message lookups with a prefix find nothing.
 	// Every compressor path resolves first (see TestCompactResolvesPrefix).
 	if msgs, _ := s.Messages(ctx, "abce", 0); len(msgs) != 0 {
 		t.Fatal("a prefix matched messages by exact id")

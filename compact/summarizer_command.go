@@ -31,6 +31,15 @@ func timeoutOf(cfg SummarizerConfig) time.Duration {
 	return DefaultSummarizerTimeout
 }
 
+// summarizerTimeout is the bound of one backend call: d, or
+// DefaultSummarizerTimeout when d is not positive.
+func summarizerTimeout(d time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return DefaultSummarizerTimeout
+}
+
 // CommandSummarizer runs a program per summary: the prompt (SystemPrompt, a
 // blank line, BuildPrompt) on its stdin, the summary on its stdout (at most
 // 1 MiB, trimmed; empty is an error). It runs without a shell, in its own
@@ -66,10 +75,7 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 
 // Summarize runs the command.
 func (c *CommandSummarizer) Summarize(ctx context.Context, req SummaryRequest) (string, error) {
-	timeout := c.Timeout
-	if timeout <= 0 {
-		timeout = DefaultSummarizerTimeout
-	}
+	timeout := summarizerTimeout(c.Timeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)

@@ -60,10 +60,7 @@ type chatResponse struct {
 
 // Summarize calls the endpoint.
 func (o *OpenAISummarizer) Summarize(ctx context.Context, req SummaryRequest) (string, error) {
-	timeout := o.Timeout
-	if timeout <= 0 {
-		timeout = DefaultSummarizerTimeout
-	}
+	timeout := summarizerTimeout(o.Timeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	body, err := json.Marshal(chatRequest{

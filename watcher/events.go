@@ -3,17 +3,55 @@ package watcher
 import (
 	"errors"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 )
 
+// Op is what happened to a path, as a set of bits.
+type Op uint32
+
+// The operations, as fsnotify reports them.
+const (
+	Create Op = 1 << iota // the name was created (or moved in)
+	Write                 // the content was written
+	Remove                // the name was removed
+	Rename                // the name was moved away
+	Chmod                 // attributes changed (chmod, chown, utimens)
+)
+
+// scanned marks a path queued by the scan of a directory that appeared (its
+// entries raised no event of their own before the watch). It is never
+// delivered: flush strips it.
+const scanned Op = 1 << 31
+
+// String lists the bits, "CREATE|WRITE".
+func (o Op) String() string {
+	var parts []string
+	for _, p := range []struct {
+		op   Op
+		name string
+	}{{Create, "CREATE"}, {Write, "WRITE"}, {Remove, "REMOVE"}, {Rename, "RENAME"}, {Chmod, "CHMOD"}} {
+		if o&p.op != 0 {
+			parts = append(parts, p.name)
+		}
+	}
+	return strings.Join(parts, "|")
+}
+
+// Event is one coalesced external change: every operation seen on Path
+// (workspace-relative, slash-separated, never "") within one batch window.
+type Event struct {
+	Path string
+	Op   Op
+}
+
 // drain reads fsnotify's events (so its buffer never fills while a batch
 // is delivered), keeps the watch set in step and queues events; it handles
 // the overflows errLoop reports.
 func (w *Watcher) drain() {
-	defer w.wg.Done()
 	for {
 		select {
 		case <-w.stop:
@@ -29,6 +67,18 @@ func (w *Watcher) drain() {
 	}
 }
 
+// Overflow handles lost events (the kernel queue overflowed; tests call it
+// to simulate that): it counts the overflow, calls Config.OnOverflow (the
+// mount invalidates everything cached) and walks the tree again to watch
+// the directories created meanwhile. The watcher calls it on the goroutine
+// that reads fsnotify's events (drain); other callers may call it from any
+// goroutine before Close.
+func (w *Watcher) Overflow() {
+	w.overflows.Add(1)
+	w.cfg.OnOverflow()
+	w.addTree("", nil)
+}
+
 // errLoop reads fsnotify's errors until fsnotify closes the channel (at
 // Close), and never calls into fsnotify itself: fsnotify sends some errors
 // while holding the lock that Add and Remove take (a failed removal of a
@@ -36,7 +86,6 @@ func (w *Watcher) drain() {
 // Errors that is itself waiting in Remove (drain's dropTree) deadlocks the
 // watcher and its Close. Overflows are handed to drain.
 func (w *Watcher) errLoop() {
-	defer w.wg.Done()
 	var lastErr string
 	for err := range w.fsw.Errors {
 		if errors.Is(err, fsnotify.ErrEventOverflow) {
@@ -111,7 +160,6 @@ func (w *Watcher) queue(rel string, op Op) {
 
 // deliverLoop delivers batches, one at a time.
 func (w *Watcher) deliverLoop() {
-	defer w.wg.Done()
 	for {
 		select {
 		case <-w.stop:

@@ -31,6 +31,13 @@
 // and another delivers batches; callbacks run on the delivery goroutine, one
 // at a time, and must not call back into the Watcher's Close. Begin, Stats and
 // Close are safe for concurrent use.
+//
+// Files by concern:
+//
+//	watcher.go   Config, Start, Close, Stats; the watch set (add, drop, unwatched subtrees)
+//	events.go    the event loop: fsnotify events and errors, overflow, coalescing, delivery
+//	own.go       own changes: Begin, the identity and path records, classification
+//	moves.go     own directory moves and exchanges: BeginMove, paths they moved
 package watcher
 
 import (
@@ -49,44 +56,6 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 )
-
-// Op is what happened to a path, as a set of bits.
-type Op uint32
-
-// The operations, as fsnotify reports them.
-const (
-	Create Op = 1 << iota // the name was created (or moved in)
-	Write                 // the content was written
-	Remove                // the name was removed
-	Rename                // the name was moved away
-	Chmod                 // attributes changed (chmod, chown, utimens)
-)
-
-// scanned marks a path queued by the scan of a directory that appeared (its
-// entries raised no event of their own before the watch). It is never
-// delivered: flush strips it.
-const scanned Op = 1 << 31
-
-// String lists the bits, "CREATE|WRITE".
-func (o Op) String() string {
-	var parts []string
-	for _, p := range []struct {
-		op   Op
-		name string
-	}{{Create, "CREATE"}, {Write, "WRITE"}, {Remove, "REMOVE"}, {Rename, "RENAME"}, {Chmod, "CHMOD"}} {
-		if o&p.op != 0 {
-			parts = append(parts, p.name)
-		}
-	}
-	return strings.Join(parts, "|")
-}
-
-// Event is one coalesced external change: every operation seen on Path
-// (workspace-relative, slash-separated, never "") within one batch window.
-type Event struct {
-	Path string
-	Op   Op
-}
 
 // DefaultSkip is the default Config.Skip: .git/objects at any depth.
 func DefaultSkip(rel string) bool {
@@ -210,11 +179,19 @@ func Start(cfg Config) (*Watcher, error) {
 	if cfg.OnProgress != nil {
 		cfg.OnProgress(n, true)
 	}
-	w.wg.Add(3)
-	go w.drain()
-	go w.errLoop()
-	go w.deliverLoop()
+	w.spawn(w.drain, w.errLoop, w.deliverLoop)
 	return w, nil
+}
+
+// spawn runs each loop on a goroutine of its own; Close waits for them.
+func (w *Watcher) spawn(loops ...func()) {
+	w.wg.Add(len(loops))
+	for _, loop := range loops {
+		go func() {
+			defer w.wg.Done()
+			loop()
+		}()
+	}
 }
 
 // abs returns the backing path of rel.
@@ -367,12 +344,6 @@ func (w *Watcher) dropTree(rel string) {
 	for _, d := range gone {
 		w.fsw.Remove(w.abs(d)) // ErrNonExistentWatch for ones already gone
 	}
-}
-
-func (w *Watcher) Overflow() {
-	w.overflows.Add(1)
-	w.cfg.OnOverflow()
-	w.addTree("", nil)
 }
 
 // Stats are the watcher's counters for .rubino/status.

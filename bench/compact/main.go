@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/rubinofs/rubinofs/compact"
+	"github.com/rubinofs/rubinofs/ctltree"
 )
 
 func main() {
@@ -80,10 +81,9 @@ func main() {
 		ns = append(ns, n)
 	}
 
-	fmt.Println("## One-shot: ingest the transcript, compact once")
-	fmt.Println()
-	fmt.Println("| messages | transcript MB | ingest (parse+tokenize+insert) | compact | tokens before | tokens after | saved tokens | savings ratio | after/before | messages after | peak RSS MB |")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	tableHeader("One-shot: ingest the transcript, compact once",
+		"messages", "transcript MB", "ingest (parse+tokenize+insert)", "compact", "tokens before", "tokens after", "saved tokens",
+		"savings ratio", "after/before", "messages after", "peak RSS MB")
 	for _, n := range ns {
 		r := oneShot(n, files)
 		fmt.Printf("| %d | %.1f | %s | %s | %d | %d | %d | %.4f | %.4f | %d | %d |\n",
@@ -95,10 +95,9 @@ func main() {
 	if !*rolling {
 		return
 	}
-	fmt.Println("## Rolling: an agent loop that compacts whenever needs_compaction")
-	fmt.Println()
-	fmt.Println("| messages fed | total time | compactions | skipped (thrashing) | compaction time total | per compaction (mean / max) | tokens fed | live tokens at end | live messages at end | mean savings ratio |")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	tableHeader("Rolling: an agent loop that compacts whenever needs_compaction",
+		"messages fed", "total time", "compactions", "skipped (thrashing)", "compaction time total", "per compaction (mean / max)",
+		"tokens fed", "live tokens at end", "live messages at end", "mean savings ratio")
 	for _, n := range ns {
 		r := rollingRun(n, files)
 		mean := time.Duration(0)
@@ -108,6 +107,14 @@ func main() {
 		fmt.Printf("| %d | %s | %d | %d | %s | %s / %s | %d | %d | %d | %.4f |\n",
 			n, dur(r.total), r.compactions, r.skipped, dur(r.compactTime), dur(mean), dur(r.maxCompact), r.fedTokens, r.liveTokens, r.liveMessages, r.meanRatio)
 	}
+}
+
+// tableHeader prints a Markdown section title and the head of a table
+// with right-aligned columns.
+func tableHeader(title string, cols ...string) {
+	fmt.Printf("## %s\n\n", title)
+	fmt.Println("| " + strings.Join(cols, " | ") + " |")
+	fmt.Println("|" + strings.Repeat("---:|", len(cols)))
 }
 
 // profile, when set, receives a CPU profile of the first one-shot
@@ -210,28 +217,43 @@ func (g *transcript) next() []compact.Message {
 	return msgs
 }
 
+// jsonLines renders msgs as the JSON lines a harness writes to the
+// messages file.
 func jsonLines(msgs []compact.Message) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	for i := range msgs {
-		if err := enc.Encode(msgs[i]); err != nil {
-			log.Fatal(err)
-		}
+	b, err := ctltree.JSONLines(msgs)
+	if err != nil {
+		log.Fatal(err)
 	}
-	return b.Bytes()
+	return b
 }
 
-func newCompressor(dir string) *compact.Compressor {
+// systemPrompt opens every generated transcript.
+const systemPrompt = "You are a careful Go reviewer working in a large repository. Never push to main; keep changes minimal."
+
+// newSession opens a fresh store in a new temporary directory, with the
+// default config, and creates a root session in it. done closes the store
+// and removes the directory.
+func newSession(ctx context.Context) (c *compact.Compressor, id string, done func()) {
+	dir, err := os.MkdirTemp("", "bench-compact-")
+	if err != nil {
+		log.Fatal(err)
+	}
 	store, err := compact.OpenStore(filepath.Join(dir, "compact.db"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := compact.NewCompressor(store, compact.Config{})
+	c, err = compact.NewCompressor(store, compact.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	return c
+	sess, err := store.CreateSession(ctx, compact.SessionOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return c, sess.ID, func() {
+		store.Close()
+		os.RemoveAll(dir)
+	}
 }
 
 type oneShotResult struct {
@@ -241,21 +263,12 @@ type oneShotResult struct {
 }
 
 func oneShot(n int, files []srcFile) oneShotResult {
-	dir, err := os.MkdirTemp("", "bench-compact-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	c := newCompressor(dir)
-	defer c.Store().Close()
 	ctx := context.Background()
-	sess, err := c.Store().CreateSession(ctx, compact.SessionOptions{})
-	if err != nil {
-		log.Fatal(err)
-	}
+	c, id, done := newSession(ctx)
+	defer done()
 	g := &transcript{files: files}
 	var msgs []compact.Message
-	msgs = append(msgs, compact.Message{Role: compact.RoleSystem, Content: "You are a careful Go reviewer working in a large repository. Never push to main; keep changes minimal."})
+	msgs = append(msgs, compact.Message{Role: compact.RoleSystem, Content: systemPrompt})
 	for len(msgs) < n {
 		msgs = append(msgs, g.next()...)
 	}
@@ -275,7 +288,7 @@ func oneShot(n int, files []srcFile) oneShotResult {
 	var batch []byte
 	flush := func() {
 		if len(batch) > 0 {
-			if _, err := c.AppendLines(ctx, sess.ID, batch); err != nil {
+			if _, err := c.AppendLines(ctx, id, batch); err != nil {
 				log.Fatal(err)
 			}
 			batch = batch[:0]
@@ -293,7 +306,7 @@ func oneShot(n int, files []srcFile) oneShotResult {
 	if profile != nil {
 		pprof.StartCPUProfile(profile)
 	}
-	res, err := c.Compact(ctx, sess.ID, false)
+	res, err := c.Compact(ctx, id, false)
 	if profile != nil {
 		pprof.StopCPUProfile()
 		profile = nil
@@ -318,25 +331,15 @@ type rollingResult struct {
 }
 
 func rollingRun(n int, files []srcFile) rollingResult {
-	dir, err := os.MkdirTemp("", "bench-compact-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	c := newCompressor(dir)
-	defer c.Store().Close()
 	ctx := context.Background()
-	sess, err := c.Store().CreateSession(ctx, compact.SessionOptions{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	id := sess.ID
+	c, id, done := newSession(ctx)
+	defer done()
 	g := &transcript{files: files}
 	var r rollingResult
 	start := time.Now()
 	fed := 0
 	var ratios []float64
-	first := []compact.Message{{Role: compact.RoleSystem, Content: "You are a careful Go reviewer working in a large repository. Never push to main; keep changes minimal."}}
+	first := []compact.Message{{Role: compact.RoleSystem, Content: systemPrompt}}
 	for fed < n {
 		turn := g.next()
 		if first != nil {
