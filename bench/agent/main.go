@@ -32,6 +32,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/guard"
 )
@@ -235,8 +236,9 @@ func mountTargets(tmp string) ([]target, error) {
 			return targets, err
 		}
 	}
-	d, err := daemon.Start(daemon.Config{Workspace: ws, Mountpoint: mnt, Mode: guard.ModeEnforce,
-		Watch: true, CacheTimeout: time.Hour, Version: "bench", Logger: daemonLog()})
+	d, err := daemon.Start(daemon.Config{Workspace: ws, Mountpoint: mnt,
+		Guard: config.Guard{Mode: guard.ModeEnforce}, Cache: config.Cache{Watch: true, CacheTimeout: time.Hour},
+		Version: "bench", Logger: daemonLog()})
 	if err != nil {
 		return targets, fmt.Errorf("rubinofs: %w", err)
 	}

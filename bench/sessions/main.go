@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/guard"
 )
@@ -49,8 +50,9 @@ func main() {
 	for _, d := range []string{ws, mnt, native} {
 		os.MkdirAll(d, 0o755)
 	}
-	d, err := daemon.Start(daemon.Config{Workspace: ws, Mountpoint: mnt, Mode: guard.ModeEnforce, Watch: true,
-		CacheTimeout: time.Hour, Version: "bench", Logger: log.New(io.Discard, "", 0)})
+	d, err := daemon.Start(daemon.Config{Workspace: ws, Mountpoint: mnt,
+		Guard: config.Guard{Mode: guard.ModeEnforce}, Cache: config.Cache{Watch: true, CacheTimeout: time.Hour},
+		Version: "bench", Logger: log.New(io.Discard, "", 0)})
 	if err != nil {
 		log.Fatal(err)
 	}
