@@ -1,4 +1,5 @@
-// Command agent is rubinofs' agent-workload benchmark (issue 3). It runs the
+// Command agent measures how much slower a coding-agent workload runs through
+// rubinofs than natively or through a bare go-fuse loopback. It runs the
 // same coding-agent workload on a real repository (golang.org/x/tools from
 // the Go module proxy, put under git) on four targets, alternating them in
 // one run so machine noise spreads evenly:

@@ -1,4 +1,4 @@
-// Command sessions is rubinofs' lost-update stress benchmark (issue 4). N
+// Command sessions measures lost updates under concurrent sessions. N
 // worker processes, each its own guard session, do M rounds on one shared
 // counter file: read it, add one, write it back, and on a refusal read again
 // and retry. With the guard no update is lost: the final value equals the

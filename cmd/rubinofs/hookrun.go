@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/urfave/cli/v2"
 )
@@ -186,7 +187,7 @@ func hookMount(flag, cwd string) (string, error) {
 		return mnt, err
 	}
 	for dir := filepath.Clean(cwd); ; dir = filepath.Dir(dir) {
-		if _, serr := os.Stat(filepath.Join(dir, ctlDirName, "status")); serr == nil {
+		if _, serr := os.Stat(filepath.Join(dir, ctltree.DirName, "status")); serr == nil {
 			return dir, nil
 		}
 		if dir == filepath.Dir(dir) {
