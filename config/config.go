@@ -266,17 +266,12 @@ func Load(opts Options) (*Config, error) {
 		userPath = abs
 	}
 	if userPath != "" {
-		data, err := readFile(userPath, false)
-		switch {
-		case errors.Is(err, fs.ErrNotExist) && !mustExist:
-		case err != nil:
-			return nil, fmt.Errorf("user file: %w", err)
-		default:
-			src := Source{Kind: KindUser, Path: userPath}
-			l, err := parseFile(data, src)
-			if err != nil {
-				return nil, err
-			}
+		src := Source{Kind: KindUser, Path: userPath}
+		l, ok, err := loadFile(src, !mustExist)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			m.overlay(l)
 			files = append(files, src)
 		}
@@ -288,18 +283,12 @@ func Load(opts Options) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		p := filepath.Join(ws, WorkspaceFileName)
-		data, err := readFile(p, true)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			return nil, fmt.Errorf("workspace file: %w", err)
-		default:
-			src := Source{Kind: KindWorkspace, Path: p}
-			l, err := parseFile(data, src)
-			if err != nil {
-				return nil, err
-			}
+		src := Source{Kind: KindWorkspace, Path: filepath.Join(ws, WorkspaceFileName)}
+		l, ok, err := loadFile(src, true)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			if err := checkWorkspace(m, l); err != nil {
 				return nil, err
 			}
@@ -329,6 +318,24 @@ func Load(opts Options) (*Config, error) {
 	}
 	c.Files = files
 	return c, nil
+}
+
+// loadFile reads and parses the config file src names (src.Kind is
+// KindUser or KindWorkspace; the workspace file may not be a symlink, see
+// readFile). ok is false, with no error, for a missing file when optional.
+// A read error is prefixed with the kind ("user file: ...").
+func loadFile(src Source, optional bool) (l layer, ok bool, err error) {
+	data, err := readFile(src.Path, src.Kind == KindWorkspace)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && optional:
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("%s: %w", src.Kind, err)
+	}
+	if l, err = parseFile(data, src); err != nil {
+		return nil, false, err
+	}
+	return l, true, nil
 }
 
 // readFile reads a config file of at most MaxFileSize bytes. With

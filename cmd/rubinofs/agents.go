@@ -286,13 +286,9 @@ var agentsShow = taskAction(func(c *cli.Context, mnt, id string) error {
 })
 
 func agentsTree(c *cli.Context) error {
-	mnt, err := mountOf(c)
+	b, err := readMountCtl(c, "agents/tree")
 	if err != nil {
 		return err
-	}
-	b, err := readAgentFile(mnt, "tree")
-	if err != nil {
-		return cli.Exit(err.Error(), 1)
 	}
 	if len(b) == 0 {
 		fmt.Println("no tasks")

@@ -110,6 +110,20 @@ func mountOf(c *cli.Context) (string, error) {
 	return mnt, nil
 }
 
+// readMountCtl reads the control file rel (readCtl) of the mount c names
+// (mountOf); a failure is a cli.Exit with status 1.
+func readMountCtl(c *cli.Context, rel string) ([]byte, error) {
+	mnt, err := mountOf(c)
+	if err != nil {
+		return nil, err
+	}
+	b, err := readCtl(mnt, rel)
+	if err != nil {
+		return nil, cli.Exit(err.Error(), 1)
+	}
+	return b, nil
+}
+
 // mountFlagValue is the --mount given on c's command path, innermost
 // first; "" when none was.
 func mountFlagValue(c *cli.Context) string {
