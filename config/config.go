@@ -120,27 +120,68 @@ type Options struct {
 	Getenv func(string) string
 }
 
-// Guard is the effective [guard] section, ready for daemon.Config.
+// Guard is the effective [guard] section. daemon.Config embeds it, so a
+// guard setting is declared once: here, with its key in keys.go.
 type Guard struct {
-	Mode              guard.Mode
-	Exempt            []string // doublestar globs, workspace-relative
-	GuardIgnored      bool
-	AllowUnregistered bool // unregistered = "allow"
-	Unlink            guard.UnlinkPolicy
-	Errno             syscall.Errno // EACCES or EPERM
+	Mode guard.Mode // guard.mode, --mode
+	// Exempt are extra doublestar globs, workspace-relative, exempt from
+	// the guard (guard.exempt, --exempt).
+	Exempt []string
+	// GuardIgnored guards git-ignored files too (guard.guard_ignored,
+	// --guard-ignored).
+	GuardIgnored bool
+	// AllowUnregistered leaves callers outside any session unguarded
+	// (guard.unregistered = "allow", --unregistered allow).
+	AllowUnregistered bool
+	// Unlink is the guard's unlink policy (guard.unlink, --unlink; the
+	// zero value is guard.UnlinkGuard). See guard.Config.
+	Unlink guard.UnlinkPolicy
+	// Errno is what a refused caller gets: EACCES or EPERM (guard.errno,
+	// --errno; 0 means EACCES). See guard.Config.
+	Errno syscall.Errno
 	// Scanners are the programs whose reads count for their own process
-	// only (guard.Config.Scanners; docs/DESIGN.md#scanner-reads).
+	// only (guard.scanners; nil: guard.DefaultScanners; see
+	// guard.Config.Scanners and docs/DESIGN.md#scanner-reads).
 	Scanners []string
 }
 
-// Cache is the effective [cache] section. CacheTimeout is resolved: a
-// default or 0 becomes 1 h with Watch and 1 s without.
+// GuardConfig returns the guard.Config of these settings (mode, unlink
+// policy, errno, scanners); the daemon adds what the mount decides itself
+// (timestamp granularity, the denial logger, the git-safe checker).
+func (g Guard) GuardConfig() guard.Config {
+	return guard.Config{Mode: g.Mode, Unlink: g.Unlink, Errno: g.Errno, Scanners: g.Scanners}
+}
+
+// Cache is the effective [cache] section. daemon.Config embeds it, so a
+// cache setting is declared once: here, with its key in keys.go. Load
+// resolves CacheTimeout: a default or 0 becomes 1 h with Watch and 1 s
+// without.
 type Cache struct {
+	// CacheTimeout is the kernel's entry, negative-entry and attribute
+	// timeout for watched subtrees (with Watch), or for everything
+	// (cache.cache_timeout, --cache-timeout).
 	CacheTimeout time.Duration
+	// ShortTimeout is the cache timeout of subtrees the watcher does not
+	// watch (skipped, or out of inotify watches) (cache.short_timeout,
+	// --short-timeout; Load's default 1 s, while a daemon.Config built by
+	// hand passes 0 through as no caching).
 	ShortTimeout time.Duration
-	Watch        bool
-	WatchSkip    []string // doublestar globs of directories not watched
-	MaxWatches   int
+	// Watch starts the fsnotify watcher: external changes invalidate the
+	// guard's hashes and the kernel's caches, and the page cache is kept
+	// across opens (cache.watch, --watch).
+	Watch bool
+	// WatchSkip are doublestar globs of directories not watched
+	// (cache.watch_skip, --watch-skip; empty: watcher.DefaultSkip,
+	// .git/objects).
+	WatchSkip []string
+	// MaxWatches limits the inotify watches (cache.max_watches,
+	// --max-watches; 0: the kernel's limit).
+	MaxWatches int
+	// PersistReads keeps the guard's read state across restarts in
+	// STATE_DIR/reads.json: saved at unmount, revalidated by hash at the
+	// next mount (a record whose file changed is dropped). Sessions whose
+	// root process is still alive are re-registered (cache.persist_reads,
+	// --persist-reads).
 	PersistReads bool
 }
 
@@ -225,17 +266,12 @@ func Load(opts Options) (*Config, error) {
 		userPath = abs
 	}
 	if userPath != "" {
-		data, err := readFile(userPath, false)
-		switch {
-		case errors.Is(err, fs.ErrNotExist) && !mustExist:
-		case err != nil:
-			return nil, fmt.Errorf("user file: %w", err)
-		default:
-			src := Source{Kind: KindUser, Path: userPath}
-			l, err := parseFile(data, src)
-			if err != nil {
-				return nil, err
-			}
+		src := Source{Kind: KindUser, Path: userPath}
+		l, ok, err := loadFile(src, !mustExist)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			m.overlay(l)
 			files = append(files, src)
 		}
@@ -247,18 +283,12 @@ func Load(opts Options) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		p := filepath.Join(ws, WorkspaceFileName)
-		data, err := readFile(p, true)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			return nil, fmt.Errorf("workspace file: %w", err)
-		default:
-			src := Source{Kind: KindWorkspace, Path: p}
-			l, err := parseFile(data, src)
-			if err != nil {
-				return nil, err
-			}
+		src := Source{Kind: KindWorkspace, Path: filepath.Join(ws, WorkspaceFileName)}
+		l, ok, err := loadFile(src, true)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			if err := checkWorkspace(m, l); err != nil {
 				return nil, err
 			}
@@ -288,6 +318,24 @@ func Load(opts Options) (*Config, error) {
 	}
 	c.Files = files
 	return c, nil
+}
+
+// loadFile reads and parses the config file src names (src.Kind is
+// KindUser or KindWorkspace; the workspace file may not be a symlink, see
+// readFile). ok is false, with no error, for a missing file when optional.
+// A read error is prefixed with the kind ("user file: ...").
+func loadFile(src Source, optional bool) (l layer, ok bool, err error) {
+	data, err := readFile(src.Path, src.Kind == KindWorkspace)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && optional:
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("%s: %w", src.Kind, err)
+	}
+	if l, err = parseFile(data, src); err != nil {
+		return nil, false, err
+	}
+	return l, true, nil
 }
 
 // readFile reads a config file of at most MaxFileSize bytes. With

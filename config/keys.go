@@ -190,6 +190,20 @@ func programNames(v any) error {
 	return nil
 }
 
+// subset reports whether every element of a is in b.
+func subset(a, b []string) bool {
+	have := map[string]bool{}
+	for _, x := range b {
+		have[x] = true
+	}
+	for _, x := range a {
+		if !have[x] {
+			return false
+		}
+	}
+	return true
+}
+
 func notNegative(v any) error {
 	if v.(int) < 0 {
 		return fmt.Errorf("%d is negative", v)
@@ -203,18 +217,7 @@ var specs = []spec{
 	{key: "guard.mode", typ: tString, def: "enforce", valid: oneOf("enforce", "warn", "off"), rule: RuleTighten,
 		loosens: func(lo, v any) bool { return modeRank[v.(string)] < modeRank[lo.(string)] }},
 	{key: "guard.exempt", typ: tStrings, def: []string{}, valid: globs, rule: RuleTighten,
-		loosens: func(lo, v any) bool {
-			have := map[string]bool{}
-			for _, g := range lo.([]string) {
-				have[g] = true
-			}
-			for _, g := range v.([]string) {
-				if !have[g] {
-					return true // a new exemption
-				}
-			}
-			return false
-		}},
+		loosens: func(lo, v any) bool { return !subset(v.([]string), lo.([]string)) }}, // a new exemption
 	{key: "guard.guard_ignored", typ: tBool, def: false, rule: RuleTighten,
 		loosens: func(lo, v any) bool { return lo.(bool) && !v.(bool) }},
 	{key: "guard.unregistered", typ: tString, def: "guard", valid: oneOf("guard", "allow"), rule: RuleTighten,
@@ -226,18 +229,7 @@ var specs = []spec{
 	// removed from the list would make its reads count for the session:
 	// a workspace file may only add names.
 	{key: "guard.scanners", typ: tStrings, def: append([]string(nil), guard.DefaultScanners...), valid: programNames, rule: RuleTighten,
-		loosens: func(lo, v any) bool {
-			have := map[string]bool{}
-			for _, n := range v.([]string) {
-				have[n] = true
-			}
-			for _, n := range lo.([]string) {
-				if !have[n] {
-					return true // a scanner removed
-				}
-			}
-			return false
-		}},
+		loosens: func(lo, v any) bool { return !subset(lo.([]string), v.([]string)) }}, // a scanner removed
 
 	{key: "cache.cache_timeout", typ: tDuration, def: time.Duration(0), valid: durRange(0, MaxCacheTimeout),
 		wsValid: durRange(0, MaxWorkspaceCacheTimeout)},

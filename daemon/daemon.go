@@ -21,6 +21,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rubinofs/rubinofs/compact"
+	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/fusefs"
 	"github.com/rubinofs/rubinofs/guard"
@@ -30,49 +31,23 @@ import (
 	"github.com/rubinofs/rubinofs/watcher"
 )
 
-// Config is everything a mount is started with. Durations are kernel cache
-// timeouts.
+// Config is everything a mount is started with. The guard and cache
+// settings are the config sections themselves (package config), embedded,
+// so a setting is declared once and the CLI copies sections whole.
 type Config struct {
 	Workspace  string // backing directory
 	Mountpoint string // where to mount; equal to Workspace with InPlace
 	InPlace    bool   // mount over the workspace itself
-	Mode       guard.Mode
-	// Exempt are extra doublestar globs exempt from the guard (--exempt).
-	Exempt []string
-	// GuardIgnored guards git-ignored files too (--guard-ignored).
-	GuardIgnored bool
-	// AllowUnregistered leaves callers outside any session unguarded.
-	AllowUnregistered bool
-	// Unlink is the guard's unlink policy (guard.unlink, --unlink; default
-	// guard.UnlinkGuard) and Errno what a refused caller gets (guard.errno,
-	// --errno; 0 means EACCES). See guard.Config.
-	Unlink guard.UnlinkPolicy
-	Errno  syscall.Errno
-	// Scanners are the programs whose reads count for their own process
-	// only (guard.scanners; nil: guard.DefaultScanners). See guard.Config.
-	Scanners []string
+	// Guard holds the guard's settings: mode, exemptions, unregistered
+	// callers, unlink policy, errno, scanners (config.Guard).
+	config.Guard
+	// Cache holds the kernel cache timeouts, the watcher's settings and
+	// PersistReads (config.Cache).
+	config.Cache
 	// Options are FUSE -o options.
 	Options []string
 	// StateDir holds logs, the read-state file and the compaction store.
 	StateDir string
-	// CacheTimeout is the kernel's entry, negative-entry and attribute
-	// timeout for watched subtrees (with Watch), or for everything.
-	CacheTimeout time.Duration
-	// Watch starts the fsnotify watcher: external changes invalidate the
-	// guard's hashes and the kernel's caches, and the page cache is kept
-	// across opens.
-	Watch bool
-	// ShortTimeout is the cache timeout of subtrees the watcher does not
-	// watch (skipped, or out of inotify watches); default 1 s.
-	ShortTimeout time.Duration
-	// WatchSkip are doublestar globs of directories not watched (default
-	// watcher.DefaultSkip: .git/objects).
-	WatchSkip []string
-	// PersistReads keeps the guard's read state across restarts in
-	// StateDir/reads.json: saved at unmount, revalidated by hash at the
-	// next mount (a record whose file changed is dropped). Sessions whose
-	// root process is still alive are re-registered.
-	PersistReads bool
 	// SaveInterval is how often, with PersistReads, the read state is
 	// checkpointed to StateDir/reads.json while mounted, when it changed
 	// since the last save: a daemon killed with SIGKILL restarts with the
@@ -85,10 +60,10 @@ type Config struct {
 	// WatchProgress, if set, is the watcher's initial-walk progress
 	// callback (watcher.Config.OnProgress): directories watched so far.
 	WatchProgress func(dirs int, done bool)
-	// MaxWatches limits the inotify watches (0: the kernel's limit).
-	MaxWatches int
-	Debug      bool
-	Version    string
+	// Debug turns on go-fuse's per-request trace (at level debug of Slog).
+	Debug bool
+	// Version is shown in .rubino/status.
+	Version string
 	// Logger is the *log.Logger bridge for the parts that take only that
 	// (package tasks); its lines are info records of Slog. Everything else
 	// logs through Slog. Either logger may be nil: see setupLoggers.
@@ -158,9 +133,19 @@ type Daemon struct {
 	stateLock *os.File
 }
 
-// Start builds and mounts. The mount answers when Start returns.
+// Start builds and mounts. The mount answers when Start returns. On failure
+// everything Start acquired so far is released, in reverse order, the state
+// directory's lock last.
 func Start(cfg Config) (d *Daemon, err error) {
 	setupLoggers(&cfg) // observe.go
+	var undo []func()  // releases, run in reverse when Start fails
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
 	ws, err := filepath.Abs(cfg.Workspace)
 	if err != nil {
 		return nil, err
@@ -181,13 +166,10 @@ func Start(cfg Config) (d *Daemon, err error) {
 		if lock, err = lockState(cfg.StateDir, cfg.Mountpoint); err != nil {
 			return nil, err
 		}
-		defer func() {
-			if d == nil { // Start failed (every failure returns nil): free the state
-				lock.Close()
-			}
-		}()
+		undo = append(undo, func() { lock.Close() }) // the state directory is free again
 	}
 	d = &Daemon{cfg: cfg, rootFd: -1, done: make(chan struct{}), stateLock: lock}
+	undo = append(undo, d.closeFd) // the backing root descriptor and the FS, once made
 	backing := ws
 	if cfg.InPlace {
 		if err := fusefs.CheckMountpoint(ws, true); err != nil {
@@ -200,11 +182,11 @@ func Start(cfg Config) (d *Daemon, err error) {
 		d.rootFd = fd
 		backing = fmt.Sprintf("/proc/self/fd/%d", fd)
 	}
-	d.Guard = guard.New(guard.Config{Mode: cfg.Mode, Unlink: cfg.Unlink, Errno: cfg.Errno, Scanners: cfg.Scanners, Granularity: timestampGranularity(backing),
-		OnDenial: denialLogger(cfg.Slog), Git: gitsafe.New(backing, ws)})
+	gc := cfg.GuardConfig()
+	gc.Granularity, gc.OnDenial, gc.Git = timestampGranularity(backing), denialLogger(cfg.Slog), gitsafe.New(backing, ws)
+	d.Guard = guard.New(gc)
 	matcher, err := ignore.New(backing, cfg.Exempt, cfg.GuardIgnored)
 	if err != nil {
-		d.closeFd()
 		return nil, fmt.Errorf("exemptions: %w", err)
 	}
 	d.FS, err = fusefs.New(fusefs.Config{
@@ -219,7 +201,6 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Passthrough:       os.Geteuid() == 0,
 	})
 	if err != nil {
-		d.closeFd()
 		return nil, err
 	}
 	// Sessions: callers resolve by process tree; an ended session's
@@ -231,14 +212,11 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if cfg.PersistReads && cfg.StateDir != "" {
 		d.loadReads()
 	}
-	if cfg.ShortTimeout <= 0 {
-		cfg.ShortTimeout = time.Second
-	}
 	if cfg.Watch {
 		if err := d.startWatcher(backing, matcher); err != nil {
-			d.closeFd()
 			return nil, err
 		}
+		undo = append(undo, d.stopWatcher)
 	}
 	if cfg.Compact != nil {
 		d.Compact, err = compact.OpenWith(cfg.StateDir, *cfg.Compact, cfg.Slog)
@@ -246,10 +224,9 @@ func Start(cfg Config) (d *Daemon, err error) {
 		d.Compact, err = compact.Open(cfg.StateDir, cfg.Slog)
 	}
 	if err != nil {
-		d.stopWatcher()
-		d.closeFd()
 		return nil, fmt.Errorf("compaction: %w", err)
 	}
+	undo = append(undo, func() { d.Compact.Close() })
 	d.FS.AddCtl(ctltree.Entry{Name: "compact", Node: d.Compact.Node()})
 	agents := cfg.Agents
 	agents.Mount, agents.Logger = cfg.Mountpoint, cfg.Logger
@@ -258,11 +235,9 @@ func Start(cfg Config) (d *Daemon, err error) {
 		agents.Umask = taskUmask(startUmask) // not the daemon's 0 (umask.go)
 	}
 	if d.Tasks, err = tasks.Open(agents, cfg.StateDir); err != nil {
-		d.stopWatcher()
-		d.closeFd()
-		d.Compact.Close()
 		return nil, fmt.Errorf("agents: %w", err)
 	}
+	undo = append(undo, func() { d.Tasks.Close() })
 	d.FS.AddCtl(ctltree.Entry{Name: "agents", Node: d.Tasks.Node()})
 	d.FS.AddStatus(func() (string, any) { return "agents", d.Tasks.Stats() })
 	d.registerMetrics() // observe.go: watcher, tasks, compactions in .rubino/metrics
@@ -277,10 +252,6 @@ func Start(cfg Config) (d *Daemon, err error) {
 		AllowNonEmpty:   cfg.InPlace,
 	})
 	if err != nil {
-		d.stopWatcher()
-		d.closeFd()
-		d.Compact.Close()
-		d.Tasks.Close()
 		return nil, err
 	}
 	go func() {

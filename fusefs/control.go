@@ -11,8 +11,8 @@ import (
 	"github.com/rubinofs/rubinofs/ctltree"
 )
 
-// controlReadme is .rubino/README. Features that add entries describe them
-// through Config.Ctl; their own directories carry their own help.
+// controlReadme is .rubino/README: the base files. Features plugged in
+// (FS.Plug) carry their own help in their own directories.
 const controlReadme = `rubinofs control tree
 
 This directory is virtual: it is never created in the workspace, and the
@@ -52,7 +52,6 @@ func (f *FS) buildControlTree() *ctltree.Dir {
 			ctltree.Entry{Name: "why", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readWhy}},
 		)},
 	)
-	root.Entries = append(root.Entries, f.cfg.Ctl...)
 	return root
 }
 
@@ -110,13 +109,13 @@ func (f *FS) readErrors(_ context.Context, _ ctltree.Caller) ([]byte, error) {
 	f.errMu.Lock()
 	recs := append([]ctlErrorRecord(nil), f.errors...)
 	f.errMu.Unlock()
-	return jsonLines(recs)
+	return ctltree.JSONLines(recs)
 }
 
 // readDenials returns a reader of the denial log of session ("" = all).
 func (f *FS) readDenials(session string) func(context.Context, ctltree.Caller) ([]byte, error) {
 	return func(_ context.Context, _ ctltree.Caller) ([]byte, error) {
-		return jsonLines(f.cfg.Guard.Denials(session))
+		return ctltree.JSONLines(f.cfg.Guard.Denials(session))
 	}
 }
 
@@ -147,16 +146,4 @@ func (f *FS) whyText(session string) []byte {
 	}
 	d := ds[len(ds)-1]
 	return []byte(fmt.Sprintf("%s %s %s: %s\n", d.Time.UTC().Format(time.RFC3339), d.Op, d.Code, d.Message))
-}
-
-// jsonLines renders a slice as JSON lines.
-func jsonLines[T any](recs []T) ([]byte, error) {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	for _, r := range recs {
-		if err := enc.Encode(r); err != nil {
-			return nil, err
-		}
-	}
-	return []byte(b.String()), nil
 }

@@ -27,8 +27,10 @@ import (
 	"github.com/rubinofs/rubinofs/ctltree"
 )
 
-// ctlDirName is the control tree's name at the mount root.
-const ctlDirName = ".rubino"
+// ctlDirName is ctltree.DirName, kept for the fusefs files outside the
+// control tree that still say ctlDirName; the control files use
+// ctltree.DirName.
+const ctlDirName = ctltree.DirName
 
 // ctlNameMax is the longest name looked up in the control tree, in bytes:
 // NAME_MAX, as on the backing file systems.
@@ -75,16 +77,16 @@ func (f *FS) resolveCtl(c ctltree.Caller, elems []string) ctltree.Node {
 
 // ctlLookupRoot returns the inode of the control tree root under parent.
 func (f *FS) ctlLookupRoot(ctx context.Context, parent *fs.Inode, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return f.ctlChild(ctx, parent, nil, ctlDirName, f.ctlRoot, out)
+	return f.ctlChild(ctx, parent, nil, ctltree.DirName, f.ctlRoot, out)
 }
 
 // ctlChild creates (or finds) the inode for a resolved ctltree node.
 func (f *FS) ctlChild(ctx context.Context, parent *fs.Inode, elems []string, name string, node ctltree.Node, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	var path []string
-	if name != ctlDirName || elems != nil {
+	if name != ctltree.DirName || elems != nil {
 		path = append(append([]string{}, elems...), name)
 	}
-	key := ctlDirName + "/" + strings.Join(path, "/")
+	key := ctltree.DirName + "/" + strings.Join(path, "/")
 	n := &ctlNode{fs: f, elems: path}
 	mode := n.fill(node, &out.Attr)
 	out.Attr.Ino = f.ctlIno(key)
@@ -221,7 +223,7 @@ func (n *ctlNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		}
 		var a fuse.Attr
 		mode := n.fill(child, &a)
-		key := ctlDirName + "/" + strings.Join(append(append([]string{}, n.elems...), name), "/")
+		key := ctltree.DirName + "/" + strings.Join(append(append([]string{}, n.elems...), name), "/")
 		list = append(list, fuse.DirEntry{Name: name, Mode: mode, Ino: n.fs.ctlIno(key)})
 	}
 	return fs.NewListDirStream(list), 0
@@ -469,7 +471,7 @@ func (f *FS) recordCtlError(c ctltree.Caller, elems []string, errno syscall.Errn
 		f.errors = append(f.errors[:0], f.errors[len(f.errors)-maxCtlErrors+1:]...)
 	}
 	f.errors = append(f.errors, ctlErrorRecord{Time: time.Now(), Session: c.Session, Pid: c.Pid,
-		Path: ctlDirName + "/" + strings.Join(elems, "/"), Errno: errnoName(errno), Message: msg})
+		Path: ctltree.DirName + "/" + strings.Join(elems, "/"), Errno: errnoName(errno), Message: msg})
 }
 
 // errnoName returns the symbolic name of an errno (EINVAL), for logs.

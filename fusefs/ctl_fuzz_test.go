@@ -216,7 +216,7 @@ func FuzzSessionSpec(f *testing.F) {
 			if err := guard.ValidSessionName(sp.Name); err != nil {
 				t.Fatalf("accepted name %q: %v", sp.Name, err)
 			}
-			if strings.HasPrefix(sp.Name, taskPrefix) {
+			if strings.HasPrefix(sp.Name, ctltree.TaskSessionPrefix) {
 				t.Fatalf("accepted reserved name %q", sp.Name)
 			}
 		}
@@ -254,7 +254,7 @@ func FuzzSessionCommand(f *testing.F) {
 				t.Fatalf("end with a new name: %+v", c)
 			}
 		case "rename":
-			if err := guard.ValidSessionName(c.New); err != nil || strings.HasPrefix(c.New, taskPrefix) {
+			if err := guard.ValidSessionName(c.New); err != nil || strings.HasPrefix(c.New, ctltree.TaskSessionPrefix) {
 				t.Fatalf("accepted new name %q", c.New)
 			}
 			names = append(names, c.New)

@@ -170,7 +170,7 @@ func (f *FS) callerRel(c ctltree.Caller, p string) (string, error) {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		return "", ctltree.Errorf(syscall.EPERM, "%s is outside the mount %s", clipReason(p), *mnt)
 	}
-	if rel == ctlDirName || strings.HasPrefix(rel, ctlDirName+"/") {
+	if rel == ctltree.DirName || strings.HasPrefix(rel, ctltree.DirName+"/") {
 		return "", ctltree.Errorf(syscall.EPERM, "%s is a control file, not a workspace file", clipReason(p))
 	}
 	return rel, nil

@@ -1,6 +1,7 @@
 package fusefs
 
-// Session control files (issue 4): .rubino/sessions/ and .rubino/self.
+// Session control files: .rubino/sessions/ and .rubino/self, plugged into
+// the control tree as one ctltree.Feature (docs/DESIGN.md#sessions).
 //
 //   sessions/clone     write "name=NAME pid=PID harness=1 cmd=COMMAND" (each
 //                      optional; the name defaults to a generated id, the
@@ -9,9 +10,9 @@ package fusefs
 //   sessions/<id>/     info (JSON), tracked, denials, why, ctl (ctl_self.go)
 //   self               symlink to sessions/<caller's session>
 //
-// Authorisation (issue 4: "only the mount's owner or an unregistered caller
-// may register or end another session; a session can never loosen its own
-// or another's guard"):
+// Authorisation: only the mount's owner (or root) from outside any session
+// may register or end another session, and a session can never loosen its
+// own or another's guard (docs/DESIGN.md#sessions):
 //   - Any caller may make its own process, or one of its descendants, the
 //     root of a new session: a new session has read nothing, so this only
 //     tightens. An unregistered caller who is the mount's owner (or root)
@@ -28,7 +29,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,11 +52,19 @@ type SessionRegistry interface {
 	IsDescendant(pid, ancestor uint32) bool
 }
 
-// sessionsCtl builds .rubino/sessions and .rubino/self.
-func (f *FS) sessionsCtl(reg SessionRegistry) []ctltree.Entry {
+// sessionsFeature is .rubino/sessions and .rubino/self over one session
+// registry: the ctltree.Feature AttachSessions plugs in.
+type sessionsFeature struct {
+	f   *FS
+	reg SessionRegistry
+}
+
+// CtlEntries builds .rubino/sessions and .rubino/self.
+func (s sessionsFeature) CtlEntries() []ctltree.Entry {
+	f, reg := s.f, s.reg
 	perSession := func(name string) ctltree.Node {
 		return ctltree.NewDir(
-			ctltree.Entry{Name: "info", Node: ctltree.Text(func(ctltree.Caller) string { return f.sessionInfo(reg, name) })},
+			ctltree.Entry{Name: "info", Node: ctltree.Text(func(ctltree.Caller) string { return s.info(name) })},
 			ctltree.Entry{Name: "tracked", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.trackedText(name)) })},
 			ctltree.Entry{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenials(name)}},
 			ctltree.Entry{Name: "why", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.whyText(name)) })},
@@ -66,21 +74,19 @@ func (f *FS) sessionsCtl(reg SessionRegistry) []ctltree.Entry {
 	names := func() []string {
 		out := []string{DefaultSession}
 		seen := map[string]bool{DefaultSession: true}
-		for _, s := range reg.List() {
-			if !seen[s.Name] {
-				seen[s.Name] = true
-				out = append(out, s.Name)
+		for _, si := range reg.List() {
+			if !seen[si.Name] {
+				seen[si.Name] = true
+				out = append(out, si.Name)
 			}
 		}
 		return out
 	}
 	dir := &ctltree.Dir{
 		Entries: []ctltree.Entry{
-			{Name: "clone", Node: &ctltree.File{Kind: ctltree.Clone, Clone: func(c ctltree.Caller, spec []byte) (string, error) {
-				return f.registerSession(reg, c, spec)
-			}}},
+			{Name: "clone", Node: &ctltree.File{Kind: ctltree.Clone, Clone: s.register}},
 			{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Write: func(c ctltree.Caller, cmd []byte) error {
-				return f.sessionCommand(reg, c, string(cmd))
+				return s.command(c, string(cmd))
 			}}},
 		},
 		List: func(ctltree.Caller) []string { return names() },
@@ -98,12 +104,11 @@ func (f *FS) sessionsCtl(reg SessionRegistry) []ctltree.Entry {
 }
 
 // AttachSessions installs the session registry: callers resolve through it
-// and .rubino/sessions and .rubino/self appear. Call before mounting.
+// and .rubino/sessions and .rubino/self appear (plugged like every other
+// control-tree feature). Call before mounting.
 func (f *FS) AttachSessions(reg SessionRegistry) {
 	f.cfg.Sessions = reg
-	for _, e := range f.sessionsCtl(reg) {
-		f.AddCtl(e)
-	}
+	f.Plug(sessionsFeature{f: f, reg: reg})
 }
 
 // Limits of the session control files.
@@ -225,8 +230,9 @@ func clipText(s string, n int) string {
 	return s[:n]
 }
 
-// registerSession registers the session a sessions/clone write asks for.
-func (f *FS) registerSession(reg SessionRegistry, c ctltree.Caller, spec []byte) (string, error) {
+// register registers the session a sessions/clone write asks for.
+func (s sessionsFeature) register(c ctltree.Caller, spec []byte) (string, error) {
+	reg := s.reg
 	sp, err := parseSessionSpec(spec)
 	if err != nil {
 		return "", err
@@ -240,8 +246,8 @@ func (f *FS) registerSession(reg SessionRegistry, c ctltree.Caller, spec []byte)
 		return "", ctltree.Errorf(syscall.EPERM, "pid %d is neither the caller (%d) nor one of its descendants", pid, c.Pid)
 	}
 	live := 0
-	for _, s := range reg.List() {
-		if s.Live {
+	for _, si := range reg.List() {
+		if si.Live {
 			live++
 		}
 	}
@@ -253,41 +259,35 @@ func (f *FS) registerSession(reg SessionRegistry, c ctltree.Caller, spec []byte)
 		name = "s-" + randomID()
 	}
 	if err := reg.RegisterAs(name, pid, sp.Cmd, sp.Harness); err != nil {
-		return "", sessionErr(err)
+		return "", sessionErrnos.Map(err)
 	}
 	return name, nil
 }
 
-// taskPrefix starts the names of task sessions, which only the task runner
-// registers: a caller whose session is task-<id> may act as task <id>.
-const taskPrefix = "task-"
-
 // reservedName refuses names the control files may not give (EPERM).
 func reservedName(name string) error {
-	if strings.HasPrefix(name, taskPrefix) {
-		return ctltree.Errorf(syscall.EPERM, "session names starting with %q are reserved for tasks (.rubino/agents)", taskPrefix)
+	if strings.HasPrefix(name, ctltree.TaskSessionPrefix) {
+		return ctltree.Errorf(syscall.EPERM, "session names starting with %q are reserved for tasks (.rubino/agents)", ctltree.TaskSessionPrefix)
 	}
 	return nil
 }
 
-// sessionErr maps the registry's errors to errnos.
-func sessionErr(err error) error {
-	errno := syscall.EINVAL
-	switch {
-	case errors.Is(err, guard.ErrSessionExists):
-		errno = syscall.EEXIST
-	case errors.Is(err, guard.ErrNoSession):
-		errno = syscall.ENOENT
-	case errors.Is(err, guard.ErrProcessGone):
-		errno = syscall.ESRCH
-	case errors.Is(err, guard.ErrAlreadyRooted):
-		errno = syscall.EBUSY
-	case errors.Is(err, guard.ErrProcessBusy):
-		// EAGAIN: the process's /proc files did not answer in time (it
-		// is in execve); the same write succeeds once the exec is over.
-		errno = syscall.EAGAIN
-	}
-	return ctltree.Errorf(errno, "%v", err)
+// sessionErrnos maps the registry's errors to errnos: EEXIST for a taken
+// name, ENOENT for no such session, ESRCH for a process that is gone, EBUSY
+// for a process already a session's root, EAGAIN for a process whose /proc
+// files did not answer in time (it is in execve; the same write succeeds
+// once the exec is over), EINVAL for anything else. The registry waits on
+// no context, so the table's common tail (a cancelled request → EINTR)
+// never applies here.
+var sessionErrnos = ctltree.ErrnoTable{
+	Rules: []ctltree.ErrnoRule{
+		ctltree.Is(guard.ErrSessionExists, syscall.EEXIST),
+		ctltree.Is(guard.ErrNoSession, syscall.ENOENT),
+		ctltree.Is(guard.ErrProcessGone, syscall.ESRCH),
+		ctltree.Is(guard.ErrAlreadyRooted, syscall.EBUSY),
+		ctltree.Is(guard.ErrProcessBusy, syscall.EAGAIN),
+	},
+	Default: syscall.EINVAL,
 }
 
 // sessionCmd is a parsed sessions/ctl write.
@@ -353,8 +353,9 @@ func parseSessionCommand(line string) (sessionCmd, error) {
 	return sessionCmd{}, ctltree.Errorf(syscall.EINVAL, "unknown command %q: %s", clipReason(line), sessionCmdUsage)
 }
 
-// sessionCommand runs "end NAME" or "rename OLD NEW".
-func (f *FS) sessionCommand(reg SessionRegistry, c ctltree.Caller, line string) error {
+// command runs "end NAME" or "rename OLD NEW".
+func (s sessionsFeature) command(c ctltree.Caller, line string) error {
+	f, reg := s.f, s.reg
 	cmd, err := parseSessionCommand(line)
 	if err != nil {
 		return err
@@ -377,33 +378,34 @@ func (f *FS) sessionCommand(reg SessionRegistry, c ctltree.Caller, line string) 
 			return ctltree.Errorf(syscall.EPERM, "ending session %s would leave its processes unguarded (--unregistered allow)", cmd.Name)
 		}
 		if err := reg.End(cmd.Name); err != nil {
-			return sessionErr(err)
+			return sessionErrnos.Map(err)
 		}
 	case "rename":
 		if err := reg.Rename(cmd.Name, cmd.New); err != nil {
-			return sessionErr(err)
+			return sessionErrnos.Map(err)
 		}
 		f.cfg.Guard.RenameSession(cmd.Name, cmd.New)
 	}
 	return nil
 }
 
-// sessionInfo renders sessions/<name>/info.
-func (f *FS) sessionInfo(reg SessionRegistry, name string) string {
+// info renders sessions/<name>/info.
+func (s sessionsFeature) info(name string) string {
+	f := s.f
 	doc := map[string]any{"name": name}
 	if name == DefaultSession {
 		doc["root_pid"] = 0
 		doc["command"] = "(callers under no session)"
 		doc["guarded"] = !f.cfg.AllowUnregistered
 	}
-	for _, s := range reg.List() {
-		if s.Name == name {
-			doc["root_pid"] = s.RootPid
-			doc["command"] = s.Command
-			doc["started"] = s.Started.UTC().Format(time.RFC3339Nano)
-			doc["live"] = s.Live
+	for _, si := range s.reg.List() {
+		if si.Name == name {
+			doc["root_pid"] = si.RootPid
+			doc["command"] = si.Command
+			doc["started"] = si.Started.UTC().Format(time.RFC3339Nano)
+			doc["live"] = si.Live
 			doc["guarded"] = true
-			doc["harness"] = s.Harness
+			doc["harness"] = si.Harness
 		}
 	}
 	doc["tracked"] = f.cfg.Guard.RecordCount(name)

@@ -78,8 +78,6 @@ type Config struct {
 	AllowUnregistered bool
 	// Version is shown in .rubino/status.
 	Version string
-	// Ctl are extra entries of the control tree root (agents, compact, ...).
-	Ctl []ctltree.Entry
 	// Owner is the uid that owns the mount; it and root are Privileged
 	// callers of the control tree.
 	Owner uint32

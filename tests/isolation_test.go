@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/guard"
 )
@@ -71,7 +72,7 @@ func TestLeftoversIgnoreForeignMount(t *testing.T) {
 		}
 	}
 	d, err := daemon.Start(daemon.Config{Workspace: ws, Mountpoint: mnt, StateDir: filepath.Join(foreign, "state"),
-		Mode: guard.ModeEnforce, CacheTimeout: time.Second, Version: "test", Logger: log.New(io.Discard, "", 0)})
+		Guard: config.Guard{Mode: guard.ModeEnforce}, Cache: config.Cache{CacheTimeout: time.Second}, Version: "test", Logger: log.New(io.Discard, "", 0)})
 	if err != nil {
 		os.RemoveAll(foreign)
 		t.Fatalf("foreign mount: %v", err)

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/watcher"
@@ -93,8 +94,8 @@ func newMount(t testing.TB, files map[string]string, adjust func(*daemon.Config)
 		level = slog.LevelDebug
 	}
 	cfg := daemon.Config{
-		Workspace: m.ws, Mountpoint: m.mnt, Mode: guard.ModeEnforce,
-		StateDir: m.state, CacheTimeout: time.Hour, Watch: true, Version: "test",
+		Workspace: m.ws, Mountpoint: m.mnt, Guard: config.Guard{Mode: guard.ModeEnforce},
+		StateDir: m.state, Cache: config.Cache{CacheTimeout: time.Hour, Watch: true}, Version: "test",
 		Debug:  traceFuse(),
 		Logger: log.New(lw, "rubinofs: ", log.Lmicroseconds),
 		Slog:   slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: level})),

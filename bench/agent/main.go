@@ -1,4 +1,5 @@
-// Command agent is rubinofs' agent-workload benchmark (issue 3). It runs the
+// Command agent measures how much slower a coding-agent workload runs through
+// rubinofs than natively or through a bare go-fuse loopback. It runs the
 // same coding-agent workload on a real repository (golang.org/x/tools from
 // the Go module proxy, put under git) on four targets, alternating them in
 // one run so machine noise spreads evenly:
@@ -32,6 +33,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/guard"
 )
@@ -235,8 +237,9 @@ func mountTargets(tmp string) ([]target, error) {
 			return targets, err
 		}
 	}
-	d, err := daemon.Start(daemon.Config{Workspace: ws, Mountpoint: mnt, Mode: guard.ModeEnforce,
-		Watch: true, CacheTimeout: time.Hour, Version: "bench", Logger: daemonLog()})
+	d, err := daemon.Start(daemon.Config{Workspace: ws, Mountpoint: mnt,
+		Guard: config.Guard{Mode: guard.ModeEnforce}, Cache: config.Cache{Watch: true, CacheTimeout: time.Hour},
+		Version: "bench", Logger: daemonLog()})
 	if err != nil {
 		return targets, fmt.Errorf("rubinofs: %w", err)
 	}

@@ -1,4 +1,4 @@
-// Command sessions is rubinofs' lost-update stress benchmark (issue 4). N
+// Command sessions measures lost updates under concurrent sessions. N
 // worker processes, each its own guard session, do M rounds on one shared
 // counter file: read it, add one, write it back, and on a refusal read again
 // and retry. With the guard no update is lost: the final value equals the
@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/guard"
 )
@@ -49,8 +50,9 @@ func main() {
 	for _, d := range []string{ws, mnt, native} {
 		os.MkdirAll(d, 0o755)
 	}
-	d, err := daemon.Start(daemon.Config{Workspace: ws, Mountpoint: mnt, Mode: guard.ModeEnforce, Watch: true,
-		CacheTimeout: time.Hour, Version: "bench", Logger: log.New(io.Discard, "", 0)})
+	d, err := daemon.Start(daemon.Config{Workspace: ws, Mountpoint: mnt,
+		Guard: config.Guard{Mode: guard.ModeEnforce}, Cache: config.Cache{Watch: true, CacheTimeout: time.Hour},
+		Version: "bench", Logger: log.New(io.Discard, "", 0)})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/rubinofs/rubinofs/ctltree"
 )
 
 // taskIDRE is the shape of a task id; anything else is refused before it
@@ -192,7 +194,7 @@ func agentsSpawn(c *cli.Context) error {
 
 // taskIDs lists the task directories, newest (highest id) first.
 func taskIDs(mnt string) ([]string, error) {
-	ents, err := os.ReadDir(filepath.Join(mnt, ctlDirName, "agents"))
+	ents, err := os.ReadDir(filepath.Join(mnt, ctltree.DirName, "agents"))
 	if err != nil {
 		return nil, err
 	}
@@ -284,13 +286,9 @@ var agentsShow = taskAction(func(c *cli.Context, mnt, id string) error {
 })
 
 func agentsTree(c *cli.Context) error {
-	mnt, err := mountOf(c)
+	b, err := readMountCtl(c, "agents/tree")
 	if err != nil {
 		return err
-	}
-	b, err := readAgentFile(mnt, "tree")
-	if err != nil {
-		return cli.Exit(err.Error(), 1)
 	}
 	if len(b) == 0 {
 		fmt.Println("no tasks")

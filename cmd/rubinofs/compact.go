@@ -103,6 +103,18 @@ func resolveSession(mnt, id string) (string, error) {
 	return full, nil
 }
 
+// mountSession returns the mount (mountOf) and the full id of the session
+// the first argument names (resolveSession).
+func mountSession(c *cli.Context) (mnt, id string, err error) {
+	if mnt, err = mountOf(c); err != nil {
+		return "", "", err
+	}
+	if id, err = resolveSession(mnt, c.Args().Get(0)); err != nil {
+		return "", "", err
+	}
+	return mnt, id, nil
+}
+
 func short(id string) string {
 	if len(id) > compact.ShortIDLen {
 		return id[:compact.ShortIDLen]
@@ -111,13 +123,9 @@ func short(id string) string {
 }
 
 func compactLs(c *cli.Context) error {
-	mnt, err := mountOf(c)
+	raw, err := readMountCtl(c, "compact/list")
 	if err != nil {
 		return err
-	}
-	raw, err := readCtl(mnt, "compact/list")
-	if err != nil {
-		return cli.Exit(err.Error(), 1)
 	}
 	if c.Bool("json") {
 		os.Stdout.Write(raw)
@@ -229,11 +237,7 @@ func nonBlankLines(b []byte) int {
 }
 
 func compactAppend(c *cli.Context) error {
-	mnt, err := mountOf(c)
-	if err != nil {
-		return err
-	}
-	id, err := resolveSession(mnt, c.Args().Get(0))
+	mnt, id, err := mountSession(c)
 	if err != nil {
 		return err
 	}
@@ -294,11 +298,7 @@ func formatSessionStatus(st compact.Status) string {
 }
 
 func compactStatus(c *cli.Context) error {
-	mnt, err := mountOf(c)
-	if err != nil {
-		return err
-	}
-	id, err := resolveSession(mnt, c.Args().Get(0))
+	mnt, id, err := mountSession(c)
 	if err != nil {
 		return err
 	}
@@ -349,11 +349,7 @@ func formatResult(r compact.Result) string {
 }
 
 func compactRun(c *cli.Context) error {
-	mnt, err := mountOf(c)
-	if err != nil {
-		return err
-	}
-	id, err := resolveSession(mnt, c.Args().Get(0))
+	mnt, id, err := mountSession(c)
 	if err != nil {
 		return err
 	}
@@ -387,11 +383,7 @@ func compactRun(c *cli.Context) error {
 }
 
 func compactShow(c *cli.Context) error {
-	mnt, err := mountOf(c)
-	if err != nil {
-		return err
-	}
-	id, err := resolveSession(mnt, c.Args().Get(0))
+	mnt, id, err := mountSession(c)
 	if err != nil {
 		return err
 	}

@@ -138,22 +138,9 @@ func configKeyFlags() []cli.Flag {
 	return out
 }
 
-// applyConfig copies the effective config into a daemon.Config.
+// applyConfig puts the effective config's sections into a daemon.Config.
 func applyConfig(cfg *daemon.Config, eff *config.Config) {
-	cfg.Mode = eff.Guard.Mode
-	cfg.Exempt = eff.Guard.Exempt
-	cfg.GuardIgnored = eff.Guard.GuardIgnored
-	cfg.AllowUnregistered = eff.Guard.AllowUnregistered
-	cfg.Unlink = eff.Guard.Unlink
-	cfg.Errno = eff.Guard.Errno
-	cfg.Scanners = eff.Guard.Scanners
-	cfg.Watch = eff.Cache.Watch
-	cfg.CacheTimeout = eff.Cache.CacheTimeout
-	cfg.ShortTimeout = eff.Cache.ShortTimeout
-	cfg.WatchSkip = eff.Cache.WatchSkip
-	cfg.MaxWatches = eff.Cache.MaxWatches
-	cfg.PersistReads = eff.Cache.PersistReads
-	cfg.Agents = eff.Agents
+	cfg.Guard, cfg.Cache, cfg.Agents = eff.Guard, eff.Cache, eff.Agents
 	cc := eff.Compact
 	cfg.Compact = &cc
 }

@@ -14,10 +14,9 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
-)
 
-// ctlDirName is the control tree's name at the mount root.
-const ctlDirName = ".rubino"
+	"github.com/rubinofs/rubinofs/ctltree"
+)
 
 // findMount returns the mount root to use: flag when set (it must hold a
 // control tree), otherwise $RUBINO_MOUNT when it names a mount (set by
@@ -36,8 +35,8 @@ func findMount(flag string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if _, err := os.Stat(filepath.Join(abs, ctlDirName, "status")); err != nil {
-			return "", fmt.Errorf("%s is not a rubinofs mount (no %s/status): %w", abs, ctlDirName, err)
+		if _, err := os.Stat(filepath.Join(abs, ctltree.DirName, "status")); err != nil {
+			return "", fmt.Errorf("%s is not a rubinofs mount (no %s/status): %w", abs, ctltree.DirName, err)
 		}
 		return abs, nil
 	}
@@ -46,7 +45,7 @@ func findMount(flag string) (string, error) {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, ctlDirName, "status")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, ctltree.DirName, "status")); err == nil {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
@@ -111,6 +110,20 @@ func mountOf(c *cli.Context) (string, error) {
 	return mnt, nil
 }
 
+// readMountCtl reads the control file rel (readCtl) of the mount c names
+// (mountOf); a failure is a cli.Exit with status 1.
+func readMountCtl(c *cli.Context, rel string) ([]byte, error) {
+	mnt, err := mountOf(c)
+	if err != nil {
+		return nil, err
+	}
+	b, err := readCtl(mnt, rel)
+	if err != nil {
+		return nil, cli.Exit(err.Error(), 1)
+	}
+	return b, nil
+}
+
 // mountFlagValue is the --mount given on c's command path, innermost
 // first; "" when none was.
 func mountFlagValue(c *cli.Context) string {
@@ -131,7 +144,7 @@ func mountFlagValue(c *cli.Context) string {
 // cancelled, an unauthorised reader) returns a ctlError with the reason the
 // control tree left on the same handle.
 func readCtl(mnt, rel string) ([]byte, error) {
-	path := filepath.Join(mnt, ctlDirName, rel)
+	path := filepath.Join(mnt, ctltree.DirName, rel)
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -147,7 +160,7 @@ func readCtl(mnt, rel string) ([]byte, error) {
 // writeCtl writes one command (or one batch of lines, for append files) to a
 // control file in a single write(2).
 func writeCtl(mnt, rel string, data []byte) error {
-	path := filepath.Join(mnt, ctlDirName, rel)
+	path := filepath.Join(mnt, ctltree.DirName, rel)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -162,7 +175,7 @@ func writeCtl(mnt, rel string, data []byte) error {
 // cloneCtl opens a clone file read-write, writes spec and reads the new id
 // from the same handle at offset 0.
 func cloneCtl(mnt, rel string, spec []byte) (string, error) {
-	path := filepath.Join(mnt, ctlDirName, rel)
+	path := filepath.Join(mnt, ctltree.DirName, rel)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return "", err

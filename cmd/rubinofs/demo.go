@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/guard"
 )
@@ -56,8 +57,8 @@ func runDemo(out io.Writer) error {
 		}
 	}
 	d, err := daemon.Start(daemon.Config{
-		Workspace: ws, Mountpoint: mnt, Mode: guard.ModeEnforce,
-		StateDir: filepath.Join(tmp, "state"), CacheTimeout: time.Hour, Watch: true,
+		Workspace: ws, Mountpoint: mnt, Guard: config.Guard{Mode: guard.ModeEnforce},
+		StateDir: filepath.Join(tmp, "state"), Cache: config.Cache{CacheTimeout: time.Hour, Watch: true},
 		Version: versionString(), Logger: log.New(io.Discard, "", 0),
 	})
 	if err != nil {

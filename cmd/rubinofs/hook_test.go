@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 )
 
@@ -128,7 +129,7 @@ func fakeMount(t *testing.T) string {
 	t.Helper()
 	mnt := t.TempDir()
 	for name, content := range map[string]string{"status": "{}\n", "self/denials": "", "self/ctl": "", "self/tracked": ""} {
-		p := filepath.Join(mnt, ctlDirName, name)
+		p := filepath.Join(mnt, ctltree.DirName, name)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
@@ -145,7 +146,7 @@ func fakeMount(t *testing.T) string {
 // the PreToolUse state is cleaned up.
 func TestHookDenialDuringCall(t *testing.T) {
 	mnt := fakeMount(t)
-	denials := filepath.Join(mnt, ctlDirName, "self/denials")
+	denials := filepath.Join(mnt, ctltree.DirName, "self/denials")
 	logDenial := func(path string) {
 		b, _ := json.Marshal(guard.Denial{Time: time.Now(), Op: guard.OpOpenTrunc, Code: guard.CodeUnread, Path: path,
 			Message: "refusing to overwrite " + path + ": read it first"})
@@ -190,8 +191,8 @@ func TestHookDenialDuringCall(t *testing.T) {
 // the hook declares the shown bytes' hash; a partial read declares nothing.
 func TestHookDeclaresRead(t *testing.T) {
 	mnt := fakeMount(t)
-	ctl := filepath.Join(mnt, ctlDirName, "self/ctl")
-	tracked := filepath.Join(mnt, ctlDirName, "self/tracked")
+	ctl := filepath.Join(mnt, ctltree.DirName, "self/ctl")
+	tracked := filepath.Join(mnt, ctltree.DirName, "self/tracked")
 	file := filepath.Join(mnt, "src", "a.txt")
 	post := func(content string, start, num, total int) string {
 		os.WriteFile(ctl, nil, 0o644)
@@ -230,7 +231,7 @@ func TestHookDeclaresRead(t *testing.T) {
 // failed Bash call or a successful Edit declares nothing.
 func TestHookFailedEdit(t *testing.T) {
 	mnt := fakeMount(t)
-	ctl := filepath.Join(mnt, ctlDirName, "self/ctl")
+	ctl := filepath.Join(mnt, ctltree.DirName, "self/ctl")
 	file := filepath.Join(mnt, "a.txt")
 	for _, c := range []struct{ event, tool, want string }{
 		{"PostToolUseFailure", "Edit", "edit-failed " + file + "\n"},
@@ -252,7 +253,7 @@ func TestHookFailedEdit(t *testing.T) {
 // says so, names the file, and still reports denials.
 func TestHookOnAnOlderMount(t *testing.T) {
 	mnt := fakeMount(t)
-	os.Remove(filepath.Join(mnt, ctlDirName, "self/ctl"))
+	os.Remove(filepath.Join(mnt, ctltree.DirName, "self/ctl"))
 	file := filepath.Join(mnt, "a.txt")
 	ev := readEvent(`{"file_path":"`+file+`"}`,
 		`{"type":"text","file":{"filePath":"`+file+`","content":"x\n","numLines":2,"startLine":1,"totalLines":2}}`)

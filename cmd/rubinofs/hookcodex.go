@@ -32,11 +32,7 @@ import (
 // (if any) to stdout. An error is the hook's own (no mount, a control file
 // that failed); the tool call goes on regardless.
 func runCodexHook(stdin io.Reader, stdout io.Writer, mountFlag string) error {
-	ev, err := parseHookEvent(stdin)
-	if err != nil {
-		return err
-	}
-	mnt, err := hookMount(mountFlag, ev.Cwd)
+	ev, mnt, err := readHookEvent(stdin, mountFlag)
 	if err != nil {
 		return err
 	}

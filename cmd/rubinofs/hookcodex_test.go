@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 )
 
@@ -22,7 +23,7 @@ import (
 // hookSpecificOutput object (or, for Stop, the decision) Codex parses.
 func TestCodexHookDenials(t *testing.T) {
 	mnt := fakeMount(t)
-	denials := filepath.Join(mnt, ctlDirName, "self/denials")
+	denials := filepath.Join(mnt, ctltree.DirName, "self/denials")
 	logDenial := func(path string) {
 		b, _ := json.Marshal(guard.Denial{Time: time.Now(), Op: guard.OpOpenTrunc, Code: guard.CodeUnread, Path: path,
 			Message: "refusing to overwrite " + path + ": read it first"})

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/urfave/cli/v2"
 )
@@ -23,31 +24,28 @@ func hookCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "hook",
 		Usage: "an agent's hook: tell the guard what the model read, and the model why a write was refused",
-		Subcommands: []*cli.Command{{
-			Name:  "claude-code",
-			Usage: "Claude Code's PreToolUse/PostToolUse/PostToolUseFailure hook (one JSON event on stdin)",
-			Flags: []cli.Flag{mountFlag()},
-			Action: func(c *cli.Context) error {
-				// The hook never fails the agent's tool call: its own
-				// errors go to stderr (Claude Code shows them to the user
-				// in its debug output, never to the model) with exit 0.
-				if err := runClaudeHook(c.App.Reader, c.App.Writer, mountFlagValue(c)); err != nil {
-					fmt.Fprintln(c.App.ErrWriter, "rubinofs hook claude-code:", err)
-				}
-				return nil
-			},
-		}, {
-			Name:  "codex",
-			Usage: "Codex's PreToolUse/PostToolUse hook (one JSON event on stdin)",
-			Flags: []cli.Flag{mountFlag()},
-			Action: func(c *cli.Context) error {
-				// As for Claude Code: never fail the tool call.
-				if err := runCodexHook(c.App.Reader, c.App.Writer, mountFlagValue(c)); err != nil {
-					fmt.Fprintln(c.App.ErrWriter, "rubinofs hook codex:", err)
-				}
-				return nil
-			},
-		}},
+		Subcommands: []*cli.Command{
+			hookSubcommand("claude-code", "Claude Code's PreToolUse/PostToolUse/PostToolUseFailure hook (one JSON event on stdin)", runClaudeHook),
+			hookSubcommand("codex", "Codex's PreToolUse/PostToolUse hook (one JSON event on stdin)", runCodexHook),
+		},
+	}
+}
+
+// hookSubcommand is `rubinofs hook NAME`, which runs run on the event. The
+// hook never fails the agent's tool call: its own errors go to stderr
+// (Claude Code shows them to the user in its debug output, never to the
+// model) with exit 0.
+func hookSubcommand(name, usage string, run func(stdin io.Reader, stdout io.Writer, mountFlag string) error) *cli.Command {
+	return &cli.Command{
+		Name:  name,
+		Usage: usage,
+		Flags: []cli.Flag{mountFlag()},
+		Action: func(c *cli.Context) error {
+			if err := run(c.App.Reader, c.App.Writer, mountFlagValue(c)); err != nil {
+				fmt.Fprintln(c.App.ErrWriter, "rubinofs hook "+name+":", err)
+			}
+			return nil
+		},
 	}
 }
 
@@ -55,11 +53,7 @@ func hookCommand() *cli.Command {
 // output (if any) to stdout. An error is the hook's own (no mount, a
 // control file that failed); the tool call goes on regardless.
 func runClaudeHook(stdin io.Reader, stdout io.Writer, mountFlag string) error {
-	ev, err := parseHookEvent(stdin)
-	if err != nil {
-		return err
-	}
-	mnt, err := hookMount(mountFlag, ev.Cwd)
+	ev, mnt, err := readHookEvent(stdin, mountFlag)
 	if err != nil {
 		return err
 	}
@@ -177,6 +171,20 @@ func trackedHash(tracked []byte, rel string) string {
 	return ""
 }
 
+// readHookEvent parses the event on stdin and finds the mount it is about
+// (hookMount).
+func readHookEvent(stdin io.Reader, mountFlag string) (*hookEvent, string, error) {
+	ev, err := parseHookEvent(stdin)
+	if err != nil {
+		return nil, "", err
+	}
+	mnt, err := hookMount(mountFlag, ev.Cwd)
+	if err != nil {
+		return nil, "", err
+	}
+	return ev, mnt, nil
+}
+
 // hookMount is the mount the hook works on: --mount, else $RUBINO_MOUNT
 // or the mount around the current directory (findMount), else the mount
 // around the event's cwd.
@@ -186,7 +194,7 @@ func hookMount(flag, cwd string) (string, error) {
 		return mnt, err
 	}
 	for dir := filepath.Clean(cwd); ; dir = filepath.Dir(dir) {
-		if _, serr := os.Stat(filepath.Join(dir, ctlDirName, "status")); serr == nil {
+		if _, serr := os.Stat(filepath.Join(dir, ctltree.DirName, "status")); serr == nil {
 			return dir, nil
 		}
 		if dir == filepath.Dir(dir) {

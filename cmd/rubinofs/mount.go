@@ -170,6 +170,12 @@ func defaultStateDir(workspace string) string {
 	default:
 		base = filepath.Join(base, "rubinofs")
 	}
+	return stateDirUnder(base, workspace)
+}
+
+// stateDirUnder is workspace's state directory under base: the workspace's
+// absolute path with its slashes turned into dashes ("-" for /).
+func stateDirUnder(base, workspace string) string {
 	esc := strings.ReplaceAll(strings.Trim(workspace, "/"), "/", "-")
 	if esc == "" {
 		esc = "-"
