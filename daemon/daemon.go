@@ -227,7 +227,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		return nil, fmt.Errorf("compaction: %w", err)
 	}
 	undo = append(undo, func() { d.Compact.Close() })
-	d.FS.AddCtl(ctltree.Entry{Name: "compact", Node: d.Compact.Node()})
+	d.FS.Plug(d.Compact)
 	agents := cfg.Agents
 	agents.Mount, agents.Logger = cfg.Mountpoint, cfg.Logger
 	agents.Sessions = d.Sessions // each task's process tree is session task-<id>
