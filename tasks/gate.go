@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -126,4 +127,182 @@ func (g *Gate) result() (string, error) {
 		return "", ErrTimeout
 	}
 	return "", errors.New("gate still pending")
+}
+
+// gateRecord is one ask or approval, kept for late readers.
+type gateRecord struct {
+	gate     *Gate
+	id       int
+	question string
+	command  string
+}
+
+// BeginAsk flips a running entry into the ask state: it stores the gate,
+// the question and the blocking flag, and sets blocked_on_parent when the
+// task has an owner task (the owner answers) or blocked_on_human otherwise
+// (the seed decides by the owner id; here the owner comes from the entry,
+// never from the caller). Errors: ErrNotFound; ErrNotRunning unless the
+// status is running (a stopping or terminal task cannot ask); ErrGateBusy
+// while another ask or approval is pending.
+func (r *Registry) BeginAsk(id string, gate *Gate, askID int, question string, blocking bool) (Status, error) {
+	r.mu.Lock()
+	r.bumpLocked()
+	defer r.mu.Unlock()
+	e := r.entries[id]
+	if e == nil {
+		return "", ErrNotFound
+	}
+	if e.askGate != nil || e.approvalGate != nil {
+		return e.Status, ErrGateBusy
+	}
+	if e.Status != StatusRunning {
+		return e.Status, fmt.Errorf("%w (it is %s)", ErrNotRunning, e.Status)
+	}
+	e.askGate = gate
+	e.lastAsk = &gateRecord{gate: gate, id: askID, question: question}
+	e.Asking, e.AskID, e.Question, e.AskBlocking = true, askID, question, blocking
+	e.Status = StatusBlockedOnHuman
+	if e.OwnerTask != "" {
+		e.Status = StatusBlockedOnParent
+	}
+	return e.Status, nil
+}
+
+// EndAsk clears the ask state and returns a blocked entry to running (a
+// stopping or terminal one keeps its status). Called once the question is
+// answered, timed out, or the task unwinds. No-op for an unknown id.
+func (r *Registry) EndAsk(id string) {
+	r.mu.Lock()
+	r.bumpLocked()
+	defer r.mu.Unlock()
+	if e := r.entries[id]; e != nil {
+		r.endAskLocked(e)
+	}
+}
+
+func (r *Registry) endAskLocked(e *entry) {
+	e.askGate = nil
+	e.Asking, e.AskID, e.Question, e.AskBlocking = false, 0, "", false
+	if e.Status == StatusBlockedOnHuman || e.Status == StatusBlockedOnParent {
+		e.Status = StatusRunning
+	}
+}
+
+// DeliverAnswer is the one answer wire (reply from a human or an owner
+// task): it pushes AnswerNotePrefix+answer onto the steer queue (so a
+// non-blocking ask folds it in at its next turn), decides the ask gate (so
+// a blocking ask wakes with the answer), and clears the ask state. H5: all
+// three happen under the registry mutex, steer first, so an answer racing
+// Complete is either delivered or reported not delivered, never both. False
+// for an unknown id, a task with no pending ask, or a terminal task.
+func (r *Registry) DeliverAnswer(id, answer string) bool {
+	r.mu.Lock()
+	r.bumpLocked()
+	defer r.mu.Unlock()
+	e := r.entries[id]
+	if e == nil || e.askGate == nil {
+		return false
+	}
+	if !r.steerLocked(id, AnswerNotePrefix+answer) {
+		return false
+	}
+	e.askGate.Decide(answer)
+	r.endAskLocked(e)
+	return true
+}
+
+// BeginApproval flips a running entry into needs_approval and stores the
+// gate, question and command; the task then parks on the gate until a
+// human decides (DecideApproval). It returns the previous status. Errors as
+// BeginAsk.
+func (r *Registry) BeginApproval(id string, gate *Gate, approvalID int, question, command string) (Status, error) {
+	r.mu.Lock()
+	r.bumpLocked()
+	defer r.mu.Unlock()
+	e := r.entries[id]
+	if e == nil {
+		return "", ErrNotFound
+	}
+	prev := e.Status
+	if e.askGate != nil || e.approvalGate != nil {
+		return prev, ErrGateBusy
+	}
+	if e.Status != StatusRunning {
+		return prev, fmt.Errorf("%w (it is %s)", ErrNotRunning, e.Status)
+	}
+	e.approvalGate = gate
+	e.lastApproval = &gateRecord{gate: gate, id: approvalID, question: question, command: command}
+	e.Approving, e.ApprovalID, e.ApprovalQuestion, e.ApprovalCommand = true, approvalID, question, command
+	e.Status = StatusNeedsApproval
+	return prev, nil
+}
+
+// EndApproval clears the approval state and returns a needs_approval entry
+// to running. No-op for an unknown id.
+func (r *Registry) EndApproval(id string) {
+	r.mu.Lock()
+	r.bumpLocked()
+	defer r.mu.Unlock()
+	if e := r.entries[id]; e != nil {
+		r.endApprovalLocked(e)
+	}
+}
+
+func (r *Registry) endApprovalLocked(e *entry) {
+	e.approvalGate = nil
+	e.Approving, e.ApprovalID, e.ApprovalQuestion, e.ApprovalCommand = false, 0, "", ""
+	if e.Status == StatusNeedsApproval {
+		e.Status = StatusRunning
+	}
+}
+
+// DecideApproval decides a pending approval ("yes" or "no", then " " and
+// the note when there is one) and clears the approval state, atomically.
+// False for an unknown id or no pending approval.
+func (r *Registry) DecideApproval(id string, approve bool, note string) bool {
+	r.mu.Lock()
+	r.bumpLocked()
+	defer r.mu.Unlock()
+	e := r.entries[id]
+	if e == nil || e.approvalGate == nil || e.Status.Terminal() {
+		return false
+	}
+	v := "no"
+	if approve {
+		v = "yes"
+	}
+	if note != "" {
+		v += " " + note
+	}
+	e.approvalGate.Decide(v)
+	r.endApprovalLocked(e)
+	return true
+}
+
+// endGate clears the ask or approval state of id if g is still its
+// pending gate (a timed-out ask or approval); otherwise a no-op.
+func (r *Registry) endGate(id string, g *Gate) {
+	r.mu.Lock()
+	r.bumpLocked()
+	defer r.mu.Unlock()
+	e := r.entries[id]
+	switch {
+	case e == nil:
+	case e.askGate == g:
+		r.endAskLocked(e)
+	case e.approvalGate == g:
+		r.endApprovalLocked(e)
+	}
+}
+
+// lastGates returns the most recent ask and approval records (nil when
+// none), for readers that arrive after the gate was cleared.
+func (r *Registry) lastGates(id string) (ask, approval *gateRecord, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[id]
+	if e == nil {
+		return nil, nil, false
+	}
+	return e.lastAsk, e.lastApproval, true
 }
