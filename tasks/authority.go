@@ -29,7 +29,7 @@ func (rn *Runner) mustBeSelf(c ctltree.Caller, target, what string) error {
 // and true, or false for a non-task caller (see Runner for the rules). Its
 // /proc read is bounded by guard.ProcBound.
 func (rn *Runner) CallerTask(c ctltree.Caller) (string, bool) {
-	if id, ok := strings.CutPrefix(c.Session, SessionPrefix); ok {
+	if id, ok := strings.CutPrefix(c.Session, ctltree.TaskSessionPrefix); ok {
 		return id, true
 	}
 	if rn.cfg.Sessions != nil || c.Pid == 0 {

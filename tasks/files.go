@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"syscall"
@@ -67,42 +66,29 @@ a non-task caller may approve. Any non-task caller may act on any task.
 Everything else is EPERM.
 `
 
-// ctlErr maps an error to what a control-file caller sees: ErrNotFound ->
-// ENOENT; ErrTooLarge -> EFBIG; ErrBadInput, ErrUnknownSubagent,
+// ctlErrnos maps an error to what a control-file caller sees: ErrNotFound
+// -> ENOENT; ErrTooLarge -> EFBIG; ErrBadInput, ErrUnknownSubagent,
 // ErrNotRunning, ErrGateBusy -> EINVAL; ErrOwnerNotLive -> EPERM;
-// *CapError, ErrClosed -> EAGAIN; ErrCancelled -> ECANCELED; ErrTimeout ->
-// ETIMEDOUT; a cancelled read -> EINTR; anything else -> EIO.
-func ctlErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ce *ctltree.Error
-	if errors.As(err, &ce) {
-		return err
-	}
-	var capErr *CapError
-	errno := syscall.EIO
-	switch {
-	case errors.Is(err, ErrNotFound):
-		errno = syscall.ENOENT
-	case errors.Is(err, ErrTooLarge):
-		errno = syscall.EFBIG
-	case errors.Is(err, ErrBadInput), errors.Is(err, ErrUnknownSubagent),
-		errors.Is(err, ErrNotRunning), errors.Is(err, ErrGateBusy):
-		errno = syscall.EINVAL
-	case errors.Is(err, ErrOwnerNotLive):
-		errno = syscall.EPERM
-	case errors.As(err, &capErr), errors.Is(err, ErrClosed):
-		errno = syscall.EAGAIN
-	case errors.Is(err, ErrCancelled):
-		errno = syscall.ECANCELED
-	case errors.Is(err, ErrTimeout):
-		errno = syscall.ETIMEDOUT
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		errno = syscall.EINTR
-	}
-	msg := strings.TrimPrefix(err.Error(), ErrBadInput.Error()+": ")
-	return &ctltree.Error{Errno: errno, Msg: msg}
+// *CapError, ErrClosed -> EAGAIN (a cap frees up, or the mount is going
+// away); ErrCancelled -> ECANCELED; ErrTimeout -> ETIMEDOUT; then the
+// table's common tail (a cancelled read -> EINTR) and EIO for anything
+// else. The reason is the error's message without the "bad input: "
+// prefix.
+var ctlErrnos = ctltree.ErrnoTable{
+	Rules: []ctltree.ErrnoRule{
+		ctltree.Is(ErrNotFound, syscall.ENOENT),
+		ctltree.Is(ErrTooLarge, syscall.EFBIG),
+		ctltree.Is(ErrBadInput, syscall.EINVAL),
+		ctltree.Is(ErrUnknownSubagent, syscall.EINVAL),
+		ctltree.Is(ErrNotRunning, syscall.EINVAL),
+		ctltree.Is(ErrGateBusy, syscall.EINVAL),
+		ctltree.Is(ErrOwnerNotLive, syscall.EPERM),
+		ctltree.As[*CapError](syscall.EAGAIN),
+		ctltree.Is(ErrClosed, syscall.EAGAIN),
+		ctltree.Is(ErrCancelled, syscall.ECANCELED),
+		ctltree.Is(ErrTimeout, syscall.ETIMEDOUT),
+	},
+	Reason: func(err error) string { return strings.TrimPrefix(err.Error(), ErrBadInput.Error()+": ") },
 }
 
 // Node returns the .rubino/agents directory.
@@ -139,7 +125,7 @@ func (rn *Runner) Node() *ctltree.Dir {
 func (rn *Runner) clone(c ctltree.Caller, spec []byte) (string, error) {
 	s, err := ParseSpec(spec)
 	if err != nil {
-		return "", ctlErr(err)
+		return "", ctlErrnos.Map(err)
 	}
 	ownerTask, _ := rn.CallerTask(c)
 	if ownerTask != "" {
@@ -149,7 +135,7 @@ func (rn *Runner) clone(c ctltree.Caller, spec []byte) (string, error) {
 	}
 	t, err := rn.Spawn(s, ownerTask, c.Session)
 	if err != nil {
-		return "", ctlErr(err)
+		return "", ctlErrnos.Map(err)
 	}
 	return t.ID, nil
 }

@@ -25,11 +25,11 @@ func (rn *Runner) ask(c ctltree.Caller, id string, b []byte) error {
 	}
 	req, err := ParseAsk(b, false)
 	if err != nil {
-		return ctlErr(err)
+		return ctlErrnos.Map(err)
 	}
 	status, err := rn.reg.BeginAsk(id, NewGate(), rn.nextGateID(), req.Question, req.IsBlocking())
 	if err != nil {
-		return ctlErr(err)
+		return ctlErrnos.Map(err)
 	}
 	if t, _ := rn.reg.Find(id); status == StatusBlockedOnParent {
 		rn.reg.Steer(t.OwnerTask, fmt.Sprintf("%s%s asks] %s", ChildAskPrefix, id, req.Question))
@@ -64,7 +64,7 @@ func (rn *Runner) readAnswer(ctx context.Context, c ctltree.Caller, id string) (
 		if errors.Is(err, ErrTimeout) {
 			rn.reg.endGate(id, rec.gate)
 		}
-		return nil, ctlErr(err)
+		return nil, ctlErrnos.Map(err)
 	}
 	return []byte(v + "\n"), nil
 }
@@ -94,10 +94,10 @@ func (rn *Runner) requestApproval(c ctltree.Caller, id string, b []byte) error {
 	}
 	req, err := ParseAsk(b, true)
 	if err != nil {
-		return ctlErr(err)
+		return ctlErrnos.Map(err)
 	}
 	_, err = rn.reg.BeginApproval(id, NewGate(), rn.nextGateID(), req.Question, req.Command)
-	return ctlErr(err)
+	return ctlErrnos.Map(err)
 }
 
 // readApproval renders the pending (or last) approval:
@@ -118,7 +118,7 @@ func (rn *Runner) readApproval(ctx context.Context, c ctltree.Caller, id string)
 	}
 	if self, isTask := rn.CallerTask(c); isTask && self == id {
 		if _, err := rn.await(ctx, rec.gate); err != nil && !errors.Is(err, ErrCancelled) && !errors.Is(err, ErrTimeout) {
-			return nil, ctlErr(err)
+			return nil, ctlErrnos.Map(err)
 		}
 	}
 	st, v := rec.gate.Outcome()

@@ -73,7 +73,7 @@ func (rn *Runner) appendActivity(c ctltree.Caller, id string, b []byte) error {
 	for i, l := range lines { // all or nothing
 		started, text, err := ParseActivity(l)
 		if err != nil {
-			return ctlErr(fmt.Errorf("line %d: %w", i+1, err))
+			return ctlErrnos.Map(fmt.Errorf("line %d: %w", i+1, err))
 		}
 		evs = append(evs, ev{started, text})
 	}
@@ -98,7 +98,7 @@ func (rn *Runner) writeResult(c ctltree.Caller, id string, b []byte) error {
 		return ctltree.Errorf(syscall.EFBIG, "result of %d bytes exceeds %d", len(b), MaxResult)
 	}
 	if err := checkText("result", string(b)); err != nil {
-		return ctlErr(err)
+		return ctlErrnos.Map(err)
 	}
 	if !rn.reg.SetResult(id, string(b)) {
 		return ctltree.Errorf(syscall.EINVAL, "task %s has finished", id)
@@ -114,7 +114,7 @@ func (rn *Runner) ctl(c ctltree.Caller, id string, b []byte) error {
 	}
 	cmd, err := ParseCtl(b)
 	if err != nil {
-		return ctlErr(err)
+		return ctlErrnos.Map(err)
 	}
 	if (cmd.Verb == VerbSteer || cmd.Verb == VerbProbe) && t.Queued >= MaxQueuedNotes {
 		// EAGAIN: the queue is full until the task drains its inbox.
@@ -210,7 +210,7 @@ func (rn *Runner) readWait(ctx context.Context, id string) ([]byte, error) {
 			return nil, ctltree.Errorf(syscall.EINTR, "the mount is shutting down")
 		default:
 		}
-		return nil, ctlErr(err)
+		return nil, ctlErrnos.Map(err)
 	}
 	body := t.Result
 	if t.Status != StatusDone {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rubinofs/rubinofs/ctltree"
 )
 
 // ErrClosed is returned by Spawn once CancelAll has begun (teardown).
@@ -207,3 +209,20 @@ func (rn *Runner) Stats() map[string]int {
 	}
 	return out
 }
+
+// CtlEntries implements ctltree.Feature: the one entry "agents", the
+// directory Node serves.
+func (rn *Runner) CtlEntries() []ctltree.Entry {
+	return []ctltree.Entry{{Name: "agents", Node: rn.Node()}}
+}
+
+// Status implements ctltree.StatusSource: the key "agents" of
+// .rubino/status and Stats, the tasks counted by status. It never blocks
+// beyond the registry mutex.
+func (rn *Runner) Status() (string, any) { return "agents", rn.Stats() }
+
+// A Runner is a control-tree feature with a status key.
+var (
+	_ ctltree.Feature      = (*Runner)(nil)
+	_ ctltree.StatusSource = (*Runner)(nil)
+)

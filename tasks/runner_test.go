@@ -175,7 +175,7 @@ func TestRunnerDeclaredResultWins(t *testing.T) {
 	rn := newRunner(t, nil)
 	f := fifo(t)
 	tk := spawn(t, rn, "echo noise; read x < "+f)
-	if err := rn.writeResult(ctltree.Caller{Session: "task-" + tk.ID}, tk.ID, []byte("the answer")); err != nil {
+	if err := rn.writeResult(ctltree.Caller{Session: SessionName(tk.ID)}, tk.ID, []byte("the answer")); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(f, []byte("go\n"), 0)
@@ -390,7 +390,7 @@ func TestOpenMergesConfigFile(t *testing.T) {
 func TestRunnerAwaitWakesAtTeardown(t *testing.T) {
 	rn := newRunner(t, nil)
 	tk := spawn(t, rn, "exec sleep 1000")
-	self := ctltree.Caller{Session: "task-" + tk.ID}
+	self := ctltree.Caller{Session: SessionName(tk.ID)}
 	if err := rn.ask(self, tk.ID, []byte("anyone?")); err != nil {
 		t.Fatal(err)
 	}
