@@ -20,37 +20,26 @@ const (
 // RecordToolStarted records a tool starting: bumps the tool counter and
 // sets the last activity. No-op for an unknown id.
 func (r *Registry) RecordToolStarted(id, activity string) {
-	r.mu.Lock()
-	r.bumpLocked()
-	defer r.mu.Unlock()
-	if e := r.entries[id]; e != nil {
+	r.update(id, func(e *entry) {
 		e.ToolCount++
 		e.LastActivity = activity
-	}
+	})
 }
 
 // RecordToolFinished appends line to the activity ring (at most
 // ActivityLogMax, oldest dropped) and clears the output tail, which belonged
 // to the tool that finished. No-op for an unknown id.
 func (r *Registry) RecordToolFinished(id, line string) {
-	r.mu.Lock()
-	r.bumpLocked()
-	defer r.mu.Unlock()
-	if e := r.entries[id]; e != nil {
+	r.update(id, func(e *entry) {
 		e.Activity = appendRing(e.Activity, line)
 		e.Output = nil
-	}
+	})
 }
 
 // noteActivity appends a runner event to the ring without touching the
 // tool counter or the output tail.
 func (r *Registry) noteActivity(id, line string) {
-	r.mu.Lock()
-	r.bumpLocked()
-	defer r.mu.Unlock()
-	if e := r.entries[id]; e != nil {
-		e.Activity = appendRing(e.Activity, line)
-	}
+	r.update(id, func(e *entry) { e.Activity = appendRing(e.Activity, line) })
 }
 
 func appendRing(ring []string, line string) []string {
@@ -67,12 +56,7 @@ func appendRing(ring []string, line string) []string {
 // and keeps OutputTailMax complete lines plus the partial one. No-op for an
 // unknown id.
 func (r *Registry) RecordToolOutput(id, chunk string) {
-	r.mu.Lock()
-	r.bumpLocked()
-	defer r.mu.Unlock()
-	if e := r.entries[id]; e != nil {
-		e.Output = appendTail(e.Output, chunk)
-	}
+	r.update(id, func(e *entry) { e.Output = appendTail(e.Output, chunk) })
 }
 
 func appendTail(tail []string, chunk string) []string {
@@ -116,14 +100,11 @@ func cutLine(s string) string {
 // RecordLiveProbe records a probe of the task: bumps the probe count and
 // stamps the time. It returns the new count, or false for an unknown id.
 func (r *Registry) RecordLiveProbe(id string) (int, bool) {
-	r.mu.Lock()
-	r.bumpLocked()
-	defer r.mu.Unlock()
-	e := r.entries[id]
-	if e == nil {
-		return 0, false
-	}
-	e.ProbeCount++
-	e.LastProbe = r.now()
-	return e.ProbeCount, true
+	n := 0
+	ok := r.update(id, func(e *entry) {
+		e.ProbeCount++
+		e.LastProbe = r.now()
+		n = e.ProbeCount
+	})
+	return n, ok
 }

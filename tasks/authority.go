@@ -17,8 +17,12 @@ func (rn *Runner) mayAct(c ctltree.Caller, target, what string) error {
 	return ctltree.Errorf(syscall.EPERM, "task %s may %s only its own descendants, and %s is not one", self, what, target)
 }
 
-// mustBeSelf authorises what only the task itself may do.
+// mustBeSelf authorises what only the task itself may do: ENOENT for an
+// unknown task, EPERM for any other caller.
 func (rn *Runner) mustBeSelf(c ctltree.Caller, target, what string) error {
+	if _, err := rn.find(target); err != nil {
+		return err
+	}
 	if self, isTask := rn.CallerTask(c); isTask && self == target {
 		return nil
 	}

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -236,24 +237,12 @@ func LoadConfig(path string) (Config, error) {
 // merge fills c's zero JSON fields from file (values set in code win;
 // subagent types are the union, code winning per name).
 func (c Config) merge(file Config) Config {
-	if c.MaxDepth == 0 {
-		c.MaxDepth = file.MaxDepth
-	}
-	if c.MaxChildrenPerNode == 0 {
-		c.MaxChildrenPerNode = file.MaxChildrenPerNode
-	}
-	if c.MaxConcurrentTotal == 0 {
-		c.MaxConcurrentTotal = file.MaxConcurrentTotal
-	}
-	if c.AskTimeout == 0 {
-		c.AskTimeout = file.AskTimeout
-	}
-	if c.StopGrace == 0 {
-		c.StopGrace = file.StopGrace
-	}
-	if c.KeepFinished == 0 {
-		c.KeepFinished = file.KeepFinished
-	}
+	c.MaxDepth = cmp.Or(c.MaxDepth, file.MaxDepth)
+	c.MaxChildrenPerNode = cmp.Or(c.MaxChildrenPerNode, file.MaxChildrenPerNode)
+	c.MaxConcurrentTotal = cmp.Or(c.MaxConcurrentTotal, file.MaxConcurrentTotal)
+	c.AskTimeout = cmp.Or(c.AskTimeout, file.AskTimeout)
+	c.StopGrace = cmp.Or(c.StopGrace, file.StopGrace)
+	c.KeepFinished = cmp.Or(c.KeepFinished, file.KeepFinished)
 	if len(file.Subagents) > 0 {
 		m := map[string]SubagentType{}
 		for k, v := range file.Subagents {

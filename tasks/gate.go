@@ -148,15 +148,9 @@ func (r *Registry) BeginAsk(id string, gate *Gate, askID int, question string, b
 	r.mu.Lock()
 	r.bumpLocked()
 	defer r.mu.Unlock()
-	e := r.entries[id]
-	if e == nil {
-		return "", ErrNotFound
-	}
-	if e.askGate != nil || e.approvalGate != nil {
-		return e.Status, ErrGateBusy
-	}
-	if e.Status != StatusRunning {
-		return e.Status, fmt.Errorf("%w (it is %s)", ErrNotRunning, e.Status)
+	e, err := r.gateableLocked(id)
+	if err != nil {
+		return statusOf(e), err
 	}
 	e.askGate = gate
 	e.lastAsk = &gateRecord{gate: gate, id: askID, question: question}
@@ -168,19 +162,40 @@ func (r *Registry) BeginAsk(id string, gate *Gate, askID int, question string, b
 	return e.Status, nil
 }
 
+// gateableLocked returns entry id if it may open an ask or approval gate:
+// it exists (else ErrNotFound, and a nil entry), has neither pending
+// (ErrGateBusy) and is running (ErrNotRunning: a stopping or terminal task
+// cannot park). On an error the entry is returned unchanged, for its
+// status.
+func (r *Registry) gateableLocked(id string) (*entry, error) {
+	e := r.entries[id]
+	switch {
+	case e == nil:
+		return nil, ErrNotFound
+	case e.askGate != nil || e.approvalGate != nil:
+		return e, ErrGateBusy
+	case e.Status != StatusRunning:
+		return e, fmt.Errorf("%w (it is %s)", ErrNotRunning, e.Status)
+	}
+	return e, nil
+}
+
+// statusOf is e's status, "" for no entry.
+func statusOf(e *entry) Status {
+	if e == nil {
+		return ""
+	}
+	return e.Status
+}
+
 // EndAsk clears the ask state and returns a blocked entry to running (a
 // stopping or terminal one keeps its status). Called once the question is
 // answered, timed out, or the task unwinds. No-op for an unknown id.
 func (r *Registry) EndAsk(id string) {
-	r.mu.Lock()
-	r.bumpLocked()
-	defer r.mu.Unlock()
-	if e := r.entries[id]; e != nil {
-		r.endAskLocked(e)
-	}
+	r.update(id, endAskLocked)
 }
 
-func (r *Registry) endAskLocked(e *entry) {
+func endAskLocked(e *entry) {
 	e.askGate = nil
 	e.Asking, e.AskID, e.Question, e.AskBlocking = false, 0, "", false
 	if e.Status == StatusBlockedOnHuman || e.Status == StatusBlockedOnParent {
@@ -207,7 +222,7 @@ func (r *Registry) DeliverAnswer(id, answer string) bool {
 		return false
 	}
 	e.askGate.Decide(answer)
-	r.endAskLocked(e)
+	endAskLocked(e)
 	return true
 }
 
@@ -219,16 +234,10 @@ func (r *Registry) BeginApproval(id string, gate *Gate, approvalID int, question
 	r.mu.Lock()
 	r.bumpLocked()
 	defer r.mu.Unlock()
-	e := r.entries[id]
-	if e == nil {
-		return "", ErrNotFound
-	}
-	prev := e.Status
-	if e.askGate != nil || e.approvalGate != nil {
-		return prev, ErrGateBusy
-	}
-	if e.Status != StatusRunning {
-		return prev, fmt.Errorf("%w (it is %s)", ErrNotRunning, e.Status)
+	e, err := r.gateableLocked(id)
+	prev := statusOf(e)
+	if err != nil {
+		return prev, err
 	}
 	e.approvalGate = gate
 	e.lastApproval = &gateRecord{gate: gate, id: approvalID, question: question, command: command}
@@ -240,15 +249,10 @@ func (r *Registry) BeginApproval(id string, gate *Gate, approvalID int, question
 // EndApproval clears the approval state and returns a needs_approval entry
 // to running. No-op for an unknown id.
 func (r *Registry) EndApproval(id string) {
-	r.mu.Lock()
-	r.bumpLocked()
-	defer r.mu.Unlock()
-	if e := r.entries[id]; e != nil {
-		r.endApprovalLocked(e)
-	}
+	r.update(id, endApprovalLocked)
 }
 
-func (r *Registry) endApprovalLocked(e *entry) {
+func endApprovalLocked(e *entry) {
 	e.approvalGate = nil
 	e.Approving, e.ApprovalID, e.ApprovalQuestion, e.ApprovalCommand = false, 0, "", ""
 	if e.Status == StatusNeedsApproval {
@@ -275,7 +279,7 @@ func (r *Registry) DecideApproval(id string, approve bool, note string) bool {
 		v += " " + note
 	}
 	e.approvalGate.Decide(v)
-	r.endApprovalLocked(e)
+	endApprovalLocked(e)
 	return true
 }
 
@@ -289,9 +293,9 @@ func (r *Registry) endGate(id string, g *Gate) {
 	switch {
 	case e == nil:
 	case e.askGate == g:
-		r.endAskLocked(e)
+		endAskLocked(e)
 	case e.approvalGate == g:
-		r.endApprovalLocked(e)
+		endApprovalLocked(e)
 	}
 }
 

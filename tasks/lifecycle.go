@@ -67,15 +67,7 @@ func (r *Registry) Reserve(req ReserveRequest) (Task, error) {
 // the registry can cancel it. Called after Reserve, so the entry exists
 // before the worker can complete. False for an unknown id.
 func (r *Registry) Attach(id string, c Canceler, pid int) bool {
-	r.mu.Lock()
-	r.bumpLocked()
-	defer r.mu.Unlock()
-	e := r.entries[id]
-	if e == nil {
-		return false
-	}
-	e.canceler, e.Pid = c, pid
-	return true
+	return r.update(id, func(e *entry) { e.canceler, e.Pid = c, pid })
 }
 
 // Complete records the terminal state when the worker finishes. status

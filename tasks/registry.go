@@ -141,5 +141,19 @@ func (r *Registry) bumpLocked() {
 	r.changed = make(chan struct{})
 }
 
+// update is the shape of every single-entry change: under the mutex, it
+// wakes Changed and runs f on entry id, if there is one. It reports
+// whether there was. f must not block or call back into the Registry.
+func (r *Registry) update(id string, f func(e *entry)) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.bumpLocked()
+	e := r.entries[id]
+	if e != nil {
+		f(e)
+	}
+	return e != nil
+}
+
 // Caps returns the effective caps.
 func (r *Registry) Caps() Caps { return r.caps }

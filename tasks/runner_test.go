@@ -406,3 +406,9 @@ func TestRunnerAwaitWakesAtTeardown(t *testing.T) {
 		t.Fatal("the parked reader never woke")
 	}
 }
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	st, err := readProcStat(pid)
+	return err == nil && st.State != 'Z' && st.State != 'X'
+}
