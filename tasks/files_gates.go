@@ -13,16 +13,23 @@ import (
 
 func (rn *Runner) nextGateID() int { return int(rn.gateSeq.Add(1)) }
 
+// ownRequest parses an ask or approval request (ParseAsk) that only task
+// id itself may write: ENOENT, EPERM, or the parse error's errno.
+func (rn *Runner) ownRequest(c ctltree.Caller, id, what string, b []byte, approval bool) (AskRequest, error) {
+	if err := rn.mustBeSelf(c, id, what); err != nil {
+		return AskRequest{}, err
+	}
+	req, err := ParseAsk(b, approval)
+	return req, ctlErrnos.Map(err)
+}
+
 // ask begins an ask: only the task itself, while running. An owned task's
 // question also goes to its owner's inbox ("[child ID asks] QUESTION"), as
 // the seed pushes it onto the owner's steer queue.
 func (rn *Runner) ask(c ctltree.Caller, id string, b []byte) error {
-	if err := rn.mustBeSelf(c, id, "ask"); err != nil {
-		return err
-	}
-	req, err := ParseAsk(b, false)
+	req, err := rn.ownRequest(c, id, "ask", b, false)
 	if err != nil {
-		return ctlErrnos.Map(err)
+		return err
 	}
 	status, err := rn.reg.BeginAsk(id, NewGate(), rn.nextGateID(), req.Question, req.IsBlocking())
 	if err != nil {
@@ -80,12 +87,9 @@ func (rn *Runner) await(ctx context.Context, g *Gate) (string, error) {
 }
 
 func (rn *Runner) requestApproval(c ctltree.Caller, id string, b []byte) error {
-	if err := rn.mustBeSelf(c, id, "request an approval"); err != nil {
-		return err
-	}
-	req, err := ParseAsk(b, true)
+	req, err := rn.ownRequest(c, id, "request an approval", b, true)
 	if err != nil {
-		return ctlErrnos.Map(err)
+		return err
 	}
 	_, err = rn.reg.BeginApproval(id, NewGate(), rn.nextGateID(), req.Question, req.Command)
 	return ctlErrnos.Map(err)
