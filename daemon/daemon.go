@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
 	"os"
 	"path"
@@ -89,12 +88,9 @@ type Config struct {
 	MaxWatches int
 	Debug      bool
 	Version    string
-	// Logger is the *log.Logger bridge for the parts that take only that
-	// (package tasks); its lines are info records of Slog. Everything else
-	// logs through Slog. Either logger may be nil: see setupLoggers.
-	Logger *log.Logger
 	// Slog is the structured logger (the CLI's --log-format, --log-level)
-	// of the daemon, fusefs, the watcher and compaction, at these levels:
+	// of the daemon, fusefs, the watcher, compaction and the task runner
+	// (tasks.Config.Logger); nil means text records on stderr. Levels:
 	// error for what the operator must act on (the read state could not be
 	// saved at unmount, the mount could not be detached); warn for degraded
 	// but continuing (a guard refusal, with the fields session, pid, comm,
@@ -252,7 +248,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	}
 	d.FS.AddCtl(ctltree.Entry{Name: "compact", Node: d.Compact.Node()})
 	agents := cfg.Agents
-	agents.Mount, agents.Logger = cfg.Mountpoint, cfg.Logger
+	agents.Mount, agents.Logger = cfg.Mountpoint, cfg.Slog
 	agents.Sessions = d.Sessions // each task's process tree is session task-<id>
 	if agents.Umask == "" {
 		agents.Umask = taskUmask(startUmask) // not the daemon's 0 (umask.go)
@@ -351,10 +347,6 @@ func (d *Daemon) checkpoints(interval time.Duration) {
 // Done is closed when the server has stopped (unmounted by us or by
 // `rubinofs unmount` / umount).
 func (d *Daemon) Done() <-chan struct{} { return d.done }
-
-// Logger returns the daemon's *log.Logger bridge (Config.Logger): its
-// lines are info records of Slog.
-func (d *Daemon) Logger() *log.Logger { return d.cfg.Logger }
 
 // Slog returns the daemon's structured logger (Config.Slog).
 func (d *Daemon) Slog() *slog.Logger { return d.cfg.Slog }

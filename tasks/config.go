@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log"
+	"log/slog"
 	"os"
 	"regexp"
 	"strings"
@@ -147,8 +147,13 @@ type Config struct {
 	// started with, so tasks create files as the user's shell would.
 	// Anything but up to four octal digits fails Validate.
 	Umask string `json:"-"`
-	// Logger receives the runner's diagnostics (default: stderr).
-	Logger *log.Logger `json:"-"`
+	// Logger receives the runner's diagnostics (default: text records on
+	// stderr), at two levels: warn for what degrades but continues (a task
+	// that could not start, processes that outlived SIGKILL, a log file that
+	// could not be listed or removed), info for a task that finished with
+	// steer notes it never read. Every record has the field "task" when it
+	// concerns one.
+	Logger *slog.Logger `json:"-"`
 }
 
 // Defaults of Config.
@@ -180,7 +185,7 @@ func (c Config) WithDefaults() Config {
 		c.Shell = "/bin/sh"
 	}
 	if c.Logger == nil {
-		c.Logger = log.New(os.Stderr, "rubinofs: ", log.LstdFlags)
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	return c
 }

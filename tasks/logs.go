@@ -54,7 +54,7 @@ func (rn *Runner) readLog(id string) ([]byte, error) {
 func (rn *Runner) prune() {
 	for _, t := range rn.reg.Prune(rn.cfg.KeepFinished) {
 		if err := os.Remove(rn.LogPath(t.ID)); err != nil && !os.IsNotExist(err) {
-			rn.cfg.Logger.Printf("agents: task %s pruned, but its log stays: %v", t.ID, err)
+			rn.cfg.Logger.Warn("task pruned, but its log stays", "task", t.ID, "err", err)
 		}
 	}
 }
@@ -71,7 +71,7 @@ var logNameRE = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}-[0-9]+\.log$`)
 func (rn *Runner) pruneOldLogs() {
 	ents, err := os.ReadDir(rn.cfg.LogDir)
 	if err != nil {
-		rn.cfg.Logger.Printf("agents: listing the log directory: %v", err)
+		rn.cfg.Logger.Warn("listing the agents log directory failed: old task logs stay", "dir", rn.cfg.LogDir, "err", err)
 		return
 	}
 	type logName struct {
@@ -100,7 +100,7 @@ func (rn *Runner) pruneOldLogs() {
 	})
 	for _, l := range old[rn.cfg.KeepFinished:] {
 		if err := os.Remove(filepath.Join(rn.cfg.LogDir, l.n)); err != nil && !os.IsNotExist(err) {
-			rn.cfg.Logger.Printf("agents: removing an old log: %v", err)
+			rn.cfg.Logger.Warn("removing an old task log failed", "err", err)
 		}
 	}
 }

@@ -36,7 +36,7 @@ func (rn *Runner) wait(id string, cmd *exec.Cmd, p *proc, out *outputSink, pumps
 	// SIGKILL to the rest of the group and session, until it is gone;
 	// Kill is a no-op from now on.
 	if !p.finish() {
-		rn.cfg.Logger.Printf("agents: task %s: processes of session %d survived SIGKILL for %v", id, p.pid, killBound)
+		rn.cfg.Logger.Warn("task processes survived SIGKILL", "task", id, "session", p.pid, "waited", killBound)
 	}
 	werr := cmd.Wait()
 
@@ -90,7 +90,7 @@ func (rn *Runner) wait(id string, cmd *exec.Cmd, p *proc, out *outputSink, pumps
 	rn.reg.noteActivity(id, exit)
 	undelivered := FilterUndelivered(rn.reg.Complete(id, status, result, errMsg))
 	if len(undelivered) > 0 {
-		rn.cfg.Logger.Printf("agents: task %s finished with %d undelivered steer note(s)", id, len(undelivered))
+		rn.cfg.Logger.Info("task finished with undelivered steer notes", "task", id, "notes", len(undelivered))
 	}
 	// A task's children never outlive it.
 	for _, c := range rn.reg.ChildrenOf(id) {

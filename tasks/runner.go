@@ -170,7 +170,7 @@ func (rn *Runner) Spawn(spec Spec, ownerTask, ownerSession string) (Task, error)
 	}
 	rn.wg.Add(1)
 	if err := rn.startLocked(t, typ); err != nil {
-		rn.cfg.Logger.Printf("agents: task %s: %v", t.ID, err)
+		rn.cfg.Logger.Warn("task could not start", "task", t.ID, "err", err)
 		rn.reg.Complete(t.ID, StatusFailed, "", "start: "+err.Error())
 		rn.wg.Done()
 	}

@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +24,7 @@ const failsafe = 60 * time.Second
 
 func newRunner(t *testing.T, adjust func(*Config)) *Runner {
 	t.Helper()
-	cfg := Config{Mount: t.TempDir(), LogDir: t.TempDir(), Logger: log.New(io.Discard, "", 0)}
+	cfg := Config{Mount: t.TempDir(), LogDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}
 	if adjust != nil {
 		adjust(&cfg)
 	}
@@ -367,7 +366,7 @@ func TestOpenMergesConfigFile(t *testing.T) {
 	state := t.TempDir()
 	os.WriteFile(filepath.Join(state, ConfigFileName), []byte(`{"max_depth":4,"max_concurrent_total":5,"ask_timeout":"30s",
 		"subagents":{"echo":{"command":["echo","{prompt}"]}}}`), 0o600)
-	rn, err := Open(Config{Caps: Caps{MaxConcurrentTotal: 6}, Mount: t.TempDir(), Logger: log.New(io.Discard, "", 0)}, state)
+	rn, err := Open(Config{Caps: Caps{MaxConcurrentTotal: 6}, Mount: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}, state)
 	if err != nil {
 		t.Fatal(err)
 	}

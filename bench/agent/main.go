@@ -19,8 +19,8 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io"
 	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -236,7 +236,7 @@ func mountTargets(tmp string) ([]target, error) {
 		}
 	}
 	d, err := daemon.Start(daemon.Config{Workspace: ws, Mountpoint: mnt, Mode: guard.ModeEnforce,
-		Watch: true, CacheTimeout: time.Hour, Version: "bench", Logger: daemonLog()})
+		Watch: true, CacheTimeout: time.Hour, Version: "bench", Slog: daemonLog()})
 	if err != nil {
 		return targets, fmt.Errorf("rubinofs: %w", err)
 	}
@@ -249,11 +249,11 @@ func mountTargets(tmp string) ([]target, error) {
 	return append(targets, rt), nil
 }
 
-func daemonLog() *log.Logger {
+func daemonLog() *slog.Logger {
 	if os.Getenv("RUBINOFS_DEBUG_EVENTS") != "" {
-		return log.New(os.Stderr, "rubinofs: ", log.Lmicroseconds)
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	return log.New(io.Discard, "", 0)
+	return slog.New(slog.DiscardHandler)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,7 +51,7 @@ func main() {
 		os.MkdirAll(d, 0o755)
 	}
 	d, err := daemon.Start(daemon.Config{Workspace: ws, Mountpoint: mnt, Mode: guard.ModeEnforce, Watch: true,
-		CacheTimeout: time.Hour, Version: "bench", Logger: log.New(io.Discard, "", 0)})
+		CacheTimeout: time.Hour, Version: "bench", Slog: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		log.Fatal(err)
 	}
