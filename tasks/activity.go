@@ -5,7 +5,8 @@ import (
 	"unicode/utf8"
 )
 
-// Bounds of the live views, as in the seed.
+// Bounds of the live views (the activity ring and the output tail), so a
+// chatty task cannot grow its entry.
 const (
 	// ActivityLogMax is how many recent activity lines the ring keeps.
 	ActivityLogMax = 6
@@ -51,7 +52,7 @@ func appendRing(ring []string, line string) []string {
 }
 
 // RecordToolOutput folds a chunk of streamed output into the live tail: it
-// splits on "\n" (a trailing "\r" is dropped, as Ruby's chomp), appends to
+// splits on "\n" (a trailing "\r" is dropped: CRLF reads as LF), appends to
 // the in-flight partial line, cuts every line at OutputTailLineMax bytes,
 // and keeps OutputTailMax complete lines plus the partial one. No-op for an
 // unknown id.
@@ -70,7 +71,7 @@ func appendTail(tail []string, chunk string) []string {
 		} else {
 			chunk = ""
 		}
-		line = strings.TrimSuffix(line, "\r") // Ruby's chomp of each segment
+		line = strings.TrimSuffix(line, "\r") // CRLF line ends read as LF
 		last := len(tail) - 1
 		if len(tail[last]) < OutputTailLineMax {
 			tail[last] = cutLine(tail[last] + cutLine(line))

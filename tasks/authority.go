@@ -8,7 +8,8 @@ import (
 )
 
 // mayAct authorises an action of c on task target: a non-task caller may
-// act on any task, a task only on its own descendants.
+// act on any task, a task only on its own descendants
+// (docs/DESIGN.md#task-authority).
 func (rn *Runner) mayAct(c ctltree.Caller, target, what string) error {
 	self, isTask := rn.CallerTask(c)
 	if !isTask || rn.reg.IsDescendant(self, target) {

@@ -4,8 +4,8 @@ import (
 	"fmt"
 )
 
-// Caps are the three nesting caps, all enforced in Reserve. Zero fields
-// mean the defaults (DefaultCaps).
+// Caps are the three nesting caps, all enforced in Reserve
+// (docs/DESIGN.md#task-caps). Zero fields mean the defaults (DefaultCaps).
 type Caps struct {
 	// MaxDepth: a new task whose depth (0 for a top-level task, owner's
 	// depth + 1 otherwise) is >= MaxDepth is refused ("depth"). Default 2.
@@ -19,8 +19,9 @@ type Caps struct {
 	MaxConcurrentTotal int `json:"max_concurrent_total,omitempty"`
 }
 
-// DefaultCaps are the seed's built-in defaults: depth 2, 3 children per
-// node, 8 in total.
+// DefaultCaps are the built-in caps, which agents.json may change: depth 2
+// (top-level tasks and one level of children), 3 live children per owner,
+// 8 live tasks in total.
 func DefaultCaps() Caps { return Caps{MaxDepth: 2, MaxChildrenPerNode: 3, MaxConcurrentTotal: 8} }
 
 // withDefaults fills zero fields from DefaultCaps.
@@ -38,8 +39,8 @@ func (c Caps) withDefaults() Caps {
 	return c
 }
 
-// Refusal reasons recorded by Reserve (the seed's :depth, :per_owner,
-// :global).
+// Refusal reasons recorded by Reserve, one per cap, in the order Reserve
+// checks them.
 const (
 	RefusedDepth    = "depth"
 	RefusedPerOwner = "per_owner"
@@ -57,6 +58,9 @@ type CapError struct {
 // Error implements error.
 func (e *CapError) Error() string { return e.Reason + ": " + e.Msg }
 
+// refusalLocked is Reserve's cap check for a new task of depth under
+// ownerTask (or, for a top-level task, ownerSession): nil when it fits.
+// Only live tasks count. r.mu is held.
 func (r *Registry) refusalLocked(ownerTask, ownerSession string, depth int) *CapError {
 	if depth >= r.caps.MaxDepth {
 		return &CapError{RefusedDepth, fmt.Sprintf("a task at depth %d is past max_depth %d", depth, r.caps.MaxDepth)}

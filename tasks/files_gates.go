@@ -24,8 +24,8 @@ func (rn *Runner) ownRequest(c ctltree.Caller, id, what string, b []byte, approv
 }
 
 // ask begins an ask: only the task itself, while running. An owned task's
-// question also goes to its owner's inbox ("[child ID asks] QUESTION"), as
-// the seed pushes it onto the owner's steer queue.
+// question also goes to its owner's inbox ("[child ID asks] QUESTION"), so
+// the owner learns of it at its next turn.
 func (rn *Runner) ask(c ctltree.Caller, id string, b []byte) error {
 	req, err := rn.ownRequest(c, id, "ask", b, false)
 	if err != nil {

@@ -9,7 +9,9 @@ import (
 )
 
 // DefaultAskTimeout bounds how long a blocking ask (and a pending approval)
-// parks before it gives up: the seed's ask_parent_timeout, ~900 s.
+// parks before it gives up: 15 minutes, long enough for a human to notice,
+// short enough that a forgotten question does not hold a slot for good
+// (docs/DESIGN.md#task-gates).
 const DefaultAskTimeout = 900 * time.Second
 
 // ErrCancelled is returned by Gate.Await when the gate was cancelled: the
@@ -48,8 +50,8 @@ func (s GateState) String() string {
 	return "pending"
 }
 
-// Gate is a one-shot decision point a task parks on: the Go form of the
-// seed's Run::ApprovalGate, used for both ask gates and approval gates.
+// Gate is a one-shot decision point a task parks on, used for both ask
+// gates and approval gates (docs/DESIGN.md#task-gates).
 // The first of Decide, Cancel or Expire wins; later calls return false.
 // Safe for concurrent use; it never calls back into the Registry, so the
 // Registry may decide or cancel it while holding its own mutex.
@@ -78,7 +80,7 @@ func (g *Gate) finish(st GateState, v string) bool {
 // every Await. It returns false when the gate was already finished.
 func (g *Gate) Decide(v string) bool { return g.finish(GateDecided, v) }
 
-// Cancel wakes every Await with ErrCancelled (the seed's cancel!). It
+// Cancel wakes every Await with ErrCancelled (a stop). It
 // returns false when the gate was already finished. Idempotent.
 func (g *Gate) Cancel() bool { return g.finish(GateCancelled, "") }
 
@@ -140,8 +142,8 @@ type gateRecord struct {
 // BeginAsk flips a running entry into the ask state: it stores the gate,
 // the question and the blocking flag, and sets blocked_on_parent when the
 // task has an owner task (the owner answers) or blocked_on_human otherwise
-// (the seed decides by the owner id; here the owner comes from the entry,
-// never from the caller). Errors: ErrNotFound; ErrNotRunning unless the
+// (the owner comes from the entry, never from the caller, so a task cannot
+// choose who answers it). Errors: ErrNotFound; ErrNotRunning unless the
 // status is running (a stopping or terminal task cannot ask); ErrGateBusy
 // while another ask or approval is pending.
 func (r *Registry) BeginAsk(id string, gate *Gate, askID int, question string, blocking bool) (Status, error) {
@@ -206,7 +208,7 @@ func endAskLocked(e *entry) {
 // DeliverAnswer is the one answer wire (reply from a human or an owner
 // task): it pushes AnswerNotePrefix+answer onto the steer queue (so a
 // non-blocking ask folds it in at its next turn), decides the ask gate (so
-// a blocking ask wakes with the answer), and clears the ask state. H5: all
+// a blocking ask wakes with the answer), and clears the ask state. All
 // three happen under the registry mutex, steer first, so an answer racing
 // Complete is either delivered or reported not delivered, never both. False
 // for an unknown id, a task with no pending ask, or a terminal task.

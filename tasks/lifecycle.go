@@ -25,10 +25,10 @@ type ReserveRequest struct {
 
 // Reserve registers a running entry and returns it (the caller then binds
 // its worker with Attach). It is the single enforcement point of the three
-// caps, checked in the seed's order: depth (new depth >= MaxDepth),
-// per_owner (the owner already has MaxChildrenPerNode live children; the
-// owner is the owner task, or the session for top-level tasks), global
-// (MaxConcurrentTotal live tasks). A refusal returns *CapError and records
+// caps (docs/DESIGN.md#task-caps), checked in this order: depth (new depth
+// >= MaxDepth), per_owner (the owner already has MaxChildrenPerNode live
+// children; the owner is the owner task, or the session for top-level
+// tasks), global (MaxConcurrentTotal live tasks). A refusal returns *CapError and records
 // its reason for LastRefusalReason; success clears it.
 func (r *Registry) Reserve(req ReserveRequest) (Task, error) {
 	r.mu.Lock()
@@ -75,8 +75,9 @@ func (r *Registry) Attach(id string, c Canceler, pid int) bool {
 // failure landing on a stopping entry is recorded as stopped (a requested
 // stop unwinding), never as failed.
 //
-// H5: the steer queue is drained HERE, under the same mutex that flips the
-// status to terminal, and Steer refuses a terminal entry under that mutex.
+// The steer queue is drained HERE, under the same mutex that flips the
+// status to terminal, and Steer refuses a terminal entry under that mutex
+// (docs/DESIGN.md#task-steering).
 // A concurrent steer is therefore either queued before the flip (and
 // returned here) or refused. The returned notes were never delivered; the
 // entry keeps them, minus delivered answers, as Undelivered. Open gates are
@@ -154,11 +155,10 @@ func (r *Registry) RequestStop(id string) bool {
 // stop, an owner's exit, CancelAll). It marks the stop, cancels the task's
 // own approval and ask gates, cancels the ask gates of ALL its descendants
 // (the stop cascade, CancelDescendantAskGates), and cancels the worker.
-// Because tasks are separate processes rather than nested runners, the
-// descendants are stopped as well (marked stopping, approval gates
-// cancelled, workers cancelled), which the seed gets from its nested
-// cancel tokens. Idempotent and safe on an unknown, terminal or never
-// blocked entry.
+// Because tasks are separate processes, nothing else would reach the
+// descendants, so they are stopped as well (marked stopping, approval
+// gates cancelled, workers cancelled): docs/DESIGN.md#task-lifecycle.
+// Idempotent and safe on an unknown, terminal or never blocked entry.
 func (r *Registry) StopEntry(id string) {
 	r.mu.Lock()
 	r.bumpLocked()
@@ -197,8 +197,9 @@ func (r *Registry) StopEntry(id string) {
 }
 
 // CancelDescendantAskGates cancels the ask gates of every descendant of id
-// (the seed's stop cascade, S5a), so a blocking ask anywhere in the subtree
-// wakes at once. Safe with no descendants or none blocked.
+// (the stop cascade, docs/DESIGN.md#task-lifecycle), so a blocking ask
+// anywhere in the subtree wakes at once. Safe with no descendants or none
+// blocked.
 func (r *Registry) CancelDescendantAskGates(id string) {
 	r.mu.Lock()
 	var gates []*Gate

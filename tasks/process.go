@@ -21,7 +21,7 @@ const (
 
 // wrapperScript starts every task. The process is created with its
 // working directory outside the mount (a fork whose child chdirs into a
-// mount served by the same process can deadlock, golang/go#11155); the
+// mount served by the same process can deadlock); the
 // wrapper waits for the runner's go-ahead on fd 3 (sent once the task is
 // attached and its session registered, so nothing it does runs
 // unattributed), then changes into the mount and execs the subagent.
@@ -97,7 +97,7 @@ func (rn *Runner) startLocked(t Task, typ SubagentType) (err error) {
 	closers = append(closers, logf)
 
 	cmd := exec.Command(rn.cfg.Shell, append([]string{"-c", wrapperFor(rn.cfg.Umask), "rubino-task"}, argv...)...)
-	cmd.Dir = "/" // outside the mount; the wrapper cds in (golang/go#11155)
+	cmd.Dir = "/" // outside the mount; the wrapper cds in (see wrapperScript)
 	cmd.Env = rn.taskEnv(typ, t.ID)
 	if inR != nil {
 		cmd.Stdin = inR

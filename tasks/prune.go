@@ -4,12 +4,13 @@ import (
 	"sort"
 )
 
-// Prune bounds the finished tasks: it keeps the keep terminal entries that
-// finished last (ties: the later reservation) and removes every older
-// terminal entry except the ones it must keep, and returns the removed
-// entries' last snapshots, oldest first (the caller releases what they hold
-// outside the registry, such as log files: Runner.prune). keep < 1 counts as
-// 1, so the task that finished last is always kept.
+// Prune bounds the finished tasks (docs/DESIGN.md#task-pruning): it keeps
+// the keep terminal entries that finished last (ties: the later
+// reservation) and removes every older terminal entry except the ones it
+// must keep, and returns the removed entries' last snapshots, oldest first
+// (the caller releases what they hold outside the registry, such as log
+// files: Runner.prune). keep < 1 counts as 1, so the task that finished
+// last is always kept.
 //
 // Never removed besides: a live task (every non-terminal status: running,
 // needs_approval, blocked_*, stopping), and a terminal task with a live

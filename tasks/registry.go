@@ -15,16 +15,15 @@ var (
 	ErrGateBusy     = errors.New("the task already has a pending question or approval")
 )
 
-// Canceler is what Attach binds to a reserved task: its live worker (the
-// seed binds the worker thread and the child runner). The Runner's process
-// implements it.
+// Canceler is what Attach binds to a reserved task: its live worker. The
+// Runner's process implements it.
 type Canceler interface {
-	// Cancel asks the worker to stop (the seed's runner.cancel!): for a
-	// process, SIGTERM to its process group and SIGKILL after a grace. It
-	// must be idempotent and must not block.
+	// Cancel asks the worker to stop: for a process, SIGTERM to its process
+	// group and SIGKILL after a grace. It must be idempotent and must not
+	// block.
 	Cancel()
 	// Kill ends the worker and everything it started at once (SIGKILL to
-	// its process group), synchronously: the seed's kill_all_groups.
+	// its process group), synchronously, so teardown leaves nothing behind.
 	Kill()
 }
 
@@ -106,8 +105,9 @@ func (e *entry) snapshot() Task {
 	return t
 }
 
-// Registry is the process-wide table of tasks (the seed's
-// BackgroundTasks). All state is guarded by one mutex; methods are safe for
+// Registry is the process-wide table of tasks (docs/DESIGN.md#task-registry):
+// in memory only, so tasks die with the mount. All state is guarded by one
+// mutex; methods are safe for
 // concurrent use. Methods that wake gates or cancel workers collect them
 // under the mutex and act after releasing it, except where noted (gates
 // never call back into the Registry, so deciding one under the mutex is

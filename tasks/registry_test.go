@@ -179,9 +179,10 @@ func TestStatusesAndStopMapping(t *testing.T) {
 	}
 }
 
-// TestSteerVersusCompleteRace is the H5 race: notes steered concurrently
-// with Complete are either returned by Complete (undelivered), drained by
-// the task before, or refused: never accepted and lost.
+// TestSteerVersusCompleteRace is the steer/complete race
+// (docs/DESIGN.md#task-steering): notes steered concurrently with Complete
+// are either returned by Complete (undelivered), drained by the task
+// before, or refused: never accepted and lost.
 func TestSteerVersusCompleteRace(t *testing.T) {
 	for round := 0; round < 200; round++ {
 		r := NewRegistry(Caps{})

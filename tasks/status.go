@@ -1,10 +1,10 @@
 package tasks
 
-// Status is a task's state. Live statuses hold a concurrency slot; terminal
-// ones never change again.
+// Status is a task's state (docs/DESIGN.md#task-lifecycle). Live statuses
+// hold a concurrency slot; terminal ones never change again.
 type Status string
 
-// The statuses of the seed registry.
+// The statuses: five live, three terminal.
 const (
 	StatusRunning         Status = "running"           // live: working
 	StatusNeedsApproval   Status = "needs_approval"    // live: parked on a human approval
@@ -16,8 +16,9 @@ const (
 	StatusFailed          Status = "failed"            // terminal: anything else
 )
 
-// Live reports whether s holds a slot: every non-terminal status, including
-// needs_approval, the blocked states and stopping (the seed's live_status?).
+// Live reports whether s holds a slot under the caps: every non-terminal
+// status, including needs_approval, the blocked states and stopping, since
+// a task parked on a question or unwinding still has its process.
 func (s Status) Live() bool {
 	switch s {
 	case StatusRunning, StatusNeedsApproval, StatusBlockedOnHuman, StatusBlockedOnParent, StatusStopping:
@@ -31,8 +32,10 @@ func (s Status) Terminal() bool {
 	return s == StatusDone || s == StatusFailed || s == StatusStopped
 }
 
-// Glyph is the one-character mark the tree and the CLI show for s (the
-// seed's card glyphs: ● running, ◌ stopping, ✗ failed, ⛔ waiting on you).
+// Glyph is the one-character mark the tree and the CLI show for s:
+// ● running, ? needs_approval, ⛔ blocked_on_human (waiting on you),
+// ↑ blocked_on_parent, ◌ stopping, ■ stopped, ✓ done, ✗ failed; " " for
+// anything else.
 func (s Status) Glyph() string {
 	switch s {
 	case StatusRunning:

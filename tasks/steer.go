@@ -18,10 +18,11 @@ const ChildAskPrefix = "[child "
 
 // Steer pushes a note onto the task's steer queue, which the task drains
 // (DrainSteer: its inbox) at its next turn. It returns false, pushing
-// nothing, when the entry is gone or already terminal. H5: the push happens
+// nothing, when the entry is gone or already terminal. The push happens
 // under the registry mutex, gated on a non-terminal status, so it is
 // serialised against Complete: a true return means the note is either
-// drained by the task or reported by Complete as undelivered, never lost.
+// drained by the task or reported by Complete as undelivered, never lost
+// (docs/DESIGN.md#task-steering).
 func (r *Registry) Steer(id, text string) bool {
 	r.mu.Lock()
 	r.bumpLocked()
