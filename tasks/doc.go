@@ -32,7 +32,7 @@
 //	status.go               statuses, live / terminal, glyphs
 //	caps.go                 the three caps, CapError, the cap check
 //	registry.go             Registry, Task and its entry, errors, Canceler
-//	lifecycle.go            Reserve, Attach, Complete, stop, cascade, CancelAll, Await
+//	lifecycle.go            Reserve, Attach, Complete, stops and the cascade, Await
 //	query.go                listings and lookups (Running, List, Find, Remove)
 //	tree.go                 owners: children, descendants, ancestors
 //	prune.go                Prune: bounding the finished tasks
@@ -49,7 +49,7 @@
 //	proc_linux.go           /proc reads, session-wide signals
 //	authority.go            who a caller is, and what it may do
 //	files.go                the agents directory, the errno table, clone
-//	files_task.go           per-task files: activity, result, log, ctl, inbox, wait
+//	files_task.go           per-task files: activity, result, ctl, inbox, wait
 //	files_gates.go          ask, answer and approval files
 //	files_tree.go           the tree and waiting listings
 //

@@ -197,6 +197,8 @@ func (r *Registry) EndAsk(id string) {
 	r.update(id, endAskLocked)
 }
 
+// endAskLocked clears e's ask state and takes a blocked entry back to
+// running; r.mu is held.
 func endAskLocked(e *entry) {
 	e.askGate = nil
 	e.Asking, e.AskID, e.Question, e.AskBlocking = false, 0, "", false
@@ -254,6 +256,8 @@ func (r *Registry) EndApproval(id string) {
 	r.update(id, endApprovalLocked)
 }
 
+// endApprovalLocked clears e's approval state and takes a needs_approval
+// entry back to running; r.mu is held.
 func endApprovalLocked(e *entry) {
 	e.approvalGate = nil
 	e.Approving, e.ApprovalID, e.ApprovalQuestion, e.ApprovalCommand = false, 0, "", ""

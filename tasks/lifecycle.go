@@ -28,8 +28,9 @@ type ReserveRequest struct {
 // caps (docs/DESIGN.md#task-caps), checked in this order: depth (new depth
 // >= MaxDepth), per_owner (the owner already has MaxChildrenPerNode live
 // children; the owner is the owner task, or the session for top-level
-// tasks), global (MaxConcurrentTotal live tasks). A refusal returns *CapError and records
-// its reason for LastRefusalReason; success clears it.
+// tasks), global (MaxConcurrentTotal live tasks). A refusal returns
+// *CapError and records its reason for LastRefusalReason; success clears
+// it.
 func (r *Registry) Reserve(req ReserveRequest) (Task, error) {
 	r.mu.Lock()
 	r.bumpLocked()

@@ -20,6 +20,9 @@ func (rn *Runner) LogPath(id string) string {
 // state directory.
 const logTailMax = 1 << 20
 
+// readLog serves the log file of task id: its last logTailMax bytes, after
+// a line naming the whole file when it is longer; empty before the task
+// wrote anything.
 func (rn *Runner) readLog(id string) ([]byte, error) {
 	if _, err := rn.find(id); err != nil {
 		return nil, err

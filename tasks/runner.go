@@ -46,9 +46,10 @@ type Sessions interface {
 // processes behind, and its live children are stopped.
 //
 // Caller identity (docs/DESIGN.md#task-authority): a caller whose session
-// is "task-<id>" is that task. Without a Sessions registry (Config.Sessions nil) a caller is that task
-// when its POSIX session id (from /proc/PID/stat) is the task's: only the
-// task's processes can be in it, since setsid(2) cannot join a session.
+// is "task-<id>" is that task. Without a Sessions registry
+// (Config.Sessions nil) a caller is that task when its POSIX session id
+// (from /proc/PID/stat) is the task's: only the task's processes can be in
+// it, since setsid(2) cannot join a session.
 //
 // Safe for concurrent use.
 type Runner struct {

@@ -30,6 +30,7 @@ func (r *Registry) Steer(id, text string) bool {
 	return r.steerLocked(id, text)
 }
 
+// steerLocked is Steer with r.mu held.
 func (r *Registry) steerLocked(id, text string) bool {
 	e := r.entries[id]
 	if e == nil || e.Status.Terminal() {

@@ -18,6 +18,7 @@ func (r *Registry) DescendantsOf(id string) []Task {
 	return out
 }
 
+// descendantsLocked is DescendantsOf with r.mu held, on the entries.
 func (r *Registry) descendantsLocked(id string) []*entry {
 	if id == "" {
 		return nil
