@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
 	"os"
 	"path"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/rubinofs/rubinofs/compact"
 	"github.com/rubinofs/rubinofs/config"
-	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/fusefs"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/gitsafe"
@@ -64,12 +62,9 @@ type Config struct {
 	Debug bool
 	// Version is shown in .rubino/status.
 	Version string
-	// Logger is the *log.Logger bridge for the parts that take only that
-	// (package tasks); its lines are info records of Slog. Everything else
-	// logs through Slog. Either logger may be nil: see setupLoggers.
-	Logger *log.Logger
 	// Slog is the structured logger (the CLI's --log-format, --log-level)
-	// of the daemon, fusefs, the watcher and compaction, at these levels:
+	// of the daemon, fusefs, the watcher, compaction and the task runner
+	// (tasks.Config.Logger); nil means text records on stderr. Levels:
 	// error for what the operator must act on (the read state could not be
 	// saved at unmount, the mount could not be detached); warn for degraded
 	// but continuing (a guard refusal, with the fields session, pid, comm,
@@ -229,7 +224,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	undo = append(undo, func() { d.Compact.Close() })
 	d.FS.Plug(d.Compact)
 	agents := cfg.Agents
-	agents.Mount, agents.Logger = cfg.Mountpoint, cfg.Logger
+	agents.Mount, agents.Logger = cfg.Mountpoint, cfg.Slog
 	agents.Sessions = d.Sessions // each task's process tree is session task-<id>
 	if agents.Umask == "" {
 		agents.Umask = taskUmask(startUmask) // not the daemon's 0 (umask.go)
@@ -238,8 +233,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		return nil, fmt.Errorf("agents: %w", err)
 	}
 	undo = append(undo, func() { d.Tasks.Close() })
-	d.FS.AddCtl(ctltree.Entry{Name: "agents", Node: d.Tasks.Node()})
-	d.FS.AddStatus(func() (string, any) { return "agents", d.Tasks.Stats() })
+	d.FS.Plug(d.Tasks)
 	d.registerMetrics() // observe.go: watcher, tasks, compactions in .rubino/metrics
 	timeout := cfg.CacheTimeout
 	d.server, err = d.FS.Mount(cfg.Mountpoint, fusefs.MountOptions{
@@ -322,10 +316,6 @@ func (d *Daemon) checkpoints(interval time.Duration) {
 // Done is closed when the server has stopped (unmounted by us or by
 // `rubinofs unmount` / umount).
 func (d *Daemon) Done() <-chan struct{} { return d.done }
-
-// Logger returns the daemon's *log.Logger bridge (Config.Logger): its
-// lines are info records of Slog.
-func (d *Daemon) Logger() *log.Logger { return d.cfg.Logger }
 
 // Slog returns the daemon's structured logger (Config.Slog).
 func (d *Daemon) Slog() *slog.Logger { return d.cfg.Slog }

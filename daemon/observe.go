@@ -1,13 +1,11 @@
 package daemon
 
-// Logging and metrics of a mount: the structured logger (log/slog) with
-// the *log.Logger bridge package tasks still takes, the guard's denial log
-// line, and the collectors that expose the watcher's, the task registry's
+// Logging and metrics of a mount: the structured logger (log/slog), the
+// guard's denial log line, and the collectors that expose the watcher's, the task registry's
 // and the compressor's counters in .rubino/metrics, read at scrape time.
 
 import (
 	"context"
-	"log"
 	"log/slog"
 	"os"
 
@@ -17,20 +15,10 @@ import (
 	"github.com/rubinofs/rubinofs/tasks"
 )
 
-// setupLoggers fills the two loggers of cfg from each other: with only
-// Slog, Logger is slog.NewLogLogger over its handler (at level info), so
-// the one *log.Logger user (tasks) goes through slog too, while the daemon,
-// fusefs, the watcher and compaction log levelled records to Slog itself;
-// with only Logger, Slog writes text records to Logger's writer; with
-// neither, both go to stderr.
+// setupLoggers defaults cfg.Slog, the one logger of the daemon, fusefs,
+// the watcher, compaction and the task runner, to text records on stderr.
 func setupLoggers(cfg *Config) {
-	switch {
-	case cfg.Slog != nil && cfg.Logger == nil:
-		cfg.Logger = slog.NewLogLogger(cfg.Slog.Handler(), slog.LevelInfo)
-	case cfg.Slog == nil && cfg.Logger != nil:
-		cfg.Slog = slog.New(slog.NewTextHandler(cfg.Logger.Writer(), nil))
-	case cfg.Slog == nil:
-		cfg.Logger = log.New(os.Stderr, "rubinofs: ", log.LstdFlags)
+	if cfg.Slog == nil {
 		cfg.Slog = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 }

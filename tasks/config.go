@@ -2,11 +2,12 @@ package tasks
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"log"
+	"log/slog"
 	"os"
 	"regexp"
 	"strings"
@@ -146,8 +147,13 @@ type Config struct {
 	// started with, so tasks create files as the user's shell would.
 	// Anything but up to four octal digits fails Validate.
 	Umask string `json:"-"`
-	// Logger receives the runner's diagnostics (default: stderr).
-	Logger *log.Logger `json:"-"`
+	// Logger receives the runner's diagnostics (default: text records on
+	// stderr), at two levels: warn for what degrades but continues (a task
+	// that could not start, processes that outlived SIGKILL, a log file that
+	// could not be listed or removed), info for a task that finished with
+	// steer notes it never read. Every record has the field "task" when it
+	// concerns one.
+	Logger *slog.Logger `json:"-"`
 }
 
 // Defaults of Config.
@@ -179,7 +185,7 @@ func (c Config) WithDefaults() Config {
 		c.Shell = "/bin/sh"
 	}
 	if c.Logger == nil {
-		c.Logger = log.New(os.Stderr, "rubinofs: ", log.LstdFlags)
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	return c
 }
@@ -236,24 +242,12 @@ func LoadConfig(path string) (Config, error) {
 // merge fills c's zero JSON fields from file (values set in code win;
 // subagent types are the union, code winning per name).
 func (c Config) merge(file Config) Config {
-	if c.MaxDepth == 0 {
-		c.MaxDepth = file.MaxDepth
-	}
-	if c.MaxChildrenPerNode == 0 {
-		c.MaxChildrenPerNode = file.MaxChildrenPerNode
-	}
-	if c.MaxConcurrentTotal == 0 {
-		c.MaxConcurrentTotal = file.MaxConcurrentTotal
-	}
-	if c.AskTimeout == 0 {
-		c.AskTimeout = file.AskTimeout
-	}
-	if c.StopGrace == 0 {
-		c.StopGrace = file.StopGrace
-	}
-	if c.KeepFinished == 0 {
-		c.KeepFinished = file.KeepFinished
-	}
+	c.MaxDepth = cmp.Or(c.MaxDepth, file.MaxDepth)
+	c.MaxChildrenPerNode = cmp.Or(c.MaxChildrenPerNode, file.MaxChildrenPerNode)
+	c.MaxConcurrentTotal = cmp.Or(c.MaxConcurrentTotal, file.MaxConcurrentTotal)
+	c.AskTimeout = cmp.Or(c.AskTimeout, file.AskTimeout)
+	c.StopGrace = cmp.Or(c.StopGrace, file.StopGrace)
+	c.KeepFinished = cmp.Or(c.KeepFinished, file.KeepFinished)
 	if len(file.Subagents) > 0 {
 		m := map[string]SubagentType{}
 		for k, v := range file.Subagents {

@@ -2,6 +2,8 @@ package tasks
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,7 +16,7 @@ import (
 
 var human = ctltree.Caller{Session: "default", Pid: 1}
 
-func asTask(id string) ctltree.Caller { return ctltree.Caller{Session: "task-" + id} }
+func asTask(id string) ctltree.Caller { return ctltree.Caller{Session: SessionName(id)} }
 
 // resolve walks the agents tree as fusefs does.
 func resolve(rn *Runner, c ctltree.Caller, path string) ctltree.Node {
@@ -511,5 +513,39 @@ func TestFilesNonBlockingReads(t *testing.T) {
 	waitDone(t, rn, id)
 	if s, err := read(human, id+"/wait"); err != nil || !strings.HasPrefix(s, "stopped\n") {
 		t.Fatalf("non-blocking wait of a stopped task: %q %v", s, err)
+	}
+}
+
+// TestCtlErrnos pins the errno every registry and runner error reaches a
+// control-file caller with, and the reason without the bad-input prefix.
+func TestCtlErrnos(t *testing.T) {
+	for _, c := range []struct {
+		err    error
+		errno  syscall.Errno
+		reason string
+	}{
+		{fmt.Errorf("%w: 9", ErrNotFound), syscall.ENOENT, "no such task: 9"},
+		{ErrTooLarge, syscall.EFBIG, "input too large"},
+		{badf("spec: x"), syscall.EINVAL, "spec: x"},
+		{ErrUnknownSubagent, syscall.EINVAL, "unknown subagent"},
+		{ErrNotRunning, syscall.EINVAL, "the task is not running"},
+		{ErrGateBusy, syscall.EINVAL, ErrGateBusy.Error()},
+		{ErrOwnerNotLive, syscall.EPERM, ErrOwnerNotLive.Error()},
+		{&CapError{RefusedGlobal, "8 live"}, syscall.EAGAIN, "global: 8 live"},
+		{ErrClosed, syscall.EAGAIN, ErrClosed.Error()},
+		{ErrCancelled, syscall.ECANCELED, ErrCancelled.Error()},
+		{ErrTimeout, syscall.ETIMEDOUT, ErrTimeout.Error()},
+		{context.Canceled, syscall.EINTR, "context canceled"},
+		{context.DeadlineExceeded, syscall.EINTR, "context deadline exceeded"},
+		{errors.New("disk on fire"), syscall.EIO, "disk on fire"},
+		{ctltree.Errorf(syscall.EROFS, "as is"), syscall.EROFS, "as is"},
+	} {
+		got := ctlErrnos.Map(c.err)
+		if ctltree.ErrnoOf(got) != c.errno || got.Error() != c.reason {
+			t.Errorf("%v: got %v %q, want %v %q", c.err, ctltree.ErrnoOf(got), got.Error(), c.errno, c.reason)
+		}
+	}
+	if ctlErrnos.Map(nil) != nil {
+		t.Error("nil maps to an error")
 	}
 }

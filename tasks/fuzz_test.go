@@ -22,7 +22,7 @@ func wantParseErrno(t *testing.T, err error) {
 	if !errors.Is(err, ErrBadInput) && !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("error %v wraps neither ErrBadInput nor ErrTooLarge", err)
 	}
-	ce := ctlErr(err)
+	ce := ctlErrnos.Map(err)
 	if n := ctltree.ErrnoOf(ce); n != syscall.EINVAL && n != syscall.EFBIG {
 		t.Fatalf("errno %v for %v", n, err)
 	}

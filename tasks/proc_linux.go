@@ -108,9 +108,3 @@ func signalSession(sid int, sig syscall.Signal) int {
 	}
 	return n
 }
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	st, err := readProcStat(pid)
-	return err == nil && st.State != 'Z' && st.State != 'X'
-}

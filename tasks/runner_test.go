@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +24,7 @@ const failsafe = 60 * time.Second
 
 func newRunner(t *testing.T, adjust func(*Config)) *Runner {
 	t.Helper()
-	cfg := Config{Mount: t.TempDir(), LogDir: t.TempDir(), Logger: log.New(io.Discard, "", 0)}
+	cfg := Config{Mount: t.TempDir(), LogDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}
 	if adjust != nil {
 		adjust(&cfg)
 	}
@@ -175,7 +174,7 @@ func TestRunnerDeclaredResultWins(t *testing.T) {
 	rn := newRunner(t, nil)
 	f := fifo(t)
 	tk := spawn(t, rn, "echo noise; read x < "+f)
-	if err := rn.writeResult(ctltree.Caller{Session: "task-" + tk.ID}, tk.ID, []byte("the answer")); err != nil {
+	if err := rn.writeResult(ctltree.Caller{Session: SessionName(tk.ID)}, tk.ID, []byte("the answer")); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(f, []byte("go\n"), 0)
@@ -367,7 +366,7 @@ func TestOpenMergesConfigFile(t *testing.T) {
 	state := t.TempDir()
 	os.WriteFile(filepath.Join(state, ConfigFileName), []byte(`{"max_depth":4,"max_concurrent_total":5,"ask_timeout":"30s",
 		"subagents":{"echo":{"command":["echo","{prompt}"]}}}`), 0o600)
-	rn, err := Open(Config{Caps: Caps{MaxConcurrentTotal: 6}, Mount: t.TempDir(), Logger: log.New(io.Discard, "", 0)}, state)
+	rn, err := Open(Config{Caps: Caps{MaxConcurrentTotal: 6}, Mount: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}, state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +389,7 @@ func TestOpenMergesConfigFile(t *testing.T) {
 func TestRunnerAwaitWakesAtTeardown(t *testing.T) {
 	rn := newRunner(t, nil)
 	tk := spawn(t, rn, "exec sleep 1000")
-	self := ctltree.Caller{Session: "task-" + tk.ID}
+	self := ctltree.Caller{Session: SessionName(tk.ID)}
 	if err := rn.ask(self, tk.ID, []byte("anyone?")); err != nil {
 		t.Fatal(err)
 	}
@@ -405,4 +404,10 @@ func TestRunnerAwaitWakesAtTeardown(t *testing.T) {
 	case <-time.After(failsafe):
 		t.Fatal("the parked reader never woke")
 	}
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	st, err := readProcStat(pid)
+	return err == nil && st.State != 'Z' && st.State != 'X'
 }

@@ -42,15 +42,6 @@ func badf(format string, args ...any) error {
 // subagentRE is the shape of a subagent type name.
 var subagentRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
-// idRE is the shape of a task id: a decimal number without leading zeros.
-// Ids are never paths.
-var idRE = regexp.MustCompile(`^[1-9][0-9]{0,18}$`)
-
-// ValidID reports whether s has the shape of a task id (decimal, no
-// leading zero, at most 19 digits). Anything else, "..", "a/b" included,
-// is never looked up.
-func ValidID(s string) bool { return idRE.MatchString(s) }
-
 // Spec is what a clone write asks for.
 type Spec struct {
 	// Subagent is a configured type name ("sh" is built in).

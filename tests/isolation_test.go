@@ -6,8 +6,8 @@ package tests
 
 import (
 	"bytes"
-	"io"
 	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,7 +72,7 @@ func TestLeftoversIgnoreForeignMount(t *testing.T) {
 		}
 	}
 	d, err := daemon.Start(daemon.Config{Workspace: ws, Mountpoint: mnt, StateDir: filepath.Join(foreign, "state"),
-		Guard: config.Guard{Mode: guard.ModeEnforce}, Cache: config.Cache{CacheTimeout: time.Second}, Version: "test", Logger: log.New(io.Discard, "", 0)})
+		Guard: config.Guard{Mode: guard.ModeEnforce}, Cache: config.Cache{CacheTimeout: time.Second}, Version: "test", Slog: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		os.RemoveAll(foreign)
 		t.Fatalf("foreign mount: %v", err)

@@ -96,9 +96,8 @@ func newMount(t testing.TB, files map[string]string, adjust func(*daemon.Config)
 	cfg := daemon.Config{
 		Workspace: m.ws, Mountpoint: m.mnt, Guard: config.Guard{Mode: guard.ModeEnforce},
 		StateDir: m.state, Cache: config.Cache{CacheTimeout: time.Hour, Watch: true}, Version: "test",
-		Debug:  traceFuse(),
-		Logger: log.New(lw, "rubinofs: ", log.Lmicroseconds),
-		Slog:   slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: level})),
+		Debug: traceFuse(),
+		Slog:  slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: level})),
 	}
 	if adjust != nil {
 		adjust(&cfg)

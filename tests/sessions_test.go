@@ -350,7 +350,7 @@ func TestPersistReads(t *testing.T) {
 	}
 	m.writeBacking("changed.txt", "changed while unmounted\n")
 	d, err := daemon.Start(daemon.Config{Workspace: m.ws, Mountpoint: m.mnt, StateDir: m.state,
-		Cache: config.Cache{PersistReads: true, Watch: true, CacheTimeout: time.Hour}, Version: "test", Logger: m.d.Logger()})
+		Cache: config.Cache{PersistReads: true, Watch: true, CacheTimeout: time.Hour}, Version: "test", Slog: m.d.Slog()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,8 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io"
 	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,7 +239,7 @@ func mountTargets(tmp string) ([]target, error) {
 	}
 	d, err := daemon.Start(daemon.Config{Workspace: ws, Mountpoint: mnt,
 		Guard: config.Guard{Mode: guard.ModeEnforce}, Cache: config.Cache{Watch: true, CacheTimeout: time.Hour},
-		Version: "bench", Logger: daemonLog()})
+		Version: "bench", Slog: daemonLog()})
 	if err != nil {
 		return targets, fmt.Errorf("rubinofs: %w", err)
 	}
@@ -252,11 +252,11 @@ func mountTargets(tmp string) ([]target, error) {
 	return append(targets, rt), nil
 }
 
-func daemonLog() *log.Logger {
+func daemonLog() *slog.Logger {
 	if os.Getenv("RUBINOFS_DEBUG_EVENTS") != "" {
-		return log.New(os.Stderr, "rubinofs: ", log.Lmicroseconds)
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	return log.New(io.Discard, "", 0)
+	return slog.New(slog.DiscardHandler)
 }
 
 func ptr[T any](v T) *T { return &v }

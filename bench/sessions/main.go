@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,7 +53,7 @@ func main() {
 	}
 	d, err := daemon.Start(daemon.Config{Workspace: ws, Mountpoint: mnt,
 		Guard: config.Guard{Mode: guard.ModeEnforce}, Cache: config.Cache{Watch: true, CacheTimeout: time.Hour},
-		Version: "bench", Logger: log.New(io.Discard, "", 0)})
+		Version: "bench", Slog: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,7 +59,7 @@ func runDemo(out io.Writer) error {
 	d, err := daemon.Start(daemon.Config{
 		Workspace: ws, Mountpoint: mnt, Guard: config.Guard{Mode: guard.ModeEnforce},
 		StateDir: filepath.Join(tmp, "state"), Cache: config.Cache{CacheTimeout: time.Hour, Watch: true},
-		Version: versionString(), Logger: log.New(io.Discard, "", 0),
+		Version: versionString(), Slog: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		return fmt.Errorf("demo mount: %w", err)

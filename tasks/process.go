@@ -1,0 +1,230 @@
+package tasks
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Environment variables every task gets.
+const (
+	EnvTaskID  = "RUBINO_TASK_ID" // the task's id
+	EnvSession = "RUBINO_SESSION" // its session name, task-<id>
+	EnvMount   = "RUBINO_MOUNT"   // the mount root (also its working directory)
+)
+
+// wrapperScript starts every task. The process is created with its
+// working directory outside the mount (a fork whose child chdirs into a
+// mount served by the same process can deadlock); the
+// wrapper waits for the runner's go-ahead on fd 3 (sent once the task is
+// attached and its session registered, so nothing it does runs
+// unattributed), then changes into the mount and execs the subagent.
+// wrapperFor prefixes it with the umask of Config.Umask.
+const wrapperScript = `IFS= read -r go <&3 || exit 125
+exec 3<&-
+cd -- "$RUBINO_MOUNT" || exit 125
+exec "$@"`
+
+// wrapperFor returns the start-up wrapper that first sets umask (validated
+// octal, Config.Validate; "" keeps the runner's own).
+func wrapperFor(umask string) string {
+	if umask == "" {
+		return wrapperScript
+	}
+	return "umask " + umask + " || exit 125\n" + wrapperScript
+}
+
+// taskEnv is the daemon's environment without stale task variables, plus
+// the type's Env and the task's own variables (which win).
+func (rn *Runner) taskEnv(typ SubagentType, id string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case EnvTaskID, EnvSession, EnvMount, "RUBINOFS_READY_FD":
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(env, typ.Env...)
+	return append(env, EnvTaskID+"="+id, EnvSession+"="+SessionName(id), EnvMount+"="+rn.cfg.Mount)
+}
+
+// startLocked starts the process of reserved task t; rn.mu is held.
+func (rn *Runner) startLocked(t Task, typ SubagentType) (err error) {
+	argv := typ.argv(t.Prompt, t.ID, rn.cfg.Mount)
+	var closers []*os.File
+	defer func() {
+		for _, f := range closers {
+			f.Close()
+		}
+	}()
+	pipe := func() (*os.File, *os.File, error) {
+		r, w, err := os.Pipe()
+		if err == nil {
+			closers = append(closers, r, w)
+		}
+		return r, w, err
+	}
+	goR, goW, err := pipe()
+	if err != nil {
+		return err
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		return err
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		return err
+	}
+	var inR, inW *os.File
+	if typ.Stdin {
+		if inR, inW, err = pipe(); err != nil {
+			return err
+		}
+	}
+	logf, err := os.OpenFile(rn.LogPath(t.ID), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, logf)
+
+	cmd := exec.Command(rn.cfg.Shell, append([]string{"-c", wrapperFor(rn.cfg.Umask), "rubino-task"}, argv...)...)
+	cmd.Dir = "/" // outside the mount; the wrapper cds in (see wrapperScript)
+	cmd.Env = rn.taskEnv(typ, t.ID)
+	if inR != nil {
+		cmd.Stdin = inR
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.ExtraFiles = []*os.File{goR}
+	// Setsid: own session and process group, so a stop reaches everything
+	// the task starts and nothing outside can join it. Pdeathsig: the
+	// leader dies with the daemon's thread even when teardown cannot run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	closers = nil
+	for _, f := range []*os.File{goR, outW, errW, inR} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	pid := cmd.Process.Pid
+	p := &proc{pid: pid, grace: time.Duration(rn.cfg.StopGrace), exited: make(chan struct{})}
+	rn.reg.Attach(t.ID, p, pid)
+	rn.procs[t.ID] = p
+	rn.bySid[pid] = t.ID
+
+	// The tiny window: the wrapper runs between Start and the go-ahead
+	// below, but only blocks reading fd 3, so nothing it does is
+	// unattributed.
+	var startErr error
+	if rn.cfg.Sessions != nil {
+		if err := rn.cfg.Sessions.Register(SessionName(t.ID), uint32(pid), clip(strings.Join(argv, " "), 200)); err != nil {
+			startErr = fmt.Errorf("registering session %s: %w", SessionName(t.ID), err)
+		} else {
+			p.registered = true
+		}
+	}
+	if startErr == nil {
+		if _, err := goW.Write([]byte("go\n")); err != nil {
+			startErr = fmt.Errorf("starting: %w", err)
+		}
+	}
+	goW.Close() // without the go-ahead the wrapper exits 125
+	if inW != nil {
+		prompt := t.Prompt
+		go func() {
+			io.WriteString(inW, prompt)
+			inW.Close()
+		}()
+	}
+	rn.reg.noteActivity(t.ID, "started pid "+strconv.Itoa(pid))
+
+	out := &outputSink{rn: rn, id: t.ID, log: logf}
+	var pumps sync.WaitGroup
+	pumps.Add(2)
+	go out.pump(outR, true, &pumps)
+	go out.pump(errR, false, &pumps)
+	go rn.wait(t.ID, cmd, p, out, &pumps, []*os.File{outR, errR}, startErr)
+	return nil
+}
+
+// outputSink receives a task's stdout and stderr.
+type outputSink struct {
+	rn  *Runner
+	id  string
+	mu  sync.Mutex
+	log *os.File
+	// stdout keeps the last MaxResult bytes of stdout (the default
+	// result); errLine the last non-empty stderr line.
+	stdout  []byte
+	errLine string
+	errPart string
+}
+
+func (o *outputSink) pump(r *os.File, stdout bool, wg *sync.WaitGroup) {
+	defer wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			chunk := buf[:n]
+			o.mu.Lock()
+			o.log.Write(chunk)
+			if stdout {
+				o.stdout = append(o.stdout, chunk...)
+				if len(o.stdout) > 2*MaxResult {
+					o.stdout = append([]byte(nil), o.stdout[len(o.stdout)-MaxResult:]...)
+				}
+			} else {
+				o.noteErr(string(chunk))
+			}
+			o.mu.Unlock()
+			o.rn.reg.RecordToolOutput(o.id, string(chunk))
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// noteErr tracks the last non-empty stderr line; o.mu is held.
+func (o *outputSink) noteErr(chunk string) {
+	s := o.errPart + chunk
+	lines := strings.Split(s, "\n")
+	o.errPart = cutLine(lines[len(lines)-1])
+	for i := len(lines) - 2; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			o.errLine = cutLine(l)
+			break
+		}
+	}
+}
+
+// result returns the default result: the last MaxResult bytes of stdout,
+// from a line start, without trailing whitespace; and the last stderr line.
+func (o *outputSink) result() (string, string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := o.stdout
+	if len(out) > MaxResult {
+		out = out[len(out)-MaxResult:]
+		if i := strings.IndexByte(string(out), '\n'); i >= 0 {
+			out = out[i+1:]
+		}
+	}
+	errLine := o.errLine
+	if p := strings.TrimSpace(o.errPart); p != "" {
+		errLine = p
+	}
+	return strings.TrimRight(string(out), " \t\r\n"), errLine
+}
