@@ -308,12 +308,17 @@ func fdTarget(rel string, fd int) (guard.Target, error) {
 	if err := syscall.Fstat(fd, &st); err != nil {
 		return guard.Target{}, err
 	}
+	return fdTargetOf(rel, fd, &st), nil
+}
+
+// fdTargetOf is fdTarget with st, fd's stat, taken by the caller.
+func fdTargetOf(rel string, fd int, st *syscall.Stat_t) guard.Target {
 	p := fmt.Sprintf("/proc/self/fd/%d", fd)
 	return guard.Target{
 		Path: rel,
-		Stat: guard.StatOf(&st),
+		Stat: guard.StatOf(st),
 		Open: func() (*os.File, error) { return openForHash(p, 0) },
-	}, nil
+	}
 }
 
 // openForHash opens p read-only for hashing without touching its atime (the
