@@ -1,16 +1,21 @@
-// Package fusefs is the go-fuse adapter of rubinofs: a wrapped go-fuse
-// loopback (fs.LoopbackNode / fs.LoopbackFile) whose nodes ask the guard
-// before every mutation of an existing file, plus the control tree /.rubino
-// rendered from package ctltree.
+// Package fusefs is the go-fuse adapter of rubinofs: a pass-through file
+// system over the workspace directory whose nodes (Node, embedding
+// go-fuse's fs.Inode, as gocryptfs does) reach every backing file relative
+// to one root descriptor and ask the guard before every mutation of an
+// existing file (docs/DESIGN.md#mutation-path), plus the control tree
+// /.rubino rendered from package ctltree. Open files are go-fuse's
+// fs.LoopbackFile handles, wrapped (File) where the guard applies.
 //
 // The adapter never decides: package guard does. fusefs only maps FUSE
 // operations to guard ops, serialises check and mutation per file identity
 // (guard.Lock), registers reads and credits own writes.
 //
 // Layout follows gocryptfs' internal/fusefrontend: node.go (the node type and
-// lookups), node_open_create.go, node_dir_ops.go, node_attr.go, file.go (the
-// file handle), ctl.go (the generic control-file mechanism), control.go (the
-// base control files) and node_api_check.go (interface assertions).
+// lookups), node_open_create.go, node_dir_ops.go, node_attr.go, mutation.go
+// (the guarded mutation path), loopback.go and backing.go (the backing
+// calls), file.go (the file handle), ctl.go (the generic control-file
+// mechanism), control.go (the base control files) and node_api_check.go
+// (interface assertions).
 package fusefs
 
 import (
@@ -94,12 +99,12 @@ type Config struct {
 	Passthrough bool
 }
 
-// FS is one rubinofs file system: the loopback root, the guard and the
+// FS is one rubinofs file system: the root node, the guard and the
 // control tree. Its methods are safe for concurrent use.
 type FS struct {
 	cfg     Config
-	loop    *fs.LoopbackRoot
 	root    *Node
+	rootDev uint64 // st_dev of the backing root (stableAttr)
 	ctlRoot *ctltree.Dir
 	started time.Time
 	log     *slog.Logger
@@ -192,10 +197,8 @@ func New(cfg Config) (*FS, error) {
 		return nil, fmt.Errorf("workspace %s: %w", cfg.Workspace, err)
 	}
 	f.rootFd.Store(int64(rootFd))
-	// Path is never used to reach a backing file (see noPath).
-	f.loop = &fs.LoopbackRoot{Path: noPath, Dev: uint64(st.Dev)}
-	f.root = &Node{LoopbackNode: &fs.LoopbackNode{RootData: f.loop}, fs: f}
-	f.loop.RootNode = f.root
+	f.rootDev = uint64(st.Dev)
+	f.root = &Node{fs: f}
 	var ctlSt syscall.Stat_t
 	if f.lstatRel(ctlDirName, &ctlSt) == 0 {
 		f.shadowed = true
