@@ -1,6 +1,6 @@
 package fusefs
 
-// The single backing-access layer (issue 7). Every access of the daemon to a
+// The single backing-access layer. Every access of the daemon to a
 // backing file starts from the workspace root descriptor (FS.rootFd), opened
 // once at New: the directory of the file is reached with openat2(2) under
 // RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, and the file itself with an *at call

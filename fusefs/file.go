@@ -14,7 +14,8 @@ import (
 // loopbackOps is every file operation of fs.LoopbackFile except
 // PassthroughFd. Embedding it (rather than *fs.LoopbackFile) keeps a guarded
 // handle out of kernel passthrough, which would hide its writes from the
-// guard (issue 2: "Handles on guarded files that write must not").
+// guard: a handle on a guarded file that may write is never given to the
+// kernel for passthrough.
 type loopbackOps interface {
 	fs.FileGetattrer
 	fs.FileReader

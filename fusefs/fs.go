@@ -41,7 +41,8 @@ import (
 )
 
 // DefaultSession is the session of callers that belong to no registered
-// session (issue 4: "Callers under no session belong to default").
+// session: every caller outside the process trees of the registered
+// sessions belongs to it (docs/DESIGN.md#sessions).
 const DefaultSession = guard.DefaultSession
 
 // Resolver maps a caller's pid to its guard session name. It must be safe for

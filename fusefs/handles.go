@@ -1,7 +1,7 @@
 package fusefs
 
 // Open file handles per inode, for attribute changes of a file whose name is
-// gone (issue 7, tests/posix_compare_test.go fchmod_unlinked_open_file).
+// gone (tests/posix_compare_test.go fchmod_unlinked_open_file).
 //
 // fchmod, fchown and futimens reach the daemon as a SETATTR without a file
 // handle: the kernel sets FATTR_FH only for a size change (fs/fuse/dir.c

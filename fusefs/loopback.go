@@ -124,16 +124,7 @@ func pathFdAt(d dirFd, leaf string, st *syscall.Stat_t) (int, syscall.Errno) {
 // symlink with EOPNOTSUPP (what Linux answers: a symlink's mode cannot be
 // changed), and chmod the descriptor's /proc/self/fd magic link.
 func chmodAt(d dirFd, leaf string, mode uint32) syscall.Errno {
-	var st syscall.Stat_t
-	fd, errno := pathFdAt(d, leaf, &st)
-	if errno != 0 {
-		return errno
-	}
-	defer unix.Close(fd)
-	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
-		return syscall.EOPNOTSUPP
-	}
-	return fs.ToErrno(unix.Chmod(procPath(dirFd{fd: fd}, ""), mode))
+	return leafAt(d, leaf, syscall.EOPNOTSUPP, func(p string) error { return unix.Chmod(p, mode) })
 }
 
 // truncateAt sets the size of leaf in d, with truncate(2)'s permission
@@ -142,6 +133,14 @@ func chmodAt(d dirFd, leaf string, mode uint32) syscall.Errno {
 // followed: ELOOP, as an O_NOFOLLOW open for writing answers. (The kernel
 // never sends a size change for a symlink node: it truncates the target.)
 func truncateAt(d dirFd, leaf string, size uint64) syscall.Errno {
+	return leafAt(d, leaf, syscall.ELOOP, func(p string) error { return unix.Truncate(p, int64(size)) })
+}
+
+// leafAt runs fn on the /proc/self/fd magic link of leaf in d, opened
+// itself as an O_PATH descriptor (pathFdAt), for path calls that would
+// follow a final symlink: a symlink leaf is refused with onLink instead.
+// Errors: those of pathFdAt, onLink, and fn's as errno.
+func leafAt(d dirFd, leaf string, onLink syscall.Errno, fn func(p string) error) syscall.Errno {
 	var st syscall.Stat_t
 	fd, errno := pathFdAt(d, leaf, &st)
 	if errno != 0 {
@@ -149,9 +148,9 @@ func truncateAt(d dirFd, leaf string, size uint64) syscall.Errno {
 	}
 	defer unix.Close(fd)
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
-		return syscall.ELOOP
+		return onLink
 	}
-	return fs.ToErrno(unix.Truncate(procPath(dirFd{fd: fd}, ""), int64(size)))
+	return fs.ToErrno(fn(procPath(dirFd{fd: fd}, "")))
 }
 
 // setattrAt is the loopback's Setattr: through the handle when there is

@@ -13,7 +13,8 @@ import (
 // operations are all implemented here (node*.go, loopback.go; the list is
 // node_api_check.go). Mutations of existing regular files ask the guard
 // (docs/DESIGN.md#mutation-path); mkdir, rmdir, symlink, link, mknod,
-// readlink, xattrs, statfs and getattr are always allowed. Every backing
+// readlink, xattrs, statfs and getattr are always allowed
+// (docs/DESIGN.md#guarded-ops). Every backing
 // access is relative to the workspace root descriptor and follows no
 // symlink (backing.go).
 type Node struct {

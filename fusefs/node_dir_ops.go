@@ -163,9 +163,10 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	return n.fs.mutate(ctx, m)
 }
 
-// Mkdir, Rmdir, Symlink, Link and Mknod are never guarded (issue 2: always
-// allowed), bracketed as the daemon's own changes for the watcher; the
-// backing calls are descriptor-relative (loopback.go).
+// Mkdir, Rmdir, Symlink, Link and Mknod are never guarded: they change no
+// existing file's content (docs/DESIGN.md#guarded-ops). They are bracketed
+// as the daemon's own changes for the watcher; the backing calls are
+// descriptor-relative (loopback.go).
 
 // Mkdir creates a directory.
 func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
