@@ -159,27 +159,6 @@ func (n *Node) keep(lf *fs.LoopbackFile, flags uint32) *keptFile {
 	return &keptFile{LoopbackFile: lf, node: n, drop: n.keepHandle(lf, flags)}
 }
 
-// pinInode opens the workspace path rel as an O_PATH descriptor (not
-// following a final symlink) and returns the function that closes it. While
-// it is open the inode cannot be freed, so its number cannot be reused by a
-// new file: Unlink and Rename hold it until the guard has been told the
-// name is gone (Guard.NoteLastNameGone), so that a file created meanwhile
-// with the same inode number never has its fresh guard state dropped or
-// marked as another session's mutation. When rel cannot be opened nothing is
-// pinned (the removal will fail or find nothing to forget).
-func (f *FS) pinInode(rel string) (unpin func()) {
-	d, leaf, errno := f.prepareAt(rel)
-	if errno != 0 {
-		return func() {}
-	}
-	defer d.close()
-	fd, err := unix.Openat(d.fd, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return func() {}
-	}
-	return func() { unix.Close(fd) }
-}
-
 // fsHandles is every open file and directory handle of one FS that holds a
 // backing descriptor, so that FS.Close can close the descriptors of handles
 // whose RELEASE (or RELEASEDIR) never arrived: the kernel sends them

@@ -25,6 +25,7 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/guard"
 )
@@ -136,14 +137,15 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 	}
 	defer unlock()
 	var c caller
+	anyGuarded := false
 	for _, g := range gs {
-		if g.ok {
-			if m.by != nil {
-				c = *m.by
-			} else {
-				c = f.callerOf(ctx)
-			}
-			break
+		anyGuarded = anyGuarded || g.ok
+	}
+	if anyGuarded {
+		if m.by != nil {
+			c = *m.by
+		} else {
+			c = f.callerOf(ctx)
 		}
 	}
 	if m.flux {
@@ -154,7 +156,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 			}
 		}
 	}
-	if f.guarded(c) {
+	if anyGuarded && f.guarded(c) {
 		for _, a := range m.asks {
 			if g := gs[a.i]; g.ok {
 				if errno := f.decide(c, a.op, m.target(f, &g)); errno != 0 {
@@ -393,4 +395,25 @@ func (f *FS) lockAll(ids ...guard.FileID) func() {
 			unlocks[i]()
 		}
 	}
+}
+
+// pinInode opens the workspace path rel as an O_PATH descriptor (not
+// following a final symlink) and returns the function that closes it. While
+// it is open the inode cannot be freed, so its number cannot be reused by a
+// new file: Unlink and Rename hold it until the guard has been told the
+// name is gone (Guard.NoteLastNameGone), so that a file created meanwhile
+// with the same inode number never has its fresh guard state dropped or
+// marked as another session's mutation. When rel cannot be opened nothing is
+// pinned (the removal will fail or find nothing to forget).
+func (f *FS) pinInode(rel string) (unpin func()) {
+	d, leaf, errno := f.prepareAt(rel)
+	if errno != 0 {
+		return func() {}
+	}
+	defer d.close()
+	fd, err := unix.Openat(d.fd, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return func() {}
+	}
+	return func() { unix.Close(fd) }
 }

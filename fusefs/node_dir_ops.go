@@ -139,7 +139,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	srcRel, dstRel := childPath(dirRel, name), childPath(newDirRel, newName)
 	m := mutation{
 		names: []mutName{
-			{rel: srcRel, to: dstRel},
+			{rel: srcRel, change: unchanged, to: dstRel},
 			{rel: dstRel, change: replaced, pin: true},
 		},
 		move: true,
