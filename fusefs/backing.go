@@ -1,6 +1,6 @@
 package fusefs
 
-// The single backing-access layer (issue 7). Every access of the daemon to a
+// The single backing-access layer. Every access of the daemon to a
 // backing file starts from the workspace root descriptor (FS.rootFd), opened
 // once at New: the directory of the file is reached with openat2(2) under
 // RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, and the file itself with an *at call
@@ -256,12 +256,17 @@ func (f *FS) lstatRel(rel string, st *syscall.Stat_t) syscall.Errno {
 	return errno
 }
 
-// stableAttr is go-fuse's LoopbackRoot.idFromStat: the backing inode
-// number, with the device mixed in only for files on another device than
-// the workspace root, so the kernel sees the backing inode numbers.
+// stableAttr is the identity of a backing file in go-fuse's tree and to
+// the kernel: its type, its generation gen (from the birth time, statAt)
+// and its inode number. The number is the backing inode number for a file
+// on the workspace root's device, so stat through the mount shows the
+// backing numbers; for a file on another device (a mount inside the
+// workspace) the device, its 32-bit halves swapped, is XORed in: it lands
+// above the inode numbers filesystems hand out in practice, so equal
+// numbers on two devices stay apart.
 func (f *FS) stableAttr(st *syscall.Stat_t, gen uint64) fs.StableAttr {
 	swapped := (uint64(st.Dev) << 32) | (uint64(st.Dev) >> 32)
-	swappedRootDev := (f.loop.Dev << 32) | (f.loop.Dev >> 32)
+	swappedRootDev := (f.rootDev << 32) | (f.rootDev >> 32)
 	return fs.StableAttr{Mode: uint32(st.Mode), Gen: gen, Ino: (swapped ^ swappedRootDev) ^ st.Ino}
 }
 

@@ -14,7 +14,8 @@ import (
 // loopbackOps is every file operation of fs.LoopbackFile except
 // PassthroughFd. Embedding it (rather than *fs.LoopbackFile) keeps a guarded
 // handle out of kernel passthrough, which would hide its writes from the
-// guard (issue 2: "Handles on guarded files that write must not").
+// guard: a handle on a guarded file that may write is never given to the
+// kernel for passthrough.
 type loopbackOps interface {
 	fs.FileGetattrer
 	fs.FileReader
@@ -190,7 +191,7 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 			h.beginFlux() // truncate, fallocate, copy_file_range: daemon first
 		}
 		h.dirty = true
-		h.seq = h.fs.cfg.Guard.NoteMutation(h.id, h.who.session)
+		h.seq = h.fs.noteChange(h.id, h.who.session, rewritten, 0)
 	}
 	return errno
 }
@@ -263,9 +264,7 @@ func (h *File) credit() {
 	h.fd(func(fd int) syscall.Errno {
 		t, err := fdTarget(h.node.rel(), fd)
 		if err == nil {
-			if err := h.fs.cfg.Guard.NoteWrite(h.who.session, t); err != nil {
-				h.fs.log.Warn("crediting an own write failed: the session must read the file again", "path", t.Path, "session", h.who.session, "err", err)
-			}
+			h.fs.creditWrite(h.who.session, t, "write")
 		}
 		return 0
 	})

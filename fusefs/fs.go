@@ -1,16 +1,21 @@
-// Package fusefs is the go-fuse adapter of rubinofs: a wrapped go-fuse
-// loopback (fs.LoopbackNode / fs.LoopbackFile) whose nodes ask the guard
-// before every mutation of an existing file, plus the control tree /.rubino
-// rendered from package ctltree.
+// Package fusefs is the go-fuse adapter of rubinofs: a pass-through file
+// system over the workspace directory whose nodes (Node, embedding
+// go-fuse's fs.Inode, as gocryptfs does) reach every backing file relative
+// to one root descriptor and ask the guard before every mutation of an
+// existing file (docs/DESIGN.md#mutation-path), plus the control tree
+// /.rubino rendered from package ctltree. Open files are go-fuse's
+// fs.LoopbackFile handles, wrapped (File) where the guard applies.
 //
 // The adapter never decides: package guard does. fusefs only maps FUSE
 // operations to guard ops, serialises check and mutation per file identity
 // (guard.Lock), registers reads and credits own writes.
 //
 // Layout follows gocryptfs' internal/fusefrontend: node.go (the node type and
-// lookups), node_open_create.go, node_dir_ops.go, node_attr.go, file.go (the
-// file handle), ctl.go (the generic control-file mechanism), control.go (the
-// base control files) and node_api_check.go (interface assertions).
+// lookups), node_open_create.go, node_dir_ops.go, node_attr.go, mutation.go
+// (the guarded mutation path), loopback.go and backing.go (the backing
+// calls), file.go (the file handle), ctl.go (the generic control-file
+// mechanism), control.go (the base control files) and node_api_check.go
+// (interface assertions).
 package fusefs
 
 import (
@@ -36,7 +41,8 @@ import (
 )
 
 // DefaultSession is the session of callers that belong to no registered
-// session (issue 4: "Callers under no session belong to default").
+// session: every caller outside the process trees of the registered
+// sessions belongs to it (docs/DESIGN.md#sessions).
 const DefaultSession = guard.DefaultSession
 
 // Resolver maps a caller's pid to its guard session name. It must be safe for
@@ -92,12 +98,12 @@ type Config struct {
 	Passthrough bool
 }
 
-// FS is one rubinofs file system: the loopback root, the guard and the
+// FS is one rubinofs file system: the root node, the guard and the
 // control tree. Its methods are safe for concurrent use.
 type FS struct {
 	cfg     Config
-	loop    *fs.LoopbackRoot
 	root    *Node
+	rootDev uint64 // st_dev of the backing root (stableAttr)
 	ctlRoot *ctltree.Dir
 	started time.Time
 	log     *slog.Logger
@@ -190,10 +196,8 @@ func New(cfg Config) (*FS, error) {
 		return nil, fmt.Errorf("workspace %s: %w", cfg.Workspace, err)
 	}
 	f.rootFd.Store(int64(rootFd))
-	// Path is never used to reach a backing file (see noPath).
-	f.loop = &fs.LoopbackRoot{Path: noPath, Dev: uint64(st.Dev)}
-	f.root = &Node{LoopbackNode: &fs.LoopbackNode{RootData: f.loop}, fs: f}
-	f.loop.RootNode = f.root
+	f.rootDev = uint64(st.Dev)
+	f.root = &Node{fs: f}
 	var ctlSt syscall.Stat_t
 	if f.lstatRel(ctlDirName, &ctlSt) == 0 {
 		f.shadowed = true
@@ -306,12 +310,17 @@ func fdTarget(rel string, fd int) (guard.Target, error) {
 	if err := syscall.Fstat(fd, &st); err != nil {
 		return guard.Target{}, err
 	}
+	return fdTargetOf(rel, fd, &st), nil
+}
+
+// fdTargetOf is fdTarget with st, fd's stat, taken by the caller.
+func fdTargetOf(rel string, fd int, st *syscall.Stat_t) guard.Target {
 	p := fmt.Sprintf("/proc/self/fd/%d", fd)
 	return guard.Target{
 		Path: rel,
-		Stat: guard.StatOf(&st),
+		Stat: guard.StatOf(st),
 		Open: func() (*os.File, error) { return openForHash(p, 0) },
-	}, nil
+	}
 }
 
 // openForHash opens p read-only for hashing without touching its atime (the

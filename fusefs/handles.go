@@ -1,7 +1,7 @@
 package fusefs
 
 // Open file handles per inode, for attribute changes of a file whose name is
-// gone (issue 7, tests/posix_compare_test.go fchmod_unlinked_open_file).
+// gone (tests/posix_compare_test.go fchmod_unlinked_open_file).
 //
 // fchmod, fchown and futimens reach the daemon as a SETATTR without a file
 // handle: the kernel sets FATTR_FH only for a size change (fs/fuse/dir.c
@@ -157,27 +157,6 @@ func (k *keptFile) Release(ctx context.Context) syscall.Errno {
 // keep wraps lf, opened on n with flags, as a registered keptFile.
 func (n *Node) keep(lf *fs.LoopbackFile, flags uint32) *keptFile {
 	return &keptFile{LoopbackFile: lf, node: n, drop: n.keepHandle(lf, flags)}
-}
-
-// pinInode opens the workspace path rel as an O_PATH descriptor (not
-// following a final symlink) and returns the function that closes it. While
-// it is open the inode cannot be freed, so its number cannot be reused by a
-// new file: Unlink and Rename hold it until the guard has been told the
-// name is gone (Guard.NoteLastNameGone), so that a file created meanwhile
-// with the same inode number never has its fresh guard state dropped or
-// marked as another session's mutation. When rel cannot be opened nothing is
-// pinned (the removal will fail or find nothing to forget).
-func (f *FS) pinInode(rel string) (unpin func()) {
-	d, leaf, errno := f.prepareAt(rel)
-	if errno != 0 {
-		return func() {}
-	}
-	defer d.close()
-	fd, err := unix.Openat(d.fd, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return func() {}
-	}
-	return func() { unix.Close(fd) }
 }
 
 // fsHandles is every open file and directory handle of one FS that holds a

@@ -1,17 +1,16 @@
 package fusefs
 
 // The backing half of every node operation, descriptor-relative (see
-// backing.go). go-fuse's LoopbackNode stays embedded in Node for the inode
-// tree (RootData, NewInode through WrapChild, the stable attributes), but
-// none of its path-building operations is called any more: each one is
-// overridden here or in node*.go, and FS.New points LoopbackRoot.Path at a
-// name that never exists, so an override forgotten after a go-fuse upgrade
-// fails with ENOENT instead of reaching a backing file by an absolute path.
+// backing.go). Node embeds only go-fuse's fs.Inode, so every operation it
+// offers is implemented by rubinofs (node_api_check.go lists them); one it
+// does not implement gets go-fuse's default answer for a node without it,
+// never a path-based access to a backing file.
 //
 // The helpers take the workspace-relative path the caller built once per
-// operation (n.rel(): go-fuse's tree walk), mirror go-fuse v2.12.1
-// fs/loopback.go operation by operation, and return errno as the backing
-// syscall gave it unless a comment says otherwise.
+// operation (n.rel(): go-fuse's tree walk), follow go-fuse v2.12.1
+// fs/loopback.go operation by operation (its LoopbackNode is where the
+// semantics come from), and return errno as the backing syscall gave it
+// unless a comment says otherwise.
 
 import (
 	"context"
@@ -23,14 +22,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// noPath is LoopbackRoot.Path: procfs allows no file to be created there,
-// so a path-based loopback operation can only fail (ENOENT).
-const noPath = "/proc/self/rubinofs-backing-access-is-fd-relative"
-
 // newChild makes the inode of a backing entry just looked up or created
-// under n; WrapChild turns the loopback node into a Node.
+// under n: a Node of the same FS, identified by stableAttr.
 func (n *Node) newChild(ctx context.Context, st *syscall.Stat_t, gen uint64) *fs.Inode {
-	return n.NewInode(ctx, &fs.LoopbackNode{RootData: n.fs.loop}, n.fs.stableAttr(st, gen))
+	return n.NewInode(ctx, &Node{fs: n.fs}, n.fs.stableAttr(st, gen))
 }
 
 // preserveOwner gives an entry the daemon just created to the caller, when
@@ -129,16 +124,7 @@ func pathFdAt(d dirFd, leaf string, st *syscall.Stat_t) (int, syscall.Errno) {
 // symlink with EOPNOTSUPP (what Linux answers: a symlink's mode cannot be
 // changed), and chmod the descriptor's /proc/self/fd magic link.
 func chmodAt(d dirFd, leaf string, mode uint32) syscall.Errno {
-	var st syscall.Stat_t
-	fd, errno := pathFdAt(d, leaf, &st)
-	if errno != 0 {
-		return errno
-	}
-	defer unix.Close(fd)
-	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
-		return syscall.EOPNOTSUPP
-	}
-	return fs.ToErrno(unix.Chmod(procPath(dirFd{fd: fd}, ""), mode))
+	return leafAt(d, leaf, syscall.EOPNOTSUPP, func(p string) error { return unix.Chmod(p, mode) })
 }
 
 // truncateAt sets the size of leaf in d, with truncate(2)'s permission
@@ -147,6 +133,14 @@ func chmodAt(d dirFd, leaf string, mode uint32) syscall.Errno {
 // followed: ELOOP, as an O_NOFOLLOW open for writing answers. (The kernel
 // never sends a size change for a symlink node: it truncates the target.)
 func truncateAt(d dirFd, leaf string, size uint64) syscall.Errno {
+	return leafAt(d, leaf, syscall.ELOOP, func(p string) error { return unix.Truncate(p, int64(size)) })
+}
+
+// leafAt runs fn on the /proc/self/fd magic link of leaf in d, opened
+// itself as an O_PATH descriptor (pathFdAt), for path calls that would
+// follow a final symlink: a symlink leaf is refused with onLink instead.
+// Errors: those of pathFdAt, onLink, and fn's as errno.
+func leafAt(d dirFd, leaf string, onLink syscall.Errno, fn func(p string) error) syscall.Errno {
 	var st syscall.Stat_t
 	fd, errno := pathFdAt(d, leaf, &st)
 	if errno != 0 {
@@ -154,9 +148,9 @@ func truncateAt(d dirFd, leaf string, size uint64) syscall.Errno {
 	}
 	defer unix.Close(fd)
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
-		return syscall.ELOOP
+		return onLink
 	}
-	return fs.ToErrno(unix.Truncate(procPath(dirFd{fd: fd}, ""), int64(size)))
+	return fs.ToErrno(fn(procPath(dirFd{fd: fd}, "")))
 }
 
 // setattrAt is the loopback's Setattr: through the handle when there is

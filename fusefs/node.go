@@ -8,29 +8,21 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// Node is a backing file or directory: go-fuse's LoopbackNode, wrapped so
-// that mutations ask the guard. Mkdir, rmdir, symlink, link, mknod,
-// readlink, xattrs, statfs and getattr are unguarded: issue 2 lists them as
-// always allowed. Every backing access is relative to the workspace root
-// descriptor and follows no symlink (backing.go, loopback.go); the
-// embedded LoopbackNode only provides the inode-tree plumbing.
+// Node is a backing file or directory of the workspace: an inode of
+// go-fuse's tree (the embedded fs.Inode, as gocryptfs' nodes have) whose
+// operations are all implemented here (node*.go, loopback.go; the list is
+// node_api_check.go). Mutations of existing regular files ask the guard
+// (docs/DESIGN.md#mutation-path); mkdir, rmdir, symlink, link, mknod,
+// readlink, xattrs, statfs and getattr are always allowed
+// (docs/DESIGN.md#guarded-ops). Every backing
+// access is relative to the workspace root descriptor and follows no
+// symlink (backing.go).
 type Node struct {
-	*fs.LoopbackNode
+	fs.Inode
 	fs *FS
 	// handles are the inode's open file handles (handles.go), for
 	// attribute changes once its name is gone.
 	handles openHandles
-}
-
-// WrapChild wraps every node the loopback creates (lookup, create, mkdir,
-// mknod, symlink, link) in a Node, so the whole tree is guarded. Control-tree
-// nodes pass through unchanged. Source: go-fuse fs/api.go NodeWrapChilder.
-func (n *Node) WrapChild(ctx context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
-	ln, ok := ops.(*fs.LoopbackNode)
-	if !ok {
-		return ops
-	}
-	return &Node{LoopbackNode: ln, fs: n.fs}
 }
 
 // isRoot reports whether n is the mount root.
@@ -42,15 +34,10 @@ func (n *Node) rel() string {
 	return n.Path(n.fs.root.EmbeddedInode())
 }
 
-// childRel returns the workspace-relative path of child name of n.
-func (n *Node) childRel(name string) string {
-	return childPath(n.rel(), name)
-}
-
 // Lookup resolves a name. At the root, ctlDirName resolves to the control
 // tree and shadows a real entry of that name (the root's listing shows
-// neither: docs/DESIGN.md#control-tree-visibility); everything else is the
-// loopback's lookup.
+// neither: docs/DESIGN.md#control-tree-visibility); everything else is
+// looked up in the backing directory (lookupAt).
 func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if name == ctlDirName && n.isRoot() {
 		return n.fs.ctlLookupRoot(ctx, n.EmbeddedInode(), out)

@@ -5,8 +5,16 @@ import "github.com/hanwen/go-fuse/v2/fs"
 // Compile-time checks that our types implement the go-fuse interfaces we rely
 // on (gocryptfs' *_api_check.go pattern). A go-fuse upgrade that changes a
 // signature fails here instead of silently falling back to a default.
+//
+// Node's list is every node interface go-fuse's *fs.LoopbackNode implements
+// (v2.12.1 fs/loopback.go, loopback_linux.go, loopback_unix.go: Statfs,
+// Lookup, Mknod, Mkdir, Rmdir, Unlink, Rename, Create, Symlink, Link,
+// Readlink, Open, OpendirHandle, Readdir, Getattr, Setattr, Getxattr,
+// Setxattr, Removexattr, Listxattr, CopyFileRange, Tmpfile, Statx), which
+// Node embedded until it embedded fs.Inode alone: none of them falls back
+// to go-fuse's default.
 var (
-	_ fs.NodeWrapChilder     = (*Node)(nil)
+	_ fs.InodeEmbedder       = (*Node)(nil)
 	_ fs.NodeLookuper        = (*Node)(nil)
 	_ fs.NodeOpener          = (*Node)(nil)
 	_ fs.NodeCreater         = (*Node)(nil)

@@ -56,42 +56,25 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return setattrFd(fd, writable, in, out)
 		}
 	}
-	defer n.fs.ownChange(rel)()
 	if !sizing {
+		defer n.fs.ownChange(rel)()
 		return n.setattrAt(ctx, rel, unwrapHandle(fh), in, out)
 	}
-	if !n.fs.tracks(rel) {
-		return n.setattrAt(ctx, rel, unwrapHandle(fh), in, out)
-	}
-	gs, unlock := n.fs.lockFresh(rel)
-	defer unlock()
-	if !gs[0].ok {
-		return n.setattrAt(ctx, rel, unwrapHandle(fh), in, out)
-	}
-	st, id := gs[0].st, gs[0].id
-	c := n.fs.callerOf(ctx)
-	// A truncate by path changes the backing file before the kernel's
-	// cache; readers registering meanwhile are in flux. (After our reply
-	// the kernel updates its cache within the same syscall; a reader
-	// registering in that last window is not covered: no later request
-	// of this caller tells us it is done.)
-	n.fs.addFlux(id, 1)
-	defer n.fs.addFlux(id, -1)
-	if n.fs.guarded(c) {
-		if errno := n.fs.decide(c, guard.OpTruncate, n.fs.target(rel, &st)); errno != 0 {
-			return errno
-		}
-	}
-	if errno := n.setattrAt(ctx, rel, unwrapHandle(fh), in, out); errno != 0 {
-		return errno
-	}
-	n.fs.cfg.Guard.NoteMutation(id, c.session)
-	if n.fs.lstatRel(rel, &st) == 0 {
-		if err := n.fs.cfg.Guard.NoteWrite(c.session, n.fs.target(rel, &st)); err != nil {
-			n.fs.log.Warn("crediting an own truncate failed: the session must read the file again", "path", rel, "session", c.session, "err", err)
-		}
-	}
-	return 0
+	// A truncate by path is a guarded mutation
+	// (docs/DESIGN.md#mutation-path). It changes the backing file before
+	// the kernel's cache, so readers registering meanwhile are in flux
+	// (flux). After our reply the kernel updates its cache within the same
+	// syscall; a reader registering in that last window is not covered: no
+	// later request of this caller tells us it is done.
+	return n.fs.mutate(ctx, mutation{
+		names:  []mutName{{rel: rel, change: rewritten}},
+		asks:   []ask{{0, guard.OpTruncate}},
+		flux:   true,
+		credit: true,
+		run: func() syscall.Errno {
+			return n.setattrAt(ctx, rel, unwrapHandle(fh), in, out)
+		},
+	})
 }
 
 // nameErrno returns 0 when the workspace path rel leads to n's own inode,
@@ -114,45 +97,19 @@ func (n *Node) nameErrno(rel string) syscall.Errno {
 // truncateFd is a size change (with any other attributes of in) of n's
 // inode through fd, a duplicate of an open handle's descriptor, when n's
 // name is gone: truncate(2) of the /proc/PID/fd link of a file unlinked
-// while open. For a guarded file it is decided like a truncate by path
-// (op truncate, on a stat taken under the identity lock) and the caller's
-// session is credited after it; rel is for display and exemption only.
+// while open. For a guarded file it is a guarded mutation like a truncate
+// by path (docs/DESIGN.md#mutation-path), on the file fd holds; rel is for
+// display and exemption only.
 func (n *Node) truncateFd(ctx context.Context, rel string, fd int, writable bool, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if !n.fs.tracks(rel) {
-		return setattrFd(fd, writable, in, out)
-	}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return fs.ToErrno(err)
-	}
-	if !regular(&st) {
-		return setattrFd(fd, writable, in, out)
-	}
-	id := guard.StatOf(&st).ID
-	unlock := n.fs.cfg.Guard.Lock(id)
-	defer unlock()
-	t, err := fdTarget(rel, fd) // the stat decided on is taken under the lock
-	if err != nil {
-		return fs.ToErrno(err)
-	}
-	c := n.fs.callerOf(ctx)
-	n.fs.addFlux(id, 1) // daemon first, as a truncate by path
-	defer n.fs.addFlux(id, -1)
-	if n.fs.guarded(c) {
-		if errno := n.fs.decide(c, guard.OpTruncate, t); errno != 0 {
-			return errno
-		}
-	}
-	if errno := setattrFd(fd, writable, in, out); errno != 0 {
-		return errno
-	}
-	n.fs.cfg.Guard.NoteMutation(id, c.session)
-	if t, err := fdTarget(rel, fd); err == nil {
-		if err := n.fs.cfg.Guard.NoteWrite(c.session, t); err != nil {
-			n.fs.log.Warn("crediting an own truncate failed: the session must read the file again", "path", rel, "session", c.session, "err", err)
-		}
-	}
-	return 0
+	return n.fs.mutate(ctx, mutation{
+		names:  []mutName{{rel: rel, change: rewritten}},
+		asks:   []ask{{0, guard.OpTruncate}},
+		viaFd:  true,
+		fd:     fd,
+		flux:   true,
+		credit: true,
+		run:    func() syscall.Errno { return setattrFd(fd, writable, in, out) },
+	})
 }
 
 // unwrapHandle returns the loopback handle under one of ours, for loopback

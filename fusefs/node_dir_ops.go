@@ -2,11 +2,11 @@ package fusefs
 
 import (
 	"context"
-	"sort"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/guard"
 )
@@ -110,136 +110,26 @@ func (d *listDir) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 // Releasedir drops the list.
 func (d *listDir) Releasedir(ctx context.Context, releaseFlags uint32) { d.list = nil }
 
-// guardedChild is a regular, non-exempt child about to be mutated.
-type guardedChild struct {
-	ok  bool // the guard applies: it exists, is regular and not exempt
-	rel string
-	st  syscall.Stat_t
-	id  guard.FileID
-}
-
-// guardedAt lstats the workspace path rel and reports whether the guard
-// applies to mutating it; tracked is f.tracks(rel).
-func (f *FS) guardedAt(rel string, tracked bool) guardedChild {
-	if !tracked {
-		return guardedChild{rel: rel}
-	}
-	var st syscall.Stat_t
-	if errno := f.lstatRel(rel, &st); errno != 0 || !regular(&st) {
-		return guardedChild{rel: rel}
-	}
-	return guardedChild{ok: true, rel: rel, st: st, id: guard.StatOf(&st).ID}
-}
-
-// lockFresh locks the identities of the guarded files at rels and returns
-// them as stat'ed again under the locks, with the unlock. A decision must
-// use a stat taken under the lock: a mutation that slipped in between the
-// first stat and the lock would otherwise be judged on a stale hash-cache
-// key (and a lost update let through). When a name was replaced meanwhile
-// (another identity), it unlocks and tries again.
-func (f *FS) lockFresh(rels ...string) ([]guardedChild, func()) {
-	tracked := make([]bool, len(rels)) // exemption depends on the path only
-	for i, rel := range rels {
-		tracked[i] = f.tracks(rel)
-	}
-	probe := func() []guardedChild {
-		out := make([]guardedChild, len(rels))
-		for i, rel := range rels {
-			out[i] = f.guardedAt(rel, tracked[i])
-		}
-		return out
-	}
-	for attempt := 0; ; attempt++ {
-		before := probe()
-		var ids []guard.FileID
-		for _, g := range before {
-			if g.ok {
-				ids = append(ids, g.id)
-			}
-		}
-		unlock := f.lockAll(ids...)
-		after := probe()
-		same := true
-		for i := range after {
-			if after[i].ok && (!before[i].ok || after[i].id != before[i].id) {
-				same = false
-			}
-		}
-		if same || attempt >= 16 {
-			// After 16 replacements in a row, decide on what is locked:
-			// a still-unlocked newcomer is treated as unguarded-absent.
-			for i := range after {
-				if after[i].ok && (!before[i].ok || after[i].id != before[i].id) {
-					after[i].ok = false
-				}
-			}
-			return after, unlock
-		}
-		unlock()
-	}
-}
-
-// lockAll takes the identity locks of ids in a fixed order (no deadlock
-// between two renames locking the same pair) and returns one unlock.
-func (f *FS) lockAll(ids ...guard.FileID) func() {
-	sort.Slice(ids, func(i, j int) bool {
-		if ids[i].Dev != ids[j].Dev {
-			return ids[i].Dev < ids[j].Dev
-		}
-		return ids[i].Ino < ids[j].Ino
-	})
-	var unlocks []func()
-	for i, id := range ids {
-		if i > 0 && id == ids[i-1] {
-			continue
-		}
-		unlocks = append(unlocks, f.cfg.Guard.Lock(id))
-	}
-	return func() {
-		for i := len(unlocks) - 1; i >= 0; i-- {
-			unlocks[i]()
-		}
-	}
-}
-
 // Unlink removes a name. Removing an existing regular file is a guarded
-// mutation (op unlink); other types are always allowed. When the last link
-// is gone the guard is told (Guard.NoteLastNameGone), and forgets the
-// identity once no handle on it is open any more.
+// mutation (op unlink; docs/DESIGN.md#mutation-path); other types are
+// always allowed. When the last link is gone the guard is told
+// (Guard.NoteLastNameGone), and forgets the identity once no handle on it
+// is open any more.
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	dirRel := n.rel()
-	rel := childPath(dirRel, name)
-	defer n.fs.ownChange(rel)()
-	gs, unlock := n.fs.lockFresh(rel)
-	defer unlock()
-	g := gs[0]
-	if !g.ok {
-		return n.unlinkAt(dirRel, name)
-	}
-	c := n.fs.callerOf(ctx)
-	if n.fs.guarded(c) {
-		if errno := n.fs.decide(c, guard.OpUnlink, n.fs.target(g.rel, &g.st)); errno != 0 {
-			return errno
-		}
-	}
-	defer n.fs.pinInode(rel)() // until the guard is told (pinInode)
-	errno := n.unlinkAt(dirRel, name)
-	if errno != 0 {
-		return errno
-	}
-	if g.st.Nlink <= 1 {
-		n.fs.cfg.Guard.NoteLastNameGone(g.id, c.session)
-	} else {
-		n.fs.cfg.Guard.NoteMutation(g.id, c.session)
-	}
-	return 0
+	return n.fs.mutate(ctx, mutation{
+		names: []mutName{{rel: childPath(dirRel, name), change: unlinked, pin: true}},
+		asks:  []ask{{0, guard.OpUnlink}},
+		run:   func() syscall.Errno { return n.unlinkAt(dirRel, name) },
+	})
 }
 
 // Rename renames a name. Renaming onto an existing regular file is a guarded
 // mutation of that target (op rename-over), and RENAME_EXCHANGE guards both
-// sides (op exchange); renaming a file away is always allowed. The records
-// follow the identities, so a read file keeps its record under its new name
-// and an atomic save (write tmp, rename over a read file) passes.
+// sides (op exchange), the target first; renaming a file away is always
+// allowed (docs/DESIGN.md#mutation-path). The records follow the
+// identities, so a read file keeps its record under its new name and an
+// atomic save (write tmp, rename over a read file) passes.
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	np, ok := newParent.(*Node)
 	if !ok {
@@ -247,67 +137,36 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	dirRel, newDirRel := n.rel(), np.rel()
 	srcRel, dstRel := childPath(dirRel, name), childPath(newDirRel, newName)
-	gs, unlock := n.fs.lockFresh(srcRel, dstRel)
-	defer unlock()
-	src, srcGuarded := gs[0], gs[0].ok
-	dst, dstGuarded := gs[1], gs[1].ok
-	exchange := flags&unixRenameExchange != 0
-	noReplace := flags&unixRenameNoreplace != 0
-
-	c := n.fs.callerOf(ctx)
-	if n.fs.guarded(c) {
-		if dstGuarded && !noReplace {
-			op := guard.OpRenameOver
-			if exchange {
-				op = guard.OpExchange
-			}
-			if errno := n.fs.decide(c, op, n.fs.target(dst.rel, &dst.st)); errno != 0 {
-				return errno
-			}
-		}
-		if exchange && srcGuarded {
-			if errno := n.fs.decide(c, guard.OpExchange, n.fs.target(src.rel, &src.st)); errno != 0 {
-				return errno
-			}
-		}
+	m := mutation{
+		names: []mutName{
+			{rel: srcRel, change: unchanged, to: dstRel},
+			{rel: dstRel, change: replaced, pin: true},
+		},
+		move: true,
+		run: func() syscall.Errno {
+			return n.renameAt(dirRel, name, np, newDirRel, newName, flags)
+		},
 	}
-	if dstGuarded {
-		defer n.fs.pinInode(dstRel)() // until the guard is told (pinInode)
+	exchange := flags&unix.RENAME_EXCHANGE != 0
+	over := guard.OpRenameOver
+	if exchange {
+		over = guard.OpExchange
+		m.names[0].change = rewritten
+		m.names[1].change, m.names[1].to = rewritten, srcRel
 	}
-	// ownMove: the watcher follows an own directory move to its new paths.
-	end := n.fs.ownMove(srcRel, dstRel)
-	errno := n.renameAt(dirRel, name, np, newDirRel, newName, flags)
-	end(errno == 0)
-	if errno != 0 {
-		return errno
+	if flags&unix.RENAME_NOREPLACE == 0 {
+		m.asks = append(m.asks, ask{1, over})
 	}
-	g := n.fs.cfg.Guard
-	if srcGuarded {
-		g.Rename(src.id, dstRel)
+	if exchange {
+		m.asks = append(m.asks, ask{0, guard.OpExchange})
 	}
-	if dstGuarded {
-		if exchange {
-			g.Rename(dst.id, srcRel)
-			n.fs.cfg.Guard.NoteMutation(dst.id, c.session)
-		} else if dst.st.Nlink <= 1 {
-			g.NoteLastNameGone(dst.id, c.session)
-		}
-	}
-	if srcGuarded && exchange {
-		n.fs.cfg.Guard.NoteMutation(src.id, c.session)
-	}
-	return 0
+	return n.fs.mutate(ctx, m)
 }
 
-// Rename flags from renameat2(2).
-const (
-	unixRenameNoreplace = 1 << 0
-	unixRenameExchange  = 1 << 1
-)
-
-// Mkdir, Rmdir, Symlink, Link and Mknod are never guarded (issue 2: always
-// allowed), bracketed as the daemon's own changes for the watcher; the
-// backing calls are descriptor-relative (loopback.go).
+// Mkdir, Rmdir, Symlink, Link and Mknod are never guarded: they change no
+// existing file's content (docs/DESIGN.md#guarded-ops). They are bracketed
+// as the daemon's own changes for the watcher; the backing calls are
+// descriptor-relative (loopback.go).
 
 // Mkdir creates a directory.
 func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {

@@ -87,26 +87,21 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 		return errno
 	}
 	if writable && flags&syscall.O_TRUNC != 0 && regular(&st) {
-		// Decide on a stat taken under the identity lock (lockFresh).
-		gs, unlock := n.fs.lockFresh(rel)
-		if gs[0].ok {
-			st, h.id = gs[0].st, gs[0].id
-		}
-		if h.check {
-			if errno = n.fs.decide(c, guard.OpOpenTrunc, n.fs.target(rel, &st)); errno != 0 {
-				unlock()
-				return nil, 0, errno
-			}
-		}
-		end := n.fs.ownChange(rel)
-		errno = open()
-		end()
-		if errno == 0 {
-			h.granted, h.dirty = true, true
-			h.beginFlux()
-			h.seq = n.fs.cfg.Guard.NoteMutation(h.id, c.session)
-		}
-		unlock()
+		// A guarded mutation (docs/DESIGN.md#mutation-path), decided on
+		// the file as stat'ed again under its identity lock.
+		errno = n.fs.mutate(ctx, mutation{
+			names: []mutName{{rel: rel, change: rewritten}},
+			asks:  []ask{{0, guard.OpOpenTrunc}},
+			was:   &guardedChild{ok: true, rel: rel, st: st, id: h.id},
+			by:    &c,
+			run:   open,
+			done: func(g guardedChild, seq uint64) {
+				h.id = g.id
+				h.granted, h.dirty = true, true
+				h.beginFlux()
+				h.seq = seq
+			},
+		})
 	} else {
 		if flags&syscall.O_TRUNC != 0 {
 			defer n.fs.ownChange(rel)()

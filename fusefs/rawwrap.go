@@ -49,7 +49,9 @@ func (f *FS) serve(mountpoint string, opts *fs.Options) (*fuse.Server, error) {
 }
 
 // rawWrap is the timing, counting and logging layer over go-fuse's bridge.
-// Methods it does not override (String, SetDebug, Init) pass through.
+// Methods it does not override (String, SetDebug, Init) pass through;
+// TestRawWrapCoversEveryOp fails when any other fuse.RawFileSystem method
+// is not wrapped here.
 type rawWrap struct {
 	fuse.RawFileSystem
 	fs *FS

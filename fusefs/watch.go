@@ -311,7 +311,7 @@ func (f *FS) inodeID(in *fs.Inode) (guard.FileID, bool) {
 	if sa.Ino == 0 || sa.Ino&(1<<62) != 0 {
 		return guard.FileID{}, false
 	}
-	return guard.FileID{Dev: f.loop.Dev, Ino: sa.Ino}, true
+	return guard.FileID{Dev: f.rootDev, Ino: sa.Ino}, true
 }
 
 // invalidateAll drops every cached entry, attribute and page the kernel may

@@ -1,0 +1,419 @@
+package fusefs
+
+// The guarded mutation path (docs/DESIGN.md#mutation-path).
+//
+// Every change of an existing guarded file by name (an O_TRUNC open, a
+// truncate by path, unlink, rename over, RENAME_EXCHANGE) is one call of
+// FS.mutate with a mutation: the names it touches, what to ask the guard,
+// the backing operation, and what each name's file went through. mutate
+// runs the safety-critical sequence in one order for all of them: lock the
+// identities and take them fresh, ask the guard, pin, run the backing
+// operation as the daemon's own change, tell the guard, credit.
+//
+// Changes through an open handle (write, fallocate, ftruncate,
+// copy_file_range into it: File.mutate) keep the handle's own path, since
+// the handle decides once and keeps its right, but share the steps after
+// the decision with mutate: noteChange tells the guard, creditWrite credits
+// the session. A truncate through the descriptor of a file unlinked while
+// open (Node.truncateFd) is an FS.mutate call too (mutation.viaFd). A
+// per-session journal or a metric of guarded mutations hooks into
+// FS.decide, noteChange and creditWrite.
+
+import (
+	"context"
+	"sort"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/guard"
+)
+
+// change is what a mutation did to the file at one of its names, as the
+// guard is told once the backing operation has succeeded (noteChange).
+type change uint8
+
+const (
+	// unchanged: the file itself is not changed (a rename source; its
+	// records follow it through mutName.to).
+	unchanged change = iota
+	// rewritten: the content changed (an O_TRUNC open, a truncate, a
+	// write, an exchange): Guard.NoteMutation.
+	rewritten
+	// unlinked: the name was removed: Guard.NoteLastNameGone when it was
+	// the file's last link, else Guard.NoteMutation.
+	unlinked
+	// replaced: another file was renamed over the name:
+	// Guard.NoteLastNameGone when it was the file's last link, else
+	// nothing (the file lives on, unchanged, under its other names).
+	replaced
+)
+
+// mutName is one name a mutation touches.
+type mutName struct {
+	rel    string // workspace-relative path
+	change change // what the guard is told after success
+	// to is the name the file's records follow it to (Guard.Rename), ""
+	// for none.
+	to string
+	// pin holds the file's inode until the guard has been told (pinInode):
+	// for a name whose file may lose its last link.
+	pin bool
+}
+
+// ask is one decision a mutation needs: the guard op on names[i]. It is
+// asked only when that name is guarded and the guard decides for the
+// caller (FS.guarded).
+type ask struct {
+	i  int
+	op guard.Op
+}
+
+// mutation is one guarded change by name, for FS.mutate.
+type mutation struct {
+	names []mutName
+	// asks are asked in this order; the first refusal is returned.
+	asks []ask
+	// move: names[0] is renamed to names[1], bracketed with ownMove so the
+	// watcher follows a moved directory.
+	move bool
+	// flux: a daemon-first size change (truncate by path): the guarded
+	// names are in flux (FS.addFlux) from before the decision to the end.
+	flux bool
+	// credit: credit the caller's session with the content of names[0]
+	// afterwards (creditWrite), when it is guarded.
+	credit bool
+	// was is names[0] as the caller found it before the locks: when the
+	// name is no longer a guarded file under the lock, the mutation is
+	// still asked about and noted on it (an O_TRUNC open decides on the
+	// file it looked up).
+	was *guardedChild
+	// viaFd: names[0]'s file is reached through fd, not by its name,
+	// which is gone (truncate(2) of the /proc/PID/fd link of a file
+	// unlinked while open): the identity and the stat decided on come
+	// from the descriptor, and no name is bracketed for the watcher (the
+	// name may lead to another file by now, whose external change must
+	// not be taken for ours). names[0].rel is for display and exemption.
+	viaFd bool
+	fd    int
+	// by is the caller when already resolved; nil: resolved from the
+	// request's context, and only when a name is guarded.
+	by *caller
+	// run is the backing operation.
+	run func() syscall.Errno
+	// done runs after a successful run, under the locks, once the guard
+	// has been told: names[0] as locked and the mutation sequence its
+	// note returned (0 when none).
+	done func(first guardedChild, seq uint64)
+}
+
+// mutate runs m, one guarded mutation by name, in this order
+// (docs/DESIGN.md#mutation-path):
+//
+//  1. lock the identities of the guarded files at m's names and stat them
+//     again under the locks (lock): the guard decides on what is locked,
+//     never on an older stat;
+//  2. when a name is guarded, resolve the caller; with m.flux put the
+//     guarded names in flux;
+//  3. ask the guard each of m.asks whose name is guarded, when it decides
+//     for the caller: a refusal is returned (EACCES, the configured errno,
+//     or EAGAIN for guard.UnknownSession: FS.decide) and nothing changes;
+//  4. pin the guarded names marked pin;
+//  5. run the backing operation as the daemon's own change of every name
+//     (ownChange, ownMove for a rename); its errno is returned as is;
+//  6. after a success: the guarded names' records follow them
+//     (Guard.Rename), each guarded name's change is told (noteChange), the
+//     session is credited (m.credit), and m.done runs;
+//  7. unpin, end the flux, unlock.
+//
+// Names that are not guarded (absent, not regular, exempt, guard off) are
+// only bracketed for the watcher. Errors besides those: the errno of
+// fstat(2) of m.fd. Safe for concurrent use.
+func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
+	gs, unlock, errno := f.lock(&m)
+	if errno != 0 {
+		return errno
+	}
+	defer unlock()
+	var c caller
+	anyGuarded := false
+	for _, g := range gs {
+		anyGuarded = anyGuarded || g.ok
+	}
+	if anyGuarded {
+		if m.by != nil {
+			c = *m.by
+		} else {
+			c = f.callerOf(ctx)
+		}
+	}
+	if m.flux {
+		for _, g := range gs {
+			if g.ok {
+				f.addFlux(g.id, 1)
+				defer f.addFlux(g.id, -1)
+			}
+		}
+	}
+	if anyGuarded && f.guarded(c) {
+		for _, a := range m.asks {
+			if g := gs[a.i]; g.ok {
+				if errno := f.decide(c, a.op, m.target(f, &g)); errno != 0 {
+					return errno
+				}
+			}
+		}
+	}
+	for i, nm := range m.names {
+		if nm.pin && gs[i].ok {
+			defer f.pinInode(nm.rel)() // until the guard is told (pinInode)
+		}
+	}
+	if errno := m.runOwn(f); errno != 0 {
+		return errno
+	}
+	for i, nm := range m.names {
+		if gs[i].ok && nm.to != "" {
+			f.cfg.Guard.Rename(gs[i].id, nm.to)
+		}
+	}
+	var seq uint64
+	for i, nm := range m.names {
+		if gs[i].ok {
+			s := f.noteChange(gs[i].id, c.session, nm.change, gs[i].st.Nlink)
+			if i == 0 {
+				seq = s
+			}
+		}
+	}
+	if m.credit && gs[0].ok {
+		if t, ok := m.current(f); ok {
+			f.creditWrite(c.session, t, "truncate")
+		}
+	}
+	if m.done != nil {
+		m.done(gs[0], seq)
+	}
+	return 0
+}
+
+// lock is mutate's first step: it locks the identities of the guarded
+// files at m's names and returns them as stat'ed under the locks
+// (lockFresh; m.was stands in for a names[0] that is no longer a guarded
+// file), with the unlock. With m.viaFd the one file is m.fd's: locked by
+// the identity fstat gives, and stat'ed again under the lock.
+func (f *FS) lock(m *mutation) ([]guardedChild, func(), syscall.Errno) {
+	if !m.viaFd {
+		rels := make([]string, len(m.names))
+		for i, nm := range m.names {
+			rels[i] = nm.rel
+		}
+		gs, unlock := f.lockFresh(rels...)
+		if m.was != nil && !gs[0].ok {
+			gs[0] = *m.was
+		}
+		return gs, unlock, 0
+	}
+	g := guardedChild{rel: m.names[0].rel}
+	if !f.tracks(g.rel) {
+		return []guardedChild{g}, func() {}, 0
+	}
+	if err := syscall.Fstat(m.fd, &g.st); err != nil {
+		return nil, nil, fs.ToErrno(err)
+	}
+	if !regular(&g.st) {
+		return []guardedChild{g}, func() {}, 0
+	}
+	g.ok, g.id = true, guard.StatOf(&g.st).ID
+	unlock := f.cfg.Guard.Lock(g.id)
+	if err := syscall.Fstat(m.fd, &g.st); err != nil { // the stat decided on is taken under the lock
+		unlock()
+		return nil, nil, fs.ToErrno(err)
+	}
+	return []guardedChild{g}, unlock, 0
+}
+
+// target is the guard's view of the locked file g: read by its name, or
+// through m.fd.
+func (m *mutation) target(f *FS, g *guardedChild) guard.Target {
+	if m.viaFd {
+		return fdTargetOf(g.rel, m.fd, &g.st)
+	}
+	return f.target(g.rel, &g.st)
+}
+
+// current is the guard's view of names[0]'s file as the mutation left it,
+// for crediting; ok is false when it cannot be stat'ed.
+func (m *mutation) current(f *FS) (guard.Target, bool) {
+	rel := m.names[0].rel
+	if m.viaFd {
+		t, err := fdTarget(rel, m.fd)
+		return t, err == nil
+	}
+	var st syscall.Stat_t
+	if f.lstatRel(rel, &st) != 0 {
+		return guard.Target{}, false
+	}
+	return f.target(rel, &st), true
+}
+
+// runOwn runs the backing operation, bracketed as the daemon's own change
+// of every name (a rename with ownMove, told whether it moved); a
+// mutation through a descriptor is not bracketed.
+func (m *mutation) runOwn(f *FS) syscall.Errno {
+	switch {
+	case m.viaFd:
+		return m.run()
+	case m.move:
+		end := f.ownMove(m.names[0].rel, m.names[1].rel)
+		errno := m.run()
+		end(errno == 0)
+		return errno
+	}
+	rels := make([]string, len(m.names))
+	for i, nm := range m.names {
+		rels[i] = nm.rel
+	}
+	defer f.ownChange(rels...)()
+	return m.run()
+}
+
+// noteChange tells the guard that session changed id as ch says (nlink is
+// the file's link count before the change) and returns the new mutation
+// sequence (0 when nothing was noted). Called under id's identity lock,
+// after the backing change succeeded, and before the file's inode may be
+// freed (pinInode or an open handle holds it).
+func (f *FS) noteChange(id guard.FileID, session string, ch change, nlink uint64) uint64 {
+	g := f.cfg.Guard
+	switch {
+	case ch == rewritten, ch == unlinked && nlink > 1:
+		return g.NoteMutation(id, session)
+	case ch == unlinked, ch == replaced && nlink <= 1:
+		g.NoteLastNameGone(id, session)
+	}
+	return 0
+}
+
+// creditWrite credits session with t's content as its own change
+// (Guard.NoteWrite), after a write or a truncate of its own (what names
+// it in the log). A failure (the content could not be hashed) is logged at
+// warn: the session's record stays stale and it must read the file again.
+func (f *FS) creditWrite(session string, t guard.Target, what string) {
+	if err := f.cfg.Guard.NoteWrite(session, t); err != nil {
+		f.log.Warn("crediting an own "+what+" failed: the session must read the file again", "path", t.Path, "session", session, "err", err)
+	}
+}
+
+// guardedChild is a regular, non-exempt child about to be mutated.
+type guardedChild struct {
+	ok  bool // the guard applies: it exists, is regular and not exempt
+	rel string
+	st  syscall.Stat_t
+	id  guard.FileID
+}
+
+// guardedAt lstats the workspace path rel and reports whether the guard
+// applies to mutating it; tracked is f.tracks(rel).
+func (f *FS) guardedAt(rel string, tracked bool) guardedChild {
+	if !tracked {
+		return guardedChild{rel: rel}
+	}
+	var st syscall.Stat_t
+	if errno := f.lstatRel(rel, &st); errno != 0 || !regular(&st) {
+		return guardedChild{rel: rel}
+	}
+	return guardedChild{ok: true, rel: rel, st: st, id: guard.StatOf(&st).ID}
+}
+
+// lockFresh locks the identities of the guarded files at rels and returns
+// them as stat'ed again under the locks, with the unlock. A decision must
+// use a stat taken under the lock: a mutation that slipped in between the
+// first stat and the lock would otherwise be judged on a stale hash-cache
+// key (and a lost update let through). When a name was replaced meanwhile
+// (another identity), it unlocks and tries again.
+func (f *FS) lockFresh(rels ...string) ([]guardedChild, func()) {
+	tracked := make([]bool, len(rels)) // exemption depends on the path only
+	for i, rel := range rels {
+		tracked[i] = f.tracks(rel)
+	}
+	probe := func() []guardedChild {
+		out := make([]guardedChild, len(rels))
+		for i, rel := range rels {
+			out[i] = f.guardedAt(rel, tracked[i])
+		}
+		return out
+	}
+	for attempt := 0; ; attempt++ {
+		before := probe()
+		var ids []guard.FileID
+		for _, g := range before {
+			if g.ok {
+				ids = append(ids, g.id)
+			}
+		}
+		unlock := f.lockAll(ids...)
+		after := probe()
+		same := true
+		for i := range after {
+			if after[i].ok && (!before[i].ok || after[i].id != before[i].id) {
+				same = false
+			}
+		}
+		if same || attempt >= 16 {
+			// After 16 replacements in a row, decide on what is locked:
+			// a still-unlocked newcomer is treated as unguarded-absent.
+			for i := range after {
+				if after[i].ok && (!before[i].ok || after[i].id != before[i].id) {
+					after[i].ok = false
+				}
+			}
+			return after, unlock
+		}
+		unlock()
+	}
+}
+
+// lockAll takes the identity locks of ids in a fixed order (no deadlock
+// between two renames locking the same pair) and returns one unlock.
+func (f *FS) lockAll(ids ...guard.FileID) func() {
+	sort.Slice(ids, func(i, j int) bool {
+		if ids[i].Dev != ids[j].Dev {
+			return ids[i].Dev < ids[j].Dev
+		}
+		return ids[i].Ino < ids[j].Ino
+	})
+	var unlocks []func()
+	for i, id := range ids {
+		if i > 0 && id == ids[i-1] {
+			continue
+		}
+		unlocks = append(unlocks, f.cfg.Guard.Lock(id))
+	}
+	return func() {
+		for i := len(unlocks) - 1; i >= 0; i-- {
+			unlocks[i]()
+		}
+	}
+}
+
+// pinInode opens the workspace path rel as an O_PATH descriptor (not
+// following a final symlink) and returns the function that closes it. While
+// it is open the inode cannot be freed, so its number cannot be reused by a
+// new file: Unlink and Rename hold it until the guard has been told the
+// name is gone (Guard.NoteLastNameGone), so that a file created meanwhile
+// with the same inode number never has its fresh guard state dropped or
+// marked as another session's mutation. When rel cannot be opened nothing is
+// pinned (the removal will fail or find nothing to forget).
+func (f *FS) pinInode(rel string) (unpin func()) {
+	d, leaf, errno := f.prepareAt(rel)
+	if errno != 0 {
+		return func() {}
+	}
+	defer d.close()
+	fd, err := unix.Openat(d.fd, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return func() {}
+	}
+	return func() { unix.Close(fd) }
+}
