@@ -55,8 +55,8 @@ func (f *FS) buildControlTree() *ctltree.Dir {
 	return root
 }
 
-// AddCtl adds an entry to the control tree root; call it before mounting.
-func (f *FS) AddCtl(e ctltree.Entry) {
+// addCtl adds an entry to the control tree root; call it before mounting.
+func (f *FS) addCtl(e ctltree.Entry) {
 	f.ctlRoot.Entries = append(f.ctlRoot.Entries, e)
 }
 
@@ -67,7 +67,7 @@ func (f *FS) AddCtl(e ctltree.Entry) {
 // concurrently with requests.
 func (f *FS) Plug(feat ctltree.Feature) {
 	for _, e := range feat.CtlEntries() {
-		f.AddCtl(e)
+		f.addCtl(e)
 	}
 	if src, ok := feat.(ctltree.StatusSource); ok {
 		f.AddStatus(src.Status)

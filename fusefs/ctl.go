@@ -27,11 +27,6 @@ import (
 	"github.com/rubinofs/rubinofs/ctltree"
 )
 
-// ctlDirName is ctltree.DirName, kept for the fusefs files outside the
-// control tree that still say ctlDirName; the control files use
-// ctltree.DirName.
-const ctlDirName = ctltree.DirName
-
 // ctlNameMax is the longest name looked up in the control tree, in bytes:
 // NAME_MAX, as on the backing file systems.
 const ctlNameMax = 255

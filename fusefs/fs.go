@@ -199,10 +199,10 @@ func New(cfg Config) (*FS, error) {
 	f.rootDev = uint64(st.Dev)
 	f.root = &Node{fs: f}
 	var ctlSt syscall.Stat_t
-	if f.lstatRel(ctlDirName, &ctlSt) == 0 {
+	if f.lstatRel(ctltree.DirName, &ctlSt) == 0 {
 		f.shadowed = true
-		f.log.Warn("the workspace has its own "+ctlDirName+"; the control tree shadows it",
-			"path", filepath.Join(cfg.Workspace, ctlDirName))
+		f.log.Warn("the workspace has its own "+ctltree.DirName+"; the control tree shadows it",
+			"path", filepath.Join(cfg.Workspace, ctltree.DirName))
 	}
 	f.ctlRoot = f.buildControlTree()
 	return f, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 )
 
@@ -74,7 +75,7 @@ func TestRawGuard(t *testing.T) {
 
 	// The control tree is reachable and .rubino/status is read-only.
 	var ctl, status fuse.EntryOut
-	if st := raw.Lookup(cancel, &fuse.InHeader{NodeId: 1}, ctlDirName, &ctl); !st.Ok() {
+	if st := raw.Lookup(cancel, &fuse.InHeader{NodeId: 1}, ctltree.DirName, &ctl); !st.Ok() {
 		t.Fatalf("lookup .rubino: %v", st)
 	}
 	if st := raw.Lookup(cancel, &fuse.InHeader{NodeId: ctl.NodeId}, "status", &status); !st.Ok() {
@@ -84,7 +85,7 @@ func TestRawGuard(t *testing.T) {
 	if st := raw.Open(cancel, &in, &oo); st != fuse.Status(syscall.EACCES) {
 		t.Fatalf("writable open of status: %v, want EACCES", st)
 	}
-	if _, err := os.Stat(filepath.Join(ws, ctlDirName)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(ws, ctltree.DirName)); !os.IsNotExist(err) {
 		t.Fatalf(".rubino was created in the workspace: %v", err)
 	}
 }

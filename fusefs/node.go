@@ -6,6 +6,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rubinofs/rubinofs/ctltree"
 )
 
 // Node is a backing file or directory of the workspace: an inode of
@@ -34,12 +36,12 @@ func (n *Node) rel() string {
 	return n.Path(n.fs.root.EmbeddedInode())
 }
 
-// Lookup resolves a name. At the root, ctlDirName resolves to the control
+// Lookup resolves a name. At the root, ctltree.DirName resolves to the control
 // tree and shadows a real entry of that name (the root's listing shows
 // neither: docs/DESIGN.md#control-tree-visibility); everything else is
 // looked up in the backing directory (lookupAt).
 func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if name == ctlDirName && n.isRoot() {
+	if name == ctltree.DirName && n.isRoot() {
 		return n.fs.ctlLookupRoot(ctx, n.EmbeddedInode(), out)
 	}
 	rel := n.rel()

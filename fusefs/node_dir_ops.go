@@ -8,6 +8,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 )
 
@@ -35,7 +36,7 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	return newListDir(list), 0, 0
 }
 
-// rootEntries lists the workspace root without ctlDirName. The list is
+// rootEntries lists the workspace root without ctltree.DirName. The list is
 // read whole at opendir, so READDIR and READDIRPLUS serve the same entries
 // at the same offsets (index + 1) however the kernel pages them.
 func (n *Node) rootEntries() ([]fuse.DirEntry, syscall.Errno) {
@@ -50,7 +51,7 @@ func (n *Node) rootEntries() ([]fuse.DirEntry, syscall.Errno) {
 		if errno != 0 {
 			return nil, errno
 		}
-		if e.Name != ctlDirName {
+		if e.Name != ctltree.DirName {
 			list = append(list, e)
 		}
 	}
@@ -70,7 +71,7 @@ func (f *FS) hideShadowedLink(a *fuse.Attr) {
 		return
 	}
 	var st syscall.Stat_t
-	if f.lstatRel(ctlDirName, &st) == 0 && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+	if f.lstatRel(ctltree.DirName, &st) == 0 && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		a.Nlink--
 	}
 }

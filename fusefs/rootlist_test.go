@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rubinofs/rubinofs/ctltree"
 )
 
 // readRoot lists the root through one directory handle, READDIR or
@@ -66,7 +68,7 @@ func readRoot(t *testing.T, raw fuse.RawFileSystem, plus bool, size uint32) []st
 func TestRawRootListingHidesControlTree(t *testing.T) {
 	raw, _ := rawFS(t, map[string]string{
 		"a.txt": "a\n", "b.txt": "b\n", "dir/f": "f\n", "other/g": "g\n",
-		ctlDirName + "/real.txt": "shadowed\n",
+		ctltree.DirName + "/real.txt": "shadowed\n",
 	})
 	want := []string{".", "..", "a.txt", "b.txt", "dir", "other"}
 	for _, plus := range []bool{false, true} {
@@ -84,7 +86,7 @@ func TestRawRootListingHidesControlTree(t *testing.T) {
 	}
 	cancel := make(chan struct{})
 	var ctl, status fuse.EntryOut
-	if st := raw.Lookup(cancel, &fuse.InHeader{NodeId: 1}, ctlDirName, &ctl); !st.Ok() {
+	if st := raw.Lookup(cancel, &fuse.InHeader{NodeId: 1}, ctltree.DirName, &ctl); !st.Ok() {
 		t.Fatalf("lookup .rubino: %v", st)
 	}
 	if ctl.Attr.Mode&syscall.S_IFMT != syscall.S_IFDIR {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 
+	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/watcher"
 )
@@ -322,7 +323,7 @@ func (inv *invalidator) invalidateAll() {
 	var walk func(in *fs.Inode)
 	walk = func(in *fs.Inode) {
 		for name, ch := range in.Children() {
-			if name == ctlDirName && in == f.root.EmbeddedInode() {
+			if name == ctltree.DirName && in == f.root.EmbeddedInode() {
 				continue
 			}
 			walk(ch)
