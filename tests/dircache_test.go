@@ -153,3 +153,23 @@ func TestReaddirCacheOwnChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestReaddirCacheNotInUnwatched: a subtree the watcher does not watch
+// (.git/objects, skipped by default) gets no readdir cache: every listing
+// reaches the daemon, so a file created there outside the mount shows in
+// the very next listing, with no event to wait for; a watched sibling is
+// cached.
+func TestReaddirCacheNotInUnwatched(t *testing.T) {
+	m := newMount(t, map[string]string{".git/objects/ab/cd": "x", ".git/HEAD": "ref\n"}, nil)
+	cachedListing(t, m, ".git")
+	m.mustSh("ls .git/objects/ab")
+	before := listOps(t, m)
+	m.mustSh("ls .git/objects/ab")
+	if d := listOps(t, m) - before; d == 0 {
+		t.Fatalf("a listing in an unwatched subtree was served from the kernel's cache")
+	}
+	m.writeBacking(".git/objects/ab/ef", "y")
+	if got := m.mustSh("ls .git/objects/ab"); got != "cd\nef\n" {
+		t.Fatalf("unwatched directory lists %q after an external create, want cd and ef", got)
+	}
+}
