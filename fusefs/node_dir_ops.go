@@ -18,22 +18,42 @@ import (
 // find, tar, cp -r, rsync, git) never walk into it and never open a stream
 // file (docs/DESIGN.md#control-tree-visibility). Other directories are
 // go-fuse's descriptor-based stream (openDirStreamAt: the directory is
-// opened relative to its parent, never through a symlink).
+// opened relative to its parent, never through a symlink). Where the
+// watcher vouches for the directory the kernel keeps its listing across
+// opens (dirCacheFlags, docs/DESIGN.md#dir-cache).
 func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	rel := n.rel()
 	if !n.isRoot() {
 		// go-fuse's descriptor stream is also its directory handle
 		// (FileReaddirenter, FileSeekdirer, FileReleasedirer, Fsyncdir).
-		ds, errno := n.openDirStreamAt(n.rel())
+		ds, errno := n.openDirStreamAt(rel)
 		if errno != 0 {
 			return nil, 0, errno
 		}
-		return n.fs.keepDir(ds), 0, 0 // FS.Close closes it if RELEASEDIR never comes
+		return n.fs.keepDir(ds), n.dirCacheFlags(rel), 0 // FS.Close closes it if RELEASEDIR never comes
 	}
 	list, errno := n.rootEntries()
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return newListDir(list), 0, 0
+	return newListDir(list), n.dirCacheFlags(rel), 0
+}
+
+// dirCacheFlags returns the opendir flags that let the kernel cache a
+// directory's listing across opens (FOPEN_CACHE_DIR; go-fuse adds
+// FOPEN_KEEP_CACHE, without which the kernel drops the cache at every
+// open): under the same condition as the page cache of files (cacheFlags),
+// a watcher vouching for rel. The cache is dropped by the kernel itself
+// on its own namespace changes in the directory (create, mkdir, mknod,
+// symlink, link, unlink, rmdir, rename: fs/fuse/dir.c fuse_dir_changed
+// bumps the inode version that the cache is checked against at offset 0),
+// and by the invalidator on external ones (its NotifyContent of the parent
+// drops the cache's pages, which resets it: watch.go apply).
+func (n *Node) dirCacheFlags(rel string) uint32 {
+	if n.cacheFlags(rel) != 0 {
+		return fuse.FOPEN_CACHE_DIR
+	}
+	return 0
 }
 
 // rootEntries lists the workspace root without ctltree.DirName. The list is

@@ -268,7 +268,10 @@ func (inv *invalidator) apply(ev watcher.Event) {
 		}
 	}
 	// Drop the dentry (positive or negative) so the next lookup sees the
-	// backing directory; and the parent's attributes (mtime, nlink).
+	// backing directory; and the parent's attributes (mtime, nlink) and
+	// its cached listing (docs/DESIGN.md#dir-cache: the kernel resets a
+	// readdir cache whose pages are gone; NotifyEntry alone does nothing
+	// for a name the kernel has no dentry of).
 	parent.NotifyEntry(name)
 	parent.NotifyContent(0, 0)
 }
