@@ -168,3 +168,35 @@ func TestReadOfOwnWriteAddsNothing(t *testing.T) {
 }
 
 func int64ToU(n int) uint64 { return uint64(n) }
+
+// TestReadAfterDeclaredHashRefreshes: a record holding a hash a harness
+// declared is not kept by a read through the mount (the declared bytes
+// may not be the file's): the read hashes the file and refreshes it.
+func TestReadAfterDeclaredHashRefreshes(t *testing.T) {
+	g := New(Config{LazyHashMin: 1})
+	f := newFile(t, "on disk\n")
+	tg := f.target()
+	must(t, g.DeclareRead("s", tg, HashBytes([]byte("what the model was shown\n")), true))
+	if code := decideCode(g, "s", f); code != CodeStale {
+		t.Fatalf("overwrite after a stale declared view: %q, want stale", code)
+	}
+	_, err := g.NoteReadDeferred(Caller{Session: "s"}, tg, nil)
+	must(t, err)
+	if code := decideCode(g, "s", f); code != "" {
+		t.Fatalf("overwrite after a read through the mount: %q, want allowed", code)
+	}
+}
+
+// TestTrackedSettlesDeferred: guard/tracked shows a record whose hash is
+// deferred with the hash of the content read, fresh.
+func TestTrackedSettlesDeferred(t *testing.T) {
+	g := lazyGuard()
+	g.deferred.running = true // hold the worker off
+	f := newFile(t, "content\n")
+	_, err := g.NoteReadDeferred(Caller{Session: "s"}, f.target(), nil)
+	must(t, err)
+	recs := g.Tracked("s", func(string) (Target, error) { return f.target(), nil })
+	if len(recs) != 1 || recs[0].State != "fresh" || recs[0].Hash != HashBytes([]byte("content\n")).String() {
+		t.Fatalf("tracked %+v, want one fresh record with the content's hash", recs)
+	}
+}
