@@ -358,6 +358,8 @@ func (d *Daemon) Close() error {
 			}
 			<-d.done
 		}
+		// No deferred read hash keeps a backing file open past the unmount.
+		d.Guard.WaitDeferred()
 		if d.cfg.PersistReads && d.cfg.StateDir != "" {
 			d.saveReads(true)
 		}

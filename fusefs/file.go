@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"os"
 	"sync"
 	"syscall"
 
@@ -67,6 +68,10 @@ type File struct {
 	// fluxPending: this handle made a daemon-first change (O_TRUNC open,
 	// truncate, ...) and has sent no request since (see settle).
 	fluxPending bool
+	// wh hashes what the handle writes while it writes the file in order
+	// from offset 0, so credit need not read it back
+	// (docs/DESIGN.md#lazy-hash).
+	wh guard.WriteHash
 }
 
 // fd runs fn with the handle's backing descriptor. The descriptor stays
@@ -108,9 +113,14 @@ func (h *File) registerRead() {
 		if err != nil {
 			return 0
 		}
+		// The hash of a large file is deferred (docs/DESIGN.md#lazy-hash):
+		// the background worker opens it by its backing path, since this
+		// handle may be gone by then.
+		rel := t.Path
+		later := func() (*os.File, error) { return h.fs.openForHashAt(rel) }
 		if h.fs.inFlux(h.id) {
 			h.fs.cfg.Guard.NoteReadInFluxBy(gc, t)
-		} else if err := h.fs.cfg.Guard.NoteReadBy(gc, t); err != nil {
+		} else if _, err := h.fs.cfg.Guard.NoteReadDeferred(gc, t, later); err != nil {
 			h.fs.log.Warn("registering a read failed: the session must read the file again", "path", t.Path, "session", h.who.session, "err", err)
 		}
 		return 0
@@ -163,6 +173,11 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 	unlock := h.fs.cfg.Guard.Lock(h.id)
 	defer unlock()
 	last := h.fs.cfg.Guard.LastMutation(h.id)
+	if gop != guard.OpWrite {
+		h.wh.Break() // only plain writes are hashed as they pass
+	} else if last.Seq != h.seq {
+		h.wh.Interleaved() // someone changed the file since this handle's last change
+	}
 	if h.check {
 		needAsk := !h.granted || (last.Seq != h.seq && last.Session != h.who.session)
 		if needAsk {
@@ -205,9 +220,31 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (written uint3
 		if e == 0 && h.direct {
 			h.dropPrivs(ctx)
 		}
+		if h.track {
+			h.hashWritten(e, data[:min(int(written), len(data))], off)
+		}
 		return e
 	})
 	return written, errno
+}
+
+// hashWritten feeds the bytes of a write (errno e, data written at off)
+// to the handle's WriteHash with the file's stat after it; a failed write
+// or stat breaks it. Called under the handle's mutex and identity lock.
+func (h *File) hashWritten(e syscall.Errno, data []byte, off int64) {
+	if e != 0 || !h.wh.Active() {
+		h.wh.Break()
+		return
+	}
+	h.fd(func(fd int) syscall.Errno {
+		var st syscall.Stat_t
+		if syscall.Fstat(fd, &st) != nil {
+			h.wh.Break()
+			return 0
+		}
+		h.wh.Wrote(off, data, guard.StatOf(&st))
+		return 0
+	})
 }
 
 // dropPrivs clears set-user-ID, and set-group-ID when group-exec is set,
@@ -258,13 +295,22 @@ func (h *File) credit() {
 	h.dirty = false
 	unlock := h.fs.cfg.Guard.Lock(h.id)
 	defer unlock()
-	if last := h.fs.cfg.Guard.LastMutation(h.id); last.Seq != h.seq && last.Session != h.who.session {
+	last := h.fs.cfg.Guard.LastMutation(h.id)
+	if last.Seq != h.seq && last.Session != h.who.session {
 		return // someone else changed it after us: our record must stay stale
 	}
 	h.fd(func(fd int) syscall.Errno {
 		t, err := fdTarget(h.node.rel(), fd)
 		if err == nil {
-			h.fs.creditWrite(h.who.session, t, "write")
+			// The bytes hashed as they were written are the content when
+			// this handle's writes are the whole file and nothing changed
+			// it since (no mutation through the mount, the stat its last
+			// write left); otherwise the content is read back.
+			var sum guard.Hash
+			if last.Seq == h.seq {
+				sum, _ = h.wh.Sum(t.Stat)
+			}
+			h.fs.creditWrite(h.who.session, t, "write", sum)
 		}
 		return 0
 	})

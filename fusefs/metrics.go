@@ -251,6 +251,16 @@ var (
 		"Hash-cache entries found but not trusted (racy timestamp).", nil, nil)
 	descHashBytes = prometheus.NewDesc("rubinofs_hash_cache_hashed_bytes_total",
 		"Bytes read for hashing.", nil, nil)
+	descHashReadBack = prometheus.NewDesc("rubinofs_hash_read_back_bytes_total",
+		"Bytes read back to credit own writes (part of rubinofs_hash_cache_hashed_bytes_total).", nil, nil)
+	descHashStreamed = prometheus.NewDesc("rubinofs_hash_streamed_writes_total",
+		"Own writes credited from the bytes hashed as they were written, without reading the file back.", nil, nil)
+	descHashStreamedBytes = prometheus.NewDesc("rubinofs_hash_streamed_bytes_total",
+		"Bytes of the own writes credited without reading the file back.", nil, nil)
+	descHashDeferred = prometheus.NewDesc("rubinofs_hash_deferred_reads_total",
+		"Reads registered with their content hash deferred (docs/DESIGN.md#lazy-hash).", nil, nil)
+	descHashDeferredLost = prometheus.NewDesc("rubinofs_hash_deferred_lost_total",
+		"Deferred read hashes not attributed to the read because the file changed first.", nil, nil)
 	descHashEntries = prometheus.NewDesc("rubinofs_hash_cache_entries",
 		"Entries in the hash cache.", nil, nil)
 	descHashRatio = prometheus.NewDesc("rubinofs_hash_cache_hit_ratio",
@@ -260,7 +270,8 @@ var (
 // Describe implements prometheus.Collector.
 func (g *guardCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDecisions, descDenials, descWarnings, descReads, descWrites,
-		descSessions, descHashHits, descHashMisses, descHashRacy, descHashBytes, descHashEntries, descHashRatio} {
+		descSessions, descHashHits, descHashMisses, descHashRacy, descHashBytes, descHashEntries, descHashRatio,
+		descHashReadBack, descHashStreamed, descHashStreamedBytes, descHashDeferred, descHashDeferredLost} {
 		ch <- d
 	}
 }
@@ -284,6 +295,11 @@ func (g *guardCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descHashMisses, c.Hash.Misses)
 	counter(descHashRacy, c.Hash.Racy)
 	counter(descHashBytes, c.Hash.HashedBytes)
+	counter(descHashReadBack, c.Hash.ReadBackBytes)
+	counter(descHashStreamed, c.Hash.Streamed)
+	counter(descHashStreamedBytes, c.Hash.StreamedBytes)
+	counter(descHashDeferred, c.Hash.Deferred)
+	counter(descHashDeferredLost, c.Hash.DeferredLost)
 	ch <- prometheus.MustNewConstMetric(descHashEntries, prometheus.GaugeValue, float64(c.Hash.Entries))
 	ratio := 0.0
 	if n := c.Hash.Hits + c.Hash.Misses; n > 0 {

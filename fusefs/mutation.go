@@ -189,7 +189,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 	}
 	if m.credit && gs[0].ok {
 		if t, ok := m.current(f); ok {
-			f.creditWrite(c.session, t, "truncate")
+			f.creditWrite(c.session, t, "truncate", guard.Hash{})
 		}
 	}
 	if m.done != nil {
@@ -296,11 +296,13 @@ func (f *FS) noteChange(id guard.FileID, session string, ch change, nlink uint64
 }
 
 // creditWrite credits session with t's content as its own change
-// (Guard.NoteWrite), after a write or a truncate of its own (what names
-// it in the log). A failure (the content could not be hashed) is logged at
+// (Guard.NoteWriteHashed), after a write or a truncate of its own (what
+// names it in the log). h is the content's hash when the caller hashed the
+// bytes as they were written (guard.WriteHash); the zero Hash reads the
+// file back. A failure (the content could not be hashed) is logged at
 // warn: the session's record stays stale and it must read the file again.
-func (f *FS) creditWrite(session string, t guard.Target, what string) {
-	if err := f.cfg.Guard.NoteWrite(session, t); err != nil {
+func (f *FS) creditWrite(session string, t guard.Target, what string, h guard.Hash) {
+	if err := f.cfg.Guard.NoteWriteHashed(session, t, h); err != nil {
 		f.log.Warn("crediting an own "+what+" failed: the session must read the file again", "path", t.Path, "session", session, "err", err)
 	}
 }

@@ -47,6 +47,9 @@ func (g *Guard) DeclareRead(session string, t Target, h Hash, full bool) error {
 		}
 		id := t.Stat.ID
 		tr.mu.Lock()
+		if r, ok := tr.state[id]; ok {
+			r.declared = !h.IsZero()
+		}
 		tr.dropViews(id)
 		tr.mu.Unlock()
 		return nil

@@ -88,6 +88,10 @@ type Config struct {
 	// Git, when set, enables the git-safe policy in DecideCaller
 	// (docs/DESIGN.md#git-safe); nil decides without it.
 	Git GitBlobs
+	// LazyHashMin is the size in bytes from which the hash of a read
+	// through a handle is deferred (docs/DESIGN.md#lazy-hash): 0 means
+	// DefaultLazyHashMin, a negative value never.
+	LazyHashMin int64
 	// Scanners are the program names whose reads count for their own
 	// process only (docs/DESIGN.md#scanner-reads); nil means
 	// DefaultScanners, an empty non-nil list none.
@@ -109,6 +113,9 @@ type Guard struct {
 	scanners scannerSet
 	roots    HarnessRoots
 	procs    procTrackers
+	// lazyMin and deferred: reads whose hash is deferred (lazyhash.go).
+	lazyMin  int64
+	deferred hashQueue
 
 	mu       sync.Mutex
 	sessions map[string]*Tracker
@@ -150,6 +157,9 @@ func New(cfg Config) *Guard {
 	if cfg.Errno == 0 {
 		cfg.Errno = syscall.EACCES
 	}
+	if cfg.LazyHashMin == 0 {
+		cfg.LazyHashMin = DefaultLazyHashMin
+	}
 	return &Guard{
 		mode:      cfg.Mode,
 		unlink:    cfg.Unlink,
@@ -160,6 +170,7 @@ func New(cfg Config) *Guard {
 		onDenial:  cfg.OnDenial,
 		git:       cfg.Git,
 		scanners:  newScannerSet(cfg.Scanners),
+		lazyMin:   cfg.LazyHashMin,
 		sessions:  make(map[string]*Tracker),
 		locks:     make(map[FileID]*idLock),
 		mutations: make(map[FileID]Mutation),
@@ -428,17 +439,18 @@ func (g *Guard) Tracked(session string, lookup func(path string) (Target, error)
 	}
 	var out []TrackedRecord
 	for id, r := range t.snapshot() {
-		tr := TrackedRecord{Path: r.path, Hash: r.hash.String(), Own: r.written, State: "gone"}
+		tr := TrackedRecord{Path: r.path, Own: r.written, State: "gone"}
 		if cur, err := lookup(r.path); err == nil && cur.Stat.ID == id {
+			// check settles a deferred hash first (docs/DESIGN.md#lazy-hash)
 			tr.State = "stale"
-			if r.foreign || r.influx {
-				// stale whatever the bytes hash to
-			} else if r.ownWritesSince(g.LastMutation(id), session) {
-				tr.State = "fresh"
-			} else if h, err := g.hashes.Sum(cur.Stat, cur.Open); err == nil && h == r.hash {
+			if _, fresh, err := t.check(cur); err == nil && fresh {
 				tr.State = "fresh"
 			}
+			if now, ok := t.snapshotOf(id); ok {
+				r = now
+			}
 		}
+		tr.Hash = r.hash.String()
 		out = append(out, tr)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })

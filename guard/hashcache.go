@@ -111,6 +111,13 @@ type HashCache struct {
 	entries map[FileID]hashEntry
 
 	hits, misses, racy, hashedBytes atomic.Uint64
+	// readBackBytes: bytes read to credit an own write (Tracker.NoteWrite
+	// without a hash); streamed, streamedBytes: own writes credited from
+	// the bytes hashed as they were written (WriteHash), and their size;
+	// deferred, deferredLost: reads whose hash was deferred
+	// (docs/DESIGN.md#lazy-hash), and those whose hash could not be
+	// attributed to the read.
+	readBackBytes, streamed, streamedBytes, deferred, deferredLost atomic.Uint64
 }
 
 // NewHashCache returns an empty cache. granularity <= 0 means 1 s; max <= 0
@@ -136,36 +143,58 @@ func NewHashCache(granularity time.Duration, max int, now func() time.Time) *Has
 // Errors: those of open, read and fstat, unwrapped (an ENOENT of a file removed
 // meanwhile reaches the caller as such).
 func (c *HashCache) Sum(st Stat, open func() (*os.File, error)) (Hash, error) {
-	if h, ok := c.lookup(keyOf(st)); ok {
+	h, _, _, err := c.sum(st, open, false)
+	return h, err
+}
+
+// sumAt is Sum for content that must be the one st describes: match is
+// false when the file's stat before or after hashing is not st's key (the
+// file was changed, or open reached another file), and the hash then
+// describes no content of st. n is the number of bytes read (0 on a hit).
+func (c *HashCache) sumAt(st Stat, open func() (*os.File, error)) (h Hash, match bool, err error) {
+	h, match, _, err = c.sum(st, open, true)
+	return h, match, err
+}
+
+// sum is Sum and sumAt; strict stops before reading when the stat before
+// hashing is not st's key. n is the number of bytes read.
+func (c *HashCache) sum(st Stat, open func() (*os.File, error), strict bool) (h Hash, match bool, n int64, err error) {
+	want := keyOf(st)
+	if h, ok := c.lookup(want); ok {
 		c.hits.Add(1)
-		return h, nil
+		return h, true, 0, nil
 	}
 	c.misses.Add(1)
 	f, err := open()
 	if err != nil {
-		return Hash{}, err
+		return Hash{}, false, 0, err
 	}
 	defer f.Close()
 	var before, after syscall.Stat_t
 	if err := syscall.Fstat(int(f.Fd()), &before); err != nil {
-		return Hash{}, err
+		return Hash{}, false, 0, err
+	}
+	k := keyOf(StatOf(&before))
+	if strict && k != want {
+		return Hash{}, false, 0, nil
 	}
 	started := c.now().UnixNano()
 	hs := xxh3.New()
-	n, err := io.Copy(hs, f)
+	n, err = io.Copy(hs, f)
 	if err != nil {
-		return Hash{}, fmt.Errorf("hashing: %w", err)
+		return Hash{}, false, n, fmt.Errorf("hashing: %w", err)
 	}
 	c.hashedBytes.Add(uint64(n))
 	u := hs.Sum128()
-	h := Hash{Hi: u.Hi, Lo: u.Lo}
+	h = Hash{Hi: u.Hi, Lo: u.Lo}
 	if err := syscall.Fstat(int(f.Fd()), &after); err != nil {
-		return Hash{}, err
+		return Hash{}, false, n, err
 	}
-	if k := keyOf(StatOf(&before)); k == keyOf(StatOf(&after)) {
+	stable := k == keyOf(StatOf(&after))
+	if stable {
 		c.store(hashEntry{key: k, hash: h, hashedAt: started})
 	}
-	return h, nil
+	return h, stable && k == want, n, nil
 }
 
 // lookup returns a trusted entry for k.
@@ -223,6 +252,20 @@ type HashStats struct {
 	Racy        uint64 `json:"racy"`         // entries found but not trusted (racy timestamp)
 	HashedBytes uint64 `json:"hashed_bytes"` // bytes read for hashing
 	Entries     int    `json:"entries"`
+	// ReadBackBytes are the bytes read back to credit own writes
+	// (docs/DESIGN.md#own-write-refresh), part of HashedBytes.
+	ReadBackBytes uint64 `json:"read_back_bytes"`
+	// Streamed counts own writes credited from the bytes hashed as they
+	// were written, without reading the file back; StreamedBytes is
+	// their size in bytes (docs/DESIGN.md#lazy-hash).
+	Streamed      uint64 `json:"streamed"`
+	StreamedBytes uint64 `json:"streamed_bytes"`
+	// Deferred counts reads registered with their hash deferred, and
+	// DeferredLost those whose hash could not be attributed to the read
+	// (the file changed first): their records are seen, not fresh
+	// (docs/DESIGN.md#lazy-hash).
+	Deferred     uint64 `json:"deferred"`
+	DeferredLost uint64 `json:"deferred_lost"`
 }
 
 // Stats returns the counters.
@@ -231,5 +274,7 @@ func (c *HashCache) Stats() HashStats {
 	n := len(c.entries)
 	c.mu.Unlock()
 	return HashStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Racy: c.racy.Load(),
-		HashedBytes: c.hashedBytes.Load(), Entries: n}
+		HashedBytes: c.hashedBytes.Load(), Entries: n, ReadBackBytes: c.readBackBytes.Load(),
+		Streamed: c.streamed.Load(), StreamedBytes: c.streamedBytes.Load(),
+		Deferred: c.deferred.Load(), DeferredLost: c.deferredLost.Load()}
 }

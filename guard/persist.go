@@ -38,6 +38,7 @@ func (g *Guard) Save(w io.Writer, roots []SessionInfo) error {
 	}
 	g.mu.Unlock()
 	for name, t := range trackers {
+		t.settlePending() // a record is saved with its hash (docs/DESIGN.md#lazy-hash)
 		for id, r := range t.snapshot() {
 			if r.foreign || r.hash.IsZero() {
 				continue

@@ -34,8 +34,18 @@ type Range struct {
 type record struct {
 	path    string
 	mtimeNs int64
+	ctimeNs int64
 	size    int64
 	hash    Hash
+	// pending: the hash of the content read is not taken yet; it is
+	// attributed to the record by pending.Settle, or the record becomes
+	// unknown (docs/DESIGN.md#lazy-hash).
+	pending *PendingHash
+	// unknown: a deferred hash could not be attributed (the file changed
+	// before it was taken): the record is seen but vouches for no
+	// content, like an in-flux one, except that own writes since still
+	// keep it fresh.
+	unknown bool
 	at      time.Time // when the record was made
 	written bool      // the last event was the session's own write
 	// foreign: another session mutated the file through the mount since
@@ -48,6 +58,9 @@ type record struct {
 	// base is the identity's mutation sequence (Guard.LastMutation) when
 	// the record was made: mutations with a higher sequence came after.
 	base uint64
+	// declared: the hash is one a harness declared (DeclareRead), not one
+	// taken from the file or the session's own bytes.
+	declared bool
 	// mixed: a change not made through the mount by this session came
 	// after base (an external change reported by the watcher, or any
 	// mutation while the record's hash was being taken), so only the hash
@@ -156,7 +169,7 @@ func (t *Tracker) Register(tg Target, h Hash) error {
 		return err
 	}
 	t.mu.Lock()
-	t.put(tg.Stat.ID, &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, size: tg.Stat.Size, hash: h, at: t.now()}, base)
+	t.put(tg.Stat.ID, &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, ctimeNs: tg.Stat.CtimeNs, size: tg.Stat.Size, hash: h, at: t.now()}, base)
 	t.mu.Unlock()
 	return nil
 }
@@ -174,7 +187,7 @@ func (t *Tracker) registerCreated(tg Target, seq uint64) {
 	id := tg.Stat.ID
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.put(id, &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, hash: emptyHash, at: t.now(), written: true}, seq)
+	t.put(id, &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, ctimeNs: tg.Stat.CtimeNs, hash: emptyHash, at: t.now(), written: true}, seq)
 	t.dropViews(id)
 	delete(t.skeletons, id)
 }
@@ -211,13 +224,18 @@ func (t *Tracker) RegisterInFlux(tg Target) {
 func (t *Tracker) NoteWrite(tg Target, h Hash) error {
 	id := tg.Stat.ID
 	base := t.lastMut(id).Seq
-	h, err := t.hashOf(tg, h)
-	if err != nil {
-		return err
+	if h.IsZero() {
+		var err error
+		var n int64
+		h, _, n, err = t.hashes.sum(tg.Stat, tg.Open, false)
+		t.hashes.readBackBytes.Add(uint64(n))
+		if err != nil {
+			return err
+		}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.put(id, &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, size: tg.Stat.Size, hash: h, at: t.now(), written: true}, base)
+	t.put(id, &record{path: tg.Path, mtimeNs: tg.Stat.MtimeNs, ctimeNs: tg.Stat.CtimeNs, size: tg.Stat.Size, hash: h, at: t.now(), written: true}, base)
 	t.dropViews(id)
 	return nil
 }
@@ -239,21 +257,37 @@ func (t *Tracker) Fresh(tg Target) (bool, error) {
 
 // check reports whether the session has a record of tg and whether it is
 // fresh (Fresh), reading the record once.
+//
+// A record whose hash is deferred (docs/DESIGN.md#lazy-hash) is settled
+// first, in the caller: hashing in the request, as a read-only open did
+// before hashes were deferred. A record whose deferred hash was lost is
+// fresh only through own writes since.
 func (t *Tracker) check(tg Target) (seen, fresh bool, err error) {
-	t.mu.Lock()
-	r, ok := t.state[tg.Stat.ID]
 	var want Hash
-	stale, own := false, false
-	if ok {
-		want, stale = r.hash, r.foreign || r.influx
-		own = r.ownWritesSince(t.lastMut(tg.Stat.ID), t.session)
-	}
-	t.mu.Unlock()
-	if !ok || stale {
-		return ok, false, nil
-	}
-	if own {
-		return true, true, nil
+	for {
+		t.mu.Lock()
+		r, ok := t.state[tg.Stat.ID]
+		var p *PendingHash
+		stale, own, unknown := false, false, false
+		if ok {
+			want, stale, p, unknown = r.hash, r.foreign || r.influx, r.pending, r.unknown
+			own = r.ownWritesSince(t.lastMut(tg.Stat.ID), t.session)
+		}
+		t.mu.Unlock()
+		if !ok || stale {
+			return ok, false, nil
+		}
+		if own {
+			return true, true, nil
+		}
+		if p != nil {
+			p.settle(tg.Open)
+			continue // the record is settled now (or replaced): read it again
+		}
+		if unknown {
+			return true, false, nil
+		}
+		break
 	}
 	got, err := t.hashes.Sum(tg.Stat, tg.Open)
 	if err != nil {
@@ -392,6 +426,17 @@ func (t *Tracker) rename(id FileID, path string) {
 		r.path = path
 	}
 	t.mu.Unlock()
+}
+
+// snapshotOf copies the record of id.
+func (t *Tracker) snapshotOf(id FileID) (record, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.state[id]
+	if !ok {
+		return record{}, false
+	}
+	return *r, true
 }
 
 // snapshot copies the records.

@@ -1,0 +1,225 @@
+package guard
+
+import (
+	"os"
+	"sync"
+)
+
+// Deferred hashing of reads (docs/DESIGN.md#lazy-hash). A read registers
+// the file's stat at once; the content hash is taken by a background worker
+// soon after, or by the first decision that needs it, whichever comes
+// first, and is attributed to the read only when the file's stat is still
+// the one the read saw and that stat was not racy when the read was
+// registered.
+
+// DefaultLazyHashMin is the size in bytes from which a read's hash is
+// deferred when Config.LazyHashMin is 0. Smaller files are hashed at the
+// read: it costs less than the request that opened them, and a record
+// hashed at once survives a later touch.
+const DefaultLazyHashMin = 1 << 20
+
+// maxDeferred bounds the deferred hashes queued for the background worker,
+// in reads. A read beyond it is hashed at once, as before.
+const maxDeferred = 64
+
+// PendingHash is the deferred hash of one registered read: the stat the
+// read saw, the mutation sequence at the read, and how to open the file
+// later. Settle takes the hash once; every later call returns at once.
+//
+// Concurrency: safe for concurrent use; concurrent settlers wait for the
+// first, which hashes outside every lock of the guard.
+type PendingHash struct {
+	t    *Tracker
+	st   Stat
+	base uint64
+	open func() (*os.File, error) // the worker's opener (valid after the read's handle is gone)
+	once sync.Once
+}
+
+// settle takes the hash (once) with open, or with p's own opener when open
+// is nil, and attributes it to the record when the file's stat is still
+// the read's and nothing changed it through the mount since the read;
+// otherwise the record becomes unknown (seen, not fresh). A record
+// replaced or forgotten meanwhile is left alone.
+func (p *PendingHash) settle(open func() (*os.File, error)) {
+	p.once.Do(func() {
+		if open == nil {
+			open = p.open
+		}
+		t, id := p.t, p.st.ID
+		var h Hash
+		ok := false
+		if t.lastMut(id).Seq == p.base {
+			got, match, err := t.hashes.sumAt(p.st, open)
+			ok = err == nil && match && t.lastMut(id).Seq == p.base
+			h = got
+		}
+		p.open = nil
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		r, cur := t.state[id]
+		if !cur || r.pending != p {
+			return
+		}
+		r.pending = nil
+		if ok {
+			r.hash = h
+		} else {
+			r.unknown = true
+			t.hashes.deferredLost.Add(1)
+		}
+	})
+}
+
+// Settle takes the deferred hash now, if it is not taken yet (a nil p is a
+// no-op). It hashes the file in the caller.
+func (p *PendingHash) Settle() {
+	if p != nil {
+		p.settle(nil)
+	}
+}
+
+// hashQueue is the background worker's queue: at most one worker runs,
+// started when a hash is queued and ended when the queue is empty.
+type hashQueue struct {
+	mu      sync.Mutex
+	jobs    []*PendingHash
+	running bool
+	idle    sync.Cond // signalled when the worker ends
+}
+
+// offer queues p for the worker; false when maxDeferred are queued.
+func (q *hashQueue) offer(p *PendingHash) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.jobs) >= maxDeferred {
+		return false
+	}
+	q.jobs = append(q.jobs, p)
+	if !q.running {
+		q.running = true
+		go q.drain()
+	}
+	return true
+}
+
+// drain settles the queued hashes in order until the queue is empty.
+func (q *hashQueue) drain() {
+	for {
+		q.mu.Lock()
+		if len(q.jobs) == 0 {
+			q.running = false
+			if q.idle.L != nil {
+				q.idle.Broadcast()
+			}
+			q.mu.Unlock()
+			return
+		}
+		p := q.jobs[0]
+		q.jobs[0] = nil
+		q.jobs = q.jobs[1:]
+		q.mu.Unlock()
+		p.Settle()
+	}
+}
+
+// wait returns once the worker has settled everything queued.
+func (q *hashQueue) wait() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.idle.L == nil {
+		q.idle.L = &q.mu
+	}
+	for q.running {
+		q.idle.Wait()
+	}
+}
+
+// NoteReadDeferred registers that c was served t's content, where c's reads
+// count (NoteReadBy), deferring the content hash when it may
+// (docs/DESIGN.md#lazy-hash): the record holds the stat at once and the
+// hash is taken by the background worker with later, an opener of the same
+// file that stays valid after t.Open's handle is gone (fusefs opens the
+// backing path), or by the first decision that needs it. The returned
+// PendingHash is nil when the hash was not deferred. The hash is taken at
+// once, as NoteReadBy does, when the file is smaller than
+// Config.LazyHashMin, its mtime or ctime lies within the hash cache's
+// Granularity of now (racy), the queue is full, or the cache knows it; and
+// it is not taken at all when the session's record already describes this
+// stat with no mutation through the mount since (the read adds nothing).
+// Errors are those of hashing at once. A no-op in ModeOff and for
+// UnknownSession.
+func (g *Guard) NoteReadDeferred(c Caller, t Target, later func() (*os.File, error)) (*PendingHash, error) {
+	if g.mode == ModeOff || c.Session == UnknownSession {
+		return nil, nil
+	}
+	tr := g.readsOf(c)
+	if tr == nil {
+		return nil, nil
+	}
+	g.reads.Add(1)
+	return tr.registerDeferred(t, later, g.lazyMin, &g.deferred)
+}
+
+// WaitDeferred returns once the background worker has settled every hash
+// queued so far (the daemon calls it at unmount, so no deferred hash holds
+// a backing file open past it; tests use it to wait for the worker).
+func (g *Guard) WaitDeferred() { g.deferred.wait() }
+
+// registerDeferred is NoteReadDeferred for one tracker; min is the size
+// from which the hash may be deferred (< 0: never).
+func (t *Tracker) registerDeferred(tg Target, later func() (*os.File, error), min int64, q *hashQueue) (*PendingHash, error) {
+	id, k := tg.Stat.ID, keyOf(tg.Stat)
+	t.mu.Lock()
+	if r, ok := t.state[id]; ok && r.describes(k, t.lastMut(id).Seq) {
+		r.path, r.at = tg.Path, t.now()
+		t.mu.Unlock()
+		return nil, nil
+	}
+	t.mu.Unlock()
+	now := t.now().UnixNano()
+	gran := int64(t.hashes.Granularity)
+	if later == nil || min < 0 || tg.Stat.Size < min || k.mtimeNs+gran >= now || k.ctimeNs+gran >= now {
+		return nil, t.Register(tg, Hash{})
+	}
+	if h, ok := t.hashes.lookup(k); ok {
+		t.hashes.hits.Add(1)
+		return nil, t.Register(tg, h)
+	}
+	p := &PendingHash{t: t, st: tg.Stat, open: later}
+	t.mu.Lock()
+	p.base = t.lastMut(id).Seq
+	t.put(id, &record{path: tg.Path, mtimeNs: k.mtimeNs, ctimeNs: k.ctimeNs, size: k.size, at: t.now(), pending: p}, p.base)
+	t.mu.Unlock()
+	t.hashes.deferred.Add(1)
+	if !q.offer(p) {
+		p.settle(tg.Open) // hashed at once, as before deferral
+	}
+	return p, nil
+}
+
+// describes reports whether r already holds the content of a file whose
+// stat key is now k at mutation sequence seq: its hash is known, nothing
+// changed the file through the mount or outside it since (as far as the
+// guard knows), and the stat is the one the record was made with. A read
+// of such a file adds nothing. Called with the tracker's mu held.
+func (r *record) describes(k hashKey, seq uint64) bool {
+	return r.pending == nil && !r.unknown && !r.declared && !r.hash.IsZero() && !r.foreign && !r.influx && !r.mixed &&
+		r.base == seq && r.size == k.size && r.mtimeNs == k.mtimeNs && r.ctimeNs == k.ctimeNs
+}
+
+// settlePending settles every deferred hash of the tracker (Save persists
+// only records with a hash).
+func (t *Tracker) settlePending() {
+	t.mu.Lock()
+	var ps []*PendingHash
+	for _, r := range t.state {
+		if r.pending != nil {
+			ps = append(ps, r.pending)
+		}
+	}
+	t.mu.Unlock()
+	for _, p := range ps {
+		p.Settle()
+	}
+}
