@@ -448,17 +448,8 @@ func (n *Node) xattrAt(rel string, fn func(p string) (int, error)) (int, syscall
 	return sz, fs.ToErrno(err)
 }
 
-// Getxattr reads an extended attribute of the node itself.
-func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	sz, errno := n.xattrAt(n.rel(), func(p string) (int, error) { return unix.Lgetxattr(p, attr, dest) })
-	return uint32(max(sz, 0)), errno
-}
-
-// Listxattr lists the extended attributes of the node itself.
-func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	sz, errno := n.xattrAt(n.rel(), func(p string) (int, error) { return unix.Llistxattr(p, dest) })
-	return uint32(max(sz, 0)), errno
-}
+// Getxattr and Listxattr read through an open handle when there is one
+// (xattr_fd.go).
 
 // setxattrAt and removexattrAt change an extended attribute of the node at
 // rel.
