@@ -30,31 +30,37 @@ func (n *Node) withOpenFd(fn func(fd int) (int, error)) (sz int, errno syscall.E
 	return 0, 0, false
 }
 
-// readXattr runs the xattr read fn (getxattr or listxattr) on n: through
-// one of its open handles when it has one (fgetxattr, flistxattr: one
+// readXattr runs the xattr read (getxattr or listxattr) on n: through one
+// of its open handles when it has one (byFd: fgetxattr, flistxattr; one
 // syscall, no walk, and the open inode itself even once its name is gone:
-// the kernel's security.capability probe on write and truncate, and
-// fgetxattr on a descriptor of an unlinked file, arrive while a handle is
-// open), else by name as xattrAt. Errors: the backing call's, as errno.
+// the kernel's security.capability probe on write and chown, and fgetxattr
+// on a descriptor of a file unlinked while open, arrive while a handle is
+// open), else by name (byName on the directory and leaf from prepareAt; see
+// xattrat.go). Errors: the backing call's, as errno.
 // docs/DESIGN.md#xattr-probes
-func (n *Node) readXattr(byFd func(fd int) (int, error), byPath func(p string) (int, error)) (uint32, syscall.Errno) {
+func (n *Node) readXattr(byFd func(fd int) (int, error), byName func(d dirFd, leaf string) (int, error)) (uint32, syscall.Errno) {
 	if sz, errno, ok := n.withOpenFd(byFd); ok {
 		return uint32(max(sz, 0)), errno
 	}
-	sz, errno := n.xattrAt(n.rel(), byPath)
-	return uint32(max(sz, 0)), errno
+	d, leaf, errno := n.fs.prepareAt(n.rel())
+	if errno != 0 {
+		return 0, errno
+	}
+	defer d.close()
+	sz, err := byName(d, leaf)
+	return uint32(max(sz, 0)), fs.ToErrno(err)
 }
 
 // Getxattr reads an extended attribute of the node itself (readXattr).
 func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	return n.readXattr(
 		func(fd int) (int, error) { return unix.Fgetxattr(fd, attr, dest) },
-		func(p string) (int, error) { return unix.Lgetxattr(p, attr, dest) })
+		func(d dirFd, leaf string) (int, error) { return getxattrAt(d, leaf, attr, dest) })
 }
 
 // Listxattr lists the extended attributes of the node itself (readXattr).
 func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	return n.readXattr(
 		func(fd int) (int, error) { return unix.Flistxattr(fd, dest) },
-		func(p string) (int, error) { return unix.Llistxattr(p, dest) })
+		func(d dirFd, leaf string) (int, error) { return listxattrAt(d, leaf, dest) })
 }

@@ -1,0 +1,96 @@
+package fusefs
+
+// By-name extended-attribute reads relative to a directory descriptor:
+// getxattrat(2) and listxattrat(2) (Linux 6.13) with AT_SYMLINK_NOFOLLOW
+// are one syscall on the directory descriptor and the leaf name. Before
+// 6.13 (ENOSYS, remembered) they fall back to l*xattr of the leaf's
+// /proc/self/fd name (procPath), which resolves the same file (the
+// descriptor's directory, then leaf, not followed) at several times the
+// cost: the magic link is looked up through procfs on every call.
+
+import (
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// noXattrat is set once getxattrat or listxattrat answered ENOSYS.
+var noXattrat atomic.Bool
+
+// xattrArgs is the kernel's struct xattr_args (include/uapi/linux/xattr.h):
+// the value buffer's address and size, and setxattr flags (0 here).
+type xattrArgs struct {
+	value uint64
+	size  uint32
+	flags uint32
+}
+
+// getxattrAt reads attribute attr of leaf in d into dest (size only when
+// dest is empty), without following leaf. Errors: those of getxattr(2)
+// (ENODATA, ERANGE, ...), as returned by the kernel.
+func getxattrAt(d dirFd, leaf, attr string, dest []byte) (int, error) {
+	if !noXattrat.Load() {
+		sz, err := getxattrat(d.fd, leaf, attr, dest)
+		if err != unix.ENOSYS {
+			return sz, err
+		}
+		noXattrat.Store(true)
+	}
+	return unix.Lgetxattr(procPath(d, leaf), attr, dest)
+}
+
+// listxattrAt lists the attribute names of leaf in d into dest, without
+// following leaf. Errors: those of listxattr(2).
+func listxattrAt(d dirFd, leaf string, dest []byte) (int, error) {
+	if !noXattrat.Load() {
+		sz, err := listxattrat(d.fd, leaf, dest)
+		if err != unix.ENOSYS {
+			return sz, err
+		}
+		noXattrat.Store(true)
+	}
+	return unix.Llistxattr(procPath(d, leaf), dest)
+}
+
+// getxattrat is the raw getxattrat(2) with AT_SYMLINK_NOFOLLOW.
+func getxattrat(dirfd int, path, attr string, dest []byte) (int, error) {
+	p, err := unix.BytePtrFromString(path)
+	if err != nil {
+		return 0, err
+	}
+	a, err := unix.BytePtrFromString(attr)
+	if err != nil {
+		return 0, err
+	}
+	args := xattrArgs{size: uint32(len(dest))}
+	if len(dest) > 0 {
+		args.value = uint64(uintptr(unsafe.Pointer(&dest[0])))
+	}
+	r, _, e := unix.Syscall6(unix.SYS_GETXATTRAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)),
+		uintptr(unix.AT_SYMLINK_NOFOLLOW), uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args))
+	runtime.KeepAlive(dest)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// listxattrat is the raw listxattrat(2) with AT_SYMLINK_NOFOLLOW.
+func listxattrat(dirfd int, path string, dest []byte) (int, error) {
+	p, err := unix.BytePtrFromString(path)
+	if err != nil {
+		return 0, err
+	}
+	var buf unsafe.Pointer
+	if len(dest) > 0 {
+		buf = unsafe.Pointer(&dest[0])
+	}
+	r, _, e := unix.Syscall6(unix.SYS_LISTXATTRAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)),
+		uintptr(unix.AT_SYMLINK_NOFOLLOW), uintptr(buf), uintptr(len(dest)), 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
