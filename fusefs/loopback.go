@@ -436,16 +436,15 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	}
 }
 
-// xattrAt runs fn on the /proc/self/fd name of the node at rel (see
-// procPath); the l*xattr calls do not follow the leaf.
-func (n *Node) xattrAt(rel string, fn func(p string) (int, error)) (int, syscall.Errno) {
+// xattrAt runs fn on the directory and leaf of the node at rel (see
+// prepareAt); fn must not follow the leaf (xattrat.go).
+func (n *Node) xattrAt(rel string, fn func(d dirFd, leaf string) error) syscall.Errno {
 	d, leaf, errno := n.fs.prepareAt(rel)
 	if errno != 0 {
-		return 0, errno
+		return errno
 	}
 	defer d.close()
-	sz, err := fn(procPath(d, leaf))
-	return sz, fs.ToErrno(err)
+	return fs.ToErrno(fn(d, leaf))
 }
 
 // Getxattr and Listxattr read through an open handle when there is one
@@ -454,13 +453,11 @@ func (n *Node) xattrAt(rel string, fn func(p string) (int, error)) (int, syscall
 // setxattrAt and removexattrAt change an extended attribute of the node at
 // rel.
 func (n *Node) setxattrAt(rel, attr string, data []byte, flags uint32) syscall.Errno {
-	_, errno := n.xattrAt(rel, func(p string) (int, error) { return 0, unix.Lsetxattr(p, attr, data, int(flags)) })
-	return errno
+	return n.xattrAt(rel, func(d dirFd, leaf string) error { return setxattrLeaf(d, leaf, attr, data, int(flags)) })
 }
 
 func (n *Node) removexattrAt(rel, attr string) syscall.Errno {
-	_, errno := n.xattrAt(rel, func(p string) (int, error) { return 0, unix.Lremovexattr(p, attr) })
-	return errno
+	return n.xattrAt(rel, func(d dirFd, leaf string) error { return removexattrLeaf(d, leaf, attr) })
 }
 
 // Tmpfile creates an unnamed file in the directory (O_TMPFILE), as the

@@ -42,13 +42,12 @@ func (n *Node) readXattr(byFd func(fd int) (int, error), byName func(d dirFd, le
 	if sz, errno, ok := n.withOpenFd(byFd); ok {
 		return uint32(max(sz, 0)), errno
 	}
-	d, leaf, errno := n.fs.prepareAt(n.rel())
-	if errno != 0 {
-		return 0, errno
-	}
-	defer d.close()
-	sz, err := byName(d, leaf)
-	return uint32(max(sz, 0)), fs.ToErrno(err)
+	var sz int
+	errno := n.xattrAt(n.rel(), func(d dirFd, leaf string) (err error) {
+		sz, err = byName(d, leaf)
+		return err
+	})
+	return uint32(max(sz, 0)), errno
 }
 
 // Getxattr reads an extended attribute of the node itself (readXattr).

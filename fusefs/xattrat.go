@@ -1,9 +1,10 @@
 package fusefs
 
-// By-name extended-attribute reads relative to a directory descriptor:
-// getxattrat(2) and listxattrat(2) (Linux 6.13) with AT_SYMLINK_NOFOLLOW
-// are one syscall on the directory descriptor and the leaf name. Before
-// 6.13 (ENOSYS, remembered) they fall back to l*xattr of the leaf's
+// By-name extended-attribute calls relative to a directory descriptor:
+// getxattrat(2), listxattrat(2), setxattrat(2) and removexattrat(2) (Linux
+// 6.13) with AT_SYMLINK_NOFOLLOW are one syscall on the directory
+// descriptor and the leaf name. Before 6.13 (ENOSYS, remembered) they fall
+// back to l*xattr of the leaf's
 // /proc/self/fd name (procPath), which resolves the same file (the
 // descriptor's directory, then leaf, not followed) at several times the
 // cost: the magic link is looked up through procfs on every call.
@@ -16,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// noXattrat is set once getxattrat or listxattrat answered ENOSYS.
+// noXattrat is set once one of the *xattrat calls answered ENOSYS.
 var noXattrat atomic.Bool
 
 // xattrArgs is the kernel's struct xattr_args (include/uapi/linux/xattr.h):
@@ -93,4 +94,72 @@ func listxattrat(dirfd int, path string, dest []byte) (int, error) {
 		return 0, e
 	}
 	return int(r), nil
+}
+
+// setxattrLeaf sets attribute attr of leaf in d to data with setxattr(2)'s
+// flags (XATTR_CREATE, XATTR_REPLACE), without following leaf. Errors:
+// those of setxattr(2).
+func setxattrLeaf(d dirFd, leaf, attr string, data []byte, flags int) error {
+	if !noXattrat.Load() {
+		err := setxattrat(d.fd, leaf, attr, data, flags)
+		if err != unix.ENOSYS {
+			return err
+		}
+		noXattrat.Store(true)
+	}
+	return unix.Lsetxattr(procPath(d, leaf), attr, data, flags)
+}
+
+// removexattrLeaf removes attribute attr of leaf in d, without following
+// leaf. Errors: those of removexattr(2).
+func removexattrLeaf(d dirFd, leaf, attr string) error {
+	if !noXattrat.Load() {
+		err := removexattrat(d.fd, leaf, attr)
+		if err != unix.ENOSYS {
+			return err
+		}
+		noXattrat.Store(true)
+	}
+	return unix.Lremovexattr(procPath(d, leaf), attr)
+}
+
+// setxattrat is the raw setxattrat(2) with AT_SYMLINK_NOFOLLOW.
+func setxattrat(dirfd int, path, attr string, data []byte, flags int) error {
+	p, err := unix.BytePtrFromString(path)
+	if err != nil {
+		return err
+	}
+	a, err := unix.BytePtrFromString(attr)
+	if err != nil {
+		return err
+	}
+	args := xattrArgs{size: uint32(len(data)), flags: uint32(flags)}
+	if len(data) > 0 {
+		args.value = uint64(uintptr(unsafe.Pointer(&data[0])))
+	}
+	_, _, e := unix.Syscall6(unix.SYS_SETXATTRAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)),
+		uintptr(unix.AT_SYMLINK_NOFOLLOW), uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args))
+	runtime.KeepAlive(data)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// removexattrat is the raw removexattrat(2) with AT_SYMLINK_NOFOLLOW.
+func removexattrat(dirfd int, path, attr string) error {
+	p, err := unix.BytePtrFromString(path)
+	if err != nil {
+		return err
+	}
+	a, err := unix.BytePtrFromString(attr)
+	if err != nil {
+		return err
+	}
+	_, _, e := unix.Syscall6(unix.SYS_REMOVEXATTRAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)),
+		uintptr(unix.AT_SYMLINK_NOFOLLOW), uintptr(unsafe.Pointer(a)), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
 }

@@ -9,9 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestXattrAtBothWays: getxattrAt and listxattrAt answer the same with
-// getxattrat(2)/listxattrat(2) and with their /proc/self/fd fallback, and
-// neither follows a final symlink.
+// TestXattrAtBothWays: the by-name xattr calls answer the same with the
+// *xattrat(2) syscalls and with their /proc/self/fd fallback, and none
+// follows a final symlink.
 func TestXattrAtBothWays(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "f")
@@ -34,6 +34,24 @@ func TestXattrAtBothWays(t *testing.T) {
 	for _, fallback := range []bool{false, true} {
 		noXattrat.Store(fallback)
 		buf := make([]byte, 64)
+		if err := setxattrLeaf(d, "f", "user.k", []byte("v"), 0); err != nil {
+			t.Errorf("fallback=%v: setxattr f: %v", fallback, err)
+		}
+		if err := setxattrLeaf(d, "f", "user.new", []byte("n"), unix.XATTR_REPLACE); err != unix.ENODATA {
+			t.Errorf("fallback=%v: setxattr XATTR_REPLACE of a missing attribute: %v, want ENODATA", fallback, err)
+		}
+		if err := setxattrLeaf(d, "f", "user.gone", []byte("g"), unix.XATTR_CREATE); err != nil {
+			t.Errorf("fallback=%v: setxattr XATTR_CREATE: %v", fallback, err)
+		}
+		if err := removexattrLeaf(d, "f", "user.gone"); err != nil {
+			t.Errorf("fallback=%v: removexattr: %v", fallback, err)
+		}
+		if err := removexattrLeaf(d, "f", "user.gone"); err != unix.ENODATA {
+			t.Errorf("fallback=%v: removexattr again: %v, want ENODATA", fallback, err)
+		}
+		if err := setxattrLeaf(d, "l", "user.k", []byte("v"), 0); err != unix.EPERM {
+			t.Errorf("fallback=%v: user xattr on the symlink itself: %v, want EPERM", fallback, err)
+		}
 		if n, err := getxattrAt(d, "f", "user.k", buf); err != nil || string(buf[:n]) != "v" {
 			t.Errorf("fallback=%v: getxattr f: %q %v", fallback, buf[:max(n, 0)], err)
 		}
