@@ -117,13 +117,17 @@ func pathFdAt(d dirFd, leaf string, st *syscall.Stat_t) (int, syscall.Errno) {
 	return fd, 0
 }
 
-// chmodAt changes the mode of leaf in d, never of a symlink's target.
-// chmod(2) has no working "do not follow" form before fchmodat2 (Linux
-// 6.6), and fchmod refuses O_PATH descriptors, so this is glibc's
-// fchmodat(AT_SYMLINK_NOFOLLOW): open the leaf itself with O_PATH, refuse a
-// symlink with EOPNOTSUPP (what Linux answers: a symlink's mode cannot be
-// changed), and chmod the descriptor's /proc/self/fd magic link.
+// chmodAt changes the mode of leaf in d, never of a symlink's target:
+// fchmodat2(AT_SYMLINK_NOFOLLOW) (Linux 6.6, chmodat.go). Before 6.6
+// chmod(2) has no working "do not follow" form, and fchmod refuses O_PATH
+// descriptors, so this is then glibc's fchmodat(AT_SYMLINK_NOFOLLOW): open
+// the leaf itself with O_PATH, refuse a symlink with EOPNOTSUPP (what Linux
+// answers: a symlink's mode cannot be changed), and chmod the descriptor's
+// /proc/self/fd magic link.
 func chmodAt(d dirFd, leaf string, mode uint32) syscall.Errno {
+	if errno, ok := fchmodat2(d, leaf, mode); ok {
+		return errno
+	}
 	return leafAt(d, leaf, syscall.EOPNOTSUPP, func(p string) error { return unix.Chmod(p, mode) })
 }
 
