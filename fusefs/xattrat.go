@@ -57,25 +57,38 @@ func listxattrAt(d dirFd, leaf string, dest []byte) (int, error) {
 
 // getxattrat is the raw getxattrat(2) with AT_SYMLINK_NOFOLLOW.
 func getxattrat(dirfd int, path, attr string, dest []byte) (int, error) {
-	p, err := unix.BytePtrFromString(path)
+	return xattrat(unix.SYS_GETXATTRAT, dirfd, path, attr, dest, 0)
+}
+
+// xattrat is getxattrat(2) or setxattrat(2) (sysno), which share their
+// arguments: the directory and path (not followed), the attribute name,
+// and a struct xattr_args with the value buffer buf and setxattr flags.
+func xattrat(sysno uintptr, dirfd int, path, attr string, buf []byte, flags int) (int, error) {
+	p, a, err := cStrings(path, attr)
 	if err != nil {
 		return 0, err
 	}
-	a, err := unix.BytePtrFromString(attr)
-	if err != nil {
-		return 0, err
+	args := xattrArgs{size: uint32(len(buf)), flags: uint32(flags)}
+	if len(buf) > 0 {
+		args.value = uint64(uintptr(unsafe.Pointer(&buf[0])))
 	}
-	args := xattrArgs{size: uint32(len(dest))}
-	if len(dest) > 0 {
-		args.value = uint64(uintptr(unsafe.Pointer(&dest[0])))
-	}
-	r, _, e := unix.Syscall6(unix.SYS_GETXATTRAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)),
+	r, _, e := unix.Syscall6(sysno, uintptr(dirfd), uintptr(unsafe.Pointer(p)),
 		uintptr(unix.AT_SYMLINK_NOFOLLOW), uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args))
-	runtime.KeepAlive(dest)
+	runtime.KeepAlive(buf)
 	if e != 0 {
 		return 0, e
 	}
 	return int(r), nil
+}
+
+// cStrings returns path and attr as NUL-terminated strings. Errors: EINVAL
+// for a string holding a NUL byte.
+func cStrings(path, attr string) (p, a *byte, err error) {
+	if p, err = unix.BytePtrFromString(path); err != nil {
+		return nil, nil, err
+	}
+	a, err = unix.BytePtrFromString(attr)
+	return p, a, err
 }
 
 // listxattrat is the raw listxattrat(2) with AT_SYMLINK_NOFOLLOW.
@@ -125,34 +138,13 @@ func removexattrLeaf(d dirFd, leaf, attr string) error {
 
 // setxattrat is the raw setxattrat(2) with AT_SYMLINK_NOFOLLOW.
 func setxattrat(dirfd int, path, attr string, data []byte, flags int) error {
-	p, err := unix.BytePtrFromString(path)
-	if err != nil {
-		return err
-	}
-	a, err := unix.BytePtrFromString(attr)
-	if err != nil {
-		return err
-	}
-	args := xattrArgs{size: uint32(len(data)), flags: uint32(flags)}
-	if len(data) > 0 {
-		args.value = uint64(uintptr(unsafe.Pointer(&data[0])))
-	}
-	_, _, e := unix.Syscall6(unix.SYS_SETXATTRAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)),
-		uintptr(unix.AT_SYMLINK_NOFOLLOW), uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args))
-	runtime.KeepAlive(data)
-	if e != 0 {
-		return e
-	}
-	return nil
+	_, err := xattrat(unix.SYS_SETXATTRAT, dirfd, path, attr, data, flags)
+	return err
 }
 
 // removexattrat is the raw removexattrat(2) with AT_SYMLINK_NOFOLLOW.
 func removexattrat(dirfd int, path, attr string) error {
-	p, err := unix.BytePtrFromString(path)
-	if err != nil {
-		return err
-	}
-	a, err := unix.BytePtrFromString(attr)
+	p, a, err := cStrings(path, attr)
 	if err != nil {
 		return err
 	}
