@@ -117,13 +117,17 @@ func pathFdAt(d dirFd, leaf string, st *syscall.Stat_t) (int, syscall.Errno) {
 	return fd, 0
 }
 
-// chmodAt changes the mode of leaf in d, never of a symlink's target.
-// chmod(2) has no working "do not follow" form before fchmodat2 (Linux
-// 6.6), and fchmod refuses O_PATH descriptors, so this is glibc's
-// fchmodat(AT_SYMLINK_NOFOLLOW): open the leaf itself with O_PATH, refuse a
-// symlink with EOPNOTSUPP (what Linux answers: a symlink's mode cannot be
-// changed), and chmod the descriptor's /proc/self/fd magic link.
+// chmodAt changes the mode of leaf in d, never of a symlink's target:
+// fchmodat2(AT_SYMLINK_NOFOLLOW) (Linux 6.6, chmodat.go). Before 6.6
+// chmod(2) has no working "do not follow" form, and fchmod refuses O_PATH
+// descriptors, so this is then glibc's fchmodat(AT_SYMLINK_NOFOLLOW): open
+// the leaf itself with O_PATH, refuse a symlink with EOPNOTSUPP (what Linux
+// answers: a symlink's mode cannot be changed), and chmod the descriptor's
+// /proc/self/fd magic link.
 func chmodAt(d dirFd, leaf string, mode uint32) syscall.Errno {
+	if errno, ok := fchmodat2(d, leaf, mode); ok {
+		return errno
+	}
 	return leafAt(d, leaf, syscall.EOPNOTSUPP, func(p string) error { return unix.Chmod(p, mode) })
 }
 
@@ -436,40 +440,28 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	}
 }
 
-// xattrAt runs fn on the /proc/self/fd name of the node at rel (see
-// procPath); the l*xattr calls do not follow the leaf.
-func (n *Node) xattrAt(rel string, fn func(p string) (int, error)) (int, syscall.Errno) {
+// xattrAt runs fn on the directory and leaf of the node at rel (see
+// prepareAt); fn must not follow the leaf (xattrat.go).
+func (n *Node) xattrAt(rel string, fn func(d dirFd, leaf string) error) syscall.Errno {
 	d, leaf, errno := n.fs.prepareAt(rel)
 	if errno != 0 {
-		return 0, errno
+		return errno
 	}
 	defer d.close()
-	sz, err := fn(procPath(d, leaf))
-	return sz, fs.ToErrno(err)
+	return fs.ToErrno(fn(d, leaf))
 }
 
-// Getxattr reads an extended attribute of the node itself.
-func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	sz, errno := n.xattrAt(n.rel(), func(p string) (int, error) { return unix.Lgetxattr(p, attr, dest) })
-	return uint32(max(sz, 0)), errno
-}
-
-// Listxattr lists the extended attributes of the node itself.
-func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	sz, errno := n.xattrAt(n.rel(), func(p string) (int, error) { return unix.Llistxattr(p, dest) })
-	return uint32(max(sz, 0)), errno
-}
+// Getxattr and Listxattr read through an open handle when there is one
+// (xattr_fd.go).
 
 // setxattrAt and removexattrAt change an extended attribute of the node at
 // rel.
 func (n *Node) setxattrAt(rel, attr string, data []byte, flags uint32) syscall.Errno {
-	_, errno := n.xattrAt(rel, func(p string) (int, error) { return 0, unix.Lsetxattr(p, attr, data, int(flags)) })
-	return errno
+	return n.xattrAt(rel, func(d dirFd, leaf string) error { return setxattrLeaf(d, leaf, attr, data, int(flags)) })
 }
 
 func (n *Node) removexattrAt(rel, attr string) syscall.Errno {
-	_, errno := n.xattrAt(rel, func(p string) (int, error) { return 0, unix.Lremovexattr(p, attr) })
-	return errno
+	return n.xattrAt(rel, func(d dirFd, leaf string) error { return removexattrLeaf(d, leaf, attr) })
 }
 
 // Tmpfile creates an unnamed file in the directory (O_TMPFILE), as the

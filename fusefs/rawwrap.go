@@ -318,6 +318,9 @@ func (w *rawWrap) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.C
 func (w *rawWrap) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	start := time.Now()
 	st := w.RawFileSystem.Open(cancel, in, out)
+	if st == fuse.OK && !w.m.alog.active() {
+		out.OpenFlags |= noFlushFlag(in.Flags) // noflush.go
+	}
 	if d, ok := w.done(opOpen, start, st); ok {
 		w.emit(opOpen, d, st, &in.Caller, w.opened(st, &in.Caller, out.Fh), int64(out.Fh), "(%d,0x%x)", in.NodeId, in.Flags)
 	}
