@@ -41,7 +41,7 @@ import (
 
 var (
 	runs      = flag.Int("runs", 5, "runs per target (each run does every phase on every target)")
-	module    = flag.String("module", "golang.org/x/tools@v0.28.0", "module whose source is the repository (fetched with go mod download)")
+	module    = flag.String("module", benchkit.Module, "module whose source is the repository (fetched with go mod download)")
 	latencyN  = flag.Int("latency", 200, "external writes to time for visibility latency (0: skip)")
 	keepGoing = flag.Bool("k", false, "keep going after a failed phase")
 	only      = flag.String("only", "", "comma-separated targets to run besides native (default all: loop-nocache,loop-1s,rubinofs-off,rubinofs)")

@@ -200,3 +200,9 @@ func InotifyWatches(pid int) int {
 func lazyUnmount(mnt string) {
 	syscall.Unmount(mnt, syscall.MNT_DETACH)
 }
+
+// Module is the repository bench/agent and bench/build use by default:
+// golang.org/x/tools at a version that builds with the Go toolchain of the
+// benchmark machine (go1.26; v0.28.0's internal/tokeninternal no longer
+// compiles there).
+const Module = "golang.org/x/tools@v0.52.0"
