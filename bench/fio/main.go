@@ -6,8 +6,16 @@
 //	rand-write  rw=randwrite, 4 KiB blocks, a -rsize file, verify=crc32c
 //	rand-read   rw=randread of that file, 4 KiB blocks, every block checked
 //
-// Every job uses --direct=0 --ioengine=psync --fallocate=none, one job, and
-// fio's default invalidation of the file's page cache before it starts.
+// Every job uses --direct=0 --ioengine=psync --fallocate=none and one job.
+// By default the files stay in the page cache (--invalidate=0) on every
+// target, so the ratios are the FUSE path's cost against memory speed;
+// with -cold every job starts with the file written back and its page
+// cache dropped, the backing file's included (sync -d, then dd
+// iflag=nocache count=0 in the backing directory), so every target reads
+// from the disk. (fio's
+// own invalidation alone would drop only the mount's cache, and a mount
+// would then read the backing file from the page cache while native reads
+// the disk.)
 // Each run writes fresh files and removes them at its end. Targets, in an
 // order that rotates every run:
 //
@@ -40,6 +48,7 @@ var (
 	size  = flag.String("size", "256M", "sequential file size (fio size syntax)")
 	rsize = flag.String("rsize", "64M", "random-I/O file size (fio size syntax)")
 	fio   = flag.String("fio", "fio", "the fio binary")
+	cold  = flag.Bool("cold", false, "read from the disk: fio drops the file's page cache before each job (--invalidate=1) and the harness writes back and drops the backing file's too (sync -d; dd iflag=nocache); default: page-cache-hot on every target (--invalidate=0)")
 	only  = flag.String("only", "", "comma-separated targets to run besides native (default all: rubinofs-off,rubinofs)")
 )
 
@@ -105,7 +114,15 @@ func main() {
 		for i := range targets {
 			t := targets[(i+r)%len(targets)]
 			for _, p := range phases {
-				b, err := runFio(t.Dir, p, fmt.Sprintf("%s-%d.dat", p.file, r))
+				file := fmt.Sprintf("%s-%d.dat", p.file, r)
+				if *cold {
+					// written back first: dirty pages are not dropped
+					drop := fmt.Sprintf("[ ! -e %s ] || { sync -d %s && dd if=%s iflag=nocache count=0 2>/dev/null; }", file, file, file)
+					if _, err := benchkit.Run(t.Back, drop); err != nil {
+						benchkit.Fatalf("%s/%s: dropping the backing file's cache: %v", t.Name, p.name, err)
+					}
+				}
+				b, err := runFio(t.Dir, p, file)
 				if err != nil {
 					benchkit.Fatalf("%s/%s: %v", t.Name, p.name, err)
 				}
@@ -118,8 +135,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "run %d/%d done\n", r+1, *runs)
 	}
 
-	fmt.Printf("\nfio, verify=crc32c, psync, buffered; sequential %s, random %s; medians of %d runs, MiB/s (ratio to native)\n\n",
-		*size, *rsize, *runs)
+	fmt.Printf("\nfio, verify=crc32c, psync, buffered, %s; sequential %s, random %s; medians of %d runs, MiB/s (ratio to native)\n\n",
+		map[bool]string{true: "cold (page cache dropped)", false: "page-cache-hot"}[*cold], *size, *rsize, *runs)
 	fmt.Printf("| phase |")
 	for _, t := range targets {
 		fmt.Printf(" %s |", t.Name)
@@ -150,7 +167,7 @@ func main() {
 func runFio(dir string, p phase, file string) (float64, error) {
 	args := []string{"--name=" + p.name, "--filename=" + file, "--rw=" + p.rw, "--bs=" + p.bs,
 		"--size=" + *p.sizeFlag, "--direct=0", "--ioengine=psync", "--fallocate=none",
-		"--verify=crc32c", "--output-format=json"}
+		"--verify=crc32c", "--output-format=json", "--invalidate=" + map[bool]string{true: "1", false: "0"}[*cold]}
 	// fio resolves --filename against its working directory; run it
 	// through the shell's cd so no harness thread holds the mount.
 	script := "exec " + benchkit.Shq(*fio)
