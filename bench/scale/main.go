@@ -149,6 +149,9 @@ func generate(root string) (int, error) {
 		tdir := filepath.Join(root, fmt.Sprintf("t%03d", i))
 		n++
 		for j := 0; j < per && leaves < *ndirs; j++ {
+			if benchkit.Stopping() {
+				return 0, fmt.Errorf("interrupted")
+			}
 			dir := filepath.Join(tdir, fmt.Sprintf("d%03d", j))
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return 0, err

@@ -14,13 +14,18 @@ import (
 	"os/exec"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
 var (
-	mu       sync.Mutex
-	cleanups []func() // run last-registered first
-	children = map[int]*exec.Cmd{}
+	// teardownMu serialises Teardown: a second caller (main's Fatal after
+	// a signal killed its child) waits for the first to finish before it
+	// exits the process.
+	teardownMu sync.Mutex
+	mu         sync.Mutex
+	cleanups   []func() // run last-registered first
+	children   = map[int]*exec.Cmd{}
 )
 
 // AtExit registers fn to run at Exit, Fatal, a caught SIGINT/SIGTERM/SIGHUP
@@ -34,8 +39,11 @@ func AtExit(fn func()) {
 
 // Teardown kills the running child processes (by pid, with their process
 // groups) and runs the AtExit functions. main defers it, so a return or a
-// panic in main tears down too. Idempotent.
+// panic in main tears down too. Idempotent; concurrent callers return
+// once the teardown is complete.
 func Teardown() {
+	teardownMu.Lock()
+	defer teardownMu.Unlock()
 	mu.Lock()
 	kids := make([]*exec.Cmd, 0, len(children))
 	for _, c := range children {
@@ -72,11 +80,19 @@ func CatchSignals() {
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		s := <-ch
+		stopping.Store(true)
 		log.Printf("%v: tearing down", s)
 		Teardown()
 		os.Exit(130)
 	}()
 }
+
+var stopping atomic.Bool
+
+// Stopping reports whether a caught signal is tearing down: a long loop
+// of the harness's own (generating a tree) checks it so it does not write
+// into a directory the teardown removes.
+func Stopping() bool { return stopping.Load() }
 
 // Start starts cmd in a process group of its own and tracks it, so
 // Teardown can kill it (and what it started) by pid. Call Done after Wait.
