@@ -32,11 +32,9 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/rubinofs/rubinofs/bench/internal/benchkit"
-	"github.com/rubinofs/rubinofs/guard"
 )
 
 var (
@@ -88,7 +86,7 @@ func main() {
 	if err := benchkit.MakeOrigin(*module, origin); err != nil {
 		benchkit.Fatal(err)
 	}
-	targets, err := mountTargets(tmp)
+	targets, err := benchkit.Mount(tmp, *only, "native", "loop-nocache", "loop-1s", "rubinofs-off", "rubinofs")
 	if err != nil {
 		benchkit.Fatal(err)
 	}
@@ -157,98 +155,16 @@ func main() {
 	}
 }
 
-// mountTargets prepares the five targets (those -only keeps).
-func mountTargets(tmp string) ([]*benchkit.Target, error) {
-	want := func(name string) bool {
-		return *only == "" || strings.Contains(","+*only+",", ","+name+",")
-	}
-	native, err := benchkit.Native(tmp, "native")
-	if err != nil {
-		return nil, err
-	}
-	targets := []*benchkit.Target{native}
-	for _, c := range []struct {
-		name    string
-		timeout *time.Duration
-	}{{"loop-nocache", nil}, {"loop-1s", benchkit.Ptr(time.Second)}} {
-		if !want(c.name) {
-			continue
-		}
-		t, err := benchkit.Loopback(tmp, c.name, c.timeout)
-		if err != nil {
-			return nil, err
-		}
-		targets = append(targets, t)
-	}
-	for _, c := range []struct {
-		name string
-		mode guard.Mode
-	}{{"rubinofs-off", guard.ModeOff}, {"rubinofs", guard.ModeEnforce}} {
-		if !want(c.name) {
-			continue
-		}
-		t, err := benchkit.Rubinofs(tmp, c.name, c.mode)
-		if err != nil {
-			return nil, err
-		}
-		targets = append(targets, t)
-	}
-	return targets, nil
-}
-
-// report prints a markdown table of medians and ratios to native, then
+// report prints a markdown table of medians and ratios to native, with
 // the guard's overhead and rubinofs against the bare 1 s loopback.
 func report(targets []*benchkit.Target, times map[string]map[string][]time.Duration) {
 	names := []string{}
 	for _, s := range steps {
 		names = append(names, s.name)
 	}
-	names = append(names, "total")
-	med := func(target, step string) float64 { return benchkit.Median(times[target][step]).Seconds() }
-	_, hasOff := times["rubinofs-off"]
-	_, hasLoop := times["loop-1s"]
-	_, hasRub := times["rubinofs"]
 	fmt.Printf("\nmedians of %d runs, seconds (ratio to native)\n\n", *runs)
-	fmt.Printf("| phase |")
-	for _, t := range targets {
-		fmt.Printf(" %s |", t.Name)
-	}
-	if hasRub && hasOff {
-		fmt.Printf(" guard overhead (rubinofs / rubinofs-off) |")
-	}
-	if hasRub && hasLoop {
-		fmt.Printf(" rubinofs / loop-1s |")
-	}
-	fmt.Printf("\n|---|")
-	for range targets {
-		fmt.Printf("---|")
-	}
-	if hasRub && hasOff {
-		fmt.Printf("---|")
-	}
-	if hasRub && hasLoop {
-		fmt.Printf("---|")
-	}
-	fmt.Println()
-	for _, n := range names {
-		fmt.Printf("| %s |", n)
-		base := med("native", n)
-		for _, t := range targets {
-			m := med(t.Name, n)
-			if t.Name == "native" {
-				fmt.Printf(" %.3f |", m)
-			} else {
-				fmt.Printf(" %.3f (%.2f×) |", m, m/base)
-			}
-		}
-		if hasRub && hasOff {
-			fmt.Printf(" %.2f× |", med("rubinofs", n)/med("rubinofs-off", n))
-		}
-		if hasRub && hasLoop {
-			fmt.Printf(" %.2f× |", med("rubinofs", n)/med("loop-1s", n))
-		}
-		fmt.Println()
-	}
+	benchkit.Table{Phases: append(names, "total"), Targets: targets, Format: "%.3f", Overheads: true,
+		Value: func(t, p string) float64 { return benchkit.Median(times[t][p]).Seconds() }}.Print()
 }
 
 // latency measures, on the rubinofs target, the time from a write in the

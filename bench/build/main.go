@@ -34,11 +34,9 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/rubinofs/rubinofs/bench/internal/benchkit"
-	"github.com/rubinofs/rubinofs/guard"
 )
 
 var (
@@ -81,7 +79,7 @@ func main() {
 	}
 	os.RemoveAll(warm)
 
-	targets, err := mountTargets(tmp)
+	targets, err := benchkit.Mount(tmp, *only, "native", "loop-1s", "rubinofs-off", "rubinofs")
 	if err != nil {
 		benchkit.Fatal(err)
 	}
@@ -118,69 +116,8 @@ func main() {
 	}
 }
 
-func mountTargets(tmp string) ([]*benchkit.Target, error) {
-	want := func(name string) bool {
-		return *only == "" || strings.Contains(","+*only+",", ","+name+",")
-	}
-	native, err := benchkit.Native(tmp, "native")
-	if err != nil {
-		return nil, err
-	}
-	targets := []*benchkit.Target{native}
-	if want("loop-1s") {
-		t, err := benchkit.Loopback(tmp, "loop-1s", benchkit.Ptr(time.Second))
-		if err != nil {
-			return nil, err
-		}
-		targets = append(targets, t)
-	}
-	for _, c := range []struct {
-		name string
-		mode guard.Mode
-	}{{"rubinofs-off", guard.ModeOff}, {"rubinofs", guard.ModeEnforce}} {
-		if !want(c.name) {
-			continue
-		}
-		t, err := benchkit.Rubinofs(tmp, c.name, c.mode)
-		if err != nil {
-			return nil, err
-		}
-		targets = append(targets, t)
-	}
-	return targets, nil
-}
-
 func report(targets []*benchkit.Target, times map[string]map[string][]time.Duration) {
-	med := func(target, p string) float64 { return benchkit.Median(times[target][p]).Seconds() }
-	_, hasOff := times["rubinofs-off"]
-	_, hasRub := times["rubinofs"]
 	fmt.Printf("\n`%s`, warm GOCACHE; medians of %d runs, seconds (ratio to native)\n\n", *cmd, *runs)
-	fmt.Printf("| phase |")
-	for _, t := range targets {
-		fmt.Printf(" %s |", t.Name)
-	}
-	if hasRub && hasOff {
-		fmt.Printf(" guard overhead (rubinofs / rubinofs-off) |")
-	}
-	fmt.Printf("\n|---|%s", strings.Repeat("---|", len(targets)))
-	if hasRub && hasOff {
-		fmt.Printf("---|")
-	}
-	fmt.Println()
-	for _, p := range phases {
-		fmt.Printf("| %s |", p)
-		base := med("native", p)
-		for _, t := range targets {
-			m := med(t.Name, p)
-			if t.Name == "native" {
-				fmt.Printf(" %.3f |", m)
-			} else {
-				fmt.Printf(" %.3f (%.2f×) |", m, m/base)
-			}
-		}
-		if hasRub && hasOff {
-			fmt.Printf(" %.2f× |", med("rubinofs", p)/med("rubinofs-off", p))
-		}
-		fmt.Println()
-	}
+	benchkit.Table{Phases: phases, Targets: targets, Format: "%.3f", Overheads: true,
+		Value: func(t, p string) float64 { return benchkit.Median(times[t][p]).Seconds() }}.Print()
 }

@@ -40,7 +40,6 @@ import (
 	"strings"
 
 	"github.com/rubinofs/rubinofs/bench/internal/benchkit"
-	"github.com/rubinofs/rubinofs/guard"
 )
 
 var (
@@ -86,24 +85,9 @@ func main() {
 		log.Fatal(err)
 	}
 	benchkit.AtExit(func() { os.RemoveAll(tmp) })
-	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
-	native, err := benchkit.Native(tmp, "native")
+	targets, err := benchkit.Mount(tmp, *only, "native", "rubinofs-off", "rubinofs")
 	if err != nil {
 		benchkit.Fatal(err)
-	}
-	targets := []*benchkit.Target{native}
-	for _, c := range []struct {
-		name string
-		mode guard.Mode
-	}{{"rubinofs-off", guard.ModeOff}, {"rubinofs", guard.ModeEnforce}} {
-		if !want(c.name) {
-			continue
-		}
-		t, err := benchkit.Rubinofs(tmp, c.name, c.mode)
-		if err != nil {
-			benchkit.Fatal(err)
-		}
-		targets = append(targets, t)
 	}
 
 	bw := map[string]map[string][]float64{} // target -> phase -> bytes/s
@@ -137,24 +121,12 @@ func main() {
 
 	fmt.Printf("\nfio, verify=crc32c, psync, buffered, %s; sequential %s, random %s; medians of %d runs, MiB/s (ratio to native)\n\n",
 		map[bool]string{true: "cold (page cache dropped)", false: "page-cache-hot"}[*cold], *size, *rsize, *runs)
-	fmt.Printf("| phase |")
-	for _, t := range targets {
-		fmt.Printf(" %s |", t.Name)
-	}
-	fmt.Printf("\n|---|%s\n", strings.Repeat("---|", len(targets)))
+	var names []string
 	for _, p := range phases {
-		fmt.Printf("| %s |", p.name)
-		base := median(bw["native"][p.name])
-		for _, t := range targets {
-			m := median(bw[t.Name][p.name])
-			if t.Name == "native" {
-				fmt.Printf(" %.1f |", m/(1<<20))
-			} else {
-				fmt.Printf(" %.1f (%.2f×) |", m/(1<<20), m/base)
-			}
-		}
-		fmt.Println()
+		names = append(names, p.name)
 	}
+	benchkit.Table{Phases: names, Targets: targets, Format: "%.1f",
+		Value: func(t, p string) float64 { return median(bw[t][p]) / (1 << 20) }}.Print()
 	for _, t := range targets {
 		if n := t.Denials(); n > 0 {
 			fmt.Printf("\n%s: %d guard denials\n", t.Name, n)

@@ -141,5 +141,7 @@ func DaemonLog() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+const modeOff, modeEnforce = guard.ModeOff, guard.ModeEnforce
+
 // Ptr returns a pointer to v.
 func Ptr[T any](v T) *T { return &v }
