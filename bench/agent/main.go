@@ -77,11 +77,10 @@ func main() {
 	log.SetFlags(0)
 	defer benchkit.Teardown()
 	benchkit.CatchSignals()
-	tmp, err := os.MkdirTemp("", "rubinofs-bench-")
+	tmp, err := benchkit.TempDir("rubinofs-bench-")
 	if err != nil {
 		log.Fatal(err)
 	}
-	benchkit.AtExit(func() { os.RemoveAll(tmp) }) // after the unmounts (reverse order)
 	origin := filepath.Join(tmp, "origin")
 	if err := benchkit.MakeOrigin(*module, origin); err != nil {
 		benchkit.Fatal(err)

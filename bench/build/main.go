@@ -59,11 +59,10 @@ func main() {
 	log.SetFlags(0)
 	defer benchkit.Teardown()
 	benchkit.CatchSignals()
-	tmp, err := os.MkdirTemp("", "rubinofs-build-")
+	tmp, err := benchkit.TempDir("rubinofs-build-")
 	if err != nil {
 		log.Fatal(err)
 	}
-	benchkit.AtExit(func() { os.RemoveAll(tmp) })
 	src, err := benchkit.ModuleDir(*module)
 	if err != nil {
 		benchkit.Fatal(err)

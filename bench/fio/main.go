@@ -80,11 +80,10 @@ func main() {
 	}
 	defer benchkit.Teardown()
 	benchkit.CatchSignals()
-	tmp, err := os.MkdirTemp("", "rubinofs-fio-")
+	tmp, err := benchkit.TempDir("rubinofs-fio-")
 	if err != nil {
 		log.Fatal(err)
 	}
-	benchkit.AtExit(func() { os.RemoveAll(tmp) })
 	targets, err := benchkit.Mount(tmp, *only, "native", "rubinofs-off", "rubinofs")
 	if err != nil {
 		benchkit.Fatal(err)

@@ -65,11 +65,10 @@ func main() {
 	}
 	defer benchkit.Teardown()
 	benchkit.CatchSignals()
-	tmp, err := os.MkdirTemp("", "rubinofs-scale-")
+	tmp, err := benchkit.TempDir("rubinofs-scale-")
 	if err != nil {
 		log.Fatal(err)
 	}
-	benchkit.AtExit(func() { os.RemoveAll(tmp) })
 	back, mnt := filepath.Join(tmp, "tree"), filepath.Join(tmp, "mnt")
 	start := time.Now()
 	nd, err := generate(back)

@@ -149,3 +149,41 @@ func (s *syncBuffer) Bytes() []byte {
 	defer s.mu.Unlock()
 	return append([]byte(nil), s.b...)
 }
+
+// TempDir makes the benchmark's temporary directory (os.MkdirTemp("",
+// pattern)) and arranges for it and every mount under it to go on every
+// exit path: removed by Teardown on an orderly one and, should the process
+// die without tearing down (SIGKILL, a panic on a daemon goroutine), by a
+// reaper: a /bin/sh child in a process group of its own that waits for
+// end-of-file on a pipe only this process holds, then lazily unmounts
+// whatever /proc/mounts still lists under the directory and removes it.
+// Teardown closes the pipe last and waits for the reaper to exit.
+func TempDir(pattern string) (string, error) {
+	tmp, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	reap := `read x; grep -F " $TMP/" /proc/mounts | cut -d' ' -f2 | while read m; do umount -l "$m"; done; rm -rf "$TMP"`
+	cmd := exec.Command("/bin/sh", "-c", reap)
+	cmd.Dir, cmd.Stdin = "/", r
+	cmd.Env = append(os.Environ(), "TMP="+tmp)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's ^C must not end it first
+	if err := cmd.Start(); err != nil {
+		r.Close()
+		w.Close()
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	r.Close()
+	AtExit(func() { // registered first, so it runs last
+		w.Close()
+		cmd.Wait()
+	})
+	AtExit(func() { os.RemoveAll(tmp) })
+	return tmp, nil
+}
