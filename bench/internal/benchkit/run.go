@@ -27,8 +27,10 @@ func Env() []string {
 func Shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // Run times script run by /bin/sh in dir, with Env plus env. The process
-// starts with its working directory outside the mount and cds in the shell,
-// so no process of the harness holds the mount by its cwd (golang/go#11155).
+// starts with its working directory outside the mount and cds in the shell:
+// a child started with its working directory in the mount makes the
+// harness's own thread chdir into it, so a FUSE request of the daemon's
+// own process could wait on itself.
 // The error carries the combined output.
 func Run(dir, script string, env ...string) (time.Duration, error) {
 	cmd := exec.Command("/bin/sh", "-c", "cd "+Shq(dir)+" && "+script)
