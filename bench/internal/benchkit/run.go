@@ -28,9 +28,9 @@ func Shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'
 
 // Run times script run by /bin/sh in dir, with Env plus env. The process
 // starts with its working directory outside the mount and cds in the shell:
-// a child started with its working directory in the mount makes the
-// harness's own thread chdir into it, so a FUSE request of the daemon's
-// own process could wait on itself.
+// Go starts a child with vfork semantics and the child changes to
+// cmd.Dir before exec, while the harness waits for the exec; a chdir into
+// an in-process mount would then wait on a FUSE server that cannot run.
 // The error carries the combined output.
 func Run(dir, script string, env ...string) (time.Duration, error) {
 	cmd := exec.Command("/bin/sh", "-c", "cd "+Shq(dir)+" && "+script)
