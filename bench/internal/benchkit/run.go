@@ -28,9 +28,9 @@ func Shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'
 
 // Run times script run by /bin/sh in dir, with Env plus env. The process
 // starts with its working directory outside the mount and cds in the shell:
-// Go starts a child with vfork semantics and the child changes to
-// cmd.Dir before exec, while the harness waits for the exec; a chdir into
-// an in-process mount would then wait on a FUSE server that cannot run.
+// the child changes to cmd.Dir between fork and exec, while the harness
+// holds its fork lock, and a chdir into an in-process mount there can
+// deadlock the harness against its own FUSE server.
 // The error carries the combined output.
 func Run(dir, script string, env ...string) (time.Duration, error) {
 	cmd := exec.Command("/bin/sh", "-c", "cd "+Shq(dir)+" && "+script)
