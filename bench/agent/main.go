@@ -1,18 +1,25 @@
 // Command agent measures how much slower a coding-agent workload runs through
 // rubinofs than natively or through a bare go-fuse loopback. It runs the
 // same coding-agent workload on a real repository (golang.org/x/tools from
-// the Go module proxy, put under git) on four targets, alternating them in
-// one run so machine noise spreads evenly:
+// the Go module proxy, put under git) on five targets, alternating them in
+// one run (the order rotates every run) so machine noise spreads evenly:
 //
-//	native       the workload directory itself
-//	loop-nocache a bare go-fuse loopback with no kernel caching
-//	loop-1s      a bare go-fuse loopback with 1 s entry/attribute timeouts
-//	rubinofs     rubinofs with the guard enforcing and the watcher on
+//	native        the workload directory itself
+//	loop-nocache  a bare go-fuse loopback with no kernel caching
+//	loop-1s       a bare go-fuse loopback with 1 s entry/attribute timeouts
+//	rubinofs-off  rubinofs with the guard off (--mode off), the watcher on
+//	rubinofs      rubinofs with the guard enforcing and the watcher on
 //
-// Steps: clone, git status, git grep, read all, edit (read + sed -i on 40
-// files), git diff, git checkout, rm -rf. It prints per-step medians and the
-// total's ratio to native, then the latency from a write in the backing
-// directory to its visibility through the rubinofs mount (p50, p99).
+// Phases, each a real tool run by /bin/sh: clone, git status, git grep,
+// grep -rn, read all (cat of every file), find (from the workspace root),
+// edit (read + sed -i on 300 files), git diff, git status of the dirty
+// tree, restore (git checkout -- .), rm -rf. It prints per phase the
+// medians, the ratio to native, the guard's overhead (rubinofs over
+// rubinofs-off) and rubinofs over the bare 1 s loopback; then, with -ops,
+// the FUSE requests each phase cost the enforcing mount (from
+// .rubino/metrics before and after the phase, last run); then the latency
+// from a write in the backing directory to its visibility through the
+// mount (p50, p99).
 //
 // Usage (as root, or with fusermount3): go run ./bench/agent [-runs 5]
 package main
@@ -21,29 +28,22 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"sort"
-	"strings"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fs"
-	"github.com/hanwen/go-fuse/v2/fuse"
-
-	"github.com/rubinofs/rubinofs/config"
-	"github.com/rubinofs/rubinofs/daemon"
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/bench/internal/benchkit"
 )
 
 var (
-	runs      = flag.Int("runs", 5, "runs per target")
-	module    = flag.String("module", "golang.org/x/tools@v0.28.0", "module whose source is the repository")
-	latencyN  = flag.Int("latency", 200, "external writes to time for visibility latency")
-	keepGoing = flag.Bool("k", false, "keep going after a failed step")
-	only      = flag.String("only", "", "comma-separated targets to run (default all)")
+	runs      = flag.Int("runs", 5, "runs per target (each run does every phase on every target)")
+	module    = flag.String("module", benchkit.Module, "module whose source is the repository (fetched with go mod download)")
+	latencyN  = flag.Int("latency", 200, "external writes to time for visibility latency (0: skip)")
+	keepGoing = flag.Bool("k", false, "keep going after a failed phase")
+	only      = flag.String("only", "", "comma-separated targets to run besides native (default all: loop-nocache,loop-1s,rubinofs-off,rubinofs)")
+	showOps   = flag.Bool("ops", true, "print the FUSE requests per phase of the enforcing mount (.rubino/metrics before and after)")
 	cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of this process (the daemons) to `FILE`")
 )
 
@@ -55,69 +55,44 @@ var steps = []step{
 	// path would hardlink objects on native only.
 	{"clone", "git clone -q \"file://$ORIGIN\" work"},
 	{"status", "cd work && git status --porcelain >/dev/null"},
-	{"grep", "cd work && git grep -n 'func New' >/dev/null"},
+	{"git-grep", "cd work && git grep -n 'func New' >/dev/null"},
+	{"grep-rn", "cd work && grep -rn --exclude-dir=.git 'func New' . >/dev/null"},
 	{"read-all", "cd work && git ls-files -z | xargs -0 cat >/dev/null"},
-	{"edit", "cd work && git ls-files '*.go' | head -40 | while read f; do cat \"$f\" >/dev/null; sed -i 's/^package /package /; 1s/^/\\/\\/ edited\\n/' \"$f\"; done"},
+	{"find", "find . >/dev/null"},
+	{"edit", "cd work && git ls-files '*.go' | head -300 | while read f; do cat \"$f\" >/dev/null; sed -i 's/^package /package /; 1s/^/\\/\\/ edited\\n/' \"$f\"; done"},
 	{"diff", "cd work && git diff --stat >/dev/null"},
-	{"checkout", "cd work && git checkout -q -- ."},
+	{"status-dirty", "cd work && git status --porcelain >/dev/null"},
+	{"restore", "cd work && git checkout -q -- ."},
 	{"rm", "rm -rf work"},
 }
 
-// target is one place the workload runs.
-type target struct {
-	name  string
-	dir   string       // where the workload runs
-	close func() error // unmount
-}
-
 func main() {
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./bench/agent [flags] (as root)\n\n"+
+			"Runs a coding-agent workload on golang.org/x/tools on native, two bare go-fuse loopbacks,\n"+
+			"rubinofs --mode off and rubinofs enforcing, alternating, and prints medians and ratios.\n\n")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
 	log.SetFlags(0)
-	tmp, err := os.MkdirTemp("", "rubinofs-bench-")
+	defer benchkit.Teardown()
+	benchkit.CatchSignals()
+	tmp, err := benchkit.TempDir("rubinofs-bench-")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(tmp)
 	origin := filepath.Join(tmp, "origin")
-	if err := makeOrigin(origin); err != nil {
-		log.Fatal(err)
+	if err := benchkit.MakeOrigin(*module, origin); err != nil {
+		benchkit.Fatal(err)
 	}
-	targets, err := mountTargets(tmp)
-	// fatal unmounts everything before exiting: log.Fatal skips defers.
-	fatal := func(v ...any) {
-		for _, t := range targets {
-			if t.close != nil {
-				t.close()
-			}
-		}
-		os.RemoveAll(tmp)
-		log.Fatal(v...)
-	}
+	targets, err := benchkit.Mount(tmp, *only, "native", "loop-nocache", "loop-1s", "rubinofs-off", "rubinofs")
 	if err != nil {
-		fatal(err)
+		benchkit.Fatal(err)
 	}
-	if *only != "" {
-		var keep []target
-		for _, t := range targets {
-			if t.name == "native" || strings.Contains(","+*only+",", ","+t.name+",") {
-				keep = append(keep, t)
-			} else if t.close != nil {
-				t.close()
-			}
-		}
-		targets = keep
-	}
-	defer func() {
-		for _, t := range targets {
-			if t.close != nil {
-				t.close()
-			}
-		}
-	}()
 	if *cpuprof != "" {
 		f, err := os.Create(*cpuprof)
 		if err != nil {
-			log.Fatal(err)
+			benchkit.Fatal(err)
 		}
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
@@ -126,193 +101,78 @@ func main() {
 	// times[target][step] = durations over runs; the last "step" is total.
 	times := map[string]map[string][]time.Duration{}
 	for _, t := range targets {
-		times[t.name] = map[string][]time.Duration{}
+		times[t.Name] = map[string][]time.Duration{}
 	}
+	ops := map[string]string{} // step -> FUSE op deltas of the enforcing mount, last run
 	for r := 0; r < *runs; r++ {
 		for i := range targets {
 			t := targets[(i+r)%len(targets)] // rotate the order each run
 			total := time.Duration(0)
 			for _, s := range steps {
-				d, err := run(t.dir, s.script, origin)
+				var before map[string]float64
+				if *showOps && t.Name == "rubinofs" {
+					before, _ = benchkit.Ops(t.Dir)
+				}
+				d, err := benchkit.Run(t.Dir, s.script, "ORIGIN="+origin)
 				if err != nil {
-					msg := fmt.Sprintf("%s/%s: %v", t.name, s.name, err)
+					msg := fmt.Sprintf("%s/%s: %v", t.Name, s.name, err)
 					if !*keepGoing {
-						fatal(msg)
+						benchkit.Fatal(msg)
 					}
 					log.Print(msg)
 				}
-				times[t.name][s.name] = append(times[t.name][s.name], d)
+				if before != nil {
+					if after, err := benchkit.Ops(t.Dir); err == nil {
+						ops[s.name] = benchkit.OpsDelta(before, after)
+					}
+				}
+				times[t.Name][s.name] = append(times[t.Name][s.name], d)
 				total += d
 			}
-			times[t.name]["total"] = append(times[t.name]["total"], total)
+			times[t.Name]["total"] = append(times[t.Name]["total"], total)
 		}
 		fmt.Fprintf(os.Stderr, "run %d/%d done\n", r+1, *runs)
 	}
 	report(targets, times)
-	latency(targets)
-}
-
-// makeOrigin puts the module's source under git as the repository to clone.
-func makeOrigin(origin string) error {
-	out, err := exec.Command("go", "mod", "download", "-json", *module).Output()
-	if err != nil {
-		return fmt.Errorf("go mod download %s: %w", *module, err)
-	}
-	var dir string
-	for _, line := range strings.Split(string(out), "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == `"Dir"` {
-			dir = strings.Trim(strings.TrimSpace(v), `",`)
+	for _, t := range targets {
+		if n := t.Denials(); n > 0 {
+			fmt.Printf("\n%s: %d guard denials during the workload\n", t.Name, n)
 		}
 	}
-	if dir == "" {
-		return fmt.Errorf("no Dir for %s", *module)
-	}
-	script := fmt.Sprintf("cp -r %q/. %q && chmod -R u+w %q && cd %q && git init -q && git add -A && git commit -qm import", dir, origin, origin, origin)
-	if err := os.MkdirAll(origin, 0o755); err != nil {
-		return err
-	}
-	cmd := exec.Command("/bin/sh", "-c", script)
-	cmd.Env = env()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("making the origin: %v: %s", err, b)
-	}
-	return nil
-}
-
-func env() []string {
-	return append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=b@x.invalid",
-		"GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=b@x.invalid", "LC_ALL=C")
-}
-
-// run times one step. The process runs with its working directory outside
-// the mount and cds in the shell (golang/go#11155).
-func run(dir, script, origin string) (time.Duration, error) {
-	cmd := exec.Command("/bin/sh", "-c", "cd "+shq(dir)+" && "+script)
-	cmd.Dir = "/"
-	cmd.Env = append(env(), "ORIGIN="+origin)
-	start := time.Now()
-	b, err := cmd.CombinedOutput()
-	d := time.Since(start)
-	if err != nil {
-		return d, fmt.Errorf("%v: %s", err, b)
-	}
-	return d, nil
-}
-
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// mountTargets prepares the four targets.
-func mountTargets(tmp string) ([]target, error) {
-	native := filepath.Join(tmp, "native")
-	targets := []target{{name: "native", dir: native}}
-	if err := os.MkdirAll(native, 0o755); err != nil {
-		return nil, err
-	}
-	for _, c := range []struct {
-		name    string
-		timeout *time.Duration
-	}{{"loop-nocache", nil}, {"loop-1s", ptr(time.Second)}} {
-		back, mnt := filepath.Join(tmp, c.name+"-back"), filepath.Join(tmp, c.name)
-		for _, d := range []string{back, mnt} {
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				return targets, err
-			}
-		}
-		root, err := fs.NewLoopbackRoot(back)
-		if err != nil {
-			return targets, err
-		}
-		// A non-nil Options with nil timeouts turns kernel caching off.
-		opts := &fs.Options{EntryTimeout: c.timeout, AttrTimeout: c.timeout, NegativeTimeout: c.timeout,
-			MountOptions: fuse.MountOptions{DirectMount: os.Geteuid() == 0, FsName: back, Name: "loopback"}}
-		srv, err := fs.Mount(mnt, root, opts)
-		if err != nil {
-			return targets, fmt.Errorf("%s: %w", c.name, err)
-		}
-		targets = append(targets, target{name: c.name, dir: mnt, close: srv.Unmount})
-	}
-	ws, mnt := filepath.Join(tmp, "rubinofs-back"), filepath.Join(tmp, "rubinofs")
-	for _, d := range []string{ws, mnt} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return targets, err
+	if *showOps && len(ops) > 0 {
+		fmt.Printf("\nFUSE requests per phase, rubinofs enforcing (last run; includes the .rubino/metrics read)\n\n")
+		fmt.Println("| phase | requests |")
+		fmt.Println("|---|---|")
+		for _, s := range steps {
+			fmt.Printf("| %s | %s |\n", s.name, ops[s.name])
 		}
 	}
-	d, err := daemon.Start(daemon.Config{Workspace: ws, Mountpoint: mnt,
-		Guard: config.Guard{Mode: guard.ModeEnforce}, Cache: config.Cache{Watch: true, CacheTimeout: time.Hour},
-		Version: "bench", Slog: daemonLog()})
-	if err != nil {
-		return targets, fmt.Errorf("rubinofs: %w", err)
-	}
-	rt := target{name: "rubinofs", dir: mnt, close: func() error {
-		if n := len(d.Guard.Denials("")); n > 0 {
-			log.Printf("rubinofs: %d denials during the workload: %v", n, d.Guard.Denials("")[0])
+	for _, t := range targets {
+		if t.Name == "rubinofs" && *latencyN > 0 {
+			latency(t)
 		}
-		return d.Close()
-	}}
-	return append(targets, rt), nil
-}
-
-func daemonLog() *slog.Logger {
-	if os.Getenv("RUBINOFS_DEBUG_EVENTS") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	return slog.New(slog.DiscardHandler)
 }
 
-func ptr[T any](v T) *T { return &v }
-
-func median(ds []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
-}
-
-// report prints a markdown table of medians and ratios to native.
-func report(targets []target, times map[string]map[string][]time.Duration) {
+// report prints a markdown table of medians and ratios to native, with
+// the guard's overhead and rubinofs against the bare 1 s loopback.
+func report(targets []*benchkit.Target, times map[string]map[string][]time.Duration) {
 	names := []string{}
 	for _, s := range steps {
 		names = append(names, s.name)
 	}
-	names = append(names, "total")
 	fmt.Printf("\nmedians of %d runs, seconds (ratio to native)\n\n", *runs)
-	fmt.Printf("| step |")
-	for _, t := range targets {
-		fmt.Printf(" %s |", t.name)
-	}
-	fmt.Printf("\n|---|")
-	for range targets {
-		fmt.Printf("---|")
-	}
-	fmt.Println()
-	for _, n := range names {
-		fmt.Printf("| %s |", n)
-		base := median(times["native"][n]).Seconds()
-		for _, t := range targets {
-			m := median(times[t.name][n]).Seconds()
-			if t.name == "native" {
-				fmt.Printf(" %.3f |", m)
-			} else {
-				fmt.Printf(" %.3f (%.2f×) |", m, m/base)
-			}
-		}
-		fmt.Println()
-	}
+	benchkit.Table{Phases: append(names, "total"), Targets: targets, Format: "%.3f", Overheads: true,
+		Value: func(t, p string) float64 { return benchkit.Median(times[t][p]).Seconds() }}.Print()
 }
 
 // latency measures, on the rubinofs target, the time from a write in the
 // backing directory to the new bytes being read through the mount (open and
 // read, no stat, so only an invalidation can make them visible).
-func latency(targets []target) {
-	var mnt string
-	for _, t := range targets {
-		if t.name == "rubinofs" {
-			mnt = t.dir
-		}
-	}
-	back := mnt + "-back"
-	p, bp := filepath.Join(mnt, "latency.txt"), filepath.Join(back, "latency.txt")
+func latency(t *benchkit.Target) {
+	p, bp := filepath.Join(t.Dir, "latency.txt"), filepath.Join(t.Back, "latency.txt")
 	if err := os.WriteFile(bp, []byte("0000000\n"), 0o644); err != nil {
-		panic(err)
+		benchkit.Fatal(err)
 	}
 	read := func() string {
 		f, err := os.Open(p)
@@ -330,11 +190,11 @@ func latency(targets []target) {
 		want := fmt.Sprintf("%07d\n", i)
 		start := time.Now()
 		if err := os.WriteFile(bp, []byte(want), 0o644); err != nil {
-			panic(err)
+			benchkit.Fatal(err)
 		}
 		for read() != want {
 			if time.Since(start) > 10*time.Second {
-				panic(fmt.Sprintf("write %d not visible after 10s", i))
+				benchkit.Fatalf("write %d not visible after 10s", i)
 			}
 			time.Sleep(50 * time.Microsecond)
 		}

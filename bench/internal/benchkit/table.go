@@ -1,0 +1,98 @@
+package benchkit
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Mount makes the targets a benchmark compares, in the order given:
+// "native" (always made, whatever only says), "loop-nocache" and "loop-1s"
+// (bare go-fuse loopbacks without kernel caching and with 1 s timeouts),
+// "rubinofs-off" (guard off, watcher on) and "rubinofs" (guard enforcing,
+// watcher on). only, if not empty, is a comma-separated list of the
+// targets to make besides native (the -only flag). Each mount is
+// registered with AtExit.
+func Mount(tmp, only string, names ...string) ([]*Target, error) {
+	var targets []*Target
+	for _, name := range names {
+		if name != "native" && only != "" && !strings.Contains(","+only+",", ","+name+",") {
+			continue
+		}
+		var t *Target
+		var err error
+		switch name {
+		case "native":
+			t, err = Native(tmp, name)
+		case "loop-nocache":
+			t, err = Loopback(tmp, name, nil)
+		case "loop-1s":
+			t, err = Loopback(tmp, name, Ptr(time.Second))
+		case "rubinofs-off":
+			t, err = Rubinofs(tmp, name, modeOff)
+		case "rubinofs":
+			t, err = Rubinofs(tmp, name, modeEnforce)
+		default:
+			err = fmt.Errorf("unknown target %q", name)
+		}
+		if err != nil {
+			return targets, err
+		}
+		targets = append(targets, t)
+	}
+	return targets, nil
+}
+
+// Table prints one markdown table: a row per phase, a column per target
+// with the value and, but for native, its ratio to native.
+type Table struct {
+	Phases  []string
+	Targets []*Target
+	// Value returns the figure of a target in a phase (a median).
+	Value func(target, phase string) float64
+	// Format formats a value ("%.3f" for seconds).
+	Format string
+	// Overheads adds the columns rubinofs / rubinofs-off (the guard's
+	// overhead) and rubinofs / loop-1s when those targets ran.
+	Overheads bool
+}
+
+// Print writes the table to standard output.
+func (tb Table) Print() {
+	has := map[string]bool{}
+	for _, t := range tb.Targets {
+		has[t.Name] = true
+	}
+	type extra struct{ title, num, den string }
+	var extras []extra
+	if tb.Overheads && has["rubinofs"] && has["rubinofs-off"] {
+		extras = append(extras, extra{"guard overhead (rubinofs / rubinofs-off)", "rubinofs", "rubinofs-off"})
+	}
+	if tb.Overheads && has["rubinofs"] && has["loop-1s"] {
+		extras = append(extras, extra{"rubinofs / loop-1s", "rubinofs", "loop-1s"})
+	}
+	fmt.Printf("| phase |")
+	for _, t := range tb.Targets {
+		fmt.Printf(" %s |", t.Name)
+	}
+	for _, e := range extras {
+		fmt.Printf(" %s |", e.title)
+	}
+	fmt.Printf("\n|---|%s\n", strings.Repeat("---|", len(tb.Targets)+len(extras)))
+	for _, p := range tb.Phases {
+		fmt.Printf("| %s |", p)
+		base := tb.Value("native", p)
+		for _, t := range tb.Targets {
+			v := tb.Value(t.Name, p)
+			if t.Name == "native" {
+				fmt.Printf(" "+tb.Format+" |", v)
+			} else {
+				fmt.Printf(" "+tb.Format+" (%.2f×) |", v, v/base)
+			}
+		}
+		for _, e := range extras {
+			fmt.Printf(" %.2f× |", tb.Value(e.num, p)/tb.Value(e.den, p))
+		}
+		fmt.Println()
+	}
+}

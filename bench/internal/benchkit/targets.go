@@ -1,0 +1,147 @@
+package benchkit
+
+import (
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rubinofs/rubinofs/config"
+	"github.com/rubinofs/rubinofs/daemon"
+	"github.com/rubinofs/rubinofs/guard"
+)
+
+// Target is one place a workload runs: a native directory or a mount.
+type Target struct {
+	Name   string
+	Dir    string         // where the workload runs (the mountpoint of a mount)
+	Back   string         // the backing directory of a mount; Dir for native
+	Daemon *daemon.Daemon // the rubinofs daemon, nil for other targets
+	close  func()
+}
+
+// Close unmounts a mount (a no-op for native). Idempotent: it is also
+// registered with AtExit when the target is made.
+func (t *Target) Close() {
+	if t.close != nil {
+		c := t.close
+		t.close = nil
+		c()
+	}
+}
+
+// Native makes the directory tmp/name and returns it as a target.
+func Native(tmp, name string) (*Target, error) {
+	dir := filepath.Join(tmp, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return &Target{Name: name, Dir: dir, Back: dir}, nil
+}
+
+// dirs makes tmp/name-back and tmp/name.
+func dirs(tmp, name string) (back, mnt string, err error) {
+	back, mnt = filepath.Join(tmp, name+"-back"), filepath.Join(tmp, name)
+	for _, d := range []string{back, mnt} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", "", err
+		}
+	}
+	return back, mnt, nil
+}
+
+// Loopback mounts a bare go-fuse loopback of tmp/name-back at tmp/name.
+// timeout is the kernel entry, attribute and negative timeout; nil turns
+// kernel caching off. As root it mounts directly (and go-fuse's loopback
+// uses kernel passthrough).
+func Loopback(tmp, name string, timeout *time.Duration) (*Target, error) {
+	back, mnt, err := dirs(tmp, name)
+	if err != nil {
+		return nil, err
+	}
+	root, err := fs.NewLoopbackRoot(back)
+	if err != nil {
+		return nil, err
+	}
+	// A non-nil Options with nil timeouts turns kernel caching off.
+	opts := &fs.Options{EntryTimeout: timeout, AttrTimeout: timeout, NegativeTimeout: timeout,
+		MountOptions: fuse.MountOptions{DirectMount: os.Geteuid() == 0, FsName: back, Name: "loopback"}}
+	srv, err := fs.Mount(mnt, root, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	t := &Target{Name: name, Dir: mnt, Back: back, close: func() {
+		if err := srv.Unmount(); err != nil {
+			log.Printf("%s: unmount: %v; detaching", name, err)
+			lazyUnmount(mnt)
+		}
+	}}
+	AtExit(t.Close)
+	return t, nil
+}
+
+// Rubinofs mounts rubinofs over tmp/name-back at tmp/name, in-process
+// through daemon.Start as the CLI does, with the guard in mode and the
+// watcher on (one-hour kernel caches: the shipped defaults with --watch).
+// The state directory is tmp/name-state. A caught signal or Teardown
+// unmounts it.
+func Rubinofs(tmp, name string, mode guard.Mode) (*Target, error) {
+	back, mnt, err := dirs(tmp, name)
+	if err != nil {
+		return nil, err
+	}
+	return RubinofsAt(name, back, mnt, filepath.Join(tmp, name+"-state"), mode, nil)
+}
+
+// RubinofsAt is Rubinofs over an existing backing directory back at mnt;
+// progress, if set, is the watcher's initial-walk progress callback.
+func RubinofsAt(name, back, mnt, state string, mode guard.Mode, progress func(dirs int, done bool)) (*Target, error) {
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return nil, err
+	}
+	d, err := daemon.Start(daemon.Config{Workspace: back, Mountpoint: mnt, StateDir: state,
+		Guard: config.Guard{Mode: mode}, Cache: config.Cache{Watch: true, CacheTimeout: time.Hour},
+		WatchProgress: progress, Version: "bench", Slog: DaemonLog()})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	t := &Target{Name: name, Dir: mnt, Back: back, Daemon: d}
+	t.close = func() {
+		if n := len(d.Guard.Denials("")); n > 0 {
+			log.Printf("%s: %d denials during the workload, the first: %v", name, n, d.Guard.Denials("")[0])
+		}
+		if err := d.Close(); err != nil {
+			log.Printf("%s: close: %v", name, err)
+		}
+	}
+	AtExit(t.Close)
+	return t, nil
+}
+
+// Denials is the number of refusals the rubinofs target's guard logged
+// (0 for other targets).
+func (t *Target) Denials() int {
+	if t.Daemon == nil {
+		return 0
+	}
+	return len(t.Daemon.Guard.Denials(""))
+}
+
+// DaemonLog is the daemons' logger: discarded unless RUBINOFS_DEBUG_EVENTS
+// is set, then text records on stderr.
+func DaemonLog() *slog.Logger {
+	if os.Getenv("RUBINOFS_DEBUG_EVENTS") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+const modeOff, modeEnforce = guard.ModeOff, guard.ModeEnforce
+
+// Ptr returns a pointer to v.
+func Ptr[T any](v T) *T { return &v }
