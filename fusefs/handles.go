@@ -155,8 +155,11 @@ func (k *keptFile) Release(ctx context.Context) syscall.Errno {
 }
 
 // keep wraps lf, opened on n with flags, as a registered keptFile.
+// A keptFile is offered to passthrough: it is counted as a passthrough
+// handle of n (iomode.go).
 func (n *Node) keep(lf *fs.LoopbackFile, flags uint32) *keptFile {
-	return &keptFile{LoopbackFile: lf, node: n, drop: n.keepHandle(lf, flags)}
+	_, drop := n.openHandle(lf, flags, true, true)
+	return &keptFile{LoopbackFile: lf, node: n, drop: drop}
 }
 
 // fsHandles is every open file and directory handle of one FS that holds a
