@@ -145,12 +145,12 @@ func setattrFd(fd int, writable bool, in *fuse.SetAttrIn, out *fuse.AttrOut) sys
 type keptFile struct {
 	*fs.LoopbackFile
 	node *Node
-	drop func()
+	drop func(context.Context) // Node.openHandle
 }
 
 // Release drops the handle from its node, then closes it.
 func (k *keptFile) Release(ctx context.Context) syscall.Errno {
-	k.drop()
+	k.drop(ctx)
 	return k.LoopbackFile.Release(ctx)
 }
 
@@ -158,7 +158,7 @@ func (k *keptFile) Release(ctx context.Context) syscall.Errno {
 // A keptFile is offered to passthrough: it is counted as a passthrough
 // handle of n (iomode.go).
 func (n *Node) keep(lf *fs.LoopbackFile, flags uint32) *keptFile {
-	_, drop := n.openHandle(lf, flags, true, true)
+	_, drop := n.openHandle(lf, flags, true)
 	return &keptFile{LoopbackFile: lf, node: n, drop: drop}
 }
 

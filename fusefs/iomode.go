@@ -14,6 +14,7 @@ package fusefs
 // counts.
 
 import (
+	"context"
 	"sync"
 	"syscall"
 
@@ -25,46 +26,47 @@ import (
 // hold. The zero value is ready to use. Concurrency: mu guards the counts.
 //
 // A count is taken when the daemon decides an open, before the kernel sees
-// the reply, and dropped when the daemon serves the handle's RELEASE, after
-// the kernel has left the mode (it does so before it sends RELEASE), so
-// the counts never miss a handle the kernel holds.
+// the reply, and dropped once go-fuse has served the handle's RELEASE
+// (FS.releaseDone), after the kernel has left the mode (it does so before
+// it sends RELEASE), so the counts never miss a mode the kernel holds.
 type ioModes struct {
-	mu     sync.Mutex
-	pt     int // handles opened with FOPEN_PASSTHROUGH
-	cached int // handles that use, or may come to use, the page cache
+	mu    sync.Mutex
+	pt    int // handles opened with FOPEN_PASSTHROUGH
+	other int // every other handle
 }
 
 // ioOpen decides the io mode of a new handle of n. prefer: the handle
-// would rather be a passthrough one; mapped: as a non-passthrough handle
-// it may use the page cache (a cached handle, or a direct-I/O handle open
-// for reading, which a shared mmap puts in the cached mode). pt is true
-// when the handle must be opened with FOPEN_PASSTHROUGH: it prefers it and
-// no handle of n may use the page cache, or a passthrough handle of n is
-// open already, whatever it prefers. done drops the count again; it is
-// idempotent and is called at the handle's release.
-func (n *Node) ioOpen(prefer, mapped bool) (pt bool, done func()) {
+// would rather be a passthrough one. pt is true when the handle must be
+// opened with FOPEN_PASSTHROUGH: it prefers it and no other handle of n is
+// open, or a passthrough handle of n is open already, whatever it prefers.
+// done drops the count again, once.
+//
+// Every non-passthrough handle keeps passthrough away, even a direct-I/O
+// one (which takes no kernel io mode until a shared mmap of it puts the
+// inode in the cached mode, unseen by the daemon): go-fuse counts its
+// backing file's users per node and drops one at every RELEASE of the
+// node, passthrough or not, so a non-passthrough handle released while a
+// backing file is registered would unregister it under a passthrough
+// handle, and the next passthrough open would register a second backing
+// file, which the kernel refuses (EIO).
+func (n *Node) ioOpen(prefer bool) (pt bool, done func()) {
 	m := &n.io
 	m.mu.Lock()
-	pt = m.pt > 0 || (prefer && m.cached == 0)
-	counted := pt || mapped
-	switch {
-	case pt:
+	pt = m.pt > 0 || (prefer && m.other == 0)
+	if pt {
 		m.pt++
-	case mapped:
-		m.cached++
+	} else {
+		m.other++
 	}
 	m.mu.Unlock()
 	var once sync.Once
 	return pt, func() {
-		if !counted {
-			return
-		}
 		once.Do(func() {
 			m.mu.Lock()
 			if pt {
 				m.pt--
 			} else {
-				m.cached--
+				m.other--
 			}
 			m.mu.Unlock()
 		})
@@ -73,23 +75,51 @@ func (n *Node) ioOpen(prefer, mapped bool) (pt bool, done func()) {
 
 // openHandle registers lf, a handle of n opened with the open(2) flags
 // flags, with n's open handles (keepHandle) and decides its io mode
-// (ioOpen). The returned drop undoes both; the handle's Release calls it
-// before it closes lf.
-func (n *Node) openHandle(lf *fs.LoopbackFile, flags uint32, prefer, mapped bool) (pt bool, drop func()) {
-	pt, done := n.ioOpen(prefer, mapped)
+// (ioOpen). The handle's Release calls the returned drop with its context
+// before it closes lf: lf leaves n's open handles at once, and the io-mode
+// count once go-fuse has served the RELEASE (FS.afterRelease).
+func (n *Node) openHandle(lf *fs.LoopbackFile, flags uint32, prefer bool) (pt bool, drop func(ctx context.Context)) {
+	pt, done := n.ioOpen(prefer)
 	keepDrop := n.keepHandle(lf, flags)
-	return pt, func() {
+	return pt, func(ctx context.Context) {
 		keepDrop()
-		done()
+		n.fs.afterRelease(ctx, done)
 	}
 }
 
-// mayMap reports whether a non-passthrough handle opened with flags and
-// the open reply flags openFlags may use the page cache: every handle
-// except a direct-I/O one that cannot be mapped (open for writing only:
-// mmap(2) of a file needs read access).
-func mayMap(flags, openFlags uint32) bool {
-	return openFlags&fuse.FOPEN_DIRECT_IO == 0 || flags&syscall.O_ACCMODE != syscall.O_WRONLY
+// afterRelease runs done once go-fuse has finished serving the RELEASE
+// whose context is ctx (rawWrap.Release calls FS.releaseDone), or at once
+// when ctx is no request's. Only go-fuse drops its own count of the node's
+// backing-file users after the handle's Release returns: an io-mode count
+// dropped before it could let a passthrough open register a backing file
+// that this release then unregisters.
+func (f *FS) afterRelease(ctx context.Context, done func()) {
+	if c, ok := ctx.(*fuse.Context); ok && c.Cancel != nil {
+		// A leftover of a request whose releaseDone never came runs now.
+		if old, loaded := f.released.Swap(c.Cancel, done); loaded {
+			old.(func())()
+		}
+		return
+	}
+	done()
+}
+
+// releaseDone runs what afterRelease left for the RELEASE request whose
+// cancel channel is cancel (unique among the requests in flight).
+func (f *FS) releaseDone(cancel <-chan struct{}) {
+	if done, ok := f.released.LoadAndDelete(cancel); ok {
+		done.(func())()
+	}
+}
+
+// writeOnlyDirect reports whether a handle opened with flags and the open
+// reply flags openFlags is a direct-I/O handle open for writing only: it
+// cannot be mapped (mmap(2) of a file needs read access) and all its
+// read(2) and write(2) reach the daemon, so as a passthrough handle (with
+// FOPEN_DIRECT_IO, guardedPassthrough) it loses nothing, and it lets
+// readers opened while it is open be passthrough ones.
+func writeOnlyDirect(flags, openFlags uint32) bool {
+	return openFlags&fuse.FOPEN_DIRECT_IO != 0 && flags&syscall.O_ACCMODE == syscall.O_WRONLY
 }
 
 // ptFile is a guarded handle opened with FOPEN_PASSTHROUGH: a read-only

@@ -58,7 +58,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 		if errno != 0 {
 			return nil, 0, errno
 		}
-		pt, drop := n.openHandle(lf, flags, n.fs.cfg.Passthrough, true)
+		pt, drop := n.openHandle(lf, flags, n.fs.cfg.Passthrough)
 		if !pt {
 			return &plainFile{loopbackOps: lf, node: n, drop: drop}, n.cacheFlags(rel), 0
 		}
@@ -119,9 +119,11 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	dio := n.fs.refusableIO(writable, h.check)
 	h.direct = dio != 0
 	// A read-only handle whose read is registered here needs the daemon
-	// for nothing else: it prefers passthrough (iomode.go).
+	// for nothing else, and a write-only direct-I/O one loses nothing as a
+	// passthrough handle: both prefer passthrough (iomode.go).
 	read := !writable && inTree && (h.check || !n.fs.cfg.AllowUnregistered)
-	pt, drop := n.openHandle(lf, flags, n.fs.cfg.Passthrough && read, mayMap(flags, dio))
+	prefer := n.fs.cfg.Passthrough && (read || writeOnlyDirect(flags, dio))
+	pt, drop := n.openHandle(lf, flags, prefer)
 	h.drop = drop
 	n.fs.cfg.Guard.NoteHandleOpen(h.id)
 	if read {
@@ -191,7 +193,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	child := ch.Operations().(*Node)
 	if !n.fs.tracks(rel) {
-		pt, drop := child.openHandle(lf, flags, n.fs.cfg.Passthrough, true)
+		pt, drop := child.openHandle(lf, flags, n.fs.cfg.Passthrough)
 		if !pt {
 			return ch, &plainFile{loopbackOps: lf, node: child, drop: drop}, 0, 0
 		}
@@ -205,7 +207,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	// never a passthrough writer (docs/DESIGN.md#passthrough-io-modes).
 	dio := n.fs.refusableIO(true, h.check)
 	h.direct = dio != 0
-	pt, drop := child.openHandle(lf, flags, false, mayMap(flags, dio))
+	pt, drop := child.openHandle(lf, flags, n.fs.cfg.Passthrough && writeOnlyDirect(flags, dio))
 	h.drop = drop
 	h.id = guard.StatOf(&st).ID // createAt's fstat of the new file
 	n.fs.cfg.Guard.NoteHandleOpen(h.id)
@@ -222,12 +224,12 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 type plainFile struct {
 	loopbackOps
 	node *Node
-	drop func() // drops the handle from node's open handles (handles.go)
+	drop func(context.Context) // drops the handle from its node (Node.openHandle)
 }
 
 // Release drops the handle from its node, then closes it.
 func (p *plainFile) Release(ctx context.Context) syscall.Errno {
-	p.drop()
+	p.drop(ctx)
 	return p.loopbackOps.Release(ctx)
 }
 
@@ -237,18 +239,18 @@ func (p *plainFile) Release(ctx context.Context) syscall.Errno {
 type ptWriter struct {
 	*fs.LoopbackFile
 	end  func()
-	drop func() // drops the handle from its node's open handles (handles.go)
+	drop func(context.Context) // drops the handle from its node (Node.openHandle)
 }
 
 // passthroughWriter wraps a writable passthrough handle on rel; drop is
 // its node's keepHandle result.
-func (f *FS) passthroughWriter(lf *fs.LoopbackFile, rel string, drop func()) *ptWriter {
+func (f *FS) passthroughWriter(lf *fs.LoopbackFile, rel string, drop func(context.Context)) *ptWriter {
 	return &ptWriter{LoopbackFile: lf, end: f.ownChange(rel), drop: drop}
 }
 
 // Release closes the handle and ends its own change.
 func (p *ptWriter) Release(ctx context.Context) syscall.Errno {
-	p.drop()
+	p.drop(ctx)
 	errno := p.LoopbackFile.Release(ctx)
 	p.end()
 	return errno

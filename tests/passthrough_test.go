@@ -18,6 +18,7 @@ import (
 //	pread NAME        read the whole file from offset 0 (up to 64 KiB)
 //	mmap NAME         read the whole file through a shared read-only mapping
 //	pwrite NAME DATA  write DATA at offset 0
+//	splice NAME DATA  write DATA at offset 0 with splice(2) from a pipe
 //	close NAME        close(2)
 //
 // Every answer is "ok DATA" or "err ERRNO-NAME".
@@ -43,6 +44,14 @@ for line in cin:
                 res = mm[:].decode()
         elif op == "pwrite":
             os.pwrite(fds[name], rest[0].encode(), 0)
+            res = ""
+        elif op == "splice":
+            r, w = os.pipe()
+            os.write(w, rest[0].encode())
+            try:
+                os.splice(r, fds[name], len(rest[0]), offset_dst=0)
+            finally:
+                os.close(r); os.close(w)
             res = ""
         elif op == "close":
             os.close(fds.pop(name))
@@ -152,8 +161,10 @@ func TestPassthroughMixedWriters(t *testing.T) {
 				// the readers hold the file.
 				x.want("ok ", "open a w")
 				x.want("err EACCES", "pwrite a XX")
+				x.want("err EACCES", "splice a XX")
 				x.want("ok ", "open b rw")
 				x.want("err EACCES", "pwrite b XX")
+				x.want("err EACCES", "splice b XX")
 				r.want("ok v2", "pread a")
 				r.want("ok v2", "mmap a")
 				r.want("ok v2", "pread b")
@@ -163,6 +174,10 @@ func TestPassthroughMixedWriters(t *testing.T) {
 				// The writer keeps its right: its session's own change.
 				w.want("ok ", "pwrite a v3")
 				r.want("ok v3", "pread a")
+				w.want("ok ", "splice a v5")
+				r.want("ok v5", "pread a")
+				r.want("ok v5", "mmap a")
+				w.want("ok ", "pwrite a v3")
 				for _, h := range []*holder{r, w, x} {
 					h.want("ok ", "close a")
 					h.do("close b")
