@@ -112,11 +112,20 @@ func (f *FS) releaseDone(cancel <-chan struct{}) {
 	}
 }
 
+// guardedPassthrough reports whether a guarded handle may prefer kernel
+// passthrough: passthrough is on (Config.Passthrough) and no reader of
+// .rubino/accesslog is attached. The access log shows every read and
+// write of a guarded file while it is read, and those of a passthrough
+// handle never reach the daemon.
+func (f *FS) guardedPassthrough() bool {
+	return f.cfg.Passthrough && !f.observe().alog.active()
+}
+
 // writeOnlyDirect reports whether a handle opened with flags and the open
 // reply flags openFlags is a direct-I/O handle open for writing only: it
 // cannot be mapped (mmap(2) of a file needs read access) and all its
 // read(2) and write(2) reach the daemon, so as a passthrough handle (with
-// FOPEN_DIRECT_IO, guardedPassthrough) it loses nothing, and it lets
+// FOPEN_DIRECT_IO, guardedHandle) it loses nothing, and it lets
 // readers opened while it is open be passthrough ones.
 func writeOnlyDirect(flags, openFlags uint32) bool {
 	return openFlags&fuse.FOPEN_DIRECT_IO != 0 && flags&syscall.O_ACCMODE == syscall.O_WRONLY
@@ -125,7 +134,7 @@ func writeOnlyDirect(flags, openFlags uint32) bool {
 // ptFile is a guarded handle opened with FOPEN_PASSTHROUGH: a read-only
 // handle whose read was registered at open, or any guarded handle opened
 // while a passthrough handle holds the inode (ioOpen). The latter also
-// gets FOPEN_DIRECT_IO (guardedPassthrough), which the kernel obeys before
+// gets FOPEN_DIRECT_IO (guardedHandle), which the kernel obeys before
 // passthrough for read(2) and write(2), so its writes still reach
 // File.Write and can be refused; only mmap(2) goes to the backing file.
 // Every other operation is the File's.
@@ -151,13 +160,13 @@ func asFile(fh fs.FileHandle) (*File, bool) {
 	return nil, false
 }
 
-// guardedPassthrough returns the handle and the open flags for h, a guarded
+// guardedHandle returns the handle and the open flags for h, a guarded
 // handle, in the io mode ioOpen decided (pt). A passthrough handle gets
 // FOPEN_DIRECT_IO too unless it is read-only and its read was registered
 // at open (read): the daemon must still see its writes (to decide and
 // credit them) and, when the read was not registered yet, its first READ.
 // openFlags are the flags h would get without passthrough.
-func guardedPassthrough(h *File, pt, writable, read bool, openFlags uint32) (fs.FileHandle, uint32) {
+func guardedHandle(h *File, pt, writable, read bool, openFlags uint32) (fs.FileHandle, uint32) {
 	if !pt {
 		return h, openFlags
 	}

@@ -122,14 +122,14 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	// for nothing else, and a write-only direct-I/O one loses nothing as a
 	// passthrough handle: both prefer passthrough (iomode.go).
 	read := !writable && inTree && (h.check || !n.fs.cfg.AllowUnregistered)
-	prefer := n.fs.cfg.Passthrough && (read || writeOnlyDirect(flags, dio))
+	prefer := n.fs.guardedPassthrough() && (read || writeOnlyDirect(flags, dio))
 	pt, drop := n.openHandle(lf, flags, prefer)
 	h.drop = drop
 	n.fs.cfg.Guard.NoteHandleOpen(h.id)
 	if read {
 		h.registerRead()
 	}
-	fh, fl := guardedPassthrough(h, pt, writable, read, n.cacheFlags(rel)|dio)
+	fh, fl := guardedHandle(h, pt, writable, read, n.cacheFlags(rel)|dio)
 	return fh, fl, 0
 }
 
@@ -207,7 +207,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	// never a passthrough writer (docs/DESIGN.md#passthrough-io-modes).
 	dio := n.fs.refusableIO(true, h.check)
 	h.direct = dio != 0
-	pt, drop := child.openHandle(lf, flags, n.fs.cfg.Passthrough && writeOnlyDirect(flags, dio))
+	pt, drop := child.openHandle(lf, flags, n.fs.guardedPassthrough() && writeOnlyDirect(flags, dio))
 	h.drop = drop
 	h.id = guard.StatOf(&st).ID // createAt's fstat of the new file
 	n.fs.cfg.Guard.NoteHandleOpen(h.id)
@@ -215,7 +215,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	// The new file is the session's own from here (Guard.NoteCreate). Its
 	// path is rel: the child joins go-fuse's tree only when Create returns.
 	h.seq = n.fs.cfg.Guard.NoteCreate(c.session, guard.Target{Path: rel, Stat: guard.StatOf(&st)})
-	fh, fl := guardedPassthrough(h, pt, true, false, dio)
+	fh, fl := guardedHandle(h, pt, true, false, dio)
 	return ch, fh, fl, 0
 }
 
