@@ -203,8 +203,9 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	h := &File{loopbackOps: lf, lf: lf, node: child, fs: n.fs, who: c,
 		track: true, check: n.fs.guarded(c), created: true, granted: true}
 	// The creating handle loses its right too once another session
-	// changes the file (File.mutate): its writes are refusable, and it is
-	// never a passthrough writer (docs/DESIGN.md#passthrough-io-modes).
+	// changes the file (File.mutate): its writes are refusable, so they
+	// always reach the daemon, through FOPEN_DIRECT_IO also when the
+	// handle is a passthrough one (docs/DESIGN.md#passthrough-io-modes).
 	dio := n.fs.refusableIO(true, h.check)
 	h.direct = dio != 0
 	pt, drop := child.openHandle(lf, flags, n.fs.guardedPassthrough() && writeOnlyDirect(flags, dio))
@@ -243,7 +244,7 @@ type ptWriter struct {
 }
 
 // passthroughWriter wraps a writable passthrough handle on rel; drop is
-// its node's keepHandle result.
+// its node's Node.openHandle result.
 func (f *FS) passthroughWriter(lf *fs.LoopbackFile, rel string, drop func(context.Context)) *ptWriter {
 	return &ptWriter{LoopbackFile: lf, end: f.ownChange(rel), drop: drop}
 }
