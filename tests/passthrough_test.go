@@ -2,10 +2,14 @@ package tests
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -232,5 +236,92 @@ func TestPassthroughReadsSkipDaemon(t *testing.T) {
 	}
 	if got := m.readBacking("d/f001"); got != "new" {
 		t.Fatalf("allowed overwrite: d/f001 is %q", got)
+	}
+}
+
+// TestPassthroughPhantomReaderFirst is TestPhantomReads with the reader
+// first: the test holds a guarded file open for reading (a passthrough
+// handle) and mapped before a session that never read it opens it for
+// writing, write-only and read-write (the writer's handle is then a
+// passthrough one too, with direct I/O), and keeps attempting 4 KiB
+// writes while the reader reads through read(2) and the mapping. Every
+// write is refused with EACCES, no open fails, and no read returns a byte
+// that is not on disk or fails with EIO.
+// docs/DESIGN.md#passthrough-io-modes, docs/DESIGN.md#refused-writes
+func TestPassthroughPhantomReaderFirst(t *testing.T) {
+	v1 := []byte(strings.Repeat("0123456789abcdef", 1024)) // 16 KiB: four pages
+	for _, mode := range []string{"unread", "rdwr"} {
+		t.Run(mode, func(t *testing.T) {
+			m := newMount(t, map[string]string{"f": string(v1)}, nil)
+			w := m.startAgent("writer")
+			r, err := os.Open(m.path("f"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			mapped, err := syscall.Mmap(int(r.Fd()), 0, len(v1), syscall.PROT_READ, syscall.MAP_SHARED)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer syscall.Munmap(mapped)
+			fifo := func(name string) string {
+				p := m.tmp + "/" + name
+				if err := exec.Command("mkfifo", p).Run(); err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+			// goahead is unused in these modes (only "stale" waits on it).
+			step, goahead, stop, result := fifo("step"), fifo("go"), fifo("stop"), fifo("result")
+			script := m.tmp + "/writer.py"
+			if err := os.WriteFile(script, []byte(phantomWriter), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			w.ok(fmt.Sprintf("python3 %s f %s %s %s %s %s &", shq(script), mode, shq(step), shq(goahead), shq(stop), shq(result)))
+			if got, err := os.ReadFile(step); err != nil || string(got) != "looping" {
+				t.Fatalf("writer step %q, %v; want looping", got, err)
+			}
+			buf := make([]byte, len(v1)+1)
+			var phantom, eio int
+			var sample string
+			for i := 0; i < phantomReads; i++ {
+				n, err := r.ReadAt(buf, 0)
+				switch {
+				case errors.Is(err, syscall.EIO):
+					eio++
+					continue
+				case err != nil && !errors.Is(err, io.EOF):
+					t.Fatalf("read %d: %d bytes, %v", i, n, err)
+				}
+				got := buf[:n]
+				if i%8 == 0 {
+					got = mapped
+				}
+				if !bytes.Equal(got, v1) {
+					phantom++
+					if sample == "" {
+						sample = phantomDiff(got, v1)
+					}
+				}
+			}
+			if err := os.WriteFile(stop, []byte("stop\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res, err := os.ReadFile(result)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("writer: %s; reads: %d, phantom %d, EIO %d", res, phantomReads, phantom, eio)
+			if !strings.HasPrefix(string(res), "refused=") || !strings.HasSuffix(string(res), " other=") || strings.HasPrefix(string(res), "refused=0 ") {
+				t.Errorf("writer: %s; want only EACCES, at least once", res)
+			}
+			if got := m.readBacking("f"); got != string(v1) {
+				t.Errorf("a refused write reached the backing file: %s", phantomDiff([]byte(got), v1))
+			}
+			if phantom != 0 || eio != 0 {
+				t.Errorf("%d of %d reads returned bytes never on disk (first: %s), %d failed with EIO",
+					phantom, phantomReads, sample, eio)
+			}
+		})
 	}
 }

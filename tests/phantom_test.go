@@ -18,7 +18,8 @@ import (
 const phantomReads = 20000
 
 // phantomWriter is the refused writer, run in its own guard session. It
-// opens the file for writing ("unread": without having read it; "stale":
+// opens the file for writing ("unread": without having read it, write-only;
+// "rdwr": the same, read-write; "stale":
 // after reading it and writing once, allowed, then waiting until the test
 // has had another session rewrite it), then writes 4 KiB blocks of 'X'
 // over the file, round robin over its four pages, until the test tells it
@@ -36,7 +37,11 @@ if mode == "stale":
     say("wrote")
     open(goahead).read()
 else:
-    fd = os.open(path, os.O_WRONLY)
+    try:
+        fd = os.open(path, os.O_RDWR if mode == "rdwr" else os.O_WRONLY)
+    except OSError as e:
+        say("open failed: " + errno.errorcode[e.errno])
+        sys.exit(1)
 done = threading.Event()
 threading.Thread(target=lambda: (open(stop).read(), done.set()), daemon=True).start()
 refused, other, i = 0, [], 0
