@@ -55,9 +55,10 @@ type File struct {
 	check   bool   // the guard decides this handle's mutations
 	track   bool   // register reads, credit writes
 	id      guard.FileID
-	created bool   // this handle created the file
-	direct  bool   // opened with FOPEN_DIRECT_IO (FS.refusableIO)
-	drop    func(context.Context) // drops the handle from its node (Node.openHandle)
+	created bool // this handle created the file
+	direct  bool // opened with FOPEN_DIRECT_IO (FS.refusableIO)
+	// drop drops the handle from its node (Node.openHandle).
+	drop func(context.Context)
 
 	mu         sync.Mutex
 	registered bool   // the read has been registered

@@ -2,10 +2,7 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -281,47 +278,7 @@ func TestPassthroughPhantomReaderFirst(t *testing.T) {
 			if got, err := os.ReadFile(step); err != nil || string(got) != "looping" {
 				t.Fatalf("writer step %q, %v; want looping", got, err)
 			}
-			buf := make([]byte, len(v1)+1)
-			var phantom, eio int
-			var sample string
-			for i := 0; i < phantomReads; i++ {
-				n, err := r.ReadAt(buf, 0)
-				switch {
-				case errors.Is(err, syscall.EIO):
-					eio++
-					continue
-				case err != nil && !errors.Is(err, io.EOF):
-					t.Fatalf("read %d: %d bytes, %v", i, n, err)
-				}
-				got := buf[:n]
-				if i%8 == 0 {
-					got = mapped
-				}
-				if !bytes.Equal(got, v1) {
-					phantom++
-					if sample == "" {
-						sample = phantomDiff(got, v1)
-					}
-				}
-			}
-			if err := os.WriteFile(stop, []byte("stop\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			res, err := os.ReadFile(result)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("writer: %s; reads: %d, phantom %d, EIO %d", res, phantomReads, phantom, eio)
-			if !strings.HasPrefix(string(res), "refused=") || !strings.HasSuffix(string(res), " other=") || strings.HasPrefix(string(res), "refused=0 ") {
-				t.Errorf("writer: %s; want only EACCES, at least once", res)
-			}
-			if got := m.readBacking("f"); got != string(v1) {
-				t.Errorf("a refused write reached the backing file: %s", phantomDiff([]byte(got), v1))
-			}
-			if phantom != 0 || eio != 0 {
-				t.Errorf("%d of %d reads returned bytes never on disk (first: %s), %d failed with EIO",
-					phantom, phantomReads, sample, eio)
-			}
+			phantomRace(t, m, r, mapped, v1, stop, result)
 		})
 	}
 }
