@@ -56,9 +56,10 @@ type File struct {
 	check   bool   // the guard decides this handle's mutations
 	track   bool   // register reads, credit writes
 	id      guard.FileID
-	created bool   // this handle created the file
-	direct  bool   // opened with FOPEN_DIRECT_IO (FS.refusableIO)
-	drop    func() // drops the handle from its node's open handles (handles.go)
+	created bool // this handle created the file
+	direct  bool // opened with FOPEN_DIRECT_IO (FS.refusableIO)
+	// drop drops the handle from its node (Node.openHandle).
+	drop func(context.Context)
 
 	mu         sync.Mutex
 	registered bool   // the read has been registered
@@ -333,7 +334,7 @@ func (h *File) Flush(ctx context.Context) syscall.Errno {
 // is open the inode number cannot be reused, so a new file that gets it
 // cannot have its fresh state dropped by this release.
 func (h *File) Release(ctx context.Context) syscall.Errno {
-	h.drop()
+	h.drop(ctx)
 	h.mu.Lock()
 	h.settle()
 	h.credit()

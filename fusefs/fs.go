@@ -159,6 +159,10 @@ type FS struct {
 	// handles is every open handle with a backing descriptor, closed by
 	// Close when their RELEASE never came (handles.go).
 	handles fsHandles
+
+	// released holds, by RELEASE request, what is left to do once go-fuse
+	// has served it (FS.afterRelease, iomode.go).
+	released sync.Map // <-chan struct{} -> func()
 }
 
 // StatusFunc contributes one top-level key to .rubino/status. It must be

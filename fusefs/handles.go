@@ -145,18 +145,21 @@ func setattrFd(fd int, writable bool, in *fuse.SetAttrIn, out *fuse.AttrOut) sys
 type keptFile struct {
 	*fs.LoopbackFile
 	node *Node
-	drop func()
+	drop func(context.Context) // Node.openHandle
 }
 
 // Release drops the handle from its node, then closes it.
 func (k *keptFile) Release(ctx context.Context) syscall.Errno {
-	k.drop()
+	k.drop(ctx)
 	return k.LoopbackFile.Release(ctx)
 }
 
 // keep wraps lf, opened on n with flags, as a registered keptFile.
+// A keptFile is offered to passthrough: it is counted as a passthrough
+// handle of n (iomode.go).
 func (n *Node) keep(lf *fs.LoopbackFile, flags uint32) *keptFile {
-	return &keptFile{LoopbackFile: lf, node: n, drop: n.keepHandle(lf, flags)}
+	_, drop := n.openHandle(lf, flags, true)
+	return &keptFile{LoopbackFile: lf, node: n, drop: drop}
 }
 
 // fsHandles is every open file and directory handle of one FS that holds a

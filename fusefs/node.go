@@ -25,6 +25,8 @@ type Node struct {
 	// handles are the inode's open file handles (handles.go), for
 	// attribute changes once its name is gone.
 	handles openHandles
+	// io counts the open handles by kernel io mode (iomode.go).
+	io ioModes
 }
 
 // isRoot reports whether n is the mount root.

@@ -32,7 +32,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	}
 	rel := n.rel()
 	_, sizing := in.GetSize()
-	if h, ok := fh.(*File); ok && sizing {
+	if h, ok := asFile(fh); ok && sizing {
 		var errno syscall.Errno
 		merr := h.mutate(guard.OpTruncate, func() syscall.Errno {
 			errno = n.setattrAt(ctx, rel, h.lf, in, out)
@@ -118,6 +118,8 @@ func unwrapHandle(fh fs.FileHandle) fs.FileHandle {
 	switch h := fh.(type) {
 	case *File:
 		return h.lf
+	case *ptFile:
+		return h.lf
 	case *plainFile:
 		return h.loopbackOps
 	case *ptWriter:
@@ -145,7 +147,7 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 		count = uint32(max(n, 0))
 		return fs.ToErrno(err)
 	}
-	if h, ok := fhOut.(*File); ok {
+	if h, ok := asFile(fhOut); ok {
 		return count, h.mutate(guard.OpCopyInto, copyOp)
 	}
 	return count, copyOp()

@@ -19,9 +19,12 @@ func (f *FS) tracks(rel string) bool {
 // Open opens an existing file.
 //
 //   - Exempt files (and every file with the guard off) get the loopback's
-//     handle as is, with kernel passthrough when enabled. Passthrough is
-//     chosen per path, so all handles of one inode agree on it and the
-//     kernel never refuses a mixed open with EIO (fs/fuse/iomode.c).
+//     handle as is, with kernel passthrough when enabled.
+//   - A guarded read-only handle whose read is registered at open is a
+//     passthrough handle (ptFile): its reads never reach the daemon.
+//   - Every open's io mode is decided from the inode's open handles
+//     (Node.ioOpen), so the kernel never refuses a mixed open with EIO
+//     (fs/fuse/iomode.c; docs/DESIGN.md#passthrough-io-modes).
 //   - O_TRUNC on a guarded file is a mutation: the guard decides before the
 //     backing open, under the identity lock, and a refusal leaves the file
 //     untouched (EACCES).
@@ -55,14 +58,14 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 		if errno != 0 {
 			return nil, 0, errno
 		}
-		drop := n.keepHandle(lf, flags)
-		if !n.fs.cfg.Passthrough {
+		pt, drop := n.openHandle(lf, flags, n.fs.cfg.Passthrough)
+		if !pt {
 			return &plainFile{loopbackOps: lf, node: n, drop: drop}, n.cacheFlags(rel), 0
 		}
 		if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 			return n.fs.passthroughWriter(lf, rel, drop), 0, 0
 		}
-		return &keptFile{LoopbackFile: lf, drop: drop}, 0, 0
+		return &keptFile{LoopbackFile: lf, node: n, drop: drop}, 0, 0
 	}
 	c := n.fs.callerOf(ctx)
 	acc := flags & syscall.O_ACCMODE
@@ -113,14 +116,21 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	}
 	h.lf = lf
 	h.loopbackOps = h.lf
-	h.drop = n.keepHandle(lf, flags)
-	n.fs.cfg.Guard.NoteHandleOpen(h.id)
-	if !writable && inTree && (h.check || !n.fs.cfg.AllowUnregistered) {
-		h.registerRead()
-	}
 	dio := n.fs.refusableIO(writable, h.check)
 	h.direct = dio != 0
-	return h, n.cacheFlags(rel) | dio, 0
+	// A read-only handle whose read is registered here needs the daemon
+	// for nothing else, and a write-only direct-I/O one loses nothing as a
+	// passthrough handle: both prefer passthrough (iomode.go).
+	read := !writable && inTree && (h.check || !n.fs.cfg.AllowUnregistered)
+	prefer := n.fs.guardedPassthrough() && (read || writeOnlyDirect(flags, dio))
+	pt, drop := n.openHandle(lf, flags, prefer)
+	h.drop = drop
+	n.fs.cfg.Guard.NoteHandleOpen(h.id)
+	if read {
+		h.registerRead()
+	}
+	fh, fl := guardedHandle(h, pt, writable, read, n.cacheFlags(rel)|dio)
+	return fh, fl, 0
 }
 
 // refusableIO returns FOPEN_DIRECT_IO for a handle whose writes the guard
@@ -182,27 +192,32 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno
 	}
 	child := ch.Operations().(*Node)
-	drop := child.keepHandle(lf, flags)
 	if !n.fs.tracks(rel) {
-		if !n.fs.cfg.Passthrough {
+		pt, drop := child.openHandle(lf, flags, n.fs.cfg.Passthrough)
+		if !pt {
 			return ch, &plainFile{loopbackOps: lf, node: child, drop: drop}, 0, 0
 		}
 		return ch, n.fs.passthroughWriter(lf, rel, drop), 0, 0
 	}
 	c := n.fs.callerOf(ctx)
 	h := &File{loopbackOps: lf, lf: lf, node: child, fs: n.fs, who: c,
-		track: true, check: n.fs.guarded(c), created: true, granted: true, drop: drop}
+		track: true, check: n.fs.guarded(c), created: true, granted: true}
+	// The creating handle loses its right too once another session
+	// changes the file (File.mutate): its writes are refusable, so they
+	// always reach the daemon, through FOPEN_DIRECT_IO also when the
+	// handle is a passthrough one (docs/DESIGN.md#passthrough-io-modes).
+	dio := n.fs.refusableIO(true, h.check)
+	h.direct = dio != 0
+	pt, drop := child.openHandle(lf, flags, n.fs.guardedPassthrough() && writeOnlyDirect(flags, dio))
+	h.drop = drop
 	h.id = guard.StatOf(&st).ID // createAt's fstat of the new file
 	n.fs.cfg.Guard.NoteHandleOpen(h.id)
 	h.dirty = true
 	// The new file is the session's own from here (Guard.NoteCreate). Its
 	// path is rel: the child joins go-fuse's tree only when Create returns.
 	h.seq = n.fs.cfg.Guard.NoteCreate(c.session, guard.Target{Path: rel, Stat: guard.StatOf(&st)})
-	// The creating handle loses its right too once another session
-	// changes the file (File.mutate): its writes are refusable.
-	dio := n.fs.refusableIO(true, h.check)
-	h.direct = dio != 0
-	return ch, h, dio, 0
+	fh, fl := guardedHandle(h, pt, true, false, dio)
+	return ch, fh, fl, 0
 }
 
 // plainFile is an unguarded handle kept out of passthrough. Its writes are
@@ -210,12 +225,12 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 type plainFile struct {
 	loopbackOps
 	node *Node
-	drop func() // drops the handle from node's open handles (handles.go)
+	drop func(context.Context) // drops the handle from its node (Node.openHandle)
 }
 
 // Release drops the handle from its node, then closes it.
 func (p *plainFile) Release(ctx context.Context) syscall.Errno {
-	p.drop()
+	p.drop(ctx)
 	return p.loopbackOps.Release(ctx)
 }
 
@@ -225,18 +240,18 @@ func (p *plainFile) Release(ctx context.Context) syscall.Errno {
 type ptWriter struct {
 	*fs.LoopbackFile
 	end  func()
-	drop func() // drops the handle from its node's open handles (handles.go)
+	drop func(context.Context) // drops the handle from its node (Node.openHandle)
 }
 
 // passthroughWriter wraps a writable passthrough handle on rel; drop is
-// its node's keepHandle result.
-func (f *FS) passthroughWriter(lf *fs.LoopbackFile, rel string, drop func()) *ptWriter {
+// its node's Node.openHandle result.
+func (f *FS) passthroughWriter(lf *fs.LoopbackFile, rel string, drop func(context.Context)) *ptWriter {
 	return &ptWriter{LoopbackFile: lf, end: f.ownChange(rel), drop: drop}
 }
 
 // Release closes the handle and ends its own change.
 func (p *ptWriter) Release(ctx context.Context) syscall.Errno {
-	p.drop()
+	p.drop(ctx)
 	errno := p.LoopbackFile.Release(ctx)
 	p.end()
 	return errno

@@ -382,6 +382,7 @@ func (w *rawWrap) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
 func (w *rawWrap) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	start := time.Now()
 	w.RawFileSystem.Release(cancel, in)
+	w.fs.releaseDone(cancel) // after go-fuse's own release bookkeeping (iomode.go)
 	sess, _ := w.handles.LoadAndDelete(in.Fh)
 	if d, ok := w.done(opRelease, start, fuse.OK); ok {
 		w.emit(opRelease, d, fuse.OK, &in.Caller, sessName(sess), -1, "(%d,%d)", in.NodeId, in.Fh)

@@ -18,7 +18,8 @@ import (
 const phantomReads = 20000
 
 // phantomWriter is the refused writer, run in its own guard session. It
-// opens the file for writing ("unread": without having read it; "stale":
+// opens the file for writing ("unread": without having read it, write-only;
+// "rdwr": the same, read-write; "stale":
 // after reading it and writing once, allowed, then waiting until the test
 // has had another session rewrite it), then writes 4 KiB blocks of 'X'
 // over the file, round robin over its four pages, until the test tells it
@@ -36,7 +37,11 @@ if mode == "stale":
     say("wrote")
     open(goahead).read()
 else:
-    fd = os.open(path, os.O_WRONLY)
+    try:
+        fd = os.open(path, os.O_RDWR if mode == "rdwr" else os.O_WRONLY)
+    except OSError as e:
+        say("open failed: " + errno.errorcode[e.errno])
+        sys.exit(1)
 done = threading.Event()
 threading.Thread(target=lambda: (open(stop).read(), done.set()), daemon=True).start()
 refused, other, i = 0, [], 0
@@ -110,44 +115,59 @@ func TestPhantomReads(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer r.Close()
-			buf := make([]byte, len(want)+1)
-			var phantom, eio int
-			var sample string
-			for i := 0; i < phantomReads; i++ {
-				n, err := r.ReadAt(buf, 0)
-				switch {
-				case errors.Is(err, syscall.EIO):
-					eio++
-					continue
-				case err != nil && !errors.Is(err, io.EOF):
-					t.Fatalf("read %d: %d bytes, %v", i, n, err)
-				}
-				if got := buf[:n]; !bytes.Equal(got, want) {
-					phantom++
-					if sample == "" {
-						sample = phantomDiff(got, want)
-					}
-				}
-			}
-			if err := os.WriteFile(stop, []byte("stop\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			res, err := os.ReadFile(result)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("writer: %s; reads: %d, phantom %d, EIO %d", res, phantomReads, phantom, eio)
-			if !strings.HasPrefix(string(res), "refused=") || !strings.HasSuffix(string(res), " other=") || strings.HasPrefix(string(res), "refused=0 ") {
-				t.Errorf("writer: %s; want only EACCES, at least once", res)
-			}
-			if got := m.readBacking("f"); got != string(want) {
-				t.Errorf("a refused write reached the backing file: %s", phantomDiff([]byte(got), want))
-			}
-			if phantom != 0 || eio != 0 {
-				t.Errorf("%d of %d reads returned bytes never on disk (first: %s), %d failed with EIO",
-					phantom, phantomReads, sample, eio)
-			}
+			phantomRace(t, m, r, nil, want, stop, result)
 		})
+	}
+}
+
+// phantomRace reads want's file through r phantomReads times (every
+// eighth time through mapped instead, when it is not nil) while the
+// phantomWriter keeps attempting refused writes, then stops the writer
+// (fifos stop and result) and checks that every write was refused with
+// EACCES, that the backing file is want, and that no read returned a byte
+// that is not on disk or failed with EIO.
+func phantomRace(t *testing.T, m *mount, r *os.File, mapped, want []byte, stop, result string) {
+	t.Helper()
+	buf := make([]byte, len(want)+1)
+	var phantom, eio int
+	var sample string
+	for i := 0; i < phantomReads; i++ {
+		n, err := r.ReadAt(buf, 0)
+		switch {
+		case errors.Is(err, syscall.EIO):
+			eio++
+			continue
+		case err != nil && !errors.Is(err, io.EOF):
+			t.Fatalf("read %d: %d bytes, %v", i, n, err)
+		}
+		got := buf[:n]
+		if mapped != nil && i%8 == 0 {
+			got = mapped
+		}
+		if !bytes.Equal(got, want) {
+			phantom++
+			if sample == "" {
+				sample = phantomDiff(got, want)
+			}
+		}
+	}
+	if err := os.WriteFile(stop, []byte("stop\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := os.ReadFile(result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("writer: %s; reads: %d, phantom %d, EIO %d", res, phantomReads, phantom, eio)
+	if !strings.HasPrefix(string(res), "refused=") || !strings.HasSuffix(string(res), " other=") || strings.HasPrefix(string(res), "refused=0 ") {
+		t.Errorf("writer: %s; want only EACCES, at least once", res)
+	}
+	if got := m.readBacking("f"); got != string(want) {
+		t.Errorf("a refused write reached the backing file: %s", phantomDiff([]byte(got), want))
+	}
+	if phantom != 0 || eio != 0 {
+		t.Errorf("%d of %d reads returned bytes never on disk (first: %s), %d failed with EIO",
+			phantom, phantomReads, sample, eio)
 	}
 }
 
