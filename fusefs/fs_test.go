@@ -18,7 +18,7 @@ import (
 // rawFS builds a FS over a temp workspace and returns go-fuse's raw file
 // system for it, without mounting (fs.NewNodeFS): the FUSE protocol level,
 // driven request by request.
-func rawFS(t *testing.T, files map[string]string) (fuse.RawFileSystem, string) {
+func rawFS(t testing.TB, files map[string]string) (fuse.RawFileSystem, string) {
 	t.Helper()
 	ws := t.TempDir()
 	for name, content := range files {

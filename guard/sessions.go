@@ -455,7 +455,14 @@ func (s *Sessions) leader(tid uint32, st procStat) (uint32, procStat, error) {
 // stat reads ppid and start time (clock ticks since boot) from
 // /proc/<pid>/stat; pid may be any thread's id.
 func (s *Sessions) stat(pid uint32) (procStat, error) {
-	b, err := os.ReadFile(fmt.Sprintf("%s/%d/stat", s.procDir, pid))
+	var b []byte
+	var err error
+	if s.procDir == "/proc" {
+		var buf [2048]byte
+		b, err = readProcStat(pid, buf[:])
+	} else {
+		b, err = os.ReadFile(fmt.Sprintf("%s/%d/stat", s.procDir, pid))
+	}
 	if err != nil {
 		return procStat{}, err
 	}

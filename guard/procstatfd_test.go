@@ -1,0 +1,62 @@
+package guard
+
+import (
+	"bufio"
+	"io"
+	"os/exec"
+	"testing"
+)
+
+// TestReadProcStatKeptFd reads a child's /proc/<pid>/stat through the kept
+// descriptor across its exec (the new command name shows, as a fresh read
+// would show it) and after its exit (the read fails: a kept descriptor
+// never serves a dead process, nor a later one given the same number).
+func TestReadProcStatKeptFd(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "read line; exec cat")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := uint32(cmd.Process.Pid)
+	s := &Sessions{procDir: "/proc"}
+	before, err := s.stat(pid)
+	if err != nil || before.comm != "sh" {
+		t.Fatalf("stat before exec: %+v, %v; want comm sh", before, err)
+	}
+	statFds.mu.Lock()
+	_, kept := statFds.m[pid]
+	statFds.mu.Unlock()
+	if !kept {
+		t.Fatal("the descriptor of the child's stat was not kept")
+	}
+	// The shell execs cat once it has read a line; cat echoing the next
+	// line shows the exec is done.
+	io.WriteString(in, "go\nping\n")
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ping\n" {
+		t.Fatalf("cat: %q, %v", line, err)
+	}
+	after, err := s.stat(pid)
+	if err != nil || after.comm != "cat" || after.start != before.start {
+		t.Fatalf("stat after exec: %+v, %v; want comm cat, start %d", after, err, before.start)
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.stat(pid); err == nil {
+		t.Fatalf("stat of a reaped child: %+v, want an error", st)
+	}
+	statFds.mu.Lock()
+	_, kept = statFds.m[pid]
+	statFds.mu.Unlock()
+	if kept {
+		t.Fatal("the descriptor of a reaped child is still kept")
+	}
+}
