@@ -20,6 +20,12 @@ import (
 // driven request by request.
 func rawFS(t testing.TB, files map[string]string) (fuse.RawFileSystem, string) {
 	t.Helper()
+	return rawFSMode(t, files, guard.ModeEnforce)
+}
+
+// rawFSMode is rawFS with the guard in mode.
+func rawFSMode(t testing.TB, files map[string]string, mode guard.Mode) (fuse.RawFileSystem, string) {
+	t.Helper()
 	ws := t.TempDir()
 	for name, content := range files {
 		p := filepath.Join(ws, name)
@@ -28,7 +34,7 @@ func rawFS(t testing.TB, files map[string]string) (fuse.RawFileSystem, string) {
 			t.Fatal(err)
 		}
 	}
-	f, err := New(Config{Workspace: ws, Guard: guard.New(guard.Config{Mode: guard.ModeEnforce}),
+	f, err := New(Config{Workspace: ws, Guard: guard.New(guard.Config{Mode: mode}),
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

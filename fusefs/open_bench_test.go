@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rubinofs/rubinofs/guard"
 )
 
 // BenchmarkRawOpenRelease measures the daemon's cost of one read-only OPEN
@@ -13,13 +15,21 @@ import (
 // file now that reads are kernel passthrough. The files are small, so each
 // open's read is registered with a hash taken at once (or found in the hash
 // cache), as for most files of a source tree.
+//
+// The "off" run is the same with the guard off: the difference is the
+// guard's cost per open and release.
 func BenchmarkRawOpenRelease(b *testing.B) {
+	b.Run("enforce", func(b *testing.B) { benchOpenRelease(b, guard.ModeEnforce) })
+	b.Run("off", func(b *testing.B) { benchOpenRelease(b, guard.ModeOff) })
+}
+
+func benchOpenRelease(b *testing.B, mode guard.Mode) {
 	const n = 64
 	files := map[string]string{}
 	for i := 0; i < n; i++ {
 		files[fmt.Sprintf("f%02d", i)] = fmt.Sprintf("package p // %d\n", i)
 	}
-	raw, _ := rawFS(b, files)
+	raw, _ := rawFSMode(b, files, mode)
 	cancel := make(chan struct{})
 	ids := make([]uint64, n)
 	for i := range ids {
