@@ -163,6 +163,17 @@ func readFactsKept(tid uint32) ProcFacts {
 			return e.facts
 		}
 	}
+	return readFactsFresh(tid)
+}
+
+// readFactsFresh is readFactsKept's miss: it opens /proc/<tid>/comm, reads
+// the facts and keeps them with the descriptor. Kept out of
+// readFactsKept, whose small frame fits the stack of the new goroutine
+// procBounded runs it on.
+//
+//go:noinline
+func readFactsFresh(tid uint32) ProcFacts {
+	var buf [64]byte
 	fd, n, err := commFds.open(tid, buf[:])
 	if err != nil {
 		return ProcFacts{}
