@@ -26,6 +26,13 @@ func rawFS(t testing.TB, files map[string]string) (fuse.RawFileSystem, string) {
 // rawFSMode is rawFS with the guard in mode.
 func rawFSMode(t testing.TB, files map[string]string, mode guard.Mode) (fuse.RawFileSystem, string) {
 	t.Helper()
+	return rawFSWith(t, files, mode, nil)
+}
+
+// rawFSWith is rawFSMode calling setup (when set) on the FS before the
+// node tree is built.
+func rawFSWith(t testing.TB, files map[string]string, mode guard.Mode, setup func(*FS)) (fuse.RawFileSystem, string) {
+	t.Helper()
 	ws := t.TempDir()
 	for name, content := range files {
 		p := filepath.Join(ws, name)
@@ -38,6 +45,9 @@ func rawFSMode(t testing.TB, files map[string]string, mode guard.Mode) (fuse.Raw
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(f)
 	}
 	sec := time.Second
 	raw := fs.NewNodeFS(f.Root(), &fs.Options{EntryTimeout: &sec, AttrTimeout: &sec})

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"fmt"
+	"os"
 	"syscall"
 	"testing"
 
@@ -19,17 +20,28 @@ import (
 // The "off" run is the same with the guard off: the difference is the
 // guard's cost per open and release.
 func BenchmarkRawOpenRelease(b *testing.B) {
-	b.Run("enforce", func(b *testing.B) { benchOpenRelease(b, guard.ModeEnforce) })
-	b.Run("off", func(b *testing.B) { benchOpenRelease(b, guard.ModeOff) })
+	b.Run("enforce", func(b *testing.B) { benchOpenRelease(b, guard.ModeEnforce, nil) })
+	b.Run("off", func(b *testing.B) { benchOpenRelease(b, guard.ModeOff, nil) })
+	// The caller belongs to a registered session: every open also
+	// resolves it (Sessions.Resolve).
+	b.Run("enforce-session", func(b *testing.B) {
+		benchOpenRelease(b, guard.ModeEnforce, func(f *FS) {
+			s := guard.NewSessions()
+			if err := s.Register("agent", uint32(os.Getpid()), "bench"); err != nil {
+				b.Fatal(err)
+			}
+			f.AttachSessions(s)
+		})
+	})
 }
 
-func benchOpenRelease(b *testing.B, mode guard.Mode) {
+func benchOpenRelease(b *testing.B, mode guard.Mode, setup func(*FS)) {
 	const n = 64
 	files := map[string]string{}
 	for i := 0; i < n; i++ {
 		files[fmt.Sprintf("f%02d", i)] = fmt.Sprintf("package p // %d\n", i)
 	}
-	raw, _ := rawFSMode(b, files, mode)
+	raw, _ := rawFSWith(b, files, mode, setup)
 	cancel := make(chan struct{})
 	ids := make([]uint64, n)
 	for i := range ids {
