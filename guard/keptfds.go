@@ -29,6 +29,7 @@ type keptFd struct {
 	dead  bool
 	comm  string
 	facts ProcFacts
+	start uint64 // the thread's start time (commFds)
 }
 
 // keptFds holds kept descriptors of /proc/<pid>/<file> by pid.
@@ -75,6 +76,16 @@ func (k *keptFds) read(pid uint32, e *keptFd, buf []byte) (int, error) {
 		unix.Close(e.fd)
 	}
 	return n, err
+}
+
+// release drops the reference acquire took, without reading.
+func (k *keptFds) release(pid uint32, e *keptFd) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e.refs--
+	if e.refs == 0 && e.dead {
+		unix.Close(e.fd)
+	}
 }
 
 // dropLocked removes e from the map if it is still pid's entry and marks
@@ -181,7 +192,8 @@ func readFactsFresh(tid uint32) ProcFacts {
 	before := string(buf[:n])
 	s := &Sessions{procDir: "/proc"}
 	f := ProcFacts{}
-	if st, err := s.stat(tid); err == nil {
+	st, err := s.stat(tid)
+	if err == nil {
 		f = readFactsUncached(s, tid, st)
 	}
 	// The facts are kept only when the descriptor still reads the same
@@ -190,6 +202,27 @@ func readFactsFresh(tid uint32) ProcFacts {
 		unix.Close(fd)
 		return f
 	}
-	commFds.keep(tid, &keptFd{fd: fd, comm: before, facts: f})
+	commFds.keep(tid, &keptFd{fd: fd, comm: before, facts: f, start: st.start})
 	return f
+}
+
+// keptAlive reports whether thread tid is still the thread that started at
+// start (clock ticks since boot), as a read of its /proc/<tid>/stat would
+// tell, by one pread of the /proc/<tid>/comm descriptor kept with its
+// facts (readFactsKept): the descriptor was opened for a thread of that
+// start time and still reads, so the pid has not been recycled since.
+// false when no such descriptor is kept (the caller reads stat then).
+// Unbounded: callers on a request path run it through procBounded.
+func keptAlive(tid uint32, start uint64) bool {
+	e := commFds.acquire(tid)
+	if e == nil {
+		return false
+	}
+	if e.start != start {
+		commFds.release(tid, e)
+		return false
+	}
+	var buf [64]byte
+	_, err := commFds.read(tid, e, buf[:])
+	return err == nil
 }

@@ -37,6 +37,9 @@ func TestReadProcStatKeptFd(t *testing.T) {
 	if !kept(statFds, pid) || !kept(commFds, pid) {
 		t.Fatal("the descriptors of the child's stat and comm were not kept")
 	}
+	if !keptAlive(pid, before.start) || keptAlive(pid, before.start+1) {
+		t.Fatal("keptAlive does not tell the child by its start time")
+	}
 	// The shell execs cat once it has read a line; cat echoing the next
 	// line shows the exec is done.
 	io.WriteString(in, "go\nping\n")
@@ -56,6 +59,9 @@ func TestReadProcStatKeptFd(t *testing.T) {
 	}
 	if st, err := s.stat(pid); err == nil {
 		t.Fatalf("stat of a reaped child: %+v, want an error", st)
+	}
+	if keptAlive(pid, before.start) {
+		t.Fatal("keptAlive of a reaped child")
 	}
 	if f := readFacts("/proc", pid); f.Known {
 		t.Fatalf("facts of a reaped child: %+v, want unknown", f)

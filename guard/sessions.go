@@ -374,13 +374,17 @@ func (s *Sessions) Resolve(tid uint32) string {
 	return UnknownSession
 }
 
-// resolve is Resolve's /proc work, unbounded: one stat read on a cache hit,
-// the walk otherwise.
+// resolve is Resolve's /proc work, unbounded: on a cache hit one read of
+// the thread's kept comm descriptor (keptAlive) or of its stat, the walk
+// otherwise.
 func (s *Sessions) resolve(tid uint32) string {
 	s.mu.Lock()
 	c, ok := s.cache[tid]
 	gen := s.gen
 	s.mu.Unlock()
+	if ok && c.gen == gen && s.procDir == "/proc" && keptAlive(tid, c.start) {
+		return c.session // the same thread: its start time is c.start
+	}
 	st, err := s.stat(tid)
 	if err != nil {
 		return DefaultSession
