@@ -319,11 +319,10 @@ func fdTarget(rel string, fd int) (guard.Target, error) {
 
 // fdTargetOf is fdTarget with st, fd's stat, taken by the caller.
 func fdTargetOf(rel string, fd int, st *syscall.Stat_t) guard.Target {
-	p := fmt.Sprintf("/proc/self/fd/%d", fd)
 	return guard.Target{
 		Path: rel,
 		Stat: guard.StatOf(st),
-		Open: func() (*os.File, error) { return openForHash(p, 0) },
+		Open: func() (*os.File, error) { return openForHash(fmt.Sprintf("/proc/self/fd/%d", fd), 0) },
 	}
 }
 

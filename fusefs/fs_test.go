@@ -18,7 +18,20 @@ import (
 // rawFS builds a FS over a temp workspace and returns go-fuse's raw file
 // system for it, without mounting (fs.NewNodeFS): the FUSE protocol level,
 // driven request by request.
-func rawFS(t *testing.T, files map[string]string) (fuse.RawFileSystem, string) {
+func rawFS(t testing.TB, files map[string]string) (fuse.RawFileSystem, string) {
+	t.Helper()
+	return rawFSMode(t, files, guard.ModeEnforce)
+}
+
+// rawFSMode is rawFS with the guard in mode.
+func rawFSMode(t testing.TB, files map[string]string, mode guard.Mode) (fuse.RawFileSystem, string) {
+	t.Helper()
+	return rawFSWith(t, files, mode, nil)
+}
+
+// rawFSWith is rawFSMode calling setup (when set) on the FS before the
+// node tree is built.
+func rawFSWith(t testing.TB, files map[string]string, mode guard.Mode, setup func(*FS)) (fuse.RawFileSystem, string) {
 	t.Helper()
 	ws := t.TempDir()
 	for name, content := range files {
@@ -28,10 +41,13 @@ func rawFS(t *testing.T, files map[string]string) (fuse.RawFileSystem, string) {
 			t.Fatal(err)
 		}
 	}
-	f, err := New(Config{Workspace: ws, Guard: guard.New(guard.Config{Mode: guard.ModeEnforce}),
+	f, err := New(Config{Workspace: ws, Guard: guard.New(guard.Config{Mode: mode}),
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(f)
 	}
 	sec := time.Second
 	raw := fs.NewNodeFS(f.Root(), &fs.Options{EntryTimeout: &sec, AttrTimeout: &sec})

@@ -72,24 +72,30 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	writable := acc != syscall.O_RDONLY
 	h := &File{node: n, fs: n.fs, who: c, track: true, check: n.fs.guarded(c)}
 
-	// One walk to the parent directory serves the stat and the open.
+	// One walk to the parent directory serves the stat and the open. Only
+	// a truncating open needs the stat before the open (the guard decides
+	// on it); every other open takes the identity from its descriptor
+	// (fstat), one path lookup fewer.
 	d, leaf, errno := n.fs.prepareAt(rel)
 	if errno != 0 {
 		return nil, 0, errno
 	}
 	defer d.close()
+	trunc := flags&syscall.O_TRUNC != 0
 	var st syscall.Stat_t
-	if _, errno := statAt(d, leaf, &st); errno != 0 {
-		return nil, 0, errno
+	if trunc {
+		if _, errno := statAt(d, leaf, &st); errno != 0 {
+			return nil, 0, errno
+		}
+		h.id = guard.StatOf(&st).ID
 	}
-	h.id = guard.StatOf(&st).ID
 
 	var lf *fs.LoopbackFile
 	open := func() (errno syscall.Errno) {
 		lf, errno = openFileAt(d, leaf, flags)
 		return errno
 	}
-	if writable && flags&syscall.O_TRUNC != 0 && regular(&st) {
+	if writable && trunc && regular(&st) {
 		// A guarded mutation (docs/DESIGN.md#mutation-path), decided on
 		// the file as stat'ed again under its identity lock.
 		errno = n.fs.mutate(ctx, mutation{
@@ -106,10 +112,17 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 			},
 		})
 	} else {
-		if flags&syscall.O_TRUNC != 0 {
+		if trunc {
 			defer n.fs.ownChange(rel)()
 		}
 		errno = open()
+		if errno == 0 && !trunc {
+			if err := syscall.Fstat(mustFd(lf), &st); err != nil {
+				lf.Release(ctx)
+				return nil, 0, fs.ToErrno(err)
+			}
+			h.id = guard.StatOf(&st).ID
+		}
 	}
 	if errno != 0 {
 		return nil, 0, errno

@@ -75,47 +75,19 @@ func ReadFacts(tid uint32) ProcFacts {
 	return f
 }
 
-// factsCache keeps the facts of recently seen threads, keyed by thread id
-// and validated by the thread's start time and comm (one read of
-// /proc/<tid>/stat): an exec changes the comm, a recycled tid the start
-// time. It is cleared when it grows past maxCachedFacts entries.
-var factsCache = struct {
-	mu sync.Mutex
-	m  map[uint32]cachedFacts
-}{m: map[uint32]cachedFacts{}}
-
-type cachedFacts struct {
-	start uint64
-	comm  string
-	facts ProcFacts
-}
-
-const maxCachedFacts = 1 << 14
-
-// readFacts is ReadFacts' /proc work, unbounded: one stat read when the
-// thread's facts are cached and still valid, the full read otherwise.
+// readFacts is ReadFacts' /proc work, unbounded. For the real /proc the
+// facts are kept per thread and validated by one read of its comm
+// (readFactsKept); any other procDir (tests) is read afresh.
 func readFacts(procDir string, tid uint32) ProcFacts {
+	if procDir == "/proc" {
+		return readFactsKept(tid)
+	}
 	s := &Sessions{procDir: procDir}
 	st, err := s.stat(tid)
 	if err != nil {
 		return ProcFacts{}
 	}
-	factsCache.mu.Lock()
-	c, ok := factsCache.m[tid]
-	factsCache.mu.Unlock()
-	if ok && c.start == st.start && c.comm == st.comm {
-		return c.facts
-	}
-	f := readFactsUncached(s, tid, st)
-	if f.Known {
-		factsCache.mu.Lock()
-		if len(factsCache.m) >= maxCachedFacts {
-			factsCache.m = map[uint32]cachedFacts{}
-		}
-		factsCache.m[tid] = cachedFacts{start: st.start, comm: st.comm, facts: f}
-		factsCache.mu.Unlock()
-	}
-	return f
+	return readFactsUncached(s, tid, st)
 }
 
 // readFactsUncached reads the facts of thread tid, whose stat is st.

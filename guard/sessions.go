@@ -374,13 +374,17 @@ func (s *Sessions) Resolve(tid uint32) string {
 	return UnknownSession
 }
 
-// resolve is Resolve's /proc work, unbounded: one stat read on a cache hit,
-// the walk otherwise.
+// resolve is Resolve's /proc work, unbounded: on a cache hit one read of
+// the thread's kept comm descriptor (keptAlive) or of its stat, the walk
+// otherwise.
 func (s *Sessions) resolve(tid uint32) string {
 	s.mu.Lock()
 	c, ok := s.cache[tid]
 	gen := s.gen
 	s.mu.Unlock()
+	if ok && c.gen == gen && s.procDir == "/proc" && keptAlive(tid, c.start) {
+		return c.session // the same thread: its start time is c.start
+	}
 	st, err := s.stat(tid)
 	if err != nil {
 		return DefaultSession
@@ -455,7 +459,14 @@ func (s *Sessions) leader(tid uint32, st procStat) (uint32, procStat, error) {
 // stat reads ppid and start time (clock ticks since boot) from
 // /proc/<pid>/stat; pid may be any thread's id.
 func (s *Sessions) stat(pid uint32) (procStat, error) {
-	b, err := os.ReadFile(fmt.Sprintf("%s/%d/stat", s.procDir, pid))
+	var b []byte
+	var err error
+	if s.procDir == "/proc" {
+		var buf [2048]byte
+		b, err = readProcStat(pid, buf[:])
+	} else {
+		b, err = os.ReadFile(fmt.Sprintf("%s/%d/stat", s.procDir, pid))
+	}
 	if err != nil {
 		return procStat{}, err
 	}
