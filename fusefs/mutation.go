@@ -21,7 +21,10 @@ package fusefs
 
 import (
 	"context"
+	"os"
+	"path"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -167,7 +170,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 	}
 	for i, nm := range m.names {
 		if nm.pin && gs[i].ok {
-			defer f.pinInode(nm.rel)() // until the guard is told (pinInode)
+			defer f.pinInodeOf(&gs[i])() // until the guard is told (pinInode)
 		}
 	}
 	if errno := m.runOwn(f); errno != 0 {
@@ -239,6 +242,12 @@ func (f *FS) lock(m *mutation) ([]guardedChild, func(), syscall.Errno) {
 func (m *mutation) target(f *FS, g *guardedChild) guard.Target {
 	if m.viaFd {
 		return fdTargetOf(g.rel, m.fd, &g.st)
+	}
+	if g.at.fd >= 0 {
+		d, leaf := g.at, g.leaf
+		t := f.target(g.rel, &g.st)
+		t.Open = func() (*os.File, error) { return openForHashIn(d, leaf, g.rel) }
+		return t
 	}
 	return f.target(g.rel, &g.st)
 }
@@ -313,19 +322,68 @@ type guardedChild struct {
 	rel string
 	st  syscall.Stat_t
 	id  guard.FileID
+	// at is the descriptor of rel's parent directory the child was
+	// stat'ed in under its lock (lockFresh), and leaf its name there: the
+	// decision hashes the file and the pin holds it through them, not by
+	// resolving rel again. Borrowed from lockFresh until its unlock;
+	// at.fd < 0 when the child was not found through one (m.was, viaFd).
+	at   dirFd
+	leaf string
 }
 
-// guardedAt lstats the workspace path rel and reports whether the guard
-// applies to mutating it; tracked is f.tracks(rel).
-func (f *FS) guardedAt(rel string, tracked bool) guardedChild {
-	if !tracked {
-		return guardedChild{rel: rel}
+// noDir is a guardedChild's at when it has no parent descriptor.
+var noDir = dirFd{fd: -1}
+
+// guardedIn stats leaf in d (rel's parent) and reports whether the guard
+// applies to mutating rel; tracked is f.tracks(rel). A d whose fd is < 0
+// (its parent could not be opened) finds nothing.
+func (f *FS) guardedIn(d dirFd, leaf, rel string, tracked bool) guardedChild {
+	if !tracked || d.fd < 0 {
+		return guardedChild{rel: rel, at: noDir}
 	}
 	var st syscall.Stat_t
-	if errno := f.lstatRel(rel, &st); errno != 0 || !regular(&st) {
-		return guardedChild{rel: rel}
+	if _, errno := statAt(d, leaf, &st); errno != 0 || !regular(&st) {
+		return guardedChild{rel: rel, at: noDir}
 	}
-	return guardedChild{ok: true, rel: rel, st: st, id: guard.StatOf(&st).ID}
+	return guardedChild{ok: true, rel: rel, st: st, id: guard.StatOf(&st).ID, at: d, leaf: leaf}
+}
+
+// parentDirs opens the parent directory of each tracked name of rels
+// once (names in one directory share it) and returns the descriptors by
+// name (fd < 0 for an untracked name or a parent that cannot be opened),
+// the leaves, and the function that closes them.
+func (f *FS) parentDirs(rels []string, tracked []bool) ([]dirFd, []string, func()) {
+	dirs := make([]dirFd, len(rels))
+	leaves := make([]string, len(rels))
+	parents := make([]string, len(rels))
+	var owned []dirFd
+	for i, rel := range rels {
+		dirs[i] = noDir
+		if !tracked[i] || rel == "" {
+			continue
+		}
+		dir, leaf := path.Split(rel)
+		parents[i], leaves[i] = dir, leaf
+		shared := false
+		for j := 0; j < i; j++ {
+			if tracked[j] && rels[j] != "" && parents[j] == dir {
+				dirs[i], shared = dirs[j], true
+				break
+			}
+		}
+		if shared {
+			continue
+		}
+		if d, errno := f.openDir(strings.TrimSuffix(dir, "/")); errno == 0 {
+			dirs[i] = d
+			owned = append(owned, d)
+		}
+	}
+	return dirs, leaves, func() {
+		for _, d := range owned {
+			d.close()
+		}
+	}
 }
 
 // lockFresh locks the identities of the guarded files at rels and returns
@@ -333,20 +391,33 @@ func (f *FS) guardedAt(rel string, tracked bool) guardedChild {
 // use a stat taken under the lock: a mutation that slipped in between the
 // first stat and the lock would otherwise be judged on a stale hash-cache
 // key (and a lost update let through). When a name was replaced meanwhile
-// (another identity), it unlocks and tries again.
+// (another identity), it unlocks and tries again. Each attempt resolves
+// the names' parent directories once, and both stats of the attempt are
+// taken in them (parentDirs); the returned children keep them (at) until
+// the unlock.
 func (f *FS) lockFresh(rels ...string) ([]guardedChild, func()) {
 	tracked := make([]bool, len(rels)) // exemption depends on the path only
+	anyTracked := false
 	for i, rel := range rels {
 		tracked[i] = f.tracks(rel)
+		anyTracked = anyTracked || tracked[i]
 	}
-	probe := func() []guardedChild {
+	if !anyTracked { // the guard is off, or every name is exempt
 		out := make([]guardedChild, len(rels))
 		for i, rel := range rels {
-			out[i] = f.guardedAt(rel, tracked[i])
+			out[i] = guardedChild{rel: rel, at: noDir}
 		}
-		return out
+		return out, func() {}
 	}
 	for attempt := 0; ; attempt++ {
+		dirs, leaves, closeDirs := f.parentDirs(rels, tracked)
+		probe := func() []guardedChild {
+			out := make([]guardedChild, len(rels))
+			for i, rel := range rels {
+				out[i] = f.guardedIn(dirs[i], leaves[i], rel, tracked[i])
+			}
+			return out
+		}
 		before := probe()
 		var ids []guard.FileID
 		for _, g := range before {
@@ -354,7 +425,11 @@ func (f *FS) lockFresh(rels ...string) ([]guardedChild, func()) {
 				ids = append(ids, g.id)
 			}
 		}
-		unlock := f.lockAll(ids...)
+		unlockIDs := f.lockAll(ids...)
+		unlock := func() {
+			unlockIDs()
+			closeDirs()
+		}
 		after := probe()
 		same := true
 		for i := range after {
@@ -413,6 +488,22 @@ func (f *FS) pinInode(rel string) (unpin func()) {
 		return func() {}
 	}
 	defer d.close()
+	return pinIn(d, leaf)
+}
+
+// pinInodeOf is pinInode for a locked child, through the parent
+// descriptor it was stat'ed in when it has one.
+func (f *FS) pinInodeOf(g *guardedChild) (unpin func()) {
+	if g.at.fd < 0 {
+		return f.pinInode(g.rel)
+	}
+	return pinIn(g.at, g.leaf)
+}
+
+// pinIn opens leaf in d as an O_PATH descriptor (not following a
+// symlink) and returns the function that closes it; nothing is pinned
+// when it cannot be opened.
+func pinIn(d dirFd, leaf string) (unpin func()) {
 	fd, err := unix.Openat(d.fd, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return func() {}
