@@ -105,6 +105,12 @@ type mutation struct {
 	by *caller
 	// run is the backing operation.
 	run func() syscall.Errno
+	// runIn, when set, is the backing operation instead of run, given the
+	// parent directory of each name as lockFresh resolved it for the
+	// decision (guardedChild.at; fd < 0 for a name it did not resolve,
+	// which the operation resolves itself): the change is made in the
+	// directory decided on, without resolving it again.
+	runIn func(at []dirFd) syscall.Errno
 	// done runs after a successful run, under the locks, once the guard
 	// has been told: names[0] as locked and the mutation sequence its
 	// note returned (0 when none).
@@ -173,7 +179,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 			defer f.pinInodeOf(&gs[i])() // until the guard is told (pinInode)
 		}
 	}
-	if errno := m.runOwn(f); errno != 0 {
+	if errno := m.runOwn(f, gs); errno != 0 {
 		return errno
 	}
 	for i, nm := range m.names {
@@ -243,7 +249,7 @@ func (m *mutation) target(f *FS, g *guardedChild) guard.Target {
 	if m.viaFd {
 		return fdTargetOf(g.rel, m.fd, &g.st)
 	}
-	if g.at.fd >= 0 {
+	if g.inDir {
 		d, leaf := g.at, g.leaf
 		t := f.target(g.rel, &g.st)
 		t.Open = func() (*os.File, error) { return openForHashIn(d, leaf, g.rel) }
@@ -267,16 +273,30 @@ func (m *mutation) current(f *FS) (guard.Target, bool) {
 	return f.target(rel, &st), true
 }
 
-// runOwn runs the backing operation, bracketed as the daemon's own change
-// of every name (a rename with ownMove, told whether it moved); a
-// mutation through a descriptor is not bracketed.
-func (m *mutation) runOwn(f *FS) syscall.Errno {
+// runOwn runs the backing operation (runIn with gs's parent descriptors,
+// else run), bracketed as the daemon's own change of every name (a rename
+// with ownMove, told whether it moved); a mutation through a descriptor
+// is not bracketed.
+func (m *mutation) runOwn(f *FS, gs []guardedChild) syscall.Errno {
+	run := m.run
+	if m.runIn != nil {
+		run = func() syscall.Errno {
+			at := make([]dirFd, len(gs))
+			for i := range gs {
+				at[i] = noDir
+				if gs[i].inDir {
+					at[i] = gs[i].at
+				}
+			}
+			return m.runIn(at)
+		}
+	}
 	switch {
 	case m.viaFd:
-		return m.run()
+		return run()
 	case m.move:
 		end := f.ownMove(m.names[0].rel, m.names[1].rel)
-		errno := m.run()
+		errno := run()
 		end(errno == 0)
 		return errno
 	}
@@ -285,7 +305,7 @@ func (m *mutation) runOwn(f *FS) syscall.Errno {
 		rels[i] = nm.rel
 	}
 	defer f.ownChange(rels...)()
-	return m.run()
+	return run()
 }
 
 // noteChange tells the guard that session changed id as ch says (nlink is
@@ -326,12 +346,15 @@ type guardedChild struct {
 	// stat'ed in under its lock (lockFresh), and leaf its name there: the
 	// decision hashes the file and the pin holds it through them, not by
 	// resolving rel again. Borrowed from lockFresh until its unlock;
-	// at.fd < 0 when the child was not found through one (m.was, viaFd).
-	at   dirFd
-	leaf string
+	// inDir is false when the child was not found through one (m.was,
+	// viaFd, not guarded).
+	at    dirFd
+	leaf  string
+	inDir bool
 }
 
-// noDir is a guardedChild's at when it has no parent descriptor.
+// noDir stands for a parent directory not resolved yet (parentDirs,
+// mutation.runIn).
 var noDir = dirFd{fd: -1}
 
 // guardedIn stats leaf in d (rel's parent) and reports whether the guard
@@ -339,13 +362,13 @@ var noDir = dirFd{fd: -1}
 // (its parent could not be opened) finds nothing.
 func (f *FS) guardedIn(d dirFd, leaf, rel string, tracked bool) guardedChild {
 	if !tracked || d.fd < 0 {
-		return guardedChild{rel: rel, at: noDir}
+		return guardedChild{rel: rel}
 	}
 	var st syscall.Stat_t
 	if _, errno := statAt(d, leaf, &st); errno != 0 || !regular(&st) {
-		return guardedChild{rel: rel, at: noDir}
+		return guardedChild{rel: rel}
 	}
-	return guardedChild{ok: true, rel: rel, st: st, id: guard.StatOf(&st).ID, at: d, leaf: leaf}
+	return guardedChild{ok: true, rel: rel, st: st, id: guard.StatOf(&st).ID, at: d, leaf: leaf, inDir: true}
 }
 
 // parentDirs opens the parent directory of each tracked name of rels
@@ -405,7 +428,7 @@ func (f *FS) lockFresh(rels ...string) ([]guardedChild, func()) {
 	if !anyTracked { // the guard is off, or every name is exempt
 		out := make([]guardedChild, len(rels))
 		for i, rel := range rels {
-			out[i] = guardedChild{rel: rel, at: noDir}
+			out[i] = guardedChild{rel: rel}
 		}
 		return out, func() {}
 	}
@@ -494,7 +517,7 @@ func (f *FS) pinInode(rel string) (unpin func()) {
 // pinInodeOf is pinInode for a locked child, through the parent
 // descriptor it was stat'ed in when it has one.
 func (f *FS) pinInodeOf(g *guardedChild) (unpin func()) {
-	if g.at.fd < 0 {
+	if !g.inDir {
 		return f.pinInode(g.rel)
 	}
 	return pinIn(g.at, g.leaf)
