@@ -417,7 +417,7 @@ func (f *FS) parentDirs(rels []string, tracked []bool) ([]dirFd, []string, func(
 // (another identity), it unlocks and tries again. Each attempt resolves
 // the names' parent directories once, and both stats of the attempt are
 // taken in them (parentDirs); the returned children keep them (at) until
-// the unlock.
+// the unlock (docs/DESIGN.md#mutation-parent-fd).
 func (f *FS) lockFresh(rels ...string) ([]guardedChild, func()) {
 	tracked := make([]bool, len(rels)) // exemption depends on the path only
 	anyTracked := false
