@@ -292,6 +292,12 @@ func (f *FS) openForHashAt(rel string) (*os.File, error) {
 		return nil, errno
 	}
 	defer d.close()
+	return openForHashIn(d, leaf, rel)
+}
+
+// openForHashIn is openForHashAt for leaf in the directory d (rel names
+// the file).
+func openForHashIn(d dirFd, leaf, rel string) (*os.File, error) {
 	flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	fd, err := unix.Openat(d.fd, leaf, flags|unix.O_NOATIME, 0)
 	if err == unix.EPERM {

@@ -351,22 +351,30 @@ func (n *Node) removeAt(dirRel, name string, flags int) syscall.Errno {
 	return fs.ToErrno(unix.Unlinkat(d.fd, name, flags))
 }
 
-// renameAt renames name in n (at dirRel) to newName in np (at newDirRel).
+// renameIn renames name in n (at dirRel, whose descriptor is d1) to
+// newName in np (at newDirRel, d2). A descriptor whose fd is < 0 is
+// opened from its path here; FS.mutate passes those it resolved for the
+// decision (lockFresh).
 // With flags (RENAME_EXCHANGE, RENAME_NOREPLACE) it first checks, as the
 // loopback's rename2 does, that both directories are still the inodes the
 // kernel knows, and answers EBUSY when one was replaced.
-func (n *Node) renameAt(dirRel, name string, np *Node, newDirRel, newName string, flags uint32) syscall.Errno {
-	d1, errno := n.fs.openDir(dirRel)
-	if errno != 0 {
-		return errno
-	}
-	defer d1.close()
-	d2 := d1
-	if newDirRel != dirRel {
-		if d2, errno = n.fs.openDir(newDirRel); errno != 0 {
+func (n *Node) renameIn(d1 dirFd, dirRel, name string, np *Node, d2 dirFd, newDirRel, newName string, flags uint32) syscall.Errno {
+	var errno syscall.Errno
+	if d1.fd < 0 {
+		if d1, errno = n.fs.openDir(dirRel); errno != 0 {
 			return errno
 		}
-		defer d2.close()
+		defer d1.close()
+	}
+	if d2.fd < 0 {
+		if newDirRel == dirRel {
+			d2 = d1
+		} else {
+			if d2, errno = n.fs.openDir(newDirRel); errno != 0 {
+				return errno
+			}
+			defer d2.close()
+		}
 	}
 	if flags == 0 {
 		return fs.ToErrno(unix.Renameat(d1.fd, name, d2.fd, newName))

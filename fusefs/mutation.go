@@ -21,7 +21,10 @@ package fusefs
 
 import (
 	"context"
+	"os"
+	"path"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -102,6 +105,12 @@ type mutation struct {
 	by *caller
 	// run is the backing operation.
 	run func() syscall.Errno
+	// runIn, when set, is the backing operation instead of run, given the
+	// parent directory of each name as lockFresh resolved it for the
+	// decision (guardedChild.at; fd < 0 for a name it did not resolve,
+	// which the operation resolves itself): the change is made in the
+	// directory decided on, without resolving it again.
+	runIn func(at []dirFd) syscall.Errno
 	// done runs after a successful run, under the locks, once the guard
 	// has been told: names[0] as locked and the mutation sequence its
 	// note returned (0 when none).
@@ -167,10 +176,10 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 	}
 	for i, nm := range m.names {
 		if nm.pin && gs[i].ok {
-			defer f.pinInode(nm.rel)() // until the guard is told (pinInode)
+			defer f.pinInodeOf(&gs[i])() // until the guard is told (pinInode)
 		}
 	}
-	if errno := m.runOwn(f); errno != 0 {
+	if errno := m.runOwn(f, gs); errno != 0 {
 		return errno
 	}
 	for i, nm := range m.names {
@@ -240,6 +249,12 @@ func (m *mutation) target(f *FS, g *guardedChild) guard.Target {
 	if m.viaFd {
 		return fdTargetOf(g.rel, m.fd, &g.st)
 	}
+	if g.inDir {
+		d, leaf := g.at, g.leaf
+		t := f.target(g.rel, &g.st)
+		t.Open = func() (*os.File, error) { return openForHashIn(d, leaf, g.rel) }
+		return t
+	}
 	return f.target(g.rel, &g.st)
 }
 
@@ -258,16 +273,30 @@ func (m *mutation) current(f *FS) (guard.Target, bool) {
 	return f.target(rel, &st), true
 }
 
-// runOwn runs the backing operation, bracketed as the daemon's own change
-// of every name (a rename with ownMove, told whether it moved); a
-// mutation through a descriptor is not bracketed.
-func (m *mutation) runOwn(f *FS) syscall.Errno {
+// runOwn runs the backing operation (runIn with gs's parent descriptors,
+// else run), bracketed as the daemon's own change of every name (a rename
+// with ownMove, told whether it moved); a mutation through a descriptor
+// is not bracketed.
+func (m *mutation) runOwn(f *FS, gs []guardedChild) syscall.Errno {
+	run := m.run
+	if m.runIn != nil {
+		run = func() syscall.Errno {
+			at := make([]dirFd, len(gs))
+			for i := range gs {
+				at[i] = noDir
+				if gs[i].inDir {
+					at[i] = gs[i].at
+				}
+			}
+			return m.runIn(at)
+		}
+	}
 	switch {
 	case m.viaFd:
-		return m.run()
+		return run()
 	case m.move:
 		end := f.ownMove(m.names[0].rel, m.names[1].rel)
-		errno := m.run()
+		errno := run()
 		end(errno == 0)
 		return errno
 	}
@@ -276,7 +305,7 @@ func (m *mutation) runOwn(f *FS) syscall.Errno {
 		rels[i] = nm.rel
 	}
 	defer f.ownChange(rels...)()
-	return m.run()
+	return run()
 }
 
 // noteChange tells the guard that session changed id as ch says (nlink is
@@ -313,19 +342,71 @@ type guardedChild struct {
 	rel string
 	st  syscall.Stat_t
 	id  guard.FileID
+	// at is the descriptor of rel's parent directory the child was
+	// stat'ed in under its lock (lockFresh), and leaf its name there: the
+	// decision hashes the file and the pin holds it through them, not by
+	// resolving rel again. Borrowed from lockFresh until its unlock;
+	// inDir is false when the child was not found through one (m.was,
+	// viaFd, not guarded).
+	at    dirFd
+	leaf  string
+	inDir bool
 }
 
-// guardedAt lstats the workspace path rel and reports whether the guard
-// applies to mutating it; tracked is f.tracks(rel).
-func (f *FS) guardedAt(rel string, tracked bool) guardedChild {
-	if !tracked {
+// noDir stands for a parent directory not resolved yet (parentDirs,
+// mutation.runIn).
+var noDir = dirFd{fd: -1}
+
+// guardedIn stats leaf in d (rel's parent) and reports whether the guard
+// applies to mutating rel; tracked is f.tracks(rel). A d whose fd is < 0
+// (its parent could not be opened) finds nothing.
+func (f *FS) guardedIn(d dirFd, leaf, rel string, tracked bool) guardedChild {
+	if !tracked || d.fd < 0 {
 		return guardedChild{rel: rel}
 	}
 	var st syscall.Stat_t
-	if errno := f.lstatRel(rel, &st); errno != 0 || !regular(&st) {
+	if _, errno := statAt(d, leaf, &st); errno != 0 || !regular(&st) {
 		return guardedChild{rel: rel}
 	}
-	return guardedChild{ok: true, rel: rel, st: st, id: guard.StatOf(&st).ID}
+	return guardedChild{ok: true, rel: rel, st: st, id: guard.StatOf(&st).ID, at: d, leaf: leaf, inDir: true}
+}
+
+// parentDirs opens the parent directory of each tracked name of rels
+// once (names in one directory share it) and returns the descriptors by
+// name (fd < 0 for an untracked name or a parent that cannot be opened),
+// the leaves, and the function that closes them.
+func (f *FS) parentDirs(rels []string, tracked []bool) ([]dirFd, []string, func()) {
+	dirs := make([]dirFd, len(rels))
+	leaves := make([]string, len(rels))
+	parents := make([]string, len(rels))
+	var owned []dirFd
+	for i, rel := range rels {
+		dirs[i] = noDir
+		if !tracked[i] || rel == "" {
+			continue
+		}
+		dir, leaf := path.Split(rel)
+		parents[i], leaves[i] = dir, leaf
+		shared := false
+		for j := 0; j < i; j++ {
+			if tracked[j] && rels[j] != "" && parents[j] == dir {
+				dirs[i], shared = dirs[j], true
+				break
+			}
+		}
+		if shared {
+			continue
+		}
+		if d, errno := f.openDir(strings.TrimSuffix(dir, "/")); errno == 0 {
+			dirs[i] = d
+			owned = append(owned, d)
+		}
+	}
+	return dirs, leaves, func() {
+		for _, d := range owned {
+			d.close()
+		}
+	}
 }
 
 // lockFresh locks the identities of the guarded files at rels and returns
@@ -333,20 +414,33 @@ func (f *FS) guardedAt(rel string, tracked bool) guardedChild {
 // use a stat taken under the lock: a mutation that slipped in between the
 // first stat and the lock would otherwise be judged on a stale hash-cache
 // key (and a lost update let through). When a name was replaced meanwhile
-// (another identity), it unlocks and tries again.
+// (another identity), it unlocks and tries again. Each attempt resolves
+// the names' parent directories once, and both stats of the attempt are
+// taken in them (parentDirs); the returned children keep them (at) until
+// the unlock (docs/DESIGN.md#mutation-parent-fd).
 func (f *FS) lockFresh(rels ...string) ([]guardedChild, func()) {
 	tracked := make([]bool, len(rels)) // exemption depends on the path only
+	anyTracked := false
 	for i, rel := range rels {
 		tracked[i] = f.tracks(rel)
+		anyTracked = anyTracked || tracked[i]
 	}
-	probe := func() []guardedChild {
+	if !anyTracked { // the guard is off, or every name is exempt
 		out := make([]guardedChild, len(rels))
 		for i, rel := range rels {
-			out[i] = f.guardedAt(rel, tracked[i])
+			out[i] = guardedChild{rel: rel}
 		}
-		return out
+		return out, func() {}
 	}
 	for attempt := 0; ; attempt++ {
+		dirs, leaves, closeDirs := f.parentDirs(rels, tracked)
+		probe := func() []guardedChild {
+			out := make([]guardedChild, len(rels))
+			for i, rel := range rels {
+				out[i] = f.guardedIn(dirs[i], leaves[i], rel, tracked[i])
+			}
+			return out
+		}
 		before := probe()
 		var ids []guard.FileID
 		for _, g := range before {
@@ -354,7 +448,11 @@ func (f *FS) lockFresh(rels ...string) ([]guardedChild, func()) {
 				ids = append(ids, g.id)
 			}
 		}
-		unlock := f.lockAll(ids...)
+		unlockIDs := f.lockAll(ids...)
+		unlock := func() {
+			unlockIDs()
+			closeDirs()
+		}
 		after := probe()
 		same := true
 		for i := range after {
@@ -413,6 +511,22 @@ func (f *FS) pinInode(rel string) (unpin func()) {
 		return func() {}
 	}
 	defer d.close()
+	return pinIn(d, leaf)
+}
+
+// pinInodeOf is pinInode for a locked child, through the parent
+// descriptor it was stat'ed in when it has one.
+func (f *FS) pinInodeOf(g *guardedChild) (unpin func()) {
+	if !g.inDir {
+		return f.pinInode(g.rel)
+	}
+	return pinIn(g.at, g.leaf)
+}
+
+// pinIn opens leaf in d as an O_PATH descriptor (not following a
+// symlink) and returns the function that closes it; nothing is pinned
+// when it cannot be opened.
+func pinIn(d dirFd, leaf string) (unpin func()) {
 	fd, err := unix.Openat(d.fd, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return func() {}

@@ -141,7 +141,12 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	return n.fs.mutate(ctx, mutation{
 		names: []mutName{{rel: childPath(dirRel, name), change: unlinked, pin: true}},
 		asks:  []ask{{0, guard.OpUnlink}},
-		run:   func() syscall.Errno { return n.unlinkAt(dirRel, name) },
+		runIn: func(at []dirFd) syscall.Errno {
+			if at[0].fd >= 0 {
+				return fs.ToErrno(unix.Unlinkat(at[0].fd, name, 0))
+			}
+			return n.unlinkAt(dirRel, name)
+		},
 	})
 }
 
@@ -164,8 +169,8 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			{rel: dstRel, change: replaced, pin: true},
 		},
 		move: true,
-		run: func() syscall.Errno {
-			return n.renameAt(dirRel, name, np, newDirRel, newName, flags)
+		runIn: func(at []dirFd) syscall.Errno {
+			return n.renameIn(at[0], dirRel, name, np, at[1], newDirRel, newName, flags)
 		},
 	}
 	exchange := flags&unix.RENAME_EXCHANGE != 0

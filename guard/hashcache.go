@@ -180,7 +180,7 @@ func (c *HashCache) sum(st Stat, open func() (*os.File, error), strict bool) (h 
 	}
 	started := c.now().UnixNano()
 	hs := xxh3.New()
-	n, err = io.Copy(hs, f)
+	n, err = copyFile(hs, f)
 	if err != nil {
 		return Hash{}, false, n, fmt.Errorf("hashing: %w", err)
 	}
@@ -277,4 +277,26 @@ func (c *HashCache) Stats() HashStats {
 		HashedBytes: c.hashedBytes.Load(), Entries: n, ReadBackBytes: c.readBackBytes.Load(),
 		Streamed: c.streamed.Load(), StreamedBytes: c.streamedBytes.Load(),
 		Deferred: c.deferred.Load(), DeferredLost: c.deferredLost.Load()}
+}
+
+// hashBufBytes is the size of the buffers hashing reads files with: a
+// source file fits one read.
+const hashBufBytes = 64 << 10
+
+// hashBufs recycles hashing buffers: io.Copy from an *os.File (through
+// its WriteTo) allocates a fresh 32 KiB buffer per call, which on the
+// mutation path (a decision hashes the file: docs/DESIGN.md#mutation-path)
+// was most of a guarded unlink's garbage.
+var hashBufs = sync.Pool{New: func() any { b := make([]byte, hashBufBytes); return &b }}
+
+// readerOnly hides an *os.File's WriteTo, so io.CopyBuffer uses the
+// buffer it is given.
+type readerOnly struct{ io.Reader }
+
+// copyFile copies f to w to its end through a pooled buffer and returns
+// the bytes copied, as io.Copy does.
+func copyFile(w io.Writer, f *os.File) (int64, error) {
+	bp := hashBufs.Get().(*[]byte)
+	defer hashBufs.Put(bp)
+	return io.CopyBuffer(w, readerOnly{f}, *bp)
 }
