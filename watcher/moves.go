@@ -156,17 +156,56 @@ func (t *ownTable) movedPaths(rel string) []string {
 // scanRef returns the reference time of the latest own move that put a
 // watched directory above rel, or nil. Called with mu held.
 func (t *ownTable) scanRef(rel string) *syscall.Timespec {
-	for i := len(t.moves) - 1; i >= 0; i-- {
-		m := &t.moves[i]
-		if strings.HasPrefix(rel, m.to+"/") || m.exchange && strings.HasPrefix(rel, m.from+"/") {
-			if !m.watched {
-				return nil
-			}
-			r := m.ref
-			return &r
+	r, _ := scanRefIn(t.moves, rel)
+	return r
+}
+
+// movedScanRef returns the reference time for an entry the scan found at
+// rel that own moves recorded later took to c (rel is gone): for each move
+// that took rel to c, with the moves after it, the reference time of the
+// latest own move before it that put a watched directory above rel (the
+// directory the scan found the entry in); the latest of those, or nil when
+// there is none or one of them lay in an unwatched subtree. Called with mu
+// held.
+func (t *ownTable) movedScanRef(rel, c string) *syscall.Timespec {
+	var ref *syscall.Timespec
+	for i := range t.moves {
+		if !t.moves[i].moves(rel) {
+			continue
+		}
+		p := rel
+		for j := range t.moves[i:] {
+			p = t.moves[i+j].apply(p)
+		}
+		if p != c {
+			continue
+		}
+		r, unwatched := scanRefIn(t.moves[:i], rel)
+		if unwatched {
+			return nil
+		}
+		if r != nil && (ref == nil || tsBefore(*ref, *r)) {
+			ref = r
 		}
 	}
-	return nil
+	return ref
+}
+
+// scanRefIn returns the reference time of the latest move in moves that
+// put a directory above rel, or nil; unwatched: that move lay in an
+// unwatched subtree (nil is returned then too).
+func scanRefIn(moves []ownMove, rel string) (ref *syscall.Timespec, unwatched bool) {
+	for i := len(moves) - 1; i >= 0; i-- {
+		m := &moves[i]
+		if strings.HasPrefix(rel, m.to+"/") || m.exchange && strings.HasPrefix(rel, m.from+"/") {
+			if !m.watched {
+				return nil, true
+			}
+			r := m.ref
+			return &r, false
+		}
+	}
+	return nil, false
 }
 
 // underOrSame reports whether p is dir or lies below it.
