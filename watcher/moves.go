@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -134,6 +135,18 @@ func (w *Watcher) noteMove(b *bracket, from, to string) {
 // another directory, so each start is tried). Called with mu held.
 func (t *ownTable) movedPaths(rel string) []string {
 	out := []string{rel}
+	t.chains(rel, func(_ int, p string) {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	})
+	return out
+}
+
+// chains calls each, in order, for every recorded own move i that moved
+// rel, with p where that move and every later one applied in order took
+// it. Called with mu held.
+func (t *ownTable) chains(rel string, each func(i int, p string)) {
 	for i := range t.moves {
 		if !t.moves[i].moves(rel) {
 			continue
@@ -142,15 +155,8 @@ func (t *ownTable) movedPaths(rel string) []string {
 		for j := range t.moves[i:] {
 			p = t.moves[i+j].apply(p)
 		}
-		dup := false
-		for _, q := range out {
-			dup = dup || q == p
-		}
-		if !dup {
-			out = append(out, p)
-		}
+		each(i, p)
 	}
-	return out
 }
 
 // scanRef returns the reference time of the latest own move that put a
@@ -169,24 +175,19 @@ func (t *ownTable) scanRef(rel string) *syscall.Timespec {
 // held.
 func (t *ownTable) movedScanRef(rel, c string) *syscall.Timespec {
 	var ref *syscall.Timespec
-	for i := range t.moves {
-		if !t.moves[i].moves(rel) {
-			continue
-		}
-		p := rel
-		for j := range t.moves[i:] {
-			p = t.moves[i+j].apply(p)
-		}
+	unwatched := false
+	t.chains(rel, func(i int, p string) {
 		if p != c {
-			continue
+			return
 		}
-		r, unwatched := scanRefIn(t.moves[:i], rel)
-		if unwatched {
-			return nil
-		}
+		r, u := scanRefIn(t.moves[:i], rel)
+		unwatched = unwatched || u
 		if r != nil && (ref == nil || tsBefore(*ref, *r)) {
 			ref = r
 		}
+	})
+	if unwatched {
+		return nil
 	}
 	return ref
 }

@@ -130,6 +130,18 @@ func waitClockPast(t *testing.T, p string) {
 	}
 }
 
+// ownExchange exchanges a and b below root with RENAME_EXCHANGE, as one own
+// move.
+func ownExchange(t *testing.T, w *Watcher, root, a, b string) {
+	t.Helper()
+	end := w.BeginMove(a, b)
+	err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(root, a), unix.AT_FDCWD, filepath.Join(root, b), unix.RENAME_EXCHANGE)
+	end(err == nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestOwnExchange: RENAME_EXCHANGE of two files and of two directories,
 // each as one own move: nothing is external, not even the entries of the
 // exchanged directories (which the watcher scans as it watches them again),
@@ -144,15 +156,7 @@ func TestOwnExchange(t *testing.T) {
 	waitClockPast(t, filepath.Join(root, "d2/y"))
 	r := newRec(t)
 	w := start(t, r.config(root))
-	exchange := func(a, b string) {
-		t.Helper()
-		end := w.BeginMove(a, b)
-		err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(root, a), unix.AT_FDCWD, filepath.Join(root, b), unix.RENAME_EXCHANGE)
-		end(err == nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	exchange := func(a, b string) { t.Helper(); ownExchange(t, w, root, a, b) }
 	exchange("a", "b")
 	own(t, w, func() error { return appendTo(filepath.Join(root, "a"), "own") }, "a")
 	exchange("d1", "d2")
@@ -185,15 +189,7 @@ func TestOwnMoveAfterScan(t *testing.T) {
 	cfg := r.config(root)
 	cfg.Coalesce = time.Hour
 	w := start(t, cfg)
-	exchange := func(a, b string) {
-		t.Helper()
-		end := w.BeginMove(a, b)
-		err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(root, a), unix.AT_FDCWD, filepath.Join(root, b), unix.RENAME_EXCHANGE)
-		end(err == nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	exchange := func(a, b string) { t.Helper(); ownExchange(t, w, root, a, b) }
 	exchange("d1", "d2") // y is at d1/y: the scan of d1 finds it there
 	exchange("d1", "d2") // and this takes it back to d2/y
 	if how, _ := w.classify("d1/y", Create|scanned); how != ownDone {
