@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -134,6 +135,18 @@ func (w *Watcher) noteMove(b *bracket, from, to string) {
 // another directory, so each start is tried). Called with mu held.
 func (t *ownTable) movedPaths(rel string) []string {
 	out := []string{rel}
+	t.chains(rel, func(_ int, p string) {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	})
+	return out
+}
+
+// chains calls each, in order, for every recorded own move i that moved
+// rel, with p where that move and every later one applied in order took
+// it. Called with mu held.
+func (t *ownTable) chains(rel string, each func(i int, p string)) {
 	for i := range t.moves {
 		if !t.moves[i].moves(rel) {
 			continue
@@ -142,31 +155,58 @@ func (t *ownTable) movedPaths(rel string) []string {
 		for j := range t.moves[i:] {
 			p = t.moves[i+j].apply(p)
 		}
-		dup := false
-		for _, q := range out {
-			dup = dup || q == p
-		}
-		if !dup {
-			out = append(out, p)
-		}
+		each(i, p)
 	}
-	return out
 }
 
 // scanRef returns the reference time of the latest own move that put a
 // watched directory above rel, or nil. Called with mu held.
 func (t *ownTable) scanRef(rel string) *syscall.Timespec {
-	for i := len(t.moves) - 1; i >= 0; i-- {
-		m := &t.moves[i]
+	r, _ := scanRefIn(t.moves, rel)
+	return r
+}
+
+// movedScanRef returns the reference time for an entry the scan found at
+// rel that own moves recorded later took to c (rel is gone): for each move
+// that took rel to c, with the moves after it, the reference time of the
+// latest own move before it that put a watched directory above rel (the
+// directory the scan found the entry in); the latest of those, or nil when
+// there is none or one of them lay in an unwatched subtree. Called with mu
+// held.
+func (t *ownTable) movedScanRef(rel, c string) *syscall.Timespec {
+	var ref *syscall.Timespec
+	unwatched := false
+	t.chains(rel, func(i int, p string) {
+		if p != c {
+			return
+		}
+		r, u := scanRefIn(t.moves[:i], rel)
+		unwatched = unwatched || u
+		if r != nil && (ref == nil || tsBefore(*ref, *r)) {
+			ref = r
+		}
+	})
+	if unwatched {
+		return nil
+	}
+	return ref
+}
+
+// scanRefIn returns the reference time of the latest move in moves that
+// put a directory above rel, or nil; unwatched: that move lay in an
+// unwatched subtree (nil is returned then too).
+func scanRefIn(moves []ownMove, rel string) (ref *syscall.Timespec, unwatched bool) {
+	for i := len(moves) - 1; i >= 0; i-- {
+		m := &moves[i]
 		if strings.HasPrefix(rel, m.to+"/") || m.exchange && strings.HasPrefix(rel, m.from+"/") {
 			if !m.watched {
-				return nil
+				return nil, true
 			}
 			r := m.ref
-			return &r
+			return &r, false
 		}
 	}
-	return nil
+	return nil, false
 }
 
 // underOrSame reports whether p is dir or lies below it.

@@ -387,7 +387,10 @@ const (
 // watch's events under the old path), so each such path is also tried where
 // the moves took it; and an entry the scan of an own-moved directory found
 // is not a change at all when its ctime predates the move (a rename changes
-// no file below the directory, and any change after it sets a later ctime).
+// no file below the directory, and any change after it sets a later ctime),
+// judged where the entry is now: at the path the scan found it at, or, when
+// later own moves took it away before the event was classified, where they
+// took it (movedScanRef).
 // also lists, for an external event of a path that no longer exists, where
 // the own moves took it, so the change is applied where the file is now.
 func (w *Watcher) classify(rel string, op Op) (how origin, also []string) {
@@ -428,9 +431,15 @@ func (w *Watcher) classifyOnce(rel string, op Op) (how origin, also []string, st
 		pgens[i] = t.pathGens(c)
 	}
 	also = append(also, cands[1:]...)
-	var ref *syscall.Timespec
+	// refs[i]: the scan rule's reference time for cands[i] (nil: the rule
+	// does not apply), rel's own, or, for a path later own moves took the
+	// entry to, that of the move the scan found it after (movedScanRef).
+	refs := make([]*syscall.Timespec, len(cands))
 	if op&scanned != 0 && op&^(Create|scanned) == 0 {
-		ref = t.scanRef(rel)
+		refs[0] = t.scanRef(rel)
+		for i, c := range cands[1:] {
+			refs[i+1] = t.movedScanRef(rel, c)
+		}
 	}
 	seq0 := t.ticket()
 	t.mu.Unlock()
@@ -477,8 +486,15 @@ func (w *Watcher) classifyOnce(rel string, op Op) (how origin, also []string, st
 			return ownDone, nil, false
 		}
 	}
-	if ref != nil && oks[0] && tsBefore(sts[0].Ctim, *ref) {
-		return ownDone, nil, false // unchanged since before the daemon moved it
+	for i := range cands {
+		// Where the entry is now: at rel, or, once rel is gone, where
+		// own moves made after the scan took it.
+		if oks[i] && refs[i] != nil && tsBefore(sts[i].Ctim, *refs[i]) {
+			return ownDone, nil, false // unchanged since before the daemon moved it
+		}
+		if oks[0] {
+			break
+		}
 	}
 	// External: what was seen is now accounted for (see above).
 	now := time.Now()

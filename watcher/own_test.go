@@ -106,6 +106,42 @@ func TestOwnRaceWithExternal(t *testing.T) {
 	r.waitFor("an external write of f1 = f2", func() bool { return (r.events["f1"]|r.events["f2"])&Write != 0 })
 }
 
+// waitClockPast lets a later rename's stamp on the directories come after
+// the ctime of the file p (a coarse clock may give both the same tick): it
+// waits for the clock to pass it, bounded.
+func waitClockPast(t *testing.T, p string) {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var now unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &now); err != nil {
+			t.Fatal(err)
+		}
+		if now.Sec > st.Ctim.Sec || now.Sec == st.Ctim.Sec && now.Nsec > st.Ctim.Nsec {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the coarse clock did not pass a file's ctime")
+		}
+		time.Sleep(time.Millisecond) // polling the clock, bounded above
+	}
+}
+
+// ownExchange exchanges a and b below root with RENAME_EXCHANGE, as one own
+// move.
+func ownExchange(t *testing.T, w *Watcher, root, a, b string) {
+	t.Helper()
+	end := w.BeginMove(a, b)
+	err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(root, a), unix.AT_FDCWD, filepath.Join(root, b), unix.RENAME_EXCHANGE)
+	end(err == nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestOwnExchange: RENAME_EXCHANGE of two files and of two directories,
 // each as one own move: nothing is external, not even the entries of the
 // exchanged directories (which the watcher scans as it watches them again),
@@ -117,37 +153,10 @@ func TestOwnExchange(t *testing.T) {
 	write(t, filepath.Join(root, "d1/x"), "x")
 	write(t, filepath.Join(root, "d1/sub/z"), "z")
 	write(t, filepath.Join(root, "d2/y"), "y")
-	// Let the rename's stamp on the directories come after the entries'
-	// ctimes (a coarse clock may give both the same tick): wait for the
-	// clock to pass them, bounded.
-	var st unix.Stat_t
-	if err := unix.Lstat(filepath.Join(root, "d2/y"), &st); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		var now unix.Timespec
-		if err := unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &now); err != nil {
-			t.Fatal(err)
-		}
-		if now.Sec > st.Ctim.Sec || now.Sec == st.Ctim.Sec && now.Nsec > st.Ctim.Nsec {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the coarse clock did not pass a file's ctime")
-		}
-		time.Sleep(time.Millisecond) // polling the clock, bounded above
-	}
+	waitClockPast(t, filepath.Join(root, "d2/y"))
 	r := newRec(t)
 	w := start(t, r.config(root))
-	exchange := func(a, b string) {
-		t.Helper()
-		end := w.BeginMove(a, b)
-		err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(root, a), unix.AT_FDCWD, filepath.Join(root, b), unix.RENAME_EXCHANGE)
-		end(err == nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	exchange := func(a, b string) { t.Helper(); ownExchange(t, w, root, a, b) }
 	exchange("a", "b")
 	own(t, w, func() error { return appendTo(filepath.Join(root, "a"), "own") }, "a")
 	exchange("d1", "d2")
@@ -162,6 +171,33 @@ func TestOwnExchange(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.waitEvent(rel, Write)
+	}
+}
+
+// TestOwnMoveAfterScan: the scan of an own-moved directory found an entry,
+// and a later own move took it elsewhere before its event was classified
+// (the first exchange's events are handled late): the entry is still own,
+// judged where it is now, while an entry created outside after the moves
+// is external. The batch window is long, so only the direct calls
+// classify.
+func TestOwnMoveAfterScan(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "d1/x"), "x")
+	write(t, filepath.Join(root, "d2/y"), "y")
+	waitClockPast(t, filepath.Join(root, "d2/y"))
+	r := newRec(t)
+	cfg := r.config(root)
+	cfg.Coalesce = time.Hour
+	w := start(t, cfg)
+	exchange := func(a, b string) { t.Helper(); ownExchange(t, w, root, a, b) }
+	exchange("d1", "d2") // y is at d1/y: the scan of d1 finds it there
+	exchange("d1", "d2") // and this takes it back to d2/y
+	if how, _ := w.classify("d1/y", Create|scanned); how != ownDone {
+		t.Errorf("scanned d1/y, now at d2/y: origin %d, want own", how)
+	}
+	write(t, filepath.Join(root, "d2/new"), "external")
+	if how, _ := w.classify("d1/new", Create|scanned); how != external {
+		t.Errorf("d2/new created outside after the moves: origin %d, want external", how)
 	}
 }
 
