@@ -149,7 +149,12 @@ func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
 	out := Blob{Addr: addr, Size: n, Method: method}
 	final := b.Path(addr)
 	if _, err := os.Lstat(final); err == nil {
+		// Another writer may have renamed it in and not yet fsync'ed the
+		// directory: sync it here too, so the address returned is durable.
 		out.Dedup = true
+		if err := syncDir(filepath.Dir(final)); err != nil {
+			return Blob{}, err
+		}
 		return out, nil
 	}
 	if err := tmp.Sync(); err != nil {

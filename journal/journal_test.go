@@ -331,3 +331,17 @@ func TestBadSessionName(t *testing.T) {
 		}
 	}
 }
+
+func TestCaptureErrorRecordsNothing(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	fail := func(string) (PreImage, error) { return PreImage{}, unix.EIO }
+	if _, err := j.Record("s", "write", "f", "", fail); err == nil {
+		t.Fatal("a failed capture was recorded")
+	}
+	w := newWS(t)
+	w.write("f", "x")
+	// The path is still uncaptured: the next change saves its pre-image.
+	if r := mustRecord(t, j, "s", "write", "f", "", w.capture(j)); len(r.Pre) != 1 || r.Seq != 2 {
+		t.Fatalf("after a failed capture: %+v", r)
+	}
+}
