@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -175,7 +176,9 @@ func TestTornTailIgnoredAndOverwritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteString(`{"seq":3,"time":"2026-01-01T00:00:00Z","op":"wri`)
+	// Longer than the record that follows it, so only a truncation (not
+	// the overwrite) leaves the file clean.
+	f.WriteString(`{"seq":3,"time":"2026-01-01T00:00:00Z","op":"write","path":"` + strings.Repeat("x", 500))
 	f.Close()
 
 	recs, _, err := ReadLog(path)
