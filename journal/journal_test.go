@@ -348,3 +348,16 @@ func TestCaptureErrorRecordsNothing(t *testing.T) {
 		t.Fatalf("after a failed capture: %+v", r)
 	}
 }
+
+func TestSessionsListed(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	for _, s := range []string{"b", "a"} {
+		if _, err := j.Checkpoint(s, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := j.Sessions()
+	if err != nil || len(got) != 2 || got[0] != "a" || got[1] != "b" {
+		t.Fatalf("sessions %v %v", got, err)
+	}
+}

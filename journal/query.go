@@ -6,7 +6,10 @@ package journal
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -128,4 +131,21 @@ func (j *Journal) Records(sessionName string) ([]Record, error) {
 	}
 	recs, _, err := ReadLog(j.LogPath(sessionName))
 	return recs, err
+}
+
+// Sessions lists the sessions that have a log, sorted by name.
+func (j *Journal) Sessions() ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(j.dir, "sessions"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".jsonl")
+		if ok && e.Type().IsRegular() && ValidSession(name) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
