@@ -1,0 +1,244 @@
+// Package journal is the store of the per-session change journal: the
+// blobs of pre-images and one append-only log per session, the pre-image
+// rule (once per path per checkpoint interval) and the queries a CLI needs
+// to list, diff and rewind a session's changes. It knows nothing of FUSE
+// or the guard; the mutation path calls it (docs/DESIGN.md#journal-store).
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options configures a Journal. MaxBlobSize is the largest file (bytes)
+// whose bytes a pre-image keeps (0: DefaultMaxBlobSize); Copy selects the
+// copy method of the blob store (CopyAuto by default); Now is the clock of
+// record times (nil: time.Now).
+type Options struct {
+	MaxBlobSize int64
+	Copy        CopyMode
+	Now         func() time.Time
+}
+
+// Journal is the journal under STATE/journal: blobs/ and sessions/. Safe
+// for concurrent use: each session has one mutex, held for the whole of
+// Record and Checkpoint (the capture of pre-images included), so the
+// records of a session are totally ordered and their Seq has no gaps;
+// different sessions proceed in parallel. The blob store needs no lock.
+type Journal struct {
+	dir   string
+	blobs *Blobs
+	now   func() time.Time
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	closed   bool
+}
+
+// session is the in-memory state of one open session log.
+type session struct {
+	mu      sync.Mutex
+	log     *sessionLog
+	seq     uint64
+	nextCP  int
+	lastCP  string
+	touched map[string]bool // paths with a pre-image in the current interval
+	err     error           // a failed open, returned to every caller
+}
+
+// Open returns the journal under dir (STATE/journal), creating dir,
+// dir/blobs and dir/sessions (0700). Session logs open lazily, at their
+// first use.
+func Open(dir string, opt Options) (*Journal, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "sessions"), 0o700); err != nil {
+		return nil, err
+	}
+	b, err := NewBlobs(filepath.Join(dir, "blobs"), opt.MaxBlobSize, opt.Copy)
+	if err != nil {
+		return nil, err
+	}
+	now := opt.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Journal{dir: dir, blobs: b, now: now, sessions: map[string]*session{}}, nil
+}
+
+// Blobs is the journal's blob store.
+func (j *Journal) Blobs() *Blobs { return j.blobs }
+
+// Close closes every open session log. Later calls fail with ErrClosed.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.closed = true
+	var first error
+	for _, s := range j.sessions {
+		s.mu.Lock()
+		if s.log != nil {
+			if err := s.log.close(); err != nil && first == nil {
+				first = err
+			}
+			s.log = nil
+		}
+		s.err = ErrClosed
+		s.mu.Unlock()
+	}
+	return first
+}
+
+// ErrClosed is returned by calls on a closed Journal.
+var ErrClosed = errors.New("journal: closed")
+
+// ValidSession reports whether name can name a session log: non-empty, at
+// most 128 bytes, no '/', no NUL, and not starting with '.'.
+func ValidSession(name string) bool {
+	return name != "" && len(name) <= 128 && !strings.ContainsAny(name, "/\x00") && name[0] != '.'
+}
+
+// LogPath is the log file of session name: DIR/sessions/NAME.jsonl.
+func (j *Journal) LogPath(name string) string {
+	return filepath.Join(j.dir, "sessions", name+".jsonl")
+}
+
+// session returns the session, opened and locked; the caller unlocks it.
+func (j *Journal) session(name string) (*session, error) {
+	if !ValidSession(name) {
+		return nil, fmt.Errorf("journal: bad session name %q", name)
+	}
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil, ErrClosed
+	}
+	s := j.sessions[name]
+	if s == nil {
+		s = &session{}
+		j.sessions[name] = s
+	}
+	s.mu.Lock()
+	j.mu.Unlock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return nil, err
+	}
+	if s.log == nil {
+		if err := j.load(name, s); err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// load opens the session's log and rebuilds its state: the next Seq, the
+// checkpoint counter and the paths with a pre-image since the last
+// checkpoint. A new log starts with the implicit checkpoint.
+func (j *Journal) load(name string, s *session) error {
+	path := j.LogPath(name)
+	_, statErr := os.Stat(path)
+	l, recs, err := openLog(path)
+	if err != nil {
+		return err
+	}
+	if os.IsNotExist(statErr) {
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			l.close()
+			return err
+		}
+	}
+	s.log = l
+	s.touched = map[string]bool{}
+	for _, r := range recs {
+		s.seq = r.Seq
+		if r.Op == OpCheckpoint {
+			s.nextCP++
+			s.lastCP = r.ID
+			s.touched = map[string]bool{}
+			continue
+		}
+		for _, p := range r.Pre {
+			s.touched[p.Path] = true
+		}
+	}
+	if len(recs) == 0 {
+		if _, err := j.checkpointLocked(s, "session start"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Capture returns the pre-image of path, as it is now. Record calls it
+// under the session's mutex, so it must not call back into the Journal;
+// CaptureAt is the usual implementation.
+type Capture func(path string) (PreImage, error)
+
+// Record journals one change of session: op on path (and path2, the second
+// name of a rename, exchange or link, or ""). For each of path and path2
+// not yet changed in the current checkpoint interval it first calls
+// capture and keeps the pre-image; then it appends the record and
+// fdatasyncs it. It returns once the record is durable: the caller makes
+// the change only after a nil error (the pre-image is durable before the
+// mutation is acknowledged). On an error nothing is recorded and the
+// paths stay uncaptured; the caller decides whether to refuse the change
+// (the errno the mount returns, EIO for example).
+func (j *Journal) Record(sessionName, op, path, path2 string, capture Capture) (Record, error) {
+	s, err := j.session(sessionName)
+	if err != nil {
+		return Record{}, err
+	}
+	defer s.mu.Unlock()
+	rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: op, Path: path, Path2: path2}
+	for _, p := range []string{path, path2} {
+		if p == "" || s.touched[p] || (p == path2 && p == path) {
+			continue
+		}
+		pre, err := capture(p)
+		if err != nil {
+			return Record{}, fmt.Errorf("journal: pre-image of %s: %w", p, err)
+		}
+		pre.Path = p
+		rec.Pre = append(rec.Pre, pre)
+	}
+	if err := s.log.append(rec); err != nil {
+		return Record{}, err
+	}
+	s.seq = rec.Seq
+	for _, p := range rec.Pre {
+		s.touched[p.Path] = true
+	}
+	return rec, nil
+}
+
+// Checkpoint appends a checkpoint with label to session's log (durable on
+// return) and starts a new interval: the next change of every path saves
+// its pre-image again. IDs are "cp" and a six-digit counter from cp000000
+// (the implicit checkpoint at the session's start), so they sort in order.
+func (j *Journal) Checkpoint(sessionName, label string) (Record, error) {
+	s, err := j.session(sessionName)
+	if err != nil {
+		return Record{}, err
+	}
+	defer s.mu.Unlock()
+	return j.checkpointLocked(s, label)
+}
+
+func (j *Journal) checkpointLocked(s *session, label string) (Record, error) {
+	rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: OpCheckpoint,
+		ID: fmt.Sprintf("cp%06d", s.nextCP), Label: label}
+	if err := s.log.append(rec); err != nil {
+		return Record{}, err
+	}
+	s.seq = rec.Seq
+	s.nextCP++
+	s.lastCP = rec.ID
+	s.touched = map[string]bool{}
+	return rec, nil
+}

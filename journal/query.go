@@ -1,0 +1,151 @@
+package journal
+
+// Queries over a session's records: its checkpoints, and what changed
+// since one of them. They are pure functions of the records, so a CLI can
+// run them on a log read with ReadLog while the mount appends to it.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// CheckpointInfo describes one checkpoint of a session: its ID, Label and
+// Time, Changes (the change records up to the next checkpoint) and Paths
+// (the distinct paths whose pre-image that interval saved).
+type CheckpointInfo struct {
+	ID      string
+	Label   string
+	Time    time.Time
+	Changes int
+	Paths   int
+}
+
+// Checkpoints lists the checkpoints in recs, oldest first.
+func Checkpoints(recs []Record) []CheckpointInfo {
+	var out []CheckpointInfo
+	for _, r := range recs {
+		if r.Op == OpCheckpoint {
+			out = append(out, CheckpointInfo{ID: r.ID, Label: r.Label, Time: r.Time})
+			continue
+		}
+		if len(out) == 0 {
+			continue
+		}
+		c := &out[len(out)-1]
+		c.Changes++
+		c.Paths += len(r.Pre)
+	}
+	return out
+}
+
+// Rename is one rename (or exchange, Exchange set) since a checkpoint,
+// with both names, in order of Seq.
+type Rename struct {
+	Seq      uint64
+	From, To string
+	Exchange bool
+}
+
+// Change is one path changed since a checkpoint: Pre is its state at the
+// checkpoint (the earliest pre-image after it) and Ops the ops that named
+// it, in order.
+type Change struct {
+	Path string
+	Pre  PreImage
+	Ops  []string
+}
+
+// Changes is what changed since a checkpoint: Paths sorted by path, and
+// Renames in order.
+type Changes struct {
+	Paths   []Change
+	Renames []Rename
+}
+
+// OpRename and OpExchange are the ops Since reports as renames.
+const (
+	OpRename   = "rename"
+	OpExchange = "exchange"
+)
+
+// Since returns the paths changed in recs after the checkpoint id (its
+// later checkpoints included), each with its pre-image at that checkpoint,
+// and the renames. An unknown id is an error.
+func Since(recs []Record, id string) (Changes, error) {
+	start := -1
+	for i, r := range recs {
+		if r.Op == OpCheckpoint && r.ID == id {
+			start = i
+			break
+		}
+	}
+	if start < 0 {
+		return Changes{}, fmt.Errorf("journal: no checkpoint %q", id)
+	}
+	byPath := map[string]*Change{}
+	var out Changes
+	note := func(p, op string) {
+		if p == "" {
+			return
+		}
+		c := byPath[p]
+		if c == nil {
+			c = &Change{Path: p}
+			byPath[p] = c
+		}
+		c.Ops = append(c.Ops, op)
+	}
+	for _, r := range recs[start+1:] {
+		if r.Op == OpCheckpoint {
+			continue
+		}
+		for _, pre := range r.Pre {
+			if byPath[pre.Path] == nil {
+				byPath[pre.Path] = &Change{Path: pre.Path, Pre: pre}
+			}
+		}
+		note(r.Path, r.Op)
+		if r.Path2 != r.Path {
+			note(r.Path2, r.Op)
+		}
+		if r.Op == OpRename || r.Op == OpExchange {
+			out.Renames = append(out.Renames, Rename{Seq: r.Seq, From: r.Path, To: r.Path2, Exchange: r.Op == OpExchange})
+		}
+	}
+	for _, c := range byPath {
+		out.Paths = append(out.Paths, *c)
+	}
+	sort.Slice(out.Paths, func(a, b int) bool { return out.Paths[a].Path < out.Paths[b].Path })
+	return out, nil
+}
+
+// Records reads the complete records of session from its log on disk (a
+// torn last line ignored); a session never used has none.
+func (j *Journal) Records(sessionName string) ([]Record, error) {
+	if !ValidSession(sessionName) {
+		return nil, fmt.Errorf("journal: bad session name %q", sessionName)
+	}
+	recs, _, err := ReadLog(j.LogPath(sessionName))
+	return recs, err
+}
+
+// Sessions lists the sessions that have a log, sorted by name.
+func (j *Journal) Sessions() ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(j.dir, "sessions"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".jsonl")
+		if ok && e.Type().IsRegular() && ValidSession(name) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
