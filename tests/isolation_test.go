@@ -197,7 +197,7 @@ func TestDebugTraceStaysOutOfTestOutput(t *testing.T) {
 	if got := m.mustSh("wc -c < f"); strings.TrimSpace(got) != "100001" {
 		t.Fatalf("size through the mount: %q", got)
 	}
-	m.writeBacking("f", "short\n") // the kernel still believes 100001 bytes
+	m.writeBacking("f", "short\n")   // the kernel still believes 100001 bytes
 	m.mustSh("cat 0<>f > /dev/null") // O_RDWR: read by the daemon, not passthrough
 	if before.String() != "" {
 		t.Errorf("the standard logger wrote into the test's output during a Debug mount:\n%s", before.String())
