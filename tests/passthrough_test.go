@@ -261,20 +261,8 @@ func TestPassthroughPhantomReaderFirst(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer syscall.Munmap(mapped)
-			fifo := func(name string) string {
-				p := m.tmp + "/" + name
-				if err := exec.Command("mkfifo", p).Run(); err != nil {
-					t.Fatal(err)
-				}
-				return p
-			}
 			// goahead is unused in these modes (only "stale" waits on it).
-			step, goahead, stop, result := fifo("step"), fifo("go"), fifo("stop"), fifo("result")
-			script := m.tmp + "/writer.py"
-			if err := os.WriteFile(script, []byte(phantomWriter), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			w.ok(fmt.Sprintf("python3 %s f %s %s %s %s %s &", shq(script), mode, shq(step), shq(goahead), shq(stop), shq(result)))
+			step, _, stop, result := startPhantomWriter(t, m, w, mode)
 			if got, err := os.ReadFile(step); err != nil || string(got) != "looping" {
 				t.Fatalf("writer step %q, %v; want looping", got, err)
 			}

@@ -73,20 +73,8 @@ func TestPhantomReads(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			m := newMount(t, map[string]string{"f": string(v1)}, nil)
 			a, w := m.startAgent("agent-a"), m.startAgent("writer")
-			fifo := func(name string) string {
-				p := m.tmp + "/" + name
-				if err := exec.Command("mkfifo", p).Run(); err != nil {
-					t.Fatal(err)
-				}
-				return p
-			}
-			step, goahead, stop, result := fifo("step"), fifo("go"), fifo("stop"), fifo("result")
-			script := m.tmp + "/writer.py"
-			if err := os.WriteFile(script, []byte(phantomWriter), 0o644); err != nil {
-				t.Fatal(err)
-			}
 			want := v1
-			w.ok(fmt.Sprintf("python3 %s f %s %s %s %s %s &", shq(script), mode, shq(step), shq(goahead), shq(stop), shq(result)))
+			step, goahead, stop, result := startPhantomWriter(t, m, w, mode)
 			readStep := func(want string) {
 				t.Helper()
 				got, err := os.ReadFile(step)
@@ -326,4 +314,25 @@ os.close(fd)
 	if got, err := os.ReadFile(m.path("f")); err != nil || string(got) != "HELLO56789\n" {
 		t.Fatalf("read through the mount: %q, %v", got, err)
 	}
+}
+
+// startPhantomWriter starts phantomWriter on f in mode as w, in the
+// background, with its four FIFOs made under m.tmp, and returns their
+// paths: step, goahead, stop and result.
+func startPhantomWriter(t *testing.T, m *mount, w *agent, mode string) (step, goahead, stop, result string) {
+	t.Helper()
+	fifo := func(name string) string {
+		p := m.tmp + "/" + name
+		if err := exec.Command("mkfifo", p).Run(); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	step, goahead, stop, result = fifo("step"), fifo("go"), fifo("stop"), fifo("result")
+	script := m.tmp + "/writer.py"
+	if err := os.WriteFile(script, []byte(phantomWriter), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.ok(fmt.Sprintf("python3 %s f %s %s %s %s %s &", shq(script), mode, shq(step), shq(goahead), shq(stop), shq(result)))
+	return step, goahead, stop, result
 }
