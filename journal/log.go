@@ -56,6 +56,10 @@ type Record struct {
 	Pre   []PreImage `json:"pre,omitempty"`
 	ID    string     `json:"id,omitempty"`
 	Label string     `json:"label,omitempty"`
+	// Ref and After are an after-note's (Op OpAfter): the Seq of the
+	// change it follows (0 for a handle's close) and the states it left.
+	Ref   uint64  `json:"ref,omitempty"`
+	After []After `json:"after,omitempty"`
 }
 
 // ReadLog reads the session log at path: every complete line, in order,

@@ -1,0 +1,192 @@
+package journal
+
+// The contract between the journal (which plans) and the mount (which
+// applies): after-states, the rewind plan and its applier, the change
+// list and the diff. The bodies marked "not implemented" are filled in by
+// the rewind engine; the signatures are fixed so the mount can be built
+// against them.
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrNotImplemented is returned by the parts of the rewind engine not built
+// yet.
+var ErrNotImplemented = errors.New("journal: not implemented")
+
+// OpAfter is the Op of an after-note: the state a session's change left its
+// paths in (Record.After, Record.Ref the Seq of the change, or 0 for a
+// handle's close).
+const OpAfter = "after"
+
+// OpEnd is the Op of the record that ends a session (its registration
+// ended); retention counts from its Time.
+const OpEnd = "end"
+
+// After is the state of one path as observed by Lstat (never following a
+// final symlink): Kind (KindAbsent, KindFile, KindDir, KindSymlink), Mode
+// (full st_mode), Size (bytes), Ino, MtimeNs (ns since the epoch) and,
+// when the caller had it for free, Hash (32 hex digits of xxh3-128, "" when
+// unknown). A conflict is a path whose current After differs from the last
+// one its session recorded (SameState).
+type After struct {
+	Path    string `json:"path"`
+	Kind    string `json:"kind"`
+	Mode    uint32 `json:"mode,omitempty"`
+	Size    int64  `json:"size,omitempty"`
+	Ino     uint64 `json:"ino,omitempty"`
+	MtimeNs int64  `json:"mtime_ns,omitempty"`
+	Hash    string `json:"hash,omitempty"`
+}
+
+// NoteAfter appends an after-note for session: the states afters its change
+// ref (a Record.Seq; 0 for a handle's close) left behind. It is not
+// fdatasync'ed: an after-note lost to a power failure makes the next rewind
+// report the path as a conflict, never restores over someone's change.
+func (j *Journal) NoteAfter(sessionName string, ref uint64, afters []After) error {
+	return ErrNotImplemented
+}
+
+// End appends the end record of session (its registration ended at t).
+func (j *Journal) End(sessionName string, t time.Time) error {
+	return ErrNotImplemented
+}
+
+// Inspector reads the current state of workspace paths (relative,
+// slash-separated) for planning and listing. Lstat returns KindAbsent for
+// a missing path (no error); HashOf returns the 32-hex xxh3-128 of a
+// regular file's bytes; Open opens a regular file for reading.
+type Inspector interface {
+	Lstat(path string) (After, error)
+	HashOf(path string) (string, error)
+}
+
+// Applier makes the changes of a rewind, each one as the session's own
+// journaled change (so the rewind itself can be undone). Paths are
+// workspace-relative. Errors are reported per step; the rewind goes on.
+type Applier interface {
+	// Restore makes path what pre says: a file with pre's bytes (from the
+	// blob store) and mode, a directory with pre's mode (created when
+	// missing), a symlink to pre.Target, or nothing (KindAbsent: the path
+	// is removed; a directory only when empty).
+	Restore(path string, pre PreImage, blobs *Blobs) error
+	// Rename renames from to to, replacing to (the undo of a rename).
+	Rename(from, to string) error
+	// Exchange swaps a and b (RENAME_EXCHANGE; the undo of an exchange).
+	Exchange(a, b string) error
+}
+
+// Step kinds of a Plan.
+const (
+	StepRestore  = "restore" // Restore to a file, dir or symlink pre-image
+	StepRemove   = "remove"  // Restore to KindAbsent
+	StepRename   = "rename"  // Rename(From, Path)
+	StepExchange = "exchange"
+)
+
+// Step is one change of a rewind plan, in the order it is applied.
+type Step struct {
+	Kind string   `json:"kind"`
+	Path string   `json:"path"`
+	From string   `json:"from,omitempty"` // StepRename/StepExchange: the other name
+	Pre  PreImage `json:"pre,omitempty"`
+}
+
+// Conflict is a path the rewind would change that was changed since by
+// someone else: By names the session whose journal shows the change, or is
+// "" for a change from outside the mount (or untracked).
+type Conflict struct {
+	Path   string `json:"path"`
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// Plan is what a rewind of a session to checkpoint To does: Steps in order,
+// the Conflicts skipped (applied anyway with Force), and the paths whose
+// state at To cannot be restored (Unrecoverable: too large for the blob
+// store, or over the store's budget).
+type Plan struct {
+	Session       string     `json:"session"`
+	To            string     `json:"to"`
+	Steps         []Step     `json:"steps"`
+	Conflicts     []Conflict `json:"conflicts,omitempty"`
+	Unrecoverable []PreImage `json:"unrecoverable,omitempty"`
+}
+
+// RewindOptions are a rewind's options: Paths limits it to those paths and
+// what is below them (nil: every path); Force applies conflicting steps
+// too.
+type RewindOptions struct {
+	Paths []string
+	Force bool
+}
+
+// PlanRewind plans the rewind of session to checkpoint to, from its
+// records, against the current state (ins). An unknown checkpoint is an
+// error.
+func (j *Journal) PlanRewind(sessionName, to string, ins Inspector, opt RewindOptions) (Plan, error) {
+	return Plan{}, ErrNotImplemented
+}
+
+// Result counts what an applied rewind did, and the step errors.
+type Result struct {
+	Checkpoint    string   `json:"checkpoint"` // the automatic checkpoint taken before it (undo point)
+	Restored      int      `json:"restored"`
+	Removed       int      `json:"removed"`
+	Conflicts     int      `json:"conflicts"`
+	Unrecoverable int      `json:"unrecoverable"`
+	Errors        []string `json:"errors,omitempty"`
+}
+
+// Rewind takes the automatic checkpoint "before rewind to TO", then applies
+// plan's steps with a (each a journaled change of the session), and counts.
+func (j *Journal) Rewind(plan Plan, a Applier) (Result, error) {
+	return Result{}, ErrNotImplemented
+}
+
+// PathChange is one line of a change list: the path, the ops that named it
+// since the checkpoint, its state then (Before) and now (After, hashed),
+// and for a rename target the name it came from (RenamedFrom).
+type PathChange struct {
+	Path        string   `json:"path"`
+	Ops         []string `json:"ops"`
+	Before      After    `json:"before"`
+	After       After    `json:"after"`
+	RenamedFrom string   `json:"renamed_from,omitempty"`
+}
+
+// ListChanges lists what session changed since checkpoint since (""
+// means the session start), sorted by path.
+func (j *Journal) ListChanges(sessionName, since string, ins Inspector) ([]PathChange, error) {
+	return nil, ErrNotImplemented
+}
+
+// Diff renders a unified diff, as git diff does, of each changed path's
+// state at checkpoint since against its current bytes (paths limits it),
+// naming binary files as "Binary files a/P and b/P differ". cur opens a
+// path's current bytes.
+func (j *Journal) Diff(sessionName, since string, paths []string, ins Inspector, cur func(path string) ([]byte, error)) (string, error) {
+	return "", ErrNotImplemented
+}
+
+// GCOptions bounds the store: Budget (bytes of blobs, 0 unlimited) and
+// Retention (how long an ended session's log is kept; 0 forever).
+type GCOptions struct {
+	Budget    int64
+	Retention time.Duration
+}
+
+// GCResult says what a GC removed.
+type GCResult struct {
+	Sessions   int   `json:"sessions"`
+	Blobs      int   `json:"blobs"`
+	FreedBytes int64 `json:"freed_bytes"`
+	StoreBytes int64 `json:"store_bytes"`
+}
+
+// GC removes the logs of sessions ended longer than Retention ago and the
+// blobs no remaining log refers to, and reports the store's size.
+func (j *Journal) GC(opt GCOptions) (GCResult, error) {
+	return GCResult{}, ErrNotImplemented
+}
