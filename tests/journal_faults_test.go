@@ -195,7 +195,7 @@ func TestJournalSetupHook(t *testing.T) {
 	claudeBin(t)
 	cm := journalMount(t)
 	m := &mount{t: t, tmp: cm.tmp, ws: cm.ws, mnt: cm.mnt} // the CLI mount as runClaude takes it
-	rewind := shq(rubinofsBin(t)) + ` rewind --to "$(grep -o 'cp[0-9]*","label":"prompt: work through' .rubino/self/checkpoints | tail -1 | cut -c1-8)"`
+	rewind := shq(rubinofsBin(t)) + ` rewind --to "$(sed -n 's/.*"id":"\(cp[0-9]*\)","label":"prompt: work through.*/\1/p' .rubino/self/checkpoints | tail -1)"`
 	model := newScriptedModel(t,
 		bash("echo made by the turn > made.txt; cat .rubino/self/checkpoints"),
 		bash(rewind+"; echo rewind-exit=$?; ls made.txt"),
