@@ -316,17 +316,23 @@ func quoteToken(tok string) string {
 	return tok
 }
 
-// workspacePaths maps PATH arguments to the workspace-relative,
-// slash-separated paths the journal names: an absolute path must be
-// inside the mount; a relative one is taken from the current directory
-// when that is inside the mount, else from the mount root. "." (the whole
-// workspace) or no argument means every path: nil.
+// workspacePaths maps PATH arguments to the paths a journal request
+// takes, which the daemon resolves against the caller's current directory
+// (as self/ctl's read does). A relative PATH is taken from the current
+// directory when that is inside the mount, else from the mount root; an
+// absolute one must be inside the mount. Each is sent relative to the
+// current directory when that is inside the mount (it then means the same
+// in a container, whose paths the daemon does not share), else absolute.
+// A path outside the mount or in the control tree is an error; "." (the
+// whole workspace) or no argument means every path: nil.
 func workspacePaths(mnt string, args []string) ([]string, error) {
 	if len(args) == 0 {
 		return nil, nil
 	}
-	roots := []string{filepath.Clean(mnt)} // the mount as spelled, and resolved
-	if r, err := filepath.EvalSymlinks(mnt); err == nil && r != roots[0] {
+	root := filepath.Clean(mnt)
+	roots := []string{root} // the mount as spelled, and resolved
+	if r, err := filepath.EvalSymlinks(mnt); err == nil && r != root {
+		root = r
 		roots = append(roots, r)
 	}
 	inMount := func(p string) (string, bool) {
@@ -337,12 +343,12 @@ func workspacePaths(mnt string, args []string) ([]string, error) {
 		}
 		return "", false
 	}
-	base := "" // where a relative path starts, workspace-relative
+	base, inside := "", false // the current directory, workspace-relative
 	if wd, err := os.Getwd(); err == nil {
-		if rel, ok := inMount(wd); ok {
-			base = rel
-		} else if r, err := filepath.EvalSymlinks(wd); err == nil {
-			base, _ = inMount(r)
+		if base, inside = inMount(wd); !inside {
+			if r, err := filepath.EvalSymlinks(wd); err == nil {
+				base, inside = inMount(r)
+			}
 		}
 	}
 	var out []string
@@ -361,8 +367,12 @@ func workspacePaths(mnt string, args []string) ([]string, error) {
 			return nil, nil
 		case rel == ctltree.DirName || strings.HasPrefix(rel, ctltree.DirName+"/"):
 			return nil, fmt.Errorf("%s is in the control tree, which is never journaled", a)
+		case inside:
+			rel, _ = filepath.Rel(base, rel)
+			out = append(out, rel)
+		default:
+			out = append(out, filepath.Join(root, rel))
 		}
-		out = append(out, filepath.ToSlash(rel))
 	}
 	return out, nil
 }

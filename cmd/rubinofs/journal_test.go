@@ -25,17 +25,18 @@ func TestRequestLine(t *testing.T) {
 	}
 }
 
-// TestWorkspacePaths: PATH arguments become workspace-relative paths:
-// relative ones from the current directory inside the mount (from the
-// root outside it), absolute ones inside the mount; a path outside the
-// mount or in the control tree is an error, and "." means every path.
+// TestWorkspacePaths: PATH arguments are checked against the mount and
+// sent as the daemon resolves them, against the caller's current
+// directory: relative to it inside the mount, absolute (from the mount
+// root) outside it. A path outside the mount or in the control tree is an
+// error, and "." means every path.
 func TestWorkspacePaths(t *testing.T) {
-	mnt := t.TempDir()
+	mnt, _ := filepath.EvalSymlinks(t.TempDir())
 	os.MkdirAll(filepath.Join(mnt, "src", "deep"), 0o755)
 	outside := t.TempDir()
 	t.Chdir(filepath.Join(mnt, "src"))
 	got, err := workspacePaths(mnt, []string{"a.go", "deep/b.go", "../top.txt", filepath.Join(mnt, "abs.txt"), "./deep/../c.go"})
-	if err != nil || strings.Join(got, ",") != "src/a.go,src/deep/b.go,top.txt,abs.txt,src/c.go" {
+	if err != nil || strings.Join(got, ",") != "a.go,deep/b.go,../top.txt,../abs.txt,c.go" {
 		t.Errorf("inside src: %q, %v", got, err)
 	}
 	if got, err := workspacePaths(mnt, []string{"a.go", ".."}); err != nil || got != nil {
@@ -47,8 +48,8 @@ func TestWorkspacePaths(t *testing.T) {
 		}
 	}
 	t.Chdir(outside)
-	if got, err := workspacePaths(mnt, []string{"src/a.go"}); err != nil || strings.Join(got, ",") != "src/a.go" {
-		t.Errorf("from outside the mount: %q, %v; want the path from the mount root", got, err)
+	if got, err := workspacePaths(mnt, []string{"src/a.go"}); err != nil || strings.Join(got, ",") != filepath.Join(mnt, "src/a.go") {
+		t.Errorf("from outside the mount: %q, %v; want the path from the mount root, absolute", got, err)
 	}
 	if got, err := workspacePaths(mnt, nil); err != nil || got != nil {
 		t.Errorf("no arguments: %q, %v", got, err)
