@@ -184,8 +184,8 @@ func TestJournalDryRun(t *testing.T) {
 			t.Errorf("the dry run's plan lacks %q:\n%s", want, out)
 		}
 	}
-	if restored, removed, _, _ := rewindCounts(t, out); restored < 2 || removed != 1 {
-		t.Errorf("the dry run's counts: restored %d, removed %d; want >= 2 and 1\n%s", restored, removed, out)
+	if restored, removed, _, _ := rewindCounts(t, out); restored < 2 || removed < 1 {
+		t.Errorf("the dry run's counts: restored %d, removed %d; want >= 2 and >= 1\n%s", restored, removed, out)
 	}
 	if undoRe.MatchString(out) {
 		t.Errorf("a dry run names an undo checkpoint:\n%s", out)
