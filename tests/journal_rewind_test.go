@@ -167,12 +167,17 @@ func TestJournalRewindUndo(t *testing.T) {
 // TestJournalDryRun: `rewind --dry-run` prints the plan (a removal for a
 // created file, a rename back, a restore) and the counts, and changes
 // nothing: the tree is as the session left it and no checkpoint was
-// taken. A checkpoint's label and id come back from `rubinofs checkpoint`,
+// taken. Before any change, changes and diff print nothing. A checkpoint's label and id come back from `rubinofs checkpoint`,
 // and a rewind limited to a PATH leaves the rest.
 func TestJournalDryRun(t *testing.T) {
 	m := journalMount(t)
 	before := manifest(t, m.ws, "build")
 	s := m.startSession("agent")
+	for _, cmd := range []string{"rubinofs changes", "rubinofs diff", "rubinofs changes --json"} {
+		if out := s.must(cmd); out != "" {
+			t.Errorf("%s before any change: %q, want nothing", cmd, out)
+		}
+	}
 	s.must("cat notes.txt old.txt >/dev/null && echo more >> notes.txt && mv old.txt renamed.txt && echo new > fresh.txt")
 	made := manifest(t, m.ws, "build")
 	out, code := s.run("rubinofs rewind --dry-run --to cp000000")
