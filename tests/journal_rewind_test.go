@@ -145,8 +145,8 @@ func TestJournalRewindRealTools(t *testing.T) {
 // TestJournalRewindUndo: a rewind is undone by rewinding to the automatic
 // checkpoint it printed: the tree is again the one the session had made.
 // The mount runs without the watcher and with one-hour kernel caches, so
-// the mount shows the rewound tree only because the rewind invalidated
-// the kernel's caches of what it changed.
+// the view through the mount must follow the rewind without the watcher's
+// help.
 func TestJournalRewindUndo(t *testing.T) {
 	m := journalMount(t, "--watch=false", "--cache-timeout", "1h")
 	before := manifest(t, m.ws, "build")
