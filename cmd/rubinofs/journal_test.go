@@ -192,3 +192,22 @@ func TestHookPromptCheckpointBounded(t *testing.T) {
 		t.Errorf("a hung mount: error %v, stdout %q; want the bound's error and no output", err, out.String())
 	}
 }
+
+// TestCompleteCheckpoints: `rubinofs rewind --to <TAB>` offers the
+// session's checkpoint ids, newest first, from its checkpoints file.
+func TestCompleteCheckpoints(t *testing.T) {
+	mnt := fakeMount(t)
+	os.WriteFile(filepath.Join(mnt, ctltree.DirName, "self/checkpoints"),
+		[]byte(`{"id":"cp000000","label":"session start"}`+"\n"+`{"id":"cp000001","label":"prompt: x"}`+"\n"), 0o644)
+	args := []string{"rubinofs", "rewind", "--mount", mnt, "--to", "--generate-bash-completion"}
+	oldArgs := os.Args
+	os.Args = args
+	defer func() { os.Args = oldArgs }()
+	app := newApp()
+	var out bytes.Buffer
+	app.Writer = &out
+	app.Run(args)
+	if got := out.String(); got != "cp000001\ncp000000\n" {
+		t.Errorf("completion of --to: %q, want the ids newest first", got)
+	}
+}
