@@ -17,11 +17,14 @@ import (
 
 // Options configures a Journal. MaxBlobSize is the largest file (bytes)
 // whose bytes a pre-image keeps (0: DefaultMaxBlobSize); Copy selects the
-// copy method of the blob store (CopyAuto by default); Now is the clock of
-// record times (nil: time.Now).
+// copy method of the blob store (CopyAuto by default); Budget bounds the
+// blob store in bytes (0: no bound; a pre-image past it is recorded as
+// UnrecoverableOverBudget, and GC removes ended sessions' logs to get
+// back under it); Now is the clock of record times (nil: time.Now).
 type Options struct {
 	MaxBlobSize int64
 	Copy        CopyMode
+	Budget      int64
 	Now         func() time.Time
 }
 
@@ -34,6 +37,11 @@ type Journal struct {
 	dir   string
 	blobs *Blobs
 	now   func() time.Time
+
+	// gcMu is read-held by Record from the capture to the append and
+	// write-held by GC's blob sweep, so a blob a record is about to name
+	// is never swept (docs/DESIGN.md#journal-rewind).
+	gcMu sync.RWMutex
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -53,7 +61,7 @@ type session struct {
 
 // Open returns the journal under dir (STATE/journal), creating dir,
 // dir/blobs and dir/sessions (0700). Session logs open lazily, at their
-// first use.
+// first use. It walks the blob store once to learn its size (Blobs.Used).
 func Open(dir string, opt Options) (*Journal, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "sessions"), 0o700); err != nil {
 		return nil, err
@@ -62,6 +70,7 @@ func Open(dir string, opt Options) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.SetBudget(opt.Budget)
 	now := opt.Now
 	if now == nil {
 		now = time.Now
@@ -184,9 +193,10 @@ type Capture func(path string) (PreImage, error)
 // name of a rename, exchange or link, or ""). For each of path and path2
 // not yet changed in the current checkpoint interval it first calls
 // capture and keeps the pre-image; then it appends the record and
-// fdatasyncs it. It returns once the record is durable: the caller makes
-// the change only after a nil error (the pre-image is durable before the
-// mutation is acknowledged). On an error nothing is recorded and the
+// fdatasyncs it (a write, truncate or chmod that saves no pre-image skips
+// the fdatasync: docs/DESIGN.md#journal-rewind). It returns once the
+// record is durable: the caller makes the change only after a nil error
+// (the pre-image is durable before the mutation is acknowledged). On an error nothing is recorded and the
 // paths stay uncaptured; the caller decides whether to refuse the change
 // (the errno the mount returns, EIO for example).
 func (j *Journal) Record(sessionName, op, path, path2 string, capture Capture) (Record, error) {
@@ -195,6 +205,8 @@ func (j *Journal) Record(sessionName, op, path, path2 string, capture Capture) (
 		return Record{}, err
 	}
 	defer s.mu.Unlock()
+	j.gcMu.RLock()
+	defer j.gcMu.RUnlock()
 	rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: op, Path: path, Path2: path2}
 	for _, p := range []string{path, path2} {
 		if p == "" || s.touched[p] || (p == path2 && p == path) {
@@ -207,7 +219,7 @@ func (j *Journal) Record(sessionName, op, path, path2 string, capture Capture) (
 		pre.Path = p
 		rec.Pre = append(rec.Pre, pre)
 	}
-	if err := s.log.append(rec); err != nil {
+	if err := s.log.write(rec, needsSync(rec)); err != nil {
 		return Record{}, err
 	}
 	s.seq = rec.Seq

@@ -1,0 +1,318 @@
+package journal
+
+// Planning and applying a rewind: the reverse replay of a session's
+// records since a checkpoint (docs/DESIGN.md#journal-rewind).
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// PlanRewind plans the rewind of session to checkpoint to, from its
+// records, against the current state (ins), by the reverse replay and the
+// conflict rule of docs/DESIGN.md#journal-rewind. Steps holds what Rewind
+// applies, in order: without opt.Force the steps naming a conflicting path
+// are left out (and listed in Conflicts), with it they stay. A restore
+// whose pre-image has no bytes (UnrecoverableTooLarge,
+// UnrecoverableOverBudget) is left out and listed in Unrecoverable. An
+// unknown checkpoint is an error; so is a log that cannot be read.
+func (j *Journal) PlanRewind(sessionName, to string, ins Inspector, opt RewindOptions) (Plan, error) {
+	recs, err := j.Records(sessionName)
+	if err != nil {
+		return Plan{}, err
+	}
+	start := checkpointIndex(recs, to)
+	if start < 0 {
+		return Plan{}, fmt.Errorf("journal: no checkpoint %q", to)
+	}
+	plan := Plan{Session: sessionName, To: to}
+	rev, err := reverseSteps(recs[start+1:], opt.Paths, &replaySim{ins: ins, sim: map[string]bool{}})
+	if err != nil {
+		return Plan{}, err
+	}
+	steps := dropRepeats(rev)
+	kept := steps[:0]
+	for _, s := range steps {
+		if s.Kind == StepRestore && s.Pre.Unrecoverable != "" {
+			plan.Unrecoverable = append(plan.Unrecoverable, s.Pre)
+			continue
+		}
+		kept = append(kept, s)
+	}
+	steps = kept
+	others, err := j.otherChanges(sessionName)
+	if err != nil {
+		return Plan{}, err
+	}
+	cc := newConflictChecker(recs, others, ins)
+	for _, s := range steps {
+		var bad []Conflict
+		for _, name := range []string{s.Path, s.From} {
+			if name == "" {
+				continue
+			}
+			cs, err := cc.check(name)
+			if err != nil {
+				return Plan{}, err
+			}
+			bad = append(bad, cs...)
+		}
+		for _, c := range bad {
+			if !cc.reported[c.Path] {
+				cc.reported[c.Path] = true
+				plan.Conflicts = append(plan.Conflicts, c)
+			}
+		}
+		if len(bad) == 0 || opt.Force {
+			plan.Steps = append(plan.Steps, s)
+		}
+	}
+	return plan, nil
+}
+
+func checkpointIndex(recs []Record, id string) int {
+	if id == "" {
+		id = "cp000000"
+	}
+	for i, r := range recs {
+		if r.Op == OpCheckpoint && r.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// isChange says whether r is a change record (not a checkpoint, an
+// after-note or the end).
+func isChange(r Record) bool {
+	return r.Op != OpCheckpoint && r.Op != OpAfter && r.Op != OpEnd
+}
+
+// within reports whether p is one of roots or below one (nil roots: all).
+func within(p string, roots []string) bool {
+	if roots == nil {
+		return true
+	}
+	for _, r := range roots {
+		r = strings.Trim(r, "/")
+		if r == "" || r == "." || p == r || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// reverseSteps undoes recs in reverse order: a rename is renamed back and
+// an exchange exchanged again, then each pre-image the record saved is
+// restored. A rename back whose source the replay has already removed (or
+// an exchange missing a side) is left out: the names' pre-images restore
+// them. With roots, only records naming a path within them count; a
+// rename or exchange restores both its names, any other record only its
+// names within roots.
+func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]Step, error) {
+	var out []Step
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := recs[i]
+		if !isChange(r) {
+			continue
+		}
+		in1, in2 := r.Path != "" && within(r.Path, roots), r.Path2 != "" && within(r.Path2, roots)
+		if !in1 && !in2 {
+			continue
+		}
+		both := r.Op == OpRename || r.Op == OpExchange
+		if both && r.Path2 != "" && r.Path2 != r.Path {
+			ok, err := sim.exists(r.Path2)
+			if err == nil && ok && r.Op == OpExchange {
+				ok, err = sim.exists(r.Path)
+			}
+			if err != nil {
+				return nil, err
+			}
+			if ok && r.Op == OpRename {
+				out = append(out, Step{Kind: StepRename, Path: r.Path, From: r.Path2})
+				sim.move(r.Path2, r.Path)
+			} else if ok {
+				out = append(out, Step{Kind: StepExchange, Path: r.Path, From: r.Path2})
+				sim.exchange(r.Path, r.Path2)
+			}
+		}
+		for k := len(r.Pre) - 1; k >= 0; k-- {
+			pre := r.Pre[k]
+			if !both && !within(pre.Path, roots) {
+				continue
+			}
+			out = append(out, restoreStep(pre))
+			sim.set(pre.Path, pre.Kind != KindAbsent)
+		}
+	}
+	return out, nil
+}
+
+// replaySim tracks which names exist as the planned steps are applied in
+// order: sim holds the names the steps set, moves the renames made (what
+// is now at to came from from), and anything else is read from the
+// current tree through ins, mapped back through the moves.
+type replaySim struct {
+	ins   Inspector
+	sim   map[string]bool
+	moves [][2]string // {to, from}
+}
+
+func (r *replaySim) exists(p string) (bool, error) {
+	if v, ok := r.sim[p]; ok {
+		return v, nil
+	}
+	for a := parentOf(p); a != ""; a = parentOf(a) {
+		if v, ok := r.sim[a]; ok && !v {
+			return false, nil
+		}
+	}
+	real := p
+	for i := len(r.moves) - 1; i >= 0; i-- {
+		to, from := r.moves[i][0], r.moves[i][1]
+		if real == to || strings.HasPrefix(real, to+"/") {
+			real = from + real[len(to):]
+		}
+	}
+	a, err := r.ins.Lstat(real)
+	if err != nil {
+		return false, err
+	}
+	return a.Kind != KindAbsent, nil
+}
+
+// set records that a step made p exist or removed it (and what was below).
+func (r *replaySim) set(p string, exists bool) {
+	if !exists {
+		r.dropBelow(p)
+	}
+	r.sim[p] = exists
+}
+
+func (r *replaySim) dropBelow(p string) {
+	for k := range r.sim {
+		if strings.HasPrefix(k, p+"/") {
+			delete(r.sim, k)
+		}
+	}
+}
+
+// move renames from to to in the simulation (to and below replaced).
+func (r *replaySim) move(from, to string) {
+	moved := map[string]bool{}
+	for k, v := range r.sim {
+		if k == from || strings.HasPrefix(k, from+"/") {
+			moved[to+k[len(from):]] = v
+			delete(r.sim, k)
+		}
+	}
+	r.dropBelow(to)
+	for k, v := range moved {
+		r.sim[k] = v
+	}
+	r.moves = append(r.moves, [2]string{to, from})
+	r.sim[to] = true
+	r.sim[from] = false
+}
+
+// exchange swaps a and b in the simulation.
+func (r *replaySim) exchange(a, b string) {
+	tmp := "\x00exchange"
+	r.move(a, tmp)
+	r.move(b, a)
+	r.move(tmp, b)
+}
+
+func restoreStep(pre PreImage) Step {
+	if pre.Kind == KindAbsent {
+		return Step{Kind: StepRemove, Path: pre.Path, Pre: pre}
+	}
+	return Step{Kind: StepRestore, Path: pre.Path, Pre: pre}
+}
+
+// dropRepeats drops a restore or remove of a path that a later step
+// restores or removes again when no step in between names the path, one of
+// its ancestors or descendants (a rename or exchange), or a descendant
+// (any step): the later step decides the path's state alone.
+func dropRepeats(steps []Step) []Step {
+	later := map[string]bool{}
+	keep := make([]bool, len(steps))
+	forget := func(p string) {
+		for k := range later {
+			if k == p || strings.HasPrefix(k, p+"/") || strings.HasPrefix(p, k+"/") {
+				delete(later, k)
+			}
+		}
+	}
+	for i := len(steps) - 1; i >= 0; i-- {
+		s := steps[i]
+		if s.Kind == StepRename || s.Kind == StepExchange {
+			keep[i] = true
+			forget(s.Path)
+			forget(s.From)
+			continue
+		}
+		if later[s.Path] {
+			continue
+		}
+		keep[i] = true
+		later[s.Path] = true
+		for a := parentOf(s.Path); a != ""; a = parentOf(a) {
+			delete(later, a)
+		}
+	}
+	var out []Step
+	for i, s := range steps {
+		if keep[i] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func parentOf(p string) string {
+	d := path.Dir(p)
+	if d == "." || d == "/" {
+		return ""
+	}
+	return d
+}
+
+// Rewind takes the automatic checkpoint "before rewind to TO" (Result.
+// Checkpoint, the undo point), then applies plan's steps in order with a
+// (each a journaled change of the session when a journals, as the mount's
+// applier and a DirApplier with J set do). A failed step is reported in
+// Result.Errors ("KIND PATH: error") and the rest goes on. Restored counts
+// the restore, rename and exchange steps applied, Removed the remove
+// steps; Conflicts and Unrecoverable are the plan's. The error is only the
+// checkpoint's (then nothing was applied).
+func (j *Journal) Rewind(plan Plan, a Applier) (Result, error) {
+	cp, err := j.Checkpoint(plan.Session, "before rewind to "+plan.To)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Checkpoint: cp.ID, Conflicts: len(plan.Conflicts), Unrecoverable: len(plan.Unrecoverable)}
+	for _, s := range plan.Steps {
+		var err error
+		switch s.Kind {
+		case StepRename:
+			err = a.Rename(s.From, s.Path)
+		case StepExchange:
+			err = a.Exchange(s.Path, s.From)
+		default:
+			err = a.Restore(s.Path, s.Pre, j.blobs)
+		}
+		if err != nil {
+			res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %v", s.Kind, s.Path, err))
+			continue
+		}
+		if s.Kind == StepRemove {
+			res.Removed++
+		} else {
+			res.Restored++
+		}
+	}
+	return res, nil
+}
