@@ -29,40 +29,38 @@ func (d DirInspector) Lstat(path string) (After, error) {
 
 // HashOf returns the 32-hex xxh3-128 of the regular file path's bytes.
 func (d DirInspector) HashOf(path string) (string, error) {
-	fd, leaf, err := OpenParent(d.Root, path)
-	if err != nil {
-		return "", err
-	}
-	defer unix.Close(fd)
-	return HashFile(fd, leaf)
+	return inParent(d.Root, path, HashFile)
 }
 
 // Readlink returns the target of the symlink path (Diff uses it when the
 // Inspector has it).
 func (d DirInspector) Readlink(path string) (string, error) {
-	fd, leaf, err := OpenParent(d.Root, path)
-	if err != nil {
-		return "", err
-	}
-	defer unix.Close(fd)
-	return readlinkAt(fd, leaf)
+	return inParent(d.Root, path, readlinkAt)
 }
 
 // ReadFile returns the bytes of the regular file path (a final symlink is
 // not followed: ELOOP); the cur function of Diff.
 func (d DirInspector) ReadFile(path string) ([]byte, error) {
-	fd, leaf, err := OpenParent(d.Root, path)
+	return inParent(d.Root, path, func(fd int, leaf string) ([]byte, error) {
+		ffd, err := unix.Openat(fd, leaf, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return nil, err
+		}
+		f := os.NewFile(uintptr(ffd), leaf)
+		defer f.Close()
+		return io.ReadAll(f)
+	})
+}
+
+// inParent calls fn with the parent descriptor and last name of path.
+func inParent[T any](root, path string, fn func(fd int, leaf string) (T, error)) (T, error) {
+	fd, leaf, err := OpenParent(root, path)
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
 	defer unix.Close(fd)
-	ffd, err := unix.Openat(fd, leaf, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(ffd), leaf)
-	defer f.Close()
-	return io.ReadAll(f)
+	return fn(fd, leaf)
 }
 
 // DirApplier applies a rewind to the tree under Root. With J set, each

@@ -65,8 +65,10 @@ type Record struct {
 // ReadLog reads the session log at path: every complete line, in order,
 // and the length in bytes of the complete prefix. A last line without its
 // newline, or one that does not parse as JSON, is a torn append (a crash
-// mid-write) and is ignored; a line that does not parse before the last is
-// an error. A missing file is an empty log.
+// mid-write) and is ignored; so is everything from a line starting with a
+// NUL byte (an unsynced tail whose pages never reached the disk,
+// docs/DESIGN.md#journal-rewind). A line that does not parse before the
+// last is an error. A missing file is an empty log.
 func ReadLog(path string) ([]Record, int64, error) {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
