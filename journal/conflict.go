@@ -163,6 +163,7 @@ type conflictChecker struct {
 	exp      map[string]expect
 	keys     []string // exp's keys, sorted
 	others   map[string]otherChange
+	oKeys    []string // others' keys, sorted
 	ins      Inspector
 	done     map[string][]Conflict
 	reported map[string]bool
@@ -175,12 +176,19 @@ func newConflictChecker(recs []Record, others map[string]otherChange, ins Inspec
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	return &conflictChecker{exp: exp, keys: keys, others: others, ins: ins,
+	oKeys := make([]string, 0, len(others))
+	for k := range others {
+		oKeys = append(oKeys, k)
+	}
+	sort.Strings(oKeys)
+	return &conflictChecker{exp: exp, keys: keys, others: others, oKeys: oKeys, ins: ins,
 		done: map[string][]Conflict{}, reported: map[string]bool{}}
 }
 
-// check returns the conflicts of a step naming name: name itself, and every
-// path below it the session knows (a rename back moves them too).
+// check returns the conflicts of a step naming name: name itself, every
+// path below it the session knows (a rename back moves them too), and
+// every path below it another session changed after the session's last
+// record of name.
 func (c *conflictChecker) check(name string) ([]Conflict, error) {
 	var out []Conflict
 	one, err := c.checkOne(name)
@@ -196,6 +204,19 @@ func (c *conflictChecker) check(name string) ([]Conflict, error) {
 			return nil, err
 		}
 		out = append(out, one...)
+	}
+	if e, known := c.exp[name]; known {
+		i := sort.SearchStrings(c.oKeys, prefix)
+		for ; i < len(c.oKeys) && strings.HasPrefix(c.oKeys[i], prefix); i++ {
+			k := c.oKeys[i]
+			if _, mine := c.exp[k]; mine {
+				continue // checked above, against the session's own record of it
+			}
+			if o := c.others[k]; o.time.After(e.time) {
+				out = append(out, Conflict{Path: k, By: o.session,
+					Reason: "changed by session " + o.session + " below " + name + " after this session's change of it"})
+			}
+		}
 	}
 	return out, nil
 }

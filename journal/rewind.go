@@ -12,8 +12,9 @@ import (
 // PlanRewind plans the rewind of session to checkpoint to, from its
 // records, against the current state (ins), by the reverse replay and the
 // conflict rule of docs/DESIGN.md#journal-rewind. Steps holds what Rewind
-// applies, in order: without opt.Force the steps naming a conflicting path
-// are left out (and listed in Conflicts), with it they stay. A restore
+// applies, in order: without opt.Force the steps undoing a record that
+// names a conflicting path are left out (the path listed in Conflicts),
+// with it they stay. A restore
 // whose pre-image has no bytes (UnrecoverableTooLarge,
 // UnrecoverableOverBudget) is left out and listed in Unrecoverable. An
 // unknown checkpoint is an error; so is a log that cannot be read.
@@ -46,8 +47,8 @@ func (j *Journal) PlanRewind(sessionName, to string, ins Inspector, opt RewindOp
 		return Plan{}, err
 	}
 	cc := newConflictChecker(recs, others, ins)
+	badRec := map[int]bool{} // records with a conflicting name: all their steps go
 	for _, s := range steps {
-		var bad []Conflict
 		for _, name := range []string{s.Path, s.From} {
 			if name == "" {
 				continue
@@ -56,16 +57,18 @@ func (j *Journal) PlanRewind(sessionName, to string, ins Inspector, opt RewindOp
 			if err != nil {
 				return Plan{}, err
 			}
-			bad = append(bad, cs...)
-		}
-		for _, c := range bad {
-			if !cc.reported[c.Path] {
-				cc.reported[c.Path] = true
-				plan.Conflicts = append(plan.Conflicts, c)
+			for _, c := range cs {
+				badRec[s.rec] = true
+				if !cc.reported[c.Path] {
+					cc.reported[c.Path] = true
+					plan.Conflicts = append(plan.Conflicts, c)
+				}
 			}
 		}
-		if len(bad) == 0 || opt.Force {
-			plan.Steps = append(plan.Steps, s)
+	}
+	for _, s := range steps {
+		if !badRec[s.rec] || opt.Force {
+			plan.Steps = append(plan.Steps, s.Step)
 		}
 	}
 	return plan, nil
@@ -95,7 +98,7 @@ func within(p string, roots []string) bool {
 		return true
 	}
 	for _, r := range roots {
-		r = strings.Trim(r, "/")
+		r = path.Clean(strings.Trim(r, "/"))
 		if r == "" || r == "." || p == r || strings.HasPrefix(p, r+"/") {
 			return true
 		}
@@ -110,8 +113,8 @@ func within(p string, roots []string) bool {
 // them. With roots, only records naming a path within them count; a
 // rename or exchange restores both its names, any other record only its
 // names within roots.
-func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]Step, error) {
-	var out []Step
+func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]planned, error) {
+	var out []planned
 	for i := len(recs) - 1; i >= 0; i-- {
 		r := recs[i]
 		if !isChange(r) {
@@ -131,10 +134,10 @@ func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]Step, error)
 				return nil, err
 			}
 			if ok && r.Op == OpRename {
-				out = append(out, Step{Kind: StepRename, Path: r.Path, From: r.Path2})
+				out = append(out, planned{Step{Kind: StepRename, Path: r.Path, From: r.Path2}, i})
 				sim.move(r.Path2, r.Path)
 			} else if ok {
-				out = append(out, Step{Kind: StepExchange, Path: r.Path, From: r.Path2})
+				out = append(out, planned{Step{Kind: StepExchange, Path: r.Path, From: r.Path2}, i})
 				sim.exchange(r.Path, r.Path2)
 			}
 		}
@@ -143,7 +146,7 @@ func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]Step, error)
 			if !both && !within(pre.Path, roots) {
 				continue
 			}
-			out = append(out, restoreStep(pre))
+			out = append(out, planned{restoreStep(pre), i})
 			sim.set(pre.Path, pre.Kind != KindAbsent)
 		}
 	}
@@ -225,6 +228,14 @@ func (r *replaySim) exchange(a, b string) {
 	r.move(tmp, b)
 }
 
+// planned is a step and the index of the record it undoes: a conflict of
+// any name of a record leaves out all of that record's steps, so a rename
+// is never half undone.
+type planned struct {
+	Step
+	rec int
+}
+
 func restoreStep(pre PreImage) Step {
 	if pre.Kind == KindAbsent {
 		return Step{Kind: StepRemove, Path: pre.Path, Pre: pre}
@@ -236,7 +247,7 @@ func restoreStep(pre PreImage) Step {
 // restores or removes again when no step in between names the path, one of
 // its ancestors or descendants (a rename or exchange), or a descendant
 // (any step): the later step decides the path's state alone.
-func dropRepeats(steps []Step) []Step {
+func dropRepeats(steps []planned) []planned {
 	later := map[string]bool{}
 	keep := make([]bool, len(steps))
 	forget := func(p string) {
@@ -263,7 +274,7 @@ func dropRepeats(steps []Step) []Step {
 			delete(later, a)
 		}
 	}
-	var out []Step
+	var out []planned
 	for i, s := range steps {
 		if keep[i] {
 			out = append(out, s)

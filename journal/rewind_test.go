@@ -247,3 +247,29 @@ func TestRewindAfterTornLog(t *testing.T) {
 		t.Fatalf("a NUL tail: %v", err)
 	}
 }
+
+// Another session's edit below a directory the session renamed is a
+// conflict of the rename back (it would move the edit), kept without Force.
+func TestRewindConflictBelowRenamedDir(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	d := newDriver(t, j, "agent")
+	seedTree(d)
+	d.rename("pkg", "lib")
+	d.on(d.root, "other").write("lib/x.txt", "theirs\n")
+	plan, err := j.PlanRewind("agent", "", d.ins(), RewindOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Conflicts) != 1 || plan.Conflicts[0].Path != "lib/x.txt" || plan.Conflicts[0].By != "other" {
+		t.Fatalf("conflicts %+v", plan.Conflicts)
+	}
+	if len(plan.Steps) != 0 {
+		t.Fatalf("steps of the conflicting rename planned: %+v", plan.Steps)
+	}
+	if _, err := j.Rewind(plan, d.applier()); err != nil {
+		t.Fatal(err)
+	}
+	if d.exists("pkg") || !d.exists("lib/x.txt") {
+		t.Fatal("the rename was half undone")
+	}
+}
