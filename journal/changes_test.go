@@ -162,3 +162,35 @@ func TestNoteAfterAndEndAreGapless(t *testing.T) {
 		t.Fatalf("checkpoint counts after-notes: %+v", cps)
 	}
 }
+
+// GC removing an open session's log while other sessions record does not
+// deadlock, and the session's next record starts a new log.
+func TestGCConcurrentWithRecord(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	d := newDriver(t, j, "a")
+	d.seed(map[string]string{"f": "x", "g": "y"})
+	d.write("f", "1")
+	if err := j.End("a", time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 50; i++ {
+			if _, err := j.GC(GCOptions{Retention: time.Minute}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	c := func(string) (PreImage, error) { return PreImage{Kind: KindAbsent}, nil }
+	for i := 0; i < 200; i++ {
+		if _, err := j.Record("b", "write", "g", "", c); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.Record("a", "write", "f", "", c); err != nil && err != errRemoved {
+			t.Fatal(err)
+		}
+	}
+	<-done
+}

@@ -200,13 +200,14 @@ type Capture func(path string) (PreImage, error)
 // paths stay uncaptured; the caller decides whether to refuse the change
 // (the errno the mount returns, EIO for example).
 func (j *Journal) Record(sessionName, op, path, path2 string, capture Capture) (Record, error) {
+	// The GC lock before the session's: GC takes them in that order.
+	j.gcMu.RLock()
+	defer j.gcMu.RUnlock()
 	s, err := j.session(sessionName)
 	if err != nil {
 		return Record{}, err
 	}
 	defer s.mu.Unlock()
-	j.gcMu.RLock()
-	defer j.gcMu.RUnlock()
 	rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: op, Path: path, Path2: path2}
 	for _, p := range []string{path, path2} {
 		if p == "" || s.touched[p] || (p == path2 && p == path) {
