@@ -79,8 +79,14 @@ func (j *Journal) otherChanges(self string) (map[string]otherChange, error) {
 // state; a change sets the kind it implies; a rename moves the entries of
 // its source (and below) to its target, an exchange swaps them, an unlink
 // or rmdir drops those below.
-func lastKnown(recs []Record) map[string]expect {
+//
+// It also returns the last after-note of each inode (any name): a path
+// whose current state is the one the session last noted for its inode
+// through another name (a hard link) is explained by the session's own
+// change.
+func lastKnown(recs []Record) (map[string]expect, map[uint64]After) {
 	exp := map[string]expect{}
+	byIno := map[uint64]After{}
 	move := func(from, to string) map[string]expect {
 		moved := map[string]expect{}
 		for k, e := range exp {
@@ -105,6 +111,9 @@ func lastKnown(recs []Record) map[string]expect {
 			for i := range r.After {
 				a := r.After[i]
 				exp[a.Path] = expect{after: &a, kind: a.Kind, time: t}
+				if a.Ino != 0 && a.Kind == KindFile {
+					byIno[a.Ino] = a
+				}
 			}
 		case !isChange(r):
 		case r.Op == OpRename && r.Path2 != "" && r.Path2 != r.Path:
@@ -155,12 +164,13 @@ func lastKnown(recs []Record) map[string]expect {
 			exp[p] = expect{kind: kind, time: t}
 		}
 	}
-	return exp
+	return exp, byIno
 }
 
 // conflictChecker decides the conflicts of one plan, caching per path.
 type conflictChecker struct {
 	exp      map[string]expect
+	byIno    map[uint64]After
 	keys     []string // exp's keys, sorted
 	others   map[string]otherChange
 	oKeys    []string // others' keys, sorted
@@ -170,7 +180,7 @@ type conflictChecker struct {
 }
 
 func newConflictChecker(recs []Record, others map[string]otherChange, ins Inspector) *conflictChecker {
-	exp := lastKnown(recs)
+	exp, byIno := lastKnown(recs)
 	keys := make([]string, 0, len(exp))
 	for k := range exp {
 		keys = append(keys, k)
@@ -181,7 +191,7 @@ func newConflictChecker(recs []Record, others map[string]otherChange, ins Inspec
 		oKeys = append(oKeys, k)
 	}
 	sort.Strings(oKeys)
-	return &conflictChecker{exp: exp, keys: keys, others: others, oKeys: oKeys, ins: ins,
+	return &conflictChecker{exp: exp, byIno: byIno, keys: keys, others: others, oKeys: oKeys, ins: ins,
 		done: map[string][]Conflict{}, reported: map[string]bool{}}
 }
 
@@ -234,7 +244,7 @@ func (c *conflictChecker) checkOne(p string) ([]Conflict, error) {
 		}
 		reason := ""
 		switch {
-		case e.after != nil && !SameState(*e.after, cur):
+		case e.after != nil && !SameState(*e.after, cur) && !c.sameInode(*e.after, cur):
 			reason = "changed since the session's last change of it"
 		case e.after == nil && !kindMatches(e.kind, cur.Kind):
 			reason = "is " + cur.Kind + ", the session's last change left it " + e.kind
@@ -253,6 +263,13 @@ func (c *conflictChecker) checkOne(p string) ([]Conflict, error) {
 	}
 	c.done[p] = cs
 	return cs, nil
+}
+
+// sameInode reports whether cur is the state the session last noted for
+// rec's inode under any name (a hard link changed through another name).
+func (c *conflictChecker) sameInode(rec, cur After) bool {
+	last, ok := c.byIno[rec.Ino]
+	return ok && rec.Kind == KindFile && SameState(last, cur)
 }
 
 func kindMatches(want, got string) bool {

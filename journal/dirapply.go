@@ -75,9 +75,13 @@ type DirApplier struct {
 	Session string
 }
 
-// Restore makes path what pre says (RestoreAt).
+// Restore makes path what pre says (RestoreAt); a KindAbsent restore of a
+// path whose parent is missing is done already.
 func (d DirApplier) Restore(path string, pre PreImage, blobs *Blobs) error {
 	fd, leaf, err := OpenParent(d.Root, path)
+	if pre.Kind == KindAbsent && (err == unix.ENOENT || err == unix.ENOTDIR) {
+		return nil // no parent: already absent
+	}
 	if err != nil {
 		return err
 	}
@@ -128,7 +132,7 @@ func (d DirApplier) note(seq uint64, fd int, leaf, path string) {
 	}
 }
 
-// Rename renames from to to, replacing to (renameat).
+// Rename renames from to to, replacing to (RenameReplacingAt).
 func (d DirApplier) Rename(from, to string) error {
 	return d.two("rename", from, to, 0)
 }
@@ -168,5 +172,8 @@ func (d DirApplier) two(op, a, b string, flags uint) error {
 			}
 		}()
 	}
-	return unix.Renameat2(fa, la, fb, lb, flags)
+	if flags != 0 {
+		return unix.Renameat2(fa, la, fb, lb, flags)
+	}
+	return RenameReplacingAt(fa, la, fb, lb)
 }

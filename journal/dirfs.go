@@ -258,3 +258,30 @@ func fileMode(m uint32) os.FileMode {
 	}
 	return fm
 }
+
+// RenameReplacingAt renames oldLeaf in oldfd to newLeaf in newfd,
+// replacing what is there even when its kind differs (the undo of a
+// rename, whose target name may since hold an empty directory where a file
+// was, or a file where a directory was): on EISDIR the empty directory is
+// removed first, on ENOTDIR the non-directory. A non-empty directory in
+// the way stays (ENOTEMPTY or EEXIST).
+func RenameReplacingAt(oldfd int, oldLeaf string, newfd int, newLeaf string) error {
+	err := unix.Renameat(oldfd, oldLeaf, newfd, newLeaf)
+	switch err {
+	case unix.EISDIR:
+		if err := unix.Unlinkat(newfd, newLeaf, unix.AT_REMOVEDIR); err != nil {
+			return err
+		}
+	case unix.ENOTDIR:
+		var st unix.Stat_t
+		if unix.Fstatat(newfd, newLeaf, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return err
+		}
+		if err := unix.Unlinkat(newfd, newLeaf, 0); err != nil {
+			return err
+		}
+	default:
+		return err
+	}
+	return unix.Renameat(oldfd, oldLeaf, newfd, newLeaf)
+}

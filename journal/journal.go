@@ -175,6 +175,7 @@ func (j *Journal) load(name string, s *session) error {
 		for _, p := range r.Pre {
 			s.touched[p.Path] = true
 		}
+		forgetMoved(s.touched, r)
 	}
 	if len(recs) == 0 {
 		if _, err := j.checkpointLocked(s, "session start"); err != nil {
@@ -227,6 +228,7 @@ func (j *Journal) Record(sessionName, op, path, path2 string, capture Capture) (
 	for _, p := range rec.Pre {
 		s.touched[p.Path] = true
 	}
+	forgetMoved(s.touched, rec)
 	return rec, nil
 }
 
@@ -254,4 +256,19 @@ func (j *Journal) checkpointLocked(s *session, label string) (Record, error) {
 	s.lastCP = rec.ID
 	s.touched = map[string]bool{}
 	return rec, nil
+}
+
+// forgetMoved drops, after a rename or exchange, the names below both of
+// its names from the interval's captured set: they now name other objects
+// (those moved in) or nothing, so their next change saves a pre-image
+// again (docs/DESIGN.md#journal-rewind).
+func forgetMoved(touched map[string]bool, r Record) {
+	if r.Op != OpRename && r.Op != OpExchange {
+		return
+	}
+	for k := range touched {
+		if strings.HasPrefix(k, r.Path+"/") || (r.Path2 != "" && strings.HasPrefix(k, r.Path2+"/")) {
+			delete(touched, k)
+		}
+	}
 }

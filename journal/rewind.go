@@ -28,7 +28,7 @@ func (j *Journal) PlanRewind(sessionName, to string, ins Inspector, opt RewindOp
 		return Plan{}, fmt.Errorf("journal: no checkpoint %q", to)
 	}
 	plan := Plan{Session: sessionName, To: to}
-	rev, err := reverseSteps(recs[start+1:], opt.Paths, &replaySim{ins: ins, sim: map[string]bool{}})
+	rev, err := reverseSteps(recs[start+1:], opt.Paths, &replaySim{ins: ins, sim: map[string]simState{}})
 	if err != nil {
 		return Plan{}, err
 	}
@@ -108,9 +108,9 @@ func within(p string, roots []string) bool {
 
 // reverseSteps undoes recs in reverse order: a rename is renamed back and
 // an exchange exchanged again, then each pre-image the record saved is
-// restored. A rename back whose source the replay has already removed (or
-// an exchange missing a side) is left out: the names' pre-images restore
-// them. With roots, only records naming a path within them count; a
+// restored. A rename back whose source the replay has already removed is
+// left out, and an exchange missing a side is a rename (undoMove): the
+// names' pre-images restore the rest. With roots, only records naming a path within them count; a
 // rename or exchange restores both its names, any other record only its
 // names within roots.
 func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]planned, error) {
@@ -126,19 +126,12 @@ func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]planned, err
 		}
 		both := r.Op == OpRename || r.Op == OpExchange
 		if both && r.Path2 != "" && r.Path2 != r.Path {
-			ok, err := sim.exists(r.Path2)
-			if err == nil && ok && r.Op == OpExchange {
-				ok, err = sim.exists(r.Path)
-			}
+			s, err := undoMove(r, sim)
 			if err != nil {
 				return nil, err
 			}
-			if ok && r.Op == OpRename {
-				out = append(out, planned{Step{Kind: StepRename, Path: r.Path, From: r.Path2}, i})
-				sim.move(r.Path2, r.Path)
-			} else if ok {
-				out = append(out, planned{Step{Kind: StepExchange, Path: r.Path, From: r.Path2}, i})
-				sim.exchange(r.Path, r.Path2)
+			if s != nil {
+				out = append(out, planned{*s, i})
 			}
 		}
 		for k := len(r.Pre) - 1; k >= 0; k-- {
@@ -147,10 +140,72 @@ func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]planned, err
 				continue
 			}
 			out = append(out, planned{restoreStep(pre), i})
-			sim.set(pre.Path, pre.Kind != KindAbsent)
+			if err := sim.set(pre); err != nil {
+				return nil, err
+			}
+		}
+		if pre, ok := impliedPre(r); ok && within(pre.Path, roots) {
+			out = append(out, planned{restoreStep(pre), i})
+			if err := sim.set(pre); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil
+}
+
+// impliedPre is the state a structural change without a saved pre-image
+// (its name was already changed earlier in the interval) implies its name
+// had just before it: an rmdir's name was a directory (mode 0755: the
+// name's own pre-image, restored later in the replay, decides the final
+// mode), a create, mkdir, mknod or symlink's name, or a link's new name,
+// was absent. The replay needs these intermediate states so that what
+// later steps restore below a name, or rename back from it, has a place.
+func impliedPre(r Record) (PreImage, bool) {
+	name := r.Path
+	if r.Op == "link" {
+		name = r.Path2
+	}
+	for _, p := range r.Pre {
+		if p.Path == name {
+			return PreImage{}, false
+		}
+	}
+	switch r.Op {
+	case "rmdir":
+		return PreImage{Path: name, Kind: KindDir, Mode: 0o40755}, true
+	case "create", "mkdir", "mknod", "symlink", "link":
+		return PreImage{Path: name, Kind: KindAbsent}, name != ""
+	}
+	return PreImage{}, false
+}
+
+// undoMove is the step undoing the rename or exchange r, given which names
+// exist at that point of the replay: a rename is renamed back when its
+// target still exists; an exchange is exchanged again when both names
+// exist, and when only one does it is renamed to the other name (the
+// missing side's pre-image is restored after). Nil: nothing to move.
+func undoMove(r Record, sim *replaySim) (*Step, error) {
+	a, err := sim.exists(r.Path)
+	if err != nil {
+		return nil, err
+	}
+	b, err := sim.exists(r.Path2)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case r.Op == OpExchange && a && b:
+		sim.exchange(r.Path, r.Path2)
+		return &Step{Kind: StepExchange, Path: r.Path, From: r.Path2}, nil
+	case r.Op == OpExchange && a:
+		sim.move(r.Path, r.Path2)
+		return &Step{Kind: StepRename, Path: r.Path2, From: r.Path}, nil
+	case b:
+		sim.move(r.Path2, r.Path)
+		return &Step{Kind: StepRename, Path: r.Path, From: r.Path2}, nil
+	}
+	return nil, nil
 }
 
 // replaySim tracks which names exist as the planned steps are applied in
@@ -159,16 +214,26 @@ func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]planned, err
 // current tree through ins, mapped back through the moves.
 type replaySim struct {
 	ins   Inspector
-	sim   map[string]bool
+	sim   map[string]simState
 	moves [][2]string // {to, from}
 }
 
+// simState is a name's state in the simulation: absent, present, or a
+// directory the replay created (nothing below it but what it sets).
+type simState int8
+
+const (
+	simAbsent simState = iota
+	simPresent
+	simFreshDir
+)
+
 func (r *replaySim) exists(p string) (bool, error) {
 	if v, ok := r.sim[p]; ok {
-		return v, nil
+		return v != simAbsent, nil
 	}
 	for a := parentOf(p); a != ""; a = parentOf(a) {
-		if v, ok := r.sim[a]; ok && !v {
+		if v, ok := r.sim[a]; ok && v != simPresent {
 			return false, nil
 		}
 	}
@@ -186,12 +251,25 @@ func (r *replaySim) exists(p string) (bool, error) {
 	return a.Kind != KindAbsent, nil
 }
 
-// set records that a step made p exist or removed it (and what was below).
-func (r *replaySim) set(p string, exists bool) {
-	if !exists {
-		r.dropBelow(p)
+// set records that a restore made pre.Path what pre says (a directory
+// that did not exist is fresh: empty) or removed it and what was below.
+func (r *replaySim) set(pre PreImage) error {
+	st := simPresent
+	switch pre.Kind {
+	case KindAbsent:
+		r.dropBelow(pre.Path)
+		st = simAbsent
+	case KindDir:
+		had, err := r.exists(pre.Path)
+		if err != nil {
+			return err
+		}
+		if !had {
+			st = simFreshDir
+		}
 	}
-	r.sim[p] = exists
+	r.sim[pre.Path] = st
+	return nil
 }
 
 func (r *replaySim) dropBelow(p string) {
@@ -204,9 +282,13 @@ func (r *replaySim) dropBelow(p string) {
 
 // move renames from to to in the simulation (to and below replaced).
 func (r *replaySim) move(from, to string) {
-	moved := map[string]bool{}
+	root, known := r.sim[from]
+	if !known {
+		root = simPresent
+	}
+	moved := map[string]simState{}
 	for k, v := range r.sim {
-		if k == from || strings.HasPrefix(k, from+"/") {
+		if strings.HasPrefix(k, from+"/") {
 			moved[to+k[len(from):]] = v
 			delete(r.sim, k)
 		}
@@ -216,8 +298,8 @@ func (r *replaySim) move(from, to string) {
 		r.sim[k] = v
 	}
 	r.moves = append(r.moves, [2]string{to, from})
-	r.sim[to] = true
-	r.sim[from] = false
+	r.sim[to] = root
+	r.sim[from] = simAbsent
 }
 
 // exchange swaps a and b in the simulation.
@@ -295,9 +377,10 @@ func parentOf(p string) string {
 // Checkpoint, the undo point), then applies plan's steps in order with a
 // (each a journaled change of the session when a journals, as the mount's
 // applier and a DirApplier with J set do). A failed step is reported in
-// Result.Errors ("KIND PATH: error") and the rest goes on. Restored counts
-// the restore, rename and exchange steps applied, Removed the remove
-// steps; Conflicts and Unrecoverable are the plan's. The error is only the
+// Result.Errors ("KIND PATH: error") and the rest goes on. Restored and
+// Removed count distinct paths by the last step applied to each (a
+// rename's or exchange's names count as restored); Conflicts and
+// Unrecoverable are the plan's. The error is only the
 // checkpoint's (then nothing was applied).
 func (j *Journal) Rewind(plan Plan, a Applier) (Result, error) {
 	cp, err := j.Checkpoint(plan.Session, "before rewind to "+plan.To)
@@ -305,6 +388,7 @@ func (j *Journal) Rewind(plan Plan, a Applier) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{Checkpoint: cp.ID, Conflicts: len(plan.Conflicts), Unrecoverable: len(plan.Unrecoverable)}
+	final := map[string]bool{} // path -> removed (false: restored), by its last applied step
 	for _, s := range plan.Steps {
 		var err error
 		switch s.Kind {
@@ -319,7 +403,13 @@ func (j *Journal) Rewind(plan Plan, a Applier) (Result, error) {
 			res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %v", s.Kind, s.Path, err))
 			continue
 		}
-		if s.Kind == StepRemove {
+		final[s.Path] = s.Kind == StepRemove
+		if s.Kind == StepExchange {
+			final[s.From] = false
+		}
+	}
+	for _, removed := range final {
+		if removed {
 			res.Removed++
 		} else {
 			res.Restored++
