@@ -51,9 +51,14 @@ type Applier interface {
 	// Restore makes path what pre says: a file with pre's bytes (from the
 	// blob store) and mode, a directory with pre's mode (created when
 	// missing), a symlink to pre.Target, or nothing (KindAbsent: the path
-	// is removed; a directory only when empty).
+	// is removed; a directory only when empty; a path whose parent is
+	// missing is already absent). A path already as pre says should be
+	// left alone (UpToDateAt), so an undo of the rewind has nothing to
+	// copy back. RestoreAt is the reference.
 	Restore(path string, pre PreImage, blobs *Blobs) error
-	// Rename renames from to to, replacing to (the undo of a rename).
+	// Rename renames from to to, replacing to even when its kind differs
+	// (an empty directory, or a non-directory; RenameReplacingAt): the
+	// undo of a rename.
 	Rename(from, to string) error
 	// Exchange swaps a and b (RENAME_EXCHANGE; the undo of an exchange).
 	Exchange(a, b string) error
