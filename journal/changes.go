@@ -64,6 +64,11 @@ func renamedFrom(rs []Rename) map[string]string {
 				fb = r.To
 			}
 			out[r.To], out[r.From] = fa, fb
+			for _, k := range []string{r.To, r.From} {
+				if out[k] == k {
+					delete(out, k)
+				}
+			}
 			continue
 		}
 		orig := out[r.From]

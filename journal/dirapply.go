@@ -11,13 +11,14 @@ import (
 )
 
 // DirInspector inspects the tree under Root (paths workspace-relative).
-// A path under a missing or non-directory parent is KindAbsent.
+// A path under a missing or non-directory parent, or under a symlink
+// (never followed), is KindAbsent.
 type DirInspector struct{ Root string }
 
 // Lstat returns path's After (no Hash), never following a symlink.
 func (d DirInspector) Lstat(path string) (After, error) {
 	fd, leaf, err := OpenParent(d.Root, path)
-	if err == unix.ENOENT || err == unix.ENOTDIR {
+	if err == unix.ENOENT || err == unix.ENOTDIR || err == unix.ELOOP {
 		return After{Path: path, Kind: KindAbsent}, nil
 	}
 	if err != nil {
