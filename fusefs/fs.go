@@ -38,6 +38,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/journal"
 )
 
 // DefaultSession is the session of callers that belong to no registered
@@ -96,6 +97,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Passthrough allows kernel passthrough for handles on exempt files.
 	Passthrough bool
+	// Journal, when set, records every change a session makes through
+	// the mount, with its pre-images, before the change is made
+	// (docs/DESIGN.md#journal-hook); nil: no journal call at all.
+	Journal *journal.Journal
+	// JournalExempt selects the paths not journaled besides .git/ and the
+	// control tree: git-ignored paths (a guard/ignore matcher without
+	// extra globs); nil journals every other path (--journal-ignored).
+	JournalExempt Exempter
 }
 
 // FS is one rubinofs file system: the root node, the guard and the
@@ -461,6 +470,9 @@ func (f *FS) ownChange(rels ...string) (end func()) {
 		for _, rel := range rels {
 			if path.Base(rel) == ".gitignore" && f.cfg.Exempt != nil {
 				f.cfg.Exempt.Invalidate(path.Dir(rel))
+			}
+			if path.Base(rel) == ".gitignore" && f.cfg.JournalExempt != nil {
+				f.cfg.JournalExempt.Invalidate(path.Dir(rel))
 			}
 		}
 	}
