@@ -5,6 +5,7 @@ package daemon
 // its registration ends, collected at start and hourly, closed at unmount.
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -74,6 +75,9 @@ func (d *Daemon) startJournalGC() {
 // the next tick.
 func (d *Daemon) collectJournal() {
 	res, err := d.Journal.GC(journal.GCOptions{Budget: d.cfg.Journal.Budget, Retention: d.cfg.Journal.Retention})
+	if errors.Is(err, journal.ErrNotImplemented) {
+		return // a store without collection: nothing to say
+	}
 	if err != nil {
 		d.cfg.Slog.Warn("journal: collection failed; retried in an hour", "dir", d.journalDir(), "err", err)
 		return

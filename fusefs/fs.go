@@ -172,6 +172,9 @@ type FS struct {
 	// released holds, by RELEASE request, what is left to do once go-fuse
 	// has served it (FS.afterRelease, iomode.go).
 	released sync.Map // <-chan struct{} -> func()
+
+	// jgaps counts changes made unrecorded by the journal (journal_hook.go).
+	jgaps journalGaps
 }
 
 // StatusFunc contributes one top-level key to .rubino/status. It must be
@@ -218,6 +221,9 @@ func New(cfg Config) (*FS, error) {
 			"path", filepath.Join(cfg.Workspace, ctltree.DirName))
 	}
 	f.ctlRoot = f.buildControlTree()
+	if cfg.Journal != nil {
+		f.AddStatus(f.journalStatus)
+	}
 	return f, nil
 }
 

@@ -6,6 +6,7 @@ package fusefs
 // change and notes its file's state at release (handleJournal).
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -124,31 +125,79 @@ func (f *FS) capture(m *mutation, j *jDirs) journal.Capture {
 }
 
 // journalBefore records m (op m.jop) for session before its backing
-// operation: the pre-images are durable when it returns 0
+// operation: the pre-images are durable when it returns 0 and ok
 // (docs/DESIGN.md#journal-store). A failure refuses the mutation: EIO
 // (the reason is logged and listed in .rubino/errors), or EAGAIN for a
 // caller whose session could not be resolved in time, whose change cannot
-// be attributed (docs/DESIGN.md#no-wait-on-caller).
-func (f *FS) journalBefore(m *mutation, j *jDirs, session string) (journal.Record, syscall.Errno) {
+// be attributed (docs/DESIGN.md#no-wait-on-caller). A full state
+// directory (ENOSPC, EDQUOT) refuses nothing: the change goes ahead
+// unrecorded (ok false; journalGap).
+func (f *FS) journalBefore(m *mutation, j *jDirs, session string) (rec journal.Record, ok bool, errno syscall.Errno) {
 	if session == guard.UnknownSession {
-		return journal.Record{}, syscall.EAGAIN
+		return journal.Record{}, false, syscall.EAGAIN
 	}
 	path2 := ""
 	if len(m.names) > 1 {
 		path2 = m.names[1].rel
 	}
 	rec, err := f.cfg.Journal.Record(session, m.jop, m.names[0].rel, path2, f.capture(m, j))
-	if err != nil {
-		f.journalFailed(session, m.jop, m.names[0].rel, err)
-		return rec, syscall.EIO
+	switch {
+	case err == nil:
+		return rec, true, 0
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		f.journalGap(session, m.jop, m.names[0].rel, err)
+		return rec, false, 0
 	}
-	return rec, 0
+	f.journalFailed(session, m.jop, m.names[0].rel, err)
+	return rec, false, syscall.EIO
+}
+
+// journalGaps counts the changes made unrecorded because the state
+// directory was full, with the last such error, for .rubino/status.
+type journalGaps struct {
+	mu   sync.Mutex
+	n    uint64
+	last string
+}
+
+// journalGap lets a change through unrecorded when the state directory
+// is full: a full state disk must not stop the workspace (the guard keeps
+// deciding from memory too), and the change is counted in .rubino/status
+// ("journal": "unrecorded", "last_error"), logged at error the first time
+// after a success and listed in .rubino/errors, so the user knows the
+// journal has a gap.
+func (f *FS) journalGap(session, op, rel string, err error) {
+	g := &f.jgaps
+	g.mu.Lock()
+	first := g.last == ""
+	g.n++
+	g.last = err.Error()
+	g.mu.Unlock()
+	if first {
+		f.journalError(session, op, rel, fmt.Sprintf("%s made unrecorded: the journal's state directory is full: %v", op, err))
+	}
+}
+
+// journalStatus is the "journal" key of .rubino/status.
+func (f *FS) journalStatus() (string, any) {
+	g := &f.jgaps
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := map[string]any{"unrecorded": g.n}
+	if g.last != "" {
+		st["last_error"] = g.last
+	}
+	return "journal", st
 }
 
 // journalFailed logs a change refused because its record could not be
 // made durable, and lists it in .rubino/errors.
 func (f *FS) journalFailed(session, op, rel string, err error) {
-	msg := fmt.Sprintf("%s refused: its journal record (pre-image) could not be made durable: %v", op, err)
+	f.journalError(session, op, rel, fmt.Sprintf("%s refused: its journal record (pre-image) could not be made durable: %v", op, err))
+}
+
+// journalError logs msg at error and lists it in .rubino/errors.
+func (f *FS) journalError(session, op, rel, msg string) {
 	f.log.Error("journal: "+msg, "path", rel, "session", session)
 	f.errMu.Lock()
 	defer f.errMu.Unlock()
@@ -241,10 +290,11 @@ func (f *FS) journalHandleChange(hj *handleJournal, jop, rel string) syscall.Err
 	m := mutation{names: []mutName{{rel: rel}}, jop: jop}
 	j := f.journalDirs(&m, make([]guardedChild, 1))
 	defer j.close()
-	if _, errno := f.journalBefore(&m, j, hj.session); errno != 0 {
+	_, ok, errno := f.journalBefore(&m, j, hj.session)
+	if errno != 0 {
 		return errno
 	}
-	hj.recorded, hj.wrote = true, true
+	hj.recorded, hj.wrote = true, ok // unrecorded (a full state directory): no after-note
 	return 0
 }
 

@@ -198,7 +198,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 		j = f.journalDirs(&m, gs)
 		defer j.close()
 		var errno syscall.Errno
-		if rec, errno = f.journalBefore(&m, j, c.session); errno != 0 {
+		if rec, journaled, errno = f.journalBefore(&m, j, c.session); errno != 0 {
 			return errno
 		}
 	}
