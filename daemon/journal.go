@@ -7,6 +7,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -102,6 +103,9 @@ func (d *Daemon) stopJournalGC() {
 func (d *Daemon) endJournalSession(name string) {
 	if d.Journal == nil || !journal.ValidSession(name) {
 		return
+	}
+	if _, err := os.Stat(d.Journal.LogPath(name)); err != nil {
+		return // it changed nothing: no log to end (End would make one)
 	}
 	if err := d.Journal.End(name, time.Now()); err != nil {
 		d.cfg.Slog.Warn("journal: a session's end was not recorded; its log is kept until it is", "session", name, "err", err)

@@ -181,3 +181,80 @@ func BenchmarkMutateJournal(b *testing.B) {
 		})
 	}
 }
+
+// TestRewindApplierSteps: each Applier step makes the workspace what the
+// pre-image says and is journaled as the session's own change.
+func TestRewindApplierSteps(t *testing.T) {
+	f, j, ws := journalFS(t, guard.ModeEnforce, map[string]string{
+		"edited": "new bytes\n", "created": "made by the session\n", "a": "A", "b": "B", "renamed-to": "R",
+	})
+	// The pre-image of "edited": its old bytes, mode 0755.
+	old := filepath.Join(t.TempDir(), "old")
+	if err := os.WriteFile(old, []byte("old bytes\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(old, unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, err := j.Blobs().PutFromFd(fd, 10)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &rewindApplier{f: f, by: caller{session: "s1", uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}}
+	steps := []func() error{
+		func() error {
+			return a.Restore("edited", journal.PreImage{Kind: journal.KindFile, Mode: syscall.S_IFREG | 0o755, Size: 10, Blob: blob.Addr}, j.Blobs())
+		},
+		func() error { return a.Restore("created", journal.PreImage{Kind: journal.KindAbsent}, j.Blobs()) },
+		func() error { return a.Restore("dir", journal.PreImage{Kind: journal.KindDir, Mode: syscall.S_IFDIR | 0o750}, j.Blobs()) },
+		func() error { return a.Restore("link", journal.PreImage{Kind: journal.KindSymlink, Target: "edited"}, j.Blobs()) },
+		func() error { return a.Exchange("a", "b") },
+		func() error { return a.Rename("renamed-to", "renamed-from") },
+	}
+	for i, s := range steps {
+		if err := s(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	read := func(rel string) string { b, _ := os.ReadFile(filepath.Join(ws, rel)); return string(b) }
+	if read("edited") != "old bytes\n" {
+		t.Errorf("edited = %q", read("edited"))
+	}
+	if st, err := os.Stat(filepath.Join(ws, "edited")); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("edited's mode: %v %v", st.Mode(), err)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "created")); !os.IsNotExist(err) {
+		t.Errorf("created still there: %v", err)
+	}
+	if st, err := os.Stat(filepath.Join(ws, "dir")); err != nil || !st.IsDir() || st.Mode().Perm() != 0o750 {
+		t.Errorf("dir: %v %v", st, err)
+	}
+	if tgt, err := os.Readlink(filepath.Join(ws, "link")); err != nil || tgt != "edited" {
+		t.Errorf("link: %q %v", tgt, err)
+	}
+	if read("a") != "B" || read("b") != "A" || read("renamed-from") != "R" {
+		t.Errorf("a=%q b=%q renamed-from=%q", read("a"), read("b"), read("renamed-from"))
+	}
+	recs, err := j.Records("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for _, r := range recs[1:] {
+		ops = append(ops, r.Op+" "+r.Path)
+	}
+	want := []string{"write edited", "unlink created", "mkdir dir", "symlink link", "exchange a", "rename renamed-to"}
+	if len(ops) != len(want) {
+		t.Fatalf("journaled %q, want %q", ops, want)
+	}
+	for i := range want {
+		if ops[i] != want[i] {
+			t.Fatalf("journaled %q, want %q", ops, want)
+		}
+	}
+	if got := a.touchedPaths(); len(got) != 8 {
+		t.Errorf("touched %q", got)
+	}
+}

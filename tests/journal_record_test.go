@@ -230,21 +230,48 @@ func TestJournalRecordOff(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(m.state, "journal")); !os.IsNotExist(err) {
 		t.Fatalf("STATE/journal exists with the journal off: %v", err)
 	}
-	f, err := os.OpenFile(m.path(".rubino/sessions/off/journal"), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.Write([]byte("checkpoint x\n")); err != syscall.EOPNOTSUPP && !strings.Contains(errString(err), "not supported") {
-		t.Fatalf("checkpoint with the journal off: %v, want EOPNOTSUPP", err)
+	if errno, reply := m.ctlWrite(".rubino/sessions/off/journal", []byte("checkpoint x\n")); errno != syscall.EOPNOTSUPP ||
+		!strings.Contains(reply, "the journal is off (--journal=false)") {
+		t.Fatalf("checkpoint with the journal off: %v %q, want EOPNOTSUPP", errno, reply)
 	}
 }
 
-func errString(err error) string {
-	if err == nil {
-		return ""
+// TestJournalRecordCtlErrors: the journal's control files refuse another
+// session (EPERM), a bad option (EINVAL naming it) and an unknown
+// checkpoint (ENOENT), each with its reason on the handle.
+func TestJournalRecordCtlErrors(t *testing.T) {
+	m := newMount(t, map[string]string{"f": "one\n"}, withJournal)
+	a := m.startAgent("ja")
+	b := m.startAgent("jb")
+	a.ok("cat f >/dev/null && echo two >> f")
+	b.refused("echo checkpoint stolen > .rubino/sessions/ja/ctl")
+	b.refused("echo 'rewind cp000000' > .rubino/sessions/ja/ctl")
+	for _, c := range []struct {
+		req   string
+		errno syscall.Errno
+		want  string
+	}{
+		{"rewind --to cp000000 --bogus", syscall.EINVAL, `unknown option "--bogus"`},
+		{"rewind --force", syscall.EINVAL, "--to CP is required"},
+		{"diff --since", syscall.EINVAL, "--since needs a checkpoint id"},
+		{"rewind --to cp999999", syscall.ENOENT, `no checkpoint "cp999999"`},
+		{"changes --since nope", syscall.ENOENT, `no checkpoint "nope"`},
+		{"frobnicate", syscall.EINVAL, "unknown request"},
+	} {
+		if errno, reply := m.ctlWrite(".rubino/sessions/ja/journal", []byte(c.req+"\n")); errno != c.errno || !strings.Contains(reply, c.want) {
+			t.Errorf("%s: %v %q, want %v and %q", c.req, errno, reply, c.errno, c.want)
+		}
 	}
-	return err.Error()
+	if recs := m.journalRecords("ja"); recs[len(recs)-1].Op == journal.OpCheckpoint {
+		t.Fatalf("another session took a checkpoint of ja:\n%s", dumpRecords(recs))
+	}
+	// The mount's owner, from outside every session, may.
+	if id := m.journalRequest("ja", `checkpoint "by the owner"`); id != "cp000001\n" {
+		t.Fatalf("owner's checkpoint = %q", id)
+	}
+	if cps := m.readMount(".rubino/sessions/ja/checkpoints"); !strings.Contains(cps, `"label":"by the owner"`) {
+		t.Fatalf("checkpoints = %q", cps)
+	}
 }
 
 // TestJournalRecordKill9: a daemon killed with SIGKILL right after a
