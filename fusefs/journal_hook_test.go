@@ -208,8 +208,12 @@ func TestRewindApplierSteps(t *testing.T) {
 			return a.Restore("edited", journal.PreImage{Kind: journal.KindFile, Mode: syscall.S_IFREG | 0o755, Size: 10, Blob: blob.Addr}, j.Blobs())
 		},
 		func() error { return a.Restore("created", journal.PreImage{Kind: journal.KindAbsent}, j.Blobs()) },
-		func() error { return a.Restore("dir", journal.PreImage{Kind: journal.KindDir, Mode: syscall.S_IFDIR | 0o750}, j.Blobs()) },
-		func() error { return a.Restore("link", journal.PreImage{Kind: journal.KindSymlink, Target: "edited"}, j.Blobs()) },
+		func() error {
+			return a.Restore("dir", journal.PreImage{Kind: journal.KindDir, Mode: syscall.S_IFDIR | 0o750}, j.Blobs())
+		},
+		func() error {
+			return a.Restore("link", journal.PreImage{Kind: journal.KindSymlink, Target: "edited"}, j.Blobs())
+		},
 		func() error { return a.Exchange("a", "b") },
 		func() error { return a.Rename("renamed-to", "renamed-from") },
 	}
