@@ -234,6 +234,15 @@ func TestJournalRecordOff(t *testing.T) {
 		!strings.Contains(reply, "the journal is off (--journal=false)") {
 		t.Fatalf("checkpoint with the journal off: %v %q, want EOPNOTSUPP", errno, reply)
 	}
+	// The CLI's flag, over its default (on).
+	c := cliDirs(t, map[string]string{"f": "one\n"})
+	c.mountDaemon("--journal=false")
+	if out, code := c.sh("cat f >/dev/null && echo two >> f && mkdir d && mv f d/f"); code != 0 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(c.state, "journal")); !os.IsNotExist(err) {
+		t.Fatalf("STATE/journal exists with --journal=false: %v", err)
+	}
 }
 
 // TestJournalRecordCtlErrors: the journal's control files refuse another
