@@ -130,13 +130,20 @@ const (
 	defaultCacheTimeoutNoWatch = time.Second
 )
 
-// Journal defaults and bounds: sizes in bytes.
+// Journal defaults and bounds (docs/DESIGN.md#journal-hook).
 const (
+	// DefaultJournalMaxFileSize is journal.max_file_size's default, in
+	// bytes (64 MiB): larger files are recorded as unrecoverable.
 	DefaultJournalMaxFileSize = 64 << 20
-	DefaultJournalBudget      = 1 << 30
-	DefaultJournalRetention   = 7 * 24 * time.Hour
-	MaxJournalBytes           = 1 << 50
-	MaxJournalRetention       = 10 * 365 * 24 * time.Hour
+	// DefaultJournalBudget is journal.budget's default, in bytes (1 GiB).
+	DefaultJournalBudget = 1 << 30
+	// DefaultJournalRetention is journal.retention's default (7 days).
+	DefaultJournalRetention = 7 * 24 * time.Hour
+	// MaxJournalBytes bounds journal.max_file_size and journal.budget, in
+	// bytes (1 PiB).
+	MaxJournalBytes = 1 << 50
+	// MaxJournalRetention bounds journal.retention (10 years).
+	MaxJournalRetention = 10 * 365 * 24 * time.Hour
 )
 
 var modeRank = map[string]int{"off": 0, "warn": 1, "enforce": 2}
