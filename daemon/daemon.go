@@ -202,6 +202,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if jr != nil {
 		d.Journal = jr
 		undo = append(undo, func() { d.closeJournal() })
+		d.collectJournal() // journal.go: at start, then hourly
 	}
 	fcfg := fusefs.Config{
 		Workspace:         ws,

@@ -5,7 +5,6 @@ package daemon
 // its registration ends, collected at start and hourly, closed at unmount.
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,8 +49,8 @@ func (d *Daemon) openJournal(backing string) (*journal.Journal, *ignore.Matcher,
 	return j, m, nil
 }
 
-// startJournalGC collects the journal now and then every
-// JournalGCInterval until stopJournalGC.
+// startJournalGC collects the journal every JournalGCInterval until
+// stopJournalGC (Start collects it once before mounting).
 func (d *Daemon) startJournalGC() {
 	if d.Journal == nil {
 		return
@@ -62,23 +61,21 @@ func (d *Daemon) startJournalGC() {
 		t := time.NewTicker(JournalGCInterval)
 		defer t.Stop()
 		for {
-			d.collectJournal()
 			select {
 			case <-d.stopGC:
 				return
 			case <-t.C:
 			}
+			d.collectJournal()
 		}
 	}()
 }
 
 // collectJournal runs one GC; a failure is logged at warn and retried at
-// the next tick.
+// the next tick. Start runs it once before mounting, so its record is in
+// the log before the mount answers.
 func (d *Daemon) collectJournal() {
 	res, err := d.Journal.GC(journal.GCOptions{Budget: d.cfg.Journal.Budget, Retention: d.cfg.Journal.Retention})
-	if errors.Is(err, journal.ErrNotImplemented) {
-		return // a store without collection: nothing to say
-	}
 	if err != nil {
 		d.cfg.Slog.Warn("journal: collection failed; retried in an hour", "dir", d.journalDir(), "err", err)
 		return

@@ -149,14 +149,11 @@ func (f *FS) changesText(session, since string) ([]byte, error) {
 }
 
 // journalErr maps an error of the rewind engine to the control file's
-// errno: EOPNOTSUPP while a part is not built, EIO otherwise.
+// errno: a *ctltree.Error's own, EIO otherwise (with the reason).
 func journalErr(err error) error {
 	var ce *ctltree.Error
-	switch {
-	case errors.As(err, &ce):
+	if errors.As(err, &ce) {
 		return err
-	case errors.Is(err, journal.ErrNotImplemented):
-		return ctltree.Errorf(syscall.EOPNOTSUPP, "%v", err)
 	}
 	return ctltree.Errorf(syscall.EIO, "%v", err)
 }

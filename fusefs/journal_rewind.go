@@ -75,8 +75,7 @@ func (f *FS) currentBytes(p string) ([]byte, error) {
 // the daemon is root. The kernel's caches of the touched paths are
 // invalidated from a goroutine; Rewind returns once that is done (it runs
 // inside a control-file request, which a notification must not be sent
-// from, but may wait for). Errors: the journal's (ErrNotImplemented while
-// the engine is not built).
+// from, but may wait for). Errors: the journal's.
 func (f *FS) Rewind(session, to string, opt journal.RewindOptions, dryRun bool, uid, gid uint32) (journal.Plan, journal.Result, error) {
 	j := f.cfg.Journal
 	if j == nil {
