@@ -316,6 +316,7 @@ func (f *FS) checkpointRequest(session, rest string) (string, error) {
 		return "", ctltree.Errorf(syscall.EINVAL, "session %q cannot have a journal", clipReason(session))
 	}
 	rec, err := f.cfg.Journal.Checkpoint(session, label)
+	f.journalCheckpointed()
 	if err != nil {
 		return "", ctltree.Errorf(syscall.EIO, "checkpoint of %s: %v", session, err)
 	}

@@ -173,8 +173,10 @@ type FS struct {
 	// has served it (FS.afterRelease, iomode.go).
 	released sync.Map // <-chan struct{} -> func()
 
-	// jgaps counts changes made unrecorded by the journal (journal_hook.go).
+	// jgaps counts changes made unrecorded by the journal, and jgen the
+	// checkpoints taken through the mount (journal_hook.go).
 	jgaps journalGaps
+	jgen  atomic.Uint64
 }
 
 // StatusFunc contributes one top-level key to .rubino/status. It must be

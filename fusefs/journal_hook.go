@@ -259,6 +259,10 @@ type handleJournal struct {
 	recorded bool   // the handle's first change is journaled
 	wrote    bool   // it changed the file: an after-note at release
 	skip     bool   // its file is not journaled (journals, at its first change)
+	// gen is FS.jgen when the handle's change was recorded: after a
+	// checkpoint (of any session) its next change is recorded again, so
+	// the new interval has the file's pre-image.
+	gen uint64
 }
 
 // jOpOf is the journal op of a change through a handle.
@@ -277,9 +281,10 @@ func (f *FS) journalHandleChange(hj *handleJournal, jop, rel string) syscall.Err
 	if hj == nil {
 		return 0
 	}
+	gen := f.jgen.Load()
 	hj.mu.Lock()
 	defer hj.mu.Unlock()
-	if hj.recorded {
+	if hj.recorded && hj.gen == gen {
 		hj.wrote = true
 		return 0
 	}
@@ -294,7 +299,8 @@ func (f *FS) journalHandleChange(hj *handleJournal, jop, rel string) syscall.Err
 	if errno != 0 {
 		return errno
 	}
-	hj.recorded, hj.wrote = true, ok // unrecorded (a full state directory): no after-note
+	hj.recorded, hj.gen = true, gen
+	hj.wrote = hj.wrote || ok // unrecorded (a full state directory): no after-note
 	return 0
 }
 
@@ -323,22 +329,29 @@ func (f *FS) journalHandleRelease(hj *handleJournal, rel string) {
 }
 
 // truncated marks the handle's first change as journaled by the O_TRUNC
-// open that made it (FS.mutate's record). nil-safe.
-func (hj *handleJournal) truncated() {
+// open that made it (FS.mutate's record), in generation gen (FS.jgen
+// before the record). nil-safe.
+func (hj *handleJournal) truncated(gen uint64) {
 	if hj == nil {
 		return
 	}
 	hj.mu.Lock()
-	hj.recorded, hj.wrote = true, true
+	hj.recorded, hj.wrote, hj.gen = true, true, gen
 	hj.mu.Unlock()
 }
 
+// journalCheckpointed starts a new generation of handle records: called
+// after every checkpoint taken through the mount (the control files, a
+// rewind's automatic one), so an open handle records its next change in
+// the new interval (handleJournal.gen).
+func (f *FS) journalCheckpointed() { f.jgen.Add(1) }
+
 // createdJournal is the journal state of the handle that created rel for
 // session: its creation is its first change, journaled by Create's
-// mutation (nil when rel is not journaled).
-func (f *FS) createdJournal(rel, session string) *handleJournal {
+// mutation in generation gen (nil when rel is not journaled).
+func (f *FS) createdJournal(rel, session string, gen uint64) *handleJournal {
 	if !f.journals(rel, false) {
 		return nil
 	}
-	return &handleJournal{session: session, recorded: true, wrote: true}
+	return &handleJournal{session: session, recorded: true, wrote: true, gen: gen}
 }

@@ -87,6 +87,7 @@ func (f *FS) Rewind(session, to string, opt journal.RewindOptions, dryRun bool, 
 	}
 	a := &rewindApplier{f: f, by: caller{session: session, uid: uid, gid: gid}}
 	res, err := j.Rewind(plan, a)
+	f.journalCheckpointed() // its automatic checkpoint
 	<-f.invalidateKernel(a.touchedPaths())
 	return plan, res, err
 }
@@ -254,9 +255,7 @@ func (a *rewindApplier) restoreFile(rel string, pre journal.PreImage, cur journa
 				return err
 			}
 			defer src.Close()
-			dst := os.NewFile(uintptr(fd), rel)
-			_, err = io.Copy(onlyWriter{dst}, src)
-			if err != nil {
+			if _, err = io.Copy(fdWriter(fd), src); err != nil {
 				return err
 			}
 		}
@@ -291,12 +290,14 @@ func (a *rewindApplier) restoreFile(rel string, pre journal.PreImage, cur journa
 	}})
 }
 
-// onlyWriter hides *os.File's ReadFrom, so io.Copy never closes or
-// re-wraps the borrowed descriptor.
-type onlyWriter struct{ f *os.File }
+// fdWriter writes to a borrowed descriptor, which it never closes (an
+// *os.File would close it again from its finalizer, by then perhaps
+// another file's number).
+type fdWriter int
 
-func (w onlyWriter) Write(p []byte) (int, error) {
-	n, err := unix.Write(int(w.f.Fd()), p)
+// Write writes p at the descriptor's offset.
+func (w fdWriter) Write(p []byte) (int, error) {
+	n, err := unix.Write(int(w), p)
 	if err == nil && n < len(p) {
 		err = io.ErrShortWrite
 	}

@@ -85,6 +85,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 		return errno
 	}
 	if writable && trunc && regular(&st) {
+		gen := n.fs.jgen.Load() // before the record (handleJournal.gen)
 		// A guarded mutation (docs/DESIGN.md#mutation-path), decided on
 		// the file as stat'ed again under its identity lock.
 		errno = n.fs.mutate(ctx, mutation{
@@ -99,7 +100,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 				h.granted, h.dirty = true, true
 				h.beginFlux()
 				h.seq = seq
-				h.hj.truncated() // the open's record is the handle's first
+				h.hj.truncated(gen) // the open's record is the handle's first
 			},
 		})
 	} else {
@@ -179,6 +180,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	var st syscall.Stat_t
 	var ch *fs.Inode
 	var lf *fs.LoopbackFile
+	gen := n.fs.jgen.Load() // before the record (handleJournal.gen)
 	// One fresh mutation (docs/DESIGN.md#journal-hook): O_EXCL fails on
 	// an existing name, so no guarded file's identity needs its lock.
 	errno := n.fs.mutate(ctx, mutation{
@@ -212,7 +214,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno
 	}
 	child := ch.Operations().(*Node)
-	hj := n.fs.createdJournal(rel, c.session)
+	hj := n.fs.createdJournal(rel, c.session, gen)
 	if !tracked {
 		pt, drop := child.openHandle(lf, flags, n.fs.cfg.Passthrough && hj == nil)
 		if !pt {
@@ -261,8 +263,9 @@ func (n *Node) openUntracked(ctx context.Context, rel string, flags uint32) (fs.
 	switch {
 	case flags&syscall.O_TRUNC != 0 && hj != nil:
 		c := caller{session: hj.session}
+		gen := n.fs.jgen.Load() // before the record (handleJournal.gen)
 		errno = n.fs.mutate(ctx, mutation{names: []mutName{{rel: rel}}, fresh: true, by: &c, jop: jTruncate, run: open})
-		hj.truncated()
+		hj.truncated(gen)
 	case flags&syscall.O_TRUNC != 0:
 		end := n.fs.ownChange(rel)
 		errno = open()

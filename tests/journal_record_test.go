@@ -308,3 +308,28 @@ func TestJournalRecordKill9(t *testing.T) {
 		t.Fatalf("blob of the acknowledged write: %q, %v", b, err)
 	}
 }
+
+// TestJournalRecordHandleAcrossCheckpoint: a handle kept open across a
+// checkpoint records its next write in the new interval, with the file's
+// pre-image as the checkpoint found it.
+func TestJournalRecordHandleAcrossCheckpoint(t *testing.T) {
+	m := newMount(t, map[string]string{"f": "one\n"}, withJournal)
+	a := m.startAgent("jh")
+	a.ok("cat f >/dev/null && exec 7>>f && echo two >&7")
+	a.ok("echo checkpoint mid > .rubino/self/ctl")
+	a.ok("echo three >&7 && exec 7>&-")
+	recs := m.journalRecords("jh")
+	cp := -1
+	for i, r := range recs {
+		if r.Op == journal.OpCheckpoint && r.Label == "mid" {
+			cp = i
+		}
+	}
+	if cp < 0 {
+		t.Fatalf("no checkpoint mid:\n%s", dumpRecords(recs))
+	}
+	w := findRecord(t, recs[cp:], "write", "f", "")
+	if got := m.blobBytes(preOf(t, w, "f")); got != "one\ntwo\n" {
+		t.Fatalf("pre-image of f after the checkpoint = %q, want %q", got, "one\ntwo\n")
+	}
+}
