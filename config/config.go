@@ -185,6 +185,29 @@ type Cache struct {
 	PersistReads bool
 }
 
+// Journal is the effective [journal] section: the per-session change
+// journal under STATE_DIR/journal (docs/DESIGN.md#journal-hook).
+// daemon.Config embeds it, so a journal setting is declared once: here,
+// with its key in keys.go.
+type Journal struct {
+	// Enabled records every change a session makes through the mount
+	// (journal.enabled, --journal; false: no journal call at all).
+	Enabled bool
+	// Ignored journals git-ignored paths too (journal.ignored,
+	// --journal-ignored); .git/ and .rubino never are.
+	Ignored bool
+	// MaxFileSize is the largest file, in bytes, whose bytes a pre-image
+	// keeps; a larger one is recorded as unrecoverable
+	// (journal.max_file_size, --journal-max-file-size).
+	MaxFileSize int64
+	// Budget bounds the blob store, in bytes (0: no budget)
+	// (journal.budget, --journal-budget).
+	Budget int64
+	// Retention is how long an ended session's log is kept
+	// (journal.retention, --journal-retention; 0: forever).
+	Retention time.Duration
+}
+
 // Entry is one effective value and its source, in `config show` order.
 // Value is a string, []string, bool, int, float64, time.Duration or (for
 // agents.subagents.NAME) tasks.SubagentType.
@@ -200,6 +223,7 @@ type Entry struct {
 type Config struct {
 	Guard   Guard
 	Cache   Cache
+	Journal Journal
 	Agents  tasks.Config
 	Compact compact.Config
 	// Files are the files that were read, weakest first, as sources.

@@ -41,6 +41,13 @@ type fileConfig struct {
 		MaxWatches   *int      `toml:"max_watches"`
 		PersistReads *bool     `toml:"persist_reads"`
 	} `toml:"cache"`
+	Journal struct {
+		Enabled     *bool   `toml:"enabled"`
+		Ignored     *bool   `toml:"ignored"`
+		MaxFileSize *int    `toml:"max_file_size"`
+		Budget      *int    `toml:"budget"`
+		Retention   *string `toml:"retention" kind:"duration"`
+	} `toml:"journal"`
 	Agents struct {
 		MaxDepth           *int                    `toml:"max_depth"`
 		MaxChildrenPerNode *int                    `toml:"max_children_per_node"`

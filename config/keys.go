@@ -125,8 +125,25 @@ const (
 	refuseProgram              = "it names a program the daemon runs, or where transcripts are sent"
 	refuseLoosen               = "it would loosen the guard"
 	refuseAgents               = "only the user file and flags set how tasks run"
+	refuseJournal              = "the journal is the user's record of the agent's changes"
 	defaultCacheTimeoutWatch   = time.Hour
 	defaultCacheTimeoutNoWatch = time.Second
+)
+
+// Journal defaults and bounds (docs/DESIGN.md#journal-hook).
+const (
+	// DefaultJournalMaxFileSize is journal.max_file_size's default, in
+	// bytes (64 MiB): larger files are recorded as unrecoverable.
+	DefaultJournalMaxFileSize = 64 << 20
+	// DefaultJournalBudget is journal.budget's default, in bytes (1 GiB).
+	DefaultJournalBudget = 1 << 30
+	// DefaultJournalRetention is journal.retention's default (7 days).
+	DefaultJournalRetention = 7 * 24 * time.Hour
+	// MaxJournalBytes bounds journal.max_file_size and journal.budget, in
+	// bytes (1 PiB).
+	MaxJournalBytes = 1 << 50
+	// MaxJournalRetention bounds journal.retention (10 years).
+	MaxJournalRetention = 10 * 365 * 24 * time.Hour
 )
 
 var modeRank = map[string]int{"off": 0, "warn": 1, "enforce": 2}
@@ -239,6 +256,15 @@ var specs = []spec{
 	{key: "cache.watch_skip", typ: tStrings, def: []string{".git/objects", "**/.git/objects"}, valid: globs},
 	{key: "cache.max_watches", typ: tInt, def: 0, valid: intRange(0, MaxWatchesLimit)},
 	{key: "cache.persist_reads", typ: tBool, def: true},
+
+	// The journal is the user's record of what the confined agent
+	// changed: a workspace file (writable by that agent) may not turn it
+	// off, shrink it or shorten its retention.
+	{key: "journal.enabled", typ: tBool, def: true, rule: RuleRefuse, why: refuseJournal},
+	{key: "journal.ignored", typ: tBool, def: false, rule: RuleRefuse, why: refuseJournal},
+	{key: "journal.max_file_size", typ: tInt, def: DefaultJournalMaxFileSize, valid: intRange(1, MaxJournalBytes), rule: RuleRefuse, why: refuseJournal},
+	{key: "journal.budget", typ: tInt, def: DefaultJournalBudget, valid: intRange(0, MaxJournalBytes), rule: RuleRefuse, why: refuseJournal},
+	{key: "journal.retention", typ: tDuration, def: DefaultJournalRetention, valid: durRange(0, MaxJournalRetention), rule: RuleRefuse, why: refuseJournal},
 
 	{key: "agents.max_depth", typ: tInt, def: tasks.DefaultCaps().MaxDepth, valid: intRange(1, MaxCap), rule: RuleTighten,
 		loosens: func(lo, v any) bool { return v.(int) > lo.(int) }},
@@ -432,6 +458,14 @@ func build(m layer) (*Config, error) {
 	ca.WatchSkip = strs("cache.watch_skip")
 	ca.MaxWatches = num("cache.max_watches")
 	ca.PersistReads = bl("cache.persist_reads")
+
+	c.Journal = Journal{
+		Enabled:     bl("journal.enabled"),
+		Ignored:     bl("journal.ignored"),
+		MaxFileSize: int64(num("journal.max_file_size")),
+		Budget:      int64(num("journal.budget")),
+		Retention:   dur("journal.retention"),
+	}
 
 	a := &c.Agents
 	a.MaxDepth = num("agents.max_depth")

@@ -25,6 +25,7 @@ import (
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/gitsafe"
 	"github.com/rubinofs/rubinofs/guard/ignore"
+	"github.com/rubinofs/rubinofs/journal"
 	"github.com/rubinofs/rubinofs/tasks"
 	"github.com/rubinofs/rubinofs/watcher"
 )
@@ -42,6 +43,9 @@ type Config struct {
 	// Cache holds the kernel cache timeouts, the watcher's settings and
 	// PersistReads (config.Cache).
 	config.Cache
+	// Journal holds the change journal's settings (config.Journal): on
+	// or off, ignored paths, the file size limit, budget and retention.
+	Journal config.Journal
 	// Options are FUSE -o options.
 	Options []string
 	// StateDir holds logs, the read-state file and the compaction store.
@@ -126,6 +130,13 @@ type Daemon struct {
 	// stateLock holds the state directory's lock (statedir.go) until
 	// Close has released everything in it.
 	stateLock *os.File
+
+	// Journal is the change journal (nil when off: Config.Journal);
+	// stopGC ends its hourly collection and gcDone is closed when it has
+	// (journal.go).
+	Journal *journal.Journal
+	stopGC  chan struct{}
+	gcDone  chan struct{}
 }
 
 // Start builds and mounts. The mount answers when Start returns. On failure
@@ -184,7 +195,16 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("exemptions: %w", err)
 	}
-	d.FS, err = fusefs.New(fusefs.Config{
+	jr, jmatcher, err := d.openJournal(backing) // journal.go
+	if err != nil {
+		return nil, err
+	}
+	if jr != nil {
+		d.Journal = jr
+		undo = append(undo, func() { d.closeJournal() })
+		d.collectJournal() // journal.go: at start, then hourly
+	}
+	fcfg := fusefs.Config{
 		Workspace:         ws,
 		BackingPath:       backing,
 		Guard:             d.Guard,
@@ -194,21 +214,31 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Owner:             uint32(os.Getuid()),
 		Logger:            cfg.Slog,
 		Passthrough:       os.Geteuid() == 0,
-	})
+	}
+	if jr != nil {
+		fcfg.Journal = jr
+		if jmatcher != nil {
+			fcfg.JournalExempt = jmatcher
+		}
+	}
+	d.FS, err = fusefs.New(fcfg)
 	if err != nil {
 		return nil, err
 	}
 	// Sessions: callers resolve by process tree; an ended session's
 	// tracker is dropped at once (no process can resolve to it again).
 	d.Sessions = guard.NewSessions()
-	d.Sessions.OnEnd = d.Guard.DropSession
+	d.Sessions.OnEnd = func(name string) {
+		d.Guard.DropSession(name)
+		d.endJournalSession(name) // journal.go
+	}
 	d.Guard.SetHarnessRoots(d.Sessions)
 	d.FS.AttachSessions(d.Sessions)
 	if cfg.PersistReads && cfg.StateDir != "" {
 		d.loadReads()
 	}
 	if cfg.Watch {
-		if err := d.startWatcher(backing, matcher); err != nil {
+		if err := d.startWatcher(backing, matcher, jmatcher); err != nil {
 			return nil, err
 		}
 		undo = append(undo, d.stopWatcher)
@@ -275,6 +305,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		d.state.dir = cfg.StateDir
 		d.FS.AddStatus(func() (string, any) { return "state", d.state.snapshot() })
 	}
+	d.startJournalGC() // journal.go
 	if cfg.PersistReads && cfg.StateDir != "" && cfg.SaveInterval >= 0 {
 		interval := cfg.SaveInterval
 		if interval == 0 {
@@ -364,6 +395,9 @@ func (d *Daemon) Close() error {
 			d.saveReads(true)
 		}
 		d.stopWatcher()
+		if err := d.closeJournal(); err != nil && d.closeErr == nil {
+			d.closeErr = err
+		}
 		d.closeFd()
 		if err := d.Compact.Close(); err != nil && d.closeErr == nil {
 			d.closeErr = err
@@ -475,7 +509,7 @@ func timestampGranularity(backing string) time.Duration {
 
 // startWatcher attaches the invalidation feed to the FS and starts the
 // watcher over the backing directory.
-func (d *Daemon) startWatcher(backing string, matcher *ignore.Matcher) error {
+func (d *Daemon) startWatcher(backing string, matcher, jmatcher *ignore.Matcher) error {
 	cfg := d.cfg
 	skip := watcher.DefaultSkip
 	if len(cfg.WatchSkip) > 0 {
@@ -495,11 +529,23 @@ func (d *Daemon) startWatcher(backing string, matcher *ignore.Matcher) error {
 	}
 	inv := d.FS.AttachWatcher(fusefs.WatchOptions{ShortTimeout: cfg.ShortTimeout})
 	w, err := watcher.Start(watcher.Config{
-		Root:        backing,
-		Skip:        skip,
-		MaxWatches:  cfg.MaxWatches,
-		OnEvents:    func(evs []watcher.Event) { invalidateIgnores(matcher, evs); inv.Events(evs) },
-		OnOverflow:  func() { matcher.Invalidate(""); inv.Overflow() },
+		Root:       backing,
+		Skip:       skip,
+		MaxWatches: cfg.MaxWatches,
+		OnEvents: func(evs []watcher.Event) {
+			invalidateIgnores(matcher, evs)
+			if jmatcher != nil {
+				invalidateIgnores(jmatcher, evs)
+			}
+			inv.Events(evs)
+		},
+		OnOverflow: func() {
+			matcher.Invalidate("")
+			if jmatcher != nil {
+				jmatcher.Invalidate("")
+			}
+			inv.Overflow()
+		},
 		OnUnwatched: inv.Unwatched,
 		OnProgress:  cfg.WatchProgress,
 		Logger:      cfg.Slog,

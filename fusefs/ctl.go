@@ -276,6 +276,7 @@ type ctlHandle struct {
 	loaded  bool
 	pending []byte // partial line of an append file
 	cloneID string
+	cloned  bool  // the clone file took its spec (an empty id reads as nothing)
 	cursor  int64 // clone files: handle-local read position
 	errMsg  string
 }
@@ -290,7 +291,7 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 		return fuse.ReadResultData([]byte(msg)), 0
 	}
 	if h.file.Kind == ctltree.Clone {
-		if h.cloneID == "" {
+		if !h.cloned {
 			return nil, h.fail(ctltree.Errorf(syscall.EINVAL, "write a spec before reading the id"))
 		}
 		// The id is read from the same handle that wrote the spec; a shell
@@ -299,7 +300,10 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 		if off == 0 {
 			h.cursor = 0
 		}
-		data := []byte(h.cloneID + "\n")
+		var data []byte
+		if h.cloneID != "" {
+			data = []byte(h.cloneID + "\n")
+		}
 		if h.cursor >= int64(len(data)) {
 			return fuse.ReadResultData(nil), 0
 		}
@@ -384,14 +388,14 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	case ctltree.Ctl:
 		err = h.file.Write(h.caller, bytes.TrimRight(data, "\n"))
 	case ctltree.Clone:
-		if h.cloneID != "" {
+		if h.cloned {
 			err = ctltree.Errorf(syscall.EINVAL, "this handle already created %s; open the clone file again", h.cloneID)
 			break
 		}
 		var id string
 		id, err = h.file.Clone(h.caller, data)
 		if err == nil {
-			h.cloneID = id
+			h.cloneID, h.cloned = id, true
 		}
 	}
 	if err != nil {

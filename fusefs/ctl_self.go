@@ -10,6 +10,8 @@ package fusefs
 //                      it); guard.Guard.DeclareRead says what is recorded
 //   edit-failed PATH   the model's edit of PATH failed in the harness: its
 //                      next read bypasses dedup (guard.Tracker.NoteEditFailure)
+//   checkpoint [LABEL], rewind CP [--force] [--dry-run] [-- PATH...]
+//                      the journal's commands (ctl_journal.go)
 //
 // PATH is absolute (inside the mount, as the caller sees it) or relative to
 // the writing process's cwd; a PATH holding white space is written as a Go
@@ -103,6 +105,11 @@ func parseSelfCommand(line string) (selfCmd, error) {
 // selfCtl is the Write handler of sessions/NAME/ctl.
 func (f *FS) selfCtl(name string) func(c ctltree.Caller, cmd []byte) error {
 	return func(c ctltree.Caller, b []byte) error {
+		if len(b) <= maxJournalRequest {
+			if handled, err := f.journalCtl(c, name, string(b)); handled { // ctl_journal.go
+				return err
+			}
+		}
 		if c.Session != name && !(c.Session == DefaultSession && c.Privileged) {
 			// EPERM: no session may declare reads for another; only the
 			// mount's owner, from outside every session, may.

@@ -7,7 +7,8 @@ package fusefs
 //                      optional; the name defaults to a generated id, the
 //                      pid to the writer's), read the id
 //   sessions/ctl       "end NAME", "rename OLD NEW"
-//   sessions/<id>/     info (JSON), tracked, denials, why, ctl (ctl_self.go)
+//   sessions/<id>/     info (JSON), tracked, denials, why, ctl (ctl_self.go),
+//                      checkpoints, changes, journal (ctl_journal.go)
 //   self               symlink to sessions/<caller's session>
 //
 // Authorisation: only the mount's owner (or root) from outside any session
@@ -63,13 +64,13 @@ type sessionsFeature struct {
 func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 	f, reg := s.f, s.reg
 	perSession := func(name string) ctltree.Node {
-		return ctltree.NewDir(
-			ctltree.Entry{Name: "info", Node: ctltree.Text(func(ctltree.Caller) string { return s.info(name) })},
-			ctltree.Entry{Name: "tracked", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.trackedText(name)) })},
-			ctltree.Entry{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenials(name)}},
-			ctltree.Entry{Name: "why", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.whyText(name)) })},
-			ctltree.Entry{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Write: f.selfCtl(name)}},
-		)
+		return ctltree.NewDir(append([]ctltree.Entry{
+			{Name: "info", Node: ctltree.Text(func(ctltree.Caller) string { return s.info(name) })},
+			{Name: "tracked", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.trackedText(name)) })},
+			{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenials(name)}},
+			{Name: "why", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.whyText(name)) })},
+			{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Write: f.selfCtl(name)}},
+		}, f.journalEntries(name)...)...) // ctl_journal.go
 	}
 	names := func() []string {
 		out := []string{DefaultSession}

@@ -60,6 +60,9 @@ type File struct {
 	direct  bool // opened with FOPEN_DIRECT_IO (FS.refusableIO)
 	// drop drops the handle from its node (Node.openHandle).
 	drop func(context.Context)
+	// hj is the handle's journal state (nil: not writable, or no
+	// journal): its first change is recorded, its file noted at release.
+	hj *handleJournal
 
 	mu         sync.Mutex
 	registered bool   // the read has been registered
@@ -198,6 +201,9 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 			}
 			h.granted = true
 		}
+	}
+	if errno := h.fs.journalHandleChange(h.hj, jOpOf(gop), h.node.rel()); errno != 0 {
+		return errno
 	}
 	end := h.fs.ownChange(h.node.rel())
 	errno := op()
@@ -340,5 +346,6 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 	h.credit()
 	h.mu.Unlock()
 	h.fs.cfg.Guard.NoteHandleRelease(h.id)
+	h.fs.journalHandleRelease(h.hj, h.node.rel())
 	return h.loopbackOps.Release(ctx)
 }

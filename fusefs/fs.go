@@ -38,6 +38,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/journal"
 )
 
 // DefaultSession is the session of callers that belong to no registered
@@ -96,6 +97,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Passthrough allows kernel passthrough for handles on exempt files.
 	Passthrough bool
+	// Journal, when set, records every change a session makes through
+	// the mount, with its pre-images, before the change is made
+	// (docs/DESIGN.md#journal-hook); nil: no journal call at all.
+	Journal *journal.Journal
+	// JournalExempt selects the paths not journaled besides .git/ and the
+	// control tree: git-ignored paths (a guard/ignore matcher without
+	// extra globs); nil journals every other path (--journal-ignored).
+	JournalExempt Exempter
 }
 
 // FS is one rubinofs file system: the root node, the guard and the
@@ -163,6 +172,11 @@ type FS struct {
 	// released holds, by RELEASE request, what is left to do once go-fuse
 	// has served it (FS.afterRelease, iomode.go).
 	released sync.Map // <-chan struct{} -> func()
+
+	// jgaps counts changes made unrecorded by the journal, and jgen the
+	// checkpoints taken through the mount (journal_hook.go).
+	jgaps journalGaps
+	jgen  atomic.Uint64
 }
 
 // StatusFunc contributes one top-level key to .rubino/status. It must be
@@ -209,6 +223,9 @@ func New(cfg Config) (*FS, error) {
 			"path", filepath.Join(cfg.Workspace, ctltree.DirName))
 	}
 	f.ctlRoot = f.buildControlTree()
+	if cfg.Journal != nil {
+		f.AddStatus(f.journalStatus)
+	}
 	return f, nil
 }
 
@@ -461,6 +478,9 @@ func (f *FS) ownChange(rels ...string) (end func()) {
 		for _, rel := range rels {
 			if path.Base(rel) == ".gitignore" && f.cfg.Exempt != nil {
 				f.cfg.Exempt.Invalidate(path.Dir(rel))
+			}
+			if path.Base(rel) == ".gitignore" && f.cfg.JournalExempt != nil {
+				f.cfg.JournalExempt.Invalidate(path.Dir(rel))
 			}
 		}
 	}

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/journal"
 )
 
 // change is what a mutation did to the file at one of its names, as the
@@ -115,6 +116,17 @@ type mutation struct {
 	// has been told: names[0] as locked and the mutation sequence its
 	// note returned (0 when none).
 	done func(first guardedChild, seq uint64)
+	// jop is the journal op the mutation records (journal.Record: path
+	// names[0], path2 names[1]), "" for none (docs/DESIGN.md#journal-hook).
+	jop string
+	// fresh: no name can be a guarded file whose identity must be locked
+	// (the op makes a new name and fails on an existing one, or changes
+	// no guarded content: mkdir, mknod, symlink, link, rmdir, chmod, an
+	// O_EXCL create): the lock step is skipped.
+	fresh bool
+	// noAsk: the guard is not asked (a rewind's step, which the conflict
+	// rule decides instead); by is then the session's synthetic caller.
+	noAsk bool
 }
 
 // mutate runs m, one guarded mutation by name, in this order
@@ -150,7 +162,8 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 	for _, g := range gs {
 		anyGuarded = anyGuarded || g.ok
 	}
-	if anyGuarded {
+	journaled := !m.viaFd && f.journalsAny(m.jop, m.names)
+	if anyGuarded || journaled {
 		if m.by != nil {
 			c = *m.by
 		} else {
@@ -165,7 +178,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 			}
 		}
 	}
-	if anyGuarded && f.guarded(c) {
+	if anyGuarded && !m.noAsk && f.guarded(c) {
 		for _, a := range m.asks {
 			if g := gs[a.i]; g.ok {
 				if errno := f.decide(c, a.op, m.target(f, &g)); errno != 0 {
@@ -179,8 +192,21 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 			defer f.pinInodeOf(&gs[i])() // until the guard is told (pinInode)
 		}
 	}
+	var j *jDirs
+	var rec journal.Record
+	if journaled {
+		j = f.journalDirs(&m, gs)
+		defer j.close()
+		var errno syscall.Errno
+		if rec, journaled, errno = f.journalBefore(&m, j, c.session); errno != 0 {
+			return errno
+		}
+	}
 	if errno := m.runOwn(f, gs); errno != 0 {
 		return errno
+	}
+	if journaled {
+		f.journalAfter(&m, j, c.session, rec)
 	}
 	for i, nm := range m.names {
 		if gs[i].ok && nm.to != "" {
@@ -213,6 +239,13 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 // file), with the unlock. With m.viaFd the one file is m.fd's: locked by
 // the identity fstat gives, and stat'ed again under the lock.
 func (f *FS) lock(m *mutation) ([]guardedChild, func(), syscall.Errno) {
+	if m.fresh {
+		gs := make([]guardedChild, len(m.names))
+		for i, nm := range m.names {
+			gs[i] = guardedChild{rel: nm.rel}
+		}
+		return gs, func() {}, 0
+	}
 	if !m.viaFd {
 		rels := make([]string, len(m.names))
 		for i, nm := range m.names {

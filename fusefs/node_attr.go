@@ -57,8 +57,18 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 	}
 	if !sizing {
-		defer n.fs.ownChange(rel)()
-		return n.setattrAt(ctx, rel, unwrapHandle(fh), in, out)
+		// A mode change is journaled (chmod); chown and utimens are not
+		// (docs/DESIGN.md#journal-hook). Neither is guarded.
+		jop := ""
+		if _, chmod := in.GetMode(); chmod {
+			jop = jChmod
+		}
+		return n.fs.mutate(ctx, mutation{
+			names: []mutName{{rel: rel}},
+			fresh: true,
+			jop:   jop,
+			run:   func() syscall.Errno { return n.setattrAt(ctx, rel, unwrapHandle(fh), in, out) },
+		})
 	}
 	// A truncate by path is a guarded mutation
 	// (docs/DESIGN.md#mutation-path). It changes the backing file before
@@ -71,6 +81,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		asks:   []ask{{0, guard.OpTruncate}},
 		flux:   true,
 		credit: true,
+		jop:    jTruncate,
 		run: func() syscall.Errno {
 			return n.setattrAt(ctx, rel, unwrapHandle(fh), in, out)
 		},
@@ -149,6 +160,11 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	}
 	if h, ok := asFile(fhOut); ok {
 		return count, h.mutate(guard.OpCopyInto, copyOp)
+	}
+	if p, ok := fhOut.(*plainFile); ok {
+		if errno := p.journalChange(jWrite); errno != 0 {
+			return 0, errno
+		}
 	}
 	return count, copyOp()
 }

@@ -141,6 +141,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	return n.fs.mutate(ctx, mutation{
 		names: []mutName{{rel: childPath(dirRel, name), change: unlinked, pin: true}},
 		asks:  []ask{{0, guard.OpUnlink}},
+		jop:   jUnlink,
 		runIn: func(at []dirFd) syscall.Errno {
 			if at[0].fd >= 0 {
 				return fs.ToErrno(unix.Unlinkat(at[0].fd, name, 0))
@@ -169,6 +170,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			{rel: dstRel, change: replaced, pin: true},
 		},
 		move: true,
+		jop:  jRename,
 		runIn: func(at []dirFd) syscall.Errno {
 			return n.renameIn(at[0], dirRel, name, np, at[1], newDirRel, newName, flags)
 		},
@@ -177,6 +179,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	over := guard.OpRenameOver
 	if exchange {
 		over = guard.OpExchange
+		m.jop = jExchange
 		m.names[0].change = rewritten
 		m.names[1].change, m.names[1].to = rewritten, srcRel
 	}
@@ -190,34 +193,58 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 }
 
 // Mkdir, Rmdir, Symlink, Link and Mknod are never guarded: they change no
-// existing file's content (docs/DESIGN.md#guarded-ops). They are bracketed
-// as the daemon's own changes for the watcher; the backing calls are
-// descriptor-relative (loopback.go).
+// existing file's content (docs/DESIGN.md#guarded-ops). Each is one
+// FS.mutate call without asks and without the lock step (mutation.fresh),
+// so the journal records it in the one place (docs/DESIGN.md#journal-hook)
+// and the backing call is bracketed as the daemon's own change for the
+// watcher; the backing calls are descriptor-relative (loopback.go).
+
+// makeNew runs run, a change of the names rels that no guarded file's
+// identity lock need cover, as one fresh mutation journaled as jop.
+func (n *Node) makeNew(ctx context.Context, jop string, run func() syscall.Errno, rels ...string) syscall.Errno {
+	names := freshNames(rels)
+	return n.fs.mutate(ctx, mutation{names: names, fresh: true, jop: jop, run: run})
+}
+
+// freshNames is the unchanged mutNames of rels.
+func freshNames(rels []string) []mutName {
+	names := make([]mutName, len(rels))
+	for i, rel := range rels {
+		names[i] = mutName{rel: rel}
+	}
+	return names
+}
 
 // Mkdir creates a directory.
-func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	dirRel := n.rel()
-	defer n.fs.ownChange(childPath(dirRel, name))()
-	return n.mkdirAt(ctx, dirRel, name, mode, out)
+	errno = n.makeNew(ctx, jMkdir, func() (e syscall.Errno) {
+		ch, e = n.mkdirAt(ctx, dirRel, name, mode, out)
+		return e
+	}, childPath(dirRel, name))
+	return ch, errno
 }
 
 // Rmdir removes an empty directory.
 func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	dirRel := n.rel()
-	defer n.fs.ownChange(childPath(dirRel, name))()
-	return n.rmdirAt(dirRel, name)
+	return n.makeNew(ctx, jRmdir, func() syscall.Errno { return n.rmdirAt(dirRel, name) }, childPath(dirRel, name))
 }
 
 // Symlink creates a symbolic link.
-func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	dirRel := n.rel()
-	defer n.fs.ownChange(childPath(dirRel, name))()
-	return n.symlinkAt(ctx, dirRel, target, name, out)
+	errno = n.makeNew(ctx, jSymlink, func() (e syscall.Errno) {
+		ch, e = n.symlinkAt(ctx, dirRel, target, name, out)
+		return e
+	}, childPath(dirRel, name))
+	return ch, errno
 }
 
 // Link creates a hard link. The target is reached by its node's path,
 // retried by its next name when another name of it is being unlinked or
-// renamed (byNode, names.go).
+// renamed (byNode, names.go). The journal records it as a link of the
+// target's name (path) to the new name (path2).
 func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	tn, ok := target.(*Node)
 	if !ok || tn.fs != n.fs {
@@ -225,18 +252,23 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	dirRel := n.rel()
 	var ch *fs.Inode
-	errno := tn.byNode(func(srcRel string) (errno syscall.Errno) {
-		// The target's link count and ctime change too.
-		defer n.fs.ownChange(childPath(dirRel, name), srcRel)()
-		ch, errno = n.linkAt(ctx, dirRel, tn, srcRel, name, out)
-		return errno
+	errno := tn.byNode(func(srcRel string) syscall.Errno {
+		// The target's link count and ctime change too: both names are
+		// bracketed.
+		return n.makeNew(ctx, jLink, func() (e syscall.Errno) {
+			ch, e = n.linkAt(ctx, dirRel, tn, srcRel, name, out)
+			return e
+		}, srcRel, childPath(dirRel, name))
 	})
 	return ch, errno
 }
 
 // Mknod creates a device node, fifo or socket.
-func (n *Node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+func (n *Node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	dirRel := n.rel()
-	defer n.fs.ownChange(childPath(dirRel, name))()
-	return n.mknodAt(ctx, dirRel, name, mode, rdev, out)
+	errno = n.makeNew(ctx, jMknod, func() (e syscall.Errno) {
+		ch, e = n.mknodAt(ctx, dirRel, name, mode, rdev, out)
+		return e
+	}, childPath(dirRel, name))
+	return ch, errno
 }

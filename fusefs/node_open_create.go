@@ -51,26 +51,15 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // (File.Read), once the node has its name, instead of under a placeholder.
 func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree bool) (fs.FileHandle, uint32, syscall.Errno) {
 	if !n.fs.tracks(rel) {
-		if flags&syscall.O_TRUNC != 0 {
-			defer n.fs.ownChange(rel)()
-		}
-		lf, errno := n.openAt(rel, flags)
-		if errno != 0 {
-			return nil, 0, errno
-		}
-		pt, drop := n.openHandle(lf, flags, n.fs.cfg.Passthrough)
-		if !pt {
-			return &plainFile{loopbackOps: lf, node: n, drop: drop}, n.cacheFlags(rel), 0
-		}
-		if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-			return n.fs.passthroughWriter(lf, rel, drop), 0, 0
-		}
-		return &keptFile{LoopbackFile: lf, node: n, drop: drop}, 0, 0
+		return n.openUntracked(ctx, rel, flags)
 	}
 	c := n.fs.callerOf(ctx)
 	acc := flags & syscall.O_ACCMODE
 	writable := acc != syscall.O_RDONLY
 	h := &File{node: n, fs: n.fs, who: c, track: true, check: n.fs.guarded(c)}
+	if writable && n.fs.journaling() {
+		h.hj = &handleJournal{session: c.session}
+	}
 
 	// One walk to the parent directory serves the stat and the open. Only
 	// a truncating open needs the stat before the open (the guard decides
@@ -96,6 +85,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 		return errno
 	}
 	if writable && trunc && regular(&st) {
+		gen := n.fs.jgen.Load() // before the record (handleJournal.gen)
 		// A guarded mutation (docs/DESIGN.md#mutation-path), decided on
 		// the file as stat'ed again under its identity lock.
 		errno = n.fs.mutate(ctx, mutation{
@@ -103,12 +93,14 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 			asks:  []ask{{0, guard.OpOpenTrunc}},
 			was:   &guardedChild{ok: true, rel: rel, st: st, id: h.id},
 			by:    &c,
+			jop:   jTruncate,
 			run:   open,
 			done: func(g guardedChild, seq uint64) {
 				h.id = g.id
 				h.granted, h.dirty = true, true
 				h.beginFlux()
 				h.seq = seq
+				h.hj.truncated(gen) // the open's record is the handle's first
 			},
 		})
 	} else {
@@ -180,10 +172,27 @@ func (f *FS) refusableIO(writable, check bool) uint32 {
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	dirRel := n.rel()
 	rel := childPath(dirRel, name)
-	end := n.fs.ownChange(rel)
+	tracked := n.fs.tracks(rel)
+	var c caller
+	if tracked || n.fs.journals(rel, false) {
+		c = n.fs.callerOf(ctx)
+	}
 	var st syscall.Stat_t
-	ch, lf, errno := n.createAt(ctx, dirRel, name, flags|syscall.O_EXCL, mode, out, &st)
-	end()
+	var ch *fs.Inode
+	var lf *fs.LoopbackFile
+	gen := n.fs.jgen.Load() // before the record (handleJournal.gen)
+	// One fresh mutation (docs/DESIGN.md#journal-hook): O_EXCL fails on
+	// an existing name, so no guarded file's identity needs its lock.
+	errno := n.fs.mutate(ctx, mutation{
+		names: []mutName{{rel: rel}},
+		fresh: true,
+		by:    &c,
+		jop:   jCreate,
+		run: func() (e syscall.Errno) {
+			ch, lf, e = n.createAt(ctx, dirRel, name, flags|syscall.O_EXCL, mode, out, &st)
+			return e
+		},
+	})
 	if errno == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
 		ch, errno = n.Lookup(ctx, name, out)
 		if errno != 0 {
@@ -205,16 +214,16 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno
 	}
 	child := ch.Operations().(*Node)
-	if !n.fs.tracks(rel) {
-		pt, drop := child.openHandle(lf, flags, n.fs.cfg.Passthrough)
+	hj := n.fs.createdJournal(rel, c.session, gen)
+	if !tracked {
+		pt, drop := child.openHandle(lf, flags, n.fs.cfg.Passthrough && hj == nil)
 		if !pt {
-			return ch, &plainFile{loopbackOps: lf, node: child, drop: drop}, 0, 0
+			return ch, &plainFile{loopbackOps: lf, node: child, drop: drop, hj: hj}, 0, 0
 		}
-		return ch, n.fs.passthroughWriter(lf, rel, drop), 0, 0
+		return ch, n.fs.passthroughWriter(lf, rel, drop, hj), 0, 0
 	}
-	c := n.fs.callerOf(ctx)
 	h := &File{loopbackOps: lf, lf: lf, node: child, fs: n.fs, who: c,
-		track: true, check: n.fs.guarded(c), created: true, granted: true}
+		track: true, check: n.fs.guarded(c), created: true, granted: true, hj: hj}
 	// The creating handle loses its right too once another session
 	// changes the file (File.mutate): its writes are refusable, so they
 	// always reach the daemon, through FOPEN_DIRECT_IO also when the
@@ -233,17 +242,71 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	return ch, fh, fl, 0
 }
 
+// openUntracked is openRel of a file the guard keeps no state for (it is
+// exempt, or the guard is off): the loopback's handle, with kernel
+// passthrough when enabled, except for a writable handle whose changes
+// the journal records (docs/DESIGN.md#journal-hook), which stays a
+// plainFile so its writes reach the daemon. An O_TRUNC open of a
+// journaled file is one fresh mutation, journaled as a truncate.
+func (n *Node) openUntracked(ctx context.Context, rel string, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	writable := flags&syscall.O_ACCMODE != syscall.O_RDONLY
+	var hj *handleJournal
+	if writable && n.fs.journals(rel, false) {
+		hj = &handleJournal{session: n.fs.callerOf(ctx).session}
+	}
+	var lf *fs.LoopbackFile
+	open := func() (errno syscall.Errno) {
+		lf, errno = n.openAt(rel, flags)
+		return errno
+	}
+	var errno syscall.Errno
+	switch {
+	case flags&syscall.O_TRUNC != 0 && hj != nil:
+		c := caller{session: hj.session}
+		gen := n.fs.jgen.Load() // before the record (handleJournal.gen)
+		errno = n.fs.mutate(ctx, mutation{names: []mutName{{rel: rel}}, fresh: true, by: &c, jop: jTruncate, run: open})
+		hj.truncated(gen)
+	case flags&syscall.O_TRUNC != 0:
+		end := n.fs.ownChange(rel)
+		errno = open()
+		end()
+	default:
+		errno = open()
+	}
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	pt, drop := n.openHandle(lf, flags, n.fs.cfg.Passthrough && hj == nil)
+	if !pt {
+		return &plainFile{loopbackOps: lf, node: n, drop: drop, hj: hj}, n.cacheFlags(rel), 0
+	}
+	if writable {
+		// Forced into passthrough by another handle of the inode: its
+		// writes never reach the daemon, so its first change is
+		// journaled now, before any.
+		if errno := n.fs.journalHandleChange(hj, jWrite, rel); errno != 0 {
+			drop(ctx)
+			lf.Release(ctx)
+			return nil, 0, errno
+		}
+		return n.fs.passthroughWriter(lf, rel, drop, hj), 0, 0
+	}
+	return &keptFile{LoopbackFile: lf, node: n, drop: drop}, 0, 0
+}
+
 // plainFile is an unguarded handle kept out of passthrough. Its writes are
-// still the daemon's own changes, for the watcher.
+// still the daemon's own changes, for the watcher, and journaled (hj).
 type plainFile struct {
 	loopbackOps
 	node *Node
 	drop func(context.Context) // drops the handle from its node (Node.openHandle)
+	hj   *handleJournal        // nil: not journaled
 }
 
 // Release drops the handle from its node, then closes it.
 func (p *plainFile) Release(ctx context.Context) syscall.Errno {
 	p.drop(ctx)
+	p.node.fs.journalHandleRelease(p.hj, p.node.rel())
 	return p.loopbackOps.Release(ctx)
 }
 
@@ -254,12 +317,15 @@ type ptWriter struct {
 	*fs.LoopbackFile
 	end  func()
 	drop func(context.Context) // drops the handle from its node (Node.openHandle)
+	rel  string
+	fs   *FS
+	hj   *handleJournal // journaled at open (nil: not journaled)
 }
 
 // passthroughWriter wraps a writable passthrough handle on rel; drop is
-// its node's Node.openHandle result.
-func (f *FS) passthroughWriter(lf *fs.LoopbackFile, rel string, drop func(context.Context)) *ptWriter {
-	return &ptWriter{LoopbackFile: lf, end: f.ownChange(rel), drop: drop}
+// its node's Node.openHandle result, hj its journal state (or nil).
+func (f *FS) passthroughWriter(lf *fs.LoopbackFile, rel string, drop func(context.Context), hj *handleJournal) *ptWriter {
+	return &ptWriter{LoopbackFile: lf, end: f.ownChange(rel), drop: drop, rel: rel, fs: f, hj: hj}
 }
 
 // Release closes the handle and ends its own change.
@@ -267,13 +333,32 @@ func (p *ptWriter) Release(ctx context.Context) syscall.Errno {
 	p.drop(ctx)
 	errno := p.LoopbackFile.Release(ctx)
 	p.end()
+	p.fs.journalHandleRelease(p.hj, p.rel)
 	return errno
 }
 
-// Write writes through the loopback handle as an own change.
+// journalChange journals the handle's first change (op jop) before it is
+// made; its errno refuses the change.
+func (p *plainFile) journalChange(jop string) syscall.Errno {
+	return p.node.fs.journalHandleChange(p.hj, jop, p.node.rel())
+}
+
+// Write writes through the loopback handle as an own change, journaled.
 func (p *plainFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if errno := p.journalChange(jWrite); errno != 0 {
+		return 0, errno
+	}
 	defer p.node.fs.ownChange(p.node.rel())()
 	return p.loopbackOps.Write(ctx, data, off)
+}
+
+// Allocate is fallocate(2) through the handle, journaled as a write.
+func (p *plainFile) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
+	if errno := p.journalChange(jWrite); errno != 0 {
+		return errno
+	}
+	defer p.node.fs.ownChange(p.node.rel())()
+	return p.loopbackOps.Allocate(ctx, off, size, mode)
 }
 
 // mustFd returns the descriptor of a live loopback handle.

@@ -25,6 +25,11 @@ const DefaultMaxBlobSize = 64 << 20
 // stored and a rewind cannot bring them back.
 const UnrecoverableTooLarge = "unrecoverable: too large"
 
+// UnrecoverableOverBudget is the marker a pre-image carries instead of a
+// blob address when storing its bytes would have pushed the store past its
+// budget (Options.Budget): the mutation goes on, a rewind reports the path.
+const UnrecoverableOverBudget = "unrecoverable: over budget"
+
 // CopyMode selects how PutFromFd copies a file's bytes into the store.
 type CopyMode int
 
@@ -51,7 +56,8 @@ const (
 
 // Blob is the result of storing one file's bytes: its address (32 hex digits
 // of xxh3-128 of the bytes stored), or Unrecoverable set to
-// UnrecoverableTooLarge and Addr empty when the file was over the limit.
+// UnrecoverableTooLarge and Addr empty when the file was over the limit
+// (UnrecoverableOverBudget when the store's budget had no room for it).
 // Size is the byte count stored (or seen, when too large). Dedup reports
 // that the address was already in the store and nothing new was kept.
 type Blob struct {
@@ -70,6 +76,12 @@ type Blobs struct {
 	dir   string
 	limit int64
 	mode  CopyMode
+	// budget is the most bytes of blobs kept (0: no bound); used is the
+	// running total of the stored blobs' sizes (temporary copies
+	// excluded), set by one walk at NewBlobs and kept by PutFromFd and
+	// Remove.
+	budget atomic.Int64
+	used   atomic.Int64
 	// clones, ranges and plains count blobs copied by each method (tests
 	// and metrics).
 	clones, ranges, plains atomic.Int64
@@ -84,7 +96,96 @@ func NewBlobs(dir string, limit int64, mode CopyMode) (*Blobs, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
 		return nil, err
 	}
-	return &Blobs{dir: dir, limit: limit, mode: mode}, nil
+	b := &Blobs{dir: dir, limit: limit, mode: mode}
+	var used int64
+	err := b.Walk(func(_ string, size int64) error {
+		used += size
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.used.Store(used)
+	return b, nil
+}
+
+// SetBudget bounds the store to budget bytes of blobs (0: no bound). A
+// blob that would take the store past it is not stored: PutFromFd returns
+// UnrecoverableOverBudget. Safe to call at any time.
+func (b *Blobs) SetBudget(budget int64) { b.budget.Store(budget) }
+
+// Used is the running total of the stored blobs' sizes in bytes
+// (temporary copies not counted).
+func (b *Blobs) Used() int64 { return b.used.Load() }
+
+// reserve adds n bytes to the running total unless that passes the
+// budget; it reports whether it did.
+func (b *Blobs) reserve(n int64) bool {
+	for {
+		budget, used := b.budget.Load(), b.used.Load()
+		if budget > 0 && used+n > budget {
+			return false
+		}
+		if b.used.CompareAndSwap(used, used+n) {
+			return true
+		}
+	}
+}
+
+// Walk calls fn with the address and size (bytes) of every stored blob
+// (the tmp directory skipped), in directory order.
+func (b *Blobs) Walk(fn func(addr string, size int64) error) error {
+	subs, err := os.ReadDir(b.dir)
+	if err != nil {
+		return err
+	}
+	for _, sd := range subs {
+		if !sd.IsDir() || len(sd.Name()) != 2 {
+			continue
+		}
+		ents, err := os.ReadDir(filepath.Join(b.dir, sd.Name()))
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			addr := sd.Name() + e.Name()
+			if !e.Type().IsRegular() || !validAddr(addr) {
+				continue
+			}
+			info, err := e.Info()
+			if err != nil {
+				if os.IsNotExist(err) {
+					continue
+				}
+				return err
+			}
+			if err := fn(addr, info.Size()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Remove deletes the blob addr and takes its size off the running total
+// (GC, which makes sure no log names it); a missing blob is no error.
+func (b *Blobs) Remove(addr string) (int64, error) {
+	if !validAddr(addr) {
+		return 0, fmt.Errorf("journal: bad blob address %q", addr)
+	}
+	p := b.Path(addr)
+	st, err := os.Lstat(p)
+	if os.IsNotExist(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := os.Remove(p); err != nil {
+		return 0, err
+	}
+	b.used.Add(-st.Size())
+	return st.Size(), nil
 }
 
 // Path is where the blob with address addr is (or would be) stored.
@@ -112,7 +213,10 @@ func validAddr(a string) bool {
 // PutFromFd stores the bytes of the open file fd (from offset 0; fd's own
 // offset is not moved), whose size the caller stat'ed as size bytes. A
 // file over the limit (by size, or by the bytes found while copying) is not
-// stored: the Blob carries UnrecoverableTooLarge. Otherwise the bytes go to
+// stored: the Blob carries UnrecoverableTooLarge; one whose bytes are new to
+// the store and would take it past its budget carries
+// UnrecoverableOverBudget (an address already stored costs nothing and is
+// returned). Otherwise the bytes go to
 // a temporary file (reflink, copy_file_range or plain copy, by the store's
 // CopyMode), are hashed from that copy, fsync'ed, renamed to their address
 // and the directory fsync'ed, so a returned address is durable and its
@@ -157,6 +261,15 @@ func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
 		}
 		return out, nil
 	}
+	if !b.reserve(n) {
+		return Blob{Unrecoverable: UnrecoverableOverBudget, Size: n}, nil
+	}
+	reserved := true
+	defer func() {
+		if reserved {
+			b.used.Add(-n)
+		}
+	}()
 	if err := tmp.Sync(); err != nil {
 		return Blob{}, err
 	}
@@ -178,6 +291,7 @@ func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
 		os.Remove(tmp.Name())
 		return Blob{}, err
 	}
+	reserved = false // the blob is in place: its size stays counted
 	if err := syncDir(sub); err != nil {
 		return Blob{}, err
 	}

@@ -17,11 +17,14 @@ import (
 
 // Options configures a Journal. MaxBlobSize is the largest file (bytes)
 // whose bytes a pre-image keeps (0: DefaultMaxBlobSize); Copy selects the
-// copy method of the blob store (CopyAuto by default); Now is the clock of
-// record times (nil: time.Now).
+// copy method of the blob store (CopyAuto by default); Budget bounds the
+// blob store in bytes (0: no bound; a pre-image past it is recorded as
+// UnrecoverableOverBudget, and GC removes ended sessions' logs to get
+// back under it); Now is the clock of record times (nil: time.Now).
 type Options struct {
 	MaxBlobSize int64
 	Copy        CopyMode
+	Budget      int64
 	Now         func() time.Time
 }
 
@@ -34,6 +37,11 @@ type Journal struct {
 	dir   string
 	blobs *Blobs
 	now   func() time.Time
+
+	// gcMu is read-held by Record from the capture to the append and
+	// write-held by GC's blob sweep, so a blob a record is about to name
+	// is never swept (docs/DESIGN.md#journal-rewind).
+	gcMu sync.RWMutex
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -53,7 +61,7 @@ type session struct {
 
 // Open returns the journal under dir (STATE/journal), creating dir,
 // dir/blobs and dir/sessions (0700). Session logs open lazily, at their
-// first use.
+// first use. It walks the blob store once to learn its size (Blobs.Used).
 func Open(dir string, opt Options) (*Journal, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "sessions"), 0o700); err != nil {
 		return nil, err
@@ -62,6 +70,7 @@ func Open(dir string, opt Options) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.SetBudget(opt.Budget)
 	now := opt.Now
 	if now == nil {
 		now = time.Now
@@ -166,6 +175,7 @@ func (j *Journal) load(name string, s *session) error {
 		for _, p := range r.Pre {
 			s.touched[p.Path] = true
 		}
+		forgetMoved(s.touched, r)
 	}
 	if len(recs) == 0 {
 		if _, err := j.checkpointLocked(s, "session start"); err != nil {
@@ -184,12 +194,16 @@ type Capture func(path string) (PreImage, error)
 // name of a rename, exchange or link, or ""). For each of path and path2
 // not yet changed in the current checkpoint interval it first calls
 // capture and keeps the pre-image; then it appends the record and
-// fdatasyncs it. It returns once the record is durable: the caller makes
-// the change only after a nil error (the pre-image is durable before the
-// mutation is acknowledged). On an error nothing is recorded and the
+// fdatasyncs it (a write, truncate or chmod that saves no pre-image skips
+// the fdatasync: docs/DESIGN.md#journal-rewind). It returns once the
+// record is durable: the caller makes the change only after a nil error
+// (the pre-image is durable before the mutation is acknowledged). On an error nothing is recorded and the
 // paths stay uncaptured; the caller decides whether to refuse the change
 // (the errno the mount returns, EIO for example).
 func (j *Journal) Record(sessionName, op, path, path2 string, capture Capture) (Record, error) {
+	// The GC lock before the session's: GC takes them in that order.
+	j.gcMu.RLock()
+	defer j.gcMu.RUnlock()
 	s, err := j.session(sessionName)
 	if err != nil {
 		return Record{}, err
@@ -207,13 +221,14 @@ func (j *Journal) Record(sessionName, op, path, path2 string, capture Capture) (
 		pre.Path = p
 		rec.Pre = append(rec.Pre, pre)
 	}
-	if err := s.log.append(rec); err != nil {
+	if err := s.log.write(rec, needsSync(rec)); err != nil {
 		return Record{}, err
 	}
 	s.seq = rec.Seq
 	for _, p := range rec.Pre {
 		s.touched[p.Path] = true
 	}
+	forgetMoved(s.touched, rec)
 	return rec, nil
 }
 
@@ -241,4 +256,19 @@ func (j *Journal) checkpointLocked(s *session, label string) (Record, error) {
 	s.lastCP = rec.ID
 	s.touched = map[string]bool{}
 	return rec, nil
+}
+
+// forgetMoved drops, after a rename or exchange, the names below both of
+// its names from the interval's captured set: they now name other objects
+// (those moved in) or nothing, so their next change saves a pre-image
+// again (docs/DESIGN.md#journal-rewind).
+func forgetMoved(touched map[string]bool, r Record) {
+	if r.Op != OpRename && r.Op != OpExchange {
+		return
+	}
+	for k := range touched {
+		if strings.HasPrefix(k, r.Path+"/") || (r.Path2 != "" && strings.HasPrefix(k, r.Path2+"/")) {
+			delete(touched, k)
+		}
+	}
 }

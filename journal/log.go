@@ -65,8 +65,10 @@ type Record struct {
 // ReadLog reads the session log at path: every complete line, in order,
 // and the length in bytes of the complete prefix. A last line without its
 // newline, or one that does not parse as JSON, is a torn append (a crash
-// mid-write) and is ignored; a line that does not parse before the last is
-// an error. A missing file is an empty log.
+// mid-write) and is ignored; so is everything from a line starting with a
+// NUL byte (an unsynced tail whose pages never reached the disk,
+// docs/DESIGN.md#journal-rewind). A line that does not parse before the
+// last is an error. A missing file is an empty log.
 func ReadLog(path string) ([]Record, int64, error) {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
@@ -86,6 +88,11 @@ func readRecords(r io.Reader) ([]Record, int64, error) {
 	var pendingErr error
 	for {
 		line, err := br.ReadBytes('\n')
+		if len(line) > 0 && line[0] == 0 {
+			// A page of an unsynced tail that never reached the disk
+			// reads back as NULs: everything from here is that tail.
+			return out, good, nil
+		}
 		if len(line) > 0 && line[len(line)-1] == '\n' {
 			if pendingErr != nil {
 				return nil, 0, pendingErr
@@ -149,7 +156,11 @@ func openLog(path string) (*sessionLog, []Record, error) {
 // append writes rec as one line at the end and fdatasyncs it. On a failed
 // write the file is cut back to its previous length, so no torn line stays
 // behind a later record.
-func (l *sessionLog) append(rec Record) error {
+func (l *sessionLog) append(rec Record) error { return l.write(rec, true) }
+
+// write appends rec as one line, fdatasync'ed when sync is set (see
+// docs/DESIGN.md#journal-rewind for which records skip it).
+func (l *sessionLog) write(rec Record, sync bool) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -159,9 +170,11 @@ func (l *sessionLog) append(rec Record) error {
 		l.f.Truncate(l.size)
 		return err
 	}
-	if err := fdatasync(l.f); err != nil {
-		l.f.Truncate(l.size)
-		return err
+	if sync {
+		if err := fdatasync(l.f); err != nil {
+			l.f.Truncate(l.size)
+			return err
+		}
 	}
 	l.size += int64(len(b))
 	return nil

@@ -24,7 +24,8 @@ type CheckpointInfo struct {
 	Paths   int
 }
 
-// Checkpoints lists the checkpoints in recs, oldest first.
+// Checkpoints lists the checkpoints in recs, oldest first (after-notes and
+// the end record are not changes).
 func Checkpoints(recs []Record) []CheckpointInfo {
 	var out []CheckpointInfo
 	for _, r := range recs {
@@ -32,7 +33,7 @@ func Checkpoints(recs []Record) []CheckpointInfo {
 			out = append(out, CheckpointInfo{ID: r.ID, Label: r.Label, Time: r.Time})
 			continue
 		}
-		if len(out) == 0 {
+		if len(out) == 0 || !isChange(r) {
 			continue
 		}
 		c := &out[len(out)-1]

@@ -3,17 +3,12 @@ package journal
 // The contract between the journal (which plans) and the mount (which
 // applies): after-states, the rewind plan and its applier, the change
 // list and the diff. The bodies marked "not implemented" are filled in by
-// the rewind engine; the signatures are fixed so the mount can be built
-// against them.
+// the rewind engine (afternotes.go, rewind.go, changes.go, diff.go,
+// gc.go; dirfs.go is the plain-directory Inspector and Applier).
 
 import (
-	"errors"
 	"time"
 )
-
-// ErrNotImplemented is returned by the parts of the rewind engine not built
-// yet.
-var ErrNotImplemented = errors.New("journal: not implemented")
 
 // OpAfter is the Op of an after-note: the state a session's change left its
 // paths in (Record.After, Record.Ref the Seq of the change, or 0 for a
@@ -40,19 +35,6 @@ type After struct {
 	Hash    string `json:"hash,omitempty"`
 }
 
-// NoteAfter appends an after-note for session: the states afters its change
-// ref (a Record.Seq; 0 for a handle's close) left behind. It is not
-// fdatasync'ed: an after-note lost to a power failure makes the next rewind
-// report the path as a conflict, never restores over someone's change.
-func (j *Journal) NoteAfter(sessionName string, ref uint64, afters []After) error {
-	return ErrNotImplemented
-}
-
-// End appends the end record of session (its registration ended at t).
-func (j *Journal) End(sessionName string, t time.Time) error {
-	return ErrNotImplemented
-}
-
 // Inspector reads the current state of workspace paths (relative,
 // slash-separated) for planning and listing. Lstat returns KindAbsent for
 // a missing path (no error); HashOf returns the 32-hex xxh3-128 of a
@@ -69,9 +51,14 @@ type Applier interface {
 	// Restore makes path what pre says: a file with pre's bytes (from the
 	// blob store) and mode, a directory with pre's mode (created when
 	// missing), a symlink to pre.Target, or nothing (KindAbsent: the path
-	// is removed; a directory only when empty).
+	// is removed; a directory only when empty; a path whose parent is
+	// missing is already absent). A path already as pre says should be
+	// left alone (UpToDateAt), so an undo of the rewind has nothing to
+	// copy back. RestoreAt is the reference.
 	Restore(path string, pre PreImage, blobs *Blobs) error
-	// Rename renames from to to, replacing to (the undo of a rename).
+	// Rename renames from to to, replacing to even when its kind differs
+	// (an empty directory, or a non-directory; RenameReplacingAt): the
+	// undo of a rename.
 	Rename(from, to string) error
 	// Exchange swaps a and b (RENAME_EXCHANGE; the undo of an exchange).
 	Exchange(a, b string) error
@@ -122,13 +109,6 @@ type RewindOptions struct {
 	Force bool
 }
 
-// PlanRewind plans the rewind of session to checkpoint to, from its
-// records, against the current state (ins). An unknown checkpoint is an
-// error.
-func (j *Journal) PlanRewind(sessionName, to string, ins Inspector, opt RewindOptions) (Plan, error) {
-	return Plan{}, ErrNotImplemented
-}
-
 // Result counts what an applied rewind did, and the step errors.
 type Result struct {
 	Checkpoint    string   `json:"checkpoint"` // the automatic checkpoint taken before it (undo point)
@@ -137,12 +117,6 @@ type Result struct {
 	Conflicts     int      `json:"conflicts"`
 	Unrecoverable int      `json:"unrecoverable"`
 	Errors        []string `json:"errors,omitempty"`
-}
-
-// Rewind takes the automatic checkpoint "before rewind to TO", then applies
-// plan's steps with a (each a journaled change of the session), and counts.
-func (j *Journal) Rewind(plan Plan, a Applier) (Result, error) {
-	return Result{}, ErrNotImplemented
 }
 
 // PathChange is one line of a change list: the path, the ops that named it
@@ -154,20 +128,6 @@ type PathChange struct {
 	Before      After    `json:"before"`
 	After       After    `json:"after"`
 	RenamedFrom string   `json:"renamed_from,omitempty"`
-}
-
-// ListChanges lists what session changed since checkpoint since (""
-// means the session start), sorted by path.
-func (j *Journal) ListChanges(sessionName, since string, ins Inspector) ([]PathChange, error) {
-	return nil, ErrNotImplemented
-}
-
-// Diff renders a unified diff, as git diff does, of each changed path's
-// state at checkpoint since against its current bytes (paths limits it),
-// naming binary files as "Binary files a/P and b/P differ". cur opens a
-// path's current bytes.
-func (j *Journal) Diff(sessionName, since string, paths []string, ins Inspector, cur func(path string) ([]byte, error)) (string, error) {
-	return "", ErrNotImplemented
 }
 
 // GCOptions bounds the store: Budget (bytes of blobs, 0 unlimited) and
@@ -183,10 +143,4 @@ type GCResult struct {
 	Blobs      int   `json:"blobs"`
 	FreedBytes int64 `json:"freed_bytes"`
 	StoreBytes int64 `json:"store_bytes"`
-}
-
-// GC removes the logs of sessions ended longer than Retention ago and the
-// blobs no remaining log refers to, and reports the store's size.
-func (j *Journal) GC(opt GCOptions) (GCResult, error) {
-	return GCResult{}, ErrNotImplemented
 }

@@ -27,6 +27,11 @@ var flagKeys = []struct{ flag, key string }{
 	{"watch-skip", "cache.watch_skip"},
 	{"max-watches", "cache.max_watches"},
 	{"persist-reads", "cache.persist_reads"},
+	{"journal", "journal.enabled"},
+	{"journal-ignored", "journal.ignored"},
+	{"journal-max-file-size", "journal.max_file_size"},
+	{"journal-budget", "journal.budget"},
+	{"journal-retention", "journal.retention"},
 }
 
 // configFlag is --config, shared by `mount` and `config show`.
@@ -141,6 +146,7 @@ func configKeyFlags() []cli.Flag {
 // applyConfig puts the effective config's sections into a daemon.Config.
 func applyConfig(cfg *daemon.Config, eff *config.Config) {
 	cfg.Guard, cfg.Cache, cfg.Agents = eff.Guard, eff.Cache, eff.Agents
+	cfg.Journal = eff.Journal
 	cc := eff.Compact
 	cfg.Compact = &cc
 }

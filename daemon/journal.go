@@ -1,0 +1,118 @@
+package daemon
+
+// The change journal's life in the daemon (docs/DESIGN.md#journal-hook):
+// opened at STATE_DIR/journal before mounting, a session's log ended when
+// its registration ends, collected at start and hourly, closed at unmount.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rubinofs/rubinofs/guard/ignore"
+	"github.com/rubinofs/rubinofs/journal"
+)
+
+// JournalGCInterval is how often the journal is collected while mounted
+// (journal.Journal.GC: ended sessions past retention, unreferenced blobs,
+// the budget), besides once at start.
+const JournalGCInterval = time.Hour
+
+// journalDir is where the journal lives: STATE_DIR/journal.
+func (d *Daemon) journalDir() string { return filepath.Join(d.cfg.StateDir, "journal") }
+
+// openJournal opens the journal when it is on (Config.Journal.Enabled and a
+// state directory), with the matcher of the paths it skips (git-ignored
+// ones, unless Config.Journal.Ignored). It returns nils when the journal
+// is off: then no journal call is made at all.
+func (d *Daemon) openJournal(backing string) (*journal.Journal, *ignore.Matcher, error) {
+	cfg := d.cfg
+	if !cfg.Journal.Enabled || cfg.StateDir == "" {
+		return nil, nil, nil
+	}
+	j, err := journal.Open(d.journalDir(), journal.Options{MaxBlobSize: cfg.Journal.MaxFileSize, Budget: cfg.Journal.Budget})
+	if err != nil {
+		return nil, nil, fmt.Errorf("journal %s: %w", d.journalDir(), err)
+	}
+	var m *ignore.Matcher
+	if !cfg.Journal.Ignored {
+		// Its own matcher without --exempt globs: an exempt path is still
+		// the session's change to rewind; only git-ignored ones are not.
+		if m, err = ignore.New(backing, nil, false); err != nil {
+			j.Close()
+			return nil, nil, err
+		}
+	}
+	return j, m, nil
+}
+
+// startJournalGC collects the journal every JournalGCInterval until
+// stopJournalGC (Start collects it once before mounting).
+func (d *Daemon) startJournalGC() {
+	if d.Journal == nil {
+		return
+	}
+	d.stopGC, d.gcDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(d.gcDone)
+		t := time.NewTicker(JournalGCInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-d.stopGC:
+				return
+			case <-t.C:
+			}
+			d.collectJournal()
+		}
+	}()
+}
+
+// collectJournal runs one GC; a failure is logged at warn and retried at
+// the next tick. Start runs it once before mounting, so its record is in
+// the log before the mount answers.
+func (d *Daemon) collectJournal() {
+	res, err := d.Journal.GC(journal.GCOptions{Budget: d.cfg.Journal.Budget, Retention: d.cfg.Journal.Retention})
+	if err != nil {
+		d.cfg.Slog.Warn("journal: collection failed; retried in an hour", "dir", d.journalDir(), "err", err)
+		return
+	}
+	if res.Sessions > 0 || res.Blobs > 0 {
+		d.cfg.Slog.Info("journal collected", "sessions", res.Sessions, "blobs", res.Blobs,
+			"freed_bytes", res.FreedBytes, "store_bytes", res.StoreBytes)
+	}
+}
+
+// stopJournalGC stops the collection goroutine and waits for it.
+func (d *Daemon) stopJournalGC() {
+	if d.stopGC != nil {
+		close(d.stopGC)
+		<-d.gcDone
+		d.stopGC = nil
+	}
+}
+
+// endJournalSession ends name's journal (its registration ended); a
+// failure is logged at warn: the log is kept (retention never starts).
+func (d *Daemon) endJournalSession(name string) {
+	if d.Journal == nil || !journal.ValidSession(name) {
+		return
+	}
+	if _, err := os.Stat(d.Journal.LogPath(name)); err != nil {
+		return // it changed nothing: no log to end (End would make one)
+	}
+	if err := d.Journal.End(name, time.Now()); err != nil {
+		d.cfg.Slog.Warn("journal: a session's end was not recorded; its log is kept until it is", "session", name, "err", err)
+	}
+}
+
+// closeJournal stops the collection and closes the journal, after the
+// server has stopped (no request records any more).
+func (d *Daemon) closeJournal() error {
+	if d.Journal == nil {
+		return nil
+	}
+	d.stopJournalGC()
+	return d.Journal.Close()
+}

@@ -1,0 +1,372 @@
+package fusefs
+
+// A rewind's side in the mount (docs/DESIGN.md#journal-hook): the
+// Inspector the journal plans against, and the Applier whose every step
+// is one FS.mutate call as the session's own change, then the kernel's
+// caches of the touched paths invalidated from a goroutine.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/journal"
+)
+
+// fsInspector is the journal.Inspector of the backing workspace.
+type fsInspector struct{ f *FS }
+
+// Lstat is path's state, without following a final symlink (KindAbsent
+// for a missing path or one under a missing directory).
+func (i fsInspector) Lstat(p string) (journal.After, error) {
+	var st syscall.Stat_t
+	switch errno := i.f.lstatRel(p, &st); errno {
+	case 0:
+		return afterOf(p, &st), nil
+	case syscall.ENOENT, syscall.ENOTDIR:
+		return journal.After{Path: p, Kind: journal.KindAbsent}, nil
+	default:
+		return journal.After{}, errno
+	}
+}
+
+// HashOf is the xxh3-128 of path's bytes (32 hex digits), through the
+// guard's hash cache.
+func (i fsInspector) HashOf(p string) (string, error) {
+	t, err := i.f.LookupTarget(p)
+	if err != nil {
+		return "", err
+	}
+	if t.Stat.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return "", fmt.Errorf("%s is not a regular file", p)
+	}
+	h, err := i.f.cfg.Guard.Hashes().Sum(t.Stat, t.Open)
+	if err != nil {
+		return "", err
+	}
+	return h.String(), nil
+}
+
+// currentBytes reads path's current bytes, for Diff (at most the
+// journal's blob limit plus one byte: a larger file is binary to a diff).
+func (f *FS) currentBytes(p string) ([]byte, error) {
+	fl, err := f.openForHashAt(p)
+	if err != nil {
+		return nil, err
+	}
+	defer fl.Close()
+	return io.ReadAll(io.LimitReader(fl, 1<<30))
+}
+
+// Rewind plans the rewind of session to checkpoint to and, unless dryRun,
+// applies it (journal.Rewind) as the session's own changes: each step is
+// one FS.mutate call that skips the guard's decision (the conflict rule
+// replaced it) but keeps the journal record, the watcher bracket, the
+// guard's notes and the credit. New entries are owned by uid:gid when
+// the daemon is root. The kernel's caches of the touched paths are
+// invalidated from a goroutine; Rewind returns once that is done (it runs
+// inside a control-file request, which a notification must not be sent
+// from, but may wait for). Errors: the journal's.
+func (f *FS) Rewind(session, to string, opt journal.RewindOptions, dryRun bool, uid, gid uint32) (journal.Plan, journal.Result, error) {
+	j := f.cfg.Journal
+	if j == nil {
+		return journal.Plan{}, journal.Result{}, errors.New("the journal is off")
+	}
+	plan, err := j.PlanRewind(session, to, fsInspector{f}, opt)
+	if err != nil || dryRun {
+		return plan, journal.Result{}, err
+	}
+	a := &rewindApplier{f: f, by: caller{session: session, uid: uid, gid: gid}}
+	res, err := j.Rewind(plan, a)
+	f.journalCheckpointed() // its automatic checkpoint
+	<-f.invalidateKernel(a.touchedPaths())
+	return plan, res, err
+}
+
+// invalidateKernel drops the kernel's caches of rels (each name's dentry,
+// its inode's data and attributes, its parent's attributes and listing)
+// from a goroutine, never from the calling request handler, and returns a
+// channel closed once the notifications were sent.
+func (f *FS) invalidateKernel(rels []string) <-chan struct{} {
+	done := make(chan struct{})
+	if f.server.Load() == nil || len(rels) == 0 {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		for _, rel := range rels {
+			dir, name := path.Split(rel)
+			parent, ok := f.lookupInode(strings.TrimSuffix(dir, "/"))
+			if !ok {
+				continue // the kernel knows nothing below it
+			}
+			if child := parent.GetChild(name); child != nil {
+				child.NotifyContent(0, 0)
+				var st syscall.Stat_t
+				if f.lstatRel(rel, &st) != 0 {
+					parent.RmChild(name)
+				}
+			}
+			parent.NotifyEntry(name)
+			parent.NotifyContent(0, 0)
+		}
+	}()
+	return done
+}
+
+// rewindApplier is the journal.Applier of a rewind: every step one
+// FS.mutate call by the session's synthetic caller, without the guard's
+// decision (mutation.noAsk). Not safe for concurrent use (journal.Rewind
+// applies steps in order).
+type rewindApplier struct {
+	f       *FS
+	by      caller
+	mu      sync.Mutex
+	touched map[string]bool
+}
+
+// touchedPaths lists the paths the steps changed.
+func (a *rewindApplier) touchedPaths() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]string, 0, len(a.touched))
+	for p := range a.touched {
+		out = append(out, p)
+	}
+	return out
+}
+
+// mutate runs m as the session's change, without asking the guard.
+func (a *rewindApplier) mutate(m mutation) error {
+	by := a.by
+	m.by, m.noAsk = &by, true
+	a.mu.Lock()
+	if a.touched == nil {
+		a.touched = map[string]bool{}
+	}
+	for _, nm := range m.names {
+		a.touched[nm.rel] = true
+	}
+	a.mu.Unlock()
+	if errno := a.f.mutate(context.Background(), m); errno != 0 {
+		return fmt.Errorf("%s %s: %w", m.jop, m.names[0].rel, errno)
+	}
+	return nil
+}
+
+// inParent runs fn with rel's parent directory and leaf.
+func (a *rewindApplier) inParent(rel string, fn func(d dirFd, leaf string) error) syscall.Errno {
+	d, leaf, errno := a.f.prepareAt(rel)
+	if errno != 0 {
+		return errno
+	}
+	defer d.close()
+	if err := fn(d, leaf); err != nil {
+		var en syscall.Errno
+		if errors.As(err, &en) {
+			return en
+		}
+		return syscall.EIO
+	}
+	return 0
+}
+
+// own gives a new entry the requester's ownership when the daemon is
+// root (as a caller's own create would have).
+func (a *rewindApplier) own(d dirFd, leaf string) {
+	if os.Geteuid() == 0 {
+		unix.Fchownat(d.fd, leaf, int(a.by.uid), int(a.by.gid), unix.AT_SYMLINK_NOFOLLOW)
+	}
+}
+
+// current is rel's kind now (KindAbsent when missing).
+func (a *rewindApplier) current(rel string) (journal.After, error) {
+	return fsInspector{a.f}.Lstat(rel)
+}
+
+// Restore makes rel what pre says (journal.Applier).
+func (a *rewindApplier) Restore(rel string, pre journal.PreImage, blobs *journal.Blobs) error {
+	cur, err := a.current(rel)
+	if err != nil {
+		return err
+	}
+	switch pre.Kind {
+	case journal.KindAbsent:
+		return a.remove(rel, cur)
+	case journal.KindDir:
+		if cur.Kind == journal.KindDir {
+			if cur.Mode&07777 == pre.Mode&07777 {
+				return nil
+			}
+			return a.chmod(rel, pre.Mode)
+		}
+		if err := a.remove(rel, cur); err != nil {
+			return err
+		}
+		return a.mutate(mutation{names: []mutName{{rel: rel}}, fresh: true, jop: jMkdir, run: func() syscall.Errno {
+			return a.inParent(rel, func(d dirFd, leaf string) error {
+				if err := unix.Mkdirat(d.fd, leaf, pre.Mode&07777); err != nil {
+					return err
+				}
+				a.own(d, leaf)
+				return unix.Fchmodat(d.fd, leaf, pre.Mode&07777, 0)
+			})
+		}})
+	case journal.KindSymlink:
+		if err := a.remove(rel, cur); err != nil {
+			return err
+		}
+		return a.mutate(mutation{names: []mutName{{rel: rel}}, fresh: true, jop: jSymlink, run: func() syscall.Errno {
+			return a.inParent(rel, func(d dirFd, leaf string) error {
+				if err := unix.Symlinkat(pre.Target, d.fd, leaf); err != nil {
+					return err
+				}
+				a.own(d, leaf)
+				return nil
+			})
+		}})
+	case journal.KindFile:
+		return a.restoreFile(rel, pre, cur, blobs)
+	}
+	return fmt.Errorf("%s: unknown pre-image kind %q", rel, pre.Kind)
+}
+
+// restoreFile gives rel pre's bytes and mode: in place when it is a
+// regular file now (a write, guarded notes and credit as a truncate by
+// path), else created anew.
+func (a *rewindApplier) restoreFile(rel string, pre journal.PreImage, cur journal.After, blobs *journal.Blobs) error {
+	if pre.Unrecoverable != "" || (pre.Blob == "" && pre.Size > 0) {
+		return fmt.Errorf("%s: its state at the checkpoint is unrecoverable (%s)", rel, pre.Unrecoverable)
+	}
+	fill := func(fd int) error {
+		if pre.Blob != "" {
+			src, err := blobs.Open(pre.Blob)
+			if err != nil {
+				return err
+			}
+			defer src.Close()
+			if _, err = io.Copy(fdWriter(fd), src); err != nil {
+				return err
+			}
+		}
+		return unix.Fchmod(fd, pre.Mode&07777)
+	}
+	if cur.Kind == journal.KindFile {
+		return a.mutate(mutation{names: []mutName{{rel: rel, change: rewritten}}, flux: true, credit: true, jop: jWrite,
+			run: func() syscall.Errno {
+				return a.inParent(rel, func(d dirFd, leaf string) error {
+					fd, err := unix.Openat(d.fd, leaf, unix.O_WRONLY|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+					if err != nil {
+						return err
+					}
+					defer unix.Close(fd)
+					return fill(fd)
+				})
+			}})
+	}
+	if err := a.remove(rel, cur); err != nil {
+		return err
+	}
+	return a.mutate(mutation{names: []mutName{{rel: rel}}, fresh: true, jop: jCreate, run: func() syscall.Errno {
+		return a.inParent(rel, func(d dirFd, leaf string) error {
+			fd, err := unix.Openat(d.fd, leaf, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, pre.Mode&07777)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			a.own(d, leaf)
+			return fill(fd)
+		})
+	}})
+}
+
+// fdWriter writes to a borrowed descriptor, which it never closes (an
+// *os.File would close it again from its finalizer, by then perhaps
+// another file's number).
+type fdWriter int
+
+// Write writes p at the descriptor's offset.
+func (w fdWriter) Write(p []byte) (int, error) {
+	n, err := unix.Write(int(w), p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	return max(n, 0), err
+}
+
+// remove removes rel as cur describes it: an empty directory, or any
+// other name (an unlink, guarded notes as the session's own); nothing
+// when it is absent.
+func (a *rewindApplier) remove(rel string, cur journal.After) error {
+	switch cur.Kind {
+	case journal.KindAbsent:
+		return nil
+	case journal.KindDir:
+		return a.mutate(mutation{names: []mutName{{rel: rel}}, fresh: true, jop: jRmdir, run: func() syscall.Errno {
+			return a.inParent(rel, func(d dirFd, leaf string) error { return unix.Unlinkat(d.fd, leaf, unix.AT_REMOVEDIR) })
+		}})
+	}
+	return a.mutate(mutation{names: []mutName{{rel: rel, change: unlinked, pin: true}}, jop: jUnlink,
+		runIn: func(at []dirFd) syscall.Errno {
+			if at[0].fd >= 0 {
+				return fs.ToErrno(unix.Unlinkat(at[0].fd, path.Base(rel), 0))
+			}
+			return a.inParent(rel, func(d dirFd, leaf string) error { return unix.Unlinkat(d.fd, leaf, 0) })
+		}})
+}
+
+// chmod sets rel's permission bits.
+func (a *rewindApplier) chmod(rel string, mode uint32) error {
+	return a.mutate(mutation{names: []mutName{{rel: rel}}, fresh: true, jop: jChmod, run: func() syscall.Errno {
+		return a.inParent(rel, func(d dirFd, leaf string) error { return unix.Fchmodat(d.fd, leaf, mode&07777, 0) })
+	}})
+}
+
+// Rename renames from to to, replacing to (journal.Applier).
+func (a *rewindApplier) Rename(from, to string) error {
+	return a.rename(from, to, 0)
+}
+
+// Exchange swaps a and b (journal.Applier).
+func (a *rewindApplier) Exchange(x, y string) error {
+	return a.rename(x, y, unix.RENAME_EXCHANGE)
+}
+
+// rename is renameat2 of from to to with flags, as Node.Rename's mutation
+// without its asks.
+func (a *rewindApplier) rename(from, to string, flags uint) error {
+	m := mutation{
+		names: []mutName{{rel: from, change: unchanged, to: to}, {rel: to, change: replaced, pin: true}},
+		move:  true,
+		jop:   jRename,
+	}
+	if flags&unix.RENAME_EXCHANGE != 0 {
+		m.jop = jExchange
+		m.names[0].change = rewritten
+		m.names[1].change, m.names[1].to = rewritten, from
+	}
+	m.runIn = func(at []dirFd) syscall.Errno {
+		d1, l1, e1 := a.f.prepareAt(from)
+		if e1 != 0 {
+			return e1
+		}
+		defer d1.close()
+		d2, l2, e2 := a.f.prepareAt(to)
+		if e2 != 0 {
+			return e2
+		}
+		defer d2.close()
+		return fs.ToErrno(unix.Renameat2(d1.fd, l1, d2.fd, l2, flags))
+	}
+	return a.mutate(m)
+}

@@ -1,0 +1,67 @@
+package journal
+
+// After-notes, the end record, and which appends are fdatasync'ed
+// (docs/DESIGN.md#journal-rewind).
+
+import (
+	"time"
+)
+
+// NoteAfter appends an after-note for session: the states afters its change
+// ref (a Record.Seq; 0 for a handle's close) left behind, under the
+// session's mutex so Seq stays gapless. It is not fdatasync'ed: an
+// after-note lost to a power failure makes the next rewind report the path
+// as a conflict, never restores over someone's change (the conflict rule
+// falls back to an older note or to the kind check, both stricter than the
+// lost note). The next fdatasync'ed record of the session makes it durable
+// too. Errors are the log's write errors, or a bad session name.
+func (j *Journal) NoteAfter(sessionName string, ref uint64, afters []After) error {
+	if len(afters) == 0 {
+		return nil
+	}
+	s, err := j.session(sessionName)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: OpAfter, Ref: ref, After: afters}
+	if err := s.log.write(rec, false); err != nil {
+		return err
+	}
+	s.seq = rec.Seq
+	return nil
+}
+
+// End appends the end record of session (its registration ended at t),
+// fdatasync'ed: GC counts the session's retention from t.
+func (j *Journal) End(sessionName string, t time.Time) error {
+	s, err := j.session(sessionName)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	rec := Record{Seq: s.seq + 1, Time: t.UTC(), Op: OpEnd}
+	if err := s.log.write(rec, true); err != nil {
+		return err
+	}
+	s.seq = rec.Seq
+	return nil
+}
+
+// needsSync says whether a change record must be durable before Record
+// returns: one that saves a pre-image, and every structural op, must. A
+// write, truncate or chmod of a path whose pre-image an earlier record of
+// the interval already made durable may be lost to a power failure without
+// harming a rewind: the rewind restores that earlier pre-image anyway, and
+// the lost record only makes the path's last-known state older, which the
+// conflict rule reports as a conflict rather than overwriting.
+func needsSync(rec Record) bool {
+	if len(rec.Pre) > 0 {
+		return true
+	}
+	switch rec.Op {
+	case "write", "truncate", "chmod":
+		return false
+	}
+	return true
+}

@@ -1,0 +1,280 @@
+package journal
+
+// The conflict rule of a rewind: what the session last knew of a path,
+// against what the path is now (docs/DESIGN.md#journal-rewind).
+
+import (
+	"sort"
+	"strings"
+	"time"
+)
+
+// SameState reports whether the current state cur of a path is the state
+// rec its session recorded last: same Kind and Mode, and for anything but
+// a directory the same Ino, Size and MtimeNs too (a directory's size and
+// mtime move with its entries, which other rules track). Hash is not
+// compared: a changed file changes its size or mtime.
+func SameState(rec, cur After) bool {
+	if rec.Kind != cur.Kind {
+		return false
+	}
+	if rec.Kind == KindAbsent {
+		return true
+	}
+	if rec.Mode != cur.Mode || rec.Ino != cur.Ino {
+		return false
+	}
+	if rec.Kind == KindDir {
+		return true
+	}
+	return rec.Size == cur.Size && rec.MtimeNs == cur.MtimeNs
+}
+
+// expect is what the session last knew of one path: the after-state it
+// noted (After set), or else the kind its last change implies ("absent",
+// "dir", "symlink", or "exists" for any kind), and when.
+type expect struct {
+	after *After
+	kind  string
+	time  time.Time
+}
+
+// otherChange is the latest change of a path in another session's log.
+type otherChange struct {
+	session string
+	time    time.Time
+}
+
+// otherChanges maps each path named by a change record of another session
+// to its latest such change.
+func (j *Journal) otherChanges(self string) (map[string]otherChange, error) {
+	names, err := j.Sessions()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]otherChange{}
+	for _, n := range names {
+		if n == self {
+			continue
+		}
+		recs, err := j.Records(n)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			if !isChange(r) {
+				continue
+			}
+			for _, p := range []string{r.Path, r.Path2} {
+				if p != "" && r.Time.After(out[p].time) {
+					out[p] = otherChange{session: n, time: r.Time}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// lastKnown replays a session's records forward: after-notes set a path's
+// state; a change sets the kind it implies; a rename moves the entries of
+// its source (and below) to its target, an exchange swaps them, an unlink
+// or rmdir drops those below.
+//
+// It also returns the last after-note of each inode (any name): a path
+// whose current state is the one the session last noted for its inode
+// through another name (a hard link) is explained by the session's own
+// change.
+func lastKnown(recs []Record) (map[string]expect, map[uint64]After) {
+	exp := map[string]expect{}
+	byIno := map[uint64]After{}
+	move := func(from, to string) map[string]expect {
+		moved := map[string]expect{}
+		for k, e := range exp {
+			if k == from || strings.HasPrefix(k, from+"/") {
+				moved[to+k[len(from):]] = e
+				delete(exp, k)
+			}
+		}
+		return moved
+	}
+	drop := func(p string) {
+		for k := range exp {
+			if strings.HasPrefix(k, p+"/") {
+				delete(exp, k)
+			}
+		}
+	}
+	for _, r := range recs {
+		t := r.Time
+		switch {
+		case r.Op == OpAfter:
+			for i := range r.After {
+				a := r.After[i]
+				exp[a.Path] = expect{after: &a, kind: a.Kind, time: t}
+				if a.Ino != 0 && a.Kind == KindFile {
+					byIno[a.Ino] = a
+				}
+			}
+		case !isChange(r):
+		case r.Op == OpRename && r.Path2 != "" && r.Path2 != r.Path:
+			drop(r.Path2)
+			moved := move(r.Path, r.Path2)
+			for k, e := range moved {
+				exp[k] = e
+			}
+			e := exp[r.Path2]
+			if e.kind == "" {
+				e.kind = "exists"
+			}
+			e.time = t
+			exp[r.Path2] = e
+			exp[r.Path] = expect{kind: KindAbsent, time: t}
+		case r.Op == OpExchange && r.Path2 != "":
+			ma := move(r.Path, r.Path2)
+			mb := move(r.Path2, r.Path)
+			for k, e := range ma {
+				exp[k] = e
+			}
+			for k, e := range mb {
+				exp[k] = e
+			}
+			for _, p := range []string{r.Path, r.Path2} {
+				e := exp[p]
+				if e.kind == "" {
+					e.kind = "exists"
+				}
+				e.time = t
+				exp[p] = e
+			}
+		case r.Op == "unlink" || r.Op == "rmdir":
+			drop(r.Path)
+			exp[r.Path] = expect{kind: KindAbsent, time: t}
+		default:
+			p := r.Path
+			if r.Op == "link" && r.Path2 != "" {
+				p = r.Path2
+			}
+			kind := "exists"
+			switch r.Op {
+			case "mkdir":
+				kind = KindDir
+			case "symlink":
+				kind = KindSymlink
+			}
+			exp[p] = expect{kind: kind, time: t}
+		}
+	}
+	return exp, byIno
+}
+
+// conflictChecker decides the conflicts of one plan, caching per path.
+type conflictChecker struct {
+	exp      map[string]expect
+	byIno    map[uint64]After
+	keys     []string // exp's keys, sorted
+	others   map[string]otherChange
+	oKeys    []string // others' keys, sorted
+	ins      Inspector
+	done     map[string][]Conflict
+	reported map[string]bool
+}
+
+func newConflictChecker(recs []Record, others map[string]otherChange, ins Inspector) *conflictChecker {
+	exp, byIno := lastKnown(recs)
+	keys := make([]string, 0, len(exp))
+	for k := range exp {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	oKeys := make([]string, 0, len(others))
+	for k := range others {
+		oKeys = append(oKeys, k)
+	}
+	sort.Strings(oKeys)
+	return &conflictChecker{exp: exp, byIno: byIno, keys: keys, others: others, oKeys: oKeys, ins: ins,
+		done: map[string][]Conflict{}, reported: map[string]bool{}}
+}
+
+// check returns the conflicts of a step naming name: name itself, every
+// path below it the session knows (a rename back moves them too), and
+// every path below it another session changed after the session's last
+// record of name.
+func (c *conflictChecker) check(name string) ([]Conflict, error) {
+	var out []Conflict
+	one, err := c.checkOne(name)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, one...)
+	prefix := name + "/"
+	i := sort.SearchStrings(c.keys, prefix)
+	for ; i < len(c.keys) && strings.HasPrefix(c.keys[i], prefix); i++ {
+		one, err := c.checkOne(c.keys[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, one...)
+	}
+	if e, known := c.exp[name]; known {
+		i := sort.SearchStrings(c.oKeys, prefix)
+		for ; i < len(c.oKeys) && strings.HasPrefix(c.oKeys[i], prefix); i++ {
+			k := c.oKeys[i]
+			if _, mine := c.exp[k]; mine {
+				continue // checked above, against the session's own record of it
+			}
+			if o := c.others[k]; o.time.After(e.time) {
+				out = append(out, Conflict{Path: k, By: o.session,
+					Reason: "changed by session " + o.session + " below " + name + " after this session's change of it"})
+			}
+		}
+	}
+	return out, nil
+}
+
+func (c *conflictChecker) checkOne(p string) ([]Conflict, error) {
+	if cs, ok := c.done[p]; ok {
+		return cs, nil
+	}
+	e, known := c.exp[p]
+	var cs []Conflict
+	if known {
+		cur, err := c.ins.Lstat(p)
+		if err != nil {
+			return nil, err
+		}
+		reason := ""
+		switch {
+		case e.after != nil && !SameState(*e.after, cur) && !c.sameInode(*e.after, cur):
+			reason = "changed since the session's last change of it"
+		case e.after == nil && !kindMatches(e.kind, cur.Kind):
+			reason = "is " + cur.Kind + ", the session's last change left it " + e.kind
+		}
+		o, byOther := c.others[p]
+		byOther = byOther && o.time.After(e.time)
+		switch {
+		case byOther:
+			if reason == "" {
+				reason = "changed by session " + o.session + " after this session"
+			}
+			cs = []Conflict{{Path: p, By: o.session, Reason: reason}}
+		case reason != "":
+			cs = []Conflict{{Path: p, Reason: reason + " (outside the mount)"}}
+		}
+	}
+	c.done[p] = cs
+	return cs, nil
+}
+
+// sameInode reports whether cur is the state the session last noted for
+// rec's inode under any name (a hard link changed through another name).
+func (c *conflictChecker) sameInode(rec, cur After) bool {
+	last, ok := c.byIno[rec.Ino]
+	return ok && rec.Kind == KindFile && SameState(last, cur)
+}
+
+func kindMatches(want, got string) bool {
+	if want == "exists" {
+		return got != KindAbsent
+	}
+	return want == got
+}

@@ -1,0 +1,194 @@
+package journal
+
+// The unified diff of a session's changes since a checkpoint, as git diff
+// prints it.
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
+)
+
+// binaryProbe is how many leading bytes are searched for a NUL to call a
+// side binary (git's rule).
+const binaryProbe = 8000
+
+// side is one side of a path's diff: absent, or content (a file's bytes or
+// a symlink's target) with a git mode (100644, 100755, 120000, ...).
+type side struct {
+	exists  bool
+	mode    uint32
+	content []byte
+	note    string // why the bytes are missing (unrecoverable)
+}
+
+// Diff renders a unified diff, as git diff does, of each changed path's
+// state at checkpoint since ("" = the session start) against its current
+// state, in path order, limited to paths (each with what is below it; nil:
+// all). Per path: "diff --git a/P b/P", then "new file mode M" / "deleted
+// file mode M" / "old mode M" + "new mode M", then "--- a/P" (or
+// /dev/null) and "+++ b/P" (or /dev/null) and the hunks (3 lines of
+// context; "\ No newline at end of file" where git puts it), or "Binary
+// files a/P and b/P differ" when either side has a NUL in its first 8000
+// bytes (or the pre-image's bytes were not kept). Directories are not
+// diffed; a symlink's content is its target (mode 120000). Paths whose
+// content and mode are unchanged print nothing. cur returns a regular
+// file's current bytes; a symlink's target comes from ins when it has a
+// Readlink(path) (string, error) method. Errors are the log's, the blob
+// store's, ins's and cur's.
+func (j *Journal) Diff(sessionName, since string, paths []string, ins Inspector, cur func(path string) ([]byte, error)) (string, error) {
+	recs, err := j.Records(sessionName)
+	if err != nil {
+		return "", err
+	}
+	if since == "" {
+		since = "cp000000"
+	}
+	ch, err := Since(recs, since)
+	if err != nil {
+		return "", err
+	}
+	var out strings.Builder
+	for _, c := range ch.Paths {
+		if !within(c.Path, paths) {
+			continue
+		}
+		a, err := j.preSide(c.Pre)
+		if err != nil {
+			return "", fmt.Errorf("journal: pre-image of %s: %w", c.Path, err)
+		}
+		b, err := curSide(c.Path, ins, cur)
+		if err != nil {
+			return "", fmt.Errorf("journal: current %s: %w", c.Path, err)
+		}
+		writeFileDiff(&out, c.Path, a, b)
+	}
+	return out.String(), nil
+}
+
+func (j *Journal) preSide(pre PreImage) (side, error) {
+	switch pre.Kind {
+	case KindSymlink:
+		return side{exists: true, mode: 0o120000, content: []byte(pre.Target)}, nil
+	case KindFile:
+		s := side{exists: true, mode: pre.Mode}
+		if pre.Unrecoverable != "" || pre.Blob == "" {
+			s.note = pre.Unrecoverable
+			if s.note == "" {
+				s.note = "not a regular file"
+			}
+			return s, nil
+		}
+		f, err := j.blobs.Open(pre.Blob)
+		if err != nil {
+			return side{}, err
+		}
+		defer f.Close()
+		var buf bytes.Buffer
+		if _, err := buf.ReadFrom(f); err != nil {
+			return side{}, err
+		}
+		s.content = buf.Bytes()
+		return s, nil
+	}
+	return side{}, nil
+}
+
+func curSide(path string, ins Inspector, cur func(string) ([]byte, error)) (side, error) {
+	a, err := ins.Lstat(path)
+	if err != nil {
+		return side{}, err
+	}
+	switch a.Kind {
+	case KindSymlink:
+		rl, ok := ins.(interface{ Readlink(string) (string, error) })
+		if !ok {
+			return side{exists: true, mode: 0o120000, note: "symlink"}, nil
+		}
+		t, err := rl.Readlink(path)
+		if err != nil {
+			return side{}, err
+		}
+		return side{exists: true, mode: 0o120000, content: []byte(t)}, nil
+	case KindFile:
+		if a.Mode&0o170000 != 0o100000 {
+			return side{exists: true, mode: a.Mode, note: "not a regular file"}, nil
+		}
+		b, err := cur(path)
+		if err != nil {
+			return side{}, err
+		}
+		return side{exists: true, mode: a.Mode, content: b}, nil
+	}
+	return side{}, nil
+}
+
+func gitMode(m uint32) string { return fmt.Sprintf("%06o", m) }
+
+func isBinary(s side) bool {
+	if s.note != "" {
+		return true
+	}
+	b := s.content
+	if len(b) > binaryProbe {
+		b = b[:binaryProbe]
+	}
+	return bytes.IndexByte(b, 0) >= 0
+}
+
+func writeFileDiff(out *strings.Builder, p string, a, b side) {
+	if !a.exists && !b.exists {
+		return
+	}
+	same := a.exists && b.exists && a.note == "" && b.note == "" && bytes.Equal(a.content, b.content)
+	if same && a.mode == b.mode {
+		return
+	}
+	fmt.Fprintf(out, "diff --git a/%s b/%s\n", p, p)
+	switch {
+	case !a.exists:
+		fmt.Fprintf(out, "new file mode %s\n", gitMode(b.mode))
+	case !b.exists:
+		fmt.Fprintf(out, "deleted file mode %s\n", gitMode(a.mode))
+	case a.mode != b.mode:
+		fmt.Fprintf(out, "old mode %s\nnew mode %s\n", gitMode(a.mode), gitMode(b.mode))
+	}
+	if same {
+		return
+	}
+	from, to := "a/"+p, "b/"+p
+	if !a.exists {
+		from = "/dev/null"
+	}
+	if !b.exists {
+		to = "/dev/null"
+	}
+	if isBinary(a) || isBinary(b) {
+		fmt.Fprintf(out, "Binary files %s and %s differ\n", from, to)
+		return
+	}
+	if len(a.content) == 0 && len(b.content) == 0 {
+		return
+	}
+	text, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: splitLines(a.content), B: splitLines(b.content),
+		FromFile: from, ToFile: to, Context: 3,
+	})
+	out.WriteString(text)
+}
+
+// splitLines splits b after each newline; a last line without one carries
+// git's "\ No newline at end of file" marker.
+func splitLines(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if lines[len(lines)-1] == "" {
+		return lines[:len(lines)-1]
+	}
+	lines[len(lines)-1] += "\n\\ No newline at end of file\n"
+	return lines
+}

@@ -1,0 +1,153 @@
+package journal
+
+// Garbage collection of the store: retention of ended sessions, the blob
+// budget, and blobs no log refers to (docs/DESIGN.md#journal-rewind).
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// GC removes the logs of sessions ended (an OpEnd record) longer than
+// opt.Retention ago (0: kept forever); then, while the blobs the remaining
+// logs refer to exceed opt.Budget (0: no bound), the logs of ended
+// sessions, the earliest ended first (a live session's log is never
+// removed); then every blob no remaining log refers to. It reports the
+// sessions and blobs removed, the bytes freed and the store's size after.
+// The blob sweep holds the journal's GC lock for writing, so no Record
+// runs during it (a record about to name a blob would otherwise lose it).
+// Errors are the filesystem's; what was removed before one stays removed.
+func (j *Journal) GC(opt GCOptions) (GCResult, error) {
+	var res GCResult
+	j.gcMu.Lock()
+	defer j.gcMu.Unlock()
+	names, err := j.Sessions()
+	if err != nil {
+		return res, err
+	}
+	type logInfo struct {
+		name  string
+		ended time.Time
+		refs  map[string]int64
+	}
+	var logs []*logInfo
+	now := j.now()
+	for _, n := range names {
+		recs, err := j.Records(n)
+		if err != nil {
+			return res, err
+		}
+		li := &logInfo{name: n, refs: map[string]int64{}}
+		for _, r := range recs {
+			if r.Op == OpEnd {
+				li.ended = r.Time
+			}
+			for _, p := range r.Pre {
+				if p.Blob != "" {
+					li.refs[p.Blob] = p.Size
+				}
+			}
+		}
+		if !li.ended.IsZero() && opt.Retention > 0 && now.Sub(li.ended) > opt.Retention {
+			if err := j.removeLog(n); err != nil {
+				return res, err
+			}
+			res.Sessions++
+			continue
+		}
+		logs = append(logs, li)
+	}
+	referenced := func() (map[string]bool, int64) {
+		set := map[string]bool{}
+		var total int64
+		for _, li := range logs {
+			for a, size := range li.refs {
+				if !set[a] {
+					set[a] = true
+					total += size
+				}
+			}
+		}
+		return set, total
+	}
+	live, total := referenced()
+	if opt.Budget > 0 && total > opt.Budget {
+		var ended []*logInfo
+		for _, li := range logs {
+			if !li.ended.IsZero() {
+				ended = append(ended, li)
+			}
+		}
+		sort.Slice(ended, func(a, b int) bool { return ended[a].ended.Before(ended[b].ended) })
+		for _, victim := range ended {
+			if total <= opt.Budget {
+				break
+			}
+			if err := j.removeLog(victim.name); err != nil {
+				return res, err
+			}
+			res.Sessions++
+			kept := logs[:0]
+			for _, li := range logs {
+				if li != victim {
+					kept = append(kept, li)
+				}
+			}
+			logs = kept
+			live, total = referenced()
+		}
+	}
+	var stored int64
+	var dead []string
+	err = j.blobs.Walk(func(addr string, size int64) error {
+		if live[addr] {
+			stored += size
+		} else {
+			dead = append(dead, addr)
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	for _, a := range dead {
+		n, err := j.blobs.Remove(a)
+		if err != nil {
+			return res, err
+		}
+		res.Blobs++
+		res.FreedBytes += n
+	}
+	j.blobs.used.Store(stored)
+	res.StoreBytes = stored
+	return res, nil
+}
+
+// removeLog closes session name's log if it is open and removes it; the
+// session's in-memory state goes too, so a later use starts a new log.
+func (j *Journal) removeLog(name string) error {
+	j.mu.Lock()
+	s := j.sessions[name]
+	delete(j.sessions, name)
+	j.mu.Unlock()
+	if s != nil {
+		s.mu.Lock()
+		if s.log != nil {
+			s.log.close()
+			s.log = nil
+		}
+		s.err = errRemoved
+		s.mu.Unlock()
+	}
+	if err := os.Remove(j.LogPath(name)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return syncDir(filepath.Dir(j.LogPath(name)))
+}
+
+// errRemoved is returned to a caller that was waiting on a session whose
+// log GC removed meanwhile; its next call starts a new log.
+var errRemoved = errors.New("journal: session log removed by GC")

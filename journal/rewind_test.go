@@ -1,0 +1,275 @@
+package journal
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func seedTree(d *driver) {
+	d.seed(map[string]string{
+		"README.md":       "hello\n",
+		"src/main.go":     "package main\n\nfunc main() {}\n",
+		"src/util.go":     "package main\n// util\n",
+		"old/a.txt":       "a\n",
+		"old/deep/b.txt":  "b\n",
+		"notes.txt":       "one\ntwo\nthree\n",
+		"bin/tool.sh":     "#!/bin/sh\necho hi\n",
+		"pkg/x.txt":       "x\n",
+		"pkg/y.txt":       "y\n",
+		"left.txt":        "left\n",
+		"right.txt":       "right\n",
+		"keep/stable.txt": "stable\n",
+	})
+	os.Symlink("README.md", d.abs("readme-link"))
+}
+
+// agentSession runs the realistic sequence of shell and editor changes.
+func agentSession(d *driver) {
+	d.appendf("README.md", "more\n")                        // echo >>
+	d.sedI("notes.txt", "two", "TWO")                       // sed -i
+	d.rename("src/util.go", "src/helpers.go")               // mv
+	d.unlink("left.txt")                                    // rm
+	d.write("right.txt", "copied over\n")                   // cp over
+	d.write("src/.main.go.tmp", "package main\n// saved\n") // python atomic save
+	d.rename("src/.main.go.tmp", "src/main.go")
+	d.mkdirP("gen/a/b") // mkdir -p with files
+	d.write("gen/a/b/out.txt", "generated\n")
+	d.write("gen/a/top.txt", "top\n")
+	d.rmR("old")                              // rm -r of a tree
+	d.chmod("bin/tool.sh", 0o755)             // chmod +x
+	d.write("new.txt", "brand new\n")         // new file
+	d.rename("pkg", "lib")                    // rename a dir with files,
+	d.appendf("lib/x.txt", "edited inside\n") // then edits inside it
+	d.write("lib/z.txt", "z\n")
+	d.unlink("lib/y.txt")
+	d.exchange("keep/stable.txt", "README.md") // exchange
+	d.link("new.txt", "new-hardlink.txt")      // link
+	d.unlink("readme-link")                    // symlink replaced
+	d.symlink("notes.txt", "readme-link")
+	d.symlink("nowhere", "dangling")
+}
+
+func TestRewindToStartRestoresTree(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	d := newDriver(t, j, "agent")
+	seedTree(d)
+	before := d.manifest()
+	if _, err := j.Checkpoint("agent", "x"); err != nil { // creates cp000000 then cp000001
+		t.Fatal(err)
+	}
+	agentSession(d)
+	after := d.manifest()
+
+	plan, res := d.rewind("cp000000", RewindOptions{})
+	if len(plan.Conflicts) != 0 || len(plan.Unrecoverable) != 0 {
+		t.Fatalf("conflicts %+v unrecoverable %+v", plan.Conflicts, plan.Unrecoverable)
+	}
+	sameManifest(t, "after the rewind to the start", before, d.manifest())
+	if res.Checkpoint == "" || res.Restored == 0 || res.Removed == 0 {
+		t.Fatalf("result %+v", res)
+	}
+
+	// A rewind of the rewind gives back the pre-rewind tree.
+	plan2, _ := d.rewind(res.Checkpoint, RewindOptions{})
+	if len(plan2.Conflicts) != 0 {
+		t.Fatalf("undo conflicts %+v", plan2.Conflicts)
+	}
+	sameManifest(t, "after undoing the rewind", after, d.manifest())
+}
+
+func TestRewindToMiddleCheckpoint(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	d := newDriver(t, j, "agent")
+	seedTree(d)
+	d.write("f.txt", "v1\n")
+	d.mkdirP("d1")
+	d.write("d1/in.txt", "in1\n")
+	cp1, err := j.Checkpoint("agent", "prompt 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := d.manifest()
+	d.write("f.txt", "v2\n")
+	d.rename("d1", "d2")
+	d.appendf("d2/in.txt", "more\n")
+	d.rmR("src")
+	if _, err := j.Checkpoint("agent", "prompt 3"); err != nil {
+		t.Fatal(err)
+	}
+	d.write("f.txt", "v3\n")
+	d.rename("d2/in.txt", "moved.txt")
+	d.mkdir("src")
+	d.write("src/main.go", "different\n")
+
+	d.rewind(cp1.ID, RewindOptions{})
+	sameManifest(t, "after the rewind to the middle", mid, d.manifest())
+}
+
+func TestRewindPathFilter(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	d := newDriver(t, j, "agent")
+	seedTree(d)
+	start := d.manifest()
+	d.appendf("README.md", "x\n")
+	d.write("pkg/x.txt", "changed\n")
+	d.write("pkg/new.txt", "new\n")
+	d.rename("src/main.go", "pkg/main.go") // the rename's target is inside pkg
+	mid := d.manifest()
+
+	d.rewind("", RewindOptions{Paths: []string{"pkg"}})
+	got := d.manifest()
+	want := map[string]string{}
+	for p, v := range start {
+		want[p] = v
+	}
+	want["README.md"] = mid["README.md"] // outside the filter: kept
+	sameManifest(t, "after the path-filtered rewind", want, got)
+}
+
+func TestRewindConflicts(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	d := newDriver(t, j, "agent")
+	seedTree(d)
+	start := d.manifest()
+	d.write("notes.txt", "agent edit\n")
+	d.write("pkg/x.txt", "agent edit\n")
+	d.write("left.txt", "agent edit\n")
+	other := d.on(d.root, "other")
+	other.write("notes.txt", "other session's later edit\n")
+	if err := os.WriteFile(d.abs("pkg/x.txt"), []byte("edited outside the mount\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	plan, err := j.PlanRewind("agent", "cp000000", d.ins(), RewindOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]string{}
+	for _, c := range plan.Conflicts {
+		by[c.Path] = c.By + "|"
+	}
+	if len(plan.Conflicts) != 2 || by["notes.txt"] != "other|" || by["pkg/x.txt"] != "|" {
+		t.Fatalf("conflicts %+v", plan.Conflicts)
+	}
+	res, err := j.Rewind(plan, d.applier())
+	if err != nil || len(res.Errors) > 0 || res.Conflicts != 2 {
+		t.Fatalf("rewind %+v %v", res, err)
+	}
+	got := d.manifest()
+	if got["left.txt"] != start["left.txt"] {
+		t.Fatalf("left.txt not restored: %s", got["left.txt"])
+	}
+	if b, _ := os.ReadFile(d.abs("notes.txt")); string(b) != "other session's later edit\n" {
+		t.Fatalf("the other session's edit was overwritten: %q", b)
+	}
+	if b, _ := os.ReadFile(d.abs("pkg/x.txt")); string(b) != "edited outside the mount\n" {
+		t.Fatalf("the outside edit was overwritten: %q", b)
+	}
+
+	// Force restores them too.
+	plan, _ = d.rewind("cp000000", RewindOptions{Force: true})
+	if len(plan.Conflicts) != 2 {
+		t.Fatalf("forced plan conflicts %+v", plan.Conflicts)
+	}
+	sameManifest(t, "after the forced rewind", start, d.manifest())
+}
+
+func TestRewindUnrecoverable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, err := Open(dir, Options{MaxBlobSize: 100, Budget: 150})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	d := newDriver(t, j, "agent")
+	d.seed(map[string]string{
+		"big.bin": strings.Repeat("B", 200),
+		"a.txt":   strings.Repeat("a", 90),
+		"b.txt":   strings.Repeat("b", 90),
+	})
+	d.write("big.bin", "small now")
+	d.write("a.txt", "A")
+	d.write("b.txt", "B") // 90+90 > 150: over budget
+	if got := j.Blobs().Used(); got != 90 {
+		t.Fatalf("store holds %d bytes, want 90", got)
+	}
+	plan, err := j.PlanRewind("agent", "cp000000", d.ins(), RewindOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marks := map[string]string{}
+	for _, u := range plan.Unrecoverable {
+		marks[u.Path] = u.Unrecoverable
+	}
+	if marks["big.bin"] != UnrecoverableTooLarge || marks["b.txt"] != UnrecoverableOverBudget || len(marks) != 2 {
+		t.Fatalf("unrecoverable %+v", plan.Unrecoverable)
+	}
+	res, err := j.Rewind(plan, DirApplier{Root: d.root})
+	if err != nil || res.Unrecoverable != 2 || len(res.Errors) > 0 {
+		t.Fatalf("result %+v %v", res, err)
+	}
+	if b, _ := os.ReadFile(d.abs("a.txt")); string(b) != strings.Repeat("a", 90) {
+		t.Fatalf("a.txt %q", b)
+	}
+}
+
+// A log torn by a kill mid-append (a partial line, then a page of NULs
+// that never reached the disk) still plans and rewinds after reopening.
+func TestRewindAfterTornLog(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDriver(t, j, "agent")
+	seedTree(d)
+	start := d.manifest()
+	agentSession(d)
+	j.Close()
+	f, err := os.OpenFile(j.LogPath("agent"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"seq":999,"op":"wri`)
+	f.Close()
+
+	j2 := openJ(t, dir)
+	d.j = j2
+	d.rewind("cp000000", RewindOptions{})
+	sameManifest(t, "after the rewind of a torn log", start, d.manifest())
+
+	f, _ = os.OpenFile(j2.LogPath("agent"), os.O_WRONLY|os.O_APPEND, 0)
+	f.Write(make([]byte, 4096))
+	f.Close()
+	if _, err := j2.Records("agent"); err != nil {
+		t.Fatalf("a NUL tail: %v", err)
+	}
+}
+
+// Another session's edit below a directory the session renamed is a
+// conflict of the rename back (it would move the edit), kept without Force.
+func TestRewindConflictBelowRenamedDir(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	d := newDriver(t, j, "agent")
+	seedTree(d)
+	d.rename("pkg", "lib")
+	d.on(d.root, "other").write("lib/x.txt", "theirs\n")
+	plan, err := j.PlanRewind("agent", "", d.ins(), RewindOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Conflicts) != 1 || plan.Conflicts[0].Path != "lib/x.txt" || plan.Conflicts[0].By != "other" {
+		t.Fatalf("conflicts %+v", plan.Conflicts)
+	}
+	if len(plan.Steps) != 0 {
+		t.Fatalf("steps of the conflicting rename planned: %+v", plan.Steps)
+	}
+	if _, err := j.Rewind(plan, d.applier()); err != nil {
+		t.Fatal(err)
+	}
+	if d.exists("pkg") || !d.exists("lib/x.txt") {
+		t.Fatal("the rename was half undone")
+	}
+}
