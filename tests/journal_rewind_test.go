@@ -172,7 +172,8 @@ func TestJournalRewindUndo(t *testing.T) {
 // TestJournalDryRun: `rewind --dry-run` prints the plan (a removal for a
 // created file, a rename back, a restore) and the counts, and changes
 // nothing: the tree is as the session left it and no checkpoint was
-// taken. Before any change, changes and diff print nothing. A checkpoint's label and id come back from `rubinofs checkpoint`,
+// taken. Before any change, changes and diff print nothing and a rewind
+// has nothing to do. A checkpoint's label and id come back from `rubinofs checkpoint`,
 // and a rewind limited to a PATH leaves the rest.
 func TestJournalDryRun(t *testing.T) {
 	m := journalMount(t)
@@ -182,6 +183,9 @@ func TestJournalDryRun(t *testing.T) {
 		if out := s.must(cmd); out != "" {
 			t.Errorf("%s before any change: %q, want nothing", cmd, out)
 		}
+	}
+	if out := s.must("rubinofs rewind --to cp000000"); !strings.Contains(out, "nothing to do") || undoRe.MatchString(out) {
+		t.Errorf("a rewind before any change: want nothing to do and no checkpoint taken:\n%s", out)
 	}
 	s.must("cat notes.txt old.txt >/dev/null && echo more >> notes.txt && mv old.txt renamed.txt && echo new > fresh.txt")
 	made := manifest(t, m.ws, "build")
