@@ -123,6 +123,15 @@ func (f *FS) checkCheckpoint(session, cp string) error {
 	return ctltree.Errorf(syscall.ENOENT, "session %s has no checkpoint %q", session, clipReason(cp))
 }
 
+// hasLog reports whether the journal is on and session has a log in it.
+func (f *FS) hasLog(session string) bool {
+	if f.cfg.Journal == nil || !journal.ValidSession(session) {
+		return false
+	}
+	_, err := os.Stat(f.cfg.Journal.LogPath(session))
+	return err == nil
+}
+
 // startOnly reports whether session has no journal log yet (it has
 // changed nothing and taken no checkpoint, so nothing wrote the log's
 // cp000000): its one checkpoint is then the implicit start, and err is
