@@ -46,11 +46,12 @@ func promptLabel(prompt string) string {
 // mount (hookMount of mountFlag and the event's cwd), waiting at most
 // promptCheckpointTimeout. Its error is the hook's own, for stderr.
 func promptCheckpoint(mountFlag string, ev *hookEvent) error {
-	done := make(chan error, 1)
+	request, bound := promptCheckpointRequest, promptCheckpointTimeout
+	done := make(chan error, 1) // the abandoned request's send never blocks
 	go func() {
 		mnt, err := hookMount(mountFlag, ev.Cwd)
 		if err == nil {
-			err = promptCheckpointRequest(mnt, promptLabel(ev.Prompt))
+			err = request(mnt, promptLabel(ev.Prompt))
 		}
 		done <- err
 	}()
@@ -60,7 +61,7 @@ func promptCheckpoint(mountFlag string, ev *hookEvent) error {
 			return fmt.Errorf("no checkpoint for this prompt: %w", err)
 		}
 		return nil
-	case <-time.After(promptCheckpointTimeout): // a bound on a hung mount, not a synchronisation
-		return fmt.Errorf("no checkpoint for this prompt: the mount did not answer within %v", promptCheckpointTimeout)
+	case <-time.After(bound): // a bound on a hung mount, not a synchronisation
+		return fmt.Errorf("no checkpoint for this prompt: the mount did not answer within %v", bound)
 	}
 }
