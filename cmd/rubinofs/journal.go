@@ -74,6 +74,7 @@ func changesCommand() *cli.Command {
 			"and the modes when they changed. --json prints the journal's JSON lines as they are.",
 		Flags: []cli.Flag{sessionFlag(), sinceFlag(), mountFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON lines (path, ops, before, after, renamed_from)"}},
+		BashComplete: completeCheckpoints,
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit("usage: rubinofs changes [--session NAME] [--since CP] [--json]", exitUsage)
@@ -102,10 +103,11 @@ func changesCommand() *cli.Command {
 
 func diffCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "diff",
-		Usage:     "print a unified diff, as git diff does, of what a session changed against the state at a checkpoint",
-		ArgsUsage: "[PATH...]",
-		Flags:     []cli.Flag{sessionFlag(), sinceFlag(), mountFlag()},
+		Name:         "diff",
+		Usage:        "print a unified diff, as git diff does, of what a session changed against the state at a checkpoint",
+		ArgsUsage:    "[PATH...]",
+		Flags:        []cli.Flag{sessionFlag(), sinceFlag(), mountFlag()},
+		BashComplete: completeCheckpoints,
 		Action: func(c *cli.Context) error {
 			req, err := withSince(c, "diff")
 			if err != nil {
@@ -377,11 +379,17 @@ func workspacePaths(mnt string, args []string) ([]string, error) {
 	return out, nil
 }
 
-// completeCheckpoints completes --to with the checkpoint ids of the
-// caller's session (or --session's), newest first; otherwise the flags.
+// completeCheckpoints completes --to and --since with the checkpoint ids
+// of the caller's session (or --session's), newest first; otherwise the
+// flags. urfave/cli hands the completion no word before the cursor, so it
+// is taken from os.Args (the last word before --generate-bash-completion).
 func completeCheckpoints(c *cli.Context) {
 	args := os.Args
-	if n := len(args); n >= 3 && args[n-2] == "--to" || n >= 2 && args[n-1] == "--to" {
+	prev := ""
+	if n := len(args); n >= 2 && args[n-1] == "--generate-bash-completion" {
+		prev = args[n-2]
+	}
+	if prev == "--to" || prev == "--since" {
 		mnt, err := findMount(mountFlagValue(c))
 		if err != nil {
 			return

@@ -193,7 +193,7 @@ func TestHookPromptCheckpointBounded(t *testing.T) {
 	}
 }
 
-// TestCompleteCheckpoints: `rubinofs rewind --to <TAB>` offers the
+// TestCompleteCheckpoints: `rubinofs rewind --to <TAB>` (and diff --since) offers the
 // session's checkpoint ids, newest first, from its checkpoints file.
 func TestCompleteCheckpoints(t *testing.T) {
 	mnt := fakeMount(t)
@@ -209,5 +209,12 @@ func TestCompleteCheckpoints(t *testing.T) {
 	app.Run(args)
 	if got := out.String(); got != "cp000001\ncp000000\n" {
 		t.Errorf("completion of --to: %q, want the ids newest first", got)
+	}
+	args = []string{"rubinofs", "diff", "--mount", mnt, "--since", "--generate-bash-completion"}
+	os.Args = args
+	out.Reset()
+	app.Run(args)
+	if got := out.String(); got != "cp000001\ncp000000\n" {
+		t.Errorf("completion of diff --since: %q, want the ids newest first", got)
 	}
 }
