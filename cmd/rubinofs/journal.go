@@ -71,7 +71,8 @@ func changesCommand() *cli.Command {
 		Usage: "list the paths a session changed (status, before..after hashes, renames as OLD -> NEW)",
 		Description: "One line a path, as git status --short: M modified, A added, D deleted, R renamed (OLD -> NEW),\n" +
 			"T type changed, = changed and back; then the short hashes before..after (- absent, dir/, link),\n" +
-			"and the modes when they changed. --json prints the journal's JSON lines as they are.",
+			"and the modes when they changed. Temporary files (absent then and now) are left out, and a file\n" +
+			"saved by renaming a temporary over it shows as M. --json prints every path as the journal has it.",
 		Flags: []cli.Flag{sessionFlag(), sinceFlag(), mountFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON lines (path, ops, before, after, renamed_from)"}},
 		BashComplete: completeCheckpoints,

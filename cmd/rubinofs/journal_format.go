@@ -10,13 +10,30 @@ import (
 	"github.com/rubinofs/rubinofs/journal"
 )
 
-// formatChanges renders a change list one path a line: the status
+// formatChanges renders a change list one path a line, as git status
+// --short would show the tree against the checkpoint: the status
 // (changeStatus), the path (OLD -> NEW for a rename), the short states
 // before..after (shortState) and, when the mode changed, the modes
-// before..after in octal.
+// before..after in octal. A path absent at the checkpoint and absent now
+// (a temporary file: an editor's, sed -i's, an atomic save's) is left out,
+// and a name renamed from one shows as changed, not renamed: the
+// temporary name is how the tool wrote it, not a change of the tree.
+// (--json lists every path as the journal has it.)
 func formatChanges(changes []journal.PathChange) string {
+	transient := map[string]bool{}
+	for _, pc := range changes {
+		if pc.Before.Kind == journal.KindAbsent && pc.After.Kind == journal.KindAbsent {
+			transient[pc.Path] = true
+		}
+	}
 	var b strings.Builder
 	for _, pc := range changes {
+		if transient[pc.Path] {
+			continue
+		}
+		if transient[pc.RenamedFrom] {
+			pc.RenamedFrom = ""
+		}
 		name := quoteToken(pc.Path)
 		if pc.RenamedFrom != "" {
 			name = quoteToken(pc.RenamedFrom) + " -> " + name

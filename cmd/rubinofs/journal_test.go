@@ -57,7 +57,9 @@ func TestWorkspacePaths(t *testing.T) {
 }
 
 // TestFormatChanges: one line a path, with the status letter, renames as
-// OLD -> NEW, short hashes before..after and a mode change.
+// OLD -> NEW, short hashes before..after and a mode change; a temporary
+// file (absent then and now) is left out, and a file saved by renaming
+// one over it shows as modified.
 func TestFormatChanges(t *testing.T) {
 	h1, h2 := strings.Repeat("1", 32), strings.Repeat("2", 32)
 	file := func(mode uint32, hash string) journal.After {
@@ -72,14 +74,16 @@ func TestFormatChanges(t *testing.T) {
 		{Path: "run.sh", Ops: []string{"chmod"}, Before: file(0o100644, h1), After: file(0o100755, h1)},
 		{Path: "tmp.swp", Ops: []string{"create", "unlink"}, Before: absent, After: absent},
 		{Path: "same.txt", Ops: []string{"write"}, Before: file(0o100644, h1), After: file(0o100644, h1)},
+		{Path: "saved.txt", Ops: []string{"rename"}, RenamedFrom: "sedX1", Before: file(0o100644, h1), After: file(0o100644, h2)},
+		{Path: "sedX1", Ops: []string{"create", "write", "rename"}, Before: absent, After: absent},
 	})
 	want := `M  a.txt  11111111..22222222
 A  "new dir"  -..dir/
 D  gone.txt  11111111..-
 R  "a old.txt" -> b.txt  -..11111111
 M  run.sh  11111111..11111111  100644..100755
-=  tmp.swp  -..-
 =  same.txt  11111111..11111111
+M  saved.txt  11111111..22222222
 `
 	if got != want {
 		t.Errorf("formatChanges:\n%s\nwant:\n%s", got, want)
