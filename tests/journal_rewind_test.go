@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -219,6 +220,9 @@ func TestJournalDryRun(t *testing.T) {
 	ids, labels := checkpointIDs(t, s.must("cat .rubino/self/checkpoints"))
 	if len(ids) != 2 || ids[1] != cp || labels[1] != "before the second edit" {
 		t.Errorf("rubinofs checkpoint printed %q; checkpoints %v %q", cp, ids, labels)
+	}
+	if out := s.must("rubinofs checkpoints"); !regexp.MustCompile(`(?m)^` + cp + ` .* before the second edit$`).MatchString(out) {
+		t.Errorf("rubinofs checkpoints does not list %s with its label:\n%s", cp, out)
 	}
 	s.must("echo again >> notes.txt && echo other > fresh.txt")
 	s.must("rubinofs rewind --to " + cp + " notes.txt")

@@ -65,6 +65,38 @@ func checkpointCommand() *cli.Command {
 	}
 }
 
+func checkpointsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "checkpoints",
+		Usage: "list a session's checkpoints, oldest first (id, time, changes and paths since, label)",
+		Flags: []cli.Flag{sessionFlag(), mountFlag(),
+			&cli.BoolFlag{Name: "json", Usage: "print the checkpoints file's JSON lines as they are"}},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return cli.Exit("usage: rubinofs checkpoints [--session NAME] [--json]", exitUsage)
+			}
+			rel, err := journalFile(c.String("session"))
+			if err != nil {
+				return err
+			}
+			b, err := readMountCtl(c, strings.TrimSuffix(rel, "journal")+"checkpoints")
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				c.App.Writer.Write(b)
+				return nil
+			}
+			text, err := formatCheckpoints(b)
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			fmt.Fprint(c.App.Writer, text)
+			return nil
+		},
+	}
+}
+
 func changesCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "changes",

@@ -4,8 +4,11 @@ package main
 // --short does, and a rewind's plan, conflicts and counts.
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/rubinofs/rubinofs/journal"
 )
@@ -201,4 +204,31 @@ func stepText(s journal.Step) string {
 		return fmt.Sprintf("restore   %s (%s)", quoteToken(s.Path), what)
 	}
 	return fmt.Sprintf("%-9s %s", s.Kind, quoteToken(s.Path))
+}
+
+// formatCheckpoints renders the checkpoints file's JSON lines as a table:
+// id, local time (to the second), the changes and paths recorded since,
+// and the label.
+func formatCheckpoints(b []byte) (string, error) {
+	var out strings.Builder
+	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTIME\tCHANGES\tPATHS\tLABEL")
+	for i, line := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var cp struct {
+			ID      string    `json:"id"`
+			Label   string    `json:"label"`
+			Time    time.Time `json:"time"`
+			Changes int       `json:"changes"`
+			Paths   int       `json:"paths"`
+		}
+		if err := json.Unmarshal([]byte(line), &cp); err != nil {
+			return "", fmt.Errorf("line %d of the checkpoints is not JSON: %v: %q", i+1, err, clip(line, 200))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", cp.ID, cp.Time.Local().Format("2006-01-02 15:04:05"), cp.Changes, cp.Paths, oneLineClip(cp.Label, 60))
+	}
+	tw.Flush()
+	return out.String(), nil
 }

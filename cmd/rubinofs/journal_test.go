@@ -222,3 +222,24 @@ func TestCompleteCheckpoints(t *testing.T) {
 		t.Errorf("completion of diff --since: %q, want the ids newest first", got)
 	}
 }
+
+// TestFormatCheckpoints: the checkpoints table, one row a checkpoint, the
+// label on one line.
+func TestFormatCheckpoints(t *testing.T) {
+	local := func(s string) string {
+		tm, _ := time.Parse(time.RFC3339, s)
+		return tm.Local().Format("2006-01-02 15:04:05")
+	}
+	text, err := formatCheckpoints([]byte(`{"id":"cp000000","label":"session start","time":"2026-05-04T10:11:12Z","changes":3,"paths":2}
+{"id":"cp000001","label":"prompt: fix\nit","time":"2026-05-04T10:12:00Z","changes":0,"paths":0}
+`))
+	want := "ID        TIME                 CHANGES  PATHS  LABEL\n" +
+		"cp000000  " + local("2026-05-04T10:11:12Z") + "  3        2      session start\n" +
+		"cp000001  " + local("2026-05-04T10:12:00Z") + "  0        0      prompt: fix ⏎ it\n"
+	if err != nil || text != want {
+		t.Errorf("formatCheckpoints = %q, %v\nwant %q", text, err, want)
+	}
+	if _, err := formatCheckpoints([]byte("{broken\n")); err == nil {
+		t.Error("a line that is not JSON: no error")
+	}
+}

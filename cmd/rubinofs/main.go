@@ -82,6 +82,7 @@ func newApp() *cli.App {
 			statusCommand(),
 			runCommand(),
 			checkpointCommand(),
+			checkpointsCommand(),
 			changesCommand(),
 			diffCommand(),
 			rewindCommand(),
