@@ -180,7 +180,7 @@ func rewindAction(c *cli.Context) error {
 	to := c.String("to")
 	switch {
 	case to == "":
-		return cli.Exit("rubinofs rewind: give the checkpoint with --to CP (cp000000: the session start; rubinofs checkpoint prints ids)", exitUsage)
+		return cli.Exit("rubinofs rewind: give the checkpoint with --to CP (cp000000: the session start; rubinofs checkpoints lists them)", exitUsage)
 	case !checkpointIDRE.MatchString(to):
 		return cli.Exit(fmt.Sprintf("rubinofs rewind: --to %q is not a checkpoint id (cp and six digits, e.g. cp000000)", to), exitUsage)
 	}
