@@ -31,6 +31,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -122,11 +123,41 @@ func (f *FS) checkCheckpoint(session, cp string) error {
 	return ctltree.Errorf(syscall.ENOENT, "session %s has no checkpoint %q", session, clipReason(cp))
 }
 
+// hasLog reports whether the journal is on and session has a log in it.
+func (f *FS) hasLog(session string) bool {
+	if f.cfg.Journal == nil || !journal.ValidSession(session) {
+		return false
+	}
+	_, err := os.Stat(f.cfg.Journal.LogPath(session))
+	return err == nil
+}
+
+// startOnly reports whether session has no journal log yet (it has
+// changed nothing and taken no checkpoint, so nothing wrote the log's
+// cp000000): its one checkpoint is then the implicit start, and err is
+// ENOENT for any other checkpoint cp names ("" names none). Changes, diff
+// and rewind of such a session find nothing to do.
+func (f *FS) startOnly(session, cp string) (bool, error) {
+	if !journal.ValidSession(session) {
+		return false, nil
+	}
+	if _, err := os.Stat(f.cfg.Journal.LogPath(session)); !os.IsNotExist(err) {
+		return false, nil
+	}
+	if cp != "" && cp != "cp000000" {
+		return true, ctltree.Errorf(syscall.ENOENT, "session %s has no checkpoint %q", session, clipReason(cp))
+	}
+	return true, nil
+}
+
 // changesText renders what session changed since checkpoint since ("":
 // the session start) as JSON lines of journal.PathChange.
 func (f *FS) changesText(session, since string) ([]byte, error) {
 	if f.cfg.Journal == nil {
 		return nil, errJournalOff()
+	}
+	if none, err := f.startOnly(session, since); none || err != nil {
+		return nil, err
 	}
 	if since != "" {
 		if err := f.checkCheckpoint(session, since); err != nil {
@@ -341,6 +372,9 @@ func (f *FS) requestPaths(c ctltree.Caller, ps []string) ([]string, error) {
 
 // diffRequest renders the unified diff of session's changes.
 func (f *FS) diffRequest(c ctltree.Caller, session string, a journalArgs) (string, error) {
+	if none, err := f.startOnly(session, a.since); none || err != nil {
+		return "", err
+	}
 	if a.since != "" {
 		if err := f.checkCheckpoint(session, a.since); err != nil {
 			return "", err
@@ -370,16 +404,23 @@ type rewindReply struct {
 // rewindRequest plans and (unless a dry run) applies the rewind of
 // session to a.to, and returns the reply as one JSON object.
 func (f *FS) rewindRequest(c ctltree.Caller, session string, a journalArgs) (string, error) {
-	if err := f.checkCheckpoint(session, a.to); err != nil {
-		return "", err
-	}
-	paths, err := f.requestPaths(c, a.paths)
+	none, err := f.startOnly(session, a.to)
 	if err != nil {
 		return "", err
 	}
-	plan, res, err := f.Rewind(session, a.to, journal.RewindOptions{Paths: paths, Force: a.force}, a.dryRun, c.Uid, c.Gid)
-	if err != nil {
-		return "", journalErr(err)
+	plan, res := journal.Plan{Session: session, To: a.to, Steps: []journal.Step{}}, journal.Result{}
+	if !none { // a session without a log has nothing to rewind (and takes no checkpoint)
+		if err := f.checkCheckpoint(session, a.to); err != nil {
+			return "", err
+		}
+		paths, err := f.requestPaths(c, a.paths)
+		if err != nil {
+			return "", err
+		}
+		plan, res, err = f.Rewind(session, a.to, journal.RewindOptions{Paths: paths, Force: a.force}, a.dryRun, c.Uid, c.Gid)
+		if err != nil {
+			return "", journalErr(err)
+		}
 	}
 	reply := rewindReply{DryRun: a.dryRun, Plan: plan}
 	if !a.dryRun {

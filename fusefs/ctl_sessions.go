@@ -8,7 +8,9 @@ package fusefs
 //                      pid to the writer's), read the id
 //   sessions/ctl       "end NAME", "rename OLD NEW"
 //   sessions/<id>/     info (JSON), tracked, denials, why, ctl (ctl_self.go),
-//                      checkpoints, changes, journal (ctl_journal.go)
+//                      checkpoints, changes, journal (ctl_journal.go); a
+//                      session known only by its journal log has those
+//                      three alone (not listed)
 //   self               symlink to sessions/<caller's session>
 //
 // Authorisation: only the mount's owner (or root) from outside any session
@@ -96,6 +98,12 @@ func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 				if n == name {
 					return perSession(name)
 				}
+			}
+			// A session the registry no longer knows (ended and
+			// forgotten, or from before a restart of the daemon) keeps
+			// its journal: those files alone, not listed.
+			if f.hasLog(name) {
+				return ctltree.NewDir(f.journalEntries(name)...)
 			}
 			return nil
 		},

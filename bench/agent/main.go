@@ -8,14 +8,26 @@
 //	loop-nocache  a bare go-fuse loopback with no kernel caching
 //	loop-1s       a bare go-fuse loopback with 1 s entry/attribute timeouts
 //	rubinofs-off  rubinofs with the guard off (--mode off), the watcher on
-//	rubinofs      rubinofs with the guard enforcing and the watcher on
+//	rubinofs      rubinofs with the guard enforcing, the watcher and the
+//	              change journal on (the shipped defaults)
+//	rubinofs-nojournal  rubinofs as above with the journal off
+//	              (--journal=false): the journal's cost is rubinofs over it
+//
+// On a journaled target each run takes a checkpoint of the workload's
+// session after the clone, untimed, as the prompt hook takes one per
+// prompt: the phases after it change files that existed at the
+// checkpoint, so they pay the pre-image copies of first changes (the
+// edit's 300 files, and every file rm -rf removes), as an agent working
+// on a checked-out repository does (docs/DESIGN.md#journal-store).
 //
 // Phases, each a real tool run by /bin/sh: clone, git status, git grep,
 // grep -rn, read all (cat of every file), find (from the workspace root),
 // edit (read + sed -i on 300 files), git diff, git status of the dirty
 // tree, restore (git checkout -- .), rm -rf. It prints per phase the
 // medians, the ratio to native, the guard's overhead (rubinofs over
-// rubinofs-off) and rubinofs over the bare 1 s loopback; then, with -ops,
+// rubinofs-off), the journal's (rubinofs over rubinofs-nojournal) and
+// rubinofs over the bare 1 s loopback; the journal's cost in total and
+// the size of its store after the workload; then, with -ops,
 // the FUSE requests each phase cost the enforcing mount (from
 // .rubino/metrics before and after the phase, last run); then the latency
 // from a write in the backing directory to its visibility through the
@@ -42,7 +54,7 @@ var (
 	module    = flag.String("module", benchkit.Module, "module whose source is the repository (fetched with go mod download)")
 	latencyN  = flag.Int("latency", 200, "external writes to time for visibility latency (0: skip)")
 	keepGoing = flag.Bool("k", false, "keep going after a failed phase")
-	only      = flag.String("only", "", "comma-separated targets to run besides native (default all: loop-nocache,loop-1s,rubinofs-off,rubinofs)")
+	only      = flag.String("only", "", "comma-separated targets to run besides native (default all: loop-nocache,loop-1s,rubinofs-off,rubinofs,rubinofs-nojournal)")
 	showOps   = flag.Bool("ops", true, "print the FUSE requests per phase of the enforcing mount (.rubino/metrics before and after)")
 	cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of this process (the daemons) to `FILE`")
 )
@@ -70,7 +82,8 @@ func main() {
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./bench/agent [flags] (as root)\n\n"+
 			"Runs a coding-agent workload on golang.org/x/tools on native, two bare go-fuse loopbacks,\n"+
-			"rubinofs --mode off and rubinofs enforcing, alternating, and prints medians and ratios.\n\n")
+			"rubinofs --mode off, rubinofs enforcing and rubinofs enforcing without its journal, alternating,\n"+
+			"and prints medians and ratios, and the journal's store size.\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -85,7 +98,7 @@ func main() {
 	if err := benchkit.MakeOrigin(*module, origin); err != nil {
 		benchkit.Fatal(err)
 	}
-	targets, err := benchkit.Mount(tmp, *only, "native", "loop-nocache", "loop-1s", "rubinofs-off", "rubinofs")
+	targets, err := benchkit.Mount(tmp, *only, "native", "loop-nocache", "loop-1s", "rubinofs-off", "rubinofs", "rubinofs-nojournal")
 	if err != nil {
 		benchkit.Fatal(err)
 	}
@@ -128,12 +141,20 @@ func main() {
 				}
 				times[t.Name][s.name] = append(times[t.Name][s.name], d)
 				total += d
+				if s.name == "clone" && t.Daemon != nil && t.Daemon.Journal != nil {
+					// The agent's prompt, untimed: the repository exists,
+					// and what follows changes it.
+					if err := benchkit.Checkpoint(t.Dir, fmt.Sprintf("run %d", r+1)); err != nil {
+						benchkit.Fatalf("%s: checkpoint: %v", t.Name, err)
+					}
+				}
 			}
 			times[t.Name]["total"] = append(times[t.Name]["total"], total)
 		}
 		fmt.Fprintf(os.Stderr, "run %d/%d done\n", r+1, *runs)
 	}
 	report(targets, times)
+	journalReport(targets, times)
 	for _, t := range targets {
 		if n := t.Denials(); n > 0 {
 			fmt.Printf("\n%s: %d guard denials during the workload\n", t.Name, n)
@@ -164,6 +185,42 @@ func report(targets []*benchkit.Target, times map[string]map[string][]time.Durat
 	fmt.Printf("\nmedians of %d runs, seconds (ratio to native)\n\n", *runs)
 	benchkit.Table{Phases: append(names, "total"), Targets: targets, Format: "%.3f", Overheads: true,
 		Value: func(t, p string) float64 { return benchkit.Median(times[t][p]).Seconds() }}.Print()
+}
+
+// journalTarget is the journal's cost the issue sets: at most 10% of the
+// workload's total time.
+const journalTarget = 1.10
+
+// journalReport prints the journal's cost in total (rubinofs over
+// rubinofs-nojournal, medians) against journalTarget, and the size of the
+// rubinofs target's store after every run.
+func journalReport(targets []*benchkit.Target, times map[string]map[string][]time.Duration) {
+	var on *benchkit.Target
+	off := false
+	for _, t := range targets {
+		switch t.Name {
+		case "rubinofs":
+			on = t
+		case "rubinofs-nojournal":
+			off = true
+		}
+	}
+	if on != nil && off {
+		ratio := benchkit.Median(times["rubinofs"]["total"]).Seconds() / benchkit.Median(times["rubinofs-nojournal"]["total"]).Seconds()
+		verdict := "within"
+		if ratio > journalTarget {
+			verdict = "over"
+		}
+		fmt.Printf("\njournal cost, total: %.3f× (rubinofs / rubinofs-nojournal, medians of %d runs; %s the %.2f× target)\n", ratio, *runs, verdict, journalTarget)
+	}
+	if on != nil && on.Daemon != nil && on.Daemon.Journal != nil {
+		s, err := benchkit.JournalStore(on)
+		if err != nil {
+			log.Printf("journal store: %v", err)
+			return
+		}
+		fmt.Printf("journal store after the workload (%d runs, a checkpoint after each clone): %s\n", *runs, s)
+	}
 }
 
 // latency measures, on the rubinofs target, the time from a write in the

@@ -1,10 +1,11 @@
 package main
 
 // `rubinofs hook claude-code`: Claude Code's command hook for a rubinofs
-// mount. Claude Code runs it on PreToolUse, PostToolUse and
-// PostToolUseFailure with one JSON event on stdin (docs/agents.md). It
-// tells the guard what the model read (a whole-file Read) through
-// .rubino/self/ctl, and tells the model why a write was refused during a
+// mount. Claude Code runs it on PreToolUse, PostToolUse,
+// PostToolUseFailure and UserPromptSubmit with one JSON event on stdin
+// (docs/agents.md). At a prompt it checkpoints the session's change
+// journal (hookprompt.go). Around tool calls it tells the guard what the
+// model read (a whole-file Read) through .rubino/self/ctl, and tells the model why a write was refused during a
 // tool call, as the event's additionalContext. It runs as a descendant of
 // the agent, so it resolves to the agent's session; it never opens a
 // workspace file itself (a read by it would count as the model's).
@@ -33,7 +34,8 @@ const maxHookEvent = 256 << 20
 // field names are Claude Code's.
 type hookEvent struct {
 	SessionID     string          `json:"session_id"`
-	HookEventName string          `json:"hook_event_name"` // PreToolUse, PostToolUse, PostToolUseFailure
+	HookEventName string          `json:"hook_event_name"` // PreToolUse, PostToolUse, PostToolUseFailure, UserPromptSubmit
+	Prompt        string          `json:"prompt"`          // UserPromptSubmit only
 	ToolName      string          `json:"tool_name"`
 	ToolUseID     string          `json:"tool_use_id"`
 	Cwd           string          `json:"cwd"`

@@ -53,7 +53,14 @@ func hookSubcommand(name, usage string, run func(stdin io.Reader, stdout io.Writ
 // output (if any) to stdout. An error is the hook's own (no mount, a
 // control file that failed); the tool call goes on regardless.
 func runClaudeHook(stdin io.Reader, stdout io.Writer, mountFlag string) error {
-	ev, mnt, err := readHookEvent(stdin, mountFlag)
+	ev, err := parseHookEvent(stdin)
+	if err != nil {
+		return err
+	}
+	if ev.HookEventName == claudePromptEvent {
+		return promptCheckpoint(mountFlag, ev)
+	}
+	mnt, err := hookMount(mountFlag, ev.Cwd)
 	if err != nil {
 		return err
 	}

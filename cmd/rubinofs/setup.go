@@ -26,13 +26,29 @@ var claudeHookEvents = []string{"PreToolUse", "PostToolUse", "PostToolUseFailure
 // a bound for a hung mount, never reached by a working one.
 const claudeHookTimeout = 30
 
+// claudePromptEvent is the Claude Code hook event at which `rubinofs hook
+// claude-code` checkpoints the session's change journal, labelled with the
+// prompt (promptCheckpoint): a rewind to it undoes the turn. Claude Code
+// takes no matcher for it and adds the hook's stdout to the model's
+// context, so the hook prints nothing there.
+const claudePromptEvent = "UserPromptSubmit"
+
+// claudePromptHookTimeout is the timeout Claude Code gives the prompt
+// hook, in seconds; the hook bounds its own wait well below it
+// (promptCheckpointTimeout), so a hung mount never holds the prompt long.
+const claudePromptHookTimeout = 10
+
+// claudeSetupEvents are the events `rubinofs setup claude-code` hooks:
+// claudeHookEvents and the prompt checkpoint.
+var claudeSetupEvents = append(claudeHookEvents[:len(claudeHookEvents):len(claudeHookEvents)], claudePromptEvent)
+
 func setupCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "setup",
 		Usage: "install rubinofs's hooks into an agent's settings",
 		Subcommands: []*cli.Command{{
 			Name:  "claude-code",
-			Usage: "merge the rubinofs hook into a Claude Code settings file (idempotent; keeps every other setting)",
+			Usage: "merge the rubinofs hook into a Claude Code settings file, with a checkpoint at every prompt (idempotent; keeps every other setting)",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "settings", Usage: "the settings `FILE` (default: .claude/settings.json at the mount root around the current directory, else in the current directory)"},
 				mountFlag(),
@@ -53,7 +69,7 @@ func setupCommand() *cli.Command {
 					}
 					file = filepath.Join(root, ".claude", "settings.json")
 				}
-				return installHook(c, file, "claude-code", claudeHookEvents)
+				return installHook(c, file, "claude-code", claudeSetupEvents)
 			},
 		}, {
 			Name:  "codex",
@@ -199,7 +215,8 @@ func mergeClaudeHooks(settings []byte, command string) ([]byte, []string, error)
 // object in the layout Claude Code and Codex share; empty: none) as
 // {"matcher": "*", "hooks": [{"type": "command", "command": command,
 // "timeout": claudeHookTimeout}]} under each of events, and returns the new
-// JSON (indented) and the changes made. An existing `rubinofs hook AGENT`
+// JSON (indented) and the changes made; the prompt event gets its own
+// entry (hookGroup). An existing `rubinofs hook AGENT`
 // entry (isRubinoHook) gets the new command in place, its matcher and
 // options left as the user set them, and is never doubled; every other
 // key, event and hook is kept as it was (the keys come out sorted:
@@ -245,11 +262,9 @@ func mergeHooks(settings []byte, command, agent string, events []string) ([]byte
 			}
 		}
 		if !found {
-			groups = append(groups, map[string]any{"matcher": "*", "hooks": []any{map[string]any{
-				"type": "command", "command": command, "timeout": claudeHookTimeout,
-			}}})
+			groups = append(groups, hookGroup(event, command))
 			hooks[event] = groups
-			changes = append(changes, fmt.Sprintf("added the %s hook: %s", event, command))
+			changes = append(changes, addedLine(event, command))
 		}
 	}
 	if len(changes) == 0 {
@@ -261,4 +276,27 @@ func mergeHooks(settings []byte, command, agent string, events []string) ([]byte
 		return nil, nil, err
 	}
 	return append(out, '\n'), changes, nil
+}
+
+// hookGroup is the hook entry setup adds under event: matcher "*" and
+// claudeHookTimeout, or for the prompt event (claudePromptEvent) no
+// matcher (Claude Code takes none there) and claudePromptHookTimeout.
+func hookGroup(event, command string) map[string]any {
+	if event == claudePromptEvent {
+		return map[string]any{"hooks": []any{map[string]any{
+			"type": "command", "command": command, "timeout": claudePromptHookTimeout,
+		}}}
+	}
+	return map[string]any{"matcher": "*", "hooks": []any{map[string]any{
+		"type": "command", "command": command, "timeout": claudeHookTimeout,
+	}}}
+}
+
+// addedLine is the change line for a hook added under event: "added the
+// EVENT hook: COMMAND", and for the prompt event what it is for.
+func addedLine(event, command string) string {
+	if event == claudePromptEvent {
+		return fmt.Sprintf("added a journal checkpoint at every prompt (%s hook): %s", event, command)
+	}
+	return fmt.Sprintf("added the %s hook: %s", event, command)
 }

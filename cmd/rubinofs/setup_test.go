@@ -142,3 +142,40 @@ func TestSetupClaudeSettingsFile(t *testing.T) {
 		t.Errorf("a broken settings file was changed: %q", b)
 	}
 }
+
+// TestSetupPromptCheckpointHook: setup claude-code also adds the prompt
+// checkpoint hook (UserPromptSubmit, no matcher, its own short timeout)
+// beside the tool hooks, once; a settings file set up before it gets only
+// that entry added.
+func TestSetupPromptCheckpointHook(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "settings.json")
+	cmd := "/usr/bin/rubinofs hook claude-code"
+	if _, err := setupClaudeSettings(file, cmd); err != nil { // the tool hooks only, as an older setup left them
+		t.Fatal(err)
+	}
+	changes, err := setupHooksFile(file, cmd, "claude-code", claudeSetupEvents)
+	if err != nil || len(changes) != 1 || !strings.Contains(changes[0], "checkpoint at every prompt (UserPromptSubmit hook): "+cmd) {
+		t.Fatalf("setup over an older setup: %q, %v; want the prompt hook added alone", changes, err)
+	}
+	b, _ := os.ReadFile(file)
+	var doc struct {
+		Hooks map[string][]map[string]any `json:"hooks"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	groups := doc.Hooks["UserPromptSubmit"]
+	if len(groups) != 1 || groups[0]["matcher"] != nil {
+		t.Fatalf("UserPromptSubmit entries: %v, want one without a matcher", groups)
+	}
+	hook := groups[0]["hooks"].([]any)[0].(map[string]any)
+	if hook["command"] != cmd || hook["timeout"].(float64) != claudePromptHookTimeout || claudePromptHookTimeout >= claudeHookTimeout {
+		t.Errorf("the prompt hook = %v, want %s with timeout %d", hook, cmd, claudePromptHookTimeout)
+	}
+	if got := hookCommands(t, b); len(got) != 4 {
+		t.Errorf("hooked events = %v, want the three tool events and the prompt", got)
+	}
+	if changes, err := setupHooksFile(file, cmd, "claude-code", claudeSetupEvents); err != nil || len(changes) != 0 {
+		t.Errorf("a second setup: %q, %v; want nothing changed", changes, err)
+	}
+}

@@ -9,8 +9,9 @@ import (
 // Mount makes the targets a benchmark compares, in the order given:
 // "native" (always made, whatever only says), "loop-nocache" and "loop-1s"
 // (bare go-fuse loopbacks without kernel caching and with 1 s timeouts),
-// "rubinofs-off" (guard off, watcher on) and "rubinofs" (guard enforcing,
-// watcher on). only, if not empty, is a comma-separated list of the
+// "rubinofs-off" (guard off, watcher on), "rubinofs" (guard enforcing,
+// watcher on, the journal as shipped: on) and "rubinofs-nojournal" (as
+// rubinofs, the journal off). only, if not empty, is a comma-separated list of the
 // targets to make besides native (the -only flag). Each mount is
 // registered with AtExit.
 func Mount(tmp, only string, names ...string) ([]*Target, error) {
@@ -32,6 +33,8 @@ func Mount(tmp, only string, names ...string) ([]*Target, error) {
 			t, err = Rubinofs(tmp, name, modeOff)
 		case "rubinofs":
 			t, err = Rubinofs(tmp, name, modeEnforce)
+		case "rubinofs-nojournal":
+			t, err = Rubinofs(tmp, name, modeEnforce, NoJournal)
 		default:
 			err = fmt.Errorf("unknown target %q", name)
 		}
@@ -53,7 +56,8 @@ type Table struct {
 	// Format formats a value ("%.3f" for seconds).
 	Format string
 	// Overheads adds the columns rubinofs / rubinofs-off (the guard's
-	// overhead) and rubinofs / loop-1s when those targets ran.
+	// overhead), rubinofs / rubinofs-nojournal (the journal's) and
+	// rubinofs / loop-1s when those targets ran.
 	Overheads bool
 }
 
@@ -67,6 +71,9 @@ func (tb Table) Print() {
 	var extras []extra
 	if tb.Overheads && has["rubinofs"] && has["rubinofs-off"] {
 		extras = append(extras, extra{"guard overhead (rubinofs / rubinofs-off)", "rubinofs", "rubinofs-off"})
+	}
+	if tb.Overheads && has["rubinofs"] && has["rubinofs-nojournal"] {
+		extras = append(extras, extra{"journal overhead (rubinofs / rubinofs-nojournal)", "rubinofs", "rubinofs-nojournal"})
 	}
 	if tb.Overheads && has["rubinofs"] && has["loop-1s"] {
 		extras = append(extras, extra{"rubinofs / loop-1s", "rubinofs", "loop-1s"})

@@ -21,6 +21,7 @@ type Target struct {
 	Name   string
 	Dir    string         // where the workload runs (the mountpoint of a mount)
 	Back   string         // the backing directory of a mount; Dir for native
+	State  string         // the state directory of a rubinofs mount; "" for others
 	Daemon *daemon.Daemon // the rubinofs daemon, nil for other targets
 	close  func()
 }
@@ -86,31 +87,52 @@ func Loopback(tmp, name string, timeout *time.Duration) (*Target, error) {
 }
 
 // Rubinofs mounts rubinofs over tmp/name-back at tmp/name, in-process
-// through daemon.Start as the CLI does, with the guard in mode and the
-// watcher on (one-hour kernel caches: the shipped defaults with --watch).
-// The state directory is tmp/name-state. A caught signal or Teardown
-// unmounts it.
-func Rubinofs(tmp, name string, mode guard.Mode) (*Target, error) {
+// through daemon.Start as the CLI does, with the guard in mode, the
+// watcher on (one-hour kernel caches: the shipped defaults with --watch)
+// and the change journal as shipped (JournalDefaults) unless adjust
+// changes the config. The state directory is tmp/name-state. A caught
+// signal or Teardown unmounts it.
+func Rubinofs(tmp, name string, mode guard.Mode, adjust ...func(*daemon.Config)) (*Target, error) {
 	back, mnt, err := dirs(tmp, name)
 	if err != nil {
 		return nil, err
 	}
-	return RubinofsAt(name, back, mnt, filepath.Join(tmp, name+"-state"), mode, nil)
+	return RubinofsAt(name, back, mnt, filepath.Join(tmp, name+"-state"), mode, nil, adjust...)
 }
+
+// JournalDefaults is the change journal as a mount has it by default (the
+// defaults of the journal.* keys: on, 64 MiB files, 1 GiB store, 7 days).
+func JournalDefaults() config.Journal {
+	return config.Journal{
+		Enabled:     config.Default("journal.enabled").(bool),
+		Ignored:     config.Default("journal.ignored").(bool),
+		MaxFileSize: int64(config.Default("journal.max_file_size").(int)),
+		Budget:      int64(config.Default("journal.budget").(int)),
+		Retention:   config.Default("journal.retention").(time.Duration),
+	}
+}
+
+// NoJournal turns the change journal off (--journal=false), for a target
+// that measures what the journal costs.
+func NoJournal(c *daemon.Config) { c.Journal.Enabled = false }
 
 // RubinofsAt is Rubinofs over an existing backing directory back at mnt;
 // progress, if set, is the watcher's initial-walk progress callback.
-func RubinofsAt(name, back, mnt, state string, mode guard.Mode, progress func(dirs int, done bool)) (*Target, error) {
+func RubinofsAt(name, back, mnt, state string, mode guard.Mode, progress func(dirs int, done bool), adjust ...func(*daemon.Config)) (*Target, error) {
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		return nil, err
 	}
-	d, err := daemon.Start(daemon.Config{Workspace: back, Mountpoint: mnt, StateDir: state,
+	cfg := daemon.Config{Workspace: back, Mountpoint: mnt, StateDir: state,
 		Guard: config.Guard{Mode: mode}, Cache: config.Cache{Watch: true, CacheTimeout: time.Hour},
-		WatchProgress: progress, Version: "bench", Slog: DaemonLog()})
+		Journal: JournalDefaults(), WatchProgress: progress, Version: "bench", Slog: DaemonLog()}
+	for _, a := range adjust {
+		a(&cfg)
+	}
+	d, err := daemon.Start(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	t := &Target{Name: name, Dir: mnt, Back: back, Daemon: d}
+	t := &Target{Name: name, Dir: mnt, Back: back, State: state, Daemon: d}
 	t.close = func() {
 		if n := len(d.Guard.Denials("")); n > 0 {
 			log.Printf("%s: %d denials during the workload, the first: %v", name, n, d.Guard.Denials("")[0])

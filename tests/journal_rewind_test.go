@@ -1,0 +1,237 @@
+package tests
+
+// The change journal through a real mount with real tools: a fresh
+// session (`rubinofs run`) on a git repository changes the tree with
+// echo, sed -i, mv, rm, cp, a Python atomic save, mkdir -p, chmod, ln -sf,
+// a new file and git checkout; `rubinofs changes` and `rubinofs diff` list
+// and show it, and `rubinofs rewind` puts the tree back byte for byte
+// (docs/DESIGN.md#journal-store).
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// realToolsScript is the session's work: every kind of change a Bash
+// tool makes. It reads each file it changes first (the guard's rule), and
+// changes the ignored directory build/ too, which is not journaled.
+const realToolsScript = `set -e
+cat notes.txt old.txt gone.txt target.txt run.sh blob.bin build/out.o >/dev/null
+echo appended >> notes.txt
+sed -i 's/two/TWO/' src/app.txt
+mv old.txt renamed.txt
+rm gone.txt
+cp README.md target.txt
+python3 -c '
+import json, os, tempfile
+d = json.load(open("config.json")); d["b"] = 2
+f = tempfile.NamedTemporaryFile("w", dir=".", delete=False)
+json.dump(d, f); f.close(); os.replace(f.name, "config.json")'
+mkdir -p newdir/sub && echo a > newdir/sub/a.txt && echo b > newdir/b.txt
+chmod +x run.sh
+printf 'brand new\n' > fresh.txt
+printf '\000\011changed' > blob.bin
+ln -sfn README.md link
+echo junk > build/junk.o && echo more >> build/out.o
+git checkout -q feature
+echo tools-done`
+
+// TestJournalRewindRealTools: every change of realToolsScript is listed
+// by `rubinofs changes` (text and --json), nothing under .git or the
+// ignored build/; `rubinofs diff` shows the edits as git diff does, a
+// binary file named as such, and takes a PATH relative to the current
+// directory; `rubinofs rewind --to cp000000` returns every non-ignored
+// path to its state before, byte for byte and modes included, in the
+// backing directory and as seen through the mount, and names the
+// automatic checkpoint that undoes it.
+func TestJournalRewindRealTools(t *testing.T) {
+	m := journalMount(t)
+	before := manifest(t, m.ws, "build")
+	s := m.startSession("agent")
+	if out := s.must(realToolsScript); !strings.Contains(out, "tools-done") {
+		t.Fatalf("the tools did not all run:\n%s", out)
+	}
+	if got := manifest(t, m.ws, "build"); got == before {
+		t.Fatal("the tools changed nothing")
+	}
+
+	out := s.must("rubinofs changes")
+	got := changeLines(t, out)
+	want := map[string]string{
+		"notes.txt": "M", "gone.txt": "D", "renamed.txt": "R", "old.txt": "R<", "target.txt": "M",
+		"newdir": "A", "newdir/sub": "A", "newdir/sub/a.txt": "A", "newdir/b.txt": "A", "run.sh": "M",
+		"fresh.txt": "A", "blob.bin": "M", "branch.txt": "M", "feature-gone.txt": "D",
+		"feature-new.txt": "A", "feature-dir": "A", "feature-dir/x.txt": "A",
+	}
+	for path, status := range want {
+		if got[path] != status {
+			t.Errorf("rubinofs changes: %s has status %q, want %q", path, got[path], status)
+		}
+	}
+	// An atomic save (sed -i, Python's os.replace) renames a temporary
+	// file over the old one: listed as modified, the temporary left out.
+	for _, path := range []string{"src/app.txt", "config.json"} {
+		if st := got[path]; st != "M" {
+			t.Errorf("rubinofs changes: %s has status %q, want M (saved through a temporary file)", path, st)
+		}
+	}
+	if st := got["link"]; st != "M" {
+		t.Errorf("rubinofs changes: link (ln -sfn) has status %q, want M", st)
+	}
+	if len(got) != len(want)+3 {
+		t.Errorf("rubinofs changes lists %d paths, want %d (temporary files left out):\n%s", len(got), len(want)+3, out)
+	}
+	for path := range got {
+		if strings.HasPrefix(path, ".git") && path != ".gitignore" || strings.HasPrefix(path, "build") || strings.HasPrefix(path, ".rubino") {
+			t.Errorf("rubinofs changes lists %s, which is never journaled (.git, ignored, or the control tree)", path)
+		}
+	}
+	if !strings.Contains(out, "100644..100755") {
+		t.Errorf("rubinofs changes does not show run.sh's mode change:\n%s", out)
+	}
+	js := s.must("rubinofs changes --json")
+	renamed := false
+	for _, line := range strings.Split(strings.TrimSpace(js), "\n") {
+		var pc struct {
+			Path        string   `json:"path"`
+			Ops         []string `json:"ops"`
+			RenamedFrom string   `json:"renamed_from"`
+		}
+		if err := json.Unmarshal([]byte(line), &pc); err != nil {
+			t.Fatalf("rubinofs changes --json: %v: %q", err, line)
+		}
+		if pc.Path == "renamed.txt" {
+			renamed = pc.RenamedFrom == "old.txt"
+		}
+	}
+	if !renamed {
+		t.Errorf("rubinofs changes --json does not give renamed.txt renamed_from old.txt:\n%s", js)
+	}
+
+	diff := s.must("rubinofs diff")
+	for _, want := range []string{
+		"--- a/notes.txt\n+++ b/notes.txt\n", "+appended\n",
+		"--- a/src/app.txt\n+++ b/src/app.txt\n", "-line two\n", "+line TWO\n",
+		"Binary files a/blob.bin and b/blob.bin differ",
+		"+++ b/fresh.txt\n", "+brand new\n",
+		"--- a/gone.txt\n", "-delete me\n",
+	} {
+		if !strings.Contains(diff, want) {
+			t.Errorf("rubinofs diff lacks %q:\n%s", want, diff)
+		}
+	}
+	if strings.Contains(diff, "build/") {
+		t.Errorf("rubinofs diff shows the ignored build/:\n%s", diff)
+	}
+	one := s.must("cd src && rubinofs diff app.txt")
+	if !strings.Contains(one, "+++ b/src/app.txt") || strings.Contains(one, "notes.txt") {
+		t.Errorf("rubinofs diff app.txt in src/: want src/app.txt alone:\n%s", one)
+	}
+
+	out = s.must("rubinofs rewind --to cp000000")
+	if _, _, conflicts, unrecoverable := rewindCounts(t, out); conflicts != 0 || unrecoverable != 0 {
+		t.Errorf("rewind of the session's own changes: conflicts %d, unrecoverable %d\n%s", conflicts, unrecoverable, out)
+	}
+	if undoRe.FindStringSubmatch(out) == nil {
+		t.Errorf("the rewind names no checkpoint to undo it:\n%s", out)
+	}
+	sameManifest(t, "the backing directory after the rewind", before, manifest(t, m.ws, "build"))
+	sameManifest(t, "the mount after the rewind", before, manifest(t, m.mnt, "build"))
+	if b, err := os.ReadFile(m.path("build/junk.o")); err != nil || string(b) != "junk\n" {
+		t.Errorf("build/junk.o (ignored, not journaled) after the rewind: %q, %v; want it left as the session made it", b, err)
+	}
+	if out := s.must("rubinofs changes --since " + undoRe.FindStringSubmatch(out)[1]); len(changeLines(t, out)) == 0 {
+		t.Errorf("the rewind's own changes are not journaled behind its checkpoint")
+	}
+}
+
+// TestJournalRewindUndo: a rewind is undone by rewinding to the automatic
+// checkpoint it printed: the tree is again the one the session had made.
+// The mount runs without the watcher and with one-hour kernel caches, so
+// the view through the mount must follow the rewind without the watcher's
+// help.
+func TestJournalRewindUndo(t *testing.T) {
+	m := journalMount(t, "--watch=false", "--cache-timeout", "1h")
+	before := manifest(t, m.ws, "build")
+	s := m.startSession("agent")
+	s.must(realToolsScript)
+	made := manifest(t, m.ws, "build")
+	sameManifest(t, "through the mount before the rewind", made, manifest(t, m.mnt, "build"))
+	out := s.must("rubinofs rewind --to cp000000")
+	sameManifest(t, "after the rewind", before, manifest(t, m.ws, "build"))
+	sameManifest(t, "after the rewind (through the mount)", before, manifest(t, m.mnt, "build"))
+	undo := undoRe.FindStringSubmatch(out)
+	if undo == nil {
+		t.Fatalf("the rewind names no checkpoint to undo it:\n%s", out)
+	}
+	out = s.must("rubinofs rewind --to " + undo[1])
+	if _, _, conflicts, _ := rewindCounts(t, out); conflicts != 0 {
+		t.Errorf("undoing the rewind: %d conflicts\n%s", conflicts, out)
+	}
+	sameManifest(t, "after undoing the rewind (backing)", made, manifest(t, m.ws, "build"))
+	sameManifest(t, "after undoing the rewind (through the mount)", made, manifest(t, m.mnt, "build"))
+}
+
+// TestJournalDryRun: `rewind --dry-run` prints the plan (a removal for a
+// created file, a rename back, a restore) and the counts, and changes
+// nothing: the tree is as the session left it and no checkpoint was
+// taken. Before any change, changes and diff print nothing and a rewind
+// has nothing to do. A checkpoint's label and id come back from `rubinofs checkpoint`,
+// and a rewind limited to a PATH leaves the rest.
+func TestJournalDryRun(t *testing.T) {
+	m := journalMount(t)
+	before := manifest(t, m.ws, "build")
+	s := m.startSession("agent")
+	for _, cmd := range []string{"rubinofs changes", "rubinofs diff", "rubinofs changes --json"} {
+		if out := s.must(cmd); out != "" {
+			t.Errorf("%s before any change: %q, want nothing", cmd, out)
+		}
+	}
+	if out := s.must("rubinofs rewind --to cp000000"); !strings.Contains(out, "nothing to do") || undoRe.MatchString(out) {
+		t.Errorf("a rewind before any change: want nothing to do and no checkpoint taken:\n%s", out)
+	}
+	s.must("cat notes.txt old.txt >/dev/null && echo more >> notes.txt && mv old.txt renamed.txt && echo new > fresh.txt")
+	made := manifest(t, m.ws, "build")
+	out, code := s.run("rubinofs rewind --dry-run --to cp000000")
+	if code != 0 {
+		t.Fatalf("a dry run without conflicts: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{"dry run", "remove    fresh.txt", "rename    renamed.txt -> old.txt", "restore   notes.txt"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the dry run's plan lacks %q:\n%s", want, out)
+		}
+	}
+	if restored, removed, _, _ := rewindCounts(t, out); restored < 2 || removed < 1 {
+		t.Errorf("the dry run's counts: restored %d, removed %d; want >= 2 and >= 1\n%s", restored, removed, out)
+	}
+	if undoRe.MatchString(out) {
+		t.Errorf("a dry run names an undo checkpoint:\n%s", out)
+	}
+	sameManifest(t, "after the dry run", made, manifest(t, m.ws, "build"))
+	if ids, _ := checkpointIDs(t, s.must("cat .rubino/self/checkpoints")); len(ids) != 1 {
+		t.Errorf("checkpoints after a dry run: %v, want cp000000 alone", ids)
+	}
+
+	cp := strings.TrimSpace(s.must("rubinofs checkpoint before the second edit"))
+	ids, labels := checkpointIDs(t, s.must("cat .rubino/self/checkpoints"))
+	if len(ids) != 2 || ids[1] != cp || labels[1] != "before the second edit" {
+		t.Errorf("rubinofs checkpoint printed %q; checkpoints %v %q", cp, ids, labels)
+	}
+	if out := s.must("rubinofs checkpoints"); !regexp.MustCompile(`(?m)^` + cp + ` .* before the second edit$`).MatchString(out) {
+		t.Errorf("rubinofs checkpoints does not list %s with its label:\n%s", cp, out)
+	}
+	s.must("echo again >> notes.txt && echo other > fresh.txt")
+	s.must("rubinofs rewind --to " + cp + " notes.txt")
+	if b, _ := os.ReadFile(filepath.Join(m.ws, "notes.txt")); string(b) != "alpha\nmore\n" {
+		t.Errorf("notes.txt after a rewind to %s limited to it: %q, want its state at the checkpoint", cp, b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(m.ws, "fresh.txt")); string(b) != "other\n" {
+		t.Errorf("fresh.txt after a rewind limited to notes.txt: %q, want it untouched", b)
+	}
+	s.must("rubinofs rewind --to cp000000")
+	sameManifest(t, "after the rewind to the start", before, manifest(t, m.ws, "build"))
+}
