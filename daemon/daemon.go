@@ -42,6 +42,8 @@ type Config struct {
 	// Cache holds the kernel cache timeouts, the watcher's settings and
 	// PersistReads (config.Cache).
 	config.Cache
+	// Sessions holds the automatic cgroup sessions' globs (config.Sessions).
+	config.Sessions
 	// Options are FUSE -o options.
 	Options []string
 	// StateDir holds logs, the read-state file and the compaction store.
@@ -202,6 +204,9 @@ func Start(cfg Config) (d *Daemon, err error) {
 	// tracker is dropped at once (no process can resolve to it again).
 	d.Sessions = guard.NewSessions()
 	d.Sessions.OnEnd = d.Guard.DropSession
+	if err := d.Sessions.SetAutoCgroups(cfg.CgroupAuto); err != nil {
+		return nil, err
+	}
 	d.Guard.SetHarnessRoots(d.Sessions)
 	d.FS.AttachSessions(d.Sessions)
 	if cfg.PersistReads && cfg.StateDir != "" {
