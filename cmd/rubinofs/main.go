@@ -81,6 +81,7 @@ func newApp() *cli.App {
 			unmountCommand(),
 			statusCommand(),
 			runCommand(),
+			sessionCommand(),
 			hookCommand(),
 			setupCommand(),
 			compactCommand(),
