@@ -87,3 +87,41 @@ func TestCgroupSessionEndsOnRemoval(t *testing.T) {
 		t.Fatal("registered a removed cgroup")
 	}
 }
+
+// TestKeptSessionJoinAndRestore: a kept session has no root and stays; a
+// joined process resolves to it; a saved kept session is restored.
+func TestKeptSessionJoinAndRestore(t *testing.T) {
+	s := NewSessions()
+	if err := s.RegisterKept("k", "harness"); err != nil {
+		t.Fatal(err)
+	}
+	if si, _ := s.Lookup("k"); si.RootKind() != "none" || !si.Keep || !si.Live {
+		t.Fatalf("kept: %+v", si)
+	}
+	if got := s.Resolve(uint32(os.Getpid())); got != DefaultSession {
+		t.Fatalf("before joining: %q", got)
+	}
+	if err := s.Join("k", uint32(os.Getpid())); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Resolve(uint32(os.Getpid())); got != "k" {
+		t.Fatalf("after joining: %q", got)
+	}
+	if err := s.Join("nope", uint32(os.Getpid())); err == nil {
+		t.Fatal("joined a missing session")
+	}
+	saved := s.Live()
+	s.End("k")
+	if got := s.Resolve(uint32(os.Getpid())); got != DefaultSession {
+		t.Fatalf("after the end: %q", got)
+	}
+	r := NewSessions()
+	for _, si := range saved {
+		if err := r.Restore(si); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if si, ok := r.Lookup("k"); !ok || !si.Keep || !si.Started.Equal(saved[0].Started) {
+		t.Fatalf("restored: %+v %v", si, ok)
+	}
+}
