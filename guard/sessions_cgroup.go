@@ -177,19 +177,18 @@ func (s *Sessions) Join(name string, pid uint32) error {
 	}
 	cg := s.cgroupOfBounded(key.pid)
 	s.mu.Lock()
-	sess, ok := s.byName[name]
-	if !ok {
+	sess, live := s.byName[name]
+	other, taken := s.byRoot[key]
+	if !live || taken {
 		s.mu.Unlock()
 		unix.Close(pidfd)
-		return fmt.Errorf("%w: %s", ErrNoSession, name)
-	}
-	if other, ok := s.byRoot[key]; ok {
-		s.mu.Unlock()
-		unix.Close(pidfd)
-		if other == sess {
-			return nil
+		switch {
+		case !live:
+			return fmt.Errorf("%w: %s", ErrNoSession, name)
+		case other != sess:
+			return fmt.Errorf("%w: pid %d is the root of %s", ErrAlreadyRooted, key.pid, other.info.Name)
 		}
-		return fmt.Errorf("%w: pid %d is the root of %s", ErrAlreadyRooted, key.pid, other.info.Name)
+		return nil // already a root of this session
 	}
 	s.byRoot[key] = sess
 	s.rootCg[key] = cg
