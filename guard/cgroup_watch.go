@@ -108,4 +108,3 @@ func (s *Sessions) cgroupGone(sess *session) bool {
 	_, err := os.Stat(dir + "/cgroup.procs")
 	return err != nil
 }
-

@@ -409,4 +409,3 @@ func (s *Sessions) CgroupProcs(cg string, max int) ([]uint32, error) {
 	}
 	return out, nil
 }
-

@@ -95,4 +95,3 @@ func (s *Sessions) leaderBounded(tid uint32) (uint32, error) {
 		return pid, err
 	})
 }
-
