@@ -327,3 +327,38 @@ func TestCgroupJoinKeptSession(t *testing.T) {
 		t.Fatalf("joined an ended session: %s", out)
 	}
 }
+
+// TestCgroupRegisterAuthorisation: a registered session (not the mount's
+// owner) may not root a session at a cgroup that holds another's process,
+// which would share its reads with that process; it may root one at a
+// cgroup holding only its own, as `rubinofs run --cgroup` does.
+func TestCgroupRegisterAuthorisation(t *testing.T) {
+	_, rootDir := cgroupRoot(t)
+	m := newMount(t, map[string]string{"f": "v1\n"}, nil)
+	dirA := mkCgroup(t, rootDir, "ctr-a")
+	a1 := m.startInCgroup("a1", dirA)
+	a1.ok("true") // a1 is in ctr-a
+	ag := m.startAgent("agent")
+	clone := func(spec string) string {
+		return `exec 3<>.rubino/sessions/clone && printf '%s\n' ` + shq(spec) + ` >&3 && read id <&3`
+	}
+	ag.refused(clone("cgroup=" + dirA + " name=taken"))
+	ag.refused(clone("keep=1 name=kept"))
+	ag.refused(clone("join=agent"))
+	out := filepath.Join(m.tmp, "own")
+	ag.ok(shq(rubinofsBin(t)) + " run --cgroup --cgroup-parent " + shq(rootDir) + " --session own -- sh -c 'readlink .rubino/self > " + out + "'")
+	if b, _ := os.ReadFile(out); strings.TrimSpace(string(b)) != "sessions/own" {
+		t.Fatalf("run --cgroup from a session resolves to %q", b)
+	}
+	for _, name := range []string{"taken", "kept"} {
+		if _, err := os.Stat(m.path(".rubino/sessions/" + name)); err == nil {
+			t.Fatalf("session %s was registered", name)
+		}
+	}
+	waitGone(t, m, "own") // its cgroup emptied and removed
+	// The same registration by the mount's owner, from outside every
+	// session, is accepted.
+	if out, err := m.rubinofs("session", "new", "--cgroup", dirA, "taken"); err != nil {
+		t.Fatalf("the owner's registration: %v\n%s", err, out)
+	}
+}
