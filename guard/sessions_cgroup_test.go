@@ -77,6 +77,17 @@ func TestCgroupSessionEndsOnRemoval(t *testing.T) {
 	if err := s.RegisterCgroup("c2", cg, "", false); err == nil {
 		t.Fatal("a cgroup rooted two sessions")
 	}
+	// Saved and restored while the cgroup exists (a daemon restart).
+	r := NewSessions()
+	for _, si := range s.Live() {
+		if err := r.Restore(si); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if si, ok := r.Lookup("c1"); !ok || si.Cgroup != cg {
+		t.Fatalf("restored: %+v %v", si, ok)
+	}
+	r.End("c1")
 	if err := os.Remove(dir); err != nil {
 		t.Fatal(err)
 	}
