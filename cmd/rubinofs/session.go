@@ -30,7 +30,7 @@ func sessionCommand() *cli.Command {
 				ArgsUsage: "[NAME]",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "cgroup", Usage: "root the session at cgroup `PATH` (as in /proc/PID/cgroup, or a directory under the cgroup v2 mount); it ends when the cgroup is removed"},
-					&cli.BoolFlag{Name: "keep", Usage: "a session with no root: it stays until `rubinofs session end NAME`; join it with `rubinofs run --session NAME --join`"},
+					&cli.BoolFlag{Name: "keep", Usage: "a session with no root: it stays until rubinofs session end NAME; join it with rubinofs run --session NAME --join"},
 					mountFlag(),
 				},
 				Action: sessionNew,
