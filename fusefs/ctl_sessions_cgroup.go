@@ -5,7 +5,8 @@ package fusefs
 //
 //   cgroup=PATH [remove=1]  root a session at a cgroup ("self": the writer's
 //                           own); remove=1 has the daemon remove the cgroup
-//                           once it is empty again (rubinofs run --cgroup)
+//                           once it is empty again (rubinofs run --cgroup;
+//                           only for cgroups named rubino-*)
 //   keep=1                  a session with no root, kept until ended
 //   join=NAME [pid=PID]     the writer (or PID) joins the live session NAME
 //
@@ -18,6 +19,7 @@ package fusefs
 import (
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 	"syscall"
 
@@ -42,6 +44,13 @@ type CgroupRegistry interface {
 	// (guard.Sessions.CgroupProcs).
 	CgroupProcs(cg string, max int) ([]uint32, error)
 }
+
+// RunCgroupPrefix starts the name of every cgroup `rubinofs run --cgroup`
+// makes (RunCgroupPrefix + the session's name). remove=1, which has the
+// daemon remove the cgroup once it is empty again, is refused (EINVAL)
+// for any other cgroup: the daemon never removes a cgroup someone else
+// made.
+const RunCgroupPrefix = "rubino-"
 
 // maxCgroupCheck bounds the processes a non-owner's cgroup registration
 // checks, in processes: a cgroup holding more is refused (EPERM).
@@ -185,6 +194,9 @@ func (s sessionsFeature) registerRootless(c ctltree.Caller, sp sessionSpec) (str
 		if cg, err = creg.CgroupOf(c.Pid); err != nil {
 			return "", sessionErrnos.Map(err)
 		}
+	}
+	if r.RemoveEmpty && !strings.HasPrefix(path.Base(cg), RunCgroupPrefix) {
+		return "", ctltree.Errorf(syscall.EINVAL, "remove=1 takes a cgroup made by rubinofs run --cgroup (named %s*), not %s", RunCgroupPrefix, clipReason(cg))
 	}
 	if !owner {
 		if err := s.ownCgroup(creg, cg, c.Pid); err != nil {

@@ -357,6 +357,11 @@ func TestCgroupRegisterAuthorisation(t *testing.T) {
 		}
 	}
 	waitGone(t, m, "own") // its cgroup emptied and removed
+	// Not even the owner may have the daemon remove a cgroup rubinofs
+	// did not make.
+	if errno, reason := m.ctlWrite(".rubino/sessions/clone", []byte("cgroup="+dirA+" remove=1 name=rm\n")); errno != syscall.EINVAL || !strings.Contains(reason, "rubino-") {
+		t.Fatalf("remove=1 of ctr-a: %v %q", errno, reason)
+	}
 	// The same registration by the mount's owner, from outside every
 	// session, is accepted.
 	if out, err := m.rubinofs("session", "new", "--cgroup", dirA, "taken"); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rubinofs/rubinofs/fusefs"
 	"github.com/rubinofs/rubinofs/guard"
 )
 
@@ -188,7 +189,7 @@ func makeSessionCgroup(parent, name string) (from, dir string, err error) {
 		}
 		base = filepath.Join(mnt, p)
 	}
-	dir = filepath.Join(base, "rubino-"+name)
+	dir = filepath.Join(base, fusefs.RunCgroupPrefix+name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", "", fmt.Errorf("--cgroup: creating the session's cgroup: %v (run as root, or give --cgroup-parent a delegated subtree)", err)
 	}
