@@ -152,6 +152,16 @@ func (g Guard) GuardConfig() guard.Config {
 	return guard.Config{Mode: g.Mode, Unlink: g.Unlink, Errno: g.Errno, Scanners: g.Scanners}
 }
 
+// Sessions is the effective [sessions] section. daemon.Config embeds it.
+type Sessions struct {
+	// CgroupAuto are doublestar globs of cgroup v2 paths: a caller from a
+	// cgroup matching one (or below it) belongs to an automatic session of
+	// that cgroup, made on first contact (sessions.cgroup_auto,
+	// --session-cgroups; docs/DESIGN.md#cgroup-sessions). Refused in the
+	// workspace file.
+	CgroupAuto []string
+}
+
 // Cache is the effective [cache] section. daemon.Config embeds it, so a
 // cache setting is declared once: here, with its key in keys.go. Load
 // resolves CacheTimeout: a default or 0 becomes 1 h with Watch and 1 s
@@ -221,11 +231,12 @@ type Entry struct {
 // (defaults included), so tasks.Open's merge with agents.json changes
 // nothing; Compact is through WithDefaults and Validate.
 type Config struct {
-	Guard   Guard
-	Cache   Cache
-	Journal Journal
-	Agents  tasks.Config
-	Compact compact.Config
+	Guard    Guard
+	Sessions Sessions
+	Cache    Cache
+	Journal  Journal
+	Agents   tasks.Config
+	Compact  compact.Config
 	// Files are the files that were read, weakest first, as sources.
 	Files []Source
 

@@ -468,3 +468,26 @@ func TestScanners(t *testing.T) {
 	_, err := e.load()
 	mustErr(t, err, "guard.scanners", "malformed program name")
 }
+
+// TestSessionsCgroupAuto: sessions.cgroup_auto is read from the user file
+// and refused in the workspace file with a readable reason; a relative
+// glob is refused with its line.
+func TestSessionsCgroupAuto(t *testing.T) {
+	e := newEnv(t)
+	e.write(e.userFile(), "[sessions]\ncgroup_auto = [\"/system.slice/docker-*.scope\", \"/kubepods*/**\"]\n")
+	c, err := e.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Sessions.CgroupAuto; len(got) != 2 || got[0] != "/system.slice/docker-*.scope" {
+		t.Fatalf("CgroupAuto = %q", got)
+	}
+	e = newEnv(t)
+	e.write(e.wsFile(), "[sessions]\ncgroup_auto = [\"/docker/*\"]\n")
+	_, err = e.load()
+	mustErr(t, err, "refusing the workspace file", ":2: sessions.cgroup_auto may not be set in a workspace file: it decides which processes share a session")
+	e = newEnv(t)
+	e.write(e.userFile(), "[sessions]\ncgroup_auto = [\"docker/*\"]\n")
+	_, err = e.load()
+	mustErr(t, err, ":2: sessions.cgroup_auto", "is not absolute")
+}

@@ -33,6 +33,9 @@ type fileConfig struct {
 		Errno        *string   `toml:"errno"`
 		Scanners     *[]string `toml:"scanners"`
 	} `toml:"guard"`
+	Sessions struct {
+		CgroupAuto *[]string `toml:"cgroup_auto"`
+	} `toml:"sessions"`
 	Cache struct {
 		CacheTimeout *string   `toml:"cache_timeout" kind:"duration"`
 		ShortTimeout *string   `toml:"short_timeout" kind:"duration"`

@@ -221,6 +221,17 @@ func subset(a, b []string) bool {
 	return true
 }
 
+// cgroupGlobs checks sessions.cgroup_auto: absolute doublestar globs of
+// cgroup paths (guard.ValidCgroupGlob).
+func cgroupGlobs(v any) error {
+	for _, g := range v.([]string) {
+		if err := guard.ValidCgroupGlob(g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func notNegative(v any) error {
 	if v.(int) < 0 {
 		return fmt.Errorf("%d is negative", v)
@@ -247,6 +258,10 @@ var specs = []spec{
 	// a workspace file may only add names.
 	{key: "guard.scanners", typ: tStrings, def: append([]string(nil), guard.DefaultScanners...), valid: programNames, rule: RuleTighten,
 		loosens: func(lo, v any) bool { return !subset(lo.([]string), v.([]string)) }}, // a scanner removed
+
+	// Which processes share a session decides whose reads count for whom.
+	{key: "sessions.cgroup_auto", typ: tStrings, def: []string{}, valid: cgroupGlobs, rule: RuleRefuse,
+		why: "it decides which processes share a session, and so whose reads count for whom"},
 
 	{key: "cache.cache_timeout", typ: tDuration, def: time.Duration(0), valid: durRange(0, MaxCacheTimeout),
 		wsValid: durRange(0, MaxWorkspaceCacheTimeout)},
@@ -442,6 +457,7 @@ func build(m layer) (*Config, error) {
 		return nil, err
 	}
 	g.Scanners = strs("guard.scanners")
+	c.Sessions.CgroupAuto = strs("sessions.cgroup_auto")
 
 	ca := &c.Cache
 	ca.Watch = bl("cache.watch")

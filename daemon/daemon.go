@@ -46,6 +46,8 @@ type Config struct {
 	// Journal holds the change journal's settings (config.Journal): on
 	// or off, ignored paths, the file size limit, budget and retention.
 	Journal config.Journal
+	// Sessions holds the automatic cgroup sessions' globs (config.Sessions).
+	config.Sessions
 	// Options are FUSE -o options.
 	Options []string
 	// StateDir holds logs, the read-state file and the compaction store.
@@ -231,6 +233,9 @@ func Start(cfg Config) (d *Daemon, err error) {
 	d.Sessions.OnEnd = func(name string) {
 		d.Guard.DropSession(name)
 		d.endJournalSession(name) // journal.go
+	}
+	if err := d.Sessions.SetAutoCgroups(cfg.CgroupAuto); err != nil {
+		return nil, err
 	}
 	d.Guard.SetHarnessRoots(d.Sessions)
 	d.FS.AttachSessions(d.Sessions)

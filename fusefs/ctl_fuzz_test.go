@@ -203,6 +203,8 @@ func FuzzSessionSpec(f *testing.F) {
 		"name=task-1", "pid=0", "pid=-1", "pid=99999999999", "pid=1 pid=2", "bogus", "k=v",
 		"cmd=a\x00b", "name=\xff", "name=" + strings.Repeat("a", 65), "cmd=" + strings.Repeat("é", 3000),
 		"name=x\tpid=3", "cmd=", "pid=1\nname=y",
+		"cgroup=/a/b name=c remove=1", "cgroup=self", "keep=1 name=k", "join=k", "join=k pid=3", "cgroup=a/b",
+		"cgroup=/a/../b", "cgroup=/a keep=1", "remove=1", "join=k name=j", "harness=1 keep=1",
 	} {
 		f.Add([]byte(s))
 	}

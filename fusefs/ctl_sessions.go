@@ -5,7 +5,10 @@ package fusefs
 //
 //   sessions/clone     write "name=NAME pid=PID harness=1 cmd=COMMAND" (each
 //                      optional; the name defaults to a generated id, the
-//                      pid to the writer's), read the id
+//                      pid to the writer's), read the id; "cgroup=PATH",
+//                      "keep=1" and "join=NAME" root a session at a cgroup,
+//                      keep one with no root, or join one
+//                      (ctl_sessions_cgroup.go)
 //   sessions/ctl       "end NAME", "rename OLD NEW"
 //   sessions/<id>/     info (JSON), tracked, denials, why, ctl (ctl_self.go),
 //                      checkpoints, changes, journal (ctl_journal.go); a
@@ -146,6 +149,9 @@ type sessionSpec struct {
 	// Harness marks the root as an agent harness (harness=1): its own
 	// reads do not count (docs/DESIGN.md#scanner-reads).
 	Harness bool
+	// Rootless are the fields of sessions rooted elsewhere than at a
+	// process: cgroup=, remove=, keep=, join= (ctl_sessions_cgroup.go).
+	Rootless rootlessSpec
 }
 
 // String renders the spec in the form parseSessionSpec accepts.
@@ -160,6 +166,7 @@ func (s sessionSpec) String() string {
 	if s.Harness {
 		parts = append(parts, "harness=1")
 	}
+	parts = append(parts, s.Rootless.fields()...)
 	if s.Cmd != "" {
 		parts = append(parts, "cmd="+s.Cmd)
 	}
@@ -222,8 +229,13 @@ func parseSessionSpec(spec []byte) (sessionSpec, error) {
 			}
 			out.Harness = v == "1"
 		default:
-			return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "unknown field %q (want name, pid, harness, cmd)", clipReason(k))
+			if err := out.Rootless.parse(k, v); err != nil {
+				return sessionSpec{}, err
+			}
 		}
+	}
+	if err := out.Rootless.check(out); err != nil {
+		return sessionSpec{}, err
 	}
 	return out, nil
 }
@@ -246,6 +258,9 @@ func (s sessionsFeature) register(c ctltree.Caller, spec []byte) (string, error)
 	if err != nil {
 		return "", err
 	}
+	if sp.Rootless.set() {
+		return s.registerRootless(c, sp) // ctl_sessions_cgroup.go
+	}
 	name, pid := sp.Name, sp.Pid
 	if pid == 0 {
 		pid = c.Pid
@@ -254,15 +269,8 @@ func (s sessionsFeature) register(c ctltree.Caller, spec []byte) (string, error)
 	if !owner && !reg.IsDescendant(pid, c.Pid) {
 		return "", ctltree.Errorf(syscall.EPERM, "pid %d is neither the caller (%d) nor one of its descendants", pid, c.Pid)
 	}
-	live := 0
-	for _, si := range reg.List() {
-		if si.Live {
-			live++
-		}
-	}
-	if live >= MaxSessions {
-		// EAGAIN: a resource limit that clears when a session ends.
-		return "", ctltree.Errorf(syscall.EAGAIN, "%d live sessions: the limit is %d; end one first", live, MaxSessions)
+	if err := s.underLimit(); err != nil {
+		return "", err
 	}
 	if name == "" {
 		name = "s-" + randomID()
@@ -271,6 +279,21 @@ func (s sessionsFeature) register(c ctltree.Caller, spec []byte) (string, error)
 		return "", sessionErrnos.Map(err)
 	}
 	return name, nil
+}
+
+// underLimit refuses a registration past MaxSessions live sessions with
+// EAGAIN: a resource limit that clears when a session ends.
+func (s sessionsFeature) underLimit() error {
+	live := 0
+	for _, si := range s.reg.List() {
+		if si.Live {
+			live++
+		}
+	}
+	if live >= MaxSessions {
+		return ctltree.Errorf(syscall.EAGAIN, "%d live sessions: the limit is %d; end one first", live, MaxSessions)
+	}
+	return nil
 }
 
 // reservedName refuses names the control files may not give (EPERM).
@@ -295,6 +318,7 @@ var sessionErrnos = ctltree.ErrnoTable{
 		ctltree.Is(guard.ErrProcessGone, syscall.ESRCH),
 		ctltree.Is(guard.ErrAlreadyRooted, syscall.EBUSY),
 		ctltree.Is(guard.ErrProcessBusy, syscall.EAGAIN),
+		ctltree.Is(guard.ErrNoCgroup, syscall.ENOENT),
 	},
 	Default: syscall.EINVAL,
 }
@@ -415,6 +439,7 @@ func (s sessionsFeature) info(name string) string {
 			doc["live"] = si.Live
 			doc["guarded"] = true
 			doc["harness"] = si.Harness
+			rootInfo(doc, si) // ctl_sessions_cgroup.go: root_kind, root_path
 		}
 	}
 	doc["tracked"] = f.cfg.Guard.RecordCount(name)

@@ -33,6 +33,21 @@ func BenchmarkRawOpenRelease(b *testing.B) {
 			f.AttachSessions(s)
 		})
 	})
+	// The caller's cgroup roots a session (docs/DESIGN.md#cgroup-sessions):
+	// a cache hit costs what a pid root's does.
+	b.Run("enforce-cgroup-session", func(b *testing.B) {
+		benchOpenRelease(b, guard.ModeEnforce, func(f *FS) {
+			s := guard.NewSessions()
+			cg, err := s.CgroupOf(uint32(os.Getpid()))
+			if err != nil {
+				b.Skip(err)
+			}
+			if err := s.RegisterCgroup("agent", cg, "bench", false); err != nil {
+				b.Skip(err)
+			}
+			f.AttachSessions(s)
+		})
+	})
 }
 
 func benchOpenRelease(b *testing.B, mode guard.Mode, setup func(*FS)) {

@@ -3,11 +3,9 @@ package guard
 import (
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +27,32 @@ type SessionInfo struct {
 	// Harness: the root is an agent harness (rubinofs run --harness): its
 	// own reads do not count (docs/DESIGN.md#scanner-reads).
 	Harness bool `json:"harness,omitempty"`
+	// Cgroup is the root cgroup of a cgroup-rooted session (RootPid 0):
+	// its path in the v2 hierarchy as the daemon sees it
+	// (docs/DESIGN.md#cgroup-sessions).
+	Cgroup string `json:"cgroup,omitempty"`
+	// Auto: the session was made on first contact from a cgroup matching
+	// a --session-cgroups glob.
+	Auto bool `json:"auto,omitempty"`
+	// Keep: the session has no root and stays until it is ended
+	// (rubinofs session new --keep); processes join it.
+	Keep bool `json:"keep,omitempty"`
+	// RemoveEmpty: the daemon removes the session's cgroup once it has
+	// held a process and is empty again, which ends the session (rubinofs
+	// run --cgroup).
+	RemoveEmpty bool `json:"remove_empty,omitempty"`
+}
+
+// RootKind names what a session is rooted at: "pid", "cgroup" or "none"
+// (a kept session with no root).
+func (si SessionInfo) RootKind() string {
+	switch {
+	case si.Cgroup != "":
+		return "cgroup"
+	case si.RootPid != 0:
+		return "pid"
+	}
+	return "none"
 }
 
 // proc identifies a process across pid reuse: a pid and its start time.
@@ -40,6 +64,11 @@ type proc struct {
 type session struct {
 	info SessionInfo
 	stop chan struct{} // closed to stop the exit watcher
+	// joined are the extra root processes that joined the session (Join);
+	// each leaves byRoot when it exits, without ending the session.
+	joined []proc
+	// populated: a RemoveEmpty cgroup has held a process (s.mu).
+	populated bool
 }
 
 type cached struct {
@@ -80,16 +109,26 @@ type Sessions struct {
 	mu     sync.Mutex
 	byName map[string]*session
 	byRoot map[proc]*session
-	ended  []SessionInfo
-	cache  map[uint32]cached
-	gen    uint64
-	count  int // live sessions, read without the lock on the fast path
+	// rootCg is the v2 cgroup each pid root was in when it registered
+	// ("" unknown): a pid root counts for a caller only when it nests in
+	// the caller's cgroup session (docs/DESIGN.md#cgroup-sessions).
+	rootCg map[proc]string
+	// byCgroup maps cgroup paths to the cgroup-rooted sessions; auto are
+	// the --session-cgroups globs.
+	byCgroup map[string]*session
+	auto     []string
+	cgw      *cgroupWatcher // nil while no cgroup session is registered
+	ended    []SessionInfo
+	cache    map[uint32]cached
+	gen      uint64
+	count    int // live sessions, read without the lock on the fast path
 }
 
 // NewSessions returns an empty registry reading /proc.
 func NewSessions() *Sessions {
 	return &Sessions{MaxEnded: 64, procDir: "/proc", byName: map[string]*session{},
-		byRoot: map[proc]*session{}, cache: map[uint32]cached{}}
+		byRoot: map[proc]*session{}, cache: map[uint32]cached{}, rootCg: map[proc]string{},
+		byCgroup: map[string]*session{}}
 }
 
 // MaxSessionName is the longest session name, in bytes.
@@ -145,33 +184,12 @@ func (s *Sessions) RegisterAs(name string, pid uint32, cmd string, harness bool)
 	if err := ValidSessionName(name); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidSession, err)
 	}
-	// pid may be any thread's id (FUSE reports the calling thread, and a
-	// multi-threaded caller such as a Go program writes from any of
-	// them); the root is its process. pidfd_open of a non-leader thread
-	// fails (ENOENT since Linux 6.9).
-	pid, err := s.leaderBounded(pid)
+	key, pidfd, err := s.identify(pid)
 	if err != nil {
-		if errors.Is(err, ErrProcSlow) {
-			return fmt.Errorf("%w: pid %d: %v", ErrProcessBusy, pid, err)
-		}
-		return fmt.Errorf("%w: pid %d: %v", ErrProcessGone, pid, err)
+		return err
 	}
-	// Open the pidfd first, then read the start time: if the pid was
-	// recycled in between, the start time read belongs to the process the
-	// pidfd refers to.
-	pidfd, err := unix.PidfdOpen(int(pid), 0)
-	if err != nil {
-		return fmt.Errorf("%w: pid %d: %v", ErrProcessGone, pid, err)
-	}
-	st, err := s.statBounded(pid)
-	if err != nil {
-		unix.Close(pidfd)
-		if errors.Is(err, ErrProcSlow) {
-			return fmt.Errorf("%w: pid %d: %v", ErrProcessBusy, pid, err)
-		}
-		return fmt.Errorf("%w: pid %d", ErrProcessGone, pid)
-	}
-	key := proc{pid, st.start}
+	pid = key.pid
+	cg := s.cgroupOfBounded(pid) // "" when unknown: the root then nests in no cgroup session
 	s.mu.Lock()
 	if _, ok := s.byName[name]; ok {
 		s.mu.Unlock()
@@ -183,10 +201,11 @@ func (s *Sessions) RegisterAs(name string, pid uint32, cmd string, harness bool)
 		unix.Close(pidfd)
 		return fmt.Errorf("%w: pid %d is the root of %s", ErrAlreadyRooted, pid, other.info.Name)
 	}
-	sess := &session{info: SessionInfo{Name: name, RootPid: pid, RootStart: st.start, Command: cmd,
+	sess := &session{info: SessionInfo{Name: name, RootPid: pid, RootStart: key.start, Command: cmd,
 		Started: time.Now(), Live: true, Harness: harness}, stop: make(chan struct{})}
 	s.byName[name] = sess
 	s.byRoot[key] = sess
+	s.rootCg[key] = cg
 	s.gen++
 	s.count++
 	s.mu.Unlock()
@@ -194,22 +213,65 @@ func (s *Sessions) RegisterAs(name string, pid uint32, cmd string, harness bool)
 	return nil
 }
 
+// identify returns the process of thread pid as (pid, start time) with a
+// pidfd open on it (the caller closes it). Errors: ErrProcessGone,
+// ErrProcessBusy (its /proc files did not answer within ProcBound).
+func (s *Sessions) identify(pid uint32) (proc, int, error) {
+	// pid may be any thread's id (FUSE reports the calling thread, and a
+	// multi-threaded caller such as a Go program writes from any of
+	// them); the root is its process. pidfd_open of a non-leader thread
+	// fails (ENOENT since Linux 6.9).
+	pid, err := s.leaderBounded(pid)
+	if err != nil {
+		if errors.Is(err, ErrProcSlow) {
+			return proc{}, -1, fmt.Errorf("%w: pid %d: %v", ErrProcessBusy, pid, err)
+		}
+		return proc{}, -1, fmt.Errorf("%w: pid %d: %v", ErrProcessGone, pid, err)
+	}
+	// Open the pidfd first, then read the start time: if the pid was
+	// recycled in between, the start time read belongs to the process the
+	// pidfd refers to.
+	pidfd, err := unix.PidfdOpen(int(pid), 0)
+	if err != nil {
+		return proc{}, -1, fmt.Errorf("%w: pid %d: %v", ErrProcessGone, pid, err)
+	}
+	st, err := s.statBounded(pid)
+	if err != nil {
+		unix.Close(pidfd)
+		if errors.Is(err, ErrProcSlow) {
+			return proc{}, -1, fmt.Errorf("%w: pid %d: %v", ErrProcessBusy, pid, err)
+		}
+		return proc{}, -1, fmt.Errorf("%w: pid %d", ErrProcessGone, pid)
+	}
+	return proc{pid, st.start}, pidfd, nil
+}
+
 // watchExit ends sess when its root exits (the pidfd becomes readable).
 func (s *Sessions) watchExit(sess *session, pidfd int) {
 	defer unix.Close(pidfd)
-	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	if pollUntil(sess.stop, pidfd, func(readable bool) bool { return readable }) {
+		s.end(sess)
+	}
+}
+
+// pollUntil polls fd for input every 500 ms until done(readable) says so
+// (true) or stop is closed (false). done runs after each poll, readable
+// telling whether fd had input.
+func pollUntil(stop <-chan struct{}, fd int, done func(readable bool) bool) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	for {
 		select {
-		case <-sess.stop:
-			return
+		case <-stop:
+			return false
 		default:
 		}
 		n, err := unix.Poll(fds, 500)
-		if err == unix.EINTR || n == 0 {
+		if err == unix.EINTR {
 			continue
 		}
-		s.end(sess)
-		return
+		if done(n > 0) {
+			return true
+		}
 	}
 }
 
@@ -218,6 +280,9 @@ func (s *Sessions) watchExit(sess *session, pidfd int) {
 // is not the same root). Errors: those of Register, or ErrProcessGone when
 // the root is gone or was replaced.
 func (s *Sessions) Restore(info SessionInfo) error {
+	if info.RootKind() != "pid" {
+		return s.restoreRootless(info) // sessions_cgroup.go
+	}
 	st, err := s.stat(info.RootPid)
 	if err != nil || st.start != info.RootStart {
 		return fmt.Errorf("%w: root %d of %s", ErrProcessGone, info.RootPid, info.Name)
@@ -270,7 +335,7 @@ func (s *Sessions) end(sess *session) {
 	sess.info.Ended = time.Now()
 	close(sess.stop)
 	delete(s.byName, sess.info.Name)
-	delete(s.byRoot, proc{sess.info.RootPid, sess.info.RootStart})
+	s.dropRootsLocked(sess) // sessions_cgroup.go: its pid roots, joined roots and cgroup
 	s.ended = append(s.ended, sess.info)
 	if max := s.MaxEnded; max > 0 && len(s.ended) > max {
 		s.ended = append(s.ended[:0], s.ended[len(s.ended)-max:]...)
@@ -353,7 +418,7 @@ const maxDepth = 128
 // UnknownSession.
 func (s *Sessions) Resolve(tid uint32) string {
 	s.mu.Lock()
-	if s.count == 0 {
+	if s.count == 0 && len(s.auto) == 0 {
 		s.mu.Unlock()
 		return DefaultSession
 	}
@@ -405,14 +470,22 @@ func (s *Sessions) resolve(tid uint32) string {
 }
 
 // walk finds the session of tid by its thread group and ancestors.
+//
+// With cgroup sessions registered (or --session-cgroups globs), the
+// thread's cgroup session is found first (callerCgroup, one read of
+// /proc/<tid>/cgroup) and is the answer unless a pid root on the walk
+// nests in it (docs/DESIGN.md#cgroup-sessions).
 func (s *Sessions) walk(tid uint32, st procStat) string {
+	cgSess := s.callerCgroup(tid) // sessions_cgroup.go; DefaultSession without one
 	pid, st, err := s.leader(tid, st)
 	if err != nil {
-		return DefaultSession
+		return cgSess
 	}
 	for i := 0; i < maxDepth && pid > 1; i++ {
 		s.mu.Lock()
-		sess, ok := s.byRoot[proc{pid, st.start}]
+		key := proc{pid, st.start}
+		sess, ok := s.byRoot[key]
+		ok = ok && s.nestsLocked(key, sess, cgSess)
 		s.mu.Unlock()
 		if ok {
 			return sess.info.Name
@@ -422,94 +495,11 @@ func (s *Sessions) walk(tid uint32, st procStat) string {
 		if err != nil || next.start > st.start {
 			// The parent is gone, or parent's pid was reused by a process
 			// younger than its supposed child.
-			return DefaultSession
+			return cgSess
 		}
 		pid, st = parent, next
 	}
-	return DefaultSession
-}
-
-type procStat struct {
-	ppid  uint32
-	start uint64
-	comm  string // the thread's comm (field 2, without its parentheses)
-}
-
-// leader returns the thread group leader of thread tid (whose stat is st)
-// and the leader's stat. A non-leader thread's stat gives the process's
-// parent as ppid, which would skip the process itself in a walk.
-func (s *Sessions) leader(tid uint32, st procStat) (uint32, procStat, error) {
-	b, err := os.ReadFile(fmt.Sprintf("%s/%d/status", s.procDir, tid))
-	if err != nil {
-		return 0, st, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
-			if err != nil || uint32(n) == tid {
-				return tid, st, err
-			}
-			lst, err := s.stat(uint32(n))
-			return uint32(n), lst, err
-		}
-	}
-	return tid, st, nil
-}
-
-// stat reads ppid and start time (clock ticks since boot) from
-// /proc/<pid>/stat; pid may be any thread's id.
-func (s *Sessions) stat(pid uint32) (procStat, error) {
-	var b []byte
-	var err error
-	if s.procDir == "/proc" {
-		var buf [2048]byte
-		b, err = readProcStat(pid, buf[:])
-	} else {
-		b, err = os.ReadFile(fmt.Sprintf("%s/%d/stat", s.procDir, pid))
-	}
-	if err != nil {
-		return procStat{}, err
-	}
-	// The command name (field 2) may contain spaces and parentheses: the
-	// fields after it start after the last ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return procStat{}, errors.New("malformed stat")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return procStat{}, errors.New("malformed stat")
-	}
-	ppid, err1 := strconv.ParseUint(f[1], 10, 32)
-	start, err2 := strconv.ParseUint(f[19], 10, 64)
-	if err1 != nil || err2 != nil {
-		return procStat{}, errors.New("malformed stat")
-	}
-	comm := ""
-	if j := strings.IndexByte(string(b), '('); j >= 0 && j < i {
-		comm = string(b[j+1 : i])
-	}
-	return procStat{ppid: uint32(ppid), start: start, comm: comm}, nil
-}
-
-// statBounded is stat waiting at most ProcBound: ErrProcSlow after that.
-func (s *Sessions) statBounded(pid uint32) (procStat, error) {
-	return procBoundedErr(fmt.Sprintf("stat:%p:%d", s, pid), procStat{}, func() (procStat, error) {
-		return s.stat(pid)
-	})
-}
-
-// leaderBounded returns the thread group leader (the process id) of thread
-// tid, waiting at most ProcBound on /proc (ErrProcSlow past it).
-func (s *Sessions) leaderBounded(tid uint32) (uint32, error) {
-	return procBoundedErr(fmt.Sprintf("leader:%p:%d", s, tid), tid, func() (uint32, error) {
-		st, err := s.stat(tid)
-		if err != nil {
-			return tid, err
-		}
-		pid, _, err := s.leader(tid, st)
-		return pid, err
-	})
+	return cgSess
 }
 
 // IsDescendant reports whether the process of thread pid is the process of

@@ -21,6 +21,7 @@ var flagKeys = []struct{ flag, key string }{
 	{"unregistered", "guard.unregistered"},
 	{"unlink", "guard.unlink"},
 	{"errno", "guard.errno"},
+	{"session-cgroups", "sessions.cgroup_auto"},
 	{"watch", "cache.watch"},
 	{"cache-timeout", "cache.cache_timeout"},
 	{"short-timeout", "cache.short_timeout"},
@@ -147,6 +148,7 @@ func configKeyFlags() []cli.Flag {
 func applyConfig(cfg *daemon.Config, eff *config.Config) {
 	cfg.Guard, cfg.Cache, cfg.Agents = eff.Guard, eff.Cache, eff.Agents
 	cfg.Journal = eff.Journal
+	cfg.Sessions = eff.Sessions
 	cc := eff.Compact
 	cfg.Compact = &cc
 }

@@ -86,6 +86,7 @@ func newApp() *cli.App {
 			changesCommand(),
 			diffCommand(),
 			rewindCommand(),
+			sessionCommand(),
 			hookCommand(),
 			setupCommand(),
 			compactCommand(),

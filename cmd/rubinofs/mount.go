@@ -60,6 +60,7 @@ func mountFlags() []cli.Flag {
 		&cli.StringFlag{Name: "unregistered", Value: config.Default("guard.unregistered").(string), Usage: "callers outside any session: guard or allow"},
 		&cli.StringFlag{Name: "unlink", Value: config.Default("guard.unlink").(string), Usage: "unlinking a file the session never read (or that changed since): guard (refuse) or allow"},
 		&cli.StringFlag{Name: "errno", Value: config.Default("guard.errno").(string), Usage: "the errno a refused caller gets: EACCES or EPERM"},
+		&cli.StringSliceFlag{Name: "session-cgroups", Usage: "callers from a cgroup matching `GLOB` (doublestar, cgroup v2 paths such as /system.slice/docker-*.scope) get a session of that cgroup; repeatable"},
 		&cli.StringSliceFlag{Name: "o", Usage: "FUSE mount options, comma-separated (allow_other, ro, ...)"},
 		&cli.StringFlag{Name: "state-dir", Usage: "state directory (default $XDG_STATE_HOME/rubinofs/..., /var/lib/rubinofs/... for root)"},
 		&cli.BoolFlag{Name: "daemon", Usage: "run in the background; return once the mount answers"},

@@ -15,14 +15,14 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run CMD as a new guard session of the mount (its own read tracker)",
 		ArgsUsage: "-- CMD [ARGS...]",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "session", Usage: "session `NAME` (default: a generated id)"},
 			&cli.BoolFlag{Name: "harness", Usage: "CMD is an agent harness (claude, codex...): its own reads do not count, its children's do, and it declares what its model read in .rubino/self/ctl"},
 			mountFlag(),
-		},
+		}, runCgroupFlags()...), // session.go: --cgroup, --cgroup-parent, --join
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
-				return cli.Exit("usage: rubinofs run [--harness] [--session NAME] [--mount DIR] -- CMD [ARGS...]", 2)
+				return cli.Exit("usage: rubinofs run [--harness] [--session NAME [--join]] [--cgroup [--cgroup-parent PATH]] [--mount DIR] -- CMD [ARGS...]", 2)
 			}
 			mnt, err := mountOf(c)
 			if err != nil {
@@ -38,16 +38,16 @@ func runCommand() *cli.Command {
 			// No pid=: the daemon takes the writer's pid from the FUSE
 			// request, which the kernel translates into the daemon's pid
 			// namespace; os.Getpid() is wrong inside a container's.
-			spec := ""
-			if name := c.String("session"); name != "" {
-				spec = "name=" + name + " "
-			}
-			if c.Bool("harness") {
-				spec += "harness=1 "
+			// With --cgroup, the process moves into its new cgroup first
+			// (session.go).
+			spec, undo, err := runSessionSpec(c, mnt)
+			if err != nil {
+				return err
 			}
 			spec += "cmd=" + strings.Join(args, " ")
 			id, err := cloneCtl(mnt, "sessions/clone", []byte(spec+"\n"))
 			if err != nil {
+				undo()
 				return cli.Exit(fmt.Sprintf("registering the session: %v", err), 1)
 			}
 			env := append(os.Environ(), "RUBINO_SESSION="+id, "RUBINO_MOUNT="+mnt)

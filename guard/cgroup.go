@@ -1,0 +1,219 @@
+package guard
+
+// The cgroup v2 hierarchy, as session roots see it (docs/DESIGN.md#cgroup-sessions):
+// where it is mounted, which cgroup a process is in, and whether a cgroup
+// still exists.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// ErrNoCgroup2 is returned when no cgroup v2 (unified) hierarchy is
+// mounted in the daemon's mount namespace.
+var ErrNoCgroup2 = errors.New("no cgroup v2 hierarchy is mounted (want a cgroup2 entry in /proc/self/mountinfo)")
+
+// Cgroup2Mount returns the mount point of the cgroup v2 hierarchy, found
+// once from /proc/self/mountinfo (the first mount of type cgroup2 whose
+// root is the hierarchy's root; /sys/fs/cgroup on most hosts,
+// /sys/fs/cgroup/unified on hybrid ones). Errors: ErrNoCgroup2. Safe for
+// concurrent use.
+func Cgroup2Mount() (string, error) {
+	cg2Once.Do(func() { cg2Mount, cg2Err = findCgroup2("/proc/self/mountinfo") })
+	return cg2Mount, cg2Err
+}
+
+var (
+	cg2Once  sync.Once
+	cg2Mount string
+	cg2Err   error
+)
+
+// findCgroup2 parses a mountinfo file for the cgroup2 mount.
+func findCgroup2(mountinfo string) (string, error) {
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNoCgroup2, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint opts [optional...] - type source superopts
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		pf, sf := strings.Fields(pre), strings.Fields(post)
+		if len(pf) < 5 || len(sf) < 1 || sf[0] != "cgroup2" || pf[3] != "/" {
+			continue
+		}
+		return unescapeMountinfo(pf[4]), nil
+	}
+	return "", ErrNoCgroup2
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			ok := true
+			for _, c := range s[i+1 : i+4] {
+				if c < '0' || c > '7' {
+					ok = false
+					break
+				}
+				v = v*8 + byte(c-'0')
+			}
+			if ok {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// CgroupPath cleans a cgroup path as a session names it: the path of the
+// cgroup in the v2 hierarchy as /proc/<pid>/cgroup shows it ("/" for the
+// root, "/system.slice/docker-ID.scope"). A path under the hierarchy's
+// mount point (mnt, "" for none) is taken relative to it, so
+// "/sys/fs/cgroup/a/b" and "/a/b" name the same cgroup. Errors: a path that
+// is not absolute or climbs out with "..".
+func CgroupPath(p, mnt string) (string, error) {
+	if !strings.HasPrefix(p, "/") {
+		return "", fmt.Errorf("cgroup path %q is not absolute", clip(p))
+	}
+	for _, el := range strings.Split(p, "/") {
+		if el == ".." {
+			return "", fmt.Errorf("cgroup path %q climbs out with ..", clip(p))
+		}
+	}
+	p = path.Clean(p)
+	if mnt != "" && mnt != "/" {
+		if p == mnt {
+			return "/", nil
+		}
+		if rest, ok := strings.CutPrefix(p, mnt+"/"); ok {
+			return "/" + rest, nil
+		}
+	}
+	return p, nil
+}
+
+// clip cuts s to 80 bytes for an error message.
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}
+
+// cgroupDir is the directory of cgroup cg under the hierarchy mounted at mnt.
+func cgroupDir(mnt, cg string) string {
+	if cg == "/" {
+		return mnt
+	}
+	return filepath.Join(mnt, cg)
+}
+
+// parseProcCgroup returns the v2 path of a /proc/<pid>/cgroup text: its
+// "0::PATH" line ("" when it has none: no v2 hierarchy, or the process is
+// gone). A path the kernel marks " (deleted)" (the cgroup was removed while
+// the process is a zombie in it) is returned without the mark.
+func parseProcCgroup(b []byte) string {
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return strings.TrimSuffix(p, " (deleted)")
+		}
+	}
+	return ""
+}
+
+// procCgroup reads the v2 cgroup of thread tid from procDir (unbounded:
+// callers run it inside procBounded).
+func procCgroup(procDir string, tid uint32) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("%s/%d/cgroup", procDir, tid))
+	if err != nil {
+		return "", err
+	}
+	p := parseProcCgroup(b)
+	if p == "" {
+		return "", ErrNoCgroup2
+	}
+	return p, nil
+}
+
+// cgroupWithin reports whether cgroup cg is root or below it.
+func cgroupWithin(cg, root string) bool {
+	return cg == root || root == "/" || strings.HasPrefix(cg, root+"/")
+}
+
+// ValidCgroupGlob checks one --session-cgroups pattern: a doublestar glob
+// of absolute cgroup paths ("/system.slice/docker-*.scope",
+// "/kubepods*/**").
+func ValidCgroupGlob(g string) error {
+	if !strings.HasPrefix(g, "/") {
+		return fmt.Errorf("cgroup glob %q is not absolute (cgroup paths start with /)", clip(g))
+	}
+	if !doublestar.ValidatePattern(g) {
+		return fmt.Errorf("cgroup glob %q is not a valid pattern", clip(g))
+	}
+	return nil
+}
+
+// autoSessionName names the automatic session of cgroup cg after its last
+// path element: a ".scope" or ".slice" suffix is dropped, then a prefix up
+// to the last '-' when what follows is a hex id of 12 digits or more
+// ("docker-ID.scope", "libpod-ID.scope", "cri-containerd-ID.scope" give
+// ID); characters a session name may not hold become '_', and the name is
+// clipped to MaxSessionName bytes. It may still be invalid (a reserved
+// name): the caller checks.
+func autoSessionName(cg string) string {
+	el := path.Base(cg)
+	for _, suf := range []string{".scope", ".slice"} {
+		el = strings.TrimSuffix(el, suf)
+	}
+	if i := strings.LastIndexByte(el, '-'); i >= 0 && isHexID(el[i+1:]) {
+		el = el[i+1:]
+	}
+	b := []byte(el)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			b[i] = '_'
+		}
+	}
+	if len(b) > MaxSessionName {
+		b = b[:MaxSessionName]
+	}
+	return string(b)
+}
+
+// isHexID reports whether s is 12 or more hex digits (a container id).
+func isHexID(s string) bool {
+	if len(s) < 12 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
