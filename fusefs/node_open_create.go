@@ -100,6 +100,8 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 				h.granted, h.dirty = true, true
 				h.beginFlux()
 				h.seq = seq
+				h.lf = lf
+				h.noteOwnStat()     // the stat the truncation left (ownstat.go)
 				h.hj.truncated(gen) // the open's record is the handle's first
 			},
 		})
@@ -238,6 +240,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	// The new file is the session's own from here (Guard.NoteCreate). Its
 	// path is rel: the child joins go-fuse's tree only when Create returns.
 	h.seq = n.fs.cfg.Guard.NoteCreate(c.session, guard.Target{Path: rel, Stat: guard.StatOf(&st)})
+	h.own = ownStat{ok: true, st: guard.StatOf(&st)}
 	fh, fl := guardedHandle(h, pt, true, false, dio)
 	return ch, fh, fl, 0
 }
