@@ -177,6 +177,12 @@ type Cache struct {
 	// MaxWatches limits the inotify watches (cache.max_watches,
 	// --max-watches; 0: the kernel's limit).
 	MaxWatches int
+	// Shared: other mounts, on this host or others, share the backing
+	// directory (docs/multihost.md): guarded reads are served and
+	// registered by the daemon, close-to-open (cache.shared, --shared;
+	// set by Load also for a network backing filesystem under
+	// --watch=auto, and for --watch=poll).
+	Shared bool
 	// PersistReads keeps the guard's read state across restarts in
 	// STATE_DIR/reads.json: saved at unmount, revalidated by hash at the
 	// next mount (a record whose file changed is dropped). Sessions whose

@@ -214,6 +214,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Owner:             uint32(os.Getuid()),
 		Logger:            cfg.Slog,
 		Passthrough:       os.Geteuid() == 0,
+		Shared:            cfg.Shared,
 	}
 	if jr != nil {
 		fcfg.Journal = jr

@@ -21,6 +21,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/guard"
 )
 
 const (
@@ -49,7 +51,13 @@ type crossLockErr struct {
 // description holds it for longer than wait; EBADF for a descriptor not
 // open for writing; ENOLCK, EINVAL where the filesystem has no OFD locks.
 func ofdLock(fd int, wait time.Duration) syscall.Errno {
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: crossLockStart, Len: 1}
+	return ofdTake(fd, unix.F_WRLCK, wait)
+}
+
+// ofdTake takes a lock of type typ (F_WRLCK, F_RDLCK) on fd's cross-mount
+// byte, retrying for at most wait (ofdLock).
+func ofdTake(fd int, typ int16, wait time.Duration) syscall.Errno {
+	lk := unix.Flock_t{Type: typ, Whence: 0, Start: crossLockStart, Len: 1}
 	deadline := time.Now().Add(wait)
 	pause := time.Millisecond
 	for {
@@ -69,7 +77,10 @@ func ofdLock(fd int, wait time.Duration) syscall.Errno {
 }
 
 // ofdUnlock releases ofdLock's lock on fd's open file description.
-func ofdUnlock(fd int) {
+func ofdUnlock(fd int) { ofdUnlockAny(fd) }
+
+// ofdUnlockAny releases a lock of either type on fd's cross-mount byte.
+func ofdUnlockAny(fd int) {
 	lk := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: crossLockStart, Len: 1}
 	unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)
 }
@@ -186,6 +197,11 @@ type crossState struct {
 	// crossLocks, crossTimeouts count the locks taken and the mutations
 	// refused with EAGAIN after crossLockWait.
 	crossLocks, crossTimeouts atomic.Uint64
+	// crossUnseen counts changes found by stat under the cross-mount lock
+	// that came from outside this mount (FS.noteUnseen).
+	crossUnseen atomic.Uint64
+	// own is the stat each file's last change through this mount left.
+	own ownStats
 	// crossLockWait overrides crossLockWait when > 0 (tests).
 	crossLockWait time.Duration
 }
@@ -196,6 +212,7 @@ func (f *FS) CrossLockStats() map[string]any {
 	return map[string]any{
 		"locks":    f.crossLocks.Load(),
 		"timeouts": f.crossTimeouts.Load(),
+		"unseen":   f.crossUnseen.Load(),
 		"disabled": f.crossOff.Load(),
 	}
 }
@@ -227,16 +244,7 @@ func (f *FS) lockCross(m *mutation) ([]guardedChild, func(), syscall.Errno) {
 				continue
 			}
 			var st syscall.Stat_t
-			var err error
-			switch {
-			case m.viaFd:
-				err = syscall.Fstat(m.fd, &st)
-			case gs[i].inDir:
-				err = unix.Fstatat(gs[i].at.fd, gs[i].leaf, (*unix.Stat_t)(unsafe.Pointer(&st)), unix.AT_SYMLINK_NOFOLLOW)
-			default:
-				err = syscall.Lstat(f.backing(gs[i].rel), &st)
-			}
-			if err != nil || st.Ino != gs[i].st.Ino || uint64(st.Dev) != gs[i].id.Dev {
+			if err := f.restat(m, &gs[i], &st); err != nil || st.Ino != gs[i].st.Ino || uint64(st.Dev) != gs[i].id.Dev {
 				same = false
 				if attempt >= 16 {
 					gs[i].ok = false
@@ -244,10 +252,43 @@ func (f *FS) lockCross(m *mutation) ([]guardedChild, func(), syscall.Errno) {
 				continue
 			}
 			gs[i].st = st
+			f.noteUnseen(gs[i].id, guard.StatOf(&st))
 		}
 		if same || attempt >= 16 {
 			return gs, both, 0
 		}
 		both()
 	}
+}
+
+// noteOwnAfter records, after m's backing operation succeeded, the stat
+// each guarded name whose content it rewrote now has, as this mount's own
+// last change (FS.noteOwn), for the next mutation's FS.noteUnseen.
+// Called under the locks of lockCross.
+func (f *FS) noteOwnAfter(m *mutation, gs []guardedChild) {
+	for i, nm := range m.names {
+		g := &gs[i]
+		if !g.ok || nm.change != rewritten {
+			continue
+		}
+		var st syscall.Stat_t
+		if f.restat(m, g, &st) == nil && st.Ino == g.st.Ino && uint64(st.Dev) == g.id.Dev {
+			f.noteOwn(g.id, guard.StatOf(&st))
+		} else {
+			f.own.m.Delete(g.id)
+		}
+	}
+}
+
+// restat stats g, a guarded name of m, again into st: through m.fd for a
+// mutation via a descriptor, else through the parent directory it was
+// stat'ed in (not following a symlink), else by its backing path.
+func (f *FS) restat(m *mutation, g *guardedChild, st *syscall.Stat_t) error {
+	switch {
+	case m.viaFd:
+		return syscall.Fstat(m.fd, st)
+	case g.inDir:
+		return unix.Fstatat(g.at.fd, g.leaf, (*unix.Stat_t)(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW)
+	}
+	return syscall.Lstat(f.backing(g.rel), st)
 }

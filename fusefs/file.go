@@ -78,6 +78,10 @@ type File struct {
 	wh guard.WriteHash
 	// own is the stat the handle's own last change left (ownstat.go).
 	own ownStat
+	// shared: a shared read handle (shared_read.go); readStat is the stat
+	// its registered read was taken at.
+	shared   bool
+	readStat guard.Stat
 }
 
 // fd runs fn with the handle's backing descriptor. The descriptor stays
@@ -155,6 +159,9 @@ func (h *File) settle() {
 // Read serves content and registers the read at the first READ of a
 // read-write handle.
 func (h *File) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if h.shared {
+		return h.readShared(ctx, buf, off)
+	}
 	h.mu.Lock()
 	h.settle()
 	if !h.registered {

@@ -97,6 +97,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Passthrough allows kernel passthrough for handles on exempt files.
 	Passthrough bool
+	// Shared: other mounts (other hosts) share the backing directory
+	// (docs/DESIGN.md#close-to-open): a guarded read-only handle is served
+	// by the daemon with direct I/O, never by passthrough or the page
+	// cache, and registers exactly the bytes of its first READ, under the
+	// cross-mount lock.
+	Shared bool
 	// Journal, when set, records every change a session makes through
 	// the mount, with its pre-images, before the change is made
 	// (docs/DESIGN.md#journal-hook); nil: no journal call at all.

@@ -213,6 +213,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 			f.cfg.Guard.Rename(gs[i].id, nm.to)
 		}
 	}
+	f.noteOwnAfter(&m, gs) // crossmount_lock.go
 	var seq uint64
 	for i, nm := range m.names {
 		if gs[i].ok {

@@ -124,11 +124,16 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	h.lf = lf
 	h.loopbackOps = h.lf
 	dio := n.fs.refusableIO(writable, h.check)
-	h.direct = dio != 0
 	// A read-only handle whose read is registered here needs the daemon
 	// for nothing else, and a write-only direct-I/O one loses nothing as a
 	// passthrough handle: both prefer passthrough (iomode.go).
 	read := !writable && inTree && (h.check || !n.fs.cfg.AllowUnregistered)
+	if n.fs.sharedRead(writable) {
+		// Served and registered by the daemon at its first READ
+		// (shared_read.go).
+		h.shared, read, dio = true, false, fuse.FOPEN_DIRECT_IO
+	}
+	h.direct = dio != 0
 	prefer := n.fs.guardedPassthrough() && (read || writeOnlyDirect(flags, dio))
 	pt, drop := n.openHandle(lf, flags, prefer)
 	h.drop = drop
@@ -136,7 +141,11 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	if read {
 		h.registerRead()
 	}
-	fh, fl := guardedHandle(h, pt, writable, read, n.cacheFlags(rel)|dio)
+	cache := n.cacheFlags(rel)
+	if n.fs.cfg.Shared {
+		cache = 0 // close-to-open: the kernel drops its pages at every open
+	}
+	fh, fl := guardedHandle(h, pt, writable, read, cache|dio)
 	return fh, fl, 0
 }
 

@@ -4,6 +4,7 @@ package fusefs
 // (docs/DESIGN.md#close-to-open).
 
 import (
+	"sync"
 	"syscall"
 
 	"github.com/rubinofs/rubinofs/guard"
@@ -37,6 +38,7 @@ func (h *File) noteOwnStat() {
 		var st syscall.Stat_t
 		if syscall.Fstat(fd, &st) == nil {
 			h.own = ownStat{ok: true, st: guard.StatOf(&st)}
+			h.fs.noteOwn(h.id, h.own.st)
 		}
 		return 0
 	})
@@ -71,23 +73,21 @@ func (h *File) adoptLateExternal(last guard.Mutation) guard.Mutation {
 
 // crossLock takes the cross-mount lock through the handle's own
 // descriptor (docs/DESIGN.md#cross-mount-lock) for one mutation through
-// it, and then notes a change that reached the file since the handle's
-// own last change without the guard having been told (another mount's,
-// whose watcher report has not come yet, or that no watcher reports:
-// --watch=poll) as an external mutation, so the handle's right is decided
-// again by hash. Called under h.mu and the identity lock. Errors: EAGAIN
-// (FS.crossLockFd).
+// it, then tells the guard of a change another mount made since this
+// mount's own last change (FS.noteUnseen), so the handle's right is
+// decided again by hash. Called under h.mu and the identity lock.
+// Errors: EAGAIN (FS.crossLockFd).
 func (h *File) crossLock() (func(), syscall.Errno) {
 	var unlock func()
 	var errno syscall.Errno
 	h.fd(func(fd int) syscall.Errno {
 		unlock, errno = h.fs.crossLockFd(fd, h.node.rel())
-		if errno != 0 || !h.own.ok || h.fs.cfg.Guard.LastMutation(h.id).Seq != h.seq {
+		if errno != 0 {
 			return 0
 		}
 		var st syscall.Stat_t
-		if syscall.Fstat(fd, &st) == nil && !h.own.same(guard.StatOf(&st)) {
-			h.fs.cfg.Guard.NoteMutation(h.id, guard.ExternalSession)
+		if syscall.Fstat(fd, &st) == nil {
+			h.fs.noteUnseen(h.id, guard.StatOf(&st))
 		}
 		return 0
 	})
@@ -95,4 +95,47 @@ func (h *File) crossLock() (func(), syscall.Errno) {
 		unlock = func() {} // EBADF: no descriptor, nothing locked
 	}
 	return unlock, errno
+}
+
+// ownStats maps each file identity this mount changed to the stat its
+// last change through this mount left (FS.noteOwn). Concurrency: a
+// sync.Map; an entry is written and compared under the identity's lock.
+type ownStats struct{ m sync.Map } // guard.FileID -> guard.Stat
+
+// noteOwn records st, the stat of id right after a change of it through
+// this mount. Called under id's identity lock.
+func (f *FS) noteOwn(id guard.FileID, st guard.Stat) { f.own.m.Store(id, st) }
+
+// noteOwnFd is noteOwn with the stat of fd; nothing is recorded when it
+// cannot be taken (the next check then finds nothing to compare).
+func (f *FS) noteOwnFd(id guard.FileID, fd int) {
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) == nil {
+		f.noteOwn(id, guard.StatOf(&st))
+	} else {
+		f.own.m.Delete(id)
+	}
+}
+
+// noteUnseen tells the guard of a change of id that did not come through
+// this mount and that no watcher has reported yet: cur, id's stat taken
+// under the identity lock and the cross-mount lock, is not the stat this
+// mount's own last change left. Such a change is another mount's (or any
+// writer's on the backing filesystem). It is noted as an external
+// mutation (guard.ExternalSession), which ends every session's own-write
+// exemption for id (docs/DESIGN.md#own-write-refresh): without it a
+// session whose last change of the file was its own would be judged fresh
+// without a hash, and would overwrite the other mount's change (a lost
+// update). The hash then decides. cur is recorded as seen.
+func (f *FS) noteUnseen(id guard.FileID, cur guard.Stat) {
+	v, ok := f.own.m.Load(id)
+	if !ok {
+		return // this mount never changed it: no own-write exemption to end
+	}
+	if (ownStat{ok: true, st: v.(guard.Stat)}).same(cur) {
+		return
+	}
+	f.own.m.Store(id, cur)
+	f.crossUnseen.Add(1)
+	f.cfg.Guard.NoteMutation(id, guard.ExternalSession)
 }
