@@ -263,12 +263,19 @@ func (f *FS) lockCross(m *mutation) ([]guardedChild, func(), syscall.Errno) {
 
 // noteOwnAfter records, after m's backing operation succeeded, the stat
 // each guarded name whose content it rewrote now has, as this mount's own
-// last change (FS.noteOwn), for the next mutation's FS.noteUnseen.
+// last change (FS.noteOwn), for the next mutation's FS.noteUnseen, and
+// forgets a file whose last name it removed.
 // Called under the locks of lockCross.
 func (f *FS) noteOwnAfter(m *mutation, gs []guardedChild) {
 	for i, nm := range m.names {
 		g := &gs[i]
-		if !g.ok || nm.change != rewritten {
+		if !g.ok {
+			continue
+		}
+		if nm.change != rewritten {
+			if (nm.change == unlinked || nm.change == replaced) && g.st.Nlink <= 1 {
+				f.own.m.Delete(g.id) // gone: its inode number may be reused
+			}
 			continue
 		}
 		var st syscall.Stat_t

@@ -250,6 +250,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	// path is rel: the child joins go-fuse's tree only when Create returns.
 	h.seq = n.fs.cfg.Guard.NoteCreate(c.session, guard.Target{Path: rel, Stat: guard.StatOf(&st)})
 	h.own = ownStat{ok: true, st: guard.StatOf(&st)}
+	n.fs.noteOwn(h.id, h.own.st)
 	fh, fl := guardedHandle(h, pt, true, false, dio)
 	return ch, fh, fl, 0
 }

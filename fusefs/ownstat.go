@@ -29,6 +29,14 @@ func (s ownStat) same(st guard.Stat) bool {
 	return s.ok && s.st.ID == st.ID && s.st.Size == st.Size && s.st.MtimeNs == st.MtimeNs && s.st.CtimeNs == st.CtimeNs
 }
 
+// sameContent reports whether st has the identity, size and mtime s
+// recorded: no write or truncate reached the file since (each sets the
+// mtime anew, fine-grained as the ctime), while an attribute change
+// (chmod, chown, a link or an unlink of another name, a rename) may have.
+func (s ownStat) sameContent(st guard.Stat) bool {
+	return s.ok && s.st.ID == st.ID && s.st.Size == st.Size && s.st.MtimeNs == st.MtimeNs
+}
+
 // noteOwnStat records the stat the handle's own change just left, taken
 // from its descriptor. Called under h.mu and the identity lock, right
 // after the change.
@@ -119,8 +127,9 @@ func (f *FS) noteOwnFd(id guard.FileID, fd int) {
 
 // noteUnseen tells the guard of a change of id that did not come through
 // this mount and that no watcher has reported yet: cur, id's stat taken
-// under the identity lock and the cross-mount lock, is not the stat this
-// mount's own last change left. Such a change is another mount's (or any
+// under the identity lock and the cross-mount lock, has another size or
+// mtime than this mount's own last change of the content left
+// (ownStat.sameContent). Such a change is another mount's (or any
 // writer's on the backing filesystem). It is noted as an external
 // mutation (guard.ExternalSession), which ends every session's own-write
 // exemption for id (docs/DESIGN.md#own-write-refresh): without it a
@@ -132,8 +141,8 @@ func (f *FS) noteUnseen(id guard.FileID, cur guard.Stat) {
 	if !ok {
 		return // this mount never changed it: no own-write exemption to end
 	}
-	if (ownStat{ok: true, st: v.(guard.Stat)}).same(cur) {
-		return
+	if (ownStat{ok: true, st: v.(guard.Stat)}).sameContent(cur) {
+		return // the same content; an attribute change leaves it to the hash
 	}
 	f.own.m.Store(id, cur)
 	f.crossUnseen.Add(1)

@@ -43,7 +43,8 @@ func ofdReadLock(fd int, wait time.Duration) syscall.Errno {
 // the file's current content as read by the handle's session and reads
 // buf from it; a later READ that finds the file changed since (by stat
 // identity) registers the read in flux (it vouches for no content: the
-// session has seen parts of two versions). The bytes are read into buf
+// session has seen parts of two versions); an attribute change is not a
+// change of content (ownStat.sameContent). The bytes are read into buf
 // before the locks are dropped (not spliced later). Errors: pread(2)'s.
 func (h *File) readShared(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	gc := h.fs.guardCaller(h.who)
@@ -71,7 +72,7 @@ func (h *File) readShared(ctx context.Context, buf []byte, off int64) (fuse.Read
 			if err := h.fs.cfg.Guard.NoteReadBy(gc, t); err != nil {
 				h.fs.log.Warn("registering a read failed: the session must read the file again", "path", t.Path, "session", h.who.session, "err", err)
 			}
-		case !(ownStat{ok: true, st: h.readStat}).same(t.Stat):
+		case !(ownStat{ok: true, st: h.readStat}).sameContent(t.Stat):
 			h.readStat = t.Stat
 			h.fs.cfg.Guard.NoteReadInFluxBy(gc, t)
 		}
