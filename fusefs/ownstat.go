@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rubinofs/rubinofs/guard"
 )
 
@@ -147,4 +149,17 @@ func (f *FS) noteUnseen(id guard.FileID, cur guard.Stat) {
 	f.own.m.Store(id, cur)
 	f.crossUnseen.Add(1)
 	f.cfg.Guard.NoteMutation(id, guard.ExternalSession)
+}
+
+// OwnStat reports whether st, a backing file's stat, is the one this
+// mount's own last change of its content left (same identity, size and
+// mtime: ownStat.sameContent): the poller does not report it as another
+// mount's change. Safe for concurrent use.
+func (f *FS) OwnStat(st *unix.Stat_t) bool {
+	v, ok := f.own.m.Load(guard.FileID{Dev: uint64(st.Dev), Ino: st.Ino})
+	if !ok {
+		return false
+	}
+	o := v.(guard.Stat)
+	return o.Size == st.Size && o.MtimeNs == st.Mtim.Nano()
 }
