@@ -9,10 +9,8 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
 	"os"
@@ -20,9 +18,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/rubinofs/rubinofs/bench/internal/benchkit"
 	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/guard"
@@ -94,51 +92,17 @@ func main() {
 	}
 }
 
-// runWorker increments the counter -rounds times, retrying refused writes.
-// It prints "successes refusals".
+// runWorker increments the counter -rounds times, retrying refused writes
+// (benchkit.CounterWorker). It prints "successes refusals".
 func runWorker() {
 	if *mount != "" {
-		if err := register(*mount); err != nil {
+		if err := benchkit.RegisterSession(*mount); err != nil {
 			log.Fatalf("registering: %v", err)
 		}
 	}
-	var ok, refused int
-	for ok < *rounds {
-		b, err := os.ReadFile(*worker)
-		if err != nil {
-			log.Fatal(err)
-		}
-		v, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil {
-			continue // read a truncated file mid-write (native): read again
-		}
-		err = os.WriteFile(*worker, []byte(strconv.Itoa(v+1)+"\n"), 0o644)
-		if errors.Is(err, syscall.EACCES) {
-			refused++
-			continue
-		}
-		if err != nil {
-			log.Fatal(err)
-		}
-		ok++
+	ok, refused, err := benchkit.CounterWorker(*worker, *rounds)
+	if err != nil {
+		log.Fatal(err)
 	}
 	fmt.Println(ok, refused)
-}
-
-// register makes this process the root of a new session of the mount.
-func register(mnt string) error {
-	f, err := os.OpenFile(filepath.Join(mnt, ".rubino/sessions/clone"), os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := fmt.Fprintf(f, "pid=%d cmd=bench worker\n", os.Getpid()); err != nil {
-		return err
-	}
-	buf := make([]byte, 128)
-	_, err = f.ReadAt(buf, 0)
-	if err != nil && err != io.EOF {
-		return err
-	}
-	return nil
 }
