@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rubinofs/rubinofs/daemon"
 )
 
@@ -229,5 +231,49 @@ func TestMultiMountStaleRefused(t *testing.T) {
 				t.Fatalf("backing file %q after the refused write, want %q", got, want)
 			}
 		})
+	}
+}
+
+// TestMultiMountCrossLockBusy: while another holder (here the test, as
+// another host would) keeps the cross-mount lock byte of a backing file
+// locked, a guarded write through the mount waits a bounded time and is
+// refused with EAGAIN, the file unchanged; once released the write goes
+// through. An application's own whole-file fcntl lock through the mount
+// does not meet the cross-mount lock: its holder writes under it.
+func TestMultiMountCrossLockBusy(t *testing.T) {
+	m := newMount(t, map[string]string{"f.txt": "v1\n"}, func(c *daemon.Config) { c.Cache.Shared = true })
+	m.mustSh("cat f.txt >/dev/null")
+	fd, err := unix.Open(m.backing("f.txt"), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Start: 1 << 62, Len: 1}
+	if err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk); err != nil {
+		t.Fatal(err)
+	}
+	out := m.mustFail("echo v2 > f.txt")
+	if !strings.Contains(out, "Resource temporarily unavailable") {
+		t.Fatalf("refusal %q, want EAGAIN", out)
+	}
+	if got := m.readBacking("f.txt"); got != "v1\n" {
+		t.Fatalf("backing %q after the refusal", got)
+	}
+	lk.Type = unix.F_UNLCK
+	if err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk); err != nil {
+		t.Fatal(err)
+	}
+	m.mustSh("echo v2 > f.txt")
+	// An application's whole-file lock through the mount, then its write.
+	m.mustSh(`python3 -c '
+import fcntl, os
+fd = os.open("f.txt", os.O_RDWR)
+os.read(fd, 100)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+os.pwrite(fd, b"v3\n", 0)
+fcntl.lockf(fd, fcntl.LOCK_UN)
+'`)
+	if got := m.readBacking("f.txt"); got != "v3\n" {
+		t.Fatalf("backing %q after the locked write", got)
 	}
 }
