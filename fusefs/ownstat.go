@@ -88,6 +88,9 @@ func (h *File) adoptLateExternal(last guard.Mutation) guard.Mutation {
 // decided again by hash. Called under h.mu and the identity lock.
 // Errors: EAGAIN (FS.crossLockFd).
 func (h *File) crossLock() (func(), syscall.Errno) {
+	if !h.fs.cfg.Shared {
+		return func() {}, 0
+	}
 	var unlock func()
 	var errno syscall.Errno
 	h.fd(func(fd int) syscall.Errno {
@@ -113,17 +116,12 @@ func (h *File) crossLock() (func(), syscall.Errno) {
 type ownStats struct{ m sync.Map } // guard.FileID -> guard.Stat
 
 // noteOwn records st, the stat of id right after a change of it through
-// this mount. Called under id's identity lock.
-func (f *FS) noteOwn(id guard.FileID, st guard.Stat) { f.own.m.Store(id, st) }
-
-// noteOwnFd is noteOwn with the stat of fd; nothing is recorded when it
-// cannot be taken (the next check then finds nothing to compare).
-func (f *FS) noteOwnFd(id guard.FileID, fd int) {
-	var st syscall.Stat_t
-	if syscall.Fstat(fd, &st) == nil {
-		f.noteOwn(id, guard.StatOf(&st))
-	} else {
-		f.own.m.Delete(id)
+// this mount, on a shared mount (nothing else changes files behind an
+// unshared one's back but what its watcher reports). Called under id's
+// identity lock.
+func (f *FS) noteOwn(id guard.FileID, st guard.Stat) {
+	if f.cfg.Shared {
+		f.own.m.Store(id, st)
 	}
 }
 
