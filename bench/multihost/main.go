@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -148,33 +147,20 @@ func runOnce(t target, base string) (result, error) {
 		before, _ = benchkit.Ops(dirs[0])
 	}
 	start := time.Now()
-	var cmds []*exec.Cmd
-	var outs []*strings.Builder
+	var sessions []benchkit.CounterSession
 	for _, dir := range dirs {
 		reg := dir
 		if t.native {
 			reg = ""
 		}
 		for i := 0; i < *perMount; i++ {
-			cmd := exec.Command("/proc/self/exe", "-worker", filepath.Join(dir, counter), "-mount", reg, "-rounds", fmt.Sprint(*rounds))
-			out := &strings.Builder{}
-			cmd.Stdout, cmd.Stderr, cmd.Dir = out, os.Stderr, "/"
-			if err := benchkit.Start(cmd); err != nil {
-				return result{}, err
-			}
-			cmds, outs = append(cmds, cmd), append(outs, out)
+			sessions = append(sessions, benchkit.CounterSession{Counter: filepath.Join(dir, counter), Mount: reg})
 		}
 	}
 	var res result
-	for i, cmd := range cmds {
-		err := cmd.Wait()
-		benchkit.Done(cmd)
-		if err != nil {
-			return result{}, fmt.Errorf("worker %d: %v", i, err)
-		}
-		var o, r int
-		fmt.Sscan(outs[i].String(), &o, &r)
-		res.ok, res.refused = res.ok+o, res.refused+r
+	var err error
+	if res.ok, res.refused, err = benchkit.RunCounterWorkers(sessions, *rounds); err != nil {
+		return result{}, err
 	}
 	res.elapsed = time.Since(start)
 	if !t.native {

@@ -14,7 +14,6 @@ import (
 	"log"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -65,25 +64,13 @@ func main() {
 			log.Fatal(err)
 		}
 		start := time.Now()
-		var cmds []*exec.Cmd
-		var outs []*strings.Builder
-		for i := 0; i < *workers; i++ {
-			cmd := exec.Command("/proc/self/exe", "-worker", counter, "-mount", t.mount, "-rounds", fmt.Sprint(*rounds))
-			out := &strings.Builder{}
-			cmd.Stdout, cmd.Stderr, cmd.Dir = out, os.Stderr, "/"
-			if err := cmd.Start(); err != nil {
-				log.Fatal(err)
-			}
-			cmds, outs = append(cmds, cmd), append(outs, out)
+		sessions := make([]benchkit.CounterSession, *workers)
+		for i := range sessions {
+			sessions[i] = benchkit.CounterSession{Counter: counter, Mount: t.mount}
 		}
-		var ok, refused int
-		for i, cmd := range cmds {
-			if err := cmd.Wait(); err != nil {
-				log.Fatalf("worker %d: %v", i, err)
-			}
-			var o, r int
-			fmt.Sscan(outs[i].String(), &o, &r)
-			ok, refused = ok+o, refused+r
+		ok, refused, err := benchkit.RunCounterWorkers(sessions, *rounds)
+		if err != nil {
+			log.Fatal(err)
 		}
 		elapsed := time.Since(start)
 		b, _ := os.ReadFile(counter)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -55,4 +56,37 @@ func RegisterSession(mnt string) error {
 		return err
 	}
 	return nil
+}
+
+// CounterSession is one worker process of RunCounterWorkers: the counter
+// file it increments and the mount it registers a session with ("": none).
+type CounterSession struct{ Counter, Mount string }
+
+// RunCounterWorkers runs one worker process per session at once, each
+// this program re-executed as `-worker COUNTER -mount MOUNT -rounds N`
+// (the program runs CounterWorker for those flags and prints "successes
+// refusals"), waits for all and returns the sums.
+func RunCounterWorkers(sessions []CounterSession, rounds int) (ok, refused int, err error) {
+	var cmds []*exec.Cmd
+	var outs []*strings.Builder
+	for _, s := range sessions {
+		cmd := exec.Command("/proc/self/exe", "-worker", s.Counter, "-mount", s.Mount, "-rounds", fmt.Sprint(rounds))
+		out := &strings.Builder{}
+		cmd.Stdout, cmd.Stderr, cmd.Dir = out, os.Stderr, "/"
+		if err := Start(cmd); err != nil {
+			return 0, 0, err
+		}
+		cmds, outs = append(cmds, cmd), append(outs, out)
+	}
+	for i, cmd := range cmds {
+		werr := cmd.Wait()
+		Done(cmd)
+		if werr != nil && err == nil {
+			err = fmt.Errorf("worker %d: %v", i, werr)
+		}
+		var o, r int
+		fmt.Sscan(outs[i].String(), &o, &r)
+		ok, refused = ok+o, refused+r
+	}
+	return ok, refused, err
 }
