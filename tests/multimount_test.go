@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/daemon"
+	"github.com/rubinofs/rubinofs/guard"
 )
 
 // newMounts mounts n rubinofs daemons over one backing directory, each with
@@ -275,5 +276,27 @@ fcntl.lockf(fd, fcntl.LOCK_UN)
 '`)
 	if got := m.readBacking("f.txt"); got != "v3\n" {
 		t.Fatalf("backing %q after the locked write", got)
+	}
+}
+
+// TestMultiMountAutoPollOnFuse: with --watch=auto (the default) over a
+// backing directory on a FUSE filesystem (here another rubinofs mount,
+// as JuiceFS would be), the daemon polls instead of using inotify, and a
+// change made through the lower mount shows through the upper one after
+// a pass.
+func TestMultiMountAutoPollOnFuse(t *testing.T) {
+	lower := newMount(t, map[string]string{"f.txt": "v1\n"}, func(c *daemon.Config) { c.Guard.Mode = guard.ModeOff })
+	upper := newMount(t, nil, func(c *daemon.Config) { c.Workspace = lower.mnt; c.Cache.WatchMode = "auto" })
+	if st := upper.status(); st["poller"] == nil || st["watcher"] != nil {
+		t.Fatalf("status: poller %v, watcher %v: want the poller only", st["poller"], st["watcher"])
+	}
+	if got := upper.rawRead("f.txt"); got != "v1\n" {
+		t.Fatalf("first read %q", got)
+	}
+	mark := upper.appliedMark()
+	lower.mustSh("echo 'v2 longer' > f.txt")
+	upper.waitApplied(mark, "f.txt")
+	if got := upper.rawRead("f.txt"); got != "v2 longer\n" {
+		t.Fatalf("after the poller's pass: %q", got)
 	}
 }
