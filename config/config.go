@@ -187,6 +187,22 @@ type Cache struct {
 	// MaxWatches limits the inotify watches (cache.max_watches,
 	// --max-watches; 0: the kernel's limit).
 	MaxWatches int
+	// Shared: other mounts, on this host or others, share the backing
+	// directory (docs/multihost.md): guarded reads are served and
+	// registered by the daemon, close-to-open (cache.shared, --shared;
+	// set by Load also for a network backing filesystem under
+	// --watch=auto, and for --watch=poll).
+	Shared bool
+	// WatchMode is how external changes are seen while Watch is on:
+	// "inotify", "poll" (PollInterval apart; for a backing filesystem
+	// whose remote changes inotify never reports), or "auto": poll on a
+	// network or FUSE backing filesystem (statfs magic), inotify
+	// elsewhere (cache.watch_mode; --watch=auto|inotify|poll|off sets it
+	// with Watch).
+	WatchMode string
+	// PollInterval is the pause between two passes of the poller
+	// (cache.poll_interval, --poll-interval; 100 ms to 1 h).
+	PollInterval time.Duration
 	// PersistReads keeps the guard's read state across restarts in
 	// STATE_DIR/reads.json: saved at unmount, revalidated by hash at the
 	// next mount (a record whose file changed is dropped). Sessions whose

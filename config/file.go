@@ -43,6 +43,9 @@ type fileConfig struct {
 		WatchSkip    *[]string `toml:"watch_skip"`
 		MaxWatches   *int      `toml:"max_watches"`
 		PersistReads *bool     `toml:"persist_reads"`
+		WatchMode    *string   `toml:"watch_mode"`
+		Shared       *bool     `toml:"shared"`
+		PollInterval *string   `toml:"poll_interval" kind:"duration"`
 	} `toml:"cache"`
 	Journal struct {
 		Enabled     *bool   `toml:"enabled"`

@@ -271,6 +271,9 @@ var specs = []spec{
 	{key: "cache.watch_skip", typ: tStrings, def: []string{".git/objects", "**/.git/objects"}, valid: globs},
 	{key: "cache.max_watches", typ: tInt, def: 0, valid: intRange(0, MaxWatchesLimit)},
 	{key: "cache.persist_reads", typ: tBool, def: true},
+	{key: "cache.watch_mode", typ: tString, def: "auto", valid: oneOf("auto", "inotify", "poll")},
+	{key: "cache.shared", typ: tBool, def: false},
+	{key: "cache.poll_interval", typ: tDuration, def: time.Second, valid: durRange(100*time.Millisecond, time.Hour)},
 
 	// The journal is the user's record of what the confined agent
 	// changed: a workspace file (writable by that agent) may not turn it
@@ -474,6 +477,9 @@ func build(m layer) (*Config, error) {
 	ca.WatchSkip = strs("cache.watch_skip")
 	ca.MaxWatches = num("cache.max_watches")
 	ca.PersistReads = bl("cache.persist_reads")
+	ca.WatchMode = str("cache.watch_mode")
+	ca.Shared = bl("cache.shared")
+	ca.PollInterval = dur("cache.poll_interval")
 
 	c.Journal = Journal{
 		Enabled:     bl("journal.enabled"),

@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bmatcuk/doublestar/v4"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rubinofs/rubinofs/compact"
@@ -107,6 +106,7 @@ type Daemon struct {
 	// Watcher is the running watcher (nil without Config.Watch) and
 	// Invalidation its feed into the mount.
 	Watcher      *watcher.Watcher
+	Poller       *watcher.Poller // with --watch=poll (watchmode.go)
 	Invalidation *fusefs.Invalidation
 	// Compact serves .rubino/compact over the compaction store
 	// (StateDir/compact.db, a temporary store without a StateDir).
@@ -206,6 +206,8 @@ func Start(cfg Config) (d *Daemon, err error) {
 		undo = append(undo, func() { d.closeJournal() })
 		d.collectJournal() // journal.go: at start, then hourly
 	}
+	mode, kind := watchMode(&cfg, backing) // watchmode.go
+	shared := cfg.Shared || mode == watchPoll
 	fcfg := fusefs.Config{
 		Workspace:         ws,
 		BackingPath:       backing,
@@ -216,6 +218,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Owner:             uint32(os.Getuid()),
 		Logger:            cfg.Slog,
 		Passthrough:       os.Geteuid() == 0,
+		Shared:            shared,
 	}
 	if jr != nil {
 		fcfg.Journal = jr
@@ -242,11 +245,17 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if cfg.PersistReads && cfg.StateDir != "" {
 		d.loadReads()
 	}
-	if cfg.Watch {
+	switch mode {
+	case watchInotify:
 		if err := d.startWatcher(backing, matcher, jmatcher); err != nil {
 			return nil, err
 		}
 		undo = append(undo, d.stopWatcher)
+	case watchPoll:
+		if err := d.startPoller(backing, matcher, jmatcher); err != nil {
+			return nil, err
+		}
+		undo = append(undo, d.stopPoller)
 	}
 	if cfg.Compact != nil {
 		d.Compact, err = compact.OpenWith(cfg.StateDir, *cfg.Compact, cfg.Slog)
@@ -271,12 +280,15 @@ func Start(cfg Config) (d *Daemon, err error) {
 	d.FS.Plug(d.Tasks)
 	d.registerMetrics() // observe.go: watcher, tasks, compactions in .rubino/metrics
 	timeout := cfg.CacheTimeout
+	if mode == watchPoll {
+		timeout = pollTimeout(&cfg) // nothing tells the kernel of another host's change at once
+	}
 	d.server, err = d.FS.Mount(cfg.Mountpoint, fusefs.MountOptions{
 		Options:         cfg.Options,
 		EntryTimeout:    timeout,
 		AttrTimeout:     timeout,
 		NegativeTimeout: timeout,
-		KeepCache:       cfg.Watch,
+		KeepCache:       mode == watchInotify && !shared,
 		Debug:           cfg.Debug,
 		AllowNonEmpty:   cfg.InPlace,
 	})
@@ -320,7 +332,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		go d.checkpoints(interval)
 	}
 	cfg.Slog.Info("mounted", "workspace", cfg.Workspace, "mountpoint", cfg.Mountpoint,
-		"mode", cfg.Mode.String(), "watch", cfg.Watch, "state_dir", cfg.StateDir)
+		"mode", cfg.Mode.String(), "watch", mode, "backing_fs", kind, "shared", shared, "state_dir", cfg.StateDir)
 	return d, nil
 }
 
@@ -516,21 +528,9 @@ func timestampGranularity(backing string) time.Duration {
 // watcher over the backing directory.
 func (d *Daemon) startWatcher(backing string, matcher, jmatcher *ignore.Matcher) error {
 	cfg := d.cfg
-	skip := watcher.DefaultSkip
-	if len(cfg.WatchSkip) > 0 {
-		for _, g := range cfg.WatchSkip {
-			if !doublestar.ValidatePattern(g) {
-				return fmt.Errorf("malformed --watch-skip glob %q", g)
-			}
-		}
-		skip = func(rel string) bool {
-			for _, g := range cfg.WatchSkip {
-				if ok, _ := doublestar.Match(g, rel); ok {
-					return true
-				}
-			}
-			return false
-		}
+	skip, err := watchSkip(&cfg) // watchmode.go
+	if err != nil {
+		return err
 	}
 	inv := d.FS.AttachWatcher(fusefs.WatchOptions{ShortTimeout: cfg.ShortTimeout})
 	w, err := watcher.Start(watcher.Config{

@@ -76,6 +76,12 @@ type File struct {
 	// from offset 0, so credit need not read it back
 	// (docs/DESIGN.md#lazy-hash).
 	wh guard.WriteHash
+	// own is the stat the handle's own last change left (ownstat.go).
+	own ownStat
+	// shared: a shared read handle (shared_read.go); readStat is the stat
+	// its registered read was taken at.
+	shared   bool
+	readStat guard.Stat
 }
 
 // fd runs fn with the handle's backing descriptor. The descriptor stays
@@ -153,6 +159,9 @@ func (h *File) settle() {
 // Read serves content and registers the read at the first READ of a
 // read-write handle.
 func (h *File) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if h.shared {
+		return h.readShared(ctx, buf, off)
+	}
 	h.mu.Lock()
 	h.settle()
 	if !h.registered {
@@ -176,7 +185,12 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 	}
 	unlock := h.fs.cfg.Guard.Lock(h.id)
 	defer unlock()
-	last := h.fs.cfg.Guard.LastMutation(h.id)
+	unlockX, errno := h.crossLock() // crossmount_lock.go
+	if errno != 0 {
+		return errno
+	}
+	defer unlockX()
+	last := h.adoptLateExternal(h.fs.cfg.Guard.LastMutation(h.id))
 	if gop != guard.OpWrite {
 		h.wh.Break() // only plain writes are hashed as they pass
 	} else if last.Seq != h.seq {
@@ -206,7 +220,7 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 		return errno
 	}
 	end := h.fs.ownChange(h.node.rel())
-	errno := op()
+	errno = op()
 	end()
 	if errno == 0 {
 		if gop != guard.OpWrite {
@@ -214,6 +228,7 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 		}
 		h.dirty = true
 		h.seq = h.fs.noteChange(h.id, h.who.session, rewritten, 0)
+		h.noteOwnStat()
 	}
 	return errno
 }
@@ -302,7 +317,7 @@ func (h *File) credit() {
 	h.dirty = false
 	unlock := h.fs.cfg.Guard.Lock(h.id)
 	defer unlock()
-	last := h.fs.cfg.Guard.LastMutation(h.id)
+	last := h.adoptLateExternal(h.fs.cfg.Guard.LastMutation(h.id))
 	if last.Seq != h.seq && last.Session != h.who.session {
 		return // someone else changed it after us: our record must stay stale
 	}

@@ -97,6 +97,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Passthrough allows kernel passthrough for handles on exempt files.
 	Passthrough bool
+	// Shared: other mounts (other hosts) share the backing directory
+	// (docs/DESIGN.md#close-to-open): a guarded read-only handle is served
+	// by the daemon with direct I/O, never by passthrough or the page
+	// cache, and registers exactly the bytes of its first READ, under the
+	// cross-mount lock.
+	Shared bool
 	// Journal, when set, records every change a session makes through
 	// the mount, with its pre-images, before the change is made
 	// (docs/DESIGN.md#journal-hook); nil: no journal call at all.
@@ -110,12 +116,13 @@ type Config struct {
 // FS is one rubinofs file system: the root node, the guard and the
 // control tree. Its methods are safe for concurrent use.
 type FS struct {
-	cfg     Config
-	root    *Node
-	rootDev uint64 // st_dev of the backing root (stableAttr)
-	ctlRoot *ctltree.Dir
-	started time.Time
-	log     *slog.Logger
+	cfg        Config
+	root       *Node
+	rootDev    uint64 // st_dev of the backing root (stableAttr)
+	ctlRoot    *ctltree.Dir
+	started    time.Time
+	log        *slog.Logger
+	crossState // cross-mount locks (crossmount_lock.go)
 
 	// mountpoint is where the mount is (setMountpoint), for resolving the
 	// paths callers write to control files.

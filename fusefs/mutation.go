@@ -152,7 +152,7 @@ type mutation struct {
 // only bracketed for the watcher. Errors besides those: the errno of
 // fstat(2) of m.fd. Safe for concurrent use.
 func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
-	gs, unlock, errno := f.lock(&m)
+	gs, unlock, errno := f.lockCross(&m) // crossmount_lock.go
 	if errno != 0 {
 		return errno
 	}
@@ -213,6 +213,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 			f.cfg.Guard.Rename(gs[i].id, nm.to)
 		}
 	}
+	f.noteOwnAfter(&m, gs) // crossmount_lock.go
 	var seq uint64
 	for i, nm := range m.names {
 		if gs[i].ok {

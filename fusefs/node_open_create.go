@@ -100,6 +100,8 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 				h.granted, h.dirty = true, true
 				h.beginFlux()
 				h.seq = seq
+				h.lf = lf
+				h.noteOwnStat()     // the stat the truncation left (ownstat.go)
 				h.hj.truncated(gen) // the open's record is the handle's first
 			},
 		})
@@ -122,11 +124,16 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	h.lf = lf
 	h.loopbackOps = h.lf
 	dio := n.fs.refusableIO(writable, h.check)
-	h.direct = dio != 0
 	// A read-only handle whose read is registered here needs the daemon
 	// for nothing else, and a write-only direct-I/O one loses nothing as a
 	// passthrough handle: both prefer passthrough (iomode.go).
 	read := !writable && inTree && (h.check || !n.fs.cfg.AllowUnregistered)
+	if n.fs.sharedRead(writable) {
+		// Served and registered by the daemon at its first READ
+		// (shared_read.go).
+		h.shared, read, dio = true, false, fuse.FOPEN_DIRECT_IO
+	}
+	h.direct = dio != 0
 	prefer := n.fs.guardedPassthrough() && (read || writeOnlyDirect(flags, dio))
 	pt, drop := n.openHandle(lf, flags, prefer)
 	h.drop = drop
@@ -134,7 +141,11 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	if read {
 		h.registerRead()
 	}
-	fh, fl := guardedHandle(h, pt, writable, read, n.cacheFlags(rel)|dio)
+	cache := n.cacheFlags(rel)
+	if n.fs.cfg.Shared {
+		cache = 0 // close-to-open: the kernel drops its pages at every open
+	}
+	fh, fl := guardedHandle(h, pt, writable, read, cache|dio)
 	return fh, fl, 0
 }
 
@@ -238,6 +249,8 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	// The new file is the session's own from here (Guard.NoteCreate). Its
 	// path is rel: the child joins go-fuse's tree only when Create returns.
 	h.seq = n.fs.cfg.Guard.NoteCreate(c.session, guard.Target{Path: rel, Stat: guard.StatOf(&st)})
+	h.own = ownStat{ok: true, st: guard.StatOf(&st)}
+	n.fs.noteOwn(h.id, h.own.st)
 	fh, fl := guardedHandle(h, pt, true, false, dio)
 	return ch, fh, fl, 0
 }

@@ -102,6 +102,7 @@ func newMount(t testing.TB, files map[string]string, adjust func(*daemon.Config)
 	if adjust != nil {
 		adjust(&cfg)
 	}
+	m.ws = cfg.Workspace // adjust may share another mount's backing directory (newMountOn)
 	if cfg.InPlace {
 		cfg.Mountpoint = cfg.Workspace
 		m.mnt = cfg.Workspace

@@ -9,20 +9,17 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/rubinofs/rubinofs/bench/internal/benchkit"
 	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/guard"
@@ -67,25 +64,13 @@ func main() {
 			log.Fatal(err)
 		}
 		start := time.Now()
-		var cmds []*exec.Cmd
-		var outs []*strings.Builder
-		for i := 0; i < *workers; i++ {
-			cmd := exec.Command("/proc/self/exe", "-worker", counter, "-mount", t.mount, "-rounds", fmt.Sprint(*rounds))
-			out := &strings.Builder{}
-			cmd.Stdout, cmd.Stderr, cmd.Dir = out, os.Stderr, "/"
-			if err := cmd.Start(); err != nil {
-				log.Fatal(err)
-			}
-			cmds, outs = append(cmds, cmd), append(outs, out)
+		sessions := make([]benchkit.CounterSession, *workers)
+		for i := range sessions {
+			sessions[i] = benchkit.CounterSession{Counter: counter, Mount: t.mount}
 		}
-		var ok, refused int
-		for i, cmd := range cmds {
-			if err := cmd.Wait(); err != nil {
-				log.Fatalf("worker %d: %v", i, err)
-			}
-			var o, r int
-			fmt.Sscan(outs[i].String(), &o, &r)
-			ok, refused = ok+o, refused+r
+		ok, refused, err := benchkit.RunCounterWorkers(sessions, *rounds)
+		if err != nil {
+			log.Fatal(err)
 		}
 		elapsed := time.Since(start)
 		b, _ := os.ReadFile(counter)
@@ -94,51 +79,17 @@ func main() {
 	}
 }
 
-// runWorker increments the counter -rounds times, retrying refused writes.
-// It prints "successes refusals".
+// runWorker increments the counter -rounds times, retrying refused writes
+// (benchkit.CounterWorker). It prints "successes refusals".
 func runWorker() {
 	if *mount != "" {
-		if err := register(*mount); err != nil {
+		if err := benchkit.RegisterSession(*mount); err != nil {
 			log.Fatalf("registering: %v", err)
 		}
 	}
-	var ok, refused int
-	for ok < *rounds {
-		b, err := os.ReadFile(*worker)
-		if err != nil {
-			log.Fatal(err)
-		}
-		v, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil {
-			continue // read a truncated file mid-write (native): read again
-		}
-		err = os.WriteFile(*worker, []byte(strconv.Itoa(v+1)+"\n"), 0o644)
-		if errors.Is(err, syscall.EACCES) {
-			refused++
-			continue
-		}
-		if err != nil {
-			log.Fatal(err)
-		}
-		ok++
+	ok, refused, err := benchkit.CounterWorker(*worker, *rounds)
+	if err != nil {
+		log.Fatal(err)
 	}
 	fmt.Println(ok, refused)
-}
-
-// register makes this process the root of a new session of the mount.
-func register(mnt string) error {
-	f, err := os.OpenFile(filepath.Join(mnt, ".rubino/sessions/clone"), os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := fmt.Fprintf(f, "pid=%d cmd=bench worker\n", os.Getpid()); err != nil {
-		return err
-	}
-	buf := make([]byte, 128)
-	_, err = f.ReadAt(buf, 0)
-	if err != nil && err != io.EOF {
-		return err
-	}
-	return nil
 }

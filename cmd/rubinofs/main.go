@@ -148,7 +148,7 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, msg)
 		return exitUsage
 	}
-	args = interspersed(app, args)
+	args = interspersed(app, watchModeArgs(args)) // watchflag.go
 	mountArgv = args
 	err := app.Run(args)
 	if err == nil {

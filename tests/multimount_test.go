@@ -1,0 +1,302 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/daemon"
+	"github.com/rubinofs/rubinofs/guard"
+)
+
+// newMounts mounts n rubinofs daemons over one backing directory, each with
+// its own mountpoint and state directory: how n hosts see one shared
+// filesystem. files are created in the backing directory first; adjust
+// edits every mount's config.
+func newMounts(t *testing.T, n int, files map[string]string, adjust func(*daemon.Config)) []*mount {
+	t.Helper()
+	first := newMount(t, files, adjust)
+	ms := []*mount{first}
+	for i := 1; i < n; i++ {
+		ms = append(ms, newMount(t, nil, func(c *daemon.Config) {
+			c.Workspace = first.ws
+			if adjust != nil {
+				adjust(c)
+			}
+		}))
+	}
+	return ms
+}
+
+// counterWorker is a read-increment-write loop on one counter file that
+// retries when refused: it prints its successful writes and refusals.
+const counterWorker = `
+import os, sys, errno
+path, rounds = sys.argv[1], int(sys.argv[2])
+ok = refused = 0
+while ok < rounds:
+    with open(path) as f:
+        s = f.read().strip()
+    if not s:
+        continue  # read between another writer's truncate and its write
+    try:
+        with open(path, "w") as f:
+            f.write(str(int(s) + 1) + "\n")
+        ok += 1
+    except (PermissionError, BlockingIOError):
+        refused += 1
+print(ok, refused)
+`
+
+// counterStress runs perMount sessions on each mount, rounds successful
+// increments each, and returns the successful writes, the refusals and
+// the final counter.
+func counterStress(t *testing.T, ms []*mount, perMount, rounds int) (total, refused, final int) {
+	t.Helper()
+	worker := ms[0].tmp + "/worker.py"
+	if err := os.WriteFile(worker, []byte(counterWorker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var cmds []*exec.Cmd
+	var outs []*strings.Builder
+	for _, m := range ms {
+		for i := 0; i < perMount; i++ {
+			cmd := exec.Command(rubinofsBin(t), "run", "--mount", m.mnt, "--", "python3", worker, m.path("counter"), fmt.Sprint(rounds))
+			cmd.Dir, cmd.Env = m.tmp, testEnv(m.tmp)
+			out := &strings.Builder{}
+			cmd.Stdout, cmd.Stderr = out, out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds, outs = append(cmds, cmd), append(outs, out)
+		}
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("worker %d: %v\n%s", i, err, outs[i])
+		}
+		var ok, r int
+		if _, err := fmt.Sscan(outs[i].String(), &ok, &r); err != nil {
+			t.Fatalf("worker %d output %q", i, outs[i])
+		}
+		total, refused = total+ok, refused+r
+	}
+	return total, refused, atoi(strings.TrimSpace(ms[0].readBacking("counter")))
+}
+
+// TestMultiMountCounterInotify: six sessions, three on each of two mounts
+// over one backing directory, increment one counter with the watcher on
+// (inotify): no update is lost.
+func TestMultiMountCounterInotify(t *testing.T) {
+	multiMountCounter(t, nil)
+}
+
+// TestMultiMountCounterNoWatch is TestMultiMountCounterInotify with no
+// watcher on either mount (short kernel cache timeouts, no report of the
+// other mount's changes at all).
+func TestMultiMountCounterNoWatch(t *testing.T) {
+	multiMountCounter(t, func(c *daemon.Config) { c.Cache.Watch = false; c.Cache.CacheTimeout = time.Second })
+}
+
+// TestMultiMountCounterPoll is TestMultiMountCounterInotify with
+// --watch=poll on both mounts: no inotify, a poller reports the other
+// mount's changes, and the mounts are shared (close-to-open) by it.
+func TestMultiMountCounterPoll(t *testing.T) {
+	multiMountCounter(t, func(c *daemon.Config) { c.Cache.WatchMode = "poll" })
+}
+
+// TestMultiMountCounterThree is the counter stress over three mounts, two
+// sessions on each, the third one polling.
+func TestMultiMountCounterThree(t *testing.T) {
+	i := 0
+	ms := newMounts(t, 3, map[string]string{"counter": "0\n"}, func(c *daemon.Config) {
+		c.Cache.Shared = true
+		if i++; i == 3 {
+			c.Cache.WatchMode = "poll"
+		}
+	})
+	total, refused, final := counterStress(t, ms, 2, 30)
+	if final != total {
+		t.Fatalf("final counter %d after %d successful writes: %d updates lost", final, total, total-final)
+	}
+	t.Logf("%d writes, %d refused and retried, 0 lost", total, refused)
+}
+
+// TestMultiMountPollInvalidates: with --watch=poll, a change made through
+// another mount is reported by the poller's next pass, and the bytes read
+// through this mount afterwards are the new ones, although nothing told
+// the kernel at the time of the change.
+func TestMultiMountPollInvalidates(t *testing.T) {
+	ms := newMounts(t, 2, map[string]string{"f.txt": "v1\n"}, func(c *daemon.Config) { c.Cache.WatchMode = "poll" })
+	a, b := ms[0], ms[1]
+	if st := a.status(); st["poller"] == nil || st["watcher"] != nil {
+		t.Fatalf("status: poller %v, watcher %v: want the poller only", st["poller"], st["watcher"])
+	}
+	if got := a.rawRead("f.txt"); got != "v1\n" {
+		t.Fatalf("first read %q", got)
+	}
+	mark := a.appliedMark()
+	b.mustSh("cat f.txt >/dev/null && echo 'v2 longer' > f.txt")
+	a.waitApplied(mark, "f.txt")
+	if got := a.rawRead("f.txt"); got != "v2 longer\n" {
+		t.Fatalf("after the poller's pass: %q, want v2", got)
+	}
+	// Its own change is not reported to itself as another mount's.
+	mark = a.appliedMark()
+	a.mustSh("cat f.txt >/dev/null && echo v3 > f.txt")
+	a.waitPasses(2)
+	a.appliedMu.Lock()
+	defer a.appliedMu.Unlock()
+	for _, evs := range a.applied[mark:] {
+		for _, ev := range evs {
+			if ev.Path == "f.txt" {
+				t.Fatalf("the mount's own write was reported as another's: %v", ev)
+			}
+		}
+	}
+}
+
+// waitPasses waits until the mount's poller has taken n passes more than
+// when called (its .rubino/status counter): every change made before the
+// call has been seen by a pass after it. It fails after a generous
+// deadline.
+func (m *mount) waitPasses(n float64) {
+	m.t.Helper()
+	passes := func() float64 {
+		p, _ := m.status()["poller"].(map[string]any)
+		v, _ := p["passes"].(float64)
+		return v
+	}
+	want := passes() + n
+	deadline := time.Now().Add(30 * time.Second)
+	for passes() < want {
+		if time.Now().After(deadline) {
+			m.t.Fatalf("the poller took no %v passes", n)
+		}
+		runtime.Gosched()
+	}
+}
+
+// multiMountCounter runs the counter stress over two shared mounts
+// (Config.Shared, as --shared or a network backing sets it), three
+// sessions on each, 40 increments each, and fails on any lost update.
+func multiMountCounter(t *testing.T, adjust func(*daemon.Config)) {
+	ms := newMounts(t, 2, map[string]string{"counter": "0\n"}, func(c *daemon.Config) {
+		c.Cache.Shared = true
+		if adjust != nil {
+			adjust(c)
+		}
+	})
+	total, refused, final := counterStress(t, ms, 3, 40)
+	if final != total {
+		t.Fatalf("final counter %d after %d successful writes: %d updates lost", final, total, total-final)
+	}
+	t.Logf("%d writes, %d refused and retried, 0 lost", total, refused)
+}
+
+// TestMultiMountStaleRefused: with two and three mounts over one backing
+// directory, with and without the watcher: session A reads through mount
+// 1, session B writes through mount 2 (and 3), and A's write through mount
+// 1 is refused as stale, the backing file keeping B's bytes.
+func TestMultiMountStaleRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		n     int
+		watch bool
+		poll  bool
+	}{{"two-inotify", 2, true, false}, {"three-inotify", 3, true, false}, {"two-nowatch", 2, false, false},
+		{"three-nowatch", 3, false, false}, {"two-poll", 2, true, true}, {"three-poll", 3, true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := newMounts(t, tc.n, map[string]string{"f.txt": "v1\n"}, func(c *daemon.Config) {
+				if !tc.watch {
+					c.Cache.Watch, c.Cache.CacheTimeout = false, time.Second
+				}
+				if tc.poll {
+					c.Cache.WatchMode = "poll"
+				}
+			})
+			a := ms[0]
+			a.mustSh("cat f.txt >/dev/null")
+			for i, m := range ms[1:] {
+				m.mustSh(fmt.Sprintf("cat f.txt >/dev/null && printf 'v%d\\n' > f.txt", i+2))
+			}
+			want := fmt.Sprintf("v%d\n", tc.n)
+			a.mustFail("echo lost > f.txt")
+			if got := a.readBacking("f.txt"); got != want {
+				t.Fatalf("backing file %q after the refused write, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestMultiMountCrossLockBusy: while another holder (here the test, as
+// another host would) keeps the cross-mount lock byte of a backing file
+// locked, a guarded write through the mount waits a bounded time and is
+// refused with EAGAIN, the file unchanged; once released the write goes
+// through. An application's own whole-file fcntl lock through the mount
+// does not meet the cross-mount lock: its holder writes under it.
+func TestMultiMountCrossLockBusy(t *testing.T) {
+	m := newMount(t, map[string]string{"f.txt": "v1\n"}, func(c *daemon.Config) { c.Cache.Shared = true })
+	m.mustSh("cat f.txt >/dev/null")
+	fd, err := unix.Open(m.backing("f.txt"), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Start: 1 << 62, Len: 1}
+	if err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk); err != nil {
+		t.Fatal(err)
+	}
+	out := m.mustFail("echo v2 > f.txt")
+	if !strings.Contains(out, "Resource temporarily unavailable") {
+		t.Fatalf("refusal %q, want EAGAIN", out)
+	}
+	if got := m.readBacking("f.txt"); got != "v1\n" {
+		t.Fatalf("backing %q after the refusal", got)
+	}
+	lk.Type = unix.F_UNLCK
+	if err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk); err != nil {
+		t.Fatal(err)
+	}
+	m.mustSh("echo v2 > f.txt")
+	// An application's whole-file lock through the mount, then its write.
+	m.mustSh(`python3 -c '
+import fcntl, os
+fd = os.open("f.txt", os.O_RDWR)
+os.read(fd, 100)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+os.pwrite(fd, b"v3\n", 0)
+fcntl.lockf(fd, fcntl.LOCK_UN)
+'`)
+	if got := m.readBacking("f.txt"); got != "v3\n" {
+		t.Fatalf("backing %q after the locked write", got)
+	}
+}
+
+// TestMultiMountAutoPollOnFuse: with --watch=auto (the default) over a
+// backing directory on a FUSE filesystem (here another rubinofs mount,
+// as JuiceFS would be), the daemon polls instead of using inotify, and a
+// change made through the lower mount shows through the upper one after
+// a pass.
+func TestMultiMountAutoPollOnFuse(t *testing.T) {
+	lower := newMount(t, map[string]string{"f.txt": "v1\n"}, func(c *daemon.Config) { c.Guard.Mode = guard.ModeOff })
+	upper := newMount(t, nil, func(c *daemon.Config) { c.Workspace = lower.mnt; c.Cache.WatchMode = "auto" })
+	if st := upper.status(); st["poller"] == nil || st["watcher"] != nil {
+		t.Fatalf("status: poller %v, watcher %v: want the poller only", st["poller"], st["watcher"])
+	}
+	if got := upper.rawRead("f.txt"); got != "v1\n" {
+		t.Fatalf("first read %q", got)
+	}
+	mark := upper.appliedMark()
+	lower.mustSh("echo 'v2 longer' > f.txt")
+	upper.waitApplied(mark, "f.txt")
+	if got := upper.rawRead("f.txt"); got != "v2 longer\n" {
+		t.Fatalf("after the poller's pass: %q", got)
+	}
+}
