@@ -58,6 +58,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 		if errno != 0 {
 			return nil, 0, errno
 		}
+		killPrivOnTrunc(ctx, flags, mustFd(lf))
 		pt, drop := n.openHandle(lf, flags, n.fs.cfg.Passthrough)
 		if !pt {
 			return &plainFile{loopbackOps: lf, node: n, drop: drop}, n.cacheFlags(rel), 0
@@ -92,7 +93,9 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 
 	var lf *fs.LoopbackFile
 	open := func() (errno syscall.Errno) {
-		lf, errno = openFileAt(d, leaf, flags)
+		if lf, errno = openFileAt(d, leaf, flags); errno == 0 {
+			killPrivOnTrunc(ctx, flags, mustFd(lf))
+		}
 		return errno
 	}
 	if writable && trunc && regular(&st) {
