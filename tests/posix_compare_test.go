@@ -176,6 +176,9 @@ func runOp(o pop, slots map[int]int) string {
 			slots[o.Slot] = fd
 		}
 		return errStr(err)
+	case "umask":
+		unix.Umask(int(o.Mode))
+		return "ok"
 	case "close":
 		err := unix.Close(fd())
 		delete(slots, o.Slot)
@@ -950,6 +953,102 @@ var posixCases = []posixCase{
 		e.do("missing source", pop{Op: "rename", Path: "nosuch", Path2: "z"})
 		e.do("to itself", pop{Op: "rename", Path: "b", Path2: "b"})
 		e.do("readdir", pop{Op: "readdir", Path: "."})
+	}},
+	{name: "rename_dir_by_non_owner", run: func(e *penv) {
+		// pjdfstest rename/21: a directory of root's in a world-writable
+		// directory, renamed by another user within its parent (no
+		// write permission on the directory needed) and moved to
+		// another parent (its ".." changes: write permission needed).
+		e.mkdir("p", 0o777)
+		e.mkdir("q", 0o777)
+		e.mkdir("p/d", 0o700)
+		e.child(nobody, "nobody",
+			pop{Op: "rename", Path: "p/d", Path2: "p/e"},
+			pop{Op: "rename", Path: "p/e", Path2: "p/d"},
+			pop{Op: "rename", Path: "p/d", Path2: "q/e"},
+			pop{Op: "stat", Path: "p/d"},
+			pop{Op: "stat", Path: "q/e"},
+		)
+		e.do("rmdir p/d", pop{Op: "rmdir", Path: "p/d"})
+		e.do("rmdir p/d again", pop{Op: "rmdir", Path: "p/d"})
+		e.do("rmdir q/e", pop{Op: "rmdir", Path: "q/e"})
+		e.write("p/f", "f", 0o644)
+		e.child(nobody, "nobody file", pop{Op: "rename", Path: "p/f", Path2: "q/g"})
+		e.do("unlink q/g", pop{Op: "unlink", Path: "q/g"})
+		e.do("unlink p/f", pop{Op: "unlink", Path: "p/f"})
+		e.do("readdir p", pop{Op: "readdir", Path: "p"})
+		e.do("readdir q", pop{Op: "readdir", Path: "q"})
+	}},
+	{name: "rename_dir_sticky_by_non_owner", run: func(e *penv) {
+		// pjdfstest rename/09, directories: a sticky directory n0 and a
+		// directory n1, owned by nobody or not, a subdirectory owned by
+		// nobody or not.
+		for _, id := range []int{0, nobody - 1} {
+			for _, userOwnsDir := range []bool{true, false} {
+				k := fmt.Sprintf("id%d-owns%v", id, userOwnsDir)
+				n0, n1 := k+"-n0", k+"-n1"
+				e.mkdir(n0, 0o1777)
+				e.mkdir(n1, 0o755)
+				e.must("chown", unix.Chown(e.p(n1), nobody, nobody))
+				dirOwner, subOwner := nobody, id
+				if !userOwnsDir {
+					dirOwner, subOwner = id, nobody
+				}
+				e.must("chown", unix.Chown(e.p(n0), dirOwner, dirOwner))
+				e.mkdir(n0+"/n2", 0o755)
+				e.must("chown", unix.Chown(e.p(n0+"/n2"), subOwner, subOwner))
+				e.child(nobody, k,
+					pop{Op: "rename", Path: n0 + "/n2", Path2: n1 + "/n3"},
+					pop{Op: "stat", Path: n0 + "/n2"},
+					pop{Op: "stat", Path: n1 + "/n3"},
+					pop{Op: "rename", Path: n0 + "/n2", Path2: n0 + "/n3"},
+					pop{Op: "stat", Path: n0 + "/n2"},
+					pop{Op: "stat", Path: n0 + "/n3"},
+				)
+				e.do(k+" back", pop{Op: "rename", Path: n0 + "/n3", Path2: n0 + "/n2"})
+				e.do(k+" back2", pop{Op: "rename", Path: n1 + "/n3", Path2: n0 + "/n2"})
+				e.child(nobody, k+" mkdir",
+					pop{Op: "mkdir", Path: n1 + "/n3", Mode: 0o755},
+					pop{Op: "rename", Path: n0 + "/n2", Path2: n1 + "/n3"},
+					pop{Op: "stat", Path: n0 + "/n2"},
+					pop{Op: "stat", Path: n1 + "/n3"},
+					pop{Op: "mkdir", Path: n0 + "/n3", Mode: 0o755},
+					pop{Op: "rename", Path: n0 + "/n2", Path2: n0 + "/n3"},
+					pop{Op: "stat", Path: n0 + "/n2"},
+					pop{Op: "stat", Path: n0 + "/n3"},
+				)
+				e.do(k+" readdir n0", pop{Op: "readdir", Path: n0})
+				e.do(k+" readdir n1", pop{Op: "readdir", Path: n1})
+				e.do(k+" cleanup", pop{Op: "rmdir", Path: n0 + "/n2"}, pop{Op: "rmdir", Path: n0 + "/n3"},
+					pop{Op: "rmdir", Path: n1 + "/n3"}, pop{Op: "unlink", Path: n0 + "/n2"})
+			}
+		}
+	}},
+	{name: "caller_umask_0_setuid_and_rename", run: func(e *penv) {
+		// pjdfstest chmod/12 and rename/21 as pjdfstest runs them: the
+		// creator's umask is 0 and no chmod follows. A daemon that masks
+		// the mode again with its own umask makes the 0777 directory
+		// 0755 and the 04777 file 04755: the non-owner's rename and
+		// open fail with EACCES, and every later step differs (the
+		// rename back ENOENT, an unlink of an existing name ENOENT, of
+		// a missing one ok).
+		e.child(0, "create", pop{Op: "umask", Mode: 0},
+			pop{Op: "mkdir", Path: "n2", Mode: 0o777},
+			pop{Op: "mkdir", Path: "n3", Mode: 0o777},
+			pop{Op: "mkdir", Path: "n2/n0", Mode: 0o700},
+			opOpen(1, "s", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o4777), opClose(1))
+		e.child(nobody, "rename dir",
+			pop{Op: "rename", Path: "n2/n0", Path2: "n2/n1"},
+			pop{Op: "rename", Path: "n2/n1", Path2: "n2/n0"},
+			pop{Op: "rename", Path: "n2/n0", Path2: "n3/n1"})
+		e.do("rmdir", pop{Op: "rmdir", Path: "n2/n0"}, pop{Op: "rmdir", Path: "n2/n0"},
+			pop{Op: "rmdir", Path: "n3/n1"}, pop{Op: "rmdir", Path: "n3/n1"})
+		e.child(0, "create file", pop{Op: "umask", Mode: 0},
+			opOpen(1, "n2/n0", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o644), opClose(1))
+		e.child(nobody, "rename file", pop{Op: "rename", Path: "n2/n0", Path2: "n3/n1"})
+		e.do("unlink", pop{Op: "unlink", Path: "n3/n1"}, pop{Op: "unlink", Path: "n2/n0"})
+		e.child(nobody, "write setuid", opOpen(1, "s", unix.O_WRONLY, 0), opWrite(1, "x"), pop{Op: "fstat", Slot: 1}, opClose(1))
+		e.stat("s", "s")
 	}},
 	{name: "hard_links", run: func(e *penv) {
 		e.write("a", "one", 0o644)
