@@ -1050,6 +1050,188 @@ var posixCases = []posixCase{
 		e.child(nobody, "write setuid", opOpen(1, "s", unix.O_WRONLY, 0), opWrite(1, "x"), pop{Op: "fstat", Slot: 1}, opClose(1))
 		e.stat("s", "s")
 	}},
+	{name: "setgid_directory_inheritance", run: func(e *penv) {
+		// A setgid directory gives new entries its group, and new
+		// subdirectories its setgid bit, whoever creates them.
+		e.mkdir("g", 0o2777)
+		e.must("chown", unix.Chown(e.p("g"), 0, 100))
+		e.must("chmod", unix.Chmod(e.p("g"), 0o2777))
+		e.child(nobody, "nobody",
+			opOpen(1, "g/f", unix.O_CREAT|unix.O_WRONLY, 0o644), opClose(1),
+			pop{Op: "mkdir", Path: "g/d", Mode: 0o755},
+			pop{Op: "mknod", Path: "g/p", Mode: unix.S_IFIFO | 0o644},
+			pop{Op: "symlink", Path: "g/l", Path2: "f"},
+			opOpen(2, "g/x", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o2755), opClose(2),
+		)
+		e.do("root", opOpen(1, "g/rf", unix.O_CREAT|unix.O_WRONLY, 0o644), opClose(1),
+			pop{Op: "mkdir", Path: "g/rd", Mode: 0o755})
+		for _, f := range []string{"g/f", "g/d", "g/p", "g/l", "g/x", "g/rf", "g/rd"} {
+			e.stat(f, f)
+		}
+	}},
+	{name: "chmod_setgid_by_non_member", run: func(e *penv) {
+		e.write("f", "data", 0o644)
+		e.must("chown", unix.Chown(e.p("f"), nobody, 100))
+		e.mkdir("d", 0o755)
+		e.must("chown", unix.Chown(e.p("d"), nobody, 100))
+		e.child(nobody, "nobody",
+			pop{Op: "chmod", Path: "f", Mode: 0o2755},
+			pop{Op: "chmod", Path: "d", Mode: 0o2755},
+			pop{Op: "chmod", Path: "f", Mode: 0o4755},
+			pop{Op: "chmod", Path: "f", Mode: 0o1755},
+		)
+		e.stat("f", "f")
+		e.stat("d", "d")
+	}},
+	{name: "chown_noop_and_ctime", run: func(e *penv) {
+		e.write("f", "data", 0o644)
+		e.write("mine", "data", 0o644)
+		e.must("chown", unix.Chown(e.p("mine"), nobody, nobody))
+		s := e.past("f")
+		e.do("chown -1 -1", pop{Op: "chown", Path: "f", N: -1, M: -1})
+		e.changed("after chown -1 -1", s)
+		s = e.past("f")
+		e.do("chown same", pop{Op: "chown", Path: "f", N: 0, M: 0})
+		e.changed("after chown same", s)
+		s = e.past("f")
+		e.child(nobody, "nobody", pop{Op: "chown", Path: "f", N: -1, M: -1}, pop{Op: "chmod", Path: "f", Mode: 0o600})
+		e.changed("after nobody chown -1 -1", s)
+		s = e.past("mine")
+		e.child(nobody, "nobody mine", pop{Op: "chown", Path: "mine", N: -1, M: -1}, pop{Op: "chmod", Path: "mine", Mode: 0o644})
+		e.changed("after own chmod same mode", s)
+	}},
+	{name: "times_on_failed_ops", run: func(e *penv) {
+		e.mkdir("d", 0o755)
+		e.write("d/f", "data", 0o644)
+		e.mkdir("d/full", 0o755)
+		e.write("d/full/x", "x", 0o644)
+		e.mkdir("d/empty", 0o755)
+		sd, sf := e.pastDir("d"), e.past("d/f")
+		e.do("excl existing", opOpen(1, "d/f", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o644))
+		e.do("mkdir existing", pop{Op: "mkdir", Path: "d/f", Mode: 0o755})
+		e.do("rename onto full", pop{Op: "rename", Path: "d/empty", Path2: "d/full"})
+		e.do("rmdir full", pop{Op: "rmdir", Path: "d/full"})
+		e.do("rmdir file", pop{Op: "rmdir", Path: "d/f"})
+		e.do("unlink dir", pop{Op: "unlink", Path: "d/empty"})
+		e.do("link existing", pop{Op: "link", Path: "d/f", Path2: "d/empty"})
+		e.do("noreplace", pop{Op: "rename", Path: "d/f", Path2: "d/empty", Flags: unix.RENAME_NOREPLACE})
+		e.child(nobody, "nobody",
+			opOpen(1, "d/new", unix.O_CREAT|unix.O_WRONLY, 0o644),
+			pop{Op: "unlink", Path: "d/f"},
+			pop{Op: "rename", Path: "d/f", Path2: "d/g"},
+			pop{Op: "truncate", Path: "d/f", N: 0},
+			opOpen(2, "d/f", unix.O_WRONLY|unix.O_TRUNC, 0),
+			pop{Op: "utimens", Path: "d/f", N: -1, M: -1},
+			pop{Op: "setxattr", Path: "d/f", Name: "user.k", Data: "v"},
+		)
+		e.changed("dir after failures", sd)
+		e.changed("file after failures", sf)
+		sf = e.past("d/f")
+		e.do("read-only write", opOpen(1, "d/f", unix.O_RDONLY, 0), opWrite(1, "x"), pop{Op: "ftruncate", Slot: 1, N: 0}, opClose(1))
+		e.changed("file after failed write", sf)
+	}},
+	{name: "dir_link_counts", run: func(e *penv) {
+		e.mkdir("a", 0o755)
+		e.mkdir("b", 0o755)
+		e.stat("a", "a")
+		e.do("mkdir a/s", pop{Op: "mkdir", Path: "a/s", Mode: 0o755})
+		e.stat("a after mkdir", "a")
+		e.do("rename a/s b/s", pop{Op: "rename", Path: "a/s", Path2: "b/s"})
+		e.stat("a after move", "a")
+		e.stat("b after move", "b")
+		e.do("mkdir a/t", pop{Op: "mkdir", Path: "a/t", Mode: 0o755})
+		e.do("exchange", pop{Op: "rename", Path: "a/t", Path2: "b/s", Flags: unix.RENAME_EXCHANGE})
+		e.stat("a after exchange", "a")
+		e.stat("b after exchange", "b")
+		e.write("b/f", "f", 0o644)
+		e.do("exchange dir and file", pop{Op: "rename", Path: "a/t", Path2: "b/f", Flags: unix.RENAME_EXCHANGE})
+		e.stat("a after exchange 2", "a")
+		e.stat("b after exchange 2", "b")
+		e.do("rmdir", pop{Op: "rmdir", Path: "b/f"})
+		e.stat("b after rmdir", "b")
+		e.write("f", "f", 0o644)
+		e.do("links", pop{Op: "link", Path: "f", Path2: "g"}, pop{Op: "link", Path: "f", Path2: "a/h"})
+		e.stat("f", "f")
+		e.do("rename over link", pop{Op: "rename", Path: "a/h", Path2: "g"})
+		e.stat("f after rename over own link", "f")
+		e.do("write g", opOpen(1, "g", unix.O_WRONLY, 0), opWrite(1, "G"), opClose(1))
+		e.write("x", "xx", 0o644)
+		e.do("rename x over g", pop{Op: "rename", Path: "x", Path2: "g"})
+		e.stat("f after g replaced", "f")
+		e.cat("f content", "f")
+	}},
+	{name: "append_and_offsets", run: func(e *penv) {
+		e.write("f", "0123", 0o644)
+		e.do("append", opOpen(1, "f", unix.O_WRONLY|unix.O_APPEND, 0), opWrite(1, "ab"),
+			pop{Op: "pwrite", Slot: 1, Data: "PW", N: 0}, pop{Op: "lseek", Slot: 1, N: 0, Flags: io.SeekCurrent},
+			opOpen(2, "f", unix.O_WRONLY, 0), opWrite(2, "XY"), opWrite(1, "cd"), opClose(2), opClose(1))
+		e.cat("f", "f")
+		e.do("rdwr append", opOpen(1, "f", unix.O_RDWR|unix.O_APPEND, 0), opRead(1, 3),
+			opWrite(1, "!"), pop{Op: "lseek", Slot: 1, N: 0, Flags: io.SeekCurrent},
+			pop{Op: "lseek", Slot: 1, N: 0, Flags: io.SeekEnd}, pop{Op: "lseek", Slot: 1, N: 100, Flags: unix.SEEK_DATA},
+			pop{Op: "lseek", Slot: 1, N: 0, Flags: unix.SEEK_HOLE}, opClose(1))
+		e.do("truncate then append", pop{Op: "truncate", Path: "f", N: 2},
+			opOpen(1, "f", unix.O_WRONLY|unix.O_APPEND, 0), opWrite(1, "z"), opClose(1))
+		e.cat("f after", "f")
+		e.do("write past end", opOpen(1, "f", unix.O_RDWR, 0), pop{Op: "pwrite", Slot: 1, Data: "E", N: 10},
+			pop{Op: "pread", Slot: 1, N: 0, M: 20}, opClose(1))
+		e.stat("f stat", "f")
+	}},
+	{name: "eloop_and_symlink_paths", run: func(e *penv) {
+		e.mkdir("d", 0o755)
+		e.write("d/f", "f", 0o644)
+		prev := "d/f"
+		for i := 0; i < 41; i++ {
+			name := fmt.Sprintf("l%02d", i)
+			e.must("symlink", unix.Symlink(prev, e.p(name)))
+			prev = name
+		}
+		e.do("open 40", opOpen(1, "l39", unix.O_RDONLY, 0), opClose(1))
+		e.do("open 41", opOpen(1, "l40", unix.O_RDONLY, 0))
+		e.do("nofollow", opOpen(1, "l00", unix.O_RDONLY|unix.O_NOFOLLOW, 0))
+		e.do("nofollow dir", opOpen(1, "l00", unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_DIRECTORY, 0))
+		e.do("symlink to dir", pop{Op: "symlink", Path: "ld", Path2: "d"})
+		e.do("through link", pop{Op: "stat", Path: "ld/f"}, pop{Op: "unlink", Path: "ld/f"}, pop{Op: "stat", Path: "d/f"})
+		e.do("trailing slash", pop{Op: "stat", Path: "ld/"}, pop{Op: "rename", Path: "ld/", Path2: "ld2"},
+			pop{Op: "unlink", Path: "ld/"}, pop{Op: "rmdir", Path: "ld/"})
+		e.do("file slash", pop{Op: "stat", Path: "l00/"}, opOpen(1, "x/", unix.O_CREAT|unix.O_WRONLY, 0o644),
+			pop{Op: "mkdir", Path: "m/", Mode: 0o755}, pop{Op: "rename", Path: "m", Path2: "m2/"}, pop{Op: "stat", Path: "m2"})
+		e.do("dotdot", pop{Op: "stat", Path: "d/../d"}, pop{Op: "rmdir", Path: "d/."}, pop{Op: "rmdir", Path: "d/.."},
+			pop{Op: "rename", Path: "d/.", Path2: "e"}, pop{Op: "mkdir", Path: "d/.", Mode: 0o755})
+	}},
+	{name: "sticky_dir_non_owners", run: func(e *penv) {
+		e.mkdir("t", 0o1777)
+		e.write("t/root", "r", 0o666)
+		e.write("t/other", "o", 0o666)
+		e.must("chown", unix.Chown(e.p("t/other"), nobody-1, nobody-1))
+		e.mkdir("t/rootdir", 0o777)
+		e.child(nobody, "nobody",
+			opOpen(1, "t/mine", unix.O_CREAT|unix.O_WRONLY, 0o666), opClose(1),
+			pop{Op: "rename", Path: "t/mine", Path2: "t/root"},
+			pop{Op: "rename", Path: "t/mine", Path2: "t/other"},
+			pop{Op: "rename", Path: "t/root", Path2: "t/mine2"},
+			pop{Op: "rename", Path: "t/mine", Path2: "t/root", Flags: unix.RENAME_EXCHANGE},
+			pop{Op: "link", Path: "t/root", Path2: "t/rootlink"},
+			pop{Op: "rmdir", Path: "t/rootdir"},
+			pop{Op: "rename", Path: "t/rootdir", Path2: "t/mydir"},
+			pop{Op: "mkdir", Path: "t/mydir", Mode: 0o777},
+			pop{Op: "rename", Path: "t/mydir", Path2: "t/rootdir"},
+			opOpen(2, "t/root", unix.O_CREAT|unix.O_WRONLY, 0o666), opClose(2),
+			pop{Op: "unlink", Path: "t/mine"},
+		)
+		e.do("readdir", pop{Op: "readdir", Path: "t"})
+		e.stat("t/root", "t/root")
+	}},
+	{name: "tmpfile_owner", run: func(e *penv) {
+		e.mkdir("pub", 0o777)
+		e.mkdir("g", 0o2777)
+		e.must("chown", unix.Chown(e.p("g"), 0, 100))
+		e.must("chmod", unix.Chmod(e.p("g"), 0o2777))
+		e.child(nobody, "nobody",
+			opOpen(1, "pub", unix.O_TMPFILE|unix.O_RDWR, 0o640), pop{Op: "fstat", Slot: 1}, opClose(1),
+			opOpen(2, "g", unix.O_TMPFILE|unix.O_RDWR, 0o640), pop{Op: "fstat", Slot: 2}, opClose(2),
+		)
+	}},
 	{name: "hard_links", run: func(e *penv) {
 		e.write("a", "one", 0o644)
 		e.do("link", pop{Op: "link", Path: "a", Path2: "b"})
