@@ -71,6 +71,9 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 	// cached one, instead of failing with ENODEV (fs/fuse/file.c,
 	// fuse_file_mmap).
 	mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
+	// POSIX ACLs take part in the kernel's permission checks, as on the
+	// backing filesystem (docs/DESIGN.md#posix-acl).
+	mo.EnableAcl = true
 	for _, opt := range o.Options {
 		switch opt {
 		case "":
