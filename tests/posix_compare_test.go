@@ -176,6 +176,20 @@ func runOp(o pop, slots map[int]int) string {
 			slots[o.Slot] = fd
 		}
 		return errStr(err)
+	case "fallocate":
+		// Flags: the mode; N, M: offset and length.
+		return errStr(unix.Fallocate(fd(), uint32(o.Flags), o.N, o.M))
+	case "statx":
+		// Which of the basic fields and btime statx reports, and the
+		// attributes it knows (not their values: those are per inode).
+		var sx unix.Statx_t
+		if err := unix.Statx(unix.AT_FDCWD, o.Path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_ALL, &sx); err != nil {
+			return errStr(err)
+		}
+		return fmt.Sprintf("ok mask=%#x attrs_mask=%#x attrs=%#x", sx.Mask&(unix.STATX_BASIC_STATS|unix.STATX_BTIME),
+			sx.Attributes_mask, sx.Attributes)
+	case "access":
+		return errStr(unix.Faccessat(unix.AT_FDCWD, o.Path, uint32(o.Mode), o.Flags))
 	case "umask":
 		unix.Umask(int(o.Mode))
 		return "ok"
@@ -661,6 +675,15 @@ func (e *penv) xattrs(label, rel string) {
 const setgidNoExecWhy = "the kernel's FUSE setattr (fs/fuse/dir.c) turns ATTR_KILL_SGID into a mode change only when group-exec is set; " +
 	"natively setgid is also dropped without group-exec when the writer is not in the group. Closing it needs " +
 	"FUSE_HANDLE_KILLPRIV_V2 in the daemon"
+
+// statxAttrsWhy and fallocRangeWhy are FUSE-inherent differences
+// (docs/POSIX.md).
+const (
+	statxAttrsWhy = "the kernel's FUSE statx (fs/fuse/dir.c) takes the basic fields and btime from the daemon, " +
+		"never stx_attributes or stx_attributes_mask: only the VFS's own attributes (mount root) are reported"
+	fallocRangeWhy = "the kernel's FUSE fallocate (fs/fuse/file.c) refuses every mode but KEEP_SIZE, PUNCH_HOLE and " +
+		"ZERO_RANGE with EOPNOTSUPP before the daemon sees it: no COLLAPSE_RANGE or INSERT_RANGE"
+)
 
 // posixCases is the table. Every case starts in an empty directory of its
 // own, as root, in the test process's session.
@@ -1274,6 +1297,39 @@ var posixCases = []posixCase{
 		// nobody's write permission away.
 		"nobody#0 open":  "the umask difference of d/f",
 		"nobody#1 close": "the umask difference of d/f",
+	}},
+	{name: "misc_open_flags_and_space", run: func(e *penv) {
+		e.write("f", strings.Repeat("x", 8192), 0o644)
+		e.write("w", "data", 0o666)
+		e.do("statx", pop{Op: "statx", Path: "f"})
+		e.do("direct", opOpen(1, "f", unix.O_RDWR|unix.O_DIRECT, 0), opClose(1))
+		e.do("fallocate", opOpen(1, "f", unix.O_RDWR, 0),
+			pop{Op: "fallocate", Slot: 1, Flags: unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, N: 0, M: 4096},
+			pop{Op: "fallocate", Slot: 1, Flags: unix.FALLOC_FL_KEEP_SIZE, N: 8192, M: 4096},
+			pop{Op: "fallocate", Slot: 1, Flags: unix.FALLOC_FL_ZERO_RANGE, N: 4096, M: 100},
+			pop{Op: "fallocate", Slot: 1, Flags: unix.FALLOC_FL_COLLAPSE_RANGE, N: 0, M: 4096},
+			pop{Op: "fallocate", Slot: 1, Flags: unix.FALLOC_FL_INSERT_RANGE, N: 0, M: 4096},
+			pop{Op: "fallocate", Slot: 1, Flags: 0, N: 0, M: 20000},
+			pop{Op: "fallocate", Slot: 1, Flags: unix.FALLOC_FL_PUNCH_HOLE, N: 0, M: 1},
+			pop{Op: "fstat", Slot: 1}, opClose(1))
+		e.do("read-only fallocate", opOpen(1, "f", unix.O_RDONLY, 0), pop{Op: "fallocate", Slot: 1, N: 0, M: 1}, opClose(1))
+		e.do("efbig", opOpen(1, "f", unix.O_RDWR, 0), pop{Op: "pwrite", Slot: 1, Data: "x", N: 1 << 44},
+			pop{Op: "ftruncate", Slot: 1, N: 1 << 44}, pop{Op: "fstat", Slot: 1}, opClose(1))
+		e.do("access", pop{Op: "access", Path: "f", Mode: unix.X_OK}, pop{Op: "access", Path: "f", Mode: unix.W_OK},
+			pop{Op: "access", Path: "f", Mode: unix.X_OK, Flags: unix.AT_EACCESS})
+		e.child(nobody, "nobody",
+			opOpen(1, "w", unix.O_RDWR|unix.O_NOATIME, 0),
+			opOpen(2, "w", unix.O_RDWR, 0), opClose(2),
+			pop{Op: "access", Path: "f", Mode: unix.W_OK},
+			pop{Op: "access", Path: "w", Mode: unix.W_OK},
+			pop{Op: "access", Path: "f", Mode: unix.R_OK, Flags: unix.AT_EACCESS},
+			pop{Op: "statx", Path: "w"},
+		)
+	}, knownDiff: map[string]string{
+		"statx":                 statxAttrsWhy,
+		"nobody#6 statx":        statxAttrsWhy,
+		"fallocate#5 fallocate": fallocRangeWhy,
+		"fallocate#4 fallocate": fallocRangeWhy,
 	}},
 	{name: "hard_links", run: func(e *penv) {
 		e.write("a", "one", 0o644)
