@@ -262,6 +262,7 @@ func (n *Node) createAt(ctx context.Context, dirRel, name string, flags, mode ui
 	}
 	defer d.close()
 	flags &^= syscall.O_APPEND
+	mode = createMode(ctx, d, mode)
 	fd, err := unix.Openat(d.fd, name, int(flags)|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode&07777)
 	if err != nil {
 		return nil, nil, fs.ToErrno(err)
@@ -306,14 +307,14 @@ func (n *Node) makeAt(ctx context.Context, dirRel, name string, rmFlags int, own
 // setgid bits (the loopback's os.Mkdir drops them; mkdir(2) does not).
 func (n *Node) mkdirAt(ctx context.Context, dirRel, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	return n.makeAt(ctx, dirRel, name, unix.AT_REMOVEDIR, true, out, func(d dirFd) error {
-		return unix.Mkdirat(d.fd, name, mode&07777)
+		return unix.Mkdirat(d.fd, name, createMode(ctx, d, mode)&07777)
 	})
 }
 
 // mknodAt creates a device node, fifo or socket name in dirRel.
 func (n *Node) mknodAt(ctx context.Context, dirRel, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	return n.makeAt(ctx, dirRel, name, 0, true, out, func(d dirFd) error {
-		return unix.Mknodat(d.fd, name, mode, int(rdev))
+		return unix.Mknodat(d.fd, name, createMode(ctx, d, mode), int(rdev))
 	})
 }
 
@@ -489,6 +490,7 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	}
 	defer d.close()
 	flags &^= syscall.O_APPEND
+	mode = createMode(ctx, d, mode)
 	fd, err := unix.Openat(d.fd, ".", int(flags)|unix.O_TMPFILE|unix.O_CLOEXEC, mode&07777)
 	if err != nil {
 		return nil, nil, 0, fs.ToErrno(err)

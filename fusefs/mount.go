@@ -74,6 +74,9 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 	// POSIX ACLs take part in the kernel's permission checks, as on the
 	// backing filesystem (docs/DESIGN.md#posix-acl).
 	mo.EnableAcl = true
+	// The daemon applies the caller's umask, or the backing directory's
+	// default ACL instead (umaskmode.go).
+	mo.ExtraCapabilities |= fuse.CAP_DONT_MASK
 	for _, opt := range o.Options {
 		switch opt {
 		case "":

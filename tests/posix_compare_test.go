@@ -1285,18 +1285,17 @@ var posixCases = []posixCase{
 		e.do("default acl", pop{Op: "setxattr", Path: "d", Name: "system.posix_acl_default", Data: all})
 		e.child(0, "create", pop{Op: "umask", Mode: 0o22},
 			opOpen(1, "d/f", unix.O_CREAT|unix.O_WRONLY, 0o666), opClose(1),
-			pop{Op: "mkdir", Path: "d/s", Mode: 0o777})
+			pop{Op: "mkdir", Path: "d/s", Mode: 0o777},
+			pop{Op: "mknod", Path: "d/p", Mode: unix.S_IFIFO | 0o666},
+			opOpen(2, "d", unix.O_TMPFILE|unix.O_RDWR, 0o666), pop{Op: "fstat", Slot: 2}, opClose(2),
+			opOpen(3, "plain", unix.O_CREAT|unix.O_WRONLY, 0o666), opClose(3))
 		e.stat("d/f", "d/f")
 		e.stat("d/s", "d/s")
+		e.stat("d/p", "d/p")
+		e.stat("plain", "plain")
+		e.xattrs("d/s xattrs", "d/s")
 		e.child(nobody, "nobody", opOpen(1, "d/f", unix.O_RDWR, 0), opClose(1),
 			opOpen(2, "d/s/g", unix.O_CREAT|unix.O_WRONLY, 0o600), opClose(2))
-	}, knownDiff: map[string]string{
-		"d/f": "without FUSE_DONT_MASK the kernel applies the caller's umask before the daemon, and the default ACL then applies to the masked mode",
-		"d/s": "without FUSE_DONT_MASK the kernel applies the caller's umask before the daemon, and the default ACL then applies to the masked mode",
-		// The masked group bits became the ACL's mask, which now takes
-		// nobody's write permission away.
-		"nobody#0 open":  "the umask difference of d/f",
-		"nobody#1 close": "the umask difference of d/f",
 	}},
 	{name: "misc_open_flags_and_space", run: func(e *penv) {
 		e.write("f", strings.Repeat("x", 8192), 0o644)
