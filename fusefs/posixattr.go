@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"context"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -49,4 +50,20 @@ func touchCtimeAt(d dirFd, leaf string) syscall.Errno {
 		return err.(syscall.Errno)
 	}
 	return 0
+}
+
+// ownWhiteout gives the whiteout a RENAME_WHITEOUT left at name in the
+// directory dirRel (d, or opened again when d.fd < 0) to the caller of
+// ctx, as natively (the kernel makes it with the renaming process's fsuid
+// and fsgid; the daemon's renameat2 made it root's). Errors are ignored:
+// the rename has succeeded.
+func (n *Node) ownWhiteout(ctx context.Context, d dirFd, dirRel, name string) {
+	if d.fd < 0 {
+		var errno syscall.Errno
+		if d, errno = n.fs.openDir(dirRel); errno != 0 {
+			return
+		}
+		defer d.close()
+	}
+	preserveOwner(ctx, d, d, name)
 }

@@ -1330,6 +1330,41 @@ var posixCases = []posixCase{
 		"fallocate#5 fallocate": fallocRangeWhy,
 		"fallocate#4 fallocate": fallocRangeWhy,
 	}},
+	{name: "misc_non_owner_and_namespaces", run: func(e *penv) {
+		e.mkdir("pub", 0o777)
+		e.write("pub/rootfile", "r", 0o600)
+		e.write("pub/readable", "r", 0o644)
+		e.mkdir("ro", 0o755)
+		e.write("ro/w", "w", 0o666)
+		e.mkdir("noexec", 0o766)
+		e.write("x", "x", 0o644)
+		e.do("trusted", pop{Op: "setxattr", Path: "x", Name: "trusted.k", Data: "v"},
+			pop{Op: "getxattr", Path: "x", Name: "trusted.k"},
+			pop{Op: "setxattr", Path: "x", Name: "security.k", Data: "v"},
+			pop{Op: "getxattr", Path: "x", Name: "security.k"},
+			pop{Op: "setxattr", Path: "x", Name: "bogus.k", Data: "v"},
+			pop{Op: "setxattr", Path: "x", Name: "system.posix_acl_access", Data: "junk"})
+		e.xattrs("x user xattrs", "x")
+		e.child(nobody, "nobody",
+			pop{Op: "link", Path: "pub/rootfile", Path2: "pub/mylink"},
+			pop{Op: "link", Path: "pub/readable", Path2: "pub/mylink2"},
+			pop{Op: "unlink", Path: "ro/w"},
+			opOpen(1, "ro/w", unix.O_CREAT|unix.O_WRONLY, 0o644), opWrite(1, "W"), opClose(1),
+			opOpen(2, "ro/new", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o644),
+			opOpen(3, "noexec/f", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o644),
+			pop{Op: "readdir", Path: "noexec"},
+			pop{Op: "getxattr", Path: "x", Name: "trusted.k"},
+			pop{Op: "setxattr", Path: "x", Name: "trusted.k", Data: "w"},
+			pop{Op: "mkdir", Path: "pub/sd", Mode: 0o7777},
+			pop{Op: "mknod", Path: "pub/dev", Mode: unix.S_IFCHR | 0o644, N: int64(unix.Mkdev(1, 3))},
+			pop{Op: "rename", Path: "pub/readable", Path2: "pub/wh", Flags: unix.RENAME_WHITEOUT},
+			pop{Op: "utimens", Path: "pub/readable", N: -1, M: -2},
+		)
+		e.stat("pub/sd", "pub/sd")
+		e.do("whiteout as root", pop{Op: "rename", Path: "pub/readable", Path2: "pub/wh", Flags: unix.RENAME_WHITEOUT})
+		e.stat("pub/readable after whiteout", "pub/readable")
+		e.do("readdir pub", pop{Op: "readdir", Path: "pub"})
+	}},
 	{name: "hard_links", run: func(e *penv) {
 		e.write("a", "one", 0o644)
 		e.do("link", pop{Op: "link", Path: "a", Path2: "b"})
