@@ -1365,6 +1365,46 @@ var posixCases = []posixCase{
 		e.stat("pub/readable after whiteout", "pub/readable")
 		e.do("readdir pub", pop{Op: "readdir", Path: "pub"})
 	}},
+	{name: "symlink_links_and_zero_writes", run: func(e *penv) {
+		e.write("f", "data", 0o644)
+		e.do("symlinks", pop{Op: "symlink", Path: "l", Path2: "f"}, pop{Op: "link", Path: "l", Path2: "hl"},
+			pop{Op: "symlink", Path: "dang", Path2: "nodir/x"},
+			opOpen(1, "dang", unix.O_CREAT|unix.O_WRONLY, 0o644),
+			pop{Op: "symlink", Path: "long", Path2: strings.Repeat("t", 4095)},
+			pop{Op: "symlink", Path: "toolong", Path2: strings.Repeat("t", 4096)},
+			pop{Op: "chmod", Path: "l", Mode: 0o600})
+		e.stat("hl", "hl")
+		e.stat("l", "l")
+		e.stat("long", "long")
+		e.stat("f after chmod via link", "f")
+		s := e.past("f")
+		e.do("zero write", opOpen(1, "f", unix.O_WRONLY, 0), opWrite(1, ""), opClose(1))
+		e.changed("after zero write", s)
+		s = e.past("f")
+		e.do("same size truncate", pop{Op: "truncate", Path: "f", N: 4})
+		e.changed("after same-size truncate", s)
+		s = e.past("f")
+		e.do("xattr create twice", pop{Op: "setxattr", Path: "f", Name: "user.a", Data: "1", Flags: unix.XATTR_CREATE})
+		s = e.past("f")
+		e.do("xattr create again", pop{Op: "setxattr", Path: "f", Name: "user.a", Data: "2", Flags: unix.XATTR_CREATE},
+			pop{Op: "removexattr", Path: "f", Name: "user.none"})
+		e.changed("after failed xattr ops", s)
+		s = e.past("f")
+		e.do("removexattr", pop{Op: "removexattr", Path: "f", Name: "user.a"})
+		e.changed("after removexattr", s)
+		e.write("mine", "m", 0o644)
+		e.must("chown", unix.Chown(e.p("mine"), nobody, nobody))
+		e.do("symlink to mine", pop{Op: "symlink", Path: "lm", Path2: "mine"})
+		e.must("lchown", unix.Lchown(e.p("lm"), nobody, nobody))
+		e.child(nobody, "nobody",
+			pop{Op: "lchown", Path: "lm", N: -1, M: nobody},
+			pop{Op: "lchown", Path: "l", N: -1, M: nobody},
+			pop{Op: "chmod", Path: "lm", Mode: 0o600},
+			pop{Op: "utimens", Path: "lm", N: pastA, M: pastM, Flags: unix.AT_SYMLINK_NOFOLLOW},
+			pop{Op: "utimens", Path: "l", N: pastA, M: pastM, Flags: unix.AT_SYMLINK_NOFOLLOW},
+		)
+		e.stat("mine", "mine")
+	}},
 	{name: "hard_links", run: func(e *penv) {
 		e.write("a", "one", 0o644)
 		e.do("link", pop{Op: "link", Path: "a", Path2: "b"})
