@@ -327,11 +327,11 @@ func (n *Node) symlinkAt(ctx context.Context, dirRel, target, name string, out *
 }
 
 // linkAt creates hard link name in dirRel to the node tn, found at
-// srcRel. EXDEV when tn has no name (an O_TMPFILE file: LINK carries no
-// descriptor), as the loopback answers.
+// srcRel. A tn without a name (an O_TMPFILE file: LINK carries no
+// descriptor) is linked through one of its open handles (linkfd.go).
 func (n *Node) linkAt(ctx context.Context, dirRel string, tn *Node, srcRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if _, parent := tn.EmbeddedInode().Parent(); parent == nil {
-		return nil, syscall.EXDEV
+		return n.linkByHandle(ctx, dirRel, tn, name, out)
 	}
 	src, srcLeaf, errno := n.fs.prepareAt(srcRel)
 	if errno != 0 {

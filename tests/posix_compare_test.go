@@ -190,6 +190,10 @@ func runOp(o pop, slots map[int]int) string {
 			sx.Attributes_mask, sx.Attributes)
 	case "access":
 		return errStr(unix.Faccessat(unix.AT_FDCWD, o.Path, uint32(o.Mode), o.Flags))
+	case "linkfd":
+		// linkat of the descriptor's /proc/self/fd link, followed: gives
+		// an O_TMPFILE file a name.
+		return errStr(unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd()), unix.AT_FDCWD, o.Path, unix.AT_SYMLINK_FOLLOW))
 	case "umask":
 		unix.Umask(int(o.Mode))
 		return "ok"
@@ -1404,6 +1408,22 @@ var posixCases = []posixCase{
 			pop{Op: "utimens", Path: "l", N: pastA, M: pastM, Flags: unix.AT_SYMLINK_NOFOLLOW},
 		)
 		e.stat("mine", "mine")
+	}},
+	{name: "tmpfile_linkat", run: func(e *penv) {
+		// The atomic-create pattern: write an O_TMPFILE file, then give
+		// it a name with linkat.
+		e.mkdir("pub", 0o777)
+		e.do("root", opOpen(1, ".", unix.O_TMPFILE|unix.O_RDWR, 0o640), opWrite(1, "tmp"),
+			pop{Op: "linkfd", Slot: 1, Path: "named"}, pop{Op: "linkfd", Slot: 1, Path: "named"},
+			pop{Op: "fstat", Slot: 1}, opWrite(1, "+"), opClose(1),
+			opOpen(2, ".", unix.O_TMPFILE|unix.O_RDWR|unix.O_EXCL, 0o640),
+			pop{Op: "linkfd", Slot: 2, Path: "excl"}, opClose(2))
+		e.cat("named", "named")
+		e.stat("named stat", "named")
+		e.do("excl", pop{Op: "stat", Path: "excl"})
+		e.child(nobody, "nobody", opOpen(1, "pub", unix.O_TMPFILE|unix.O_WRONLY, 0o600), opWrite(1, "n"),
+			pop{Op: "linkfd", Slot: 1, Path: "pub/mine"}, opClose(1))
+		e.stat("pub/mine", "pub/mine")
 	}},
 	{name: "hard_links", run: func(e *penv) {
 		e.write("a", "one", 0o644)
