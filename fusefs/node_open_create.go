@@ -32,6 +32,8 @@ func (f *FS) tracks(rel string) bool {
 //     first READ.
 //   - An ENOENT while another name of the file is being unlinked or
 //     renamed is retried by the node's next name (byNode, names.go).
+//   - A file whose every name is gone while it is open is opened through
+//     an open handle, as open(/proc/PID/fd/N) does natively (reopen.go).
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	var fh fs.FileHandle
 	var fl uint32
@@ -39,6 +41,11 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		fh, fl, errno = n.openRel(ctx, rel, flags, true)
 		return errno
 	})
+	if errno == syscall.ENOENT {
+		if rfh, rfl, rerrno, ok := n.reopenGone(ctx, flags); ok { // reopen.go
+			return rfh, rfl, rerrno
+		}
+	}
 	return fh, fl, errno
 }
 

@@ -194,6 +194,24 @@ func runOp(o pop, slots map[int]int) string {
 		// linkat of the descriptor's /proc/self/fd link, followed: gives
 		// an O_TMPFILE file a name.
 		return errStr(unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd()), unix.AT_FDCWD, o.Path, unix.AT_SYMLINK_FOLLOW))
+	case "fsetxattr":
+		return errStr(unix.Fsetxattr(fd(), o.Name, []byte(o.Data), o.Flags))
+	case "fgetxattr":
+		buf := make([]byte, 256)
+		n, err := unix.Fgetxattr(fd(), o.Name, buf)
+		if err != nil {
+			return errStr(err)
+		}
+		return fmt.Sprintf("ok %q", buf[:n])
+	case "fremovexattr":
+		return errStr(unix.Fremovexattr(fd(), o.Name))
+	case "reopen":
+		// open(2) of the descriptor's /proc/self/fd link into slot N.
+		nfd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd()), o.Flags|unix.O_CLOEXEC, 0)
+		if err == nil {
+			slots[int(o.N)] = nfd
+		}
+		return errStr(err)
 	case "umask":
 		unix.Umask(int(o.Mode))
 		return "ok"
@@ -1424,6 +1442,25 @@ var posixCases = []posixCase{
 		e.child(nobody, "nobody", opOpen(1, "pub", unix.O_TMPFILE|unix.O_WRONLY, 0o600), opWrite(1, "n"),
 			pop{Op: "linkfd", Slot: 1, Path: "pub/mine"}, opClose(1))
 		e.stat("pub/mine", "pub/mine")
+	}},
+	{name: "unlinked_open_xattrs_and_reopen", run: func(e *penv) {
+		e.write("f", "data", 0o644)
+		e.do("xattrs", opOpen(1, "f", unix.O_RDWR, 0), pop{Op: "unlink", Path: "f"},
+			pop{Op: "fsetxattr", Slot: 1, Name: "user.k", Data: "v"},
+			pop{Op: "fgetxattr", Slot: 1, Name: "user.k"},
+			pop{Op: "fsetxattr", Slot: 1, Name: "user.k", Data: "w", Flags: unix.XATTR_CREATE},
+			pop{Op: "fremovexattr", Slot: 1, Name: "user.k"},
+			pop{Op: "fgetxattr", Slot: 1, Name: "user.k"},
+			pop{Op: "fremovexattr", Slot: 1, Name: "user.k"})
+		e.write("g", "gdata", 0o644)
+		e.do("reopen", opOpen(1, "g", unix.O_RDONLY, 0), pop{Op: "unlink", Path: "g"},
+			pop{Op: "reopen", Slot: 1, N: 2, Flags: unix.O_RDONLY}, opRead(2, 10),
+			pop{Op: "reopen", Slot: 1, N: 3, Flags: unix.O_RDWR}, opWrite(3, "G"), pop{Op: "fstat", Slot: 3},
+			opClose(3), opClose(2), opClose(1))
+		e.write("h", "hdata", 0o644)
+		e.do("reopen named", opOpen(1, "h", unix.O_RDONLY, 0),
+			pop{Op: "reopen", Slot: 1, N: 2, Flags: unix.O_WRONLY | unix.O_APPEND}, opWrite(2, "!"), opClose(2), opClose(1))
+		e.cat("h", "h")
 	}},
 	{name: "hard_links", run: func(e *penv) {
 		e.write("a", "one", 0o644)
