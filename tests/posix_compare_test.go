@@ -35,6 +35,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -212,6 +213,11 @@ func runOp(o pop, slots map[int]int) string {
 			slots[int(o.N)] = nfd
 		}
 		return errStr(err)
+	case "fsizelimit":
+		// RLIMIT_FSIZE of this process to N bytes, SIGXFSZ ignored (so
+		// a write past it fails with EFBIG instead of killing us).
+		signal.Ignore(syscall.SIGXFSZ)
+		return errStr(unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: uint64(o.N), Max: uint64(o.N)}))
 	case "umask":
 		unix.Umask(int(o.Mode))
 		return "ok"
@@ -1461,6 +1467,25 @@ var posixCases = []posixCase{
 		e.do("reopen named", opOpen(1, "h", unix.O_RDONLY, 0),
 			pop{Op: "reopen", Slot: 1, N: 2, Flags: unix.O_WRONLY | unix.O_APPEND}, opWrite(2, "!"), opClose(2), opClose(1))
 		e.cat("h", "h")
+	}},
+	{name: "times_of_moved_directory_and_fsize_limit", run: func(e *penv) {
+		e.mkdir("a", 0o755)
+		e.mkdir("b", 0o755)
+		e.mkdir("a/m", 0o755)
+		s := e.pastDir("a/m")
+		e.do("move", pop{Op: "rename", Path: "a/m", Path2: "b/m"})
+		e.changed("moved dir", tsnap{rel: "b/m", ctime: s.ctime, noAtime: true})
+		s = e.pastDir("b/m")
+		e.do("rename within", pop{Op: "rename", Path: "b/m", Path2: "b/n"})
+		e.changed("renamed dir", tsnap{rel: "b/n", ctime: s.ctime, noAtime: true})
+		e.write("f", "0123456789", 0o666)
+		e.mkdir("pub", 0o777)
+		e.child(nobody, "nobody", pop{Op: "fsizelimit", N: 12},
+			opOpen(1, "f", unix.O_WRONLY|unix.O_APPEND, 0), opWrite(1, "abcdef"), opWrite(1, "x"), opClose(1),
+			pop{Op: "truncate", Path: "f", N: 100},
+			opOpen(2, "pub/new", unix.O_CREAT|unix.O_WRONLY, 0o644), opWrite(2, strings.Repeat("y", 20)), opClose(2))
+		e.stat("f", "f")
+		e.stat("pub/new", "pub/new")
 	}},
 	{name: "hard_links", run: func(e *penv) {
 		e.write("a", "one", 0o644)
