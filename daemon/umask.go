@@ -6,20 +6,15 @@ import (
 	"syscall"
 )
 
-// The daemon creates backing entries on behalf of callers, and the kernel
-// has already applied the caller's umask to the mode a CREATE, MKDIR or
-// MKNOD request carries: rubinofs does not negotiate FUSE_DONT_MASK, so
-// fs/fuse/dir.c masks the mode with current_umask() before sending it. The
-// daemon's own umask must therefore be 0, or it masks the mode a second
-// time (a caller with umask 0 would get 0644 instead of 0666). This is
-// what libfuse's passthrough examples do (umask(0) in main).
-//
-// A backing directory with a default POSIX ACL is the one place where the
-// result can differ from native: natively the default ACL replaces the
-// umask, through the mount the kernel has masked the mode already and the
-// backing filesystem then applies the ACL to that. The daemon's umask never
-// entered that case (a default ACL makes the backing filesystem ignore
-// it), so umask 0 leaves it as it was.
+// The daemon creates backing entries on behalf of callers and applies the
+// caller's umask itself: the mount negotiates FUSE_DONT_MASK, so the kernel
+// sends the unmasked mode with the caller's umask, and fusefs masks the mode
+// unless the backing directory has a default POSIX ACL, which then replaces
+// the umask as natively (docs/DESIGN.md#posix-acl). The daemon's own umask
+// must therefore be 0, or it masks the mode a second time (a caller with
+// umask 0 would get 0644 instead of 0666, and a default ACL would apply to
+// a masked mode). This is what libfuse's passthrough examples do (umask(0)
+// in main).
 //
 // Every file the daemon creates for itself (state directory, lock, logs,
 // task logs) is created with an explicit mode, so umask 0 makes none of

@@ -274,29 +274,14 @@ func (h *File) hashWritten(e syscall.Errno, data []byte, off int64) {
 // as a write through the page cache does. There the kernel removes the
 // bits itself before writing (file_remove_privs, sent as a mode change:
 // fs/fuse/dir.c keeps set-group-ID without group-exec), but on the direct
-// path it only flags the WRITE (FUSE_WRITE_KILL_SUIDGID, set when the
-// writer lacks CAP_FSETID) and leaves it to the daemon, whose own write
-// as root would keep them. go-fuse's file API does not pass the WRITE's
-// flags, so the rule is taken from the caller instead: uid 0 is taken to
-// hold CAP_FSETID, every other uid not to. Errors are ignored: the write
-// itself has succeeded.
+// path it leaves them to the daemon, whose own write as root would keep
+// them (docs/DESIGN.md#killpriv).
 func (h *File) dropPrivs(ctx context.Context) {
-	if c, ok := ctx.(*fuse.Context); !ok || c.Uid == 0 {
+	if !callerKillsPriv(ctx) {
 		return
 	}
 	h.fd(func(fd int) syscall.Errno {
-		var st syscall.Stat_t
-		if syscall.Fstat(fd, &st) != nil {
-			return 0
-		}
-		mode := st.Mode & 0o7777
-		kill := mode &^ syscall.S_ISUID
-		if mode&syscall.S_IXGRP != 0 {
-			kill &^= syscall.S_ISGID
-		}
-		if kill != mode {
-			syscall.Fchmod(fd, kill)
-		}
+		killPrivFd(fd)
 		return 0
 	})
 }

@@ -130,6 +130,11 @@ func setattrFd(fd int, writable bool, in *fuse.SetAttrIn, out *fuse.AttrOut) sys
 			return fs.ToErrno(err)
 		}
 	}
+	if onlyCtime(in) {
+		if errno := touchCtimeAt(dirFd{fd: fd}, ""); errno != 0 {
+			return errno
+		}
+	}
 	var st syscall.Stat_t
 	if _, errno := statAt(dirFd{fd: fd}, "", &st); errno != 0 {
 		return errno

@@ -39,8 +39,10 @@ func (n *Node) newChild(ctx context.Context, st *syscall.Stat_t, gen uint64) *fs
 // fs/open.c), but the creator asked for them: natively a file created with
 // mode 04777 keeps its setuid bit. So an entry already owned by the caller
 // is left alone, and bits the chown cleared are set again from the mode
-// the entry was created with.
-func preserveOwner(ctx context.Context, d dirFd, name string) {
+// the entry was created with. In a set-group-ID directory parent the entry
+// keeps the directory's group, as natively (entryGid); parent is d itself
+// when name is not "".
+func preserveOwner(ctx context.Context, parent, d dirFd, name string) {
 	if os.Getuid() != 0 {
 		return
 	}
@@ -52,14 +54,15 @@ func preserveOwner(ctx context.Context, d dirFd, name string) {
 	if _, errno := statAt(d, name, &st); errno != 0 {
 		return
 	}
-	if st.Uid == c.Uid && st.Gid == c.Gid {
+	gid := entryGid(parent, c.Gid)
+	if st.Uid == c.Uid && (gid == -1 || st.Gid == uint32(gid)) {
 		return
 	}
 	flags := unix.AT_SYMLINK_NOFOLLOW
 	if name == "" {
 		flags |= unix.AT_EMPTY_PATH
 	}
-	if unix.Fchownat(d.fd, name, int(c.Uid), int(c.Gid), flags) != nil {
+	if unix.Fchownat(d.fd, name, int(c.Uid), gid, flags) != nil {
 		return
 	}
 	if st.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 || st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
@@ -211,6 +214,11 @@ func (n *Node) setattrAt(ctx context.Context, rel string, fh fs.FileHandle, in *
 			return fs.ToErrno(err)
 		}
 	}
+	if onlyCtime(in) {
+		if errno := touchCtimeAt(d, leaf); errno != 0 {
+			return errno
+		}
+	}
 	var st syscall.Stat_t
 	if _, errno := statAt(d, leaf, &st); errno != 0 {
 		return errno
@@ -254,11 +262,12 @@ func (n *Node) createAt(ctx context.Context, dirRel, name string, flags, mode ui
 	}
 	defer d.close()
 	flags &^= syscall.O_APPEND
+	mode = createMode(ctx, d, mode)
 	fd, err := unix.Openat(d.fd, name, int(flags)|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode&07777)
 	if err != nil {
 		return nil, nil, fs.ToErrno(err)
 	}
-	preserveOwner(ctx, dirFd{fd: fd}, "")
+	preserveOwner(ctx, d, dirFd{fd: fd}, "")
 	gen, errno := statAt(dirFd{fd: fd}, "", st)
 	if errno != 0 {
 		unix.Close(fd)
@@ -282,7 +291,7 @@ func (n *Node) makeAt(ctx context.Context, dirRel, name string, rmFlags int, own
 		return nil, fs.ToErrno(err)
 	}
 	if owner {
-		preserveOwner(ctx, d, name)
+		preserveOwner(ctx, d, d, name)
 	}
 	var st syscall.Stat_t
 	gen, errno := statAt(d, name, &st)
@@ -298,14 +307,14 @@ func (n *Node) makeAt(ctx context.Context, dirRel, name string, rmFlags int, own
 // setgid bits (the loopback's os.Mkdir drops them; mkdir(2) does not).
 func (n *Node) mkdirAt(ctx context.Context, dirRel, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	return n.makeAt(ctx, dirRel, name, unix.AT_REMOVEDIR, true, out, func(d dirFd) error {
-		return unix.Mkdirat(d.fd, name, mode&07777)
+		return unix.Mkdirat(d.fd, name, createMode(ctx, d, mode)&07777)
 	})
 }
 
 // mknodAt creates a device node, fifo or socket name in dirRel.
 func (n *Node) mknodAt(ctx context.Context, dirRel, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	return n.makeAt(ctx, dirRel, name, 0, true, out, func(d dirFd) error {
-		return unix.Mknodat(d.fd, name, mode, int(rdev))
+		return unix.Mknodat(d.fd, name, createMode(ctx, d, mode), int(rdev))
 	})
 }
 
@@ -318,11 +327,11 @@ func (n *Node) symlinkAt(ctx context.Context, dirRel, target, name string, out *
 }
 
 // linkAt creates hard link name in dirRel to the node tn, found at
-// srcRel. EXDEV when tn has no name (an O_TMPFILE file: LINK carries no
-// descriptor), as the loopback answers.
+// srcRel. A tn without a name (an O_TMPFILE file: LINK carries no
+// descriptor) is linked through one of its open handles (linkfd.go).
 func (n *Node) linkAt(ctx context.Context, dirRel string, tn *Node, srcRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if _, parent := tn.EmbeddedInode().Parent(); parent == nil {
-		return nil, syscall.EXDEV
+		return n.linkByHandle(ctx, dirRel, tn, name, out)
 	}
 	src, srcLeaf, errno := n.fs.prepareAt(srcRel)
 	if errno != 0 {
@@ -481,10 +490,12 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	}
 	defer d.close()
 	flags &^= syscall.O_APPEND
+	mode = createMode(ctx, d, mode)
 	fd, err := unix.Openat(d.fd, ".", int(flags)|unix.O_TMPFILE|unix.O_CLOEXEC, mode&07777)
 	if err != nil {
 		return nil, nil, 0, fs.ToErrno(err)
 	}
+	preserveOwner(ctx, d, dirFd{fd: fd}, "") // the caller's file, as natively
 	var st syscall.Stat_t
 	gen, errno := statAt(dirFd{fd: fd}, "", &st)
 	if errno != 0 {

@@ -71,6 +71,12 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 	// cached one, instead of failing with ENODEV (fs/fuse/file.c,
 	// fuse_file_mmap).
 	mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
+	// POSIX ACLs take part in the kernel's permission checks, as on the
+	// backing filesystem (docs/DESIGN.md#posix-acl).
+	mo.EnableAcl = true
+	// The daemon applies the caller's umask, or the backing directory's
+	// default ACL instead (umaskmode.go).
+	mo.ExtraCapabilities |= fuse.CAP_DONT_MASK
 	for _, opt := range o.Options {
 		switch opt {
 		case "":

@@ -171,15 +171,27 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 
 // Setxattr sets an extended attribute (an ACL copy by sed -i or cp -p
 // changes the mode this way): never guarded, an own change for the watcher.
+// Like the reads (xattr_fd.go) it goes through one of n's open handles
+// when there is one: the node's own inode even once its name is gone
+// (fsetxattr on a descriptor of a file unlinked while open).
 func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
 	rel := n.rel()
 	defer n.fs.ownChange(rel)()
+	if _, errno, ok := n.withOpenFd(func(fd int) (int, error) {
+		return 0, unix.Fsetxattr(fd, attr, data, int(flags))
+	}); ok {
+		return errno
+	}
 	return n.setxattrAt(rel, attr, data, flags)
 }
 
-// Removexattr removes an extended attribute, as an own change.
+// Removexattr removes an extended attribute, as an own change, through an
+// open handle when there is one (as Setxattr).
 func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	rel := n.rel()
 	defer n.fs.ownChange(rel)()
+	if _, errno, ok := n.withOpenFd(func(fd int) (int, error) { return 0, unix.Fremovexattr(fd, attr) }); ok {
+		return errno
+	}
 	return n.removexattrAt(rel, attr)
 }

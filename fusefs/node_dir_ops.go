@@ -172,7 +172,11 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		move: true,
 		jop:  jRename,
 		runIn: func(at []dirFd) syscall.Errno {
-			return n.renameIn(at[0], dirRel, name, np, at[1], newDirRel, newName, flags)
+			errno := n.renameIn(at[0], dirRel, name, np, at[1], newDirRel, newName, flags)
+			if errno == 0 && flags&unix.RENAME_WHITEOUT != 0 {
+				n.ownWhiteout(ctx, at[0], dirRel, name) // posixattr.go
+			}
+			return errno
 		},
 	}
 	exchange := flags&unix.RENAME_EXCHANGE != 0

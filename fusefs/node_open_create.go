@@ -32,6 +32,8 @@ func (f *FS) tracks(rel string) bool {
 //     first READ.
 //   - An ENOENT while another name of the file is being unlinked or
 //     renamed is retried by the node's next name (byNode, names.go).
+//   - A file whose every name is gone while it is open is opened through
+//     an open handle, as open(/proc/PID/fd/N) does natively (reopen.go).
 func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	var fh fs.FileHandle
 	var fl uint32
@@ -39,6 +41,11 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		fh, fl, errno = n.openRel(ctx, rel, flags, true)
 		return errno
 	})
+	if errno == syscall.ENOENT {
+		if rfh, rfl, rerrno, ok := n.reopenGone(ctx, flags); ok { // reopen.go
+			return rfh, rfl, rerrno
+		}
+	}
 	return fh, fl, errno
 }
 
@@ -81,7 +88,9 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 
 	var lf *fs.LoopbackFile
 	open := func() (errno syscall.Errno) {
-		lf, errno = openFileAt(d, leaf, flags)
+		if lf, errno = openFileAt(d, leaf, flags); errno == 0 {
+			killPrivOnTrunc(ctx, flags, mustFd(lf))
+		}
 		return errno
 	}
 	if writable && trunc && regular(&st) {
@@ -269,7 +278,9 @@ func (n *Node) openUntracked(ctx context.Context, rel string, flags uint32) (fs.
 	}
 	var lf *fs.LoopbackFile
 	open := func() (errno syscall.Errno) {
-		lf, errno = n.openAt(rel, flags)
+		if lf, errno = n.openAt(rel, flags); errno == 0 {
+			killPrivOnTrunc(ctx, flags, mustFd(lf))
+		}
 		return errno
 	}
 	var errno syscall.Errno

@@ -176,7 +176,9 @@ func (w *rawWrap) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.
 
 func (w *rawWrap) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, n string, out *fuse.EntryOut) fuse.Status {
 	start := time.Now()
+	forget := withUmask(cancel, in.Umask) // umaskmode.go
 	st := w.RawFileSystem.Mknod(cancel, in, n, out)
+	forget()
 	if d, ok := w.done(opMknod, start, st); ok {
 		w.emit(opMknod, d, st, &in.Caller, w.session(in.Caller.Pid), int64(out.NodeId), "(%d,%s,%o,0x%x)", in.NodeId, name(n), in.Mode, in.Rdev)
 	}
@@ -185,7 +187,9 @@ func (w *rawWrap) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, n string, out 
 
 func (w *rawWrap) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, n string, out *fuse.EntryOut) fuse.Status {
 	start := time.Now()
+	forget := withUmask(cancel, in.Umask) // umaskmode.go
 	st := w.RawFileSystem.Mkdir(cancel, in, n, out)
+	forget()
 	if d, ok := w.done(opMkdir, start, st); ok {
 		w.emit(opMkdir, d, st, &in.Caller, w.session(in.Caller.Pid), int64(out.NodeId), "(%d,%s,%o)", in.NodeId, name(n), in.Mode)
 	}
@@ -299,7 +303,9 @@ func (w *rawWrap) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr str
 
 func (w *rawWrap) Create(cancel <-chan struct{}, in *fuse.CreateIn, n string, out *fuse.CreateOut) fuse.Status {
 	start := time.Now()
+	forget := withUmask(cancel, in.Umask) // umaskmode.go
 	st := w.RawFileSystem.Create(cancel, in, n, out)
+	forget()
 	if d, ok := w.done(opCreate, start, st); ok {
 		w.emit(opCreate, d, st, &in.Caller, w.opened(st, &in.Caller, out.Fh), int64(out.NodeId), "(%d,%s,%o,0x%x)", in.NodeId, name(n), in.Mode, in.Flags)
 	}
@@ -308,7 +314,9 @@ func (w *rawWrap) Create(cancel <-chan struct{}, in *fuse.CreateIn, n string, ou
 
 func (w *rawWrap) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
 	start := time.Now()
+	forget := withUmask(cancel, in.Umask) // umaskmode.go
 	st := w.RawFileSystem.Tmpfile(cancel, in, out)
+	forget()
 	if d, ok := w.done(opTmpfile, start, st); ok {
 		w.emit(opTmpfile, d, st, &in.Caller, w.opened(st, &in.Caller, out.Fh), int64(out.NodeId), "(%d,%o,0x%x)", in.NodeId, in.Mode, in.Flags)
 	}

@@ -143,7 +143,7 @@ type Config struct {
 	// Umask is the umask the start-up wrapper sets before it starts the
 	// task, in octal ("0022"); "" keeps the runner's process umask. The
 	// daemon runs with umask 0 (it creates files with the modes callers
-	// asked for, already masked by the kernel) and passes the umask it was
+	// asked for, masked with their own umask) and passes the umask it was
 	// started with, so tasks create files as the user's shell would.
 	// Anything but up to four octal digits fails Validate.
 	Umask string `json:"-"`
