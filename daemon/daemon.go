@@ -25,6 +25,7 @@ import (
 	"github.com/rubinofs/rubinofs/guard/gitsafe"
 	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/journal"
+	"github.com/rubinofs/rubinofs/peers"
 	"github.com/rubinofs/rubinofs/tasks"
 	"github.com/rubinofs/rubinofs/watcher"
 )
@@ -113,6 +114,9 @@ type Daemon struct {
 	Compact *compact.Service
 	server  *fuse.Server
 	rootFd  int // in-place: the workspace directory opened before mounting
+	// peers is the registration of the backing root in the host's peer
+	// registry (peers.go); nil with detection off.
+	peers *peers.Registry
 
 	closeOnce sync.Once
 	closeErr  error
@@ -219,6 +223,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Logger:            cfg.Slog,
 		Passthrough:       os.Geteuid() == 0,
 		Shared:            shared,
+		Peers:             d.registerPeers(ws), // peers.go: before serving
 	}
 	if jr != nil {
 		fcfg.Journal = jr
@@ -332,7 +337,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		go d.checkpoints(interval)
 	}
 	cfg.Slog.Info("mounted", "workspace", cfg.Workspace, "mountpoint", cfg.Mountpoint,
-		"mode", cfg.Mode.String(), "watch", mode, "backing_fs", kind, "shared", shared, "state_dir", cfg.StateDir)
+		"mode", cfg.Mode.String(), "watch", mode, "backing_fs", kind, "shared", d.FS.SharedMode(), "state_dir", cfg.StateDir)
 	return d, nil
 }
 
@@ -598,4 +603,5 @@ func (d *Daemon) closeFd() {
 		syscall.Close(d.rootFd)
 		d.rootFd = -1
 	}
+	d.closePeers() // peers.go
 }

@@ -300,3 +300,89 @@ func TestMultiMountAutoPollOnFuse(t *testing.T) {
 		t.Fatalf("after the poller's pass: %q", got)
 	}
 }
+
+// TestMultiMountPeerDefault: two mounts of one local backing directory
+// with the default options (no --shared, inotify) find each other through
+// the host's registry of backing roots and are both shared ("peer" in
+// .rubino/status): the counter stress loses no update, and a write
+// derived from a read older than the other mount's write is refused.
+func TestMultiMountPeerDefault(t *testing.T) {
+	ms := newMounts(t, 2, map[string]string{"counter": "0\n", "f.txt": "v1\n"}, nil)
+	for i, m := range ms {
+		if got := m.sharedMode(); got != "peer" {
+			t.Fatalf("mount %d: shared %q, want peer", i+1, got)
+		}
+	}
+	a, b := ms[0], ms[1]
+	a.mustSh("cat f.txt >/dev/null")
+	b.mustSh("cat f.txt >/dev/null && echo v2 > f.txt")
+	a.mustFail("echo lost > f.txt")
+	if got := a.readBacking("f.txt"); got != "v2\n" {
+		t.Fatalf("backing file %q after the refused write, want v2", got)
+	}
+	total, refused, final := counterStress(t, ms, 3, 40)
+	if final != total {
+		t.Fatalf("final counter %d after %d successful writes: %d updates lost", final, total, total-final)
+	}
+	t.Logf("%d writes, %d refused and retried, 0 lost", total, refused)
+}
+
+// TestMultiMountPeerNested: a mount whose backing root is a directory
+// inside another mount's backing root, and that other mount, see each
+// other as peers; a mount of an unrelated directory sees neither.
+func TestMultiMountPeerNested(t *testing.T) {
+	outer := newMount(t, map[string]string{"sub/deep/f.txt": "v1\n"}, nil)
+	if got := outer.sharedMode(); got != "off" {
+		t.Fatalf("outer alone: shared %q, want off", got)
+	}
+	inner := newMount(t, nil, func(c *daemon.Config) { c.Workspace = outer.backing("sub/deep") })
+	if got := inner.sharedMode(); got != "peer" {
+		t.Fatalf("inner: shared %q, want peer (a mount above it)", got)
+	}
+	if got := outer.sharedMode(); got != "peer" {
+		t.Fatalf("outer: shared %q, want peer (a mount beneath it)", got)
+	}
+	other := newMount(t, nil, nil)
+	if got := other.sharedMode(); got != "off" {
+		t.Fatalf("unrelated mount: shared %q, want off", got)
+	}
+	// The same file through both: a stale write through either is refused.
+	outer.mustSh("cat sub/deep/f.txt >/dev/null")
+	inner.mustSh("cat f.txt >/dev/null && echo v2 > f.txt")
+	outer.mustFail("echo lost > sub/deep/f.txt")
+	if got := outer.readBacking("sub/deep/f.txt"); got != "v2\n" {
+		t.Fatalf("backing file %q after the refused write, want v2", got)
+	}
+}
+
+// TestMultiMountPeerModes: a lone mount is not shared; a second mount of
+// its backing directory makes it "peer", and it stays so after that
+// mount is gone (shared until unmount); --shared shows "on"; with
+// --peer-detect=false on both, two mounts of one directory do not see
+// each other (the mode before detection).
+func TestMultiMountPeerModes(t *testing.T) {
+	a := newMount(t, map[string]string{"f.txt": "v1\n"}, nil)
+	if got := a.sharedMode(); got != "off" {
+		t.Fatalf("lone mount: shared %q, want off", got)
+	}
+	b := newMount(t, nil, func(c *daemon.Config) { c.Workspace = a.ws })
+	if got := a.sharedMode(); got != "peer" {
+		t.Fatalf("with a second mount: shared %q, want peer", got)
+	}
+	if err := b.d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-b.d.Done()
+	if got := a.sharedMode(); got != "peer" {
+		t.Fatalf("after the second mount's unmount: shared %q, want peer (kept until unmount)", got)
+	}
+	if got := newMount(t, nil, func(c *daemon.Config) { c.Cache.Shared = true }).sharedMode(); got != "on" {
+		t.Fatalf("--shared: %q, want on", got)
+	}
+	off := newMounts(t, 2, nil, func(c *daemon.Config) { c.Cache.NoPeerDetect = true })
+	for i, m := range off {
+		if got := m.sharedMode(); got != "off" {
+			t.Fatalf("--peer-detect=false, mount %d: shared %q, want off", i+1, got)
+		}
+	}
+}
