@@ -115,8 +115,9 @@ type Daemon struct {
 	server  *fuse.Server
 	rootFd  int // in-place: the workspace directory opened before mounting
 	// peers is the registration of the backing root in the host's peer
-	// registry (peers.go); nil with detection off.
-	peers *peers.Registry
+	// registry (peers.go), made at peersAt; nil with detection off.
+	peers   *peers.Registry
+	peersAt time.Time
 
 	closeOnce sync.Once
 	closeErr  error
@@ -288,6 +289,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if mode == watchPoll {
 		timeout = pollTimeout(&cfg) // nothing tells the kernel of another host's change at once
 	}
+	d.awaitPeers() // peers.go
 	d.server, err = d.FS.Mount(cfg.Mountpoint, fusefs.MountOptions{
 		Options:         cfg.Options,
 		EntryTimeout:    timeout,

@@ -5,6 +5,8 @@ package daemon
 // (docs/DESIGN.md#peer-mounts).
 
 import (
+	"time"
+
 	"github.com/rubinofs/rubinofs/fusefs"
 	"github.com/rubinofs/rubinofs/peers"
 )
@@ -25,8 +27,18 @@ func (d *Daemon) registerPeers(root string) fusefs.PeerProbe {
 			"registry", peers.Dir(), "err", err)
 		return nil
 	}
-	d.peers = reg
+	d.peers, d.peersAt = reg, time.Now()
 	return reg
+}
+
+// awaitPeers waits, before the mount serves its first request, until
+// fusefs.PeerRecheck has passed since the registration: another mount
+// that probed just before it and found no peer probes again before this
+// mount can change anything (at most 1 ms, once, at mount time).
+func (d *Daemon) awaitPeers() {
+	if d.peers != nil {
+		time.Sleep(time.Until(d.peersAt.Add(fusefs.PeerRecheck)))
+	}
 }
 
 // closePeers drops the registration (registerPeers), once the server has

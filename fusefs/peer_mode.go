@@ -16,10 +16,12 @@ type PeerProbe interface {
 	Peer() bool
 }
 
-// peerRecheck is how long (ns) a probe that found no peer is trusted
-// before the next decision probes again: a peer that appears is seen by
-// decisions starting at most this long after it registered.
-const peerRecheck = time.Millisecond
+// PeerRecheck is how long a probe that found no peer is trusted before
+// the next decision probes again: a peer that appears is seen by every
+// decision starting at least this long after it registered. A daemon
+// waits this long between registering and serving (daemon.Start), so its
+// first request is seen by every other mount's decisions after it.
+const PeerRecheck = time.Millisecond
 
 // peerState is the FS's view of peer mounts. Concurrency: atomics.
 type peerState struct {
@@ -36,7 +38,7 @@ type peerState struct {
 // shared reports whether the mount is in shared mode now
 // (docs/DESIGN.md#close-to-open, #cross-mount-lock): Config.Shared, or a
 // peer mount of the backing directory seen by Config.Peers now or
-// before. A probe that found no peer is reused for peerRecheck. The first
+// before. A probe that found no peer is reused for PeerRecheck. The first
 // time a peer is seen it is logged. Every decision that depends on shared
 // mode asks here, at the decision; handles opened before keep the mode
 // they were opened in.
@@ -48,7 +50,7 @@ func (f *FS) shared() bool {
 		return false
 	}
 	now := int64(time.Since(f.started)) + 1
-	if at := f.peerClearAt.Load(); at != 0 && now-at < int64(peerRecheck) {
+	if at := f.peerClearAt.Load(); at != 0 && now-at < int64(PeerRecheck) {
 		return false
 	}
 	f.peerProbes.Add(1)
