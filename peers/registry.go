@@ -10,7 +10,8 @@
 // conflict on byte 0 or 1 of this root's key (a mount at the same root,
 // or one inside it) or on byte 0 of an ancestor's key (a mount above it).
 // The locks belong to the open file descriptions, so they vanish with the
-// process that held them: a crashed daemon leaves only empty key files.
+// process that held them: a crashed daemon leaves only empty key files,
+// and a registration that ends removes the key files nobody else holds.
 package peers
 
 import (
@@ -19,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -54,17 +56,28 @@ func Dir() string {
 // it holds open, with their read locks. Concurrency: Peer is safe for
 // concurrent use; Close must not race with it.
 type Registry struct {
-	// host is the descriptor of the registry's host key (hostKey), read
-	// lock on byte 0: any other registration on the host conflicts with a
-	// write lock there, so a lone mount answers Peer with one fcntl.
-	host int
-	// root is the descriptor of the root's key file (read lock on
-	// rootedHere); -1 once closed.
-	root int
-	// ancestors are the descriptors of the key files of the root's
-	// ancestors up to /, nearest first (read lock on rootedBeneath each).
-	ancestors []int
+	// host is the registry's host key (hostKey), read lock on byte 0: any
+	// other registration on the host conflicts with a write lock there, so
+	// a lone mount answers Peer with one fcntl.
+	host key
+	// root is the root's key file (read lock on rootedHere); fd -1 once
+	// closed.
+	root key
+	// ancestors are the key files of the root's ancestors up to /,
+	// nearest first (read lock on rootedBeneath each).
+	ancestors []key
 }
+
+// key is one held key file: its descriptor and path.
+type key struct {
+	fd   int
+	name string
+}
+
+// holdTries bounds how often holdFile starts over when the key file it
+// opened was removed meanwhile by a registration that ended (Close), one
+// millisecond apart.
+const holdTries = 1000
 
 // Register registers root, a backing directory, in the registry
 // directory dir ("" is Dir()), creating dir (mode 0755 for root, else
@@ -92,7 +105,7 @@ func Register(dir, root string) (r *Registry, err error) {
 	if real, err = filepath.Abs(real); err != nil {
 		return nil, fmt.Errorf("peer registry: %w", err)
 	}
-	r = &Registry{host: -1, root: -1}
+	r = &Registry{host: key{fd: -1}, root: key{fd: -1}}
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -106,39 +119,57 @@ func Register(dir, root string) (r *Registry, err error) {
 	}
 	for p := real; p != "/"; {
 		p = filepath.Dir(p)
-		fd, err := holdKey(dir, p, rootedBeneath)
+		k, err := holdKey(dir, p, rootedBeneath)
 		if err != nil {
 			return nil, err
 		}
-		r.ancestors = append(r.ancestors, fd)
+		r.ancestors = append(r.ancestors, k)
 	}
 	return r, nil
 }
 
-// holdKey opens (creating it, empty, mode 0644) the key file of
-// directory p in dir and takes an OFD read lock on byte b of it; it
-// returns the descriptor.
-func holdKey(dir, p string, b int64) (int, error) {
+// holdKey holds the key file of directory p in dir, read-locking byte b
+// (holdFile).
+func holdKey(dir, p string, b int64) (key, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(p, &st); err != nil {
-		return -1, fmt.Errorf("peer registry: stat %s: %w", p, err)
+		return key{fd: -1}, fmt.Errorf("peer registry: stat %s: %w", p, err)
 	}
 	return holdFile(filepath.Join(dir, fmt.Sprintf("%d-%d", st.Dev, st.Ino)), b)
 }
 
 // holdFile opens (creating it, empty, mode 0644) the file name and takes
-// an OFD read lock on byte b of it; it returns the descriptor.
-func holdFile(name string, b int64) (int, error) {
-	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
-	if err != nil {
-		return -1, fmt.Errorf("peer registry: %s: %w", name, err)
-	}
-	lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: 0, Start: b, Len: 1}
-	if err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk); err != nil {
+// an OFD read lock on byte b of it. A registration that ends removes a
+// key file nobody else holds, under a write lock (Close): when the lock
+// is refused by that write lock, or the file locked is no longer the one
+// at name, holdFile starts over (at most holdTries times).
+func holdFile(name string, b int64) (key, error) {
+	for try := 0; ; try++ {
+		fd, err := unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
+		if err != nil {
+			return key{fd: -1}, fmt.Errorf("peer registry: %s: %w", name, err)
+		}
+		lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: 0, Start: b, Len: 1}
+		err = unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)
+		if err == nil && !sameFile(fd, name) {
+			err = unix.ESTALE // removed (and maybe created anew) since the open
+		}
+		if err == nil {
+			return key{fd: fd, name: name}, nil
+		}
 		unix.Close(fd)
-		return -1, fmt.Errorf("peer registry: locking %s: %w", name, err)
+		retry := err == unix.EAGAIN || err == unix.EACCES || err == unix.EINTR || err == unix.ESTALE
+		if !retry || try >= holdTries {
+			return key{fd: -1}, fmt.Errorf("peer registry: locking %s: %w", name, err)
+		}
+		time.Sleep(time.Millisecond) // a Close is removing it: microseconds
 	}
-	return fd, nil
+}
+
+// sameFile reports whether name is still the file fd has open.
+func sameFile(fd int, name string) bool {
+	var a, b unix.Stat_t
+	return unix.Fstat(fd, &a) == nil && unix.Stat(name, &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
 }
 
 // Peer reports whether another mount shares this one's backing files:
@@ -147,22 +178,22 @@ func holdFile(name string, b int64) (int, error) {
 // 0 of an ancestor's key (a mount of a directory above it). It costs one
 // F_OFD_GETLK when no other registration exists on the host (the host
 // key), else one more per key file (1 + the depth of the root); no
-// allocation;
-// this registration's own locks never conflict with its own query (the
-// kernel compares OFD lock owners by open file description). A failed
-// query counts as a peer (safe: shared mode costs speed, never an update).
+// allocation; this registration's own locks never conflict with its own
+// query (the kernel compares OFD lock owners by open file description). A
+// failed query counts as a peer (safe: shared mode costs speed, never an
+// update).
 func (r *Registry) Peer() bool {
-	if r == nil || r.root < 0 {
+	if r == nil || r.root.fd < 0 {
 		return false
 	}
-	if !held(r.host, rootedHere, 1) {
+	if !held(r.host.fd, rootedHere, 1) {
 		return false // no other mount on the host
 	}
-	if held(r.root, rootedHere, 2) {
+	if held(r.root.fd, rootedHere, 2) {
 		return true
 	}
-	for _, fd := range r.ancestors {
-		if held(fd, rootedHere, 1) {
+	for _, k := range r.ancestors {
+		if held(k.fd, rootedHere, 1) {
 			return true
 		}
 	}
@@ -183,22 +214,29 @@ func held(fd int, start, n int64) bool {
 	}
 }
 
-// Close drops the registration: its key files are closed, which releases
-// their locks (the files stay, empty). Safe on nil and after a failed
-// Register.
+// Close drops the registration: each key file that no other registration
+// holds (a write lock over the whole file is granted) is removed under
+// that lock, and every key file is closed, which releases its locks. The
+// host key stays. Safe on nil and after a failed Register.
 func (r *Registry) Close() error {
 	if r == nil {
 		return nil
 	}
 	var first error
-	for _, fd := range append([]int{r.host, r.root}, r.ancestors...) {
-		if fd < 0 {
+	for _, k := range append([]key{r.host, r.root}, r.ancestors...) {
+		if k.fd < 0 {
 			continue
 		}
-		if err := unix.Close(fd); err != nil && first == nil {
+		if k.name != r.host.name {
+			lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
+			if unix.FcntlFlock(uintptr(k.fd), unix.F_OFD_SETLK, &lk) == nil && sameFile(k.fd, k.name) {
+				unix.Unlink(k.name) // nobody holds it; a newcomer starts over (holdFile)
+			}
+		}
+		if err := unix.Close(k.fd); err != nil && first == nil {
 			first = err
 		}
 	}
-	r.host, r.root, r.ancestors = -1, -1, nil
+	r.host, r.root, r.ancestors = key{fd: -1}, key{fd: -1}, nil
 	return first
 }

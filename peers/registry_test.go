@@ -144,3 +144,39 @@ func benchPeer(b *testing.B, other bool) {
 		}
 	}
 }
+
+// TestCloseRemovesUnheldKeys: a registration that ends removes the key
+// files no other registration holds, keeps those another one holds, and a
+// later registration of the same root is seen as before.
+func TestCloseRemovesUnheldKeys(t *testing.T) {
+	base, reg := tree(t)
+	keys := func() int {
+		ents, err := os.ReadDir(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	inner, err := Register(reg, filepath.Join(base, "a", "b", "c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lone := keys()
+	x := register(t, reg, filepath.Join(base, "x")) // shares base's ancestors' keys
+	withX := keys()
+	if withX != lone+1 {
+		t.Fatalf("%d key files with a sibling registration, want %d", withX, lone+1)
+	}
+	if err := inner.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// a/b/c, a/b, a are gone; x, base, its ancestors and host stay.
+	if got := keys(); got != withX-3 {
+		t.Fatalf("%d key files after the inner registration closed, want %d", got, withX-3)
+	}
+	r1 := register(t, reg, filepath.Join(base, "a", "b", "c"))
+	r2 := register(t, reg, filepath.Join(base, "a", "b", "c"))
+	if !r1.Peer() || !r2.Peer() || x.Peer() {
+		t.Fatalf("after re-registering: peers %v %v, sibling %v", r1.Peer(), r2.Peer(), x.Peer())
+	}
+}
