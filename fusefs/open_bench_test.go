@@ -68,7 +68,7 @@ func peerSetup(b *testing.B, others bool) func(*FS) {
 		}
 		b.Cleanup(func() { reg.Close() })
 		if others {
-			o, err := peers.Register(dir, dir)
+			o, err := peers.Register(dir, b.TempDir())
 			if err != nil {
 				b.Fatal(err)
 			}
