@@ -67,7 +67,7 @@ func mountFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "in-place", Usage: "mount over the workspace itself (give only WORKSPACE)"},
 		&cli.BoolFlag{Name: "watch", Value: config.Default("cache.watch").(bool), Usage: "see external changes: --watch=auto (default: poll on NFS, CephFS, FUSE, CIFS; inotify elsewhere), inotify, poll or off (false); the kernel may cache long with inotify"},
 		&cli.StringFlag{Name: "watch-mode", Value: config.Default("cache.watch_mode").(string), Usage: "how external changes are seen while --watch is on: auto, inotify or poll (also written --watch=MODE)"},
-		&cli.BoolFlag{Name: "shared", Value: config.Default("cache.shared").(bool), Usage: "other mounts (hosts) share the backing directory: reads are served and registered by the daemon, close-to-open (on with poll)"},
+		&cli.BoolFlag{Name: "shared", Value: config.Default("cache.shared").(bool), Usage: "other mounts (hosts) share the backing directory: reads are served and registered by the daemon, close-to-open (on with poll, or once another mount on this host is detected: --peer-detect)"},
 		&cli.BoolFlag{Name: "peer-detect", Value: config.Default("cache.peer_detect").(bool), Usage: "detect other mounts of the backing directory on this host and turn shared mode on when one appears (--peer-detect=false: only --shared)"},
 		&cli.DurationFlag{Name: "poll-interval", Value: config.Default("cache.poll_interval").(time.Duration), Usage: "pause between two passes of the poller"},
 		&cli.DurationFlag{Name: "cache-timeout", Usage: "kernel entry/attribute/negative cache timeout (default 1h with --watch, 1s without)"},
