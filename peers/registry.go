@@ -81,10 +81,12 @@ const holdTries = 1000
 
 // Register registers root, a backing directory, in the registry
 // directory dir ("" is Dir()), creating dir (mode 0755 for root, else
-// 0700) and the key files as needed. root is resolved to its real path
+// 0700) and the key files as needed; dir and its parent must be
+// directories of the effective user that no one else may write. root is resolved to its real path
 // first, and its ancestors are walked by that path up to /. The locks
-// hold until Close or the end of the process. Errors: the os and fcntl(2)
-// errors of creating the directory, stat'ing root or an ancestor, opening
+// hold until Close or the end of the process. Errors: a registry
+// directory another user could write; the os and fcntl(2) errors of
+// creating the directory, stat'ing root or an ancestor, opening
 // a key file or locking it (EINVAL or ENOLCK where the registry's
 // filesystem has no OFD locks).
 func Register(dir, root string) (r *Registry, err error) {
@@ -97,6 +99,11 @@ func Register(dir, root string) (r *Registry, err error) {
 	}
 	if err := os.MkdirAll(dir, mode); err != nil {
 		return nil, fmt.Errorf("peer registry: %w", err)
+	}
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := private(d); err != nil {
+			return nil, err
+		}
 	}
 	real, err := filepath.EvalSymlinks(root)
 	if err != nil {
@@ -126,6 +133,20 @@ func Register(dir, root string) (r *Registry, err error) {
 		r.ancestors = append(r.ancestors, k)
 	}
 	return r, nil
+}
+
+// private checks that d is a directory (not a symlink) owned by the
+// effective user and writable by no one else, so no other user can plant
+// or swap the key files (in a shared temporary directory, say).
+func private(d string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(d, &st); err != nil {
+		return fmt.Errorf("peer registry: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return fmt.Errorf("peer registry: %s is not a directory of uid %d that only it may write", d, os.Geteuid())
+	}
+	return nil
 }
 
 // holdKey holds the key file of directory p in dir, read-locking byte b

@@ -180,3 +180,28 @@ func TestCloseRemovesUnheldKeys(t *testing.T) {
 		t.Fatalf("after re-registering: peers %v %v, sibling %v", r1.Peer(), r2.Peer(), x.Peer())
 	}
 }
+
+// TestRegistryDirMustBePrivate: a registry directory that another user
+// could write (group- or world-writable), or that is a symlink, is
+// refused: its key files could be planted or swapped.
+func TestRegistryDirMustBePrivate(t *testing.T) {
+	base, reg := tree(t)
+	if err := os.Mkdir(reg, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(reg, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Register(reg, base); err == nil {
+		r.Close()
+		t.Fatal("a world-writable registry directory was used")
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(filepath.Join(base, "x"), link); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Register(link, base); err == nil {
+		r.Close()
+		t.Fatal("a symlinked registry directory was used")
+	}
+}
