@@ -25,7 +25,6 @@ import (
 	"github.com/rubinofs/rubinofs/guard/gitsafe"
 	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/journal"
-	"github.com/rubinofs/rubinofs/peers"
 	"github.com/rubinofs/rubinofs/tasks"
 	"github.com/rubinofs/rubinofs/watcher"
 )
@@ -114,10 +113,8 @@ type Daemon struct {
 	Compact *compact.Service
 	server  *fuse.Server
 	rootFd  int // in-place: the workspace directory opened before mounting
-	// peers is the registration of the backing root in the host's peer
-	// registry (peers.go), made at peersAt; nil with detection off.
-	peers   *peers.Registry
-	peersAt time.Time
+
+	peers peerReg // the backing root in the host's peer registry (peers.go)
 
 	closeOnce sync.Once
 	closeErr  error

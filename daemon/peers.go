@@ -11,6 +11,13 @@ import (
 	"github.com/rubinofs/rubinofs/peers"
 )
 
+// peerReg is a daemon's registration in the host's peer registry: reg
+// (nil with detection off), made at at.
+type peerReg struct {
+	reg *peers.Registry
+	at  time.Time
+}
+
 // registerPeers registers root, the backing directory (before it is
 // mounted over), in the host's peer registry (peers.Dir) and returns the
 // probe the FS asks at its decisions, or nil when detection is off
@@ -27,7 +34,7 @@ func (d *Daemon) registerPeers(root string) fusefs.PeerProbe {
 			"registry", peers.Dir(), "err", err)
 		return nil
 	}
-	d.peers, d.peersAt = reg, time.Now()
+	d.peers = peerReg{reg: reg, at: time.Now()}
 	return reg
 }
 
@@ -36,16 +43,16 @@ func (d *Daemon) registerPeers(root string) fusefs.PeerProbe {
 // that probed just before it and found no peer probes again before this
 // mount can change anything (at most 1 ms, once, at mount time).
 func (d *Daemon) awaitPeers() {
-	if d.peers != nil {
-		time.Sleep(time.Until(d.peersAt.Add(fusefs.PeerRecheck)))
+	if d.peers.reg != nil {
+		time.Sleep(time.Until(d.peers.at.Add(fusefs.PeerRecheck)))
 	}
 }
 
 // closePeers drops the registration (registerPeers), once the server has
 // stopped: other mounts stop seeing this one.
 func (d *Daemon) closePeers() {
-	if d.peers != nil {
-		d.peers.Close()
-		d.peers = nil
+	if d.peers.reg != nil {
+		d.peers.reg.Close()
+		d.peers.reg = nil
 	}
 }
