@@ -193,6 +193,12 @@ type Cache struct {
 	// set by Load also for a network backing filesystem under
 	// --watch=auto, and for --watch=poll).
 	Shared bool
+	// NoPeerDetect turns off the detection of other mounts of the backing
+	// directory on this host (cache.peer_detect = false,
+	// --peer-detect=false): the mount neither registers its backing root
+	// in the host's registry nor looks for peers there, and is shared only
+	// with Shared (docs/DESIGN.md#peer-mounts). The zero value detects.
+	NoPeerDetect bool
 	// WatchMode is how external changes are seen while Watch is on:
 	// "inotify", "poll" (PollInterval apart; for a backing filesystem
 	// whose remote changes inotify never reports), or "auto": poll on a

@@ -45,6 +45,7 @@ type fileConfig struct {
 		PersistReads *bool     `toml:"persist_reads"`
 		WatchMode    *string   `toml:"watch_mode"`
 		Shared       *bool     `toml:"shared"`
+		PeerDetect   *bool     `toml:"peer_detect"`
 		PollInterval *string   `toml:"poll_interval" kind:"duration"`
 	} `toml:"cache"`
 	Journal struct {

@@ -273,6 +273,10 @@ var specs = []spec{
 	{key: "cache.persist_reads", typ: tBool, def: true},
 	{key: "cache.watch_mode", typ: tString, def: "auto", valid: oneOf("auto", "inotify", "poll")},
 	{key: "cache.shared", typ: tBool, def: false},
+	// Without detection two mounts of one directory lose updates: a
+	// workspace file may turn it on, never off.
+	{key: "cache.peer_detect", typ: tBool, def: true, rule: RuleTighten,
+		loosens: func(lo, v any) bool { return lo.(bool) && !v.(bool) }},
 	{key: "cache.poll_interval", typ: tDuration, def: time.Second, valid: durRange(100*time.Millisecond, time.Hour)},
 
 	// The journal is the user's record of what the confined agent
@@ -479,6 +483,7 @@ func build(m layer) (*Config, error) {
 	ca.PersistReads = bl("cache.persist_reads")
 	ca.WatchMode = str("cache.watch_mode")
 	ca.Shared = bl("cache.shared")
+	ca.NoPeerDetect = !bl("cache.peer_detect")
 	ca.PollInterval = dur("cache.poll_interval")
 
 	c.Journal = Journal{

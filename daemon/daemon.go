@@ -114,6 +114,8 @@ type Daemon struct {
 	server  *fuse.Server
 	rootFd  int // in-place: the workspace directory opened before mounting
 
+	peers peerReg // the backing root in the host's peer registry (peers.go)
+
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{}
@@ -219,6 +221,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Logger:            cfg.Slog,
 		Passthrough:       os.Geteuid() == 0,
 		Shared:            shared,
+		Peers:             d.registerPeers(ws), // peers.go: before serving
 	}
 	if jr != nil {
 		fcfg.Journal = jr
@@ -283,6 +286,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if mode == watchPoll {
 		timeout = pollTimeout(&cfg) // nothing tells the kernel of another host's change at once
 	}
+	d.awaitPeers() // peers.go
 	d.server, err = d.FS.Mount(cfg.Mountpoint, fusefs.MountOptions{
 		Options:         cfg.Options,
 		EntryTimeout:    timeout,
@@ -332,7 +336,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		go d.checkpoints(interval)
 	}
 	cfg.Slog.Info("mounted", "workspace", cfg.Workspace, "mountpoint", cfg.Mountpoint,
-		"mode", cfg.Mode.String(), "watch", mode, "backing_fs", kind, "shared", shared, "state_dir", cfg.StateDir)
+		"mode", cfg.Mode.String(), "watch", mode, "backing_fs", kind, "shared", d.FS.SharedMode(), "state_dir", cfg.StateDir)
 	return d, nil
 }
 
@@ -598,4 +602,5 @@ func (d *Daemon) closeFd() {
 		syscall.Close(d.rootFd)
 		d.rootFd = -1
 	}
+	d.closePeers() // peers.go
 }

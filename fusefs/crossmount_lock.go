@@ -1,7 +1,7 @@
 package fusefs
 
 // Cross-mount atomicity of a guarded mutation (docs/DESIGN.md#cross-mount-lock),
-// on a shared mount (Config.Shared): an unshared mount pays nothing.
+// on a shared mount (FS.shared): an unshared mount pays nothing.
 //
 // Inside one daemon the guard's check and the mutation it allows are one
 // step under the file identity's lock (guard.Lock). Other rubinofs mounts
@@ -92,7 +92,7 @@ func ofdUnlockAny(fd int) {
 // and mutates without the lock: the guard's own lock still orders this
 // mount's mutations. Errors: EAGAIN on timeout (logged with the reason).
 func (f *FS) crossLockFd(fd int, rel string) (func(), syscall.Errno) {
-	if !f.cfg.Shared || f.crossOff.Load() {
+	if f.crossOff.Load() || !f.shared() {
 		return func() {}, 0
 	}
 	switch errno := ofdLock(fd, f.crossWait()); errno {
@@ -219,7 +219,7 @@ func (f *FS) CrossLockStats() map[string]any {
 }
 
 // lockCross is FS.lock, then, unless m is fresh or the mount is not
-// shared (Config.Shared), the cross-mount lock of
+// shared (FS.shared), the cross-mount lock of
 // its guarded names (crossLock), and a stat of each of them again under
 // it: another mount may have changed a file between lock's stat and the
 // cross-mount lock, and the guard must decide on the stat taken under
@@ -231,7 +231,7 @@ func (f *FS) CrossLockStats() map[string]any {
 func (f *FS) lockCross(m *mutation) ([]guardedChild, func(), syscall.Errno) {
 	for attempt := 0; ; attempt++ {
 		gs, unlock, errno := f.lock(m)
-		if errno != 0 || m.fresh || !f.cfg.Shared {
+		if errno != 0 || m.fresh || !f.shared() {
 			return gs, unlock, errno
 		}
 		unlockX, errno := f.crossLock(gs, m.viaFd, m.fd)
@@ -269,7 +269,7 @@ func (f *FS) lockCross(m *mutation) ([]guardedChild, func(), syscall.Errno) {
 // forgets a file whose last name it removed.
 // Called under the locks of lockCross.
 func (f *FS) noteOwnAfter(m *mutation, gs []guardedChild) {
-	if !f.cfg.Shared {
+	if !f.ownTracked() {
 		return
 	}
 	for i, nm := range m.names {

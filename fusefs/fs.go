@@ -101,8 +101,14 @@ type Config struct {
 	// (docs/DESIGN.md#close-to-open): a guarded read-only handle is served
 	// by the daemon with direct I/O, never by passthrough or the page
 	// cache, and registers exactly the bytes of its first READ, under the
-	// cross-mount lock.
+	// cross-mount lock. Without it, the mount is shared from the first
+	// decision that finds a peer through Peers (FS.shared).
 	Shared bool
+	// Peers, when set, finds other mounts of the backing directory on this
+	// host (docs/DESIGN.md#peer-mounts): the mount turns shared, as with
+	// Shared, at the first decision that sees one, and stays shared. nil:
+	// only Shared decides.
+	Peers PeerProbe
 	// Journal, when set, records every change a session makes through
 	// the mount, with its pre-images, before the change is made
 	// (docs/DESIGN.md#journal-hook); nil: no journal call at all.
@@ -123,6 +129,7 @@ type FS struct {
 	started    time.Time
 	log        *slog.Logger
 	crossState // cross-mount locks (crossmount_lock.go)
+	peerState  // peer mounts (peer_mode.go)
 
 	// mountpoint is where the mount is (setMountpoint), for resolving the
 	// paths callers write to control files.
@@ -233,6 +240,7 @@ func New(cfg Config) (*FS, error) {
 	if cfg.Journal != nil {
 		f.AddStatus(f.journalStatus)
 	}
+	f.addSharedStatus() // peer_mode.go
 	return f, nil
 }
 

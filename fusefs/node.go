@@ -76,9 +76,10 @@ func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 }
 
 // cacheFlags returns the open flags that keep the page cache across opens:
-// only with a watcher vouching for rel.
+// only with a watcher vouching for rel, and never on a shared mount
+// (FS.shared: close-to-open, docs/DESIGN.md#close-to-open).
 func (n *Node) cacheFlags(rel string) uint32 {
-	if n.fs.keepCache && !n.fs.shortTimeouts(rel) {
+	if n.fs.keepCache && !n.fs.shortTimeouts(rel) && !n.fs.shared() {
 		return fuse.FOPEN_KEEP_CACHE
 	}
 	return 0

@@ -137,7 +137,8 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	// for nothing else, and a write-only direct-I/O one loses nothing as a
 	// passthrough handle: both prefer passthrough (iomode.go).
 	read := !writable && inTree && (h.check || !n.fs.cfg.AllowUnregistered)
-	if n.fs.sharedRead(writable) {
+	shared := n.fs.shared() // one probe for the open's decisions (peer_mode.go)
+	if shared && !writable {
 		// Served and registered by the daemon at its first READ
 		// (shared_read.go).
 		h.shared, read, dio = true, false, fuse.FOPEN_DIRECT_IO
@@ -151,7 +152,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 		h.registerRead()
 	}
 	cache := n.cacheFlags(rel)
-	if n.fs.cfg.Shared {
+	if shared {
 		cache = 0 // close-to-open: the kernel drops its pages at every open
 	}
 	fh, fl := guardedHandle(h, pt, writable, read, cache|dio)

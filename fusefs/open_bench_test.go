@@ -9,6 +9,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/peers"
 )
 
 // BenchmarkRawOpenRelease measures the daemon's cost of one read-only OPEN
@@ -48,6 +49,33 @@ func BenchmarkRawOpenRelease(b *testing.B) {
 			f.AttachSessions(s)
 		})
 	})
+	// Peer detection on (the default: docs/DESIGN.md#peer-mounts), no peer:
+	// alone on the host (one fcntl per probe), and beside an unrelated
+	// registration (one fcntl per key file, 1 + the root's depth).
+	b.Run("enforce-peer-detect", func(b *testing.B) { benchOpenRelease(b, guard.ModeEnforce, peerSetup(b, false)) })
+	b.Run("enforce-peer-detect-others", func(b *testing.B) { benchOpenRelease(b, guard.ModeEnforce, peerSetup(b, true)) })
+}
+
+// peerSetup returns a setup that registers the FS's backing root in a
+// temporary peer registry and makes it the FS's probe, with another
+// registration of an unrelated directory when others.
+func peerSetup(b *testing.B, others bool) func(*FS) {
+	return func(f *FS) {
+		dir := b.TempDir()
+		reg, err := peers.Register(dir, f.cfg.BackingPath)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { reg.Close() })
+		if others {
+			o, err := peers.Register(dir, b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { o.Close() })
+		}
+		f.cfg.Peers = reg
+	}
 }
 
 func benchOpenRelease(b *testing.B, mode guard.Mode, setup func(*FS)) {

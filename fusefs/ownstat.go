@@ -88,7 +88,7 @@ func (h *File) adoptLateExternal(last guard.Mutation) guard.Mutation {
 // decided again by hash. Called under h.mu and the identity lock.
 // Errors: EAGAIN (FS.crossLockFd).
 func (h *File) crossLock() (func(), syscall.Errno) {
-	if !h.fs.cfg.Shared {
+	if !h.fs.shared() {
 		return func() {}, 0
 	}
 	var unlock func()
@@ -116,11 +116,11 @@ func (h *File) crossLock() (func(), syscall.Errno) {
 type ownStats struct{ m sync.Map } // guard.FileID -> guard.Stat
 
 // noteOwn records st, the stat of id right after a change of it through
-// this mount, on a shared mount (nothing else changes files behind an
-// unshared one's back but what its watcher reports). Called under id's
-// identity lock.
+// this mount, on a mount that is or may become shared (FS.ownTracked;
+// nothing else changes files behind an unshared one's back but what its
+// watcher reports). Called under id's identity lock.
 func (f *FS) noteOwn(id guard.FileID, st guard.Stat) {
-	if f.cfg.Shared {
+	if f.ownTracked() {
 		f.own.m.Store(id, st)
 	}
 }

@@ -12,7 +12,7 @@ package fusefs
 // change it back to the hashed bytes before the session writes (an empty
 // file during another writer's truncate-then-write is the common case),
 // and the session writes a value derived from bytes the guard never saw.
-// So with Config.Shared a guarded read-only handle is a direct-I/O handle
+// So on a shared mount (Config.Shared, or a peer seen: FS.shared) a guarded read-only handle is a direct-I/O handle
 // whose READs reach the daemon, and the first READ registers the bytes it
 // serves, hashed and read under the identity lock and a cross-mount read
 // lock, as one step against other mounts' guarded mutations.
@@ -25,10 +25,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
-
-// sharedRead reports whether a guarded handle opened with flags is served
-// as a shared read (Config.Shared and read-only).
-func (f *FS) sharedRead(writable bool) bool { return f.cfg.Shared && !writable }
 
 // ofdReadLock takes a read lock on the cross-mount byte of fd's open file
 // description (ofdLock's range), retrying for at most wait: it excludes

@@ -384,3 +384,12 @@ func goEnv(key string) string {
 
 // shq quotes s for /bin/sh.
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// sharedMode returns the mount's shared mode from .rubino/status: "on"
+// (--shared, --watch=poll), "peer" (another mount of its backing
+// directory on this host was seen) or "off".
+func (m *mount) sharedMode() string {
+	m.t.Helper()
+	s, _ := m.status()["shared"].(string)
+	return s
+}

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -298,5 +299,160 @@ func TestMultiMountAutoPollOnFuse(t *testing.T) {
 	upper.waitApplied(mark, "f.txt")
 	if got := upper.rawRead("f.txt"); got != "v2 longer\n" {
 		t.Fatalf("after the poller's pass: %q", got)
+	}
+}
+
+// TestMultiMountPeerDefault: two mounts of one local backing directory
+// with the default options (no --shared, inotify) find each other through
+// the host's registry of backing roots and are both shared ("peer" in
+// .rubino/status): the counter stress loses no update, and a write
+// derived from a read older than the other mount's write is refused.
+func TestMultiMountPeerDefault(t *testing.T) { peerCounter(t, nil) }
+
+// TestMultiMountPeerNoWatch is TestMultiMountPeerDefault without a
+// watcher on either mount (--watch=off): nothing reports the other
+// mount's changes, and detection alone makes both shared.
+func TestMultiMountPeerNoWatch(t *testing.T) {
+	peerCounter(t, func(c *daemon.Config) { c.Cache.Watch, c.Cache.CacheTimeout = false, time.Second })
+}
+
+// peerCounter mounts one backing directory twice with adjust's options
+// and without --shared, checks that both mounts show "peer", that a stale
+// write through the first is refused, and that the counter stress loses
+// no update.
+func peerCounter(t *testing.T, adjust func(*daemon.Config)) {
+	ms := newMounts(t, 2, map[string]string{"counter": "0\n", "f.txt": "v1\n"}, adjust)
+	for i, m := range ms {
+		if got := m.sharedMode(); got != "peer" {
+			t.Fatalf("mount %d: shared %q, want peer", i+1, got)
+		}
+	}
+	a, b := ms[0], ms[1]
+	a.mustSh("cat f.txt >/dev/null")
+	b.mustSh("cat f.txt >/dev/null && echo v2 > f.txt")
+	a.mustFail("echo lost > f.txt")
+	if got := a.readBacking("f.txt"); got != "v2\n" {
+		t.Fatalf("backing file %q after the refused write, want v2", got)
+	}
+	total, refused, final := counterStress(t, ms, 3, 40)
+	if final != total {
+		t.Fatalf("final counter %d after %d successful writes: %d updates lost", final, total, total-final)
+	}
+	t.Logf("%d writes, %d refused and retried, 0 lost", total, refused)
+}
+
+// TestMultiMountPeerNested: a mount whose backing root is a directory
+// inside another mount's backing root, and that other mount, see each
+// other as peers; a mount of an unrelated directory sees neither.
+func TestMultiMountPeerNested(t *testing.T) {
+	outer := newMount(t, map[string]string{"sub/deep/f.txt": "v1\n"}, nil)
+	if got := outer.sharedMode(); got != "off" {
+		t.Fatalf("outer alone: shared %q, want off", got)
+	}
+	inner := newMount(t, nil, func(c *daemon.Config) { c.Workspace = outer.backing("sub/deep") })
+	if got := inner.sharedMode(); got != "peer" {
+		t.Fatalf("inner: shared %q, want peer (a mount above it)", got)
+	}
+	if got := outer.sharedMode(); got != "peer" {
+		t.Fatalf("outer: shared %q, want peer (a mount beneath it)", got)
+	}
+	other := newMount(t, nil, nil)
+	if got := other.sharedMode(); got != "off" {
+		t.Fatalf("unrelated mount: shared %q, want off", got)
+	}
+	// The same file through both: a stale write through either is refused.
+	outer.mustSh("cat sub/deep/f.txt >/dev/null")
+	inner.mustSh("cat f.txt >/dev/null && echo v2 > f.txt")
+	outer.mustFail("echo lost > sub/deep/f.txt")
+	if got := outer.readBacking("sub/deep/f.txt"); got != "v2\n" {
+		t.Fatalf("backing file %q after the refused write, want v2", got)
+	}
+}
+
+// TestMultiMountPeerModes: a lone mount is not shared; a second mount of
+// its backing directory makes it "peer", and it stays so after that
+// mount is gone (shared until unmount); --shared shows "on"; with
+// --peer-detect=false on both, two mounts of one directory do not see
+// each other (the mode before detection).
+func TestMultiMountPeerModes(t *testing.T) {
+	a := newMount(t, map[string]string{"f.txt": "v1\n"}, nil)
+	if got := a.sharedMode(); got != "off" {
+		t.Fatalf("lone mount: shared %q, want off", got)
+	}
+	b := newMount(t, nil, func(c *daemon.Config) { c.Workspace = a.ws })
+	if got := a.sharedMode(); got != "peer" {
+		t.Fatalf("with a second mount: shared %q, want peer", got)
+	}
+	if err := b.d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-b.d.Done()
+	if got := a.sharedMode(); got != "peer" {
+		t.Fatalf("after the second mount's unmount: shared %q, want peer (kept until unmount)", got)
+	}
+	if got := newMount(t, nil, func(c *daemon.Config) { c.Cache.Shared = true }).sharedMode(); got != "on" {
+		t.Fatalf("--shared: %q, want on", got)
+	}
+	off := newMounts(t, 2, nil, func(c *daemon.Config) { c.Cache.NoPeerDetect = true })
+	for i, m := range off {
+		if got := m.sharedMode(); got != "off" {
+			t.Fatalf("--peer-detect=false, mount %d: shared %q, want off", i+1, got)
+		}
+	}
+}
+
+// TestMultiMountPeerLateHandle: a session's writable handle, opened and
+// written through a mount while it was alone, writes again after a second
+// mount of the directory appeared and changed the file: the write is
+// refused as stale, the other mount's bytes stay. No watcher on either
+// mount, so only the stat the handle's first write left (recorded before
+// the mount had a peer) tells the first mount of the change, at the cross-
+// mount lock its now shared handle takes.
+func TestMultiMountPeerLateHandle(t *testing.T) {
+	noWatch := func(c *daemon.Config) { c.Cache.Watch, c.Cache.CacheTimeout = false, time.Second }
+	a := newMount(t, map[string]string{"f.txt": "v1\n"}, noWatch)
+	cmd := exec.Command("python3", "-c", `
+import os, sys
+fd = os.open("f.txt", os.O_RDWR)
+os.read(fd, 100)
+os.pwrite(fd, b"a1\n", 0)
+print("written", flush=True)
+sys.stdin.readline()
+try:
+    os.pwrite(fd, b"a2\n", 0)
+    print("allowed", flush=True)
+except PermissionError:
+    print("refused", flush=True)
+`)
+	cmd.Dir, cmd.Env = a.mnt, testEnv(a.tmp)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer in.Close() // first: the worker's readline ends, and so does it
+	out := bufio.NewScanner(outPipe)
+	if !out.Scan() || out.Text() != "written" {
+		t.Fatalf("first write: %q", out.Text())
+	}
+	if got := a.sharedMode(); got != "off" {
+		t.Fatalf("alone: shared %q, want off", got)
+	}
+	b := newMount(t, nil, func(c *daemon.Config) { noWatch(c); c.Workspace = a.ws })
+	b.mustSh("cat f.txt >/dev/null && echo b1 > f.txt")
+	fmt.Fprintln(in, "go")
+	if !out.Scan() || out.Text() != "refused" {
+		t.Fatalf("the handle's write after the other mount's: %q, want refused", out.Text())
+	}
+	if got := a.readBacking("f.txt"); got != "b1\n" {
+		t.Fatalf("backing file %q after the refused write, want b1", got)
 	}
 }

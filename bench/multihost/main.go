@@ -4,9 +4,11 @@
 // the mounts; each does -rounds read-increment-write rounds on one
 // counter file and retries when refused. Lost updates are successful
 // writes minus the final value. Targets: the native directory (the same
-// workers, no mount), and pairs of rubinofs mounts with inotify, with
-// --watch=poll, and with inotify but not --shared (passthrough reads
-// registered at open: what a single-host setup gives two mounts).
+// workers, no mount), and pairs of rubinofs mounts with inotify and
+// --shared, with --watch=poll, with the default options (inotify; the
+// mounts find each other and turn shared: docs/DESIGN.md#peer-mounts),
+// and with inotify and --peer-detect=false (passthrough reads registered
+// at open: what two mounts of one directory got before detection).
 //
 // Usage (as root): go run ./bench/multihost [-mounts 2] [-per-mount 3]
 // [-rounds 100] [-runs 3]
@@ -70,7 +72,8 @@ func main() {
 		{name: "native", native: true},
 		{name: "rubinofs inotify --shared", cache: config.Cache{Watch: true, WatchMode: "inotify", Shared: true, CacheTimeout: time.Hour}},
 		{name: "rubinofs --watch=poll", cache: config.Cache{Watch: true, WatchMode: "poll", PollInterval: time.Second}},
-		{name: "rubinofs inotify, not shared", cache: config.Cache{Watch: true, WatchMode: "inotify", CacheTimeout: time.Hour}},
+		{name: "rubinofs default options (inotify, peer detected)", cache: config.Cache{Watch: true, WatchMode: "inotify", CacheTimeout: time.Hour}},
+		{name: "rubinofs inotify, --peer-detect=false", cache: config.Cache{Watch: true, WatchMode: "inotify", CacheTimeout: time.Hour, NoPeerDetect: true}},
 	}
 	fmt.Printf("%d mounts over one backing directory, %d sessions each, %d increments each; %d runs\n\n", *mounts, *perMount, *rounds, *runs)
 	fmt.Println("| target | lost updates per run | refused (retried) | writes/s (median) | FUSE ops of mount 1, one run |")

@@ -30,6 +30,7 @@ var flagKeys = []struct{ flag, key string }{
 	{"persist-reads", "cache.persist_reads"},
 	{"watch-mode", "cache.watch_mode"},
 	{"shared", "cache.shared"},
+	{"peer-detect", "cache.peer_detect"},
 	{"poll-interval", "cache.poll_interval"},
 	{"journal", "journal.enabled"},
 	{"journal-ignored", "journal.ignored"},
