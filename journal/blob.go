@@ -85,6 +85,11 @@ type Blobs struct {
 	// clones, ranges and plains count blobs copied by each method (tests
 	// and metrics).
 	clones, ranges, plains atomic.Int64
+	// deferSync (SyncWrite) leaves a new blob's fsync and its directory's
+	// to the journal's flusher, listed in deferred
+	// (docs/DESIGN.md#journal-sync).
+	deferSync bool
+	deferred  deferredSync
 }
 
 // NewBlobs returns the store under dir, creating dir and dir/tmp (0700).
@@ -202,6 +207,38 @@ func (b *Blobs) Open(addr string) (*os.File, error) {
 	return os.Open(b.Path(addr))
 }
 
+// UnrecoverableLost is the marker a rewind or diff gives a pre-image whose
+// blob is missing, shorter or longer than the record says, or no longer
+// hashes to its address: an OS crash before the flusher made it durable
+// (docs/DESIGN.md#journal-sync), or damage to the store. Its bytes cannot
+// be restored; the path is reported, never restored wrongly.
+const UnrecoverableLost = "unrecoverable: blob lost"
+
+// Check reports whether the blob addr is stored complete: size bytes
+// whose xxh3-128 is addr. It reads the whole blob. The error wraps
+// os.ErrNotExist when it is missing; a short, long or altered blob is an
+// error too.
+func (b *Blobs) Check(addr string, size int64) error {
+	f, err := b.Open(addr)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := xxh3.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return err
+	}
+	if n != size {
+		return fmt.Errorf("journal: blob %s has %d bytes, the record says %d", addr, n, size)
+	}
+	sum := h.Sum128().Bytes()
+	if got := hex.EncodeToString(sum[:]); got != addr {
+		return fmt.Errorf("journal: blob %s hashes to %s", addr, got)
+	}
+	return nil
+}
+
 func validAddr(a string) bool {
 	if len(a) != 32 {
 		return false
@@ -220,7 +257,10 @@ func validAddr(a string) bool {
 // a temporary file (reflink, copy_file_range or plain copy, by the store's
 // CopyMode), are hashed from that copy, fsync'ed, renamed to their address
 // and the directory fsync'ed, so a returned address is durable and its
-// blob complete. An address already stored is kept and the copy discarded.
+// blob complete; in SyncWrite mode the two fsyncs are left to the
+// journal's flusher (docs/DESIGN.md#journal-sync), so a returned blob is
+// complete in the page cache and durable within the flush interval. An
+// address already stored is kept and the copy discarded.
 // Errors are those of the copy, fsync or rename (ENOSPC, EIO, ...).
 func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
 	if size > b.limit {
@@ -256,6 +296,9 @@ func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
 		// Another writer may have renamed it in and not yet fsync'ed the
 		// directory: sync it here too, so the address returned is durable.
 		out.Dedup = true
+		if b.deferSync {
+			return out, nil // that writer listed it for the flusher
+		}
 		if err := syncDir(filepath.Dir(final)); err != nil {
 			return Blob{}, err
 		}
@@ -270,15 +313,19 @@ func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
 			b.used.Add(-n)
 		}
 	}()
-	if err := tmp.Sync(); err != nil {
-		return Blob{}, err
+	if !b.deferSync {
+		if err := tmp.Sync(); err != nil {
+			return Blob{}, err
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return Blob{}, err
 	}
 	keep = true
 	sub := filepath.Dir(final)
-	if err := os.Mkdir(sub, 0o700); err == nil {
+	if err := os.Mkdir(sub, 0o700); err == nil && b.deferSync {
+		b.deferred.add("", b.dir)
+	} else if err == nil {
 		if err := syncDir(b.dir); err != nil {
 			os.Remove(tmp.Name())
 			return Blob{}, err
@@ -292,7 +339,9 @@ func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
 		return Blob{}, err
 	}
 	reserved = false // the blob is in place: its size stays counted
-	if err := syncDir(sub); err != nil {
+	if b.deferSync {
+		b.deferred.add(final, sub)
+	} else if err := syncDir(sub); err != nil {
 		return Blob{}, err
 	}
 	switch method {
@@ -390,7 +439,8 @@ func writeAll(fd int, p []byte) error {
 	return nil
 }
 
-// syncDir fsyncs a directory, making the names created in it durable.
+// syncDir fsyncs a directory, making the names created in it durable (or
+// a file, its data).
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
