@@ -118,9 +118,34 @@ func (f *FS) capture(m *mutation, j *jDirs) journal.Capture {
 			if j.dirs[i].fd < 0 {
 				return journal.PreImage{}, fmt.Errorf("the parent directory of %s could not be opened", p)
 			}
+			if doomed(m, i) {
+				return journal.CaptureDoomedAt(f.cfg.Journal.Blobs(), j.dirs[i].fd, j.leaves[i])
+			}
 			return journal.CaptureAt(f.cfg.Journal.Blobs(), j.dirs[i].fd, j.leaves[i])
 		}
 		return journal.PreImage{}, fmt.Errorf("%s is none of the mutation's names", p)
+	}
+}
+
+// doomed reports whether m removes or replaces names[i] (an unlink, a
+// rename's target: the pinned names, an exchange's excepted), whose file
+// the journal may then keep by linking its inode rather than copying it
+// (journal.CaptureDoomedAt, docs/DESIGN.md#journal-sync).
+func doomed(m *mutation, i int) bool {
+	return m.names[i].pin && m.jop != jExchange
+}
+
+// journalUnshare runs after m's backing operation failed: a pre-image
+// captured by linking a doomed file's inode would otherwise share the
+// inode of a file that lives on (journal.Journal.Unshare). A failure is
+// logged at warn: a later change of the file would make the blob fail its
+// check at a rewind (reported unrecoverable, never restored wrong).
+func (f *FS) journalUnshare(m *mutation, rec journal.Record) {
+	if len(rec.Pre) == 0 || !(doomed(m, 0) || len(m.names) > 1 && doomed(m, 1)) {
+		return
+	}
+	if err := f.cfg.Journal.Unshare(rec); err != nil {
+		f.log.Warn("journal: a pre-image still shares its file's inode after a failed removal", "path", m.names[0].rel, "err", err)
 	}
 }
 

@@ -90,6 +90,10 @@ type Blobs struct {
 	// (docs/DESIGN.md#journal-sync).
 	deferSync bool
 	deferred  deferredSync
+	// subs marks the fan-out directories (xx/, by their first byte) known
+	// to exist, so a new blob costs no mkdir(2) once its directory is made.
+	subs [256]atomic.Bool
+	linkState
 }
 
 // NewBlobs returns the store under dir, creating dir and dir/tmp (0700).
@@ -289,17 +293,12 @@ func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
 		return Blob{}, err
 	}
 	sum := h.Sum128().Bytes()
-	addr := hex.EncodeToString(sum[:])
+	addr := hexAddr(sum)
 	out := Blob{Addr: addr, Size: n, Method: method}
 	final := b.Path(addr)
 	if _, err := os.Lstat(final); err == nil {
-		// Another writer may have renamed it in and not yet fsync'ed the
-		// directory: sync it here too, so the address returned is durable.
 		out.Dedup = true
-		if b.deferSync {
-			return out, nil // that writer listed it for the flusher
-		}
-		if err := syncDir(filepath.Dir(final)); err != nil {
+		if err := b.syncDedup(final); err != nil {
 			return Blob{}, err
 		}
 		return out, nil
@@ -323,18 +322,7 @@ func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
 	}
 	keep = true
 	sub := filepath.Dir(final)
-	if err := os.Mkdir(sub, 0o700); err == nil && b.deferSync {
-		b.deferred.add("", b.dir)
-	} else if err == nil {
-		if err := syncDir(b.dir); err != nil {
-			os.Remove(tmp.Name())
-			return Blob{}, err
-		}
-	} else if !errors.Is(err, os.ErrExist) {
-		os.Remove(tmp.Name())
-		return Blob{}, err
-	}
-	if err := os.Rename(tmp.Name(), final); err != nil {
+	if err := b.placeAt(func() error { return os.Rename(tmp.Name(), final) }, sub, sum[0]); err != nil {
 		os.Remove(tmp.Name())
 		return Blob{}, err
 	}
@@ -353,6 +341,60 @@ func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
 		b.plains.Add(1)
 	}
 	return out, nil
+}
+
+func hexAddr(sum [16]byte) string { return hex.EncodeToString(sum[:]) }
+
+// syncDedup makes durable the blob final another writer stored: it may
+// have renamed it in and not yet fsync'ed the directory, so the directory
+// is synced here too (SyncWrite: that writer listed it for the flusher).
+func (b *Blobs) syncDedup(final string) error {
+	if b.deferSync {
+		return nil
+	}
+	return syncDir(filepath.Dir(final))
+}
+
+// makeSub makes the fan-out directory sub (of blobs whose address starts
+// with the byte first) unless it is known to exist, and makes its name
+// durable (fsync of the store's directory; SyncWrite leaves that to the
+// flusher). A directory GC or a person removed is made again: the rename
+// into it fails with ENOENT and the caller's next blob retries.
+func (b *Blobs) makeSub(sub string, first byte) error {
+	if b.subs[first].Load() {
+		return nil
+	}
+	err := os.Mkdir(sub, 0o700)
+	switch {
+	case err == nil && b.deferSync:
+		b.deferred.add("", b.dir)
+	case err == nil:
+		if err := syncDir(b.dir); err != nil {
+			return err
+		}
+	case !errors.Is(err, os.ErrExist):
+		return err
+	}
+	b.subs[first].Store(true)
+	return nil
+}
+
+// placeAt runs place (the rename or link that names a blob in sub) after
+// makeSub; when place finds no sub (removed since makeSub learned it
+// exists) it forgets it and tries once more.
+func (b *Blobs) placeAt(place func() error, sub string, first byte) error {
+	if err := b.makeSub(sub, first); err != nil {
+		return err
+	}
+	err := place()
+	if errors.Is(err, os.ErrNotExist) {
+		b.subs[first].Store(false)
+		if err := b.makeSub(sub, first); err != nil {
+			return err
+		}
+		err = place()
+	}
+	return err
 }
 
 // copyInto copies all of src into the empty file dst by the store's mode,

@@ -14,6 +14,19 @@ import (
 // and no blob. Errors are the errno of fstatat, openat or readlinkat, or
 // of the blob store. Path is left for the caller to fill.
 func CaptureAt(b *Blobs, dirfd int, name string) (PreImage, error) {
+	return captureAt(b, dirfd, name, false)
+}
+
+// CaptureDoomedAt is CaptureAt for a name the caller is about to remove
+// (unlink) or replace (the target of a rename): a regular file that is
+// its inode's only link is kept by linking that inode into the store
+// (Blobs.PutDoomed) instead of copying it. After a failed removal the
+// caller calls Journal.Unshare on the record (docs/DESIGN.md#journal-sync).
+func CaptureDoomedAt(b *Blobs, dirfd int, name string) (PreImage, error) {
+	return captureAt(b, dirfd, name, true)
+}
+
+func captureAt(b *Blobs, dirfd int, name string, doomed bool) (PreImage, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if err == unix.ENOENT {
@@ -45,7 +58,13 @@ func CaptureAt(b *Blobs, dirfd int, name string) (PreImage, error) {
 		return PreImage{}, err
 	}
 	defer unix.Close(fd)
-	blob, err := b.PutFromFd(fd, st.Size)
+	var blob Blob
+	if doomed && unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		pre.Size = st.Size
+		blob, err = b.PutDoomed(fd, &st)
+	} else {
+		blob, err = b.PutFromFd(fd, st.Size)
+	}
 	if err != nil {
 		return PreImage{}, err
 	}
