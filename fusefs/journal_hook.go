@@ -17,6 +17,7 @@ import (
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/journal"
+	"golang.org/x/sys/unix"
 )
 
 // Journal ops a mutation records (journal.Record's op): the change a
@@ -119,7 +120,7 @@ func (f *FS) capture(m *mutation, j *jDirs) journal.Capture {
 				return journal.PreImage{}, fmt.Errorf("the parent directory of %s could not be opened", p)
 			}
 			if doomed(m, i) {
-				return journal.CaptureDoomedAt(f.cfg.Journal.Blobs(), j.dirs[i].fd, j.leaves[i])
+				return journal.CaptureDoomedAt(f.cfg.Journal.Blobs(), j.dirs[i].fd, j.leaves[i], f.notOpen)
 			}
 			return journal.CaptureAt(f.cfg.Journal.Blobs(), j.dirs[i].fd, j.leaves[i])
 		}
@@ -133,6 +134,23 @@ func (f *FS) capture(m *mutation, j *jDirs) journal.Capture {
 // (journal.CaptureDoomedAt, docs/DESIGN.md#journal-sync).
 func doomed(m *mutation, i int) bool {
 	return m.names[i].pin && m.jop != jExchange
+}
+
+// notOpen reports whether no handle through the mount is open on the
+// backing file st: only then may the journal link a doomed file's inode
+// into its store (journal.CaptureDoomedAt), since a handle would see the
+// file keep st_nlink 1 after its removal. O(open handles).
+func (f *FS) notOpen(st *unix.Stat_t) bool {
+	ino := f.stableAttr(&syscall.Stat_t{Dev: st.Dev, Ino: st.Ino}, 0).Ino
+	h := &f.handles
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, n := range h.files {
+		if n.StableAttr().Ino == ino {
+			return false
+		}
+	}
+	return true
 }
 
 // journalUnshare runs after m's backing operation failed: a pre-image

@@ -8,6 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+func yes(*unix.Stat_t) bool { return true }
+
 func inoOf(t *testing.T, p string) uint64 {
 	t.Helper()
 	var st unix.Stat_t
@@ -29,7 +31,7 @@ func TestCaptureDoomedLinksTheInode(t *testing.T) {
 	if err := os.Link(filepath.Join(w.dir, "two"), filepath.Join(w.dir, "two-b")); err != nil {
 		t.Fatal(err)
 	}
-	pre, err := CaptureDoomedAt(j.Blobs(), w.fd, "only")
+	pre, err := CaptureDoomedAt(j.Blobs(), w.fd, "only", yes)
 	if err != nil || pre.Blob == "" || pre.Size != int64(len("only link\n")) {
 		t.Fatalf("pre-image of only: %+v %v", pre, err)
 	}
@@ -39,12 +41,17 @@ func TestCaptureDoomedLinksTheInode(t *testing.T) {
 	if err := j.Blobs().Check(pre.Blob, pre.Size); err != nil {
 		t.Fatal(err)
 	}
-	pre2, err := CaptureDoomedAt(j.Blobs(), w.fd, "two")
+	pre2, err := CaptureDoomedAt(j.Blobs(), w.fd, "two", yes)
 	if err != nil || pre2.Blob == "" {
 		t.Fatalf("pre-image of two: %+v %v", pre2, err)
 	}
 	if inoOf(t, j.Blobs().Path(pre2.Blob)) == inoOf(t, filepath.Join(w.dir, "two")) {
 		t.Fatal("a file with two links was linked into the store")
+	}
+	w.write("open", "open elsewhere\n")
+	pre3, err := CaptureDoomedAt(j.Blobs(), w.fd, "open", func(*unix.Stat_t) bool { return false })
+	if err != nil || inoOf(t, j.Blobs().Path(pre3.Blob)) == inoOf(t, filepath.Join(w.dir, "open")) {
+		t.Fatalf("a file mayLink refused was linked into the store (%v)", err)
 	}
 	// The removal of "only" failed: the file lives on and is changed.
 	if err := j.Unshare(Record{Pre: []PreImage{pre, pre2}}); err != nil {
@@ -69,7 +76,7 @@ func TestCaptureDoomedThenUnlinked(t *testing.T) {
 	defer j.Close()
 	w := newWS(t)
 	w.write("f", "bytes of f\n")
-	pre, err := CaptureDoomedAt(j.Blobs(), w.fd, "f")
+	pre, err := CaptureDoomedAt(j.Blobs(), w.fd, "f", yes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,19 +14,22 @@ import (
 // and no blob. Errors are the errno of fstatat, openat or readlinkat, or
 // of the blob store. Path is left for the caller to fill.
 func CaptureAt(b *Blobs, dirfd int, name string) (PreImage, error) {
-	return captureAt(b, dirfd, name, false)
+	return captureAt(b, dirfd, name, nil)
 }
 
 // CaptureDoomedAt is CaptureAt for a name the caller is about to remove
 // (unlink) or replace (the target of a rename): a regular file that is
-// its inode's only link is kept by linking that inode into the store
-// (Blobs.PutDoomed) instead of copying it. After a failed removal the
-// caller calls Journal.Unshare on the record (docs/DESIGN.md#journal-sync).
-func CaptureDoomedAt(b *Blobs, dirfd int, name string) (PreImage, error) {
-	return captureAt(b, dirfd, name, true)
+// its inode's only link, and for which mayLink (given its fstat) says
+// yes, is kept by linking that inode into the store (Blobs.PutDoomed)
+// instead of copying it. mayLink is where the caller says no when the
+// file is open (a linked inode keeps st_nlink 1 after the removal, which
+// an open handle would see). After a failed removal the caller calls
+// Journal.Unshare on the record (docs/DESIGN.md#journal-sync).
+func CaptureDoomedAt(b *Blobs, dirfd int, name string, mayLink func(*unix.Stat_t) bool) (PreImage, error) {
+	return captureAt(b, dirfd, name, mayLink)
 }
 
-func captureAt(b *Blobs, dirfd int, name string, doomed bool) (PreImage, error) {
+func captureAt(b *Blobs, dirfd int, name string, mayLink func(*unix.Stat_t) bool) (PreImage, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if err == unix.ENOENT {
@@ -59,7 +62,7 @@ func captureAt(b *Blobs, dirfd int, name string, doomed bool) (PreImage, error) 
 	}
 	defer unix.Close(fd)
 	var blob Blob
-	if doomed && unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+	if mayLink != nil && unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && mayLink(&st) {
 		pre.Size = st.Size
 		blob, err = b.PutDoomed(fd, &st)
 	} else {
