@@ -45,19 +45,20 @@ func (r *fdReader) Read(p []byte) (int, error) {
 }
 
 // PutDoomed stores the bytes of fd, a regular file of st (fstat'ed by the
-// caller) whose name the caller is about to remove or replace: when it is
+// caller) whose name the caller is about to remove or replace: in
+// SyncWrite mode (SyncFsync keeps the copy it always made), when it is
 // the file's only link (st.Nlink 1), the store's directory is on the
 // file's filesystem and it is under the limit, the inode itself is linked
 // (linkat of /proc/self/fd) at its address, the xxh3-128 of its bytes read
 // once, with no copy and no new inode. Otherwise, or when the file changed
 // while it was hashed (size or mtime), it is PutFromFd. Durability is as
-// PutFromFd's, by the store's SyncMode. Once linked, the blob is the
+// PutFromFd's in SyncWrite mode. Once linked, the blob is the
 // file's inode: a change the caller's removal does not make (it failed,
 // or a process keeps writing to the unlinked file) changes the blob, which
 // Unshare (after a failed removal) and Check (at a rewind) deal with.
 // Errors are the filesystem's.
 func (b *Blobs) PutDoomed(fd int, st *unix.Stat_t) (Blob, error) {
-	if st.Nlink != 1 || st.Size > b.limit || b.noLink.Load() {
+	if !b.deferSync || st.Nlink != 1 || st.Size > b.limit || b.noLink.Load() {
 		return b.PutFromFd(fd, st.Size)
 	}
 	h := xxh3.New()
@@ -101,16 +102,7 @@ func (b *Blobs) PutDoomed(fd int, st *unix.Stat_t) (Blob, error) {
 		b.used.Add(-n)
 		return b.PutFromFd(fd, st.Size)
 	}
-	if b.deferSync {
-		b.deferred.add(final, sub)
-	} else {
-		if err := unix.Fsync(fd); err != nil {
-			return Blob{}, err
-		}
-		if err := syncDir(sub); err != nil {
-			return Blob{}, err
-		}
-	}
+	b.deferred.add(final, sub) // SyncWrite only: the flusher syncs it
 	b.links.Add(1)
 	return out, nil
 }
