@@ -119,10 +119,8 @@ func (f *FS) capture(m *mutation, j *jDirs) journal.Capture {
 			if j.dirs[i].fd < 0 {
 				return journal.PreImage{}, fmt.Errorf("the parent directory of %s could not be opened", p)
 			}
-			if doomed(m, i) {
-				return journal.CaptureDoomedAt(f.cfg.Journal.Blobs(), j.dirs[i].fd, j.leaves[i], f.notOpen)
-			}
-			return journal.CaptureAt(f.cfg.Journal.Blobs(), j.dirs[i].fd, j.leaves[i])
+			return journal.CaptureWith(f.cfg.Journal.Blobs(), j.dirs[i].fd, j.leaves[i],
+				journal.CaptureOptions{Doomed: doomed(m, i), MayLink: f.notOpen, KnownHash: f.knownHash})
 		}
 		return journal.PreImage{}, fmt.Errorf("%s is none of the mutation's names", p)
 	}
@@ -151,6 +149,19 @@ func (f *FS) notOpen(st *unix.Stat_t) bool {
 		}
 	}
 	return true
+}
+
+// knownHash is the guard's hash-cache entry for the backing file st, in
+// the journal's address form, or "" when it has none it trusts for st
+// (guard.HashCache.Lookup): the journal then neither reads nor copies a
+// file it already stored (journal.CaptureOptions).
+func (f *FS) knownHash(st *unix.Stat_t) string {
+	h, ok := f.cfg.Guard.Hashes().Lookup(guard.StatOf(&syscall.Stat_t{Dev: st.Dev, Ino: st.Ino,
+		Size: st.Size, Mtim: syscall.Timespec(st.Mtim), Ctim: syscall.Timespec(st.Ctim), Mode: st.Mode, Nlink: st.Nlink}))
+	if !ok {
+		return ""
+	}
+	return h.String()
 }
 
 // journalUnshare runs after m's backing operation failed: a pre-image

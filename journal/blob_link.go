@@ -1,7 +1,8 @@
 package journal
 
-// Pre-images of doomed files by link(2): the inode a removal or a
-// replacement is about to drop is linked into the store instead of copied
+// Storing a file's pre-image without a copy where it can (SyncWrite): an
+// address already stored is reused, and the inode a removal or a
+// replacement is about to drop is linked into the store
 // (docs/DESIGN.md#journal-sync).
 
 import (
@@ -17,7 +18,7 @@ import (
 )
 
 // MethodLink is the Method of a blob stored by linking the doomed file's
-// own inode into the store (PutDoomed).
+// own inode into the store (PutFile).
 const MethodLink Method = "link"
 
 // fdReader reads a descriptor with pread(2), from offset 0, without
@@ -44,51 +45,66 @@ func (r *fdReader) Read(p []byte) (int, error) {
 	}
 }
 
-// PutDoomed stores the bytes of fd, a regular file of st (fstat'ed by the
-// caller) whose name the caller is about to remove or replace: in
-// SyncWrite mode (SyncFsync keeps the copy it always made), when it is
-// the file's only link (st.Nlink 1), the store's directory is on the
-// file's filesystem and it is under the limit, the inode itself is linked
-// (linkat of /proc/self/fd) at its address, the xxh3-128 of its bytes read
-// once, with no copy and no new inode. Otherwise, or when the file changed
-// while it was hashed (size or mtime), it is PutFromFd. Durability is as
-// PutFromFd's in SyncWrite mode. Once linked, the blob is the
-// file's inode: a change the caller's removal does not make (it failed,
-// or a process keeps writing to the unlinked file) changes the blob, which
-// Unshare (after a failed removal) and Check (at a rewind) deal with.
-// Errors are the filesystem's.
-func (b *Blobs) PutDoomed(fd int, st *unix.Stat_t) (Blob, error) {
-	if !b.deferSync || st.Nlink != 1 || st.Size > b.limit || b.noLink.Load() {
+// PutFile stores the bytes of fd, a regular file of st (fstat'ed by the
+// caller). In SyncFsync mode it is PutFromFd, as that mode always was. In
+// SyncWrite mode it first learns the file's address without copying:
+// known (its xxh3-128 in 32 hex digits, from a hash cache the caller trusts
+// for st, or "") or one read of the file. An address already stored is
+// returned at once (no copy: a file captured again in a later interval,
+// unchanged). Else, with doomed (the caller is about to remove or replace
+// the name), when st is the file's only link and the store's directory is
+// on its filesystem, the inode itself is linked (linkat of /proc/self/fd)
+// at its address: no copy, no new inode. Otherwise, or when the file
+// changed meanwhile (size or mtime), it is PutFromFd. Once linked, the
+// blob is the file's inode: a change the caller's removal does not make
+// (it failed, or a process keeps writing to the unlinked file) changes the
+// blob, which Unshare (after a failed removal) and Check (at a rewind)
+// deal with (docs/DESIGN.md#journal-sync). Errors are the filesystem's.
+func (b *Blobs) PutFile(fd int, st *unix.Stat_t, known string, doomed bool) (Blob, error) {
+	if !b.deferSync || st.Size > b.limit {
 		return b.PutFromFd(fd, st.Size)
 	}
-	h := xxh3.New()
-	n, err := io.Copy(h, &fdReader{fd: fd})
-	if err != nil {
-		return Blob{}, err
+	addr := known
+	if !validAddr(addr) {
+		h := xxh3.New()
+		n, err := io.Copy(h, &fdReader{fd: fd})
+		if err != nil {
+			return Blob{}, err
+		}
+		if n != st.Size {
+			return b.PutFromFd(fd, st.Size) // changing under us: copy it
+		}
+		addr = hexAddr(h.Sum128().Bytes())
 	}
-	if n != st.Size {
-		return b.PutFromFd(fd, st.Size) // changing under us: copy it
+	final := b.Path(addr)
+	if fi, err := os.Lstat(final); err == nil && fi.Size() == st.Size {
+		return Blob{Addr: addr, Size: st.Size, Dedup: true}, nil // listed for the flusher by its writer
 	}
-	sum := h.Sum128().Bytes()
-	addr := hexAddr(sum)
+	if !doomed || st.Nlink != 1 || b.noLink.Load() {
+		return b.PutFromFd(fd, st.Size)
+	}
+	return b.linkDoomed(fd, st, addr)
+}
+
+// linkDoomed links fd's inode (st) at addr, its content's address; see
+// PutFile.
+func (b *Blobs) linkDoomed(fd int, st *unix.Stat_t, addr string) (Blob, error) {
+	n := st.Size
 	final := b.Path(addr)
 	out := Blob{Addr: addr, Size: n, Method: MethodLink}
-	if _, err := os.Lstat(final); err == nil {
-		out.Dedup = true
-		return out, b.syncDedup(final)
-	}
 	if !b.reserve(n) {
 		return Blob{Unrecoverable: UnrecoverableOverBudget, Size: n}, nil
 	}
 	sub := filepath.Dir(final)
-	err = b.placeAt(func() error {
+	first, _ := strconv.ParseUint(addr[:2], 16, 8)
+	err := b.placeAt(func() error {
 		return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, final, unix.AT_SYMLINK_FOLLOW)
-	}, sub, sum[0])
+	}, sub, byte(first))
 	if err != nil {
 		b.used.Add(-n)
 		if errors.Is(err, unix.EEXIST) {
 			out.Dedup = true // a concurrent writer of the same bytes
-			return out, b.syncDedup(final)
+			return out, nil
 		}
 		if errors.Is(err, unix.EXDEV) {
 			b.noLink.Store(true) // another filesystem: never again
@@ -97,7 +113,7 @@ func (b *Blobs) PutDoomed(fd int, st *unix.Stat_t) (Blob, error) {
 	}
 	var after unix.Stat_t
 	if err := unix.Fstat(fd, &after); err != nil || after.Size != st.Size || after.Mtim != st.Mtim {
-		// Written while hashed: the address may not be its bytes.
+		// Written since st: the address may not be its bytes.
 		os.Remove(final)
 		b.used.Add(-n)
 		return b.PutFromFd(fd, st.Size)
@@ -170,7 +186,7 @@ func (j *Journal) Unshare(rec Record) error {
 	return first
 }
 
-// linkState is the blob store's state of PutDoomed: noLink once a link
+// linkState is the blob store's state of PutFile: noLink once a link
 // failed with EXDEV (the store is on another filesystem), links counts
 // the blobs stored by link.
 type linkState struct {

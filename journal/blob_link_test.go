@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func yes(*unix.Stat_t) bool { return true }
+var doomedYes = CaptureOptions{Doomed: true, MayLink: func(*unix.Stat_t) bool { return true }}
 
 func inoOf(t *testing.T, p string) uint64 {
 	t.Helper()
@@ -31,7 +31,7 @@ func TestCaptureDoomedLinksTheInode(t *testing.T) {
 	if err := os.Link(filepath.Join(w.dir, "two"), filepath.Join(w.dir, "two-b")); err != nil {
 		t.Fatal(err)
 	}
-	pre, err := CaptureDoomedAt(j.Blobs(), w.fd, "only", yes)
+	pre, err := CaptureWith(j.Blobs(), w.fd, "only", doomedYes)
 	if err != nil || pre.Blob == "" || pre.Size != int64(len("only link\n")) {
 		t.Fatalf("pre-image of only: %+v %v", pre, err)
 	}
@@ -41,7 +41,7 @@ func TestCaptureDoomedLinksTheInode(t *testing.T) {
 	if err := j.Blobs().Check(pre.Blob, pre.Size); err != nil {
 		t.Fatal(err)
 	}
-	pre2, err := CaptureDoomedAt(j.Blobs(), w.fd, "two", yes)
+	pre2, err := CaptureWith(j.Blobs(), w.fd, "two", doomedYes)
 	if err != nil || pre2.Blob == "" {
 		t.Fatalf("pre-image of two: %+v %v", pre2, err)
 	}
@@ -49,7 +49,7 @@ func TestCaptureDoomedLinksTheInode(t *testing.T) {
 		t.Fatal("a file with two links was linked into the store")
 	}
 	w.write("open", "open elsewhere\n")
-	pre3, err := CaptureDoomedAt(j.Blobs(), w.fd, "open", func(*unix.Stat_t) bool { return false })
+	pre3, err := CaptureWith(j.Blobs(), w.fd, "open", CaptureOptions{Doomed: true, MayLink: func(*unix.Stat_t) bool { return false }})
 	if err != nil || inoOf(t, j.Blobs().Path(pre3.Blob)) == inoOf(t, filepath.Join(w.dir, "open")) {
 		t.Fatalf("a file mayLink refused was linked into the store (%v)", err)
 	}
@@ -76,7 +76,7 @@ func TestCaptureDoomedThenUnlinked(t *testing.T) {
 	defer j.Close()
 	w := newWS(t)
 	w.write("f", "bytes of f\n")
-	pre, err := CaptureDoomedAt(j.Blobs(), w.fd, "f", yes)
+	pre, err := CaptureWith(j.Blobs(), w.fd, "f", doomedYes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,5 +86,36 @@ func TestCaptureDoomedThenUnlinked(t *testing.T) {
 	b, err := os.ReadFile(j.Blobs().Path(pre.Blob))
 	if err != nil || string(b) != "bytes of f\n" || j.Blobs().links.Load() != 0 {
 		t.Fatalf("blob %q %v, %d links", b, err, j.Blobs().links.Load())
+	}
+}
+
+// A file whose address the caller knows (its hash cache) and whose blob is
+// stored is neither read nor copied: the capture names the stored blob.
+// Without a known address, bytes already stored are found by one read and
+// not copied either.
+func TestCaptureKnownHashDedups(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	w := newWS(t)
+	w.write("a", "same bytes\n")
+	first, err := CaptureWith(j.Blobs(), w.fd, "a", CaptureOptions{})
+	if err != nil || first.Blob == "" {
+		t.Fatalf("%+v %v", first, err)
+	}
+	w.write("b", "same bytes\n")
+	again, err := CaptureWith(j.Blobs(), w.fd, "b", CaptureOptions{})
+	if err != nil || again.Blob != first.Blob {
+		t.Fatalf("same bytes stored again: %+v %v", again, err)
+	}
+	// Same size, other bytes, but the caller vouches for the address: it
+	// is taken as is (the hash cache's key is the file's stat identity).
+	w.write("c", "SAME BYTES\n")
+	known, err := CaptureWith(j.Blobs(), w.fd, "c", CaptureOptions{KnownHash: func(*unix.Stat_t) string { return first.Blob }})
+	if err != nil || known.Blob != first.Blob {
+		t.Fatalf("known address not used: %+v %v", known, err)
+	}
+	var n int
+	j.Blobs().Walk(func(string, int64) error { n++; return nil })
+	if n != 1 {
+		t.Fatalf("%d blobs stored, want 1", n)
 	}
 }

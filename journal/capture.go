@@ -17,19 +17,29 @@ func CaptureAt(b *Blobs, dirfd int, name string) (PreImage, error) {
 	return captureAt(b, dirfd, name, nil)
 }
 
-// CaptureDoomedAt is CaptureAt for a name the caller is about to remove
-// (unlink) or replace (the target of a rename): a regular file that is
-// its inode's only link, and for which mayLink (given its fstat) says
-// yes, is kept by linking that inode into the store (Blobs.PutDoomed)
-// instead of copying it. mayLink is where the caller says no when the
-// file is open (a linked inode keeps st_nlink 1 after the removal, which
-// an open handle would see). After a failed removal the caller calls
+// CaptureOptions tune CaptureWith. Doomed: the caller is about to remove
+// (unlink) or replace (a rename's target) the name, so its inode may be
+// linked into the store rather than copied, when MayLink (given the
+// file's fstat; nil: no) says yes: the caller says no when the file is
+// open, since a linked inode keeps st_nlink 1 after the removal, which an
+// open handle would see. KnownHash (nil: none) returns the file's xxh3-128
+// (32 hex digits) when the caller already knows it for exactly that fstat
+// (a hash cache), else "": then a file already stored is neither read nor
+// copied. After a failed removal of a doomed name the caller calls
 // Journal.Unshare on the record (docs/DESIGN.md#journal-sync).
-func CaptureDoomedAt(b *Blobs, dirfd int, name string, mayLink func(*unix.Stat_t) bool) (PreImage, error) {
-	return captureAt(b, dirfd, name, mayLink)
+type CaptureOptions struct {
+	Doomed    bool
+	MayLink   func(*unix.Stat_t) bool
+	KnownHash func(*unix.Stat_t) string
 }
 
-func captureAt(b *Blobs, dirfd int, name string, mayLink func(*unix.Stat_t) bool) (PreImage, error) {
+// CaptureWith is CaptureAt with opt; a regular file's bytes are stored by
+// Blobs.PutFile.
+func CaptureWith(b *Blobs, dirfd int, name string, opt CaptureOptions) (PreImage, error) {
+	return captureAt(b, dirfd, name, &opt)
+}
+
+func captureAt(b *Blobs, dirfd int, name string, opt *CaptureOptions) (PreImage, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if err == unix.ENOENT {
@@ -62,9 +72,13 @@ func captureAt(b *Blobs, dirfd int, name string, mayLink func(*unix.Stat_t) bool
 	}
 	defer unix.Close(fd)
 	var blob Blob
-	if mayLink != nil && unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && mayLink(&st) {
+	if opt != nil && unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
 		pre.Size = st.Size
-		blob, err = b.PutDoomed(fd, &st)
+		known := ""
+		if opt.KnownHash != nil {
+			known = opt.KnownHash(&st)
+		}
+		blob, err = b.PutFile(fd, &st, known, opt.Doomed && opt.MayLink != nil && opt.MayLink(&st))
 	} else {
 		blob, err = b.PutFromFd(fd, st.Size)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -88,6 +89,11 @@ func (j *Journal) startFlusher(interval time.Duration, onError func(error)) {
 
 func (j *Journal) flushLoop(fl *flusher) {
 	defer close(fl.done)
+	// Off the request path: make the store's 256 fan-out directories now,
+	// so a blob's first write in a directory costs no mkdir.
+	if err := j.blobs.makeSubs(fl.stop); err != nil && fl.onError != nil {
+		fl.onError(err)
+	}
 	t := time.NewTimer(fl.interval)
 	t.Stop()
 	for {
@@ -110,6 +116,23 @@ func (j *Journal) flushLoop(fl *flusher) {
 			fl.afterFlush()
 		}
 	}
+}
+
+// makeSubs makes every fan-out directory of the store (blobs/00 to
+// blobs/ff) not known to exist, stopping early when stop is closed.
+func (b *Blobs) makeSubs(stop <-chan struct{}) error {
+	for i := 0; i < 256; i++ {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		a := hexAddr([16]byte{byte(i)})
+		if err := b.makeSub(filepath.Dir(b.Path(a)), byte(i)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stopFlusher stops the flusher goroutine and waits for it (Close then

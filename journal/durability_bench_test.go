@@ -48,7 +48,7 @@ func BenchmarkCaptureRemoved(b *testing.B) {
 					c := func(p string) (PreImage, error) { return CaptureAt(j.Blobs(), dfd, p) }
 					if link {
 						c = func(p string) (PreImage, error) {
-							return CaptureDoomedAt(j.Blobs(), dfd, p, func(*unix.Stat_t) bool { return true })
+							return CaptureWith(j.Blobs(), dfd, p, CaptureOptions{Doomed: true, MayLink: func(*unix.Stat_t) bool { return true }})
 						}
 					}
 					if _, err := j.Record("s", "unlink", f, "", c); err != nil {
