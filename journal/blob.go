@@ -332,15 +332,22 @@ func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
 	} else if err := syncDir(sub); err != nil {
 		return Blob{}, err
 	}
+	b.count(method)
+	return out, nil
+}
+
+// count counts one blob stored by method.
+func (b *Blobs) count(method Method) {
 	switch method {
 	case MethodClone:
 		b.clones.Add(1)
 	case MethodRange:
 		b.ranges.Add(1)
+	case MethodLink:
+		b.links.Add(1)
 	default:
 		b.plains.Add(1)
 	}
-	return out, nil
 }
 
 func hexAddr(sum [16]byte) string { return hex.EncodeToString(sum[:]) }

@@ -81,9 +81,58 @@ func (b *Blobs) PutFile(fd int, st *unix.Stat_t, known string, doomed bool) (Blo
 		return Blob{Addr: addr, Size: st.Size, Dedup: true}, nil // listed for the flusher by its writer
 	}
 	if !doomed || st.Nlink != 1 || b.noLink.Load() {
-		return b.PutFromFd(fd, st.Size)
+		return b.putTmpfile(fd, st.Size)
 	}
 	return b.linkDoomed(fd, st, addr)
+}
+
+// putTmpfile is PutFromFd for SyncWrite mode through an unnamed file
+// (O_TMPFILE in blobs/tmp) linked at its address once copied and hashed:
+// no temporary name to create and rename away. Where O_TMPFILE is not
+// supported it is PutFromFd.
+func (b *Blobs) putTmpfile(fd int, size int64) (Blob, error) {
+	tfd, err := unix.Open(filepath.Join(b.dir, "tmp"), unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return b.PutFromFd(fd, size)
+	}
+	defer unix.Close(tfd)
+	method, n, err := b.copyInto(tfd, fd)
+	if err != nil {
+		return Blob{}, err
+	}
+	if n > b.limit {
+		return Blob{Unrecoverable: UnrecoverableTooLarge, Size: n}, nil
+	}
+	h := xxh3.New()
+	if _, err := io.Copy(h, &fdReader{fd: tfd}); err != nil {
+		return Blob{}, err
+	}
+	sum := h.Sum128().Bytes()
+	addr := hexAddr(sum)
+	final := b.Path(addr)
+	out := Blob{Addr: addr, Size: n, Method: method}
+	if _, err := os.Lstat(final); err == nil {
+		out.Dedup = true
+		return out, nil
+	}
+	if !b.reserve(n) {
+		return Blob{Unrecoverable: UnrecoverableOverBudget, Size: n}, nil
+	}
+	sub := filepath.Dir(final)
+	err = b.placeAt(func() error {
+		return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(tfd), unix.AT_FDCWD, final, unix.AT_SYMLINK_FOLLOW)
+	}, sub, sum[0])
+	if err != nil {
+		b.used.Add(-n)
+		if errors.Is(err, unix.EEXIST) {
+			out.Dedup = true // a concurrent writer of the same bytes
+			return out, nil
+		}
+		return Blob{}, err
+	}
+	b.deferred.add(final, sub)
+	b.count(method)
+	return out, nil
 }
 
 // linkDoomed links fd's inode (st) at addr, its content's address; see
@@ -119,7 +168,7 @@ func (b *Blobs) linkDoomed(fd int, st *unix.Stat_t, addr string) (Blob, error) {
 		return b.PutFromFd(fd, st.Size)
 	}
 	b.deferred.add(final, sub) // SyncWrite only: the flusher syncs it
-	b.links.Add(1)
+	b.count(MethodLink)
 	return out, nil
 }
 
@@ -188,7 +237,7 @@ func (j *Journal) Unshare(rec Record) error {
 
 // linkState is the blob store's state of PutFile: noLink once a link
 // failed with EXDEV (the store is on another filesystem), links counts
-// the blobs stored by link.
+// the blobs stored by linking a doomed inode.
 type linkState struct {
 	noLink atomic.Bool
 	links  atomic.Int64
