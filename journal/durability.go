@@ -5,7 +5,6 @@ package journal
 // (docs/DESIGN.md#journal-sync).
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -192,7 +191,7 @@ func (j *Journal) Flush() error {
 	fl.dirty = map[*sessionLog]struct{}{}
 	fl.dmu.Unlock()
 	for l := range logs {
-		if e := l.datasync(); e != nil && !errors.Is(e, os.ErrClosed) && err == nil {
+		if e := l.datasync(); e != nil && err == nil {
 			err = e
 		}
 	}
@@ -200,9 +199,12 @@ func (j *Journal) Flush() error {
 }
 
 // datasync fdatasyncs the log's file; safe while a writer appends, and
-// against a concurrent close (then os.ErrClosed: the file was removed or
-// the journal is closing, which flushes it before).
+// against a concurrent close: a log closed meanwhile (GC removed it, or
+// the journal closed it after its own flush) is no failure.
 func (l *sessionLog) datasync() error {
+	if l.closed.Load() {
+		return nil
+	}
 	rc, err := l.f.SyscallConn()
 	if err != nil {
 		return err
@@ -216,6 +218,9 @@ func (l *sessionLog) datasync() error {
 			}
 		}
 	}); err != nil {
+		if l.closed.Load() {
+			return nil
+		}
 		return err
 	}
 	return serr

@@ -120,3 +120,18 @@ func TestParseSyncMode(t *testing.T) {
 		t.Fatal("always parsed")
 	}
 }
+
+// A log GC removed (closed) while it was waiting for the flusher is no
+// flush failure.
+func TestFlushAfterLogRemoved(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	w := newWS(t)
+	w.write("f", "bytes")
+	mustRecord(t, j, "s", "write", "f", "", w.capture(j))
+	if err := j.removeLog("s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Flush(); err != nil {
+		t.Fatalf("flush after the log was removed: %v", err)
+	}
+}
