@@ -129,14 +129,14 @@ func (f *FS) capture(m *mutation, j *jDirs) journal.Capture {
 // doomed reports whether m removes or replaces names[i] (an unlink, a
 // rename's target: the pinned names, an exchange's excepted), whose file
 // the journal may then keep by linking its inode rather than copying it
-// (journal.CaptureDoomedAt, docs/DESIGN.md#journal-sync).
+// (journal.CaptureOptions, docs/DESIGN.md#journal-sync).
 func doomed(m *mutation, i int) bool {
 	return m.names[i].pin && m.jop != jExchange
 }
 
 // notOpen reports whether no handle through the mount is open on the
 // backing file st: only then may the journal link a doomed file's inode
-// into its store (journal.CaptureDoomedAt), since a handle would see the
+// into its store (journal.CaptureOptions), since a handle would see the
 // file keep st_nlink 1 after its removal. O(open handles).
 func (f *FS) notOpen(st *unix.Stat_t) bool {
 	ino := f.stableAttr(&syscall.Stat_t{Dev: st.Dev, Ino: st.Ino}, 0).Ino

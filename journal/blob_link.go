@@ -55,7 +55,8 @@ func (r *fdReader) Read(p []byte) (int, error) {
 // the name), when st is the file's only link and the store's directory is
 // on its filesystem, the inode itself is linked (linkat of /proc/self/fd)
 // at its address: no copy, no new inode. Otherwise, or when the file
-// changed meanwhile (size or mtime), it is PutFromFd. Once linked, the
+// changed meanwhile (size or mtime), the bytes are copied (through an
+// O_TMPFILE file, else PutFromFd). Once linked, the
 // blob is the file's inode: a change the caller's removal does not make
 // (it failed, or a process keeps writing to the unlinked file) changes the
 // blob, which Unshare (after a failed removal) and Check (at a rewind)
@@ -173,7 +174,7 @@ func (b *Blobs) linkDoomed(fd int, st *unix.Stat_t, addr string) (Blob, error) {
 }
 
 // Unshare gives the blob addr an inode of its own when it still shares
-// one with another name (a PutDoomed whose removal then failed, so the
+// one with another name (a PutFile link whose removal then failed, so the
 // file lives on in the workspace and its next change would change the
 // blob): its bytes are copied to a new file renamed over it. A blob with
 // one link, or missing, is left alone. Errors are the filesystem's.
@@ -220,7 +221,7 @@ func (b *Blobs) Unshare(addr string) error {
 
 // Unshare gives every blob rec's pre-images name an inode of its own
 // (Blobs.Unshare): the caller's removal or replacement of a name captured
-// with CaptureDoomedAt failed, so its file lives on and must not share its
+// as doomed (CaptureOptions) failed, so its file lives on and must not share its
 // inode with the blob. The error is the first Unshare's.
 func (j *Journal) Unshare(rec Record) error {
 	var first error

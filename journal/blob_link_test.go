@@ -66,7 +66,7 @@ func TestCaptureDoomedLinksTheInode(t *testing.T) {
 	}
 }
 
-// CaptureDoomedAt in fsync mode copies, as that mode always did; in
+// A doomed capture in fsync mode copies, as that mode always did; in
 // either mode the blob outlives the removed name with the file's bytes.
 func TestCaptureDoomedThenUnlinked(t *testing.T) {
 	j, err := Open(filepath.Join(t.TempDir(), "journal"), Options{Sync: SyncFsync})

@@ -20,7 +20,7 @@ type SyncMode int
 
 const (
 	// SyncWrite (the default) writes the blob and the record with
-	// write(2), the blob renamed into place, before Record returns, with
+	// write(2), the blob named at its address, before Record returns, with
 	// no fsync on the request path: both survive any crash of the daemon
 	// (kill -9 included), as the page cache keeps them. A background
 	// flusher makes them durable on disk within about FlushInterval; an

@@ -12,7 +12,7 @@ import (
 // BenchmarkCaptureRemoved is the journal's cost of one removed 4 KiB
 // file's pre-image on the request path, by sync mode (docs/DESIGN.md#journal-sync)
 // and by how the bytes are kept: a copy (CaptureAt) or a link of the
-// doomed inode (CaptureDoomedAt), followed by its record. The file is
+// doomed inode (CaptureWith, Doomed), followed by its record. The file is
 // removed after each capture, as an rm would.
 func BenchmarkCaptureRemoved(b *testing.B) {
 	data := make([]byte, 4096)
