@@ -91,6 +91,10 @@ func (d *Daemon) collectJournal() {
 		d.cfg.Slog.Info("journal collected", "sessions", res.Sessions, "blobs", res.Blobs,
 			"freed_bytes", res.FreedBytes, "store_bytes", res.StoreBytes)
 	}
+	if res.Lost > 0 {
+		d.cfg.Slog.Warn("journal: blobs named by records are missing or short (an OS crash before they were flushed?); a rewind reports their paths as unrecoverable",
+			"dir", d.journalDir(), "lost", res.Lost)
+	}
 }
 
 // stopJournalGC stops the collection goroutine and waits for it.

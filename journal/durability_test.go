@@ -42,8 +42,8 @@ func TestRewindLostBlobUnrecoverable(t *testing.T) {
 	if _, err := j.Diff("agent", "cp000000", nil, d.ins(), func(p string) ([]byte, error) { return os.ReadFile(d.abs(p)) }); err != nil {
 		t.Fatalf("diff with a lost blob: %v", err)
 	}
-	if _, err := j.GC(GCOptions{}); err != nil {
-		t.Fatalf("GC with a lost blob: %v", err)
+	if res, err := j.GC(GCOptions{}); err != nil || res.Lost != 2 {
+		t.Fatalf("GC with two lost blobs: %+v %v", res, err)
 	}
 	plan, err := j.PlanRewind("agent", "cp000000", d.ins(), RewindOptions{})
 	if err != nil {
