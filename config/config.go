@@ -42,6 +42,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/compact"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/journal"
 	"github.com/rubinofs/rubinofs/tasks"
 )
 
@@ -238,6 +239,13 @@ type Journal struct {
 	// Retention is how long an ended session's log is kept
 	// (journal.retention, --journal-retention; 0: forever).
 	Retention time.Duration
+	// Sync says when a record and its pre-image's blob become durable
+	// (journal.sync, --journal-sync): journal.SyncWrite ("write", the zero
+	// value and default: written before the change is acknowledged,
+	// fsync'ed by a background flusher within 1 s) or journal.SyncFsync
+	// ("fsync": fsync'ed before the change is acknowledged)
+	// (docs/DESIGN.md#journal-sync).
+	Sync journal.SyncMode
 }
 
 // Entry is one effective value and its source, in `config show` order.

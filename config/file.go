@@ -54,6 +54,7 @@ type fileConfig struct {
 		MaxFileSize *int    `toml:"max_file_size"`
 		Budget      *int    `toml:"budget"`
 		Retention   *string `toml:"retention" kind:"duration"`
+		Sync        *string `toml:"sync"`
 	} `toml:"journal"`
 	Agents struct {
 		MaxDepth           *int                    `toml:"max_depth"`

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rubinofs/rubinofs/journal"
 )
 
 // TestJournalKeys: the [journal] section's defaults, a user file and
@@ -47,4 +49,38 @@ func TestJournalKeys(t *testing.T) {
 	e.write(e.wsFile(), "[journal]\nenabled = false\n")
 	_, err := e.load()
 	mustErr(t, err, "refusing the workspace file", ":2: journal.enabled may not be set in a workspace file: the journal is the user's record")
+}
+
+// TestJournalSyncKey: journal.sync defaults to write (the zero
+// journal.SyncMode), a user file or --journal-sync sets fsync, `config
+// show` lists it, another value is an error, and a workspace file may not
+// set it.
+func TestJournalSyncKey(t *testing.T) {
+	e := newEnv(t)
+	if c := e.mustLoad(); c.Journal.Sync != journal.SyncWrite {
+		t.Fatalf("journal.sync default: %v", c.Journal.Sync)
+	}
+	e.write(e.userFile(), "[journal]\nsync = \"fsync\"\n")
+	c := e.mustLoad()
+	if c.Journal.Sync != journal.SyncFsync {
+		t.Fatalf("journal.sync from the user file: %v", c.Journal.Sync)
+	}
+	var b bytes.Buffer
+	if err := c.WriteTOML(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `sync = "fsync"`) {
+		t.Errorf("config show lacks journal.sync:\n%s", b.String())
+	}
+	if c := e.mustLoad(Flag{Key: "journal.sync", Name: "--journal-sync", Value: "write"}); c.Journal.Sync != journal.SyncWrite {
+		t.Fatalf("--journal-sync write over the user file: %v", c.Journal.Sync)
+	}
+	e = newEnv(t)
+	e.write(e.userFile(), "[journal]\nsync = \"always\"\n")
+	_, err := e.load()
+	mustErr(t, err, e.userFile()+":2: journal.sync")
+	e = newEnv(t)
+	e.write(e.wsFile(), "[journal]\nsync = \"write\"\n")
+	_, err = e.load()
+	mustErr(t, err, ":2: journal.sync may not be set in a workspace file")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/compact"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/journal"
 	"github.com/rubinofs/rubinofs/tasks"
 )
 
@@ -287,6 +288,7 @@ var specs = []spec{
 	{key: "journal.max_file_size", typ: tInt, def: DefaultJournalMaxFileSize, valid: intRange(1, MaxJournalBytes), rule: RuleRefuse, why: refuseJournal},
 	{key: "journal.budget", typ: tInt, def: DefaultJournalBudget, valid: intRange(0, MaxJournalBytes), rule: RuleRefuse, why: refuseJournal},
 	{key: "journal.retention", typ: tDuration, def: DefaultJournalRetention, valid: durRange(0, MaxJournalRetention), rule: RuleRefuse, why: refuseJournal},
+	{key: "journal.sync", typ: tString, def: "write", valid: oneOf("write", "fsync"), rule: RuleRefuse, why: refuseJournal},
 
 	{key: "agents.max_depth", typ: tInt, def: tasks.DefaultCaps().MaxDepth, valid: intRange(1, MaxCap), rule: RuleTighten,
 		loosens: func(lo, v any) bool { return v.(int) > lo.(int) }},
@@ -492,6 +494,9 @@ func build(m layer) (*Config, error) {
 		MaxFileSize: int64(num("journal.max_file_size")),
 		Budget:      int64(num("journal.budget")),
 		Retention:   dur("journal.retention"),
+	}
+	if c.Journal.Sync, err = journal.ParseSyncMode(str("journal.sync")); err != nil {
+		return nil, err
 	}
 
 	a := &c.Agents

@@ -31,7 +31,8 @@ func (d *Daemon) openJournal(backing string) (*journal.Journal, *ignore.Matcher,
 	if !cfg.Journal.Enabled || cfg.StateDir == "" {
 		return nil, nil, nil
 	}
-	j, err := journal.Open(d.journalDir(), journal.Options{MaxBlobSize: cfg.Journal.MaxFileSize, Budget: cfg.Journal.Budget})
+	j, err := journal.Open(d.journalDir(), journal.Options{MaxBlobSize: cfg.Journal.MaxFileSize, Budget: cfg.Journal.Budget,
+		Sync: cfg.Journal.Sync, FlushError: d.journalFlushError})
 	if err != nil {
 		return nil, nil, fmt.Errorf("journal %s: %w", d.journalDir(), err)
 	}
@@ -45,6 +46,14 @@ func (d *Daemon) openJournal(backing string) (*journal.Journal, *ignore.Matcher,
 		}
 	}
 	return j, m, nil
+}
+
+// journalFlushError logs a failed background flush of the journal
+// (journal.SyncWrite) at error: the records written since the last flush
+// may not survive an OS crash, though they survive a daemon crash
+// (docs/DESIGN.md#journal-sync). The next write retries.
+func (d *Daemon) journalFlushError(err error) {
+	d.cfg.Slog.Error("journal: flushing records to disk failed; they may not survive an OS crash", "dir", d.journalDir(), "err", err)
 }
 
 // startJournalGC collects the journal every JournalGCInterval until
@@ -81,6 +90,10 @@ func (d *Daemon) collectJournal() {
 	if res.Sessions > 0 || res.Blobs > 0 {
 		d.cfg.Slog.Info("journal collected", "sessions", res.Sessions, "blobs", res.Blobs,
 			"freed_bytes", res.FreedBytes, "store_bytes", res.StoreBytes)
+	}
+	if res.Lost > 0 {
+		d.cfg.Slog.Warn("journal: blobs named by records are missing or short (an OS crash before they were flushed?); a rewind reports their paths as unrecoverable",
+			"dir", d.journalDir(), "lost", res.Lost)
 	}
 }
 

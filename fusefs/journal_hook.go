@@ -17,6 +17,7 @@ import (
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/journal"
+	"golang.org/x/sys/unix"
 )
 
 // Journal ops a mutation records (journal.Record's op): the change a
@@ -118,9 +119,62 @@ func (f *FS) capture(m *mutation, j *jDirs) journal.Capture {
 			if j.dirs[i].fd < 0 {
 				return journal.PreImage{}, fmt.Errorf("the parent directory of %s could not be opened", p)
 			}
-			return journal.CaptureAt(f.cfg.Journal.Blobs(), j.dirs[i].fd, j.leaves[i])
+			return journal.CaptureWith(f.cfg.Journal.Blobs(), j.dirs[i].fd, j.leaves[i],
+				journal.CaptureOptions{Doomed: doomed(m, i), MayLink: f.notOpen, KnownHash: f.knownHash})
 		}
 		return journal.PreImage{}, fmt.Errorf("%s is none of the mutation's names", p)
+	}
+}
+
+// doomed reports whether m removes or replaces names[i] (an unlink, a
+// rename's target: the pinned names, an exchange's excepted), whose file
+// the journal may then keep by linking its inode rather than copying it
+// (journal.CaptureOptions, docs/DESIGN.md#journal-sync).
+func doomed(m *mutation, i int) bool {
+	return m.names[i].pin && m.jop != jExchange
+}
+
+// notOpen reports whether no handle through the mount is open on the
+// backing file st: only then may the journal link a doomed file's inode
+// into its store (journal.CaptureOptions), since a handle would see the
+// file keep st_nlink 1 after its removal. O(open handles).
+func (f *FS) notOpen(st *unix.Stat_t) bool {
+	ino := f.stableAttr(&syscall.Stat_t{Dev: st.Dev, Ino: st.Ino}, 0).Ino
+	h := &f.handles
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, n := range h.files {
+		if n.StableAttr().Ino == ino {
+			return false
+		}
+	}
+	return true
+}
+
+// knownHash is the guard's hash-cache entry for the backing file st, in
+// the journal's address form, or "" when it has none it trusts for st
+// (guard.HashCache.Lookup): the journal then neither reads nor copies a
+// file it already stored (journal.CaptureOptions).
+func (f *FS) knownHash(st *unix.Stat_t) string {
+	h, ok := f.cfg.Guard.Hashes().Lookup(guard.StatOf(&syscall.Stat_t{Dev: st.Dev, Ino: st.Ino,
+		Size: st.Size, Mtim: syscall.Timespec(st.Mtim), Ctim: syscall.Timespec(st.Ctim), Mode: st.Mode, Nlink: st.Nlink}))
+	if !ok {
+		return ""
+	}
+	return h.String()
+}
+
+// journalUnshare runs after m's backing operation failed: a pre-image
+// captured by linking a doomed file's inode would otherwise share the
+// inode of a file that lives on (journal.Journal.Unshare). A failure is
+// logged at warn: a later change of the file would make the blob fail its
+// check at a rewind (reported unrecoverable, never restored wrong).
+func (f *FS) journalUnshare(m *mutation, rec journal.Record) {
+	if len(rec.Pre) == 0 || !(doomed(m, 0) || len(m.names) > 1 && doomed(m, 1)) {
+		return
+	}
+	if err := f.cfg.Journal.Unshare(rec); err != nil {
+		f.log.Warn("journal: a pre-image still shares its file's inode after a failed removal", "path", m.names[0].rel, "err", err)
 	}
 }
 

@@ -203,6 +203,9 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 		}
 	}
 	if errno := m.runOwn(f, gs); errno != 0 {
+		if journaled {
+			f.journalUnshare(&m, rec)
+		}
 		return errno
 	}
 	if journaled {

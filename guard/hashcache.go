@@ -197,6 +197,14 @@ func (c *HashCache) sum(st Stat, open func() (*os.File, error), strict bool) (h 
 	return h, stable && k == want, n, nil
 }
 
+// Lookup returns the cached hash of the file st describes when the cache
+// has one it trusts (same stat identity, not racy), without reading the
+// file; ok is false otherwise. It counts no hit or miss (only a racy
+// entry, as every lookup does). Safe for concurrent use.
+func (c *HashCache) Lookup(st Stat) (h Hash, ok bool) {
+	return c.lookup(keyOf(st))
+}
+
 // lookup returns a trusted entry for k.
 func (c *HashCache) lookup(k hashKey) (Hash, bool) {
 	c.mu.Lock()

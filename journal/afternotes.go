@@ -14,7 +14,7 @@ import (
 // as a conflict, never restores over someone's change (the conflict rule
 // falls back to an older note or to the kind check, both stricter than the
 // lost note). The next fdatasync'ed record of the session makes it durable
-// too. Errors are the log's write errors, or a bad session name.
+// too, or (SyncWrite) the flusher. Errors are the log's write errors, or a bad session name.
 func (j *Journal) NoteAfter(sessionName string, ref uint64, afters []After) error {
 	if len(afters) == 0 {
 		return nil
@@ -28,6 +28,7 @@ func (j *Journal) NoteAfter(sessionName string, ref uint64, afters []After) erro
 	if err := s.log.write(rec, false); err != nil {
 		return err
 	}
+	j.wrote(s.log)
 	s.seq = rec.Seq
 	return nil
 }

@@ -85,6 +85,15 @@ type Blobs struct {
 	// clones, ranges and plains count blobs copied by each method (tests
 	// and metrics).
 	clones, ranges, plains atomic.Int64
+	// deferSync (SyncWrite) leaves a new blob's fsync and its directory's
+	// to the journal's flusher, listed in deferred
+	// (docs/DESIGN.md#journal-sync).
+	deferSync bool
+	deferred  deferredSync
+	// subs marks the fan-out directories (xx/, by their first byte) known
+	// to exist, so a new blob costs no mkdir(2) once its directory is made.
+	subs [256]atomic.Bool
+	linkState
 }
 
 // NewBlobs returns the store under dir, creating dir and dir/tmp (0700).
@@ -202,6 +211,38 @@ func (b *Blobs) Open(addr string) (*os.File, error) {
 	return os.Open(b.Path(addr))
 }
 
+// UnrecoverableLost is the marker a rewind or diff gives a pre-image whose
+// blob is missing, shorter or longer than the record says, or no longer
+// hashes to its address: an OS crash before the flusher made it durable
+// (docs/DESIGN.md#journal-sync), or damage to the store. Its bytes cannot
+// be restored; the path is reported, never restored wrongly.
+const UnrecoverableLost = "unrecoverable: blob lost"
+
+// Check reports whether the blob addr is stored complete: size bytes
+// whose xxh3-128 is addr. It reads the whole blob. The error wraps
+// os.ErrNotExist when it is missing; a short, long or altered blob is an
+// error too.
+func (b *Blobs) Check(addr string, size int64) error {
+	f, err := b.Open(addr)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := xxh3.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return err
+	}
+	if n != size {
+		return fmt.Errorf("journal: blob %s has %d bytes, the record says %d", addr, n, size)
+	}
+	sum := h.Sum128().Bytes()
+	if got := hex.EncodeToString(sum[:]); got != addr {
+		return fmt.Errorf("journal: blob %s hashes to %s", addr, got)
+	}
+	return nil
+}
+
 func validAddr(a string) bool {
 	if len(a) != 32 {
 		return false
@@ -220,7 +261,10 @@ func validAddr(a string) bool {
 // a temporary file (reflink, copy_file_range or plain copy, by the store's
 // CopyMode), are hashed from that copy, fsync'ed, renamed to their address
 // and the directory fsync'ed, so a returned address is durable and its
-// blob complete. An address already stored is kept and the copy discarded.
+// blob complete; in SyncWrite mode the two fsyncs are left to the
+// journal's flusher (docs/DESIGN.md#journal-sync), so a returned blob is
+// complete in the page cache and durable within the flush interval. An
+// address already stored is kept and the copy discarded.
 // Errors are those of the copy, fsync or rename (ENOSPC, EIO, ...).
 func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
 	if size > b.limit {
@@ -249,14 +293,12 @@ func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
 		return Blob{}, err
 	}
 	sum := h.Sum128().Bytes()
-	addr := hex.EncodeToString(sum[:])
+	addr := hexAddr(sum)
 	out := Blob{Addr: addr, Size: n, Method: method}
 	final := b.Path(addr)
 	if _, err := os.Lstat(final); err == nil {
-		// Another writer may have renamed it in and not yet fsync'ed the
-		// directory: sync it here too, so the address returned is durable.
 		out.Dedup = true
-		if err := syncDir(filepath.Dir(final)); err != nil {
+		if err := b.syncDedup(final); err != nil {
 			return Blob{}, err
 		}
 		return out, nil
@@ -270,40 +312,96 @@ func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
 			b.used.Add(-n)
 		}
 	}()
-	if err := tmp.Sync(); err != nil {
-		return Blob{}, err
+	if !b.deferSync {
+		if err := tmp.Sync(); err != nil {
+			return Blob{}, err
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return Blob{}, err
 	}
 	keep = true
 	sub := filepath.Dir(final)
-	if err := os.Mkdir(sub, 0o700); err == nil {
-		if err := syncDir(b.dir); err != nil {
-			os.Remove(tmp.Name())
-			return Blob{}, err
-		}
-	} else if !errors.Is(err, os.ErrExist) {
-		os.Remove(tmp.Name())
-		return Blob{}, err
-	}
-	if err := os.Rename(tmp.Name(), final); err != nil {
+	if err := b.placeAt(func() error { return os.Rename(tmp.Name(), final) }, sub, sum[0]); err != nil {
 		os.Remove(tmp.Name())
 		return Blob{}, err
 	}
 	reserved = false // the blob is in place: its size stays counted
-	if err := syncDir(sub); err != nil {
+	if b.deferSync {
+		b.deferred.add(final, sub)
+	} else if err := syncDir(sub); err != nil {
 		return Blob{}, err
 	}
+	b.count(method)
+	return out, nil
+}
+
+// count counts one blob stored by method.
+func (b *Blobs) count(method Method) {
 	switch method {
 	case MethodClone:
 		b.clones.Add(1)
 	case MethodRange:
 		b.ranges.Add(1)
+	case MethodLink:
+		b.links.Add(1)
 	default:
 		b.plains.Add(1)
 	}
-	return out, nil
+}
+
+func hexAddr(sum [16]byte) string { return hex.EncodeToString(sum[:]) }
+
+// syncDedup makes durable the blob final another writer stored: it may
+// have renamed it in and not yet fsync'ed the directory, so the directory
+// is synced here too (SyncWrite: that writer listed it for the flusher).
+func (b *Blobs) syncDedup(final string) error {
+	if b.deferSync {
+		return nil
+	}
+	return syncDir(filepath.Dir(final))
+}
+
+// makeSub makes the fan-out directory sub (of blobs whose address starts
+// with the byte first) unless it is known to exist, and makes its name
+// durable (fsync of the store's directory; SyncWrite leaves that to the
+// flusher). A directory GC or a person removed is made again: the rename
+// into it fails with ENOENT and the caller's next blob retries.
+func (b *Blobs) makeSub(sub string, first byte) error {
+	if b.subs[first].Load() {
+		return nil
+	}
+	err := os.Mkdir(sub, 0o700)
+	switch {
+	case err == nil && b.deferSync:
+		b.deferred.add("", b.dir)
+	case err == nil:
+		if err := syncDir(b.dir); err != nil {
+			return err
+		}
+	case !errors.Is(err, os.ErrExist):
+		return err
+	}
+	b.subs[first].Store(true)
+	return nil
+}
+
+// placeAt runs place (the rename or link that names a blob in sub) after
+// makeSub; when place finds no sub (removed since makeSub learned it
+// exists) it forgets it and tries once more.
+func (b *Blobs) placeAt(place func() error, sub string, first byte) error {
+	if err := b.makeSub(sub, first); err != nil {
+		return err
+	}
+	err := place()
+	if errors.Is(err, os.ErrNotExist) {
+		b.subs[first].Store(false)
+		if err := b.makeSub(sub, first); err != nil {
+			return err
+		}
+		err = place()
+	}
+	return err
 }
 
 // copyInto copies all of src into the empty file dst by the store's mode,
@@ -390,7 +488,8 @@ func writeAll(fd int, p []byte) error {
 	return nil
 }
 
-// syncDir fsyncs a directory, making the names created in it durable.
+// syncDir fsyncs a directory, making the names created in it durable (or
+// a file, its data).
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

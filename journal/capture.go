@@ -14,6 +14,32 @@ import (
 // and no blob. Errors are the errno of fstatat, openat or readlinkat, or
 // of the blob store. Path is left for the caller to fill.
 func CaptureAt(b *Blobs, dirfd int, name string) (PreImage, error) {
+	return captureAt(b, dirfd, name, nil)
+}
+
+// CaptureOptions tune CaptureWith. Doomed: the caller is about to remove
+// (unlink) or replace (a rename's target) the name, so its inode may be
+// linked into the store rather than copied, when MayLink (given the
+// file's fstat; nil: no) says yes: the caller says no when the file is
+// open, since a linked inode keeps st_nlink 1 after the removal, which an
+// open handle would see. KnownHash (nil: none) returns the file's xxh3-128
+// (32 hex digits) when the caller already knows it for exactly that fstat
+// (a hash cache), else "": then a file already stored is neither read nor
+// copied. After a failed removal of a doomed name the caller calls
+// Journal.Unshare on the record (docs/DESIGN.md#journal-sync).
+type CaptureOptions struct {
+	Doomed    bool
+	MayLink   func(*unix.Stat_t) bool
+	KnownHash func(*unix.Stat_t) string
+}
+
+// CaptureWith is CaptureAt with opt; a regular file's bytes are stored by
+// Blobs.PutFile.
+func CaptureWith(b *Blobs, dirfd int, name string, opt CaptureOptions) (PreImage, error) {
+	return captureAt(b, dirfd, name, &opt)
+}
+
+func captureAt(b *Blobs, dirfd int, name string, opt *CaptureOptions) (PreImage, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if err == unix.ENOENT {
@@ -45,7 +71,17 @@ func CaptureAt(b *Blobs, dirfd int, name string) (PreImage, error) {
 		return PreImage{}, err
 	}
 	defer unix.Close(fd)
-	blob, err := b.PutFromFd(fd, st.Size)
+	var blob Blob
+	if opt != nil && unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		pre.Size = st.Size
+		known := ""
+		if opt.KnownHash != nil {
+			known = opt.KnownHash(&st)
+		}
+		blob, err = b.PutFile(fd, &st, known, opt.Doomed && opt.MayLink != nil && opt.MayLink(&st))
+	} else {
+		blob, err = b.PutFromFd(fd, st.Size)
+	}
 	if err != nil {
 		return PreImage{}, err
 	}

@@ -14,6 +14,9 @@ import (
 // starts: the journal directory it appends to until it is killed.
 const crashChild = "RUBINOFS_JOURNAL_CRASH_CHILD"
 
+// crashChildSync is the child's journal.sync ("" or "write": the default).
+const crashChildSync = "RUBINOFS_JOURNAL_CRASH_SYNC"
+
 // TestCrashChild is the child: it records changes without end and prints
 // each record's seq once Record has returned (so once it is durable).
 func TestCrashChild(t *testing.T) {
@@ -21,7 +24,12 @@ func TestCrashChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("only run as the child of TestKill9KeepsAcknowledgedRecords")
 	}
-	j, err := Open(dir, Options{})
+	mode, err := ParseSyncMode(os.Getenv(crashChildSync))
+	if err != nil {
+		fmt.Println("error", err)
+		return
+	}
+	j, err := Open(dir, Options{Sync: mode})
 	if err != nil {
 		fmt.Println("error", err)
 		return
@@ -110,5 +118,59 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 	r, err := j.Checkpoint("s", "after the crash")
 	if err != nil || r.Seq != uint64(len(recs))+1 {
 		t.Fatalf("append after reopen: %+v %v", r, err)
+	}
+}
+
+// The kill -9 test in SyncFsync mode (the test above runs the default,
+// SyncWrite): a killed appender loses no acknowledged record, and every
+// blob a record names is complete.
+func TestKill9KeepsAcknowledgedRecordsFsync(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "journal")
+	os.Mkdir(filepath.Join(root, "ws"), 0o700)
+	for i := 0; i < 5; i++ {
+		writeFile(t, filepath.Join(root, "ws", fmt.Sprintf("f%d", i)), []byte(fmt.Sprint("content ", i)))
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashChild+"="+dir, crashChildSync+"=fsync")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	var acked uint64
+	for acked < 100 && sc.Scan() {
+		n, err := strconv.ParseUint(sc.Text(), 10, 64)
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("child said %q", sc.Text())
+		}
+		acked = n
+	}
+	cmd.Process.Kill() // SIGKILL, by the pid this test started
+	cmd.Wait()
+	if acked < 100 {
+		t.Fatalf("child stopped after seq %d", acked)
+	}
+	j := openJ(t, dir)
+	recs, err := j.Records("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uint64(len(recs)) < acked {
+		t.Fatalf("%d records after the kill, %d were acknowledged", len(recs), acked)
+	}
+	for _, r := range recs {
+		for _, p := range r.Pre {
+			if p.Blob != "" {
+				if err := j.Blobs().Check(p.Blob, p.Size); err != nil {
+					t.Fatalf("record %d: %v", r.Seq, err)
+				}
+			}
+		}
 	}
 }

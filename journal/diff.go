@@ -81,6 +81,10 @@ func (j *Journal) preSide(pre PreImage) (side, error) {
 			}
 			return s, nil
 		}
+		if err := j.blobs.Check(pre.Blob, pre.Size); err != nil {
+			s.note = UnrecoverableLost // docs/DESIGN.md#journal-sync
+			return s, nil
+		}
 		f, err := j.blobs.Open(pre.Blob)
 		if err != nil {
 			return side{}, err

@@ -16,7 +16,8 @@ import (
 // logs refer to exceed opt.Budget (0: no bound), the logs of ended
 // sessions, the earliest ended first (a live session's log is never
 // removed); then every blob no remaining log refers to. It reports the
-// sessions and blobs removed, the bytes freed and the store's size after.
+// sessions and blobs removed, the bytes freed, the store's size after and
+// the blobs the kept logs name that are lost (GCResult.Lost).
 // The blob sweep holds the journal's GC lock for writing, so no Record
 // runs during it (a record about to name a blob would otherwise lose it).
 // Errors are the filesystem's; what was removed before one stays removed.
@@ -27,11 +28,6 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 	names, err := j.Sessions()
 	if err != nil {
 		return res, err
-	}
-	type logInfo struct {
-		name  string
-		ended time.Time
-		refs  map[string]int64
 	}
 	var logs []*logInfo
 	now := j.now()
@@ -102,9 +98,11 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 	}
 	var stored int64
 	var dead []string
+	found := map[string]int64{}
 	err = j.blobs.Walk(func(addr string, size int64) error {
 		if live[addr] {
 			stored += size
+			found[addr] = size
 		} else {
 			dead = append(dead, addr)
 		}
@@ -113,6 +111,7 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 	if err != nil {
 		return res, err
 	}
+	res.Lost = lostBlobs(logs, found)
 	for _, a := range dead {
 		n, err := j.blobs.Remove(a)
 		if err != nil {
@@ -124,6 +123,29 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 	j.blobs.used.Store(stored)
 	res.StoreBytes = stored
 	return res, nil
+}
+
+// logInfo is what GC knows of one session log: its name, when it ended
+// (zero: live) and the blobs it names, with their sizes in bytes.
+type logInfo struct {
+	name  string
+	ended time.Time
+	refs  map[string]int64
+}
+
+// lostBlobs counts the distinct blobs the logs name that found (the
+// store's blobs by address, with their sizes) lacks or holds at another
+// size.
+func lostBlobs(logs []*logInfo, found map[string]int64) int {
+	lost := map[string]bool{}
+	for _, li := range logs {
+		for a, size := range li.refs {
+			if got, ok := found[a]; !ok || got != size {
+				lost[a] = true
+			}
+		}
+	}
+	return len(lost)
 }
 
 // removeLog closes session name's log if it is open and removes it; the

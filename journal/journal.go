@@ -20,12 +20,21 @@ import (
 // copy method of the blob store (CopyAuto by default); Budget bounds the
 // blob store in bytes (0: no bound; a pre-image past it is recorded as
 // UnrecoverableOverBudget, and GC removes ended sessions' logs to get
-// back under it); Now is the clock of record times (nil: time.Now).
+// back under it); Now is the clock of record times (nil: time.Now). Sync
+// says when records and blobs are made durable (SyncWrite, the zero
+// value, or SyncFsync: docs/DESIGN.md#journal-sync); with SyncWrite,
+// FlushInterval bounds how long the flusher waits after a write before
+// making it durable (0: DefaultFlushInterval), and FlushError (nil:
+// ignored) is called, from the flusher's goroutine, with each failed
+// flush's error.
 type Options struct {
-	MaxBlobSize int64
-	Copy        CopyMode
-	Budget      int64
-	Now         func() time.Time
+	MaxBlobSize   int64
+	Copy          CopyMode
+	Budget        int64
+	Now           func() time.Time
+	Sync          SyncMode
+	FlushInterval time.Duration
+	FlushError    func(error)
 }
 
 // Journal is the journal under STATE/journal: blobs/ and sessions/. Safe
@@ -46,6 +55,9 @@ type Journal struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	closed   bool
+
+	// fl is SyncWrite's background flusher; nil with SyncFsync.
+	fl *flusher
 }
 
 // session is the in-memory state of one open session log.
@@ -62,6 +74,7 @@ type session struct {
 // Open returns the journal under dir (STATE/journal), creating dir,
 // dir/blobs and dir/sessions (0700). Session logs open lazily, at their
 // first use. It walks the blob store once to learn its size (Blobs.Used).
+// With SyncWrite it starts the flusher goroutine, which Close stops.
 func Open(dir string, opt Options) (*Journal, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "sessions"), 0o700); err != nil {
 		return nil, err
@@ -75,18 +88,26 @@ func Open(dir string, opt Options) (*Journal, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Journal{dir: dir, blobs: b, now: now, sessions: map[string]*session{}}, nil
+	j := &Journal{dir: dir, blobs: b, now: now, sessions: map[string]*session{}}
+	if opt.Sync == SyncWrite {
+		b.deferSync = true
+		j.startFlusher(opt.FlushInterval, opt.FlushError)
+	}
+	return j, nil
 }
 
 // Blobs is the journal's blob store.
 func (j *Journal) Blobs() *Blobs { return j.blobs }
 
-// Close closes every open session log. Later calls fail with ErrClosed.
+// Close stops the flusher, makes everything written durable (Flush) and
+// closes every open session log. Later calls fail with ErrClosed. The
+// error is the flush's or a close's.
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.closed = true
-	var first error
+	j.stopFlusher()
+	first := j.Flush()
 	for _, s := range j.sessions {
 		s.mu.Lock()
 		if s.log != nil {
@@ -193,11 +214,14 @@ type Capture func(path string) (PreImage, error)
 // Record journals one change of session: op on path (and path2, the second
 // name of a rename, exchange or link, or ""). For each of path and path2
 // not yet changed in the current checkpoint interval it first calls
-// capture and keeps the pre-image; then it appends the record and
-// fdatasyncs it (a write, truncate or chmod that saves no pre-image skips
-// the fdatasync: docs/DESIGN.md#journal-rewind). It returns once the
-// record is durable: the caller makes the change only after a nil error
-// (the pre-image is durable before the mutation is acknowledged). On an error nothing is recorded and the
+// capture and keeps the pre-image; then it appends the record. With
+// SyncFsync it fdatasyncs it (a write, truncate or chmod that saves no
+// pre-image skips the fdatasync: docs/DESIGN.md#journal-rewind) and
+// returns once the record is durable; with SyncWrite it returns once the
+// record and its blobs are written (the flusher makes them durable within
+// its interval: docs/DESIGN.md#journal-sync). The caller makes the change
+// only after a nil error (the pre-image is durable before the mutation is
+// acknowledged). On an error nothing is recorded and the
 // paths stay uncaptured; the caller decides whether to refuse the change
 // (the errno the mount returns, EIO for example).
 func (j *Journal) Record(sessionName, op, path, path2 string, capture Capture) (Record, error) {
@@ -221,8 +245,12 @@ func (j *Journal) Record(sessionName, op, path, path2 string, capture Capture) (
 		pre.Path = p
 		rec.Pre = append(rec.Pre, pre)
 	}
-	if err := s.log.write(rec, needsSync(rec)); err != nil {
+	synced := j.syncRecord(rec)
+	if err := s.log.write(rec, synced); err != nil {
 		return Record{}, err
+	}
+	if !synced {
+		j.wrote(s.log)
 	}
 	s.seq = rec.Seq
 	for _, p := range rec.Pre {

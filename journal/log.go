@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 )
 
@@ -120,6 +121,9 @@ func readRecords(r io.Reader) ([]Record, int64, error) {
 type sessionLog struct {
 	f    *os.File
 	size int64
+	// closed is set before f is closed, so the flusher, which may hold
+	// the log after its owner closed it, takes a failure for that.
+	closed atomic.Bool
 }
 
 // openLog opens (creating) the log at path, reads its complete records, and
@@ -180,4 +184,7 @@ func (l *sessionLog) write(rec Record, sync bool) error {
 	return nil
 }
 
-func (l *sessionLog) close() error { return l.f.Close() }
+func (l *sessionLog) close() error {
+	l.closed.Store(true)
+	return l.f.Close()
+}

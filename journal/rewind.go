@@ -16,7 +16,9 @@ import (
 // names a conflicting path are left out (the path listed in Conflicts),
 // with it they stay. A restore
 // whose pre-image has no bytes (UnrecoverableTooLarge,
-// UnrecoverableOverBudget) is left out and listed in Unrecoverable. An
+// UnrecoverableOverBudget), or whose blob is missing, short or altered
+// (Blobs.Check; listed as UnrecoverableLost: docs/DESIGN.md#journal-sync),
+// is left out and listed in Unrecoverable. An
 // unknown checkpoint is an error; so is a log that cannot be read.
 func (j *Journal) PlanRewind(sessionName, to string, ins Inspector, opt RewindOptions) (Plan, error) {
 	recs, err := j.Records(sessionName)
@@ -35,6 +37,9 @@ func (j *Journal) PlanRewind(sessionName, to string, ins Inspector, opt RewindOp
 	steps := dropRepeats(rev)
 	kept := steps[:0]
 	for _, s := range steps {
+		if s.Kind == StepRestore && s.Pre.Kind == KindFile && s.Pre.Blob != "" && j.blobs.Check(s.Pre.Blob, s.Pre.Size) != nil {
+			s.Pre.Blob, s.Pre.Unrecoverable = "", UnrecoverableLost
+		}
 		if s.Kind == StepRestore && s.Pre.Unrecoverable != "" {
 			plan.Unrecoverable = append(plan.Unrecoverable, s.Pre)
 			continue

@@ -143,4 +143,9 @@ type GCResult struct {
 	Blobs      int   `json:"blobs"`
 	FreedBytes int64 `json:"freed_bytes"`
 	StoreBytes int64 `json:"store_bytes"`
+	// Lost counts the blobs the kept logs name that are missing or of
+	// another size than their records say (an OS crash before the flusher
+	// made them durable: docs/DESIGN.md#journal-sync); a rewind reports
+	// their paths as unrecoverable.
+	Lost int `json:"lost,omitempty"`
 }

@@ -37,6 +37,7 @@ var flagKeys = []struct{ flag, key string }{
 	{"journal-max-file-size", "journal.max_file_size"},
 	{"journal-budget", "journal.budget"},
 	{"journal-retention", "journal.retention"},
+	{"journal-sync", "journal.sync"},
 }
 
 // configFlag is --config, shared by `mount` and `config show`.

@@ -14,6 +14,7 @@ import (
 	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/journal"
 )
 
 // Target is one place a workload runs: a native directory or a mount.
@@ -101,9 +102,12 @@ func Rubinofs(tmp, name string, mode guard.Mode, adjust ...func(*daemon.Config))
 }
 
 // JournalDefaults is the change journal as a mount has it by default (the
-// defaults of the journal.* keys: on, 64 MiB files, 1 GiB store, 7 days).
+// defaults of the journal.* keys: on, 64 MiB files, 1 GiB store, 7 days,
+// sync write).
 func JournalDefaults() config.Journal {
+	sync, _ := journal.ParseSyncMode(config.Default("journal.sync").(string))
 	return config.Journal{
+		Sync:        sync,
 		Enabled:     config.Default("journal.enabled").(bool),
 		Ignored:     config.Default("journal.ignored").(bool),
 		MaxFileSize: int64(config.Default("journal.max_file_size").(int)),

@@ -1,0 +1,245 @@
+package journal
+
+// Storing a file's pre-image without a copy where it can (SyncWrite): an
+// address already stored is reused, and the inode a removal or a
+// replacement is about to drop is linked into the store
+// (docs/DESIGN.md#journal-sync).
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/zeebo/xxh3"
+	"golang.org/x/sys/unix"
+)
+
+// MethodLink is the Method of a blob stored by linking the doomed file's
+// own inode into the store (PutFile).
+const MethodLink Method = "link"
+
+// fdReader reads a descriptor with pread(2), from offset 0, without
+// moving its offset.
+type fdReader struct {
+	fd  int
+	off int64
+}
+
+func (r *fdReader) Read(p []byte) (int, error) {
+	for {
+		n, err := unix.Pread(r.fd, p, r.off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			return 0, io.EOF
+		}
+		r.off += int64(n)
+		return n, nil
+	}
+}
+
+// PutFile stores the bytes of fd, a regular file of st (fstat'ed by the
+// caller). In SyncFsync mode it is PutFromFd, as that mode always was. In
+// SyncWrite mode it first learns the file's address without copying:
+// known (its xxh3-128 in 32 hex digits, from a hash cache the caller trusts
+// for st, or "") or one read of the file. An address already stored is
+// returned at once (no copy: a file captured again in a later interval,
+// unchanged). Else, with doomed (the caller is about to remove or replace
+// the name), when st is the file's only link and the store's directory is
+// on its filesystem, the inode itself is linked (linkat of /proc/self/fd)
+// at its address: no copy, no new inode. Otherwise, or when the file
+// changed meanwhile (size or mtime), the bytes are copied (through an
+// O_TMPFILE file, else PutFromFd). Once linked, the
+// blob is the file's inode: a change the caller's removal does not make
+// (it failed, or a process keeps writing to the unlinked file) changes the
+// blob, which Unshare (after a failed removal) and Check (at a rewind)
+// deal with (docs/DESIGN.md#journal-sync). Errors are the filesystem's.
+func (b *Blobs) PutFile(fd int, st *unix.Stat_t, known string, doomed bool) (Blob, error) {
+	if !b.deferSync || st.Size > b.limit {
+		return b.PutFromFd(fd, st.Size)
+	}
+	addr := known
+	if !validAddr(addr) {
+		h := xxh3.New()
+		n, err := io.Copy(h, &fdReader{fd: fd})
+		if err != nil {
+			return Blob{}, err
+		}
+		if n != st.Size {
+			return b.PutFromFd(fd, st.Size) // changing under us: copy it
+		}
+		addr = hexAddr(h.Sum128().Bytes())
+	}
+	final := b.Path(addr)
+	if fi, err := os.Lstat(final); err == nil && fi.Size() == st.Size {
+		return Blob{Addr: addr, Size: st.Size, Dedup: true}, nil // listed for the flusher by its writer
+	}
+	if !doomed || st.Nlink != 1 || b.noLink.Load() {
+		return b.putTmpfile(fd, st.Size)
+	}
+	return b.linkDoomed(fd, st, addr)
+}
+
+// putTmpfile is PutFromFd for SyncWrite mode through an unnamed file
+// (O_TMPFILE in blobs/tmp) linked at its address once copied and hashed:
+// no temporary name to create and rename away. Where O_TMPFILE is not
+// supported it is PutFromFd.
+func (b *Blobs) putTmpfile(fd int, size int64) (Blob, error) {
+	tfd, err := unix.Open(filepath.Join(b.dir, "tmp"), unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return b.PutFromFd(fd, size)
+	}
+	defer unix.Close(tfd)
+	method, n, err := b.copyInto(tfd, fd)
+	if err != nil {
+		return Blob{}, err
+	}
+	if n > b.limit {
+		return Blob{Unrecoverable: UnrecoverableTooLarge, Size: n}, nil
+	}
+	h := xxh3.New()
+	if _, err := io.Copy(h, &fdReader{fd: tfd}); err != nil {
+		return Blob{}, err
+	}
+	sum := h.Sum128().Bytes()
+	addr := hexAddr(sum)
+	final := b.Path(addr)
+	out := Blob{Addr: addr, Size: n, Method: method}
+	if _, err := os.Lstat(final); err == nil {
+		out.Dedup = true
+		return out, nil
+	}
+	if !b.reserve(n) {
+		return Blob{Unrecoverable: UnrecoverableOverBudget, Size: n}, nil
+	}
+	sub := filepath.Dir(final)
+	err = b.placeAt(func() error {
+		return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(tfd), unix.AT_FDCWD, final, unix.AT_SYMLINK_FOLLOW)
+	}, sub, sum[0])
+	if err != nil {
+		b.used.Add(-n)
+		if errors.Is(err, unix.EEXIST) {
+			out.Dedup = true // a concurrent writer of the same bytes
+			return out, nil
+		}
+		return Blob{}, err
+	}
+	b.deferred.add(final, sub)
+	b.count(method)
+	return out, nil
+}
+
+// linkDoomed links fd's inode (st) at addr, its content's address; see
+// PutFile.
+func (b *Blobs) linkDoomed(fd int, st *unix.Stat_t, addr string) (Blob, error) {
+	n := st.Size
+	final := b.Path(addr)
+	out := Blob{Addr: addr, Size: n, Method: MethodLink}
+	if !b.reserve(n) {
+		return Blob{Unrecoverable: UnrecoverableOverBudget, Size: n}, nil
+	}
+	sub := filepath.Dir(final)
+	first, _ := strconv.ParseUint(addr[:2], 16, 8)
+	err := b.placeAt(func() error {
+		return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, final, unix.AT_SYMLINK_FOLLOW)
+	}, sub, byte(first))
+	if err != nil {
+		b.used.Add(-n)
+		if errors.Is(err, unix.EEXIST) {
+			out.Dedup = true // a concurrent writer of the same bytes
+			return out, nil
+		}
+		if errors.Is(err, unix.EXDEV) {
+			b.noLink.Store(true) // another filesystem: never again
+		}
+		return b.PutFromFd(fd, st.Size)
+	}
+	var after unix.Stat_t
+	if err := unix.Fstat(fd, &after); err != nil || after.Size != st.Size || after.Mtim != st.Mtim {
+		// Written since st: the address may not be its bytes.
+		os.Remove(final)
+		b.used.Add(-n)
+		return b.PutFromFd(fd, st.Size)
+	}
+	b.deferred.add(final, sub) // SyncWrite only: the flusher syncs it
+	b.count(MethodLink)
+	return out, nil
+}
+
+// Unshare gives the blob addr an inode of its own when it still shares
+// one with another name (a PutFile link whose removal then failed, so the
+// file lives on in the workspace and its next change would change the
+// blob): its bytes are copied to a new file renamed over it. A blob with
+// one link, or missing, is left alone. Errors are the filesystem's.
+func (b *Blobs) Unshare(addr string) error {
+	if !validAddr(addr) {
+		return nil
+	}
+	final := b.Path(addr)
+	f, err := os.Open(final)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Nlink < 2 {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Join(b.dir, "tmp"), "unshare-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if _, _, err := b.copyInto(int(tmp.Fd()), int(f.Fd())); err != nil {
+		return err
+	}
+	if !b.deferSync {
+		if err := tmp.Sync(); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		return err
+	}
+	if b.deferSync {
+		b.deferred.add(final, filepath.Dir(final))
+		return nil
+	}
+	return syncDir(filepath.Dir(final))
+}
+
+// Unshare gives every blob rec's pre-images name an inode of its own
+// (Blobs.Unshare): the caller's removal or replacement of a name captured
+// as doomed (CaptureOptions) failed, so its file lives on and must not share its
+// inode with the blob. The error is the first Unshare's.
+func (j *Journal) Unshare(rec Record) error {
+	var first error
+	for _, p := range rec.Pre {
+		if p.Blob == "" {
+			continue
+		}
+		if err := j.blobs.Unshare(p.Blob); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// linkState is the blob store's state of PutFile: noLink once a link
+// failed with EXDEV (the store is on another filesystem), links counts
+// the blobs stored by linking a doomed inode.
+type linkState struct {
+	noLink atomic.Bool
+	links  atomic.Int64
+}

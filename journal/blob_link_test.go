@@ -1,0 +1,121 @@
+package journal
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+var doomedYes = CaptureOptions{Doomed: true, MayLink: func(*unix.Stat_t) bool { return true }}
+
+func inoOf(t *testing.T, p string) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+// A doomed file that is its inode's only link is kept by linking that
+// inode (no copy); one with another link is copied; after a failed
+// removal Unshare gives the blob its own inode, so the file's next change
+// leaves the blob as it was.
+func TestCaptureDoomedLinksTheInode(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	w := newWS(t)
+	w.write("only", "only link\n")
+	w.write("two", "two links\n")
+	if err := os.Link(filepath.Join(w.dir, "two"), filepath.Join(w.dir, "two-b")); err != nil {
+		t.Fatal(err)
+	}
+	pre, err := CaptureWith(j.Blobs(), w.fd, "only", doomedYes)
+	if err != nil || pre.Blob == "" || pre.Size != int64(len("only link\n")) {
+		t.Fatalf("pre-image of only: %+v %v", pre, err)
+	}
+	if a, b := inoOf(t, j.Blobs().Path(pre.Blob)), inoOf(t, filepath.Join(w.dir, "only")); a != b {
+		t.Fatalf("blob inode %d, file inode %d: copied, not linked", a, b)
+	}
+	if err := j.Blobs().Check(pre.Blob, pre.Size); err != nil {
+		t.Fatal(err)
+	}
+	pre2, err := CaptureWith(j.Blobs(), w.fd, "two", doomedYes)
+	if err != nil || pre2.Blob == "" {
+		t.Fatalf("pre-image of two: %+v %v", pre2, err)
+	}
+	if inoOf(t, j.Blobs().Path(pre2.Blob)) == inoOf(t, filepath.Join(w.dir, "two")) {
+		t.Fatal("a file with two links was linked into the store")
+	}
+	w.write("open", "open elsewhere\n")
+	pre3, err := CaptureWith(j.Blobs(), w.fd, "open", CaptureOptions{Doomed: true, MayLink: func(*unix.Stat_t) bool { return false }})
+	if err != nil || inoOf(t, j.Blobs().Path(pre3.Blob)) == inoOf(t, filepath.Join(w.dir, "open")) {
+		t.Fatalf("a file mayLink refused was linked into the store (%v)", err)
+	}
+	// The removal of "only" failed: the file lives on and is changed.
+	if err := j.Unshare(Record{Pre: []PreImage{pre, pre2}}); err != nil {
+		t.Fatal(err)
+	}
+	if inoOf(t, j.Blobs().Path(pre.Blob)) == inoOf(t, filepath.Join(w.dir, "only")) {
+		t.Fatal("Unshare left the blob on the file's inode")
+	}
+	w.write("only", "changed after the failed removal\n")
+	if err := j.Blobs().Check(pre.Blob, pre.Size); err != nil {
+		t.Fatalf("the blob changed with the file: %v", err)
+	}
+}
+
+// A doomed capture in fsync mode copies, as that mode always did; in
+// either mode the blob outlives the removed name with the file's bytes.
+func TestCaptureDoomedThenUnlinked(t *testing.T) {
+	j, err := Open(filepath.Join(t.TempDir(), "journal"), Options{Sync: SyncFsync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	w := newWS(t)
+	w.write("f", "bytes of f\n")
+	pre, err := CaptureWith(j.Blobs(), w.fd, "f", doomedYes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(w.dir, "f")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(j.Blobs().Path(pre.Blob))
+	if err != nil || string(b) != "bytes of f\n" || j.Blobs().links.Load() != 0 {
+		t.Fatalf("blob %q %v, %d links", b, err, j.Blobs().links.Load())
+	}
+}
+
+// A file whose address the caller knows (its hash cache) and whose blob is
+// stored is neither read nor copied: the capture names the stored blob.
+// Without a known address, bytes already stored are found by one read and
+// not copied either.
+func TestCaptureKnownHashDedups(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	w := newWS(t)
+	w.write("a", "same bytes\n")
+	first, err := CaptureWith(j.Blobs(), w.fd, "a", CaptureOptions{})
+	if err != nil || first.Blob == "" {
+		t.Fatalf("%+v %v", first, err)
+	}
+	w.write("b", "same bytes\n")
+	again, err := CaptureWith(j.Blobs(), w.fd, "b", CaptureOptions{})
+	if err != nil || again.Blob != first.Blob {
+		t.Fatalf("same bytes stored again: %+v %v", again, err)
+	}
+	// Same size, other bytes, but the caller vouches for the address: it
+	// is taken as is (the hash cache's key is the file's stat identity).
+	w.write("c", "SAME BYTES\n")
+	known, err := CaptureWith(j.Blobs(), w.fd, "c", CaptureOptions{KnownHash: func(*unix.Stat_t) string { return first.Blob }})
+	if err != nil || known.Blob != first.Blob {
+		t.Fatalf("known address not used: %+v %v", known, err)
+	}
+	var n int
+	j.Blobs().Walk(func(string, int64) error { n++; return nil })
+	if n != 1 {
+		t.Fatalf("%d blobs stored, want 1", n)
+	}
+}
