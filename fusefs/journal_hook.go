@@ -46,7 +46,7 @@ func (f *FS) journaling() bool { return f.cfg.Journal != nil }
 // paths, unless --journal-ignored). isDir is for ignore patterns ending
 // in "/".
 func (f *FS) journals(rel string, isDir bool) bool {
-	if f.cfg.Journal == nil || rel == "" || rel == "." {
+	if f.cfg.Journal == nil || rel == "" || rel == "." || orphanRel(rel) {
 		return false
 	}
 	if rel == ctltree.DirName || strings.HasPrefix(rel, ctltree.DirName+"/") {
@@ -57,6 +57,14 @@ func (f *FS) journals(rel string, isDir bool) bool {
 	}
 	return f.cfg.JournalExempt == nil || !f.cfg.JournalExempt.Exempt(rel, isDir)
 }
+
+// orphanRel reports whether rel is go-fuse's placeholder path of a node
+// with no name left (".go-fuse.N/deleted", always the first segment): a
+// file unlinked while open, or an O_TMPFILE file not yet named. Its bytes
+// are nobody's workspace content and no rewind can name it, so changes
+// through its handles are not journaled (docs/DESIGN.md#journal-hook);
+// natively they succeed, and so they do here.
+func orphanRel(rel string) bool { return strings.HasPrefix(rel, ".go-fuse.") }
 
 // journalsAny reports whether a mutation with op jop on names is
 // journaled: when any of its names is (a file renamed from an ignored

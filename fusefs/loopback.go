@@ -327,12 +327,9 @@ func (n *Node) symlinkAt(ctx context.Context, dirRel, target, name string, out *
 }
 
 // linkAt creates hard link name in dirRel to the node tn, found at
-// srcRel. A tn without a name (an O_TMPFILE file: LINK carries no
-// descriptor) is linked through one of its open handles (linkfd.go).
+// srcRel (a tn without a name is linked by Node.Link through one of its
+// open handles, linkfd.go: LINK carries no descriptor).
 func (n *Node) linkAt(ctx context.Context, dirRel string, tn *Node, srcRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if _, parent := tn.EmbeddedInode().Parent(); parent == nil {
-		return n.linkByHandle(ctx, dirRel, tn, name, out)
-	}
 	src, srcLeaf, errno := n.fs.prepareAt(srcRel)
 	if errno != 0 {
 		return nil, errno

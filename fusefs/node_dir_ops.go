@@ -248,7 +248,8 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 // Link creates a hard link. The target is reached by its node's path,
 // retried by its next name when another name of it is being unlinked or
 // renamed (byNode, names.go). The journal records it as a link of the
-// target's name (path) to the new name (path2).
+// target's name (path) to the new name (path2), or, for a target with no
+// name, as a create of the new name.
 func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	tn, ok := target.(*Node)
 	if !ok || tn.fs != n.fs {
@@ -256,6 +257,16 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	dirRel := n.rel()
 	var ch *fs.Inode
+	if _, parent := tn.EmbeddedInode().Parent(); parent == nil && !tn.isRoot() {
+		// A file with no name (an O_TMPFILE file, linked through its
+		// handle, linkfd.go): only the new name is the workspace's, and
+		// the journal records it as created (a rewind removes it).
+		errno := n.makeNew(ctx, jCreate, func() (e syscall.Errno) {
+			ch, e = n.linkByHandle(ctx, dirRel, tn, name, out)
+			return e
+		}, childPath(dirRel, name))
+		return ch, errno
+	}
 	errno := tn.byNode(func(srcRel string) syscall.Errno {
 		// The target's link count and ctime change too: both names are
 		// bracketed.

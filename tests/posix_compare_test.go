@@ -1837,11 +1837,26 @@ func TestPosixCompare(t *testing.T) {
 		t.Skip("the POSIX comparison needs root: chown, mknod and unprivileged children")
 	}
 	bin := helperBinary(t)
-	for _, mode := range []guard.Mode{guard.ModeOff, guard.ModeEnforce} {
-		t.Run(mode.String(), func(t *testing.T) {
+	// The guard off and enforcing, both with the change journal on as
+	// shipped, and enforcing without the journal.
+	variants := []struct {
+		name    string
+		mode    guard.Mode
+		journal bool
+	}{
+		{guard.ModeOff.String(), guard.ModeOff, true},
+		{guard.ModeEnforce.String(), guard.ModeEnforce, true},
+		{guard.ModeEnforce.String() + "-nojournal", guard.ModeEnforce, false},
+	}
+	for _, v := range variants {
+		mode := v.mode
+		t.Run(v.name, func(t *testing.T) {
 			m := newMount(t, nil, func(c *daemon.Config) {
 				c.Mode = mode
 				c.Options = append(c.Options, "allow_other", "dev", "suid")
+				if v.journal {
+					withJournal(c)
+				}
 			})
 			openUp(t, m.tmp)
 			native := filepath.Join(m.tmp, "native")
