@@ -99,6 +99,7 @@ func newMount(t testing.TB, files map[string]string, adjust func(*daemon.Config)
 		Debug: traceFuse(),
 		Slog:  slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: level})),
 	}
+	withJournal(&cfg) // on, as shipped; a test turns it off in adjust
 	if adjust != nil {
 		adjust(&cfg)
 	}
