@@ -239,9 +239,11 @@ func TestJournalDryRun(t *testing.T) {
 // nameless is a session's work on files without a name: a file written
 // while unlinked and still open, and an O_TMPFILE file written and then
 // named with linkat of its /proc/self/fd link (the write-then-name
-// pattern of atomic saves), over a file that existed.
+// pattern of atomic saves), over a file that existed; and a file whose
+// name only looks like go-fuse's placeholder of a nameless node.
 const nameless = `set -e
 cat notes.txt >/dev/null
+printf 'a name, not a placeholder\n' > .go-fuse.1
 python3 -c '
 import ctypes, os
 fd = os.open("notes.txt", os.O_RDWR)
@@ -260,7 +262,8 @@ echo nameless-done`
 // succeed as natively with the journal on (they were refused with EIO:
 // the journal tried to take a pre-image under go-fuse's placeholder path
 // of a nameless node). A rewind restores the unlinked file's bytes and
-// removes the name given to the tmpfile, byte for byte.
+// removes the name given to the tmpfile, byte for byte; a workspace file
+// named like the placeholder (".go-fuse.1") is journaled like any other.
 func TestJournalRewindNameless(t *testing.T) {
 	m := journalMount(t, "--watch=false")
 	before := manifest(t, m.ws, "build")
