@@ -366,7 +366,13 @@ func (f *FS) journalHandleChange(hj *handleJournal, jop, rel string) syscall.Err
 		hj.wrote = true
 		return 0
 	}
-	if hj.skip || !f.journals(rel, false) {
+	if hj.skip || orphanRel(rel) {
+		// A nameless file's change is not journaled, and not decided
+		// either: linkat may name it, and its handle's next change is
+		// then journaled like any named file's.
+		return 0
+	}
+	if !f.journals(rel, false) {
 		hj.skip = true // decided once per handle, like the guard's right
 		return 0
 	}
