@@ -59,12 +59,28 @@ func (f *FS) journals(rel string, isDir bool) bool {
 }
 
 // orphanRel reports whether rel is go-fuse's placeholder path of a node
-// with no name left (".go-fuse.N/deleted", always the first segment): a
-// file unlinked while open, or an O_TMPFILE file not yet named. Its bytes
-// are nobody's workspace content and no rewind can name it, so changes
-// through its handles are not journaled (docs/DESIGN.md#journal-hook);
-// natively they succeed, and so they do here.
-func orphanRel(rel string) bool { return strings.HasPrefix(rel, ".go-fuse.") }
+// with no name left (".go-fuse.N/deleted", N decimal, always the first
+// segment, maybe followed by "/" and the names below it): a file unlinked
+// while open, or an O_TMPFILE file not yet named. Its bytes are nobody's
+// workspace content and no rewind can name it, so changes through its
+// handles are not journaled (docs/DESIGN.md#journal-hook); natively they
+// succeed, and so they do here. Only that exact shape matches: a
+// workspace file named ".go-fuse.x" is journaled like any other.
+func orphanRel(rel string) bool {
+	rest, ok := strings.CutPrefix(rel, ".go-fuse.")
+	if !ok {
+		return false
+	}
+	digits := 0
+	for digits < len(rest) && rest[digits] >= '0' && rest[digits] <= '9' {
+		digits++
+	}
+	if digits == 0 {
+		return false
+	}
+	rest, ok = strings.CutPrefix(rest[digits:], "/deleted")
+	return ok && (rest == "" || rest[0] == '/')
+}
 
 // journalsAny reports whether a mutation with op jop on names is
 // journaled: when any of its names is (a file renamed from an ignored
@@ -350,7 +366,13 @@ func (f *FS) journalHandleChange(hj *handleJournal, jop, rel string) syscall.Err
 		hj.wrote = true
 		return 0
 	}
-	if hj.skip || !f.journals(rel, false) {
+	if hj.skip || orphanRel(rel) {
+		// A nameless file's change is not journaled, and not decided
+		// either: linkat may name it, and its handle's next change is
+		// then journaled like any named file's.
+		return 0
+	}
+	if !f.journals(rel, false) {
 		hj.skip = true // decided once per handle, like the guard's right
 		return 0
 	}

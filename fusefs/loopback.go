@@ -479,7 +479,11 @@ func (n *Node) removexattrAt(rel, attr string) syscall.Errno {
 }
 
 // Tmpfile creates an unnamed file in the directory (O_TMPFILE), as the
-// loopback does, relative to the directory's descriptor.
+// loopback does, relative to the directory's descriptor. With the journal
+// on its handle is a plainFile kept out of passthrough, so its writes
+// reach the daemon: while the file has no name they are not journaled,
+// and once linkat names it they are, like any named file's
+// (docs/DESIGN.md#journal-hook).
 func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	d, errno := n.fs.openDir(n.rel())
 	if errno != 0 {
@@ -502,7 +506,13 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	ch := n.newChild(ctx, &st, gen)
 	out.FromStat(&st)
 	lf := fs.NewLoopbackFileFromOS(os.NewFile(uintptr(fd), ""))
-	return ch, ch.Operations().(*Node).keep(lf, flags), 0, 0
+	child := ch.Operations().(*Node)
+	if n.fs.journaling() {
+		_, drop := child.openHandle(lf, flags, false)
+		hj := &handleJournal{session: n.fs.callerOf(ctx).session}
+		return ch, &plainFile{loopbackOps: lf, node: child, drop: drop, hj: hj}, 0, 0
+	}
+	return ch, child.keep(lf, flags), 0, 0
 }
 
 // Statx is getattr with statx(2)'s mask: through the handle when there is

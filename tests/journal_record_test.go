@@ -15,12 +15,16 @@ import (
 	"github.com/rubinofs/rubinofs/journal"
 )
 
-// withJournal turns the change journal on in a mount made by newMount
-// (daemon.Config built by hand leaves it off), with the CLI's defaults.
+// withJournal turns the change journal on with the CLI's defaults, as
+// shipped: newMount calls it before a test's adjust.
 func withJournal(c *daemon.Config) {
 	c.Journal = config.Journal{Enabled: true, MaxFileSize: config.DefaultJournalMaxFileSize,
 		Budget: config.DefaultJournalBudget, Retention: config.DefaultJournalRetention}
 }
+
+// withoutJournal turns the change journal off, in a test's adjust (the
+// opt-out from newMount's default): say in the test why it needs it off.
+func withoutJournal(c *daemon.Config) { c.Journal = config.Journal{} }
 
 // journalRecords reads session's log from the state directory.
 func (m *mount) journalRecords(session string) []journal.Record {
@@ -224,7 +228,7 @@ func (m *mount) journalRequest(session, req string) string {
 // TestJournalRecordOff: with the journal off nothing is written under
 // STATE/journal, and the journal's control files answer EOPNOTSUPP.
 func TestJournalRecordOff(t *testing.T) {
-	m := newMount(t, map[string]string{"f": "one\n"}, func(c *daemon.Config) { c.Journal.Enabled = false })
+	m := newMount(t, map[string]string{"f": "one\n"}, withoutJournal)
 	a := m.startAgent("off")
 	a.ok("cat f >/dev/null && echo two >> f && mkdir d && mv f d/f")
 	if _, err := os.Stat(filepath.Join(m.state, "journal")); !os.IsNotExist(err) {

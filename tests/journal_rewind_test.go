@@ -239,9 +239,11 @@ func TestJournalDryRun(t *testing.T) {
 // nameless is a session's work on files without a name: a file written
 // while unlinked and still open, and an O_TMPFILE file written and then
 // named with linkat of its /proc/self/fd link (the write-then-name
-// pattern of atomic saves), over a file that existed.
+// pattern of atomic saves), over a file that existed; and a file whose
+// name only looks like go-fuse's placeholder of a nameless node.
 const nameless = `set -e
 cat notes.txt >/dev/null
+printf 'a name, not a placeholder\n' > .go-fuse.1
 python3 -c '
 import ctypes, os
 fd = os.open("notes.txt", os.O_RDWR)
@@ -260,7 +262,8 @@ echo nameless-done`
 // succeed as natively with the journal on (they were refused with EIO:
 // the journal tried to take a pre-image under go-fuse's placeholder path
 // of a nameless node). A rewind restores the unlinked file's bytes and
-// removes the name given to the tmpfile, byte for byte.
+// removes the name given to the tmpfile, byte for byte; a workspace file
+// named like the placeholder (".go-fuse.1") is journaled like any other.
 func TestJournalRewindNameless(t *testing.T) {
 	m := journalMount(t, "--watch=false")
 	before := manifest(t, m.ws, "build")
@@ -278,4 +281,46 @@ func TestJournalRewindNameless(t *testing.T) {
 	}
 	sameManifest(t, "after the rewind", before, manifest(t, m.ws, "build"))
 	sameManifest(t, "after the rewind (through the mount)", before, manifest(t, m.mnt, "build"))
+}
+
+// namedThenWritten writes an O_TMPFILE file, names it with linkat,
+// takes a checkpoint (printing its id after "cp="), and writes on
+// through the same handle.
+const namedThenWritten = `set -e
+python3 -c '
+import ctypes, os, subprocess
+fd = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o640)
+os.write(fd, b"at the checkpoint\n")
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.linkat(-100, b"/proc/self/fd/%d" % fd, -100, b"later.txt", 0x400) != 0:
+    raise OSError(ctypes.get_errno(), "linkat")
+cp = subprocess.run(["rubinofs", "checkpoint", "named"], check=True, capture_output=True, text=True).stdout.strip()
+os.write(fd, b"after the checkpoint\n")
+os.close(fd)
+print("cp=" + cp)'`
+
+// TestJournalRewindTmpfileWrittenAfterNaming: an O_TMPFILE handle's
+// writes after linkat named its file are journaled like any write of a
+// named file: whether a handle's file is journaled is decided at its
+// first change with a name, not while it has none. A rewind to a
+// checkpoint taken between the naming and the later write restores the
+// bytes the file had at the checkpoint.
+func TestJournalRewindTmpfileWrittenAfterNaming(t *testing.T) {
+	m := journalMount(t, "--watch=false")
+	s := m.startSession("agent")
+	out := s.must(namedThenWritten)
+	cp := regexp.MustCompile(`cp=(cp[0-9]+)`).FindStringSubmatch(out)
+	if cp == nil {
+		t.Fatalf("no checkpoint id in:\n%s", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(m.ws, "later.txt")); string(b) != "at the checkpoint\nafter the checkpoint\n" {
+		t.Fatalf("later.txt before the rewind: %q", b)
+	}
+	out = s.must("rubinofs rewind --to " + cp[1])
+	if _, _, conflicts, unrec := rewindCounts(t, out); conflicts != 0 || unrec != 0 {
+		t.Fatalf("rewind: %d conflicts, %d unrecoverable\n%s", conflicts, unrec, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(m.ws, "later.txt")); err != nil || string(b) != "at the checkpoint\n" {
+		t.Fatalf("later.txt after the rewind to %s: %q, %v; want its bytes at the checkpoint", cp[1], b, err)
+	}
 }

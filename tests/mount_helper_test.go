@@ -70,7 +70,10 @@ type mount struct {
 }
 
 // newMount mounts a fresh temporary workspace. files are created in the
-// backing directory before mounting; adjust edits the config. The
+// backing directory before mounting; adjust edits the config. The change
+// journal is on, as shipped, with its state under the test's temporary
+// directory; a test that needs it off says why and passes withoutJournal
+// (or calls it in its adjust). The
 // mountpoint is registered as this run's (ownMounts); the daemon logs into
 // the test's log (testLogWriter).
 func newMount(t testing.TB, files map[string]string, adjust func(*daemon.Config)) *mount {
@@ -99,7 +102,7 @@ func newMount(t testing.TB, files map[string]string, adjust func(*daemon.Config)
 		Debug: traceFuse(),
 		Slog:  slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: level})),
 	}
-	withJournal(&cfg) // on, as shipped; a test turns it off in adjust
+	withJournal(&cfg) // on, as shipped; withoutJournal in adjust turns it off
 	if adjust != nil {
 		adjust(&cfg)
 	}

@@ -1854,11 +1854,14 @@ func TestPosixCompare(t *testing.T) {
 			m := newMount(t, nil, func(c *daemon.Config) {
 				c.Mode = mode
 				c.Options = append(c.Options, "allow_other", "dev", "suid")
-				if v.journal {
-					withJournal(c)
+				if !v.journal {
+					withoutJournal(c) // newMount's default is on
 				}
 			})
 			openUp(t, m.tmp)
+			if _, err := os.Stat(filepath.Join(m.state, "journal")); (err == nil) != v.journal {
+				t.Fatalf("journal %v wanted, STATE/journal: %v", v.journal, err)
+			}
 			native := filepath.Join(m.tmp, "native")
 			if err := os.Mkdir(native, 0o755); err != nil {
 				t.Fatal(err)
