@@ -323,10 +323,11 @@ func (a *rewindApplier) Exchange(x, y string) error {
 }
 
 // rename is renameat2 of from to to with flags, as Node.Rename's mutation
-// without its asks; a plain rename is journal.RenameReplacingAt, as the
-// journal's own applier does (the undo of a rename whose target name has
-// since become an empty directory, or a file where a directory was,
-// replaces it instead of failing with EISDIR or ENOTDIR).
+// without its asks. A plain rename is not journal.RenameReplacingAt (which
+// journal.DirApplier uses): undone in reverse order, a rename's source
+// name is missing again when its undo runs, so nothing of another kind is
+// in the way, and a rename that replaced a directory the planner did not
+// expect there fails (EISDIR, ENOTDIR) rather than removing it.
 func (a *rewindApplier) rename(from, to string, flags uint) error {
 	m := mutation{
 		names: []mutName{{rel: from, change: unchanged, to: to}, {rel: to, change: replaced, pin: true}},
@@ -349,9 +350,6 @@ func (a *rewindApplier) rename(from, to string, flags uint) error {
 			return e2
 		}
 		defer d2.close()
-		if flags == 0 {
-			return fs.ToErrno(journal.RenameReplacingAt(d1.fd, l1, d2.fd, l2))
-		}
 		return fs.ToErrno(unix.Renameat2(d1.fd, l1, d2.fd, l2, flags))
 	}
 	return a.mutate(m)
