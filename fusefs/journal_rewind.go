@@ -241,7 +241,7 @@ func (a *rewindApplier) Restore(rel string, pre journal.PreImage, blobs *journal
 	return fmt.Errorf("%s: unknown pre-image kind %q", rel, pre.Kind)
 }
 
-// create makes the missing rel what pre says (journal.RestoreAt for a
+// create makes the missing rel what pre says (docs/DESIGN.md#rewind-mount-restore) (journal.RestoreAt for a
 // directory, journal.CreateAt for the rest: made under its own name, not
 // a temporary one renamed over it, which the watcher would see as a
 // change nobody bracketed), owned by the requester (own), as one
