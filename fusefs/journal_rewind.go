@@ -26,7 +26,11 @@ import (
 type fsInspector struct{ f *FS }
 
 // Lstat is path's state, without following a final symlink (KindAbsent
-// for a missing path or one under a missing directory).
+// for a missing path or one under a missing directory). It is afterOf,
+// not journal.LstatAt: the state must compare equal to the After the
+// mount journaled, which for a directory has no size or mtime (LstatAt
+// keeps both), and a path through a symlink is prepareAt's error (ELOOP),
+// not absent as for journal.DirInspector.
 func (i fsInspector) Lstat(p string) (journal.After, error) {
 	var st syscall.Stat_t
 	switch errno := i.f.lstatRel(p, &st); errno {
@@ -182,11 +186,17 @@ func (a *rewindApplier) inParent(rel string, fn func(d dirFd, leaf string) error
 }
 
 // own gives a new entry the requester's ownership when the daemon is
-// root (as a caller's own create would have).
-func (a *rewindApplier) own(d dirFd, leaf string) {
-	if os.Geteuid() == 0 {
-		unix.Fchownat(d.fd, leaf, int(a.by.uid), int(a.by.gid), unix.AT_SYMLINK_NOFOLLOW)
+// root (as a caller's own create would have), then, but for a symlink,
+// its permission bits again (a chown clears setuid and setgid).
+func (a *rewindApplier) own(d dirFd, leaf string, pre journal.PreImage) error {
+	if os.Geteuid() != 0 {
+		return nil
 	}
+	unix.Fchownat(d.fd, leaf, int(a.by.uid), int(a.by.gid), unix.AT_SYMLINK_NOFOLLOW)
+	if pre.Kind == journal.KindSymlink {
+		return nil
+	}
+	return unix.Fchmodat(d.fd, leaf, pre.Mode&07777, 0)
 }
 
 // current is rel's kind now (KindAbsent when missing).
@@ -194,7 +204,11 @@ func (a *rewindApplier) current(rel string) (journal.After, error) {
 	return fsInspector{a.f}.Lstat(rel)
 }
 
-// Restore makes rel what pre says (journal.Applier).
+// Restore makes rel what pre says (journal.Applier). A directory's mode
+// and a new entry are journal.RestoreAt's and journal.CreateAt's work,
+// each inside one FS.mutate call; a name in the way is removed first by
+// its own call, so the journal records the removal and the creation
+// apart, as a caller's own would be.
 func (a *rewindApplier) Restore(rel string, pre journal.PreImage, blobs *journal.Blobs) error {
 	cur, err := a.current(rel)
 	if err != nil {
@@ -208,58 +222,55 @@ func (a *rewindApplier) Restore(rel string, pre journal.PreImage, blobs *journal
 			if cur.Mode&07777 == pre.Mode&07777 {
 				return nil
 			}
-			return a.chmod(rel, pre.Mode)
+			return a.mutate(mutation{names: []mutName{{rel: rel}}, fresh: true, jop: jChmod, run: func() syscall.Errno {
+				return a.inParent(rel, func(d dirFd, leaf string) error { return journal.RestoreAt(d.fd, leaf, pre, blobs) })
+			}})
 		}
 		if err := a.remove(rel, cur); err != nil {
 			return err
 		}
-		return a.mutate(mutation{names: []mutName{{rel: rel}}, fresh: true, jop: jMkdir, run: func() syscall.Errno {
-			return a.inParent(rel, func(d dirFd, leaf string) error {
-				if err := unix.Mkdirat(d.fd, leaf, pre.Mode&07777); err != nil {
-					return err
-				}
-				a.own(d, leaf)
-				return unix.Fchmodat(d.fd, leaf, pre.Mode&07777, 0)
-			})
-		}})
+		return a.create(rel, jMkdir, pre, blobs)
 	case journal.KindSymlink:
 		if err := a.remove(rel, cur); err != nil {
 			return err
 		}
-		return a.mutate(mutation{names: []mutName{{rel: rel}}, fresh: true, jop: jSymlink, run: func() syscall.Errno {
-			return a.inParent(rel, func(d dirFd, leaf string) error {
-				if err := unix.Symlinkat(pre.Target, d.fd, leaf); err != nil {
-					return err
-				}
-				a.own(d, leaf)
-				return nil
-			})
-		}})
+		return a.create(rel, jSymlink, pre, blobs)
 	case journal.KindFile:
 		return a.restoreFile(rel, pre, cur, blobs)
 	}
 	return fmt.Errorf("%s: unknown pre-image kind %q", rel, pre.Kind)
 }
 
-// restoreFile gives rel pre's bytes and mode: in place when it is a
-// regular file now (a write, guarded notes and credit as a truncate by
-// path), else created anew.
-func (a *rewindApplier) restoreFile(rel string, pre journal.PreImage, cur journal.After, blobs *journal.Blobs) error {
-	if pre.Unrecoverable != "" || (pre.Blob == "" && pre.Size > 0) {
-		return fmt.Errorf("%s: its state at the checkpoint is unrecoverable (%s)", rel, pre.Unrecoverable)
-	}
-	fill := func(fd int) error {
-		if pre.Blob != "" {
-			src, err := blobs.Open(pre.Blob)
+// create makes the missing rel what pre says (docs/DESIGN.md#rewind-mount-restore) (journal.RestoreAt for a
+// directory, journal.CreateAt for the rest: made under its own name, not
+// a temporary one renamed over it, which the watcher would see as a
+// change nobody bracketed), owned by the requester (own), as one
+// FS.mutate call journaled as op.
+func (a *rewindApplier) create(rel string, op string, pre journal.PreImage, blobs *journal.Blobs) error {
+	return a.mutate(mutation{names: []mutName{{rel: rel}}, fresh: true, jop: op, run: func() syscall.Errno {
+		return a.inParent(rel, func(d dirFd, leaf string) error {
+			var err error
+			if pre.Kind == journal.KindDir {
+				err = journal.RestoreAt(d.fd, leaf, pre, blobs)
+			} else {
+				err = journal.CreateAt(d.fd, leaf, pre, blobs)
+			}
 			if err != nil {
 				return err
 			}
-			defer src.Close()
-			if _, err = io.Copy(fdWriter(fd), src); err != nil {
-				return err
-			}
-		}
-		return unix.Fchmod(fd, pre.Mode&07777)
+			return a.own(d, leaf, pre)
+		})
+	}})
+}
+
+// restoreFile gives rel pre's bytes and mode: in place when it is a
+// regular file now (a write, guarded notes and credit as a truncate by
+// path: the inode stays, so its hard links and open handles see the
+// restored bytes, where journal.RestoreAt's rename of a new file would
+// leave them on the rewound-away bytes), else created anew (create).
+func (a *rewindApplier) restoreFile(rel string, pre journal.PreImage, cur journal.After, blobs *journal.Blobs) error {
+	if pre.Unrecoverable != "" || (pre.Blob == "" && pre.Size > 0) {
+		return fmt.Errorf("%s: its state at the checkpoint is unrecoverable (%s)", rel, pre.Unrecoverable)
 	}
 	if cur.Kind == journal.KindFile {
 		return a.mutate(mutation{names: []mutName{{rel: rel, change: rewritten}}, flux: true, credit: true, jop: jWrite,
@@ -270,38 +281,14 @@ func (a *rewindApplier) restoreFile(rel string, pre journal.PreImage, cur journa
 						return err
 					}
 					defer unix.Close(fd)
-					return fill(fd)
+					return journal.FillFd(fd, pre, blobs)
 				})
 			}})
 	}
 	if err := a.remove(rel, cur); err != nil {
 		return err
 	}
-	return a.mutate(mutation{names: []mutName{{rel: rel}}, fresh: true, jop: jCreate, run: func() syscall.Errno {
-		return a.inParent(rel, func(d dirFd, leaf string) error {
-			fd, err := unix.Openat(d.fd, leaf, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, pre.Mode&07777)
-			if err != nil {
-				return err
-			}
-			defer unix.Close(fd)
-			a.own(d, leaf)
-			return fill(fd)
-		})
-	}})
-}
-
-// fdWriter writes to a borrowed descriptor, which it never closes (an
-// *os.File would close it again from its finalizer, by then perhaps
-// another file's number).
-type fdWriter int
-
-// Write writes p at the descriptor's offset.
-func (w fdWriter) Write(p []byte) (int, error) {
-	n, err := unix.Write(int(w), p)
-	if err == nil && n < len(p) {
-		err = io.ErrShortWrite
-	}
-	return max(n, 0), err
+	return a.create(rel, jCreate, pre, blobs)
 }
 
 // remove removes rel as cur describes it: an empty directory, or any
@@ -325,13 +312,6 @@ func (a *rewindApplier) remove(rel string, cur journal.After) error {
 		}})
 }
 
-// chmod sets rel's permission bits.
-func (a *rewindApplier) chmod(rel string, mode uint32) error {
-	return a.mutate(mutation{names: []mutName{{rel: rel}}, fresh: true, jop: jChmod, run: func() syscall.Errno {
-		return a.inParent(rel, func(d dirFd, leaf string) error { return unix.Fchmodat(d.fd, leaf, mode&07777, 0) })
-	}})
-}
-
 // Rename renames from to to, replacing to (journal.Applier).
 func (a *rewindApplier) Rename(from, to string) error {
 	return a.rename(from, to, 0)
@@ -343,7 +323,11 @@ func (a *rewindApplier) Exchange(x, y string) error {
 }
 
 // rename is renameat2 of from to to with flags, as Node.Rename's mutation
-// without its asks.
+// without its asks. A plain rename is not journal.RenameReplacingAt (which
+// journal.DirApplier uses): undone in reverse order, a rename's source
+// name is missing again when its undo runs, so nothing of another kind is
+// in the way, and a rename that replaced a directory the planner did not
+// expect there fails (EISDIR, ENOTDIR) rather than removing it.
 func (a *rewindApplier) rename(from, to string, flags uint) error {
 	m := mutation{
 		names: []mutName{{rel: from, change: unchanged, to: to}, {rel: to, change: replaced, pin: true}},

@@ -198,65 +198,83 @@ func RestoreAt(dirfd int, leaf string, pre PreImage, blobs *Blobs) error {
 }
 
 // makeTemp creates pre's symlink, special file or file (bytes and mode)
-// under a fresh temporary name in dirfd and returns the name.
+// under a fresh temporary name in dirfd (CreateAt) and returns the name.
 func makeTemp(dirfd int, pre PreImage, blobs *Blobs) (string, error) {
 	for try := 0; ; try++ {
 		name := fmt.Sprintf(".rubino-restore-%016x", rand.Uint64())
-		var err error
-		switch {
-		case pre.Kind == KindSymlink:
-			err = unix.Symlinkat(pre.Target, dirfd, name)
-		case pre.Blob == "":
-			err = unix.Mknodat(dirfd, name, pre.Mode, 0)
-			if err == nil {
-				err = unix.Fchmodat(dirfd, name, pre.Mode&0o7777, 0)
-			}
-		default:
-			err = writeTemp(dirfd, name, pre, blobs)
-		}
+		err := CreateAt(dirfd, name, pre, blobs)
 		if err == unix.EEXIST && try < 8 {
 			continue
 		}
 		if err != nil {
-			unix.Unlinkat(dirfd, name, 0)
 			return "", err
 		}
 		return name, nil
 	}
 }
 
-func writeTemp(dirfd int, name string, pre PreImage, blobs *Blobs) error {
-	src, err := blobs.Open(pre.Blob)
+// CreateAt creates leaf in dirfd as pre's symlink (to pre.Target), special
+// file (a pre-image of a non-empty kind without bytes: mknod with pre.Mode)
+// or regular file (O_EXCL, then pre's bytes and permission bits, FillFd),
+// owned by the calling process. leaf must be missing (EEXIST otherwise);
+// on any other error what was created is removed again. Errors are the
+// syscall's errno or the blob store's.
+func CreateAt(dirfd int, leaf string, pre PreImage, blobs *Blobs) error {
+	var err error
+	switch {
+	case pre.Kind == KindSymlink:
+		return unix.Symlinkat(pre.Target, dirfd, leaf)
+	case pre.Blob == "" && pre.Mode&unix.S_IFMT != unix.S_IFREG && pre.Mode&unix.S_IFMT != 0:
+		if err = unix.Mknodat(dirfd, leaf, pre.Mode, 0); err != nil {
+			return err
+		}
+		err = unix.Fchmodat(dirfd, leaf, pre.Mode&0o7777, 0)
+	default:
+		var fd int
+		fd, err = unix.Openat(dirfd, leaf, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return err
+		}
+		err = FillFd(fd, pre, blobs)
+		unix.Close(fd)
+	}
 	if err != nil {
-		return err
+		unix.Unlinkat(dirfd, leaf, 0)
 	}
-	defer src.Close()
-	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return err
-	}
-	dst := os.NewFile(uintptr(fd), name)
-	defer dst.Close()
-	if _, err := io.Copy(dst, src); err != nil {
-		return err
-	}
-	return dst.Chmod(fileMode(pre.Mode))
+	return err
 }
 
-// fileMode converts st_mode permission bits (setuid, setgid, sticky
-// included) to an os.FileMode.
-func fileMode(m uint32) os.FileMode {
-	fm := os.FileMode(m & 0o777)
-	if m&unix.S_ISUID != 0 {
-		fm |= os.ModeSetuid
+// FillFd writes pre's bytes (blob pre.Blob, none when it is empty) at the
+// offset of fd, a regular file open for writing that the caller owns and
+// closes, then gives it pre's permission bits (setuid, setgid and sticky
+// included). Errors are the blob store's, write's (io.ErrShortWrite) or
+// fchmod's.
+func FillFd(fd int, pre PreImage, blobs *Blobs) error {
+	if pre.Blob != "" {
+		src, err := blobs.Open(pre.Blob)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		if _, err := io.Copy(fdWriter(fd), src); err != nil {
+			return err
+		}
 	}
-	if m&unix.S_ISGID != 0 {
-		fm |= os.ModeSetgid
+	return unix.Fchmod(fd, pre.Mode&0o7777)
+}
+
+// fdWriter writes to a borrowed descriptor, which it never closes (an
+// *os.File would close it again from its finalizer, by then perhaps
+// another file's number).
+type fdWriter int
+
+// Write writes p at the descriptor's offset.
+func (w fdWriter) Write(p []byte) (int, error) {
+	n, err := unix.Write(int(w), p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
 	}
-	if m&unix.S_ISVTX != 0 {
-		fm |= os.ModeSticky
-	}
-	return fm
+	return max(n, 0), err
 }
 
 // RenameReplacingAt renames oldLeaf in oldfd to newLeaf in newfd,
