@@ -57,17 +57,20 @@ func TestCrashChild(t *testing.T) {
 	}
 }
 
-// A kill -9 of a process appending to a log loses no acknowledged record,
-// and the reopened log appends after them with the next seq.
-func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
+// killedAppender starts TestCrashChild (with env added to its
+// environment) appending to a journal in a fresh directory, kills it with
+// SIGKILL once it has acknowledged at least n records, and returns the
+// journal directory and the last acknowledged seq.
+func killedAppender(t *testing.T, n uint64, env ...string) (dir string, acked uint64) {
+	t.Helper()
 	root := t.TempDir()
-	dir := filepath.Join(root, "journal")
+	dir = filepath.Join(root, "journal")
 	os.Mkdir(filepath.Join(root, "ws"), 0o700)
 	for i := 0; i < 5; i++ {
 		writeFile(t, filepath.Join(root, "ws", fmt.Sprintf("f%d", i)), []byte(fmt.Sprint("content ", i)))
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashChild+"="+dir)
+	cmd.Env = append(append(os.Environ(), crashChild+"="+dir), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -76,22 +79,27 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(out)
-	var acked uint64
-	for acked < 200 && sc.Scan() {
-		n, err := strconv.ParseUint(sc.Text(), 10, 64)
+	for acked < n && sc.Scan() {
+		v, err := strconv.ParseUint(sc.Text(), 10, 64)
 		if err != nil {
 			cmd.Process.Kill()
 			cmd.Wait()
 			t.Fatalf("child said %q", sc.Text())
 		}
-		acked = n
+		acked = v
 	}
 	cmd.Process.Kill() // SIGKILL, by the pid this test started
 	cmd.Wait()
-	if acked < 200 {
+	if acked < n {
 		t.Fatalf("child stopped after seq %d", acked)
 	}
+	return dir, acked
+}
 
+// A kill -9 of a process appending to a log loses no acknowledged record,
+// and the reopened log appends after them with the next seq.
+func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
+	dir, acked := killedAppender(t, 200)
 	j := openJ(t, dir)
 	recs, err := j.Records("s")
 	if err != nil {
@@ -125,37 +133,7 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 // SyncWrite): a killed appender loses no acknowledged record, and every
 // blob a record names is complete.
 func TestKill9KeepsAcknowledgedRecordsFsync(t *testing.T) {
-	root := t.TempDir()
-	dir := filepath.Join(root, "journal")
-	os.Mkdir(filepath.Join(root, "ws"), 0o700)
-	for i := 0; i < 5; i++ {
-		writeFile(t, filepath.Join(root, "ws", fmt.Sprintf("f%d", i)), []byte(fmt.Sprint("content ", i)))
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashChild+"="+dir, crashChildSync+"=fsync")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	var acked uint64
-	for acked < 100 && sc.Scan() {
-		n, err := strconv.ParseUint(sc.Text(), 10, 64)
-		if err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("child said %q", sc.Text())
-		}
-		acked = n
-	}
-	cmd.Process.Kill() // SIGKILL, by the pid this test started
-	cmd.Wait()
-	if acked < 100 {
-		t.Fatalf("child stopped after seq %d", acked)
-	}
+	dir, acked := killedAppender(t, 100, crashChildSync+"=fsync")
 	j := openJ(t, dir)
 	recs, err := j.Records("s")
 	if err != nil {
