@@ -53,9 +53,9 @@ func openCtl(path string, flags int) (*ctlFile, error) {
 	}
 }
 
-// close closes the descriptor once; later calls return nil. A close of a
-// control file reports what the daemon's FLUSH answered (a deferred
-// refusal, if any) as a *ctlError.
+// close closes the descriptor once; later calls return nil. An errno the
+// daemon answered the FLUSH with is a *ctlError without a reason (the
+// handle it would be read from is gone).
 func (f *ctlFile) close() error {
 	if f.fd < 0 {
 		return nil
