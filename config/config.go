@@ -161,6 +161,12 @@ type Sessions struct {
 	// --session-cgroups; docs/DESIGN.md#cgroup-sessions). Refused in the
 	// workspace file.
 	CgroupAuto []string
+	// MaxLive bounds the live sessions, in sessions: a registration past
+	// it (sessions/clone, `rubinofs run`, `rubinofs session new`) fails
+	// with EAGAIN and a reason until one ends (sessions.max_live,
+	// --max-live-sessions; default DefaultMaxLiveSessions, 1 to
+	// MaxLiveSessions). Refused in the workspace file.
+	MaxLive int
 }
 
 // Cache is the effective [cache] section. daemon.Config embeds it, so a

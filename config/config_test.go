@@ -491,3 +491,27 @@ func TestSessionsCgroupAuto(t *testing.T) {
 	_, err = e.load()
 	mustErr(t, err, ":2: sessions.cgroup_auto", "is not absolute")
 }
+
+// TestSessionsMaxLive: sessions.max_live defaults to 1024, is read from
+// the user file and the flag (which wins), is refused out of range with
+// the key and the bounds, and is refused in the workspace file.
+func TestSessionsMaxLive(t *testing.T) {
+	e := newEnv(t)
+	if c := e.mustLoad(); c.Sessions.MaxLive != DefaultMaxLiveSessions || DefaultMaxLiveSessions != 1024 {
+		t.Fatalf("default MaxLive = %d", c.Sessions.MaxLive)
+	}
+	e.write(e.userFile(), "[sessions]\nmax_live = 3\n")
+	if c := e.mustLoad(); c.Sessions.MaxLive != 3 {
+		t.Fatalf("user file MaxLive = %d", c.Sessions.MaxLive)
+	}
+	if c := e.mustLoad(Flag{Key: "sessions.max_live", Name: "--max-live-sessions", Value: 2}); c.Sessions.MaxLive != 2 {
+		t.Fatalf("flag MaxLive = %d", c.Sessions.MaxLive)
+	}
+	e.write(e.userFile(), "[sessions]\nmax_live = 0\n")
+	_, err := e.load()
+	mustErr(t, err, "sessions.max_live", "out of range (1 to 65536)")
+	e = newEnv(t)
+	e.write(e.wsFile(), "[sessions]\nmax_live = 1\n")
+	_, err = e.load()
+	mustErr(t, err, "refusing the workspace file", ":2: sessions.max_live may not be set in a workspace file: it bounds the sessions")
+}

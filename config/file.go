@@ -35,6 +35,7 @@ type fileConfig struct {
 	} `toml:"guard"`
 	Sessions struct {
 		CgroupAuto *[]string `toml:"cgroup_auto"`
+		MaxLive    *int      `toml:"max_live"`
 	} `toml:"sessions"`
 	Cache struct {
 		CacheTimeout *string   `toml:"cache_timeout" kind:"duration"`

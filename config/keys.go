@@ -131,6 +131,16 @@ const (
 	defaultCacheTimeoutNoWatch = time.Second
 )
 
+// Session defaults and bounds (docs/DESIGN.md#ctl-blocking-io).
+const (
+	// DefaultMaxLiveSessions is sessions.max_live's default, in live
+	// sessions: a registration past it fails with EAGAIN and a reason.
+	DefaultMaxLiveSessions = 1024
+	// MaxLiveSessions bounds sessions.max_live, in live sessions (each
+	// holds a pidfd and a goroutine in the daemon).
+	MaxLiveSessions = 1 << 16
+)
+
 // Journal defaults and bounds (docs/DESIGN.md#journal-hook).
 const (
 	// DefaultJournalMaxFileSize is journal.max_file_size's default, in
@@ -263,6 +273,10 @@ var specs = []spec{
 	// Which processes share a session decides whose reads count for whom.
 	{key: "sessions.cgroup_auto", typ: tStrings, def: []string{}, valid: cgroupGlobs, rule: RuleRefuse,
 		why: "it decides which processes share a session, and so whose reads count for whom"},
+	// Refused, not "only lower": a small cap lets the confined agent keep
+	// the user from registering sessions at all.
+	{key: "sessions.max_live", typ: tInt, def: DefaultMaxLiveSessions, valid: intRange(1, MaxLiveSessions), rule: RuleRefuse,
+		why: "it bounds the sessions every user of the mount may register"},
 
 	{key: "cache.cache_timeout", typ: tDuration, def: time.Duration(0), valid: durRange(0, MaxCacheTimeout),
 		wsValid: durRange(0, MaxWorkspaceCacheTimeout)},
@@ -467,6 +481,7 @@ func build(m layer) (*Config, error) {
 	}
 	g.Scanners = strs("guard.scanners")
 	c.Sessions.CgroupAuto = strs("sessions.cgroup_auto")
+	c.Sessions.MaxLive = num("sessions.max_live")
 
 	ca := &c.Cache
 	ca.Watch = bl("cache.watch")

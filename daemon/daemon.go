@@ -222,6 +222,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Passthrough:       os.Geteuid() == 0,
 		Shared:            shared,
 		Peers:             d.registerPeers(ws), // peers.go: before serving
+		MaxLiveSessions:   cfg.MaxLive,
 	}
 	if jr != nil {
 		fcfg.Journal = jr

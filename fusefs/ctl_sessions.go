@@ -135,9 +135,10 @@ const (
 	// maxSessionCommand bounds one sessions/ctl write, in bytes; a longer
 	// command fails with EFBIG.
 	maxSessionCommand = 1 << 10
-	// MaxSessions bounds the live sessions, in entries: a registration
-	// beyond it fails with EAGAIN until one ends. Each live session holds a
-	// pidfd and a goroutine in the daemon.
+	// MaxSessions is the default bound of the live sessions, in entries
+	// (Config.MaxLiveSessions): a registration beyond it fails with EAGAIN
+	// until one ends. Each live session holds a pidfd and a goroutine in
+	// the daemon.
 	MaxSessions = 1024
 )
 
@@ -281,17 +282,22 @@ func (s sessionsFeature) register(c ctltree.Caller, spec []byte) (string, error)
 	return name, nil
 }
 
-// underLimit refuses a registration past MaxSessions live sessions with
-// EAGAIN: a resource limit that clears when a session ends.
+// underLimit refuses a registration past Config.MaxLiveSessions (default
+// MaxSessions) live sessions with EAGAIN: a resource limit that clears
+// when a session ends.
 func (s sessionsFeature) underLimit() error {
+	limit := s.f.cfg.MaxLiveSessions
+	if limit <= 0 {
+		limit = MaxSessions
+	}
 	live := 0
 	for _, si := range s.reg.List() {
 		if si.Live {
 			live++
 		}
 	}
-	if live >= MaxSessions {
-		return ctltree.Errorf(syscall.EAGAIN, "%d live sessions: the limit is %d; end one first", live, MaxSessions)
+	if live >= limit {
+		return ctltree.Errorf(syscall.EAGAIN, "%d live sessions: the limit is %d (sessions.max_live, --max-live-sessions); end one first (rubinofs session end NAME)", live, limit)
 	}
 	return nil
 }

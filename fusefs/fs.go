@@ -117,6 +117,11 @@ type Config struct {
 	// control tree: git-ignored paths (a guard/ignore matcher without
 	// extra globs); nil journals every other path (--journal-ignored).
 	JournalExempt Exempter
+	// MaxLiveSessions bounds the live sessions a sessions/clone write may
+	// bring about, in sessions: one more fails with EAGAIN and a reason
+	// until one ends (sessions.max_live; docs/DESIGN.md#ctl-blocking-io).
+	// 0 means MaxSessions.
+	MaxLiveSessions int
 }
 
 // FS is one rubinofs file system: the root node, the guard and the

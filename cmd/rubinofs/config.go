@@ -22,6 +22,7 @@ var flagKeys = []struct{ flag, key string }{
 	{"unlink", "guard.unlink"},
 	{"errno", "guard.errno"},
 	{"session-cgroups", "sessions.cgroup_auto"},
+	{"max-live-sessions", "sessions.max_live"},
 	{"watch", "cache.watch"},
 	{"cache-timeout", "cache.cache_timeout"},
 	{"short-timeout", "cache.short_timeout"},

@@ -7,11 +7,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -54,40 +51,6 @@ func findMount(flag string) (string, error) {
 		}
 		dir = parent
 	}
-}
-
-// ctlError is a failed control-file operation: the errno the kernel returned
-// and the reason the control tree gave for it.
-type ctlError struct {
-	Path   string
-	Errno  syscall.Errno
-	Reason string
-}
-
-func (e *ctlError) Error() string {
-	if e.Reason != "" {
-		return fmt.Sprintf("%s: %s (%s)", e.Path, e.Reason, e.Errno)
-	}
-	return fmt.Sprintf("%s: %s", e.Path, e.Errno)
-}
-
-// asCtlError turns a write error on f into a ctlError, reading the reason the
-// control tree left on the same handle ("error: REASON").
-func asCtlError(f *os.File, path string, err error) error {
-	var errno syscall.Errno
-	if !errors.As(err, &errno) {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	// One pread: the control tree answers it with the one-shot
-	// "error: REASON" line (os.File.ReadAt would read on into the file's
-	// content, or fail on a clone file with a second error).
-	reason := ""
-	buf := make([]byte, 4096)
-	if n, _ := syscall.Pread(int(f.Fd()), buf, 0); n > 0 {
-		line, _, _ := strings.Cut(string(buf[:n]), "\n")
-		reason = strings.TrimSpace(strings.TrimPrefix(line, "error:"))
-	}
-	return &ctlError{Path: path, Errno: errno, Reason: reason}
 }
 
 // mountFlag is the --mount flag of the subcommands that work through the
@@ -138,63 +101,4 @@ func mountFlagValue(c *cli.Context) string {
 		}
 	}
 	return ""
-}
-
-// readCtl reads a whole control file. A failed read (a blocking read
-// cancelled, an unauthorised reader) returns a ctlError with the reason the
-// control tree left on the same handle.
-func readCtl(mnt, rel string) ([]byte, error) {
-	path := filepath.Join(mnt, ctltree.DirName, rel)
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return nil, asCtlError(f, path, err)
-	}
-	return b, nil
-}
-
-// writeCtl writes one command (or one batch of lines, for append files) to a
-// control file in a single write(2).
-func writeCtl(mnt, rel string, data []byte) error {
-	path := filepath.Join(mnt, ctltree.DirName, rel)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := f.Write(data); err != nil {
-		return asCtlError(f, path, err)
-	}
-	return f.Close()
-}
-
-// cloneCtl opens a clone file read-write, writes spec and reads the new id
-// from the same handle at offset 0.
-func cloneCtl(mnt, rel string, spec []byte) (string, error) {
-	path := filepath.Join(mnt, ctltree.DirName, rel)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	if len(spec) == 0 {
-		spec = []byte("\n")
-	}
-	if _, err := f.Write(spec); err != nil {
-		return "", asCtlError(f, path, err)
-	}
-	buf := make([]byte, 256)
-	n, err := f.ReadAt(buf, 0)
-	if err != nil && err != io.EOF {
-		return "", fmt.Errorf("%s: reading the new id: %w", path, err)
-	}
-	id := strings.TrimSpace(string(buf[:n]))
-	if id == "" {
-		return "", fmt.Errorf("%s: no id returned", path)
-	}
-	return id, nil
 }

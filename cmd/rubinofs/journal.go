@@ -10,17 +10,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"unicode"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/journal"
@@ -309,24 +308,15 @@ func journalError(err error, session string) string {
 // the whole reply from offset 0 of the same handle. A refused request is
 // a ctlError with the control tree's reason.
 func journalRequest(mnt, rel string, req ...string) ([]byte, error) {
-	path := filepath.Join(mnt, ctltree.DirName, rel)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := openCtl(ctlPathOf(mnt, rel), unix.O_RDWR) // ctlio.go: never Go's poller
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	if _, err := f.Write([]byte(requestLine(req) + "\n")); err != nil {
-		return nil, asCtlError(f, path, err)
+	defer f.close()
+	if err := f.write([]byte(requestLine(req) + "\n")); err != nil {
+		return nil, err
 	}
-	out, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<62))
-	if err != nil {
-		var errno syscall.Errno
-		if errors.As(err, &errno) {
-			return nil, asCtlError(f, path, err)
-		}
-		return nil, fmt.Errorf("%s: reading the reply: %w", path, err)
-	}
-	return out, nil
+	return f.readAllAt(0)
 }
 
 // requestLine joins request tokens with spaces, each as it is or, when it
