@@ -179,6 +179,11 @@ type FS struct {
 	// is the cache timeout of subtrees it cannot vouch for.
 	inv          *invalidator
 	shortTimeout time.Duration
+	// bridged is closed once go-fuse's node bridge has initialised the
+	// root inode (serve): the invalidator walks the inode tree only after
+	// it, since NewNodeFS writes the root's children map unlocked.
+	bridged     chan struct{}
+	bridgedOnce sync.Once
 
 	// ownTracker, when set (the watcher's Begin), brackets every change
 	// the daemon makes, so its events are not taken for external edits.
@@ -227,6 +232,7 @@ func New(cfg Config) (*FS, error) {
 		log:     cfg.Logger,
 		flux:    make(map[guard.FileID]int),
 		ctlInos: make(map[string]uint64),
+		bridged: make(chan struct{}),
 	}
 	rootFd, err := openRoot(cfg.BackingPath)
 	if err != nil {

@@ -30,13 +30,22 @@ import (
 	"github.com/rubinofs/rubinofs/guard"
 )
 
+// nodeFS builds go-fuse's node bridge over f.root and then lets the
+// invalidator walk the inode tree (FS.bridged): NewNodeFS initialises the
+// root inode's children without a lock, so no walk may run before it.
+func (f *FS) nodeFS(opts *fs.Options) fuse.RawFileSystem {
+	raw := fs.NewNodeFS(f.root, opts)
+	f.bridgedOnce.Do(func() { close(f.bridged) })
+	return raw
+}
+
 // serve is fs.Mount with the raw file system wrapped in rawWrap: it builds
 // the node bridge over f.root, starts the server and returns once the
 // kernel answers (WaitMount). Errors: those of fuse.NewServer (mount(2),
 // fusermount3) and of WaitMount; as in fs.Mount, a failed WaitMount leaves
 // the serve loop to end by itself.
 func (f *FS) serve(mountpoint string, opts *fs.Options) (*fuse.Server, error) {
-	raw := &rawWrap{RawFileSystem: fs.NewNodeFS(f.root, opts), fs: f, m: f.observe()}
+	raw := &rawWrap{RawFileSystem: f.nodeFS(opts), fs: f, m: f.observe()}
 	server, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
 	if err != nil {
 		return nil, err

@@ -201,6 +201,14 @@ func (i *Invalidation) Stats() map[string]any {
 
 func (inv *invalidator) run() {
 	defer close(inv.done)
+	// The watcher starts before the mount: events queued meanwhile wait
+	// until the node bridge has initialised the root inode, whose children
+	// go-fuse writes without a lock while it does.
+	select {
+	case <-inv.stop:
+		return
+	case <-inv.fs.bridged:
+	}
 	for {
 		select {
 		case <-inv.stop:
