@@ -112,7 +112,8 @@ type Daemon struct {
 	// (StateDir/compact.db, a temporary store without a StateDir).
 	Compact *compact.Service
 	server  *fuse.Server
-	rootFd  int // in-place: the workspace directory opened before mounting
+	rootFd  int            // in-place: the workspace directory opened before mounting
+	policy  *ignore.Policy // the accepted exemption rules (policy.go)
 
 	peers peerReg // the backing root in the host's peer registry (peers.go)
 
@@ -203,6 +204,10 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.policy, err = d.openPolicy(backing, matcher, jmatcher); err != nil { // policy.go
+		return nil, err
+	}
+	undo = append(undo, func() { d.closePolicy() })
 	if jr != nil {
 		d.Journal = jr
 		undo = append(undo, func() { d.closeJournal() })
@@ -222,6 +227,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Passthrough:       os.Geteuid() == 0,
 		Shared:            shared,
 		Peers:             d.registerPeers(ws), // peers.go: before serving
+		Policy:            d.policy,
 	}
 	if jr != nil {
 		fcfg.Journal = jr
@@ -419,6 +425,9 @@ func (d *Daemon) Close() error {
 		if err := d.closeJournal(); err != nil && d.closeErr == nil {
 			d.closeErr = err
 		}
+		if err := d.closePolicy(); err != nil && d.closeErr == nil {
+			d.closeErr = err
+		}
 		d.closeFd()
 		if err := d.Compact.Close(); err != nil && d.closeErr == nil {
 			d.closeErr = err
@@ -542,6 +551,7 @@ func (d *Daemon) startWatcher(backing string, matcher, jmatcher *ignore.Matcher)
 		Skip:       skip,
 		MaxWatches: cfg.MaxWatches,
 		OnEvents: func(evs []watcher.Event) {
+			acceptExternal(matcher.Policy(), evs) // policy.go
 			invalidateIgnores(matcher, evs)
 			if jmatcher != nil {
 				invalidateIgnores(jmatcher, evs)

@@ -38,6 +38,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
@@ -117,6 +118,12 @@ type Config struct {
 	// control tree: git-ignored paths (a guard/ignore matcher without
 	// extra globs); nil journals every other path (--journal-ignored).
 	JournalExempt Exempter
+	// Policy, when set, holds the ignore rules the mount's owner accepted
+	// (docs/DESIGN.md#exempt-widening), shared by the matchers of Exempt
+	// and JournalExempt: the FS pins a rule file before changing it,
+	// reports renamed directories, and serves .rubino/policy. nil: every
+	// rule on disk counts at once.
+	Policy *ignore.Policy
 }
 
 // FS is one rubinofs file system: the root node, the guard and the
@@ -239,6 +246,10 @@ func New(cfg Config) (*FS, error) {
 	f.ctlRoot = f.buildControlTree()
 	if cfg.Journal != nil {
 		f.AddStatus(f.journalStatus)
+	}
+	if cfg.Policy != nil {
+		f.addCtl(f.policyEntry()) // ctl_policy.go
+		f.AddStatus(f.policyStatus)
 	}
 	f.addSharedStatus() // peer_mode.go
 	return f, nil
@@ -482,6 +493,9 @@ func comm(pid uint32) string {
 // is done, successful or not; it also reloads the ignore rules when a
 // .gitignore changed.
 func (f *FS) ownChange(rels ...string) (end func()) {
+	if f.cfg.Policy != nil {
+		f.cfg.Policy.Pin(rels...) // before the change: what the rule file held stays accepted
+	}
 	endOwn := func() {}
 	if tr := f.ownTracker.Load(); tr != nil {
 		// One bracket for all names: a file moving between them is
@@ -490,12 +504,20 @@ func (f *FS) ownChange(rels ...string) (end func()) {
 	}
 	return func() {
 		endOwn()
-		for _, rel := range rels {
-			if path.Base(rel) == ".gitignore" && f.cfg.Exempt != nil {
-				f.cfg.Exempt.Invalidate(path.Dir(rel))
-			}
-			if path.Base(rel) == ".gitignore" && f.cfg.JournalExempt != nil {
-				f.cfg.JournalExempt.Invalidate(path.Dir(rel))
+		f.invalidateRules(rels...)
+	}
+}
+
+// invalidateRules reloads the ignore rules of the rule files among rels
+// (a .gitignore, .git/info/exclude) in both matchers.
+func (f *FS) invalidateRules(rels ...string) {
+	for _, rel := range rels {
+		if !ignore.IsRuleFile(rel) {
+			continue
+		}
+		for _, m := range []Exempter{f.cfg.Exempt, f.cfg.JournalExempt} {
+			if m != nil {
+				m.Invalidate(path.Dir(rel))
 			}
 		}
 	}

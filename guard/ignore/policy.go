@@ -68,6 +68,7 @@ type accepted struct {
 	lines   []string // the rule lines, normalised (parseLines)
 	touched bool     // changed through the mount since acceptance: only Reload accepts it
 	keep    bool     // persisted: not derivable from disk again
+	held    bool     // loaded as changed since acceptance: its content on disk waits for Reload
 }
 
 // span is a period, in Unix nanoseconds, during which a mount served the
@@ -180,7 +181,7 @@ func (p *Policy) load(rel string) *accepted {
 	}
 	p.mu.Unlock()
 	if held {
-		return &accepted{}
+		return &accepted{held: true}
 	}
 	return newAccepted(rel, parseLines(data), false, false)
 }
@@ -255,16 +256,17 @@ func (p *Policy) Pin(rels ...string) {
 	}
 }
 
-// Moved is called after the mount renamed from to to (exchange: swapped
-// them). When a directory moved, the rule files below the names that now
-// hold it have no accepted rules until Reload: their ctime did not change,
-// so load could not tell them from files that were there. A file's rename
-// needs nothing (Pin, and the ctime rename stamps on it).
-func (p *Policy) Moved(from, to string, exchange bool) {
+// Moved is called after the mount renamed from to to, or exchanged them.
+// When a directory moved, the rule files below the names that now hold one
+// (to, and from after an exchange) have no accepted rules until Reload:
+// their ctime did not change, so load could not tell them from files that
+// were there. A file's rename needs nothing (Pin, and the ctime the rename
+// stamps on it).
+func (p *Policy) Moved(from, to string) {
 	var dirs []string
 	for _, d := range []string{to, from} {
 		var st syscall.Stat_t
-		if (d == to || exchange) && syscall.Lstat(filepath.Join(p.root, filepath.FromSlash(d)), &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		if syscall.Lstat(filepath.Join(p.root, filepath.FromSlash(d)), &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 			dirs = append(dirs, d)
 		}
 	}
@@ -328,13 +330,17 @@ type Pending struct {
 	Removed []string `json:"removed,omitempty"`
 }
 
-// Pending lists the rule files the policy has loaded whose rules on disk
-// differ from the accepted ones, by path. It reads each from disk.
+// Pending lists the rule files whose rules on disk differ from the
+// accepted ones, by path: among those changed through the mount, accepted
+// from an edit outside it, or found changed since acceptance (the others
+// were accepted as they are on disk). It reads each from disk.
 func (p *Policy) Pending() []Pending {
 	p.mu.Lock()
-	acc := make(map[string][]string, len(p.files))
+	acc := map[string][]string{}
 	for rel, a := range p.files {
-		acc[rel] = a.lines
+		if a.keep || a.held {
+			acc[rel] = a.lines
+		}
 	}
 	p.mu.Unlock()
 	var out []Pending
