@@ -204,10 +204,12 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.policy, err = d.openPolicy(backing, matcher, jmatcher); err != nil { // policy.go
+	policy, err := d.openPolicy(backing, matcher, jmatcher) // policy.go
+	if err != nil {
 		return nil, err
 	}
-	undo = append(undo, func() { d.closePolicy() })
+	d.policy = policy
+	undo = append(undo, func() { policy.Close() })
 	if jr != nil {
 		d.Journal = jr
 		undo = append(undo, func() { d.closeJournal() })

@@ -12,7 +12,9 @@
 // is documented where it is made and checked against `git check-ignore` by
 // the tests). The user's global core.excludesFile (~/.config/git/ignore) and
 // other config are deliberately not read: the daemon must exempt the same
-// paths whoever runs it, so only rules stored in the workspace count.
+// paths whoever runs it, so only rules stored in the workspace count. With
+// a Policy, a rule counts only once the mount's owner has accepted it
+// (docs/DESIGN.md#exempt-widening).
 package ignore
 
 import (
