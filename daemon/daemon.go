@@ -553,7 +553,7 @@ func (d *Daemon) startWatcher(backing string, matcher, jmatcher *ignore.Matcher)
 		Skip:       skip,
 		MaxWatches: cfg.MaxWatches,
 		OnEvents: func(evs []watcher.Event) {
-			acceptExternal(matcher.Policy(), evs) // policy.go
+			acceptExternal(matcher, evs) // policy.go
 			invalidateIgnores(matcher, evs)
 			if jmatcher != nil {
 				invalidateIgnores(jmatcher, evs)

@@ -6,6 +6,7 @@ package daemon
 // closed (its span ended) at unmount.
 
 import (
+	"path"
 	"path/filepath"
 
 	"github.com/rubinofs/rubinofs/guard/ignore"
@@ -37,15 +38,22 @@ func (d *Daemon) openPolicy(backing string, matchers ...*ignore.Matcher) (*ignor
 }
 
 // acceptExternal accepts the rule files the watcher saw changed outside
-// the mount: the owner's own edits (ignore.Policy.External).
-func acceptExternal(p *ignore.Policy, evs []watcher.Event) {
+// the mount: the owner's own edits (ignore.Policy.External). A .gitignore
+// in a directory m exempts is skipped: git never reads it there (an
+// install of packages outside the mount changes thousands of them).
+func acceptExternal(m *ignore.Matcher, evs []watcher.Event) {
+	p := m.Policy()
 	if p == nil {
 		return
 	}
+	var rels []string
 	for _, ev := range evs {
-		if ignore.IsRuleFile(ev.Path) {
-			p.External(ev.Path)
+		if ignore.IsRuleFile(ev.Path) && (ev.Path == ".git/info/exclude" || path.Dir(ev.Path) == "." || !m.Exempt(path.Dir(ev.Path), true)) {
+			rels = append(rels, ev.Path)
 		}
+	}
+	if len(rels) > 0 {
+		p.External(rels...)
 	}
 }
 

@@ -493,9 +493,7 @@ func comm(pid uint32) string {
 // is done, successful or not; it also reloads the ignore rules when a
 // .gitignore changed.
 func (f *FS) ownChange(rels ...string) (end func()) {
-	if f.cfg.Policy != nil {
-		f.cfg.Policy.Pin(rels...) // before the change: what the rule file held stays accepted
-	}
+	f.pinRules(rels...)
 	endOwn := func() {}
 	if tr := f.ownTracker.Load(); tr != nil {
 		// One bracket for all names: a file moving between them is
@@ -505,6 +503,25 @@ func (f *FS) ownChange(rels ...string) (end func()) {
 	return func() {
 		endOwn()
 		f.invalidateRules(rels...)
+	}
+}
+
+// pinRules pins, before the FS changes them, the rule files among rels
+// that git reads (docs/DESIGN.md#exempt-widening): what each held stays
+// accepted, what the change writes waits for the owner. A .gitignore in an
+// exempt directory is skipped: its rules count for nothing while the
+// directory is exempt, and a package install writes thousands of them.
+func (f *FS) pinRules(rels ...string) {
+	if f.cfg.Policy == nil {
+		return
+	}
+	for _, rel := range rels {
+		if !ignore.IsRuleFile(rel) {
+			continue
+		}
+		if dir := path.Dir(rel); rel == ".git/info/exclude" || dir == "." || !f.exempt(dir, true) {
+			f.cfg.Policy.Pin(rel)
+		}
 	}
 }
 

@@ -163,9 +163,7 @@ func (f *FS) ownMove(from, to string) (end func(moved bool)) {
 	}
 	if f.inv != nil {
 		if tr := f.inv.moveTracker.Load(); tr != nil {
-			if f.cfg.Policy != nil {
-				f.cfg.Policy.Pin(from, to)
-			}
+			f.pinRules(from, to)
 			endMove := (*tr)(from, to)
 			return func(ok bool) {
 				endMove(ok)

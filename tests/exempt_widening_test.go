@@ -214,3 +214,31 @@ func TestExemptWideningBuildOutputsFree(t *testing.T) {
 		t.Fatalf("pending = %v, want none", got)
 	}
 }
+
+// TestExemptWideningOutsideEdit: a rule the owner writes outside the mount
+// (in the backing directory, seen by the watcher) applies at once, as
+// before; the same owner's rule written through the mount, by a shell in
+// no session, waits for `rubinofs policy reload` like a session's.
+func TestExemptWideningOutsideEdit(t *testing.T) {
+	m := newMount(t, map[string]string{"main.c": mainC, "notes.txt": "notes\n"}, nil)
+	mark := m.appliedMark()
+	m.writeBacking(".gitignore", "notes.txt\n")
+	m.waitApplied(mark, ".gitignore")
+	if out, err := m.sessionRun("agent", `echo scribble > notes.txt`); err != nil {
+		t.Fatalf("a rule written outside the mount does not exempt notes.txt: %v\n%s", err, out)
+	}
+	if got := m.policyPending(); len(got) != 0 {
+		t.Fatalf("pending after an edit outside the mount: %v", got)
+	}
+
+	m.mustSh(`cat .gitignore >/dev/null && echo main.c >> .gitignore`)
+	if out, err := m.sessionRun("agent2", `echo clobber > main.c`); err == nil || m.readBacking("main.c") != mainC {
+		t.Fatalf("a rule written through the mount outside every session exempts main.c at once\n%s", out)
+	}
+	if got := m.policyPending(); len(got) != 1 || got[0] != ".gitignore" {
+		t.Fatalf("pending = %v, want [.gitignore]", got)
+	}
+	if out, err := m.sessionRun("agent3", `echo again > notes.txt`); err != nil {
+		t.Fatalf("the accepted rule stopped exempting notes.txt after a widening edit: %v\n%s", err, out)
+	}
+}

@@ -245,7 +245,10 @@ func (p *Policy) Pin(rels ...string) {
 			a = b
 		}
 		if !a.touched || !a.keep {
-			a.touched, a.keep, changed = true, true, true
+			a.touched, a.keep = true, true
+			// Without accepted lines the state file needs no entry: after a
+			// remount the file's ctime, in this mount's span, gives none.
+			changed = changed || len(a.lines) > 0
 		}
 		p.files[rel] = a
 		p.gen++
@@ -292,32 +295,37 @@ func (p *Policy) Moved(from, to string) {
 	p.saveLogged()
 }
 
-// External is called when the watcher saw rel changed outside the mount:
-// the owner's own edit, accepted as it is now, unless the mount changed
-// rel since the last acceptance (then only Reload accepts it).
-func (p *Policy) External(rel string) {
-	if !IsRuleFile(rel) {
-		return
-	}
-	p.mu.Lock()
-	a := p.files[rel]
-	p.mu.Unlock()
-	if a != nil && a.touched {
-		return
-	}
-	var lines []string
-	if data, _, ok := readRuleFile(p.root, rel); ok {
-		lines = parseLines(data)
-	}
-	p.mu.Lock()
-	if b := p.files[rel]; b != nil && b.touched {
+// External is called when the watcher saw the rule files rels changed
+// outside the mount (other paths are ignored): the owner's own edits, each
+// accepted as it is now, unless the mount changed it since the last
+// acceptance (then only Reload accepts it). It writes the state file once.
+func (p *Policy) External(rels ...string) {
+	changed := false
+	for _, rel := range rels {
+		if !IsRuleFile(rel) {
+			continue
+		}
+		p.mu.Lock()
+		a := p.files[rel]
 		p.mu.Unlock()
-		return
+		if a != nil && a.touched {
+			continue
+		}
+		var lines []string
+		if data, _, ok := readRuleFile(p.root, rel); ok {
+			lines = parseLines(data)
+		}
+		p.mu.Lock()
+		if b := p.files[rel]; b == nil || !b.touched {
+			p.files[rel] = newAccepted(rel, lines, false, true)
+			p.gen++
+			changed = changed || len(lines) > 0 || b != nil && len(b.lines) > 0
+		}
+		p.mu.Unlock()
 	}
-	p.files[rel] = newAccepted(rel, lines, false, true)
-	p.gen++
-	p.mu.Unlock()
-	p.saveLogged()
+	if changed {
+		p.saveLogged()
+	}
 }
 
 // Pending is one rule file whose content differs from its accepted rules.
@@ -441,7 +449,7 @@ func (p *Policy) save() error {
 	p.mu.Lock()
 	st := policyState{AcceptedAt: p.at, Spans: slices.Clone(p.spans), Moved: slices.Clone(p.moved), Files: map[string]stateFile{}}
 	for rel, a := range p.files {
-		if a.keep {
+		if a.keep && len(a.lines) > 0 {
 			st.Files[rel] = stateFile{Lines: a.lines, Touched: a.touched}
 		}
 	}
