@@ -82,7 +82,7 @@ logs/
 var missing = []string{"nope.log", "nope/keep.log", "build/new.o", "sub/gen/new", "newdir/x",
 	"zzz", "vendor/keep/new.go", "only-go/new.go", "only-go/new.txt", "a/q/r/b", "c.txt"}
 
-func write(t *testing.T, root string, files map[string]string) {
+func write(t testing.TB, root string, files map[string]string) {
 	t.Helper()
 	for rel, data := range files {
 		p := filepath.Join(root, filepath.FromSlash(rel))

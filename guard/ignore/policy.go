@@ -53,7 +53,7 @@ type Policy struct {
 	state string // the state file; "" keeps nothing across mounts
 
 	saveMu sync.Mutex // serialises writes of the state file
-	mu     sync.Mutex
+	mu     sync.RWMutex
 	gen    uint64 // bumped by Pin, Moved, External, Reload: a load started before is not cached
 	files  map[string]*accepted
 	spans  []span
@@ -150,9 +150,9 @@ func domainOf(rel string) []string {
 // rules returns the accepted rules of the rule file rel, loading them on
 // a miss (see Policy).
 func (p *Policy) rules(rel string) []rule {
-	p.mu.Lock()
+	p.mu.RLock()
 	a, gen := p.files[rel], p.gen
-	p.mu.Unlock()
+	p.mu.RUnlock()
 	if a != nil {
 		return a.rules
 	}

@@ -174,3 +174,32 @@ func TestRuleFilesNotExempt(t *testing.T) {
 	check(t, m, map[string]bool{".gitignore": false, ".git/info/exclude": false, ".rubino.toml": false,
 		"build/.gitignore": true, "src/.gitignore": false, ".git/config": true})
 }
+
+// BenchmarkExemptPolicy: Exempt of an ignored path (both rule sets
+// evaluated) and of a guarded one (the rules on disk only), with and
+// without a Policy.
+func BenchmarkExemptPolicy(b *testing.B) {
+	for _, withPolicy := range []bool{false, true} {
+		root := b.TempDir()
+		write(b, root, map[string]string{".gitignore": "build/\n*.o\nnode_modules/\n", "src/.gitignore": "gen/\n", ".git/info/exclude": "*.bak\n"})
+		m, err := New(root, nil, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if withPolicy {
+			p, err := NewPolicy(root, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			m.SetPolicy(p)
+		}
+		for _, path := range []string{"src/gen/a/b.go", "src/pkg/a/b.go"} {
+			name := map[bool]string{false: "plain", true: "policy"}[withPolicy] + "/" + path
+			b.Run(name, func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					m.Exempt(path, false)
+				}
+			})
+		}
+	}
+}
