@@ -553,7 +553,7 @@ func (d *Daemon) startWatcher(backing string, matcher, jmatcher *ignore.Matcher)
 		Skip:       skip,
 		MaxWatches: cfg.MaxWatches,
 		OnEvents: func(evs []watcher.Event) {
-			acceptExternal(matcher, evs) // policy.go
+			d.acceptExternal(matcher, evs) // policy.go
 			invalidateIgnores(matcher, evs)
 			if jmatcher != nil {
 				invalidateIgnores(jmatcher, evs)

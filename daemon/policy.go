@@ -40,8 +40,9 @@ func (d *Daemon) openPolicy(backing string, matchers ...*ignore.Matcher) (*ignor
 // acceptExternal accepts the rule files the watcher saw changed outside
 // the mount: the owner's own edits (ignore.Policy.External). A .gitignore
 // in a directory m exempts is skipped: git never reads it there (an
-// install of packages outside the mount changes thousands of them).
-func acceptExternal(m *ignore.Matcher, evs []watcher.Event) {
+// install of packages outside the mount changes thousands of them). On a
+// shared mount nothing is: another mount's session looks external here.
+func (d *Daemon) acceptExternal(m *ignore.Matcher, evs []watcher.Event) {
 	p := m.Policy()
 	if p == nil {
 		return
@@ -52,7 +53,7 @@ func acceptExternal(m *ignore.Matcher, evs []watcher.Event) {
 			rels = append(rels, ev.Path)
 		}
 	}
-	if len(rels) > 0 {
+	if len(rels) > 0 && d.FS.SharedMode() == "off" {
 		p.External(rels...)
 	}
 }

@@ -108,7 +108,7 @@ func (d *Daemon) startPoller(backing string, matcher, jmatcher *ignore.Matcher) 
 		Skip:     skip,
 		Own:      d.FS.OwnStat,
 		OnEvents: func(evs []watcher.Event) {
-			acceptExternal(matcher, evs) // policy.go
+			d.acceptExternal(matcher, evs) // policy.go
 			invalidateIgnores(matcher, evs)
 			if jmatcher != nil {
 				invalidateIgnores(jmatcher, evs)
