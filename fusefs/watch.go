@@ -157,7 +157,9 @@ func (i *Invalidation) SetMoveTracker(begin func(from, to string) (end func(move
 // Without a move tracker it is ownChange.
 func (f *FS) ownMove(from, to string) (end func(moved bool)) {
 	moved := func(ok bool) {
-		if ok && f.cfg.Policy != nil {
+		// Rule files below an exempt name are never read: a package
+		// manager's renames inside node_modules/ need no record.
+		if ok && f.cfg.Policy != nil && !(f.exempt(to, true) && f.exempt(from, true)) {
 			f.cfg.Policy.Moved(from, to) // docs/DESIGN.md#exempt-widening
 		}
 	}
