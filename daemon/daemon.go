@@ -229,8 +229,8 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Passthrough:       os.Geteuid() == 0,
 		Shared:            shared,
 		Peers:             d.registerPeers(ws), // peers.go: before serving
-		Policy:            d.policy,
 	}
+	fcfg.Policy = d.policy
 	if jr != nil {
 		fcfg.Journal = jr
 		if jmatcher != nil {

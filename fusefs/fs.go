@@ -78,6 +78,12 @@ type Config struct {
 	Guard *guard.Guard
 	// Exempt selects paths the guard does not apply to; nil guards all.
 	Exempt Exempter
+	// Policy, when set, holds the ignore rules the mount's owner accepted
+	// (docs/DESIGN.md#exempt-widening), shared by the matchers of Exempt
+	// and JournalExempt: the FS pins a rule file before changing it,
+	// reports renamed directories, and serves .rubino/policy. nil: every
+	// rule on disk counts at once.
+	Policy *ignore.Policy
 	// Sessions resolves caller pids to sessions; nil puts everyone in
 	// DefaultSession.
 	Sessions Resolver
@@ -118,12 +124,6 @@ type Config struct {
 	// control tree: git-ignored paths (a guard/ignore matcher without
 	// extra globs); nil journals every other path (--journal-ignored).
 	JournalExempt Exempter
-	// Policy, when set, holds the ignore rules the mount's owner accepted
-	// (docs/DESIGN.md#exempt-widening), shared by the matchers of Exempt
-	// and JournalExempt: the FS pins a rule file before changing it,
-	// reports renamed directories, and serves .rubino/policy. nil: every
-	// rule on disk counts at once.
-	Policy *ignore.Policy
 }
 
 // FS is one rubinofs file system: the root node, the guard and the
