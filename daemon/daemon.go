@@ -112,7 +112,8 @@ type Daemon struct {
 	// (StateDir/compact.db, a temporary store without a StateDir).
 	Compact *compact.Service
 	server  *fuse.Server
-	rootFd  int // in-place: the workspace directory opened before mounting
+	rootFd  int            // in-place: the workspace directory opened before mounting
+	policy  *ignore.Policy // the accepted exemption rules (policy.go)
 
 	peers peerReg // the backing root in the host's peer registry (peers.go)
 
@@ -203,6 +204,12 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	policy, err := d.openPolicy(backing, matcher, jmatcher) // policy.go
+	if err != nil {
+		return nil, err
+	}
+	d.policy = policy
+	undo = append(undo, func() { policy.Close() })
 	if jr != nil {
 		d.Journal = jr
 		undo = append(undo, func() { d.closeJournal() })
@@ -224,6 +231,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Peers:             d.registerPeers(ws), // peers.go: before serving
 		MaxLiveSessions:   cfg.MaxLive,
 	}
+	fcfg.Policy = d.policy
 	if jr != nil {
 		fcfg.Journal = jr
 		if jmatcher != nil {
@@ -420,6 +428,9 @@ func (d *Daemon) Close() error {
 		if err := d.closeJournal(); err != nil && d.closeErr == nil {
 			d.closeErr = err
 		}
+		if err := d.closePolicy(); err != nil && d.closeErr == nil {
+			d.closeErr = err
+		}
 		d.closeFd()
 		if err := d.Compact.Close(); err != nil && d.closeErr == nil {
 			d.closeErr = err
@@ -543,6 +554,7 @@ func (d *Daemon) startWatcher(backing string, matcher, jmatcher *ignore.Matcher)
 		Skip:       skip,
 		MaxWatches: cfg.MaxWatches,
 		OnEvents: func(evs []watcher.Event) {
+			d.acceptExternal(matcher, evs) // policy.go
 			invalidateIgnores(matcher, evs)
 			if jmatcher != nil {
 				invalidateIgnores(jmatcher, evs)

@@ -108,6 +108,7 @@ func (d *Daemon) startPoller(backing string, matcher, jmatcher *ignore.Matcher) 
 		Skip:     skip,
 		Own:      d.FS.OwnStat,
 		OnEvents: func(evs []watcher.Event) {
+			d.acceptExternal(matcher, evs) // policy.go
 			invalidateIgnores(matcher, evs)
 			if jmatcher != nil {
 				invalidateIgnores(jmatcher, evs)

@@ -34,6 +34,9 @@ errors file keeps the last %d failures of every caller.
                    mutations: {time, session, pid, comm, op, path, code, message}
   guard/tracked    the caller's session's read records: path, state, hash
   guard/why        the caller's session's last denial, one line
+  policy           JSON: the accepted ignore rules and those waiting; the
+                   mount owner writes "reload" from outside every session
+                   to accept them (owner and root only)
 
 Nothing here can loosen the guard from inside the mount.
 `

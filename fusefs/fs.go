@@ -38,6 +38,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
@@ -77,6 +78,12 @@ type Config struct {
 	Guard *guard.Guard
 	// Exempt selects paths the guard does not apply to; nil guards all.
 	Exempt Exempter
+	// Policy, when set, holds the ignore rules the mount's owner accepted
+	// (docs/DESIGN.md#exempt-widening), shared by the matchers of Exempt
+	// and JournalExempt: the FS pins a rule file before changing it,
+	// reports renamed directories, and serves .rubino/policy. nil: every
+	// rule on disk counts at once.
+	Policy *ignore.Policy
 	// Sessions resolves caller pids to sessions; nil puts everyone in
 	// DefaultSession.
 	Sessions Resolver
@@ -250,6 +257,10 @@ func New(cfg Config) (*FS, error) {
 	f.ctlRoot = f.buildControlTree()
 	if cfg.Journal != nil {
 		f.AddStatus(f.journalStatus)
+	}
+	if cfg.Policy != nil {
+		f.addCtl(f.policyEntry()) // ctl_policy.go
+		f.AddStatus(f.policyStatus)
 	}
 	f.addSharedStatus() // peer_mode.go
 	return f, nil
@@ -493,6 +504,7 @@ func comm(pid uint32) string {
 // is done, successful or not; it also reloads the ignore rules when a
 // .gitignore changed.
 func (f *FS) ownChange(rels ...string) (end func()) {
+	f.pinRules(rels...)
 	endOwn := func() {}
 	if tr := f.ownTracker.Load(); tr != nil {
 		// One bracket for all names: a file moving between them is
@@ -501,12 +513,39 @@ func (f *FS) ownChange(rels ...string) (end func()) {
 	}
 	return func() {
 		endOwn()
-		for _, rel := range rels {
-			if path.Base(rel) == ".gitignore" && f.cfg.Exempt != nil {
-				f.cfg.Exempt.Invalidate(path.Dir(rel))
-			}
-			if path.Base(rel) == ".gitignore" && f.cfg.JournalExempt != nil {
-				f.cfg.JournalExempt.Invalidate(path.Dir(rel))
+		f.invalidateRules(rels...)
+	}
+}
+
+// pinRules pins, before the FS changes them, the rule files among rels
+// that git reads (docs/DESIGN.md#exempt-widening): what each held stays
+// accepted, what the change writes waits for the owner. A .gitignore in an
+// exempt directory is skipped: its rules count for nothing while the
+// directory is exempt, and a package install writes thousands of them.
+func (f *FS) pinRules(rels ...string) {
+	if f.cfg.Policy == nil {
+		return
+	}
+	for _, rel := range rels {
+		if !ignore.IsRuleFile(rel) {
+			continue
+		}
+		if dir := path.Dir(rel); rel == ".git/info/exclude" || dir == "." || !f.exempt(dir, true) {
+			f.cfg.Policy.Pin(rel)
+		}
+	}
+}
+
+// invalidateRules reloads the ignore rules of the rule files among rels
+// (a .gitignore, .git/info/exclude) in both matchers.
+func (f *FS) invalidateRules(rels ...string) {
+	for _, rel := range rels {
+		if !ignore.IsRuleFile(rel) {
+			continue
+		}
+		for _, m := range []Exempter{f.cfg.Exempt, f.cfg.JournalExempt} {
+			if m != nil {
+				m.Invalidate(path.Dir(rel))
 			}
 		}
 	}

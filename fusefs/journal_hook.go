@@ -41,7 +41,8 @@ const (
 func (f *FS) journaling() bool { return f.cfg.Journal != nil }
 
 // journals reports whether a change of rel is journaled: the journal is
-// on and rel is not the root, has no ".git" component, is not in the
+// on and rel is not the root, has no ".git" component (but for
+// .git/info/exclude), is not in the
 // control tree and is not excluded by Config.JournalExempt (git-ignored
 // paths, unless --journal-ignored). isDir is for ignore patterns ending
 // in "/".
@@ -52,7 +53,9 @@ func (f *FS) journals(rel string, isDir bool) bool {
 	if rel == ctltree.DirName || strings.HasPrefix(rel, ctltree.DirName+"/") {
 		return false
 	}
-	if rel == ".git" || strings.HasPrefix(rel, ".git/") || strings.Contains(rel, "/.git/") || strings.HasSuffix(rel, "/.git") {
+	if rel != ".git/info/exclude" && (rel == ".git" || strings.HasPrefix(rel, ".git/") || strings.Contains(rel, "/.git/") || strings.HasSuffix(rel, "/.git")) {
+		// .git/info/exclude is the session's change like any file: it
+		// can widen what is exempt (docs/DESIGN.md#exempt-widening).
 		return false
 	}
 	return f.cfg.JournalExempt == nil || !f.cfg.JournalExempt.Exempt(rel, isDir)

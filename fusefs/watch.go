@@ -156,22 +156,30 @@ func (i *Invalidation) SetMoveTracker(begin func(from, to string) (end func(move
 // rename, with moved set when it succeeded (RENAME_EXCHANGE included).
 // Without a move tracker it is ownChange.
 func (f *FS) ownMove(from, to string) (end func(moved bool)) {
+	moved := func(ok bool) {
+		// Rule files below an exempt name are never read: a package
+		// manager's renames inside node_modules/ need no record.
+		if ok && f.cfg.Policy != nil && !(f.exempt(to, true) && f.exempt(from, true)) {
+			f.cfg.Policy.Moved(from, to) // docs/DESIGN.md#exempt-widening
+		}
+	}
 	if f.inv != nil {
 		if tr := f.inv.moveTracker.Load(); tr != nil {
+			f.pinRules(from, to)
 			endMove := (*tr)(from, to)
-			return func(moved bool) {
-				endMove(moved)
-				// As ownChange's end: a moved .gitignore changes the rules.
-				for _, rel := range []string{from, to} {
-					if path.Base(rel) == ".gitignore" && f.cfg.Exempt != nil {
-						f.cfg.Exempt.Invalidate(path.Dir(rel))
-					}
-				}
+			return func(ok bool) {
+				endMove(ok)
+				moved(ok)
+				// As ownChange's end: a moved rule file changes the rules.
+				f.invalidateRules(from, to)
 			}
 		}
 	}
 	e := f.ownChange(from, to)
-	return func(bool) { e() }
+	return func(ok bool) {
+		moved(ok)
+		e()
+	}
 }
 
 // SetBatchHook installs a test hook called after each batch (or full

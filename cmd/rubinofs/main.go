@@ -95,6 +95,7 @@ func newApp() *cli.App {
 			inboxCommand(),
 			demoCommand(),
 			configCommand(),
+			policyCommand(),
 			doctorCommand(),
 			completionCommand(),
 			{

@@ -12,7 +12,9 @@
 // is documented where it is made and checked against `git check-ignore` by
 // the tests). The user's global core.excludesFile (~/.config/git/ignore) and
 // other config are deliberately not read: the daemon must exempt the same
-// paths whoever runs it, so only rules stored in the workspace count.
+// paths whoever runs it, so only rules stored in the workspace count. With
+// a Policy, a rule counts only once the mount's owner has accepted it
+// (docs/DESIGN.md#exempt-widening).
 package ignore
 
 import (
@@ -20,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -43,7 +46,17 @@ type Matcher struct {
 	mu    sync.RWMutex
 	gen   uint64            // bumped by Invalidate; a load started before it is not cached
 	files map[string][]rule // ignore file path relative to root -> its rules
+
+	policy *Policy // nil: every rule on disk counts (SetPolicy)
 }
+
+// SetPolicy makes the matcher exempt a git-ignored path only when the
+// rules accepted by p ignore it too (docs/DESIGN.md#exempt-widening). Call
+// it before the first Exempt; several matchers may share one Policy.
+func (m *Matcher) SetPolicy(p *Policy) { m.policy = p }
+
+// Policy returns the policy set by SetPolicy, or nil.
+func (m *Matcher) Policy() *Policy { return m.policy }
 
 // New builds the exemption matcher over the workspace root directory root (an
 // absolute path the daemon can read; ignore files are read from there, never
@@ -67,17 +80,31 @@ func New(root string, extra []string, guardIgnored bool) (*Matcher, error) {
 }
 
 // Exempt reports whether rel (workspace-relative, slash-separated, no leading
-// slash, "" for the root) is exempt: it has a component ".git", matches an
-// extra glob, or (unless guardIgnored) git would ignore it. isDir says whether
-// rel is a directory, which matters for patterns ending in "/". It reads each
-// ignore file at most once until Invalidate, and is safe for concurrent use.
+// slash, "" for the root) is exempt: it matches an extra glob, or it has a
+// component ".git", or (unless guardIgnored) git would ignore it. A rule file
+// that could widen the exemptions is decided apart
+// (docs/DESIGN.md#exempt-widening): .git/info/exclude and the root's
+// .rubino.toml are never exempt but by an extra glob, and a .gitignore is
+// exempt only when its directory is. With a Policy (SetPolicy), git-ignored
+// means ignored by the rules on disk and by the accepted ones. isDir says
+// whether rel is a directory, which matters for patterns ending in "/". It
+// reads each ignore file at most once until Invalidate, and is safe for
+// concurrent use.
 func (m *Matcher) Exempt(rel string, isDir bool) bool {
 	for _, g := range m.extra {
 		if ok, _ := doublestar.Match(g, rel); ok {
 			return true
 		}
 	}
-	if rel == "" {
+	switch {
+	case rel == "":
+		return false
+	case rel == excludeFile || rel == ".rubino.toml":
+		return false
+	case path.Base(rel) == ".gitignore":
+		if dir := path.Dir(rel); dir != "." {
+			return m.Exempt(dir, true)
+		}
 		return false
 	}
 	parts := strings.Split(rel, "/")
@@ -89,15 +116,24 @@ func (m *Matcher) Exempt(rel string, isDir bool) bool {
 	if m.guardIgnored {
 		return false
 	}
+	if !ignored(parts, isDir, m.rules) {
+		return false
+	}
+	return m.policy == nil || ignored(parts, isDir, func(rel string, _ []string) []rule { return m.policy.rules(rel) })
+}
+
+// ignored reports whether git ignores the path parts by the rules that
+// rulesOf gives for each ignore file.
+func ignored(parts []string, isDir bool, rulesOf func(rel string, domain []string) []rule) bool {
 	// git: "It is not possible to re-include a file if a parent directory of
 	// that file is excluded." go-git only looks at the full path, so a
 	// negation can wrongly re-include a file in an excluded directory. Decide
 	// each ancestor first, as git does when it walks the tree (so the
 	// .gitignore files inside an excluded directory are never read).
-	sets := [][]rule{m.rules(excludeFile, nil)} // lowest precedence first
+	sets := [][]rule{rulesOf(excludeFile, nil)} // lowest precedence first
 	dir := ""
 	for i := 1; i <= len(parts); i++ {
-		sets = append(sets, m.rules(joinRel(dir, ".gitignore"), parts[:i-1]))
+		sets = append(sets, rulesOf(joinRel(dir, ".gitignore"), parts[:i-1]))
 		if excluded(sets, parts[:i], i < len(parts) || isDir) {
 			return true
 		}
@@ -178,22 +214,33 @@ func joinRel(dir, name string) string {
 }
 
 // parse splits an ignore file into rules the way git's
-// add_patterns_from_buffer does: a UTF-8 BOM is skipped, a CR before LF is
-// dropped, lines starting with "#" are comments, unescaped trailing spaces are
-// removed, and lines left empty are skipped.
+// add_patterns_from_buffer does (parseLines).
 func parse(data []byte, domain []string) []rule {
-	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	var rs []rule
+	for _, line := range parseLines(data) {
+		if r, ok := newRule(line, domain); ok {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+// parseLines returns the rule lines of an ignore file: a UTF-8 BOM is
+// skipped, a CR before LF is dropped, lines starting with "#" are comments,
+// unescaped trailing spaces are removed, and lines left empty are skipped.
+func parseLines(data []byte) []string {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	var out []string
 	for _, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSuffix(line, "\r")
 		if strings.HasPrefix(line, "#") {
 			continue
 		}
-		if r, ok := newRule(trimTrailingSpaces(line), domain); ok {
-			rs = append(rs, r)
+		if line = trimTrailingSpaces(line); line != "" {
+			out = append(out, line)
 		}
 	}
-	return rs
+	return out
 }
 
 // trimTrailingSpaces ports git's trim_trailing_spaces: "Trailing spaces are
