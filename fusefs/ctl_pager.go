@@ -22,14 +22,14 @@ type pager struct {
 	// clone file's reply, read at the write position by a shell).
 	cursor bool
 
-	pr       *io.PipeReader
-	pos      int64  // bytes served so far
-	last     []byte // the last chunk served, from offset lastOff
-	lastOff  int64
-	done     bool // the renderer ended (EOF or error, in err)
-	err      error
-	buf      []byte
-	started  bool
+	pr      *io.PipeReader
+	pos     int64  // bytes served so far
+	last    []byte // the last chunk served, from offset lastOff
+	lastOff int64
+	done    bool // the renderer ended (EOF or error, in err)
+	err     error
+	buf     []byte
+	started bool
 }
 
 // start (re)starts the renderer.
