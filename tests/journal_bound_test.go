@@ -15,17 +15,17 @@ import (
 	"testing"
 )
 
-// deepLevels and deepDirName are the deep tree: 300 nested directories
-// of 200-byte names (a 60 KB path at the bottom). Whole paths in every
-// record would make its log about 27 MB (90 KB a level); the path table
+// deepLevels and deepDirName are the deep tree: 200 nested directories
+// of 200-byte names (a 40 KB path at the bottom). Whole paths in every
+// record would make its log about 12 MB (60 KB a level); the path table
 // makes it a few hundred bytes a level. (The 1,000-level figures are in
 // docs/BENCHMARKS.md#journal-bounds: each level costs the mount time
 // linear in its depth, too long for a test on a loaded machine.)
-const deepLevels = 300
+const deepLevels = 200
 
 func deepDirName() string { return strings.Repeat("d", 196) }
 
-// TestJournalDeepTreeLinear: `mkdir NAME; cd NAME` 300 times in a
+// TestJournalDeepTreeLinear: `mkdir NAME; cd NAME` 200 times in a
 // session (a bash loop, 25 levels a script) costs at most 2 KiB of log
 // per level, and `changes`, `checkpoints` and `rewind` work on it: the
 // rewind removes the tree.
