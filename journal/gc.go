@@ -34,7 +34,7 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 	now := j.now()
 	for _, n := range names {
 		li := &logInfo{name: n, refs: map[string]int64{}}
-		size, err := ScanLog(j.LogPath(n), func(r Record) error {
+		_, err := scanRaw(j.LogPath(n), func(r *Record, _ *pathTable) error {
 			if r.Op == OpEnd {
 				li.ended = r.Time
 			}
@@ -48,7 +48,9 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 		if err != nil {
 			return res, err
 		}
-		li.size = size
+		if st, err := os.Stat(j.LogPath(n)); err == nil {
+			li.size = st.Size()
+		}
 		if !li.ended.IsZero() && opt.Retention > 0 && now.Sub(li.ended) > opt.Retention {
 			if err := j.removeLog(n); err != nil {
 				return res, err

@@ -120,13 +120,30 @@ func scanFile(path string, fn func(*Record, *pathTable) error) (int64, *pathTabl
 		return 0, nil, err
 	}
 	defer f.Close()
-	return scanRecords(f, fn)
+	return scanRecords(f, fn, false)
+}
+
+// scanRaw is scanFile without resolving: fn sees each line's ids (PID,
+// PID2, the pre-images' and after-states' PID; Path set only by a line
+// of the older format), for a reader that keys by id and builds a path
+// only when it prints one (docs/DESIGN.md#journal-paths).
+func scanRaw(path string, fn func(*Record, *pathTable) error) (*pathTable, error) {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return newPathTable(), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	_, tab, err := scanRecords(f, fn, true)
+	return tab, err
 }
 
 // errStop is returned by a scan callback to end the scan early.
 var errStop = errors.New("journal: scan stopped")
 
-func scanRecords(r io.Reader, fn func(*Record, *pathTable) error) (int64, *pathTable, error) {
+func scanRecords(r io.Reader, fn func(*Record, *pathTable) error, raw bool) (int64, *pathTable, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	tab := newPathTable()
 	var good int64
@@ -144,7 +161,9 @@ func scanRecords(r io.Reader, fn func(*Record, *pathTable) error) (int64, *pathT
 			}
 			var rec Record
 			jerr := json.Unmarshal(bytes.TrimSpace(line), &rec)
-			if jerr == nil {
+			if jerr == nil && raw {
+				jerr = tab.defineRaw(&rec)
+			} else if jerr == nil {
 				jerr = tab.resolve(&rec)
 			}
 			if jerr != nil {
@@ -192,7 +211,7 @@ func openLog(path string, fn func(*Record, *pathTable) error) (*sessionLog, erro
 	if fn == nil {
 		fn = func(*Record, *pathTable) error { return nil }
 	}
-	good, tab, err := scanRecords(f, fn)
+	good, tab, err := scanRecords(f, fn, false)
 	if err != nil {
 		f.Close()
 		return nil, err

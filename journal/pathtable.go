@@ -9,6 +9,15 @@ import (
 	"strings"
 )
 
+// idOf is the id of a path field of a raw line: pid when set, else the
+// interned path of an older-format line ("" is the root, 0).
+func (t *pathTable) idOf(pid uint64, path string) uint64 {
+	if pid != 0 || path == "" {
+		return pid
+	}
+	return t.intern(path)
+}
+
 // PathDef defines path id I of a log as the entry N of directory D (0:
 // the workspace root). A record carries the definitions of the ids it is
 // the first to use, before any use (parents before children).
@@ -23,8 +32,9 @@ type PathDef struct {
 type pathNode struct {
 	dir     uint64
 	name    string
-	depth   int
+	depth   int32
 	written bool
+	defined bool // a slot in use (ids may have gaps)
 }
 
 // pathKey names a node by its directory and name.
@@ -38,13 +48,48 @@ type pathKey struct {
 // linear in the bytes of the names. Not safe for concurrent use: the
 // session mutex guards a writer's table, a reader owns its own.
 type pathTable struct {
+	// byKey is built at the first intern (a reader of a log of ids never
+	// needs it: readers hold only nodes).
 	byKey map[pathKey]uint64
-	nodes map[uint64]*pathNode
+	nodes []pathNode // by id; nodes[0] is the root
 	next  uint64
 }
 
 func newPathTable() *pathTable {
-	return &pathTable{byKey: map[pathKey]uint64{}, nodes: map[uint64]*pathNode{}, next: 1}
+	return &pathTable{nodes: []pathNode{{defined: true}}, next: 1}
+}
+
+// node returns id's node, or nil for an id the table lacks.
+func (t *pathTable) node(id uint64) *pathNode {
+	if id >= uint64(len(t.nodes)) || !t.nodes[id].defined {
+		return nil
+	}
+	return &t.nodes[id]
+}
+
+// put stores id's node, growing the slice.
+func (t *pathTable) put(id uint64, n pathNode) {
+	for uint64(len(t.nodes)) <= id {
+		t.nodes = append(t.nodes, pathNode{})
+	}
+	n.defined = true
+	t.nodes[id] = n
+	if t.byKey != nil {
+		t.byKey[pathKey{n.dir, n.name}] = id
+	}
+}
+
+// keys builds byKey from the nodes (once).
+func (t *pathTable) keys() {
+	if t.byKey != nil {
+		return
+	}
+	t.byKey = make(map[pathKey]uint64, len(t.nodes))
+	for i := 1; i < len(t.nodes); i++ {
+		if n := &t.nodes[i]; n.defined {
+			t.byKey[pathKey{n.dir, n.name}] = uint64(i)
+		}
+	}
 }
 
 // define adds a definition read from the log (written). An id defined
@@ -53,23 +98,25 @@ func (t *pathTable) define(d PathDef) error {
 	if d.I == 0 || d.N == "" || strings.ContainsAny(d.N, "/\x00") {
 		return fmt.Errorf("journal: bad path definition %d", d.I)
 	}
-	depth := 1
+	if d.I > uint64(len(t.nodes))+1<<20 { // ids are handed out in order
+		return fmt.Errorf("journal: path id %d out of range", d.I)
+	}
+	var depth int32 = 1
 	if d.D != 0 {
-		p := t.nodes[d.D]
+		p := t.node(d.D)
 		if p == nil {
 			return fmt.Errorf("journal: path %d defined in unknown directory %d", d.I, d.D)
 		}
 		depth = p.depth + 1
 	}
-	if n := t.nodes[d.I]; n != nil {
+	if n := t.node(d.I); n != nil {
 		if n.dir != d.D || n.name != d.N {
 			return fmt.Errorf("journal: path %d defined twice", d.I)
 		}
 		n.written = true
 		return nil
 	}
-	t.nodes[d.I] = &pathNode{dir: d.D, name: d.N, depth: depth, written: true}
-	t.byKey[pathKey{d.D, d.N}] = d.I
+	t.put(d.I, pathNode{dir: d.D, name: d.N, depth: depth, written: true})
 	if d.I >= t.next {
 		t.next = d.I + 1
 	}
@@ -79,8 +126,9 @@ func (t *pathTable) define(d PathDef) error {
 // intern returns the id of path (slash-separated, relative; "" is 0),
 // adding in memory the nodes it lacks (not yet written).
 func (t *pathTable) intern(path string) uint64 {
+	t.keys()
 	var id uint64
-	depth := 0
+	var depth int32
 	for path != "" {
 		name, rest, _ := strings.Cut(path, "/")
 		path = rest
@@ -93,8 +141,7 @@ func (t *pathTable) intern(path string) uint64 {
 		if !ok {
 			c = t.next
 			t.next++
-			t.nodes[c] = &pathNode{dir: id, name: name, depth: depth}
-			t.byKey[k] = c
+			t.put(c, pathNode{dir: id, name: strings.Clone(name), depth: depth})
 		}
 		id = c
 	}
@@ -104,6 +151,7 @@ func (t *pathTable) intern(path string) uint64 {
 // lookup returns the id of path without adding anything; ok is false when
 // the table has no such path.
 func (t *pathTable) lookup(path string) (uint64, bool) {
+	t.keys()
 	var id uint64
 	for path != "" {
 		name, rest, _ := strings.Cut(path, "/")
@@ -125,7 +173,7 @@ func (t *pathTable) lookup(path string) (uint64, bool) {
 func (t *pathTable) unwritten(id uint64, defs []PathDef) []PathDef {
 	var chain []uint64
 	for id != 0 {
-		n := t.nodes[id]
+		n := t.node(id)
 		if n == nil || n.written {
 			break
 		}
@@ -142,7 +190,7 @@ func (t *pathTable) unwritten(id uint64, defs []PathDef) []PathDef {
 			}
 		}
 		if !dup {
-			n := t.nodes[c]
+			n := t.node(c)
 			defs = append(defs, PathDef{I: c, D: n.dir, N: n.name})
 		}
 	}
@@ -152,7 +200,7 @@ func (t *pathTable) unwritten(id uint64, defs []PathDef) []PathDef {
 // markWritten notes that defs reached the log.
 func (t *pathTable) markWritten(defs []PathDef) {
 	for _, d := range defs {
-		if n := t.nodes[d.I]; n != nil {
+		if n := t.node(d.I); n != nil {
 			n.written = true
 		}
 	}
@@ -163,12 +211,12 @@ func (t *pathTable) path(id uint64) (string, error) {
 	if id == 0 {
 		return "", nil
 	}
-	n := t.nodes[id]
+	n := t.node(id)
 	if n == nil {
 		return "", fmt.Errorf("journal: unknown path id %d", id)
 	}
 	size := 0
-	for c := n; ; c = t.nodes[c.dir] {
+	for c := n; ; c = &t.nodes[c.dir] {
 		size += len(c.name) + 1
 		if c.dir == 0 {
 			break
@@ -176,7 +224,7 @@ func (t *pathTable) path(id uint64) (string, error) {
 	}
 	b := make([]byte, size-1)
 	end := len(b)
-	for c := n; ; c = t.nodes[c.dir] {
+	for c := n; ; c = &t.nodes[c.dir] {
 		copy(b[end-len(c.name):end], c.name)
 		end -= len(c.name)
 		if c.dir == 0 {
@@ -191,7 +239,7 @@ func (t *pathTable) path(id uint64) (string, error) {
 // below reports whether id names a path strictly below anc.
 func (t *pathTable) below(id, anc uint64) bool {
 	for id != 0 {
-		n := t.nodes[id]
+		n := t.node(id)
 		if n == nil {
 			return false
 		}
@@ -241,7 +289,7 @@ func (t *pathTable) less(a, b uint64) bool {
 	return sa < sb
 }
 
-func (t *pathTable) depth(id uint64) int {
+func (t *pathTable) depth(id uint64) int32 {
 	if id == 0 {
 		return 0
 	}
@@ -283,6 +331,43 @@ func (t *pathTable) encode(rec Record) (Record, []PathDef) {
 	return rec, defs
 }
 
+// defineRaw defines rec's Defs in t and checks that every id rec uses is
+// defined, leaving the ids in place (a raw scan). A bad line defines
+// nothing.
+func (t *pathTable) defineRaw(rec *Record) (err error) {
+	var added []uint64
+	defer func() {
+		if err != nil {
+			for _, i := range added {
+				t.nodes[i] = pathNode{}
+			}
+		}
+	}()
+	for _, d := range rec.Defs {
+		if t.node(d.I) == nil {
+			added = append(added, d.I)
+		}
+		if err := t.define(d); err != nil {
+			return err
+		}
+	}
+	rec.Defs = nil
+	check := func(id uint64) {
+		if id != 0 && err == nil && t.node(id) == nil {
+			err = fmt.Errorf("journal: unknown path id %d", id)
+		}
+	}
+	check(rec.PID)
+	check(rec.PID2)
+	for i := range rec.Pre {
+		check(rec.Pre[i].PID)
+	}
+	for i := range rec.After {
+		check(rec.After[i].PID)
+	}
+	return err
+}
+
 // resolve defines rec's Defs in t and turns its ids back into paths
 // (PID, PID2 and Defs zeroed). A line of the older format (paths, no
 // ids) passes unchanged. An unknown id is an error.
@@ -291,14 +376,16 @@ func (t *pathTable) resolve(rec *Record) (err error) {
 	defer func() {
 		if err != nil { // a bad line defines nothing
 			for _, i := range added {
-				n := t.nodes[i]
-				delete(t.byKey, pathKey{n.dir, n.name})
-				delete(t.nodes, i)
+				n := &t.nodes[i]
+				if t.byKey != nil {
+					delete(t.byKey, pathKey{n.dir, n.name})
+				}
+				*n = pathNode{}
 			}
 		}
 	}()
 	for _, d := range rec.Defs {
-		if t.nodes[d.I] == nil {
+		if t.node(d.I) == nil {
 			added = append(added, d.I)
 		}
 		if err := t.define(d); err != nil {

@@ -22,8 +22,8 @@ func (j *Journal) CheckpointList(sessionName string) ([]CheckpointInfo, error) {
 		return nil, fmt.Errorf("journal: bad session name %q", sessionName)
 	}
 	var out []CheckpointInfo
-	_, err := ScanLog(j.LogPath(sessionName), func(r Record) error {
-		out = addCheckpointInfo(out, r)
+	_, err := scanRaw(j.LogPath(sessionName), func(r *Record, _ *pathTable) error {
+		out = addCheckpointInfo(out, *r)
 		return nil
 	})
 	return out, err
@@ -49,12 +49,25 @@ func addCheckpointInfo(out []CheckpointInfo, r Record) []CheckpointInfo {
 }
 
 // sinceIndex is what changed since a checkpoint, keyed by the ids of the
-// reader's path table: each changed path's earliest pre-image after the
-// checkpoint (Path empty) and ops, and the renames in order.
+// reader's path table, in a few bytes a path: each changed path's slot
+// (index+1 into changes, by id), its earliest pre-image after the
+// checkpoint (an index into the distinct pre-images, Path empty) and its
+// ops (codes into opNames); and the renames in order.
 type sinceIndex struct {
 	tab     *pathTable
-	byID    map[uint64]*Change
+	slot    []int32
+	changes []sinceChange
+	pres    []PreImage
+	opNames []string
 	renames []Rename
+}
+
+// sinceChange is one changed path: pre is an index into pres (-1: none
+// seen after the checkpoint), ops codes into opNames.
+type sinceChange struct {
+	id  uint64
+	pre int32
+	ops []byte
 }
 
 // errNoCheckpoint marks a since of an unknown checkpoint.
@@ -70,9 +83,21 @@ func (j *Journal) sinceScan(sessionName, id string) (*sinceIndex, error) {
 	if id == "" {
 		id = "cp000000"
 	}
-	idx := &sinceIndex{byID: map[uint64]*Change{}}
+	idx := &sinceIndex{}
+	preIdx := map[PreImage]int32{}
+	opIdx := map[string]byte{}
+	get := func(k uint64) *sinceChange {
+		for uint64(len(idx.slot)) <= k {
+			idx.slot = append(idx.slot, 0)
+		}
+		if idx.slot[k] == 0 {
+			idx.changes = append(idx.changes, sinceChange{id: k, pre: -1})
+			idx.slot[k] = int32(len(idx.changes))
+		}
+		return &idx.changes[idx.slot[k]-1]
+	}
 	started := false
-	_, tab, err := scanFile(j.LogPath(sessionName), func(r *Record, tab *pathTable) error {
+	tab, err := scanRaw(j.LogPath(sessionName), func(r *Record, tab *pathTable) error {
 		if !started {
 			started = r.Op == OpCheckpoint && r.ID == id
 			return nil
@@ -81,30 +106,48 @@ func (j *Journal) sinceScan(sessionName, id string) (*sinceIndex, error) {
 			return nil
 		}
 		for _, pre := range r.Pre {
-			k := tab.intern(pre.Path)
-			if idx.byID[k] == nil {
-				pre.Path = ""
-				idx.byID[k] = &Change{Pre: pre}
+			c := get(tab.idOf(pre.PID, pre.Path))
+			if c.pre >= 0 {
+				continue
 			}
+			pre.Path, pre.PID = "", 0
+			pi, ok := preIdx[pre]
+			if !ok {
+				pi = int32(len(idx.pres))
+				idx.pres = append(idx.pres, pre)
+				preIdx[pre] = pi
+			}
+			c.pre = pi
 		}
-		note := func(p string) {
-			if p == "" {
-				return
+		code, ok := opIdx[r.Op]
+		if !ok {
+			if len(idx.opNames) == 255 {
+				return fmt.Errorf("journal: more than 255 kinds of op")
 			}
-			k := tab.intern(p)
-			c := idx.byID[k]
-			if c == nil {
-				c = &Change{}
-				idx.byID[k] = c
-			}
-			c.Ops = append(c.Ops, r.Op)
+			code = byte(len(idx.opNames))
+			idx.opNames = append(idx.opNames, r.Op)
+			opIdx[r.Op] = code
 		}
-		note(r.Path)
-		if r.Path2 != r.Path {
-			note(r.Path2)
+		a, b := tab.idOf(r.PID, r.Path), tab.idOf(r.PID2, r.Path2)
+		hasA, hasB := r.PID != 0 || r.Path != "", r.PID2 != 0 || r.Path2 != ""
+		if hasA {
+			c := get(a)
+			c.ops = append(c.ops, code)
+		}
+		if hasB && (!hasA || b != a) {
+			c := get(b)
+			c.ops = append(c.ops, code)
 		}
 		if r.Op == OpRename || r.Op == OpExchange {
-			idx.renames = append(idx.renames, Rename{Seq: r.Seq, From: r.Path, To: r.Path2, Exchange: r.Op == OpExchange})
+			from, err := tab.path(a)
+			if err != nil {
+				return err
+			}
+			to, err := tab.path(b)
+			if err != nil {
+				return err
+			}
+			idx.renames = append(idx.renames, Rename{Seq: r.Seq, From: from, To: to, Exchange: r.Op == OpExchange})
 		}
 		return nil
 	})
@@ -121,19 +164,30 @@ func (j *Journal) sinceScan(sessionName, id string) (*sinceIndex, error) {
 // each calls fn with every changed path in path order, its Change's Path
 // filled in (a fresh string per call, dropped after it).
 func (idx *sinceIndex) each(fn func(Change) error) error {
-	ids := make([]uint64, 0, len(idx.byID))
-	for k := range idx.byID {
-		ids = append(ids, k)
+	order := make([]int32, len(idx.changes))
+	for i := range order {
+		order[i] = int32(i)
 	}
-	sort.Slice(ids, func(a, b int) bool { return idx.tab.less(ids[a], ids[b]) })
-	for _, k := range ids {
-		p, err := idx.tab.path(k)
+	sort.Slice(order, func(a, b int) bool {
+		return idx.tab.less(idx.changes[order[a]].id, idx.changes[order[b]].id)
+	})
+	for _, i := range order {
+		sc := &idx.changes[i]
+		p, err := idx.tab.path(sc.id)
 		if err != nil {
 			return err
 		}
-		c := *idx.byID[k]
-		c.Path = p
+		c := Change{Path: p}
+		if sc.pre >= 0 {
+			c.Pre = idx.pres[sc.pre]
+		}
 		c.Pre.Path = p
+		if len(sc.ops) > 0 {
+			c.Ops = make([]string, len(sc.ops))
+			for k, code := range sc.ops {
+				c.Ops[k] = idx.opNames[code]
+			}
+		}
 		if err := fn(c); err != nil {
 			return err
 		}
