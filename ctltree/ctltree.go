@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"syscall"
 )
 
@@ -220,6 +221,21 @@ type File struct {
 	Clone func(c Caller, spec []byte) (string, error)
 	// Open starts a handle's feed, for Stream files.
 	Open func(c Caller) (Feed, error)
+	// Render, when set on a ReadOnly file, is used instead of Read: it
+	// writes the content to w, from a goroutine of the handle's own
+	// started at the first read, while the reader reads it in order, so
+	// the content is never held whole (the journal's change lists). A
+	// read at offset 0 starts it again; a read elsewhere than where the
+	// last one ended (or within its chunk) is EINVAL; an error of Render,
+	// or a w.Write failing because the handle was released, ends it (the
+	// reader gets EIO after what was written). docs/DESIGN.md#ctl-render.
+	Render func(c Caller, w io.Writer) error
+	// CloneRender, when set on a Clone file, is used instead of Clone: the
+	// first write(2) passes the spec, and an error fails that write (as
+	// Clone's does); the returned function then writes the reply, which
+	// the same handle reads as Render's content (in order; a read at
+	// offset 0 starts it again).
+	CloneRender func(c Caller, spec []byte) (func(w io.Writer) error, error)
 }
 
 func (*File) ctlNode() {}

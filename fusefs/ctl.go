@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"io"
 	"strings"
 	"sync"
 	"syscall"
@@ -279,6 +280,9 @@ type ctlHandle struct {
 	cloned  bool  // the clone file took its spec (an empty id reads as nothing)
 	cursor  int64 // clone files: handle-local read position
 	errMsg  string
+	// pages serves a rendered file (File.Render) or a rendered clone
+	// reply (File.CloneRender): ctl_pager.go.
+	pages *pager
 }
 
 // Read serves the content.
@@ -289,6 +293,17 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 		msg := "error: " + h.errMsg + "\n"
 		h.errMsg = ""
 		return fuse.ReadResultData([]byte(msg)), 0
+	}
+	if h.file.Kind == ctltree.ReadOnly && h.file.Render != nil && h.pages == nil {
+		file, c := h.file, h.caller
+		h.pages = &pager{render: func(w io.Writer) error { return file.Render(c, w) }}
+	}
+	if h.pages != nil {
+		data, err := h.pages.read(off, len(dest))
+		if err != nil {
+			return nil, h.fail(err)
+		}
+		return fuse.ReadResultData(data), 0
 	}
 	if h.file.Kind == ctltree.Clone {
 		if !h.cloned {
@@ -392,6 +407,13 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 			err = ctltree.Errorf(syscall.EINVAL, "this handle already created %s; open the clone file again", h.cloneID)
 			break
 		}
+		if h.file.CloneRender != nil {
+			var render func(io.Writer) error
+			if render, err = h.file.CloneRender(h.caller, data); err == nil {
+				h.pages, h.cloned = &pager{render: render, cursor: true}, true
+			}
+			break
+		}
 		var id string
 		id, err = h.file.Clone(h.caller, data)
 		if err == nil {
@@ -419,8 +441,15 @@ func (h *ctlHandle) Flush(ctx context.Context) syscall.Errno {
 	return 0
 }
 
-// Release drops the handle.
-func (h *ctlHandle) Release(ctx context.Context) syscall.Errno { return 0 }
+// Release drops the handle (and stops a renderer it started).
+func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pages != nil {
+		h.pages.stop()
+	}
+	return 0
+}
 
 // ctlErrorRecord is one entry of /.rubino/errors.
 type ctlErrorRecord struct {

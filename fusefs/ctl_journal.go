@@ -27,10 +27,9 @@ package fusefs
 // tracked and denials are.
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -54,15 +53,18 @@ func errJournalOff() error {
 // journalEntries are the journal's files in session name's directory.
 func (f *FS) journalEntries(name string) []ctltree.Entry {
 	return []ctltree.Entry{
-		{Name: "checkpoints", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: func(context.Context, ctltree.Caller) ([]byte, error) {
-			return f.checkpointsText(name)
+		{Name: "checkpoints", Node: &ctltree.File{Kind: ctltree.ReadOnly, Render: func(_ ctltree.Caller, w io.Writer) error {
+			return f.writeCheckpoints(w, name)
 		}}},
-		{Name: "changes", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: func(context.Context, ctltree.Caller) ([]byte, error) {
-			return f.changesText(name, "")
+		{Name: "changes", Node: &ctltree.File{Kind: ctltree.ReadOnly, Render: func(_ ctltree.Caller, w io.Writer) error {
+			render, err := f.changesRender(name, "")
+			if err != nil {
+				return err
+			}
+			return render(w)
 		}}},
-		{Name: "journal", Node: &ctltree.File{Kind: ctltree.Clone, Clone: func(c ctltree.Caller, req []byte) (string, error) {
-			reply, err := f.journalRequest(c, name, req)
-			return strings.TrimSuffix(reply, "\n"), err
+		{Name: "journal", Node: &ctltree.File{Kind: ctltree.Clone, CloneRender: func(c ctltree.Caller, req []byte) (func(io.Writer) error, error) {
+			return f.journalRequest(c, name, req)
 		}}},
 	}
 }
@@ -74,20 +76,26 @@ type checkpointInfo struct {
 	Time    time.Time `json:"time"`
 	Changes int       `json:"changes"`
 	Paths   int       `json:"paths"`
+	// Stopped is why the journal was stopped in this checkpoint's
+	// interval (docs/DESIGN.md#journal-budget); absent when it was not.
+	Stopped string `json:"stopped,omitempty"`
 }
 
-// checkpointsText renders session's checkpoints as JSON lines.
-func (f *FS) checkpointsText(session string) ([]byte, error) {
+// writeCheckpoints writes session's checkpoints as JSON lines, streaming
+// its log (docs/DESIGN.md#ctl-render).
+func (f *FS) writeCheckpoints(w io.Writer, session string) error {
 	cps, err := f.checkpointList(session)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	for _, cp := range cps {
-		enc.Encode(checkpointInfo{ID: cp.ID, Label: cp.Label, Time: cp.Time, Changes: cp.Changes, Paths: cp.Paths})
+		if err := enc.Encode(checkpointInfo{ID: cp.ID, Label: cp.Label, Time: cp.Time, Changes: cp.Changes, Paths: cp.Paths, Stopped: cp.Stopped}); err != nil {
+			return err
+		}
 	}
-	return b.Bytes(), nil
+	return nil
 }
 
 // checkpointList returns session's checkpoints (none for a session with
@@ -101,11 +109,11 @@ func (f *FS) checkpointList(session string) ([]journal.CheckpointInfo, error) {
 	if !journal.ValidSession(session) {
 		return nil, nil
 	}
-	recs, err := j.Records(session)
+	cps, err := j.CheckpointList(session)
 	if err != nil {
 		return nil, ctltree.Errorf(syscall.EIO, "reading the journal of %s: %v", session, err)
 	}
-	return journal.Checkpoints(recs), nil
+	return cps, nil
 }
 
 // checkCheckpoint returns nil when cp is one of session's checkpoints,
@@ -150,14 +158,16 @@ func (f *FS) startOnly(session, cp string) (bool, error) {
 	return true, nil
 }
 
-// changesText renders what session changed since checkpoint since ("":
-// the session start) as JSON lines of journal.PathChange.
-func (f *FS) changesText(session, since string) ([]byte, error) {
+// changesRender checks a changes request of session since checkpoint
+// since ("": the session start) and returns what writes the changes as
+// JSON lines of journal.PathChange, one path at a time
+// (docs/DESIGN.md#ctl-render).
+func (f *FS) changesRender(session, since string) (func(io.Writer) error, error) {
 	if f.cfg.Journal == nil {
 		return nil, errJournalOff()
 	}
 	if none, err := f.startOnly(session, since); none || err != nil {
-		return nil, err
+		return noReply, err
 	}
 	if since != "" {
 		if err := f.checkCheckpoint(session, since); err != nil {
@@ -165,18 +175,29 @@ func (f *FS) changesText(session, since string) ([]byte, error) {
 		}
 	}
 	if !journal.ValidSession(session) {
-		return nil, nil
+		return noReply, nil
 	}
-	list, err := f.cfg.Journal.ListChanges(session, since, fsInspector{f})
-	if err != nil {
-		return nil, journalErr(err)
+	return func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		err := f.cfg.Journal.EachChange(session, since, fsInspector{f}, func(pc journal.PathChange) error {
+			return enc.Encode(pc)
+		})
+		if err != nil {
+			return journalErr(err)
+		}
+		return nil
+	}, nil
+}
+
+// noReply writes nothing; textReply writes s.
+func noReply(io.Writer) error { return nil }
+
+func textReply(s string) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := io.WriteString(w, s)
+		return err
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	for _, pc := range list {
-		enc.Encode(pc)
-	}
-	return b.Bytes(), nil
 }
 
 // journalErr maps an error of the rewind engine to the control file's
@@ -282,52 +303,56 @@ func parseJournalArgs(verb string, toks []string, allowed ...string) (journalArg
 	return a, nil
 }
 
-// journalRequest serves one request to session's journal file and
-// returns the reply.
-func (f *FS) journalRequest(c ctltree.Caller, session string, req []byte) (string, error) {
+// journalRequest serves one request to session's journal file: the
+// request is checked (and a checkpoint or rewind done) before it returns;
+// the reply is what the returned function writes, read back by the
+// handle in order (changes and diff render as they are read:
+// docs/DESIGN.md#ctl-render).
+func (f *FS) journalRequest(c ctltree.Caller, session string, req []byte) (func(io.Writer) error, error) {
 	if len(req) > maxJournalRequest {
-		return "", ctltree.Errorf(syscall.EFBIG, "request of %d bytes exceeds the limit of %d bytes", len(req), maxJournalRequest)
+		return nil, ctltree.Errorf(syscall.EFBIG, "request of %d bytes exceeds the limit of %d bytes", len(req), maxJournalRequest)
 	}
 	if f.cfg.Journal == nil {
-		return "", errJournalOff()
+		return nil, errJournalOff()
 	}
 	if err := mayUseJournal(c, session); err != nil {
-		return "", err
+		return nil, err
 	}
 	line := strings.TrimRight(string(req), "\n")
 	verb, rest, _ := strings.Cut(strings.TrimLeft(line, " \t"), " ")
 	if verb == "checkpoint" {
-		return f.checkpointRequest(session, rest)
+		id, err := f.checkpointRequest(session, rest)
+		return textReply(id), err
 	}
 	toks, err := splitRequest(rest)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	switch verb {
 	case "changes":
 		a, err := parseJournalArgs(verb, toks, "--since")
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		b, err := f.changesText(session, a.since)
-		return string(b), err
+		return f.changesRender(session, a.since)
 	case "diff":
 		a, err := parseJournalArgs(verb, toks, "--since", "--")
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		return f.diffRequest(c, session, a)
 	case "rewind":
 		a, err := parseJournalArgs(verb, toks, "--to", "--force", "--dry-run", "--")
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		if a.to == "" {
-			return "", ctltree.Errorf(syscall.EINVAL, "rewind: --to CP is required")
+			return nil, ctltree.Errorf(syscall.EINVAL, "rewind: --to CP is required")
 		}
-		return f.rewindRequest(c, session, a)
+		reply, err := f.rewindRequest(c, session, a)
+		return textReply(reply), err
 	}
-	return "", ctltree.Errorf(syscall.EINVAL, "unknown request %q: want checkpoint, changes, diff or rewind", clipReason(verb))
+	return nil, ctltree.Errorf(syscall.EINVAL, "unknown request %q: want checkpoint, changes, diff or rewind", clipReason(verb))
 }
 
 // checkpointRequest takes a checkpoint of session labelled rest (the rest
@@ -370,28 +395,30 @@ func (f *FS) requestPaths(c ctltree.Caller, ps []string) ([]string, error) {
 	return out, nil
 }
 
-// diffRequest renders the unified diff of session's changes.
-func (f *FS) diffRequest(c ctltree.Caller, session string, a journalArgs) (string, error) {
+// diffRequest checks a diff request and returns what writes the unified
+// diff of session's changes, one path at a time.
+func (f *FS) diffRequest(c ctltree.Caller, session string, a journalArgs) (func(io.Writer) error, error) {
 	if none, err := f.startOnly(session, a.since); none || err != nil {
-		return "", err
+		return noReply, err
 	}
 	if a.since != "" {
 		if err := f.checkCheckpoint(session, a.since); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	paths, err := f.requestPaths(c, a.paths)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if !journal.ValidSession(session) {
-		return "", nil
+		return noReply, nil
 	}
-	out, err := f.cfg.Journal.Diff(session, a.since, paths, fsInspector{f}, f.currentBytes)
-	if err != nil {
-		return "", journalErr(err)
-	}
-	return out, nil
+	return func(w io.Writer) error {
+		if err := f.cfg.Journal.DiffTo(w, session, a.since, paths, fsInspector{f}, f.currentBytes); err != nil {
+			return journalErr(err)
+		}
+		return nil
+	}, nil
 }
 
 // rewindReply is the reply of a rewind request.

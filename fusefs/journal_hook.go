@@ -228,6 +228,11 @@ func (f *FS) journalBefore(m *mutation, j *jDirs, session string) (rec journal.R
 	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
 		f.journalGap(session, m.jop, m.names[0].rel, err)
 		return rec, false, 0
+	case errors.Is(err, journal.ErrStopped):
+		// The budget is spent: the session's journal is stopped, the
+		// change goes ahead unrecorded (docs/DESIGN.md#journal-budget).
+		f.journalStoppedGap(session, m.jop, m.names[0].rel, err)
+		return rec, false, 0
 	}
 	f.journalFailed(session, m.jop, m.names[0].rel, err)
 	return rec, false, syscall.EIO
@@ -239,6 +244,8 @@ type journalGaps struct {
 	mu   sync.Mutex
 	n    uint64
 	last string
+	// stopped marks the sessions whose stop was logged (once each).
+	stopped map[string]bool
 }
 
 // journalGap lets a change through unrecorded when the state directory
@@ -259,14 +266,53 @@ func (f *FS) journalGap(session, op, rel string, err error) {
 	}
 }
 
-// journalStatus is the "journal" key of .rubino/status.
+// journalStoppedGap counts a change let through unrecorded because its
+// session's journal is stopped (the budget is spent), and logs and lists
+// the stop the first time per session (docs/DESIGN.md#journal-budget).
+func (f *FS) journalStoppedGap(session, op, rel string, err error) {
+	g := &f.jgaps
+	g.mu.Lock()
+	g.n++
+	g.last = err.Error()
+	if g.stopped == nil {
+		g.stopped = map[string]bool{}
+	}
+	first := !g.stopped[session]
+	g.stopped[session] = true
+	g.mu.Unlock()
+	if first {
+		f.journalError(session, op, rel, fmt.Sprintf("%s made unrecorded: %v", op, err))
+	}
+}
+
+// journalStatus is the "journal" key of .rubino/status: the changes made
+// unrecorded and the last reason, the budget and what counts against it
+// (bytes), and "stopped": each session whose journal is stopped, with why
+// (docs/DESIGN.md#journal-budget).
 func (f *FS) journalStatus() (string, any) {
 	g := &f.jgaps
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	st := map[string]any{"unrecorded": g.n}
 	if g.last != "" {
 		st["last_error"] = g.last
+	}
+	g.mu.Unlock()
+	if j := f.cfg.Journal; j != nil {
+		blobs, logs := j.Used()
+		st["budget_bytes"] = j.Budget()
+		st["blob_bytes"] = blobs
+		st["log_bytes"] = logs
+		stopped := j.StoppedSessions()
+		if len(stopped) > 0 {
+			st["stopped"] = stopped
+		}
+		g.mu.Lock()
+		for s := range g.stopped { // restarted by a checkpoint under the budget
+			if stopped[s] == "" {
+				delete(g.stopped, s)
+			}
+		}
+		g.mu.Unlock()
 	}
 	return "journal", st
 }

@@ -24,6 +24,9 @@ func (j *Journal) NoteAfter(sessionName string, ref uint64, afters []After) erro
 		return err
 	}
 	defer s.mu.Unlock()
+	if s.stopped != "" {
+		return nil // a stopped journal notes nothing (docs/DESIGN.md#journal-budget)
+	}
 	rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: OpAfter, Ref: ref, After: afters}
 	if err := s.log.write(rec, false); err != nil {
 		return err

@@ -82,6 +82,9 @@ type Blobs struct {
 	// Remove.
 	budget atomic.Int64
 	used   atomic.Int64
+	// others, when set, is the rest of the journal that counts against
+	// the budget (the session logs' bytes: docs/DESIGN.md#journal-budget).
+	others func() int64
 	// clones, ranges and plains count blobs copied by each method (tests
 	// and metrics).
 	clones, ranges, plains atomic.Int64
@@ -132,6 +135,9 @@ func (b *Blobs) Used() int64 { return b.used.Load() }
 func (b *Blobs) reserve(n int64) bool {
 	for {
 		budget, used := b.budget.Load(), b.used.Load()
+		if budget > 0 && b.others != nil && used+n+b.others() > budget {
+			return false
+		}
 		if budget > 0 && used+n > budget {
 			return false
 		}

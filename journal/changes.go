@@ -2,10 +2,6 @@ package journal
 
 // The change list of a session since a checkpoint.
 
-import (
-	"fmt"
-)
-
 // ListChanges lists what session changed since checkpoint since (""
 // means the session start, cp000000), sorted by path: each path's Ops,
 // Before (its earliest pre-image after the checkpoint: kind, mode, size,
@@ -15,36 +11,13 @@ import (
 // name it had at the checkpoint, following chains of renames; for an
 // exchange, the other name). An unknown checkpoint is an error.
 func (j *Journal) ListChanges(sessionName, since string, ins Inspector) ([]PathChange, error) {
-	recs, err := j.Records(sessionName)
-	if err != nil {
-		return nil, err
-	}
-	if since == "" {
-		since = "cp000000"
-	}
-	ch, err := Since(recs, since)
-	if err != nil {
-		return nil, err
-	}
-	from := renamedFrom(ch.Renames)
-	out := make([]PathChange, 0, len(ch.Paths))
-	for _, c := range ch.Paths {
-		pc := PathChange{Path: c.Path, Ops: c.Ops, RenamedFrom: from[c.Path],
-			Before: After{Path: c.Path, Kind: c.Pre.Kind, Mode: c.Pre.Mode, Size: c.Pre.Size, Hash: c.Pre.Blob}}
-		if pc.Ops == nil {
-			pc.Ops = []string{}
-		}
-		a, err := ins.Lstat(c.Path)
-		if err != nil {
-			return nil, fmt.Errorf("journal: state of %s: %w", c.Path, err)
-		}
-		if a.Kind == KindFile && a.Mode&0o170000 == 0o100000 && a.Hash == "" {
-			if a.Hash, err = ins.HashOf(c.Path); err != nil {
-				return nil, fmt.Errorf("journal: hash of %s: %w", c.Path, err)
-			}
-		}
-		pc.After = a
+	out := []PathChange{}
+	err := j.EachChange(sessionName, since, ins, func(pc PathChange) error {
 		out = append(out, pc)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -39,31 +39,9 @@ type side struct {
 // Readlink(path) (string, error) method. Errors are the log's, the blob
 // store's, ins's and cur's.
 func (j *Journal) Diff(sessionName, since string, paths []string, ins Inspector, cur func(path string) ([]byte, error)) (string, error) {
-	recs, err := j.Records(sessionName)
-	if err != nil {
-		return "", err
-	}
-	if since == "" {
-		since = "cp000000"
-	}
-	ch, err := Since(recs, since)
-	if err != nil {
-		return "", err
-	}
 	var out strings.Builder
-	for _, c := range ch.Paths {
-		if !within(c.Path, paths) {
-			continue
-		}
-		a, err := j.preSide(c.Pre)
-		if err != nil {
-			return "", fmt.Errorf("journal: pre-image of %s: %w", c.Path, err)
-		}
-		b, err := curSide(c.Path, ins, cur)
-		if err != nil {
-			return "", fmt.Errorf("journal: current %s: %w", c.Path, err)
-		}
-		writeFileDiff(&out, c.Path, a, b)
+	if err := j.DiffTo(&out, sessionName, since, paths, ins, cur); err != nil {
+		return "", err
 	}
 	return out.String(), nil
 }

@@ -13,7 +13,8 @@ import (
 
 // GC removes the logs of sessions ended (an OpEnd record) longer than
 // opt.Retention ago (0: kept forever); then, while the blobs the remaining
-// logs refer to exceed opt.Budget (0: no bound), the logs of ended
+// logs refer to and those logs' own bytes exceed opt.Budget (0: no bound;
+// docs/DESIGN.md#journal-budget), the logs of ended
 // sessions, the earliest ended first (a live session's log is never
 // removed); then every blob no remaining log refers to. It reports the
 // sessions and blobs removed, the bytes freed, the store's size after and
@@ -32,12 +33,8 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 	var logs []*logInfo
 	now := j.now()
 	for _, n := range names {
-		recs, err := j.Records(n)
-		if err != nil {
-			return res, err
-		}
 		li := &logInfo{name: n, refs: map[string]int64{}}
-		for _, r := range recs {
+		_, err := scanRaw(j.LogPath(n), func(r *Record, _ *pathTable) error {
 			if r.Op == OpEnd {
 				li.ended = r.Time
 			}
@@ -46,6 +43,13 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 					li.refs[p.Blob] = p.Size
 				}
 			}
+			return nil
+		})
+		if err != nil {
+			return res, err
+		}
+		if st, err := os.Stat(j.LogPath(n)); err == nil {
+			li.size = st.Size()
 		}
 		if !li.ended.IsZero() && opt.Retention > 0 && now.Sub(li.ended) > opt.Retention {
 			if err := j.removeLog(n); err != nil {
@@ -60,6 +64,7 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 		set := map[string]bool{}
 		var total int64
 		for _, li := range logs {
+			total += li.size // the logs count too: docs/DESIGN.md#journal-budget
 			for a, size := range li.refs {
 				if !set[a] {
 					set[a] = true
@@ -130,6 +135,7 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 type logInfo struct {
 	name  string
 	ended time.Time
+	size  int64
 	refs  map[string]int64
 }
 
@@ -163,6 +169,9 @@ func (j *Journal) removeLog(name string) error {
 		}
 		s.err = errRemoved
 		s.mu.Unlock()
+	}
+	if st, err := os.Stat(j.LogPath(name)); err == nil {
+		defer j.logGrew(-st.Size())
 	}
 	if err := os.Remove(j.LogPath(name)); err != nil && !os.IsNotExist(err) {
 		return err

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,6 +59,12 @@ type Journal struct {
 
 	// fl is SyncWrite's background flusher; nil with SyncFsync.
 	fl *flusher
+
+	// budget bounds blobs and logs together (0: no bound); logBytes is
+	// the running total of the session logs' sizes
+	// (docs/DESIGN.md#journal-budget).
+	budget   int64
+	logBytes atomic.Int64
 }
 
 // session is the in-memory state of one open session log.
@@ -67,8 +74,11 @@ type session struct {
 	seq     uint64
 	nextCP  int
 	lastCP  string
-	touched map[string]bool // paths with a pre-image in the current interval
+	touched map[uint64]bool // path ids (log.tab) with a pre-image in the current interval
 	err     error           // a failed open, returned to every caller
+	// stopped is why the session's journal is stopped ("": it is not):
+	// docs/DESIGN.md#journal-budget.
+	stopped string
 }
 
 // Open returns the journal under dir (STATE/journal), creating dir,
@@ -88,7 +98,11 @@ func Open(dir string, opt Options) (*Journal, error) {
 	if now == nil {
 		now = time.Now
 	}
-	j := &Journal{dir: dir, blobs: b, now: now, sessions: map[string]*session{}}
+	j := &Journal{dir: dir, blobs: b, now: now, sessions: map[string]*session{}, budget: opt.Budget}
+	if err := j.countLogs(); err != nil {
+		return nil, err
+	}
+	b.others = j.logBytes.Load
 	if opt.Sync == SyncWrite {
 		b.deferSync = true
 		j.startFlusher(opt.FlushInterval, opt.FlushError)
@@ -172,8 +186,30 @@ func (j *Journal) session(name string) (*session, error) {
 // checkpoint. A new log starts with the implicit checkpoint.
 func (j *Journal) load(name string, s *session) error {
 	path := j.LogPath(name)
-	_, statErr := os.Stat(path)
-	l, recs, err := openLog(path)
+	st, statErr := os.Stat(path)
+	s.touched = map[uint64]bool{}
+	s.stopped = ""
+	n := 0
+	l, err := openLog(path, func(r *Record, tab *pathTable) error {
+		n++
+		s.seq = r.Seq
+		if r.Op == OpCheckpoint {
+			s.nextCP++
+			s.lastCP = r.ID
+			s.touched = map[uint64]bool{}
+			s.stopped = ""
+			return nil
+		}
+		if r.Op == OpStop {
+			s.stopped = r.Label
+			return nil
+		}
+		for _, p := range r.Pre {
+			s.touched[tab.intern(p.Path)] = true
+		}
+		forgetMoved(tab, s.touched, r)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
@@ -183,22 +219,12 @@ func (j *Journal) load(name string, s *session) error {
 			return err
 		}
 	}
-	s.log = l
-	s.touched = map[string]bool{}
-	for _, r := range recs {
-		s.seq = r.Seq
-		if r.Op == OpCheckpoint {
-			s.nextCP++
-			s.lastCP = r.ID
-			s.touched = map[string]bool{}
-			continue
-		}
-		for _, p := range r.Pre {
-			s.touched[p.Path] = true
-		}
-		forgetMoved(s.touched, r)
+	l.grew = j.logGrew
+	if st != nil {
+		j.logGrew(l.size - st.Size()) // a torn tail cut away
 	}
-	if len(recs) == 0 {
+	s.log = l
+	if n == 0 {
 		if _, err := j.checkpointLocked(s, "session start"); err != nil {
 			return err
 		}
@@ -233,9 +259,12 @@ func (j *Journal) Record(sessionName, op, path, path2 string, capture Capture) (
 		return Record{}, err
 	}
 	defer s.mu.Unlock()
+	if err := j.stopIfSpent(s); err != nil {
+		return Record{}, err
+	}
 	rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: op, Path: path, Path2: path2}
 	for _, p := range []string{path, path2} {
-		if p == "" || s.touched[p] || (p == path2 && p == path) {
+		if p == "" || s.touched[s.log.tab.intern(p)] || (p == path2 && p == path) {
 			continue
 		}
 		pre, err := capture(p)
@@ -254,9 +283,9 @@ func (j *Journal) Record(sessionName, op, path, path2 string, capture Capture) (
 	}
 	s.seq = rec.Seq
 	for _, p := range rec.Pre {
-		s.touched[p.Path] = true
+		s.touched[s.log.tab.intern(p.Path)] = true
 	}
-	forgetMoved(s.touched, rec)
+	forgetMoved(s.log.tab, s.touched, &rec)
 	return rec, nil
 }
 
@@ -282,20 +311,38 @@ func (j *Journal) checkpointLocked(s *session, label string) (Record, error) {
 	s.seq = rec.Seq
 	s.nextCP++
 	s.lastCP = rec.ID
-	s.touched = map[string]bool{}
+	s.touched = map[uint64]bool{}
+	if s.stopped != "" {
+		// A checkpoint under the budget restarts a stopped journal; over
+		// it, the stop is written again so a reload keeps it.
+		s.stopped = ""
+		if j.spent() {
+			if err := j.stopIfSpent(s); !errors.Is(err, ErrStopped) {
+				return rec, err
+			}
+		}
+	}
 	return rec, nil
 }
 
 // forgetMoved drops, after a rename or exchange, the names below both of
-// its names from the interval's captured set: they now name other objects
-// (those moved in) or nothing, so their next change saves a pre-image
-// again (docs/DESIGN.md#journal-rewind).
-func forgetMoved(touched map[string]bool, r Record) {
+// its names from the interval's captured set (path ids of tab): they now
+// name other objects (those moved in) or nothing, so their next change
+// saves a pre-image again (docs/DESIGN.md#journal-rewind).
+func forgetMoved(tab *pathTable, touched map[uint64]bool, r *Record) {
 	if r.Op != OpRename && r.Op != OpExchange {
 		return
 	}
+	var a, b uint64
+	hasA, hasB := r.Path != "", r.Path2 != ""
+	if hasA {
+		a = tab.intern(r.Path)
+	}
+	if hasB {
+		b = tab.intern(r.Path2)
+	}
 	for k := range touched {
-		if strings.HasPrefix(k, r.Path+"/") || (r.Path2 != "" && strings.HasPrefix(k, r.Path2+"/")) {
+		if (hasA && tab.below(k, a)) || (hasB && tab.below(k, b)) {
 			delete(touched, k)
 		}
 	}

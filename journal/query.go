@@ -15,13 +15,16 @@ import (
 
 // CheckpointInfo describes one checkpoint of a session: its ID, Label and
 // Time, Changes (the change records up to the next checkpoint) and Paths
-// (the distinct paths whose pre-image that interval saved).
+// (the distinct paths whose pre-image that interval saved) and Stopped:
+// why the journal was stopped in that interval, or ""
+// (docs/DESIGN.md#journal-budget).
 type CheckpointInfo struct {
 	ID      string
 	Label   string
 	Time    time.Time
 	Changes int
 	Paths   int
+	Stopped string
 }
 
 // Checkpoints lists the checkpoints in recs, oldest first (after-notes and
@@ -29,16 +32,7 @@ type CheckpointInfo struct {
 func Checkpoints(recs []Record) []CheckpointInfo {
 	var out []CheckpointInfo
 	for _, r := range recs {
-		if r.Op == OpCheckpoint {
-			out = append(out, CheckpointInfo{ID: r.ID, Label: r.Label, Time: r.Time})
-			continue
-		}
-		if len(out) == 0 || !isChange(r) {
-			continue
-		}
-		c := &out[len(out)-1]
-		c.Changes++
-		c.Paths += len(r.Pre)
+		out = addCheckpointInfo(out, r)
 	}
 	return out
 }

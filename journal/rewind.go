@@ -94,7 +94,7 @@ func checkpointIndex(recs []Record, id string) int {
 // isChange says whether r is a change record (not a checkpoint, an
 // after-note or the end).
 func isChange(r Record) bool {
-	return r.Op != OpCheckpoint && r.Op != OpAfter && r.Op != OpEnd
+	return r.Op != OpCheckpoint && r.Op != OpAfter && r.Op != OpEnd && r.Op != OpStop
 }
 
 // within reports whether p is one of roots or below one (nil roots: all).

@@ -27,6 +27,7 @@ const OpEnd = "end"
 // one its session recorded (SameState).
 type After struct {
 	Path    string `json:"path"`
+	PID     uint64 `json:"pid,omitempty"` // in the log: docs/DESIGN.md#journal-paths
 	Kind    string `json:"kind"`
 	Mode    uint32 `json:"mode,omitempty"`
 	Size    int64  `json:"size,omitempty"`

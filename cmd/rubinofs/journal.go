@@ -115,13 +115,12 @@ func changesCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if c.Bool("json") { // streamed: never held whole (docs/DESIGN.md#ctl-render)
+				return journalStreamAction(c, req...)
+			}
 			out, err := journalAction(c, req...)
 			if err != nil {
 				return err
-			}
-			if c.Bool("json") {
-				c.App.Writer.Write(out)
-				return nil
 			}
 			changes, err := parseChanges(out)
 			if err != nil {
@@ -301,6 +300,40 @@ func journalError(err error, session string) string {
 		return fmt.Sprintf("%s (%s)", ce.Reason, ce.Errno)
 	}
 	return err.Error()
+}
+
+// journalStreamAction sends the request as journalAction does and copies
+// the reply to the app's writer as it is read, never holding it whole
+// (docs/DESIGN.md#ctl-render); a failure is a cli.Exit with the reason.
+func journalStreamAction(c *cli.Context, req ...string) error {
+	mnt, err := mountOf(c)
+	if err != nil {
+		return err
+	}
+	rel, err := journalFile(c.String("session"))
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(mnt, ctltree.DirName, rel)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err == nil {
+		defer f.Close()
+		if _, err = f.Write([]byte(requestLine(req) + "\n")); err != nil {
+			err = asCtlError(f, path, err)
+		}
+	}
+	if err == nil {
+		if _, err = io.Copy(c.App.Writer, io.NewSectionReader(f, 0, 1<<62)); err != nil {
+			var errno syscall.Errno
+			if errors.As(err, &errno) {
+				err = asCtlError(f, path, err)
+			}
+		}
+	}
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("rubinofs %s: %s", req[0], journalError(err, c.String("session"))), 1)
+	}
+	return nil
 }
 
 // journalRequest writes one request line (requestLine of req) to the

@@ -213,6 +213,7 @@ func formatCheckpoints(b []byte) (string, error) {
 	var out strings.Builder
 	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTIME\tCHANGES\tPATHS\tLABEL")
+	stopped := "" // why the journal is stopped in the last interval
 	for i, line := range strings.Split(string(b), "\n") {
 		if strings.TrimSpace(line) == "" {
 			continue
@@ -223,12 +224,18 @@ func formatCheckpoints(b []byte) (string, error) {
 			Time    time.Time `json:"time"`
 			Changes int       `json:"changes"`
 			Paths   int       `json:"paths"`
+			Stopped string    `json:"stopped"`
 		}
 		if err := json.Unmarshal([]byte(line), &cp); err != nil {
 			return "", fmt.Errorf("line %d of the checkpoints is not JSON: %v: %q", i+1, err, clip(line, 200))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", cp.ID, cp.Time.Local().Format("2006-01-02 15:04:05"), cp.Changes, cp.Paths, oneLineClip(cp.Label, 60))
+		stopped = cp.Stopped // the last interval's: a later checkpoint may have restarted it
 	}
 	tw.Flush()
+	if stopped != "" {
+		// docs/DESIGN.md#journal-budget
+		fmt.Fprintf(&out, "journal stopped: %s\n", stopped)
+	}
 	return out.String(), nil
 }

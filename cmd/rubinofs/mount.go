@@ -78,7 +78,7 @@ func mountFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "journal", Value: config.Default("journal.enabled").(bool), Usage: "journal every change a session makes, for changes, diff and rewind (--journal=false: off)"},
 		&cli.BoolFlag{Name: "journal-ignored", Usage: "journal git-ignored paths too (.git/ never is)"},
 		&cli.IntFlag{Name: "journal-max-file-size", Value: config.Default("journal.max_file_size").(int), Usage: "keep the pre-image bytes of files up to `BYTES`; larger ones are recorded as unrecoverable"},
-		&cli.IntFlag{Name: "journal-budget", Value: config.Default("journal.budget").(int), Usage: "bound the journal's blob store to `BYTES` (0: no budget)"},
+		&cli.IntFlag{Name: "journal-budget", Value: config.Default("journal.budget").(int), Usage: "bound the journal (blobs and session logs together) to `BYTES` (0: no budget); a session whose change would pass it has its journal stopped"},
 		&cli.DurationFlag{Name: "journal-retention", Value: config.Default("journal.retention").(time.Duration), Usage: "keep an ended session's journal this long (0: forever)"},
 		&cli.StringFlag{Name: "journal-sync", Value: config.Default("journal.sync").(string), Usage: "when a change's record becomes durable: write (before the change, survives a daemon crash; fsync'ed within 1 s) or fsync (fsync'ed before the change)"},
 		&cli.IntFlag{Name: "max-live-sessions", Usage: "at most `N` live sessions: registering one more fails with EAGAIN until one ends (default 1024)"},

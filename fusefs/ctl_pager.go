@@ -1,0 +1,94 @@
+package fusefs
+
+// The paged read of a control file whose content is rendered as it is
+// read (ctltree.File.Render, CloneRender): the renderer writes into a pipe
+// from a goroutine of the handle's own, each read takes the next chunk,
+// and only the last chunk is kept (for a read of it again), so a long
+// list is never held whole (docs/DESIGN.md#ctl-render).
+
+import (
+	"errors"
+	"io"
+	"syscall"
+
+	"github.com/rubinofs/rubinofs/ctltree"
+)
+
+// pager is the rendered content of one handle. The handle's mutex guards
+// it; the renderer goroutine only writes to the pipe.
+type pager struct {
+	render func(w io.Writer) error
+	// cursor: a read's offset is ignored except that 0 starts again (a
+	// clone file's reply, read at the write position by a shell).
+	cursor bool
+
+	pr      *io.PipeReader
+	pos     int64  // bytes served so far
+	last    []byte // the last chunk served, from offset lastOff
+	lastOff int64
+	done    bool // the renderer ended (EOF or error, in err)
+	err     error
+	buf     []byte
+	started bool
+}
+
+// start (re)starts the renderer.
+func (p *pager) start() {
+	p.stop()
+	pr, pw := io.Pipe()
+	p.pr, p.pos, p.last, p.lastOff, p.done, p.err, p.started = pr, 0, nil, 0, false, nil, true
+	render := p.render
+	go func() {
+		pw.CloseWithError(render(pw))
+	}()
+}
+
+// stop ends the renderer (its next write fails) and drops the pipe.
+func (p *pager) stop() {
+	if p.pr != nil {
+		p.pr.CloseWithError(errPagerClosed)
+		p.pr = nil
+	}
+}
+
+// errPagerClosed is what a renderer's write returns once its handle was
+// released or restarted.
+var errPagerClosed = errors.New("control file handle closed")
+
+// read serves n bytes at off. EINVAL for an offset out of order; the
+// renderer's error once its content is exhausted.
+func (p *pager) read(off int64, n int) ([]byte, error) {
+	if !p.started || (off == 0 && p.pos > 0) {
+		p.start()
+	}
+	if p.cursor {
+		off = p.pos
+	}
+	if off >= p.lastOff && off < p.pos { // the last chunk again
+		end := min(int64(len(p.last)), off-p.lastOff+int64(n))
+		return p.last[off-p.lastOff : end], nil
+	}
+	if off != p.pos {
+		return nil, ctltree.Errorf(syscall.EINVAL, "this control file is read in order: read at offset %d, next is %d (read it again from offset 0)", off, p.pos)
+	}
+	if p.done {
+		return nil, p.err
+	}
+	if cap(p.buf) < n {
+		p.buf = make([]byte, n)
+	}
+	got, err := io.ReadFull(p.pr, p.buf[:n])
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		p.done, err = true, nil
+	} else if err != nil {
+		p.done, p.err = true, ctltree.Errorf(syscall.EIO, "%v", err)
+		if got == 0 {
+			return nil, p.err
+		}
+		err = nil
+	}
+	p.last = append(p.last[:0], p.buf[:got]...)
+	p.lastOff = p.pos
+	p.pos += int64(got)
+	return p.last, err
+}
