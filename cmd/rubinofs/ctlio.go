@@ -13,6 +13,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,6 +101,30 @@ func (f *ctlFile) readAll() ([]byte, error) {
 // answer from offset 0).
 func (f *ctlFile) readAllAt(off int64) ([]byte, error) {
 	return f.readLoop(func(b []byte, pos int64) (int, error) { return unix.Pread(f.fd, b, off+pos) })
+}
+
+// copyAt copies from offset off to end of file to w with pread(2), a
+// buffer at a time, never holding the whole reply (a streamed journal
+// reply, docs/DESIGN.md#ctl-render). A failed read is a *ctlError with the
+// reason; a failed write to w is returned as is.
+func (f *ctlFile) copyAt(w io.Writer, off int64) error {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Pread(f.fd, buf, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return f.fail(err)
+		}
+		if n == 0 {
+			return nil
+		}
+		if _, err := w.Write(buf[:n]); err != nil {
+			return err
+		}
+		off += int64(n)
+	}
 }
 
 // readLoop calls rd with a free slice of a growing buffer and the bytes

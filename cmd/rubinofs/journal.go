@@ -314,20 +314,11 @@ func journalStreamAction(c *cli.Context, req ...string) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(mnt, ctltree.DirName, rel)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := openCtl(ctlPathOf(mnt, rel), unix.O_RDWR) // ctlio.go: never Go's poller
 	if err == nil {
-		defer f.Close()
-		if _, err = f.Write([]byte(requestLine(req) + "\n")); err != nil {
-			err = asCtlError(f, path, err)
-		}
-	}
-	if err == nil {
-		if _, err = io.Copy(c.App.Writer, io.NewSectionReader(f, 0, 1<<62)); err != nil {
-			var errno syscall.Errno
-			if errors.As(err, &errno) {
-				err = asCtlError(f, path, err)
-			}
+		defer f.close()
+		if err = f.write([]byte(requestLine(req) + "\n")); err == nil {
+			err = f.copyAt(c.App.Writer, 0)
 		}
 	}
 	if err != nil {
