@@ -522,6 +522,7 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 		Source: sess, Head: split.Head, Summary: sm, Tail: split.Tail, SourceLastSeq: lastSeq,
 		Row: Summary{Content: text, PreviousID: res.PreviousSummaryID, OriginalTokens: res.OriginalTokens, SavedTokens: saved,
 			RemovedTokens: removed, OriginalMessages: len(msgs), Summarizer: c.sum.Name(), Forced: force},
+		MaxPerOwner: c.cfg.MaxTranscriptsPerUID,
 	}, c.hook)
 	if err != nil {
 		return done(res, fmt.Errorf("commit: %w", err))
