@@ -124,6 +124,7 @@ type Compressor struct {
 	sum   Summarizer
 	flush FlushFunc
 	hook  commitHook // tests only: called inside the commit transaction
+	win   window     // the summarizer's view of the middle (defaultWindow)
 	locks sync.Map   // session id -> *sync.Mutex
 
 	// runs, compacted, noops and failures count Compact's outcomes
@@ -151,7 +152,7 @@ func NewCompressor(store *Store, cfg Config, opts ...Option) (*Compressor, error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Compressor{store: store, cfg: cfg}
+	c := &Compressor{store: store, cfg: cfg, win: defaultWindow}
 	for _, o := range opts {
 		o(c)
 	}
@@ -390,7 +391,10 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 	if err != nil {
 		return done(res, err)
 	}
-	msgs, err := c.store.Messages(ctx, id, 0)
+	// Bounded memory (docs/DESIGN.md#compact-bounds): the gates and the
+	// split read the transcript without its contents; the head and the
+	// tail are read in full below, the middle as a bounded window.
+	msgs, err := c.store.messageMetas(ctx, id)
 	if err != nil {
 		return done(res, err)
 	}
@@ -453,11 +457,32 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 		return done(res, nil)
 	}
 	tk := c.Tokenizer(sess)
-	middle := append([]Message(nil), split.Middle...)
 	// removed_tokens (gross) is what leaves the stored transcript: the
-	// middle as stored (the sanitised, pruned copies feed only the
+	// middle as stored (the sanitised, pruned window feeds only the
 	// summarizer).
 	removed := sumTokens(split.Middle)
+	headLast := msgs[0].Seq - 1
+	if split.HeadEnd > 0 {
+		headLast = msgs[split.HeadEnd-1].Seq
+	}
+	head, err := c.store.messagesBetween(ctx, id, msgs[0].Seq, headLast)
+	if err != nil {
+		return done(res, err)
+	}
+	tail, err := c.store.messagesBetween(ctx, id, msgs[split.TailStart].Seq, lastSeq)
+	if err != nil {
+		return done(res, err)
+	}
+	if len(head) != len(split.Head) || len(tail) != len(split.Tail) {
+		return done(res, fmt.Errorf("session %s changed under its compaction lock", id))
+	}
+	split.Head, split.Tail = head, tail
+	middle, _, err := c.store.middleWindow(ctx, id, split.Middle[0].Seq, split.Middle[len(split.Middle)-1].Seq, c.win)
+	if err != nil {
+		return done(res, err)
+	}
+	split.Middle = nil
+	msgs = nil // the metadata is not needed past here: let the GC have it
 
 	// 3. Sanitise tool pairs in the middle.
 	if *c.cfg.PreserveToolPairs {
@@ -521,7 +546,7 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 	row, child, err := c.store.commit(ctx, commitSpec{
 		Source: sess, Head: split.Head, Summary: sm, Tail: split.Tail, SourceLastSeq: lastSeq,
 		Row: Summary{Content: text, PreviousID: res.PreviousSummaryID, OriginalTokens: res.OriginalTokens, SavedTokens: saved,
-			RemovedTokens: removed, OriginalMessages: len(msgs), Summarizer: c.sum.Name(), Forced: force},
+			RemovedTokens: removed, OriginalMessages: res.OriginalMessages, Summarizer: c.sum.Name(), Forced: force},
 		MaxPerOwner: c.cfg.MaxTranscriptsPerUID,
 	}, c.hook)
 	if err != nil {

@@ -3,6 +3,7 @@ package compact
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"syscall"
@@ -156,6 +157,73 @@ func TestAdmin(t *testing.T) {
 	} {
 		if got := Admin(tc.c); got != tc.want {
 			t.Errorf("Admin(%+v) = %v", tc.c, got)
+		}
+	}
+}
+
+// TestBoundedCompaction: a compaction reads the transcript's metadata
+// without contents, gives the summarizer only the newest middle messages
+// that fit its window (each cut), and still commits the head and the tail
+// in full.
+func TestBoundedCompaction(t *testing.T) {
+	sum := &fixedSummarizer{text: "## Goal\n- keep going\n"}
+	c := newTestCompressor(t, smallConfig(), WithSummarizer(sum))
+	c.win = window{input: 20_000, message: 1000, argument: 100}
+	ctx := context.Background()
+	msgs := []Message{system("You are a coding agent.")}
+	for i := 0; i < 60; i++ {
+		msgs = append(msgs, user(fmt.Sprintf("request %d: %s", i, strings.Repeat("word ", 600))), assistant(fmt.Sprintf("answer %d", i)))
+	}
+	id := newSessionWith(t, c, SessionOptions{}, msgs)
+	metas, err := c.store.messageMetas(ctx, id)
+	if err != nil || len(metas) != len(msgs) {
+		t.Fatalf("metas: %d, %v", len(metas), err)
+	}
+	for _, m := range metas {
+		if m.Content != "" || m.RawContent != nil || m.Tokens == 0 {
+			t.Fatalf("meta with content or without tokens: %+v", m)
+		}
+	}
+	res, err := c.Compact(ctx, id, true)
+	if err != nil || !res.Compacted {
+		t.Fatalf("compact: %+v %v", res, err)
+	}
+	req := sum.last.Load()
+	size := 0
+	for _, m := range req.Messages {
+		if len(m.Content) > 1000+40 {
+			t.Fatalf("a middle message of %d bytes reached the summarizer", len(m.Content))
+		}
+		size += len(m.Content)
+	}
+	if size > 20_000 || len(req.Messages) == 0 || len(req.Messages) >= res.OriginalMessages-res.CompactedMessages {
+		t.Fatalf("summarizer input: %d messages, %d bytes", len(req.Messages), size)
+	}
+	// The newest middle message is in the window.
+	child, err := c.store.Messages(ctx, res.TargetSessionID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := c.store.Messages(ctx, id, 0)
+	var summaryAt int
+	for i, m := range child {
+		if m.Kind == KindSummary {
+			summaryAt = i
+		}
+	}
+	tailStart := len(src) - (len(child) - summaryAt - 1)
+	if last := req.Messages[len(req.Messages)-1]; last.Seq != src[tailStart-1].Seq {
+		t.Fatalf("window ends at seq %d, the middle at %d", last.Seq, src[tailStart-1].Seq)
+	}
+	// Head and tail are copied in full.
+	for i := 0; i < summaryAt; i++ {
+		if child[i].Content != src[i].Content {
+			t.Fatalf("head message %d differs", i)
+		}
+	}
+	for i := summaryAt + 1; i < len(child); i++ {
+		if child[i].Content != src[tailStart+i-summaryAt-1].Content {
+			t.Fatalf("tail message %d differs", i)
 		}
 	}
 }

@@ -330,7 +330,14 @@ func (s *Store) Messages(ctx context.Context, id string, after int64) ([]Message
 }
 
 func queryMessages(ctx context.Context, q querier, id string, after int64) ([]Message, error) {
-	return queryRows(ctx, q, func(r rowScanner) (Message, error) {
+	return queryRows(ctx, q, scanFullMessage(id), `SELECT seq, role, token_count, kind, name, tool_call_id, tool_calls, content, content_json
+		FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq`, id, after)
+}
+
+// scanFullMessage reads a row of seq, role, token_count, kind, name,
+// tool_call_id, tool_calls, content, content_json of session id.
+func scanFullMessage(id string) func(r rowScanner) (Message, error) {
+	return func(r rowScanner) (Message, error) {
 		var m Message
 		var tcs, raw sql.NullString
 		if err := r.Scan(&m.Seq, &m.Role, &m.Tokens, &m.Kind, &m.Name, &m.ToolCallID, &tcs, &m.Content, &raw); err != nil {
@@ -345,8 +352,7 @@ func queryMessages(ctx context.Context, q querier, id string, after int64) ([]Me
 			m.RawContent = json.RawMessage(raw.String)
 		}
 		return m, nil
-	}, `SELECT seq, role, token_count, kind, name, tool_call_id, tool_calls, content, content_json
-		FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq`, id, after)
+	}
 }
 
 // maxDepthText bounds lineage walks (a corrupt parent cycle cannot loop
