@@ -394,15 +394,16 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 	// Bounded memory (docs/DESIGN.md#compact-bounds): the gates and the
 	// split read the transcript without its contents; the head and the
 	// tail are read in full below, the middle as a bounded window.
-	msgs, err := c.store.messageMetas(ctx, id)
+	ms, err := c.store.messageMetas(ctx, id)
 	if err != nil {
 		return done(res, err)
 	}
 	b := c.BudgetOf(sess)
-	res.OriginalMessages, res.OriginalTokens, res.ThresholdTokens = len(msgs), sumTokens(msgs), b.ThresholdTokens
-	if len(msgs) < c.cfg.MinimumMessages {
+	nmsgs := len(ms.m)
+	res.OriginalMessages, res.OriginalTokens, res.ThresholdTokens = nmsgs, ms.tokens(0, nmsgs), b.ThresholdTokens
+	if nmsgs < c.cfg.MinimumMessages {
 		res.Reason = ReasonTooFewMessages
-		res.Detail = fmt.Sprintf("no-op: %d messages, fewer than minimum_messages (%d)", len(msgs), c.cfg.MinimumMessages)
+		res.Detail = fmt.Sprintf("no-op: %d messages, fewer than minimum_messages (%d)", nmsgs, c.cfg.MinimumMessages)
 		return done(res, nil)
 	}
 	// Below the threshold a summary costs more than it saves; the manual
@@ -412,7 +413,7 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 		res.Detail = fmt.Sprintf("no-op: %d tokens, below the threshold of %d tokens", res.OriginalTokens, b.ThresholdTokens)
 		return done(res, nil)
 	}
-	lastSeq := msgs[len(msgs)-1].Seq
+	lastSeq := ms.m[nmsgs-1].seq
 	prior, err := c.store.SummariesFrom(ctx, id)
 	if err != nil {
 		return done(res, err)
@@ -450,8 +451,9 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 	}
 
 	// 2. Split into head / middle / tail.
-	split := SplitMessages(msgs, c.cfg.HeadMessages, b.TailTokens)
-	if len(split.Middle) == 0 {
+	// The cuts SplitMessages would make, from the metadata.
+	h, t := ms.split(c.cfg.HeadMessages, b.TailTokens)
+	if h == t {
 		res.Reason = ReasonNothingToSummarize
 		res.Detail = "no-op: the head and the tail cover the whole transcript"
 		return done(res, nil)
@@ -460,29 +462,29 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 	// removed_tokens (gross) is what leaves the stored transcript: the
 	// middle as stored (the sanitised, pruned window feeds only the
 	// summarizer).
-	removed := sumTokens(split.Middle)
-	headLast := msgs[0].Seq - 1
-	if split.HeadEnd > 0 {
-		headLast = msgs[split.HeadEnd-1].Seq
+	removed := ms.tokens(h, t)
+	first, middleFirst, middleLast := ms.m[0].seq, ms.m[h].seq, ms.m[t-1].seq
+	tailFirst := lastSeq + 1
+	if t < nmsgs {
+		tailFirst = ms.m[t].seq
 	}
-	head, err := c.store.messagesBetween(ctx, id, msgs[0].Seq, headLast)
+	ms = nil // the metadata is not needed past here: let the GC have it
+	head, err := c.store.messagesBetween(ctx, id, first, middleFirst-1)
 	if err != nil {
 		return done(res, err)
 	}
-	tail, err := c.store.messagesBetween(ctx, id, msgs[split.TailStart].Seq, lastSeq)
+	tail, err := c.store.messagesBetween(ctx, id, tailFirst, lastSeq)
 	if err != nil {
 		return done(res, err)
 	}
-	if len(head) != len(split.Head) || len(tail) != len(split.Tail) {
+	if len(head) != h || len(tail) != nmsgs-t {
 		return done(res, fmt.Errorf("session %s changed under its compaction lock", id))
 	}
-	split.Head, split.Tail = head, tail
-	middle, _, err := c.store.middleWindow(ctx, id, split.Middle[0].Seq, split.Middle[len(split.Middle)-1].Seq, c.win)
+	split := Split{Head: head, Tail: tail, HeadEnd: h, TailStart: t}
+	middle, _, err := c.store.middleWindow(ctx, id, middleFirst, middleLast, c.win)
 	if err != nil {
 		return done(res, err)
 	}
-	split.Middle = nil
-	msgs = nil // the metadata is not needed past here: let the GC have it
 
 	// 3. Sanitise tool pairs in the middle.
 	if *c.cfg.PreserveToolPairs {

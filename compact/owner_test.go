@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/rubinofs/rubinofs/ctltree"
 )
@@ -175,14 +176,12 @@ func TestBoundedCompaction(t *testing.T) {
 		msgs = append(msgs, user(fmt.Sprintf("request %d: %s", i, strings.Repeat("word ", 600))), assistant(fmt.Sprintf("answer %d", i)))
 	}
 	id := newSessionWith(t, c, SessionOptions{}, msgs)
-	metas, err := c.store.messageMetas(ctx, id)
-	if err != nil || len(metas) != len(msgs) {
-		t.Fatalf("metas: %d, %v", len(metas), err)
+	ms, err := c.store.messageMetas(ctx, id)
+	if err != nil || len(ms.m) != len(msgs) {
+		t.Fatalf("metas: %v, %v", ms, err)
 	}
-	for _, m := range metas {
-		if m.Content != "" || m.RawContent != nil || m.Tokens == 0 {
-			t.Fatalf("meta with content or without tokens: %+v", m)
-		}
+	if unsafe.Sizeof(meta{}) > 32 {
+		t.Fatalf("a message's metadata takes %d bytes", unsafe.Sizeof(meta{}))
 	}
 	res, err := c.Compact(ctx, id, true)
 	if err != nil || !res.Compacted {
@@ -224,6 +223,27 @@ func TestBoundedCompaction(t *testing.T) {
 	for i := summaryAt + 1; i < len(child); i++ {
 		if child[i].Content != src[tailStart+i-summaryAt-1].Content {
 			t.Fatalf("tail message %d differs", i)
+		}
+	}
+}
+
+// TestMetaSplitMatchesSplitMessages: the cuts made from the metadata are
+// the cuts SplitMessages makes of the full messages, on random transcripts
+// with tool calls, orphan and late results.
+func TestMetaSplitMatchesSplitMessages(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	for iter := 0; iter < 300; iter++ {
+		msgs := genTranscript(rng, 1+rng.IntN(80))
+		var ms metas
+		for i := range msgs {
+			msgs[i].Seq = int64(i + 1)
+			ms.add(&msgs[i])
+		}
+		headN, budget := rng.IntN(6), rng.IntN(400)
+		want := SplitMessages(msgs, headN, budget)
+		h, tt := ms.split(headN, budget)
+		if h != want.HeadEnd || tt != want.TailStart {
+			t.Fatalf("iteration %d: metadata cuts %d/%d, SplitMessages %d/%d", iter, h, tt, want.HeadEnd, want.TailStart)
 		}
 	}
 }

@@ -9,8 +9,7 @@ package compact
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
-	"fmt"
+	"strings"
 )
 
 const (
@@ -33,34 +32,158 @@ type window struct{ input, message, argument int }
 
 var defaultWindow = window{SummaryInputBytes, SummaryMessageBytes, SummaryArgumentBytes}
 
-// messageMetas returns session id's messages in order with what the gates
-// and SplitMessages read: Seq, Role, Tokens, Kind, ToolCallID, and the
-// ids and function names of ToolCalls. Content, RawContent, Name and the
-// arguments are left empty, so the result costs O(messages), not the
-// transcript's bytes.
-func (s *Store) messageMetas(ctx context.Context, id string) ([]Message, error) {
-	return queryRows(ctx, s.db, func(r rowScanner) (Message, error) {
-		var m Message
-		var tcs sql.NullString
-		if err := r.Scan(&m.Seq, &m.Role, &m.Tokens, &m.Kind, &m.ToolCallID, &tcs); err != nil {
-			return Message{}, err
-		}
-		if tcs.Valid && tcs.String != "" {
-			var calls []struct{ ID, Name string }
-			if err := json.Unmarshal([]byte(tcs.String), &calls); err != nil {
-				return Message{}, fmt.Errorf("session %s seq %d: tool_calls: %w", id, m.Seq, err)
+// meta is what the gates and the split read of one message, in 32 bytes:
+// a transcript's metadata costs O(messages), never its contents.
+// Tool-call ids are kept as 64-bit hashes (idHash).
+type meta struct {
+	seq      int64
+	result   uint64 // idHash of ToolCallID, for a tool result
+	tokens   int32
+	calls    int32 // the message's calls: metas.callIDs[calls : calls+ncalls]
+	ncalls   uint16
+	role     uint8
+	realUser bool
+}
+
+// Role codes of meta.role.
+const (
+	metaOther uint8 = iota
+	metaAssistant
+	metaTool
+)
+
+// metas is a transcript's metadata, in order.
+type metas struct {
+	m       []meta
+	callIDs []uint64 // idHash of every tool call id, in message order
+}
+
+// idHash hashes a tool-call id (FNV-1a, 64 bits). Two different ids of one
+// transcript colliding would only move a cut, never lose a message.
+func idHash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+func (ms *metas) add(m *Message) {
+	x := meta{seq: m.Seq, tokens: int32(m.Tokens), realUser: m.realUser(), calls: int32(len(ms.callIDs)), ncalls: uint16(len(m.ToolCalls))}
+	switch m.Role {
+	case RoleAssistant:
+		x.role = metaAssistant
+	case RoleTool:
+		x.role, x.result = metaTool, idHash(m.ToolCallID)
+	}
+	for _, tc := range m.ToolCalls {
+		ms.callIDs = append(ms.callIDs, idHash(tc.ID))
+	}
+	ms.m = append(ms.m, x)
+}
+
+// tokens sums the tokens of ms.m[from:to].
+func (ms *metas) tokens(from, to int) int {
+	n := 0
+	for _, x := range ms.m[from:to] {
+		n += int(x.tokens)
+	}
+	return n
+}
+
+// blockedCuts is the function of the same name in boundary.go over
+// metadata: whether cutting before message c separates a call from one of
+// its results (a result answers the most recent earlier call with its id).
+func (ms *metas) blockedCuts() []bool {
+	n := len(ms.m)
+	calls := map[uint64]int{}
+	diff := make([]int32, n+2)
+	for j := range ms.m {
+		x := &ms.m[j]
+		switch x.role {
+		case metaAssistant:
+			for _, h := range ms.callIDs[x.calls : x.calls+int32(x.ncalls)] {
+				calls[h] = j
 			}
-			m.ToolCalls = make([]ToolCall, len(calls))
-			for i, c := range calls {
-				m.ToolCalls[i] = ToolCall{ID: c.ID, Type: "function", Function: FunctionCall{Name: c.Name}}
+		case metaTool:
+			if i, ok := calls[x.result]; ok {
+				diff[i+1]++
+				diff[j+1]--
 			}
 		}
-		return m, nil
-	}, `SELECT seq, role, token_count, kind, tool_call_id,
+	}
+	blocked := make([]bool, n+1)
+	var acc int32
+	for c := 0; c <= n; c++ {
+		acc += diff[c]
+		blocked[c] = acc > 0
+	}
+	return blocked
+}
+
+// split is SplitMessages over metadata: it returns HeadEnd and TailStart,
+// the same cuts SplitMessages makes of the full messages.
+func (ms *metas) split(headN, tailBudget int) (h, t int) {
+	n := len(ms.m)
+	blocked := ms.blockedCuts()
+	h = min(max(headN, 0), n)
+	for h < n && blocked[h] {
+		h++
+	}
+	t = n
+	acc := 0
+	for i := n - 1; i >= h; i-- {
+		if t < n && acc+int(ms.m[i].tokens) > tailBudget {
+			break
+		}
+		acc += int(ms.m[i].tokens)
+		t = i
+	}
+	for i := n - 1; i >= h; i-- {
+		if ms.m[i].realUser {
+			if i < t {
+				t = i
+			}
+			break
+		}
+	}
+	for t > h && blocked[t] {
+		t--
+	}
+	if t < h {
+		t = h
+	}
+	return h, t
+}
+
+// messageMetas reads session id's metadata in order (seq, role, token
+// count, kind, tool-call id and call ids; no content), one row at a time.
+func (s *Store) messageMetas(ctx context.Context, id string) (*metas, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, role, token_count, kind, tool_call_id,
 		CASE WHEN tool_calls IS NULL OR tool_calls = '' THEN NULL ELSE
-			(SELECT json_group_array(json_object('ID', json_extract(value, '$.id'), 'Name', json_extract(value, '$.function.name'))) FROM json_each(messages.tool_calls))
+			(SELECT group_concat(json_extract(value, '$.id'), char(31)) FROM json_each(messages.tool_calls))
 		END
 		FROM messages WHERE session_id = ? ORDER BY seq`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ms := &metas{}
+	for rows.Next() {
+		var m Message
+		var ids sql.NullString
+		if err := rows.Scan(&m.Seq, &m.Role, &m.Tokens, &m.Kind, &m.ToolCallID, &ids); err != nil {
+			return nil, err
+		}
+		if ids.Valid {
+			for _, cid := range strings.Split(ids.String, "\x1f") {
+				m.ToolCalls = append(m.ToolCalls, ToolCall{ID: cid})
+			}
+		}
+		ms.add(&m)
+	}
+	return ms, rows.Err()
 }
 
 // messagesBetween returns session id's messages with first <= seq <= last,

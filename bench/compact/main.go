@@ -53,6 +53,7 @@ func main() {
 	maxFiles := flag.Int("max-files", 20000, "at most this many source files")
 	rolling := flag.Bool("rolling", true, "also run the rolling (agent loop) scenario")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the compactions (not the ingest) to `FILE`")
+	emitMB := flag.Int("emit-mb", 0, "instead, write a transcript of about this many MB (JSON lines) to stdout, for feeding a daemon")
 	forceMB := flag.String("force-mb", "", "instead of the tables above, force-compact transcripts of these sizes in MB (comma-separated) and print the extra RSS")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -70,6 +71,10 @@ func main() {
 	}
 	if len(files) == 0 {
 		log.Fatalf("no .go files under %s", *src)
+	}
+	if *emitMB > 0 {
+		emit(*emitMB, files)
+		return
 	}
 	var srcBytes int
 	for _, f := range files {

@@ -137,3 +137,19 @@ func printForce(mbs []int, files []srcFile) {
 	}
 	fmt.Println()
 }
+
+// emit writes a transcript of about mb megabytes of the bench's agent work
+// to stdout as JSON lines.
+func emit(mb int, files []srcFile) {
+	w := bufio.NewWriterSize(os.Stdout, 1<<20)
+	defer w.Flush()
+	g := &transcript{files: files}
+	n, _ := w.Write(jsonLines([]compact.Message{{Role: compact.RoleSystem, Content: systemPrompt}}))
+	for n < mb<<20 {
+		k, err := w.Write(jsonLines(g.next()))
+		if err != nil {
+			log.Fatal(err)
+		}
+		n += k
+	}
+}
