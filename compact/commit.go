@@ -20,6 +20,9 @@ type commitSpec struct {
 	// the child after the tail, so none is lost.
 	SourceLastSeq int64
 	Row           Summary // content, previous id, token and message counts, summarizer, forced
+	// MaxPerOwner is the per-uid transcript cap the child counts against
+	// (0: none; docs/DESIGN.md#compact-bounds).
+	MaxPerOwner int
 }
 
 // commitHook is called between the steps of a commit, inside the
@@ -43,11 +46,20 @@ func (s *Store) commit(ctx context.Context, spec commitSpec, hook commitHook) (S
 	}
 	defer tx.Rollback() // a no-op after Commit; runs on panic too
 	src := spec.Source
+	// The child belongs to the source's owner, whoever asked for the
+	// compaction, and counts against that uid's cap.
 	child := Session{ID: newID(), ParentID: src.ID, Model: src.Model, ContextWindow: src.ContextWindow, Tokenizer: src.Tokenizer,
-		Title: src.Title, CreatedAt: time.Now().UTC()}
+		Title: src.Title, CreatedAt: time.Now().UTC(), Owner: src.Owner}
+	var owner any
+	if src.Owner != nil {
+		owner = int64(*src.Owner)
+		if err := checkOwnerCap(ctx, tx, *src.Owner, spec.MaxPerOwner); err != nil {
+			return Summary{}, Session{}, err
+		}
+	}
 	created := child.CreatedAt.Format(time.RFC3339Nano)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO sessions(id, parent_session_id, model, context_window, tokenizer, title, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		child.ID, child.ParentID, child.Model, child.ContextWindow, child.Tokenizer, child.Title, created); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO sessions(id, parent_session_id, model, context_window, tokenizer, title, created_at, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		child.ID, child.ParentID, child.Model, child.ContextWindow, child.Tokenizer, child.Title, created, owner); err != nil {
 		return Summary{}, Session{}, err
 	}
 	if err := hook("session"); err != nil {

@@ -124,6 +124,7 @@ type Compressor struct {
 	sum   Summarizer
 	flush FlushFunc
 	hook  commitHook // tests only: called inside the commit transaction
+	win   window     // the summarizer's view of the middle (defaultWindow)
 	locks sync.Map   // session id -> *sync.Mutex
 
 	// runs, compacted, noops and failures count Compact's outcomes
@@ -151,7 +152,7 @@ func NewCompressor(store *Store, cfg Config, opts ...Option) (*Compressor, error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Compressor{store: store, cfg: cfg}
+	c := &Compressor{store: store, cfg: cfg, win: defaultWindow}
 	for _, o := range opts {
 		o(c)
 	}
@@ -390,15 +391,19 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 	if err != nil {
 		return done(res, err)
 	}
-	msgs, err := c.store.Messages(ctx, id, 0)
+	// Bounded memory (docs/DESIGN.md#compact-bounds): the gates and the
+	// split read the transcript without its contents; the head and the
+	// tail are read in full below, the middle as a bounded window.
+	ms, err := c.store.messageMetas(ctx, id)
 	if err != nil {
 		return done(res, err)
 	}
 	b := c.BudgetOf(sess)
-	res.OriginalMessages, res.OriginalTokens, res.ThresholdTokens = len(msgs), sumTokens(msgs), b.ThresholdTokens
-	if len(msgs) < c.cfg.MinimumMessages {
+	nmsgs := len(ms.m)
+	res.OriginalMessages, res.OriginalTokens, res.ThresholdTokens = nmsgs, ms.tokens(0, nmsgs), b.ThresholdTokens
+	if nmsgs < c.cfg.MinimumMessages {
 		res.Reason = ReasonTooFewMessages
-		res.Detail = fmt.Sprintf("no-op: %d messages, fewer than minimum_messages (%d)", len(msgs), c.cfg.MinimumMessages)
+		res.Detail = fmt.Sprintf("no-op: %d messages, fewer than minimum_messages (%d)", nmsgs, c.cfg.MinimumMessages)
 		return done(res, nil)
 	}
 	// Below the threshold a summary costs more than it saves; the manual
@@ -408,7 +413,7 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 		res.Detail = fmt.Sprintf("no-op: %d tokens, below the threshold of %d tokens", res.OriginalTokens, b.ThresholdTokens)
 		return done(res, nil)
 	}
-	lastSeq := msgs[len(msgs)-1].Seq
+	lastSeq := ms.m[nmsgs-1].seq
 	prior, err := c.store.SummariesFrom(ctx, id)
 	if err != nil {
 		return done(res, err)
@@ -446,18 +451,40 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 	}
 
 	// 2. Split into head / middle / tail.
-	split := SplitMessages(msgs, c.cfg.HeadMessages, b.TailTokens)
-	if len(split.Middle) == 0 {
+	// The cuts SplitMessages would make, from the metadata.
+	h, t := ms.split(c.cfg.HeadMessages, b.TailTokens)
+	if h == t {
 		res.Reason = ReasonNothingToSummarize
 		res.Detail = "no-op: the head and the tail cover the whole transcript"
 		return done(res, nil)
 	}
 	tk := c.Tokenizer(sess)
-	middle := append([]Message(nil), split.Middle...)
 	// removed_tokens (gross) is what leaves the stored transcript: the
-	// middle as stored (the sanitised, pruned copies feed only the
+	// middle as stored (the sanitised, pruned window feeds only the
 	// summarizer).
-	removed := sumTokens(split.Middle)
+	removed := ms.tokens(h, t)
+	first, middleFirst, middleLast := ms.m[0].seq, ms.m[h].seq, ms.m[t-1].seq
+	tailFirst := lastSeq + 1
+	if t < nmsgs {
+		tailFirst = ms.m[t].seq
+	}
+	ms = nil // the metadata is not needed past here: let the GC have it
+	head, err := c.store.messagesBetween(ctx, id, first, middleFirst-1)
+	if err != nil {
+		return done(res, err)
+	}
+	tail, err := c.store.messagesBetween(ctx, id, tailFirst, lastSeq)
+	if err != nil {
+		return done(res, err)
+	}
+	if len(head) != h || len(tail) != nmsgs-t {
+		return done(res, fmt.Errorf("session %s changed under its compaction lock", id))
+	}
+	split := Split{Head: head, Tail: tail, HeadEnd: h, TailStart: t}
+	middle, _, err := c.store.middleWindow(ctx, id, middleFirst, middleLast, c.win)
+	if err != nil {
+		return done(res, err)
+	}
 
 	// 3. Sanitise tool pairs in the middle.
 	if *c.cfg.PreserveToolPairs {
@@ -521,7 +548,8 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 	row, child, err := c.store.commit(ctx, commitSpec{
 		Source: sess, Head: split.Head, Summary: sm, Tail: split.Tail, SourceLastSeq: lastSeq,
 		Row: Summary{Content: text, PreviousID: res.PreviousSummaryID, OriginalTokens: res.OriginalTokens, SavedTokens: saved,
-			RemovedTokens: removed, OriginalMessages: len(msgs), Summarizer: c.sum.Name(), Forced: force},
+			RemovedTokens: removed, OriginalMessages: res.OriginalMessages, Summarizer: c.sum.Name(), Forced: force},
+		MaxPerOwner: c.cfg.MaxTranscriptsPerUID,
 	}, c.hook)
 	if err != nil {
 		return done(res, fmt.Errorf("commit: %w", err))

@@ -36,6 +36,18 @@ const (
 	// DefaultPruneKeepRecent: the pre-pass never stubs this many newest tool
 	// outputs of the middle.
 	DefaultPruneKeepRecent = 3
+	// DefaultMaxTranscriptBytes bounds one transcript's stored size
+	// (compact.max_transcript_bytes): 64 MiB (docs/DESIGN.md#compact-bounds).
+	DefaultMaxTranscriptBytes = 64 << 20
+	// DefaultMaxTranscriptsPerUID bounds the transcripts one uid owns
+	// (compact.max_transcripts_per_uid), compacted children included.
+	DefaultMaxTranscriptsPerUID = 1024
+	// MinTranscriptBytes and MaxTranscriptBytesLimit are the range of
+	// compact.max_transcript_bytes: 1 MiB (one control-file write) to 1 TiB.
+	MinTranscriptBytes      = 1 << 20
+	MaxTranscriptBytesLimit = 1 << 40
+	// MaxTranscriptsPerUIDLimit is the largest compact.max_transcripts_per_uid.
+	MaxTranscriptsPerUIDLimit = 1_000_000
 )
 
 // ConfigFileName is the name of the compaction config in the state
@@ -77,6 +89,13 @@ type Config struct {
 	Tokenizer string `json:"tokenizer,omitempty"`
 	// Summarizer chooses the backend.
 	Summarizer SummarizerConfig `json:"summarizer,omitempty"`
+	// MaxTranscriptBytes bounds one transcript's stored size in bytes
+	// (messageBytes summed); an append past it fails with EFBIG and stores
+	// nothing (docs/DESIGN.md#compact-bounds).
+	MaxTranscriptBytes int64 `json:"max_transcript_bytes,omitempty"`
+	// MaxTranscriptsPerUID bounds the transcripts one uid owns, compacted
+	// children included; creating one past it fails with EAGAIN.
+	MaxTranscriptsPerUID int `json:"max_transcripts_per_uid,omitempty"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -94,6 +113,8 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.PruneMinTokens, DefaultPruneMinTokens)
 	orDefault(&c.PruneKeepRecent, DefaultPruneKeepRecent)
 	orDefault(&c.Summarizer.Backend, "builtin")
+	orDefault(&c.MaxTranscriptBytes, DefaultMaxTranscriptBytes)
+	orDefault(&c.MaxTranscriptsPerUID, DefaultMaxTranscriptsPerUID)
 	return c
 }
 
@@ -126,6 +147,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model: at most %d bytes", maxNameBytes)
 	case !ValidTokenizer(c.Tokenizer):
 		return fmt.Errorf("unknown tokenizer %q", c.Tokenizer)
+	case c.MaxTranscriptBytes < MinTranscriptBytes || c.MaxTranscriptBytes > MaxTranscriptBytesLimit:
+		return fmt.Errorf("max_transcript_bytes %d out of range (%d to %d)", c.MaxTranscriptBytes, MinTranscriptBytes, int64(MaxTranscriptBytesLimit))
+	case c.MaxTranscriptsPerUID < 1 || c.MaxTranscriptsPerUID > MaxTranscriptsPerUIDLimit:
+		return fmt.Errorf("max_transcripts_per_uid %d out of range (1 to %d)", c.MaxTranscriptsPerUID, MaxTranscriptsPerUIDLimit)
 	}
 	if c.Summarizer.TimeoutSeconds < 0 {
 		return errors.New("summarizer.timeout_seconds must not be negative")

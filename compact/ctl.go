@@ -3,15 +3,18 @@ package compact
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/guard"
 )
 
 // ctlReadme is .rubino/compact/README.
@@ -23,7 +26,9 @@ const ctlReadme = `rubinofs compaction: a session store you feed and compact thr
                          the new session's id from the same handle
   resolve                clone: write an id or a unique prefix (4+ hex digits),
                          read the full id (ENOENT unknown, EINVAL ambiguous)
-  list                   JSON lines: every session with its counts and children
+  list                   JSON lines: every session you may see (your uid's; the
+                         mount owner and root outside every agent session see
+                         all) with its owner, bytes, counts and children
   config                 the effective compaction config (compact.json in the
                          state directory; not writable from the mount)
   sessions/ID/           one session; ID may be a unique prefix
@@ -37,7 +42,9 @@ const ctlReadme = `rubinofs compaction: a session store you feed and compact thr
                          above the threshold), thrashing, compacted_into
     ctl                  write "compact" (skipped when thrashing) or "force";
                          below the threshold both are a no-op, and so is a
-                         compaction that would not shrink the session
+                         compaction that would not shrink the session;
+                         "delete" removes the session and the sessions
+                         compacted from it
     result               JSON of the last compaction request on this session:
                          saved_tokens is net (tokens before minus after, the
                          summary included), removed_tokens the middle removed;
@@ -51,6 +58,13 @@ new child session (parent_session_id = this one) and never splits a tool call
 from its result. Continue in the child: result.target_session_id. A summary
 about as large as the middle it would replace is not committed, even by
 "force": the result says "would_not_shrink", with both token counts.
+
+A session belongs to the uid that created it (a compacted child to its
+parent's owner): only that uid, and the mount owner or root outside every
+agent session, may list, read, append to, compact or delete it. A session
+holds at most compact.max_transcript_bytes (an append past it fails with
+EFBIG and stores nothing: compact, then continue in the child); a uid owns
+at most compact.max_transcripts_per_uid sessions (EAGAIN past it).
 `
 
 // maxResults bounds the in-memory table of last results.
@@ -144,8 +158,8 @@ func (s *Service) Close() error {
 }
 
 // ctlErrnos maps the package's errors to the errnos a control-file caller
-// sees: ErrNotFound → ENOENT; ErrBadID, ErrAmbiguous → EINVAL; ErrLimit →
-// EFBIG; ErrSummarizerTimeout and an expired request deadline → ETIMEDOUT
+// sees: ErrNotFound → ENOENT; ErrBadID, ErrAmbiguous → EINVAL; ErrLimit,
+// ErrTooLarge → EFBIG; ErrTooMany → EAGAIN; ErrNotYours → EACCES; ErrSummarizerTimeout and an expired request deadline → ETIMEDOUT
 // (a rule, so it comes before the table's common tail, which would give
 // EINTR); a cancelled request → EINTR; any other failure (summarizer, flush
 // hook, database) → EIO with its message.
@@ -154,6 +168,9 @@ var ctlErrnos = ctltree.ErrnoTable{Rules: []ctltree.ErrnoRule{
 	ctltree.Is(ErrBadID, syscall.EINVAL),
 	ctltree.Is(ErrAmbiguous, syscall.EINVAL),
 	ctltree.Is(ErrLimit, syscall.EFBIG),
+	ctltree.Is(ErrTooLarge, syscall.EFBIG),
+	ctltree.Is(ErrTooMany, syscall.EAGAIN),
+	ctltree.Is(ErrNotYours, syscall.EACCES),
 	ctltree.Is(ErrSummarizerTimeout, syscall.ETIMEDOUT),
 	ctltree.Is(context.DeadlineExceeded, syscall.ETIMEDOUT),
 }}
@@ -227,11 +244,51 @@ func (s *Service) Node() *ctltree.Dir {
 	)
 }
 
+// Admin reports whether c administers every transcript: the mount owner
+// or root (Privileged) outside every agent session, that is in its own
+// uid's default session ("default", or "default-UID" for a uid that is not
+// the mount owner). Anyone else uses only the transcripts its uid owns
+// (docs/DESIGN.md#compact-bounds).
+func Admin(c ctltree.Caller) bool {
+	return c.Privileged && (c.Session == guard.DefaultSession ||
+		c.Session == guard.DefaultSession+"-"+strconv.FormatUint(uint64(c.Uid), 10))
+}
+
+// ScopeOf is the Scope of caller c: AllScope for an Admin, else c's uid.
+func ScopeOf(c ctltree.Caller) Scope {
+	if Admin(c) {
+		return AllScope
+	}
+	return UIDScope(c.Uid)
+}
+
+// mayUse returns nil when c may use transcript id (exact id), else EACCES
+// with the reason (ENOENT when it is gone). Every per-session file checks
+// it: a dentry the kernel cached for another caller's lookup reaches the
+// handler without a lookup by c.
+func (s *Service) mayUse(c ctltree.Caller, id string) error {
+	sc := ScopeOf(c)
+	if sc.All {
+		return nil
+	}
+	sess, err := request(s, func(ctx context.Context) (Session, error) { return s.store.Session(ctx, id) })
+	if err != nil {
+		return err
+	}
+	if !sc.Sees(sess) {
+		return ctlErrnos.Map(fmt.Errorf("%w: session %s is not uid %d's: only its owner, and the mount owner or root outside every agent session, may use it",
+			ErrNotYours, sess.ID[:ShortIDLen], c.Uid))
+	}
+	return nil
+}
+
 // maxOptionsSpec bounds one write to new, in bytes: the options are four
 // short fields.
 const maxOptionsSpec = 4 << 10
 
-func (s *Service) cloneNew(_ ctltree.Caller, spec []byte) (string, error) {
+// cloneNew creates a transcript owned by the caller's uid, refused with
+// EAGAIN when that uid owns compact.max_transcripts_per_uid already.
+func (s *Service) cloneNew(c ctltree.Caller, spec []byte) (string, error) {
 	if len(spec) > maxOptionsSpec {
 		return "", ctltree.Errorf(syscall.EFBIG, "options of %d bytes exceed the limit of %d bytes", len(spec), maxOptionsSpec)
 	}
@@ -239,26 +296,29 @@ func (s *Service) cloneNew(_ ctltree.Caller, spec []byte) (string, error) {
 	if err != nil {
 		return "", ctltree.Errorf(syscall.EINVAL, "%v", err)
 	}
-	sess, err := request(s, func(ctx context.Context) (Session, error) { return s.store.CreateSession(ctx, opts) })
+	opts.Owner = c.Uid
+	sess, err := request(s, func(ctx context.Context) (Session, error) {
+		return s.store.CreateSessionCapped(ctx, opts, s.comp.cfg.MaxTranscriptsPerUID)
+	})
 	return sess.ID, err
 }
 
-func (s *Service) cloneResolve(_ ctltree.Caller, spec []byte) (string, error) {
-	return request(s, func(ctx context.Context) (string, error) { return s.store.Resolve(ctx, string(spec)) })
+func (s *Service) cloneResolve(c ctltree.Caller, spec []byte) (string, error) {
+	return request(s, func(ctx context.Context) (string, error) { return s.store.ResolveIn(ctx, ScopeOf(c), string(spec)) })
 }
 
-func (s *Service) readList(context.Context, ctltree.Caller) ([]byte, error) {
-	return jsonLinesOf(request(s, s.store.Sessions))
+func (s *Service) readList(_ context.Context, c ctltree.Caller) ([]byte, error) {
+	return jsonLinesOf(request(s, func(ctx context.Context) ([]SessionInfo, error) { return s.store.SessionsIn(ctx, ScopeOf(c)) }))
 }
 
 func (s *Service) readConfig(context.Context, ctltree.Caller) ([]byte, error) {
 	return indentedJSON(s.comp.cfg, nil)
 }
 
-func (s *Service) listSessions(ctltree.Caller) []string {
+func (s *Service) listSessions(c ctltree.Caller) []string {
 	ctx, cancel := s.reqCtx()
 	defer cancel()
-	ids, err := s.store.SessionIDs(ctx)
+	ids, err := s.store.SessionIDsIn(ctx, ScopeOf(c))
 	if err != nil {
 		s.log.Error("compaction store: listing sessions failed", "err", err)
 	}
@@ -266,6 +326,11 @@ func (s *Service) listSessions(ctltree.Caller) []string {
 }
 
 // lookupSession resolves a directory name (full id or unique prefix).
+// The answer is the same for every caller: the kernel caches a lookup's
+// answer (a negative one too) for whoever asks next, so a per-caller
+// answer would hide a session from its owner after another uid looked it
+// up. The files inside refuse a caller that may not use the session
+// (mayUse), and listings show only what the caller may see.
 func (s *Service) lookupSession(_ ctltree.Caller, name string) ctltree.Node {
 	ctx, cancel := s.reqCtx()
 	defer cancel()
@@ -276,24 +341,41 @@ func (s *Service) lookupSession(_ ctltree.Caller, name string) ctltree.Node {
 	return s.sessionDir(id)
 }
 
+// guarded wraps a per-session read so that it runs only for a caller that
+// may use session id (mayUse).
+func (s *Service) guarded(id string, read func(id string) ([]byte, error)) func(context.Context, ctltree.Caller) ([]byte, error) {
+	return func(_ context.Context, c ctltree.Caller) ([]byte, error) {
+		if err := s.mayUse(c, id); err != nil {
+			return nil, err
+		}
+		return read(id)
+	}
+}
+
 func (s *Service) sessionDir(id string) *ctltree.Dir {
 	return ctltree.NewDir(
 		ctltree.Entry{Name: "messages", Node: &ctltree.File{Kind: ctltree.Append,
-			Append: func(_ ctltree.Caller, lines []byte) error { return s.appendLines(id, lines) },
-			Read:   func(context.Context, ctltree.Caller) ([]byte, error) { return s.readMessages(id) }}},
-		ctltree.Entry{Name: "status", Node: &ctltree.File{Kind: ctltree.ReadOnly,
-			Read: func(context.Context, ctltree.Caller) ([]byte, error) { return s.readStatus(id) }}},
+			Append: func(c ctltree.Caller, lines []byte) error {
+				if err := s.mayUse(c, id); err != nil {
+					return err
+				}
+				return s.appendLines(id, lines)
+			},
+			Read: s.guarded(id, s.readMessages)}},
+		ctltree.Entry{Name: "status", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: s.guarded(id, s.readStatus)}},
 		ctltree.Entry{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl,
-			Write: func(_ ctltree.Caller, cmd []byte) error { return s.writeCtl(id, cmd) },
+			Write: func(c ctltree.Caller, cmd []byte) error {
+				if err := s.mayUse(c, id); err != nil {
+					return err
+				}
+				return s.writeCtl(id, cmd)
+			},
 			Read: func(context.Context, ctltree.Caller) ([]byte, error) {
-				return []byte("compact\nforce\n"), nil
+				return []byte("compact\nforce\ndelete\n"), nil
 			}}},
-		ctltree.Entry{Name: "result", Node: &ctltree.File{Kind: ctltree.ReadOnly,
-			Read: func(context.Context, ctltree.Caller) ([]byte, error) { return s.readResult(id) }}},
-		ctltree.Entry{Name: "summary", Node: &ctltree.File{Kind: ctltree.ReadOnly,
-			Read: func(context.Context, ctltree.Caller) ([]byte, error) { return s.readSummary(id) }}},
-		ctltree.Entry{Name: "lineage", Node: &ctltree.File{Kind: ctltree.ReadOnly,
-			Read: func(context.Context, ctltree.Caller) ([]byte, error) { return s.readLineage(id) }}},
+		ctltree.Entry{Name: "result", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: s.guarded(id, s.readResult)}},
+		ctltree.Entry{Name: "summary", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: s.guarded(id, s.readSummary)}},
+		ctltree.Entry{Name: "lineage", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: s.guarded(id, s.readLineage)}},
 	)
 }
 
@@ -327,15 +409,20 @@ func ParseCtlCommand(cmd []byte) (force bool, err error) {
 	case "force":
 		return true, nil
 	default:
-		return false, ctltree.Errorf(syscall.EINVAL, "unknown command %q: want compact or force", clip(c, 40))
+		return false, ctltree.Errorf(syscall.EINVAL, "unknown command %q: want compact, force or delete", clip(c, 40))
 	}
 }
 
-// writeCtl runs "compact" (automatic: skipped when thrashing) or "force".
+// writeCtl runs "compact" (automatic: skipped when thrashing), "force", or
+// "delete" (the session and the sessions compacted from it; their results
+// are forgotten).
 // A no-op succeeds (the result's reason and detail say why: a request that
 // was not refused is not an error, as a no-op "make" is not); a failure
 // returns its errno and is recorded in the result too.
 func (s *Service) writeCtl(id string, cmd []byte) error {
+	if strings.TrimSpace(string(cmd)) == "delete" {
+		return s.deleteTree(id)
+	}
 	force, err := ParseCtlCommand(cmd)
 	if err != nil {
 		return err
@@ -347,6 +434,24 @@ func (s *Service) writeCtl(id string, cmd []byte) error {
 	}
 	s.setResult(id, res)
 	return ctlErrnos.Map(err)
+}
+
+// deleteTree deletes session id and those compacted from it, serialised
+// with a compaction of id.
+func (s *Service) deleteTree(id string) error {
+	mu := s.comp.lock(id)
+	mu.Lock()
+	defer mu.Unlock()
+	ids, err := request(s, func(ctx context.Context) ([]string, error) { return s.store.DeleteTree(ctx, id) })
+	if err != nil {
+		return err
+	}
+	s.resMu.Lock()
+	defer s.resMu.Unlock()
+	for _, d := range ids {
+		delete(s.results, d)
+	}
+	return nil
 }
 
 func (s *Service) setResult(id string, r Result) {

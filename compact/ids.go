@@ -53,16 +53,31 @@ func validPrefix(p string) bool {
 // 4-32 hex digits, ErrNotFound, ErrAmbiguous (with the match count).
 func (s *Store) Resolve(ctx context.Context, idOrPrefix string) (string, error) {
 	p := strings.ToLower(strings.TrimSpace(idOrPrefix))
-	if !validPrefix(p) {
-		return "", fmt.Errorf("%w: %q (want %d to %d hex digits)", ErrBadID, clip(idOrPrefix, 40), MinPrefix, IDLen)
-	}
-	if len(p) < MinPrefix {
-		return "", fmt.Errorf("%w: prefix %q is shorter than %d digits", ErrBadID, p, MinPrefix)
+	if err := checkPrefix(p, idOrPrefix); err != nil {
+		return "", err
 	}
 	ids, err := queryRows(ctx, s.db, scanString, `SELECT id FROM sessions WHERE id GLOB ? ORDER BY id LIMIT 3`, p+"*")
 	if err != nil {
 		return "", err
 	}
+	return oneID(p, ids)
+}
+
+// checkPrefix checks a lower-cased prefix p (raw is what was asked, for
+// the message): ErrBadID unless it is MinPrefix to IDLen hex digits.
+func checkPrefix(p, raw string) error {
+	if !validPrefix(p) {
+		return fmt.Errorf("%w: %q (want %d to %d hex digits)", ErrBadID, clip(raw, 40), MinPrefix, IDLen)
+	}
+	if len(p) < MinPrefix {
+		return fmt.Errorf("%w: prefix %q is shorter than %d digits", ErrBadID, p, MinPrefix)
+	}
+	return nil
+}
+
+// oneID returns the one id of ids (the matches of prefix p, at most 3):
+// ErrNotFound for none, ErrAmbiguous for several.
+func oneID(p string, ids []string) (string, error) {
 	switch {
 	case len(ids) == 0:
 		return "", fmt.Errorf("%w: %s", ErrNotFound, p)

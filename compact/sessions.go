@@ -26,7 +26,18 @@ type Session struct {
 	Tokenizer string    `json:"tokenizer,omitempty"`
 	Title     string    `json:"title,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+	// Owner is the uid that created the transcript (a compaction's child
+	// inherits its source's); nil for one stored before transcripts had
+	// owners, which only an administrator may use
+	// (docs/DESIGN.md#compact-bounds).
+	Owner *uint32 `json:"owner,omitempty"`
+	// Bytes is the transcript's stored size (the sum of messageBytes over
+	// its messages), which Config.MaxTranscriptBytes bounds.
+	Bytes int64 `json:"bytes"`
 }
+
+// sessionCols are the columns scanSession reads, from table alias s.
+const sessionCols = `s.id, COALESCE(s.parent_session_id, ''), s.model, s.context_window, s.tokenizer, s.title, s.created_at, s.owner, s.bytes`
 
 // SessionOptions are what a new session may set (the JSON spec written to
 // .rubino/compact/new). Zero values mean the configured defaults.
@@ -35,6 +46,9 @@ type SessionOptions struct {
 	ContextWindow int    `json:"context_window,omitempty"`
 	Tokenizer     string `json:"tokenizer,omitempty"`
 	Title         string `json:"title,omitempty"`
+	// Owner is the uid the new transcript belongs to (the caller's uid
+	// through the control files; never read from the JSON spec).
+	Owner uint32 `json:"-"`
 }
 
 // Validate checks the options' ranges: model and title at most 256 bytes of
@@ -75,37 +89,57 @@ func ParseSessionOptions(spec []byte) (SessionOptions, error) {
 	return o, o.Validate()
 }
 
-// CreateSession creates a root session with opts (validated) and returns it.
+// CreateSession creates a root session with opts (validated), owned by
+// opts.Owner, and returns it. It enforces no count limit (CreateSessionCapped).
 func (s *Store) CreateSession(ctx context.Context, opts SessionOptions) (Session, error) {
+	return s.CreateSessionCapped(ctx, opts, 0)
+}
+
+// CreateSessionCapped is CreateSession refusing with ErrTooMany when
+// opts.Owner already owns maxPerOwner transcripts or more (0: no limit).
+// The count and the insert are one transaction, so concurrent creations
+// cannot both pass the cap (docs/DESIGN.md#compact-bounds).
+func (s *Store) CreateSessionCapped(ctx context.Context, opts SessionOptions, maxPerOwner int) (Session, error) {
 	if err := opts.Validate(); err != nil {
 		return Session{}, err
 	}
+	owner := opts.Owner
 	sess := Session{ID: newID(), Model: opts.Model, ContextWindow: opts.ContextWindow, Tokenizer: opts.Tokenizer,
-		Title: opts.Title, CreatedAt: time.Now().UTC()}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions(id, model, context_window, tokenizer, title, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		sess.ID, sess.Model, sess.ContextWindow, sess.Tokenizer, sess.Title, sess.CreatedAt.Format(time.RFC3339Nano))
+		Title: opts.Title, CreatedAt: time.Now().UTC(), Owner: &owner}
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Session{}, err
 	}
-	return sess, nil
+	defer tx.Rollback()
+	if err := checkOwnerCap(ctx, tx, owner, maxPerOwner); err != nil {
+		return Session{}, err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO sessions(id, model, context_window, tokenizer, title, created_at, owner) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		sess.ID, sess.Model, sess.ContextWindow, sess.Tokenizer, sess.Title, sess.CreatedAt.Format(time.RFC3339Nano), owner)
+	if err != nil {
+		return Session{}, err
+	}
+	return sess, tx.Commit()
 }
 
 // Session returns the session with exactly id (no prefix matching: call
 // Resolve first). ErrNotFound when absent.
 func (s *Store) Session(ctx context.Context, id string) (Session, error) {
-	return scanSession(s.db.QueryRowContext(ctx, `SELECT id, COALESCE(parent_session_id, ''), model, context_window, tokenizer, title, created_at FROM sessions WHERE id = ?`, id))
+	return scanSession(s.db.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions s WHERE s.id = ?`, id))
 }
 
 func scanSession(r rowScanner) (Session, error) {
 	var sess Session
 	var created string
-	if err := r.Scan(&sess.ID, &sess.ParentID, &sess.Model, &sess.ContextWindow, &sess.Tokenizer, &sess.Title, &created); err != nil {
+	var owner sql.NullInt64
+	if err := r.Scan(&sess.ID, &sess.ParentID, &sess.Model, &sess.ContextWindow, &sess.Tokenizer, &sess.Title, &created, &owner, &sess.Bytes); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return Session{}, ErrNotFound
 		}
 		return Session{}, err
 	}
 	sess.CreatedAt = parseTime(created)
+	sess.Owner = ownerOf(owner)
 	return sess, nil
 }
 
@@ -122,10 +156,16 @@ type SessionInfo struct {
 
 // Sessions lists every session, oldest first, with counts.
 func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
-	out, err := queryRows(ctx, s.db, scanSessionInfo, `SELECT s.id, COALESCE(s.parent_session_id, ''), s.model, s.context_window, s.tokenizer, s.title, s.created_at,
+	return s.SessionsIn(ctx, AllScope)
+}
+
+// SessionsIn lists the sessions sc may see, oldest first, with counts;
+// Children name only sessions sc may see too.
+func (s *Store) SessionsIn(ctx context.Context, sc Scope) ([]SessionInfo, error) {
+	out, err := queryRows(ctx, s.db, scanSessionInfo, `SELECT `+sessionCols+`,
 		(SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id),
 		(SELECT COALESCE(SUM(token_count), 0) FROM messages m WHERE m.session_id = s.id)
-		FROM sessions s ORDER BY s.rowid`)
+		FROM sessions s WHERE `+sc.cond()+` ORDER BY s.rowid`, sc.args()...)
 	if err != nil {
 		return nil, err
 	}
@@ -144,16 +184,23 @@ func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
 func scanSessionInfo(r rowScanner) (SessionInfo, error) {
 	var si SessionInfo
 	var created string
-	if err := r.Scan(&si.ID, &si.ParentID, &si.Model, &si.ContextWindow, &si.Tokenizer, &si.Title, &created, &si.Messages, &si.Tokens); err != nil {
+	var owner sql.NullInt64
+	if err := r.Scan(&si.ID, &si.ParentID, &si.Model, &si.ContextWindow, &si.Tokenizer, &si.Title, &created, &owner, &si.Bytes, &si.Messages, &si.Tokens); err != nil {
 		return SessionInfo{}, err
 	}
 	si.CreatedAt = parseTime(created)
+	si.Owner = ownerOf(owner)
 	return si, nil
 }
 
 // SessionIDs lists every session id, oldest first.
 func (s *Store) SessionIDs(ctx context.Context) ([]string, error) {
-	return queryRows(ctx, s.db, scanString, `SELECT id FROM sessions ORDER BY rowid`)
+	return s.SessionIDsIn(ctx, AllScope)
+}
+
+// SessionIDsIn lists the ids of the sessions sc may see, oldest first.
+func (s *Store) SessionIDsIn(ctx context.Context, sc Scope) ([]string, error) {
+	return queryRows(ctx, s.db, scanString, `SELECT s.id FROM sessions s WHERE `+sc.cond()+` ORDER BY s.rowid`, sc.args()...)
 }
 
 // Stats are a session's message count, token total and last seq.
@@ -176,19 +223,43 @@ func (s *Store) Stats(ctx context.Context, id string) (Stats, error) {
 // either all are stored, with consecutive seqs after the last one, or none.
 // Each message's Tokens must already be set (the compressor counts them).
 // Returns the seq of the first stored message. Errors: ErrNotFound,
-// ErrLimit when the session would exceed MaxMessages.
+// ErrLimit when the session would exceed MaxMessages. No size limit
+// (AppendMessagesCapped).
 func (s *Store) AppendMessages(ctx context.Context, id string, msgs []Message) (int64, error) {
+	return s.AppendMessagesCapped(ctx, id, msgs, 0)
+}
+
+// AppendMessagesCapped is AppendMessages refusing with ErrTooLarge, and
+// storing nothing, when the transcript would hold more than maxBytes
+// (messageBytes summed; 0: no limit). The error names
+// compact.max_transcript_bytes and the figures
+// (docs/DESIGN.md#compact-bounds).
+func (s *Store) AppendMessagesCapped(ctx context.Context, id string, msgs []Message, maxBytes int64) (int64, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback()
-	var exists int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions WHERE id = ?`, id).Scan(&exists); err != nil {
+	var size int64
+	if err := tx.QueryRowContext(ctx, `SELECT bytes FROM sessions WHERE id = ?`, id).Scan(&size); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
 		return 0, err
 	}
-	if exists == 0 {
-		return 0, fmt.Errorf("%w: %s", ErrNotFound, id)
+	if maxBytes > 0 {
+		var add int64
+		for i := range msgs {
+			n, err := messageBytes(&msgs[i])
+			if err != nil {
+				return 0, err
+			}
+			add += n
+		}
+		if size+add > maxBytes {
+			return 0, fmt.Errorf("%w: transcript %s holds %d bytes and this write adds %d, past compact.max_transcript_bytes (%d bytes): nothing of it was stored; compact it (rubinofs compact run --force %s) and continue in the child, or ask the mount owner to raise the limit",
+				ErrTooLarge, clip(id, ShortIDLen), size, add, maxBytes, clip(id, ShortIDLen))
+		}
 	}
 	var count int
 	var last int64
@@ -204,7 +275,24 @@ func (s *Store) AppendMessages(ctx context.Context, id string, msgs []Message) (
 	return last + 1, tx.Commit()
 }
 
-// insertMessages inserts msgs into session id with seqs from first on.
+// messageBytes is a message's stored size in bytes: its role, content, raw
+// content, name, tool-call id and tool calls as JSON. The transcript size
+// limit sums it (migration 3 computes the same figure in SQL).
+func messageBytes(m *Message) (int64, error) {
+	tcs, err := toolCallsJSON(m.ToolCalls)
+	if err != nil {
+		return 0, err
+	}
+	return bytesWith(m, tcs), nil
+}
+
+// bytesWith is messageBytes given the tool calls' JSON tcs.
+func bytesWith(m *Message, tcs string) int64 {
+	return int64(len(m.Role) + len(m.Content) + len(m.RawContent) + len(m.Name) + len(m.ToolCallID) + len(tcs))
+}
+
+// insertMessages inserts msgs into session id with seqs from first on, and
+// adds their messageBytes to the session's bytes.
 func insertMessages(ctx context.Context, tx *sql.Tx, id string, first int64, msgs []Message) error {
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO messages(session_id, seq, role, token_count, kind, name, tool_call_id, tool_calls, content, content_json)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
@@ -212,12 +300,14 @@ func insertMessages(ctx context.Context, tx *sql.Tx, id string, first int64, msg
 		return err
 	}
 	defer stmt.Close()
+	var size int64
 	for i := range msgs {
 		m := &msgs[i]
 		tcs, err := toolCallsJSON(m.ToolCalls)
 		if err != nil {
 			return err
 		}
+		size += bytesWith(m, tcs)
 		var tcArg, rawArg any
 		if tcs != "" {
 			tcArg = tcs
@@ -229,7 +319,8 @@ func insertMessages(ctx context.Context, tx *sql.Tx, id string, first int64, msg
 			return err
 		}
 	}
-	return nil
+	_, err = tx.ExecContext(ctx, `UPDATE sessions SET bytes = bytes + ? WHERE id = ?`, size, id)
+	return err
 }
 
 // Messages returns session id's messages (exact id) in order, from seq
@@ -239,7 +330,14 @@ func (s *Store) Messages(ctx context.Context, id string, after int64) ([]Message
 }
 
 func queryMessages(ctx context.Context, q querier, id string, after int64) ([]Message, error) {
-	return queryRows(ctx, q, func(r rowScanner) (Message, error) {
+	return queryRows(ctx, q, scanFullMessage(id), `SELECT seq, role, token_count, kind, name, tool_call_id, tool_calls, content, content_json
+		FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq`, id, after)
+}
+
+// scanFullMessage reads a row of seq, role, token_count, kind, name,
+// tool_call_id, tool_calls, content, content_json of session id.
+func scanFullMessage(id string) func(r rowScanner) (Message, error) {
+	return func(r rowScanner) (Message, error) {
 		var m Message
 		var tcs, raw sql.NullString
 		if err := r.Scan(&m.Seq, &m.Role, &m.Tokens, &m.Kind, &m.Name, &m.ToolCallID, &tcs, &m.Content, &raw); err != nil {
@@ -254,8 +352,7 @@ func queryMessages(ctx context.Context, q querier, id string, after int64) ([]Me
 			m.RawContent = json.RawMessage(raw.String)
 		}
 		return m, nil
-	}, `SELECT seq, role, token_count, kind, name, tool_call_id, tool_calls, content, content_json
-		FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq`, id, after)
+	}
 }
 
 // maxDepthText bounds lineage walks (a corrupt parent cycle cannot loop
@@ -273,7 +370,7 @@ const ancestorsCTE = `WITH RECURSIVE anc(id, parent, depth) AS (
 // Ancestors returns id followed by its parent, grandparent, ... up to the
 // root (exact id), in one query. ErrNotFound when id does not exist.
 func (s *Store) Ancestors(ctx context.Context, id string) ([]Session, error) {
-	out, err := queryRows(ctx, s.db, scanSession, ancestorsCTE+`SELECT s.id, COALESCE(s.parent_session_id, ''), s.model, s.context_window, s.tokenizer, s.title, s.created_at
+	out, err := queryRows(ctx, s.db, scanSession, ancestorsCTE+`SELECT `+sessionCols+`
 		FROM anc JOIN sessions s ON s.id = anc.id ORDER BY anc.depth`, id)
 	if err != nil {
 		return nil, err

@@ -31,6 +31,17 @@ var (
 	ErrBadID = errors.New("malformed session id")
 	// ErrLimit: the session would exceed MaxMessages.
 	ErrLimit = errors.New("session message limit reached")
+	// ErrTooLarge: the transcript would exceed its size limit
+	// (Config.MaxTranscriptBytes, compact.max_transcript_bytes); EFBIG
+	// (docs/DESIGN.md#compact-bounds).
+	ErrTooLarge = errors.New("transcript size limit reached")
+	// ErrTooMany: the uid already owns Config.MaxTranscriptsPerUID
+	// transcripts (compact.max_transcripts_per_uid); EAGAIN
+	// (docs/DESIGN.md#compact-bounds).
+	ErrTooMany = errors.New("transcript count limit reached")
+	// ErrNotYours: the caller's uid may not use that transcript; EACCES
+	// (docs/DESIGN.md#compact-bounds).
+	ErrNotYours = errors.New("transcript belongs to another uid")
 )
 
 // MaxMessages bounds the messages of one session.
@@ -105,6 +116,20 @@ var migrations = []struct {
 		`INSERT INTO compaction_runs(session_id, summary_id, original_tokens, compacted_tokens, removed_tokens, saved_tokens, source_last_seq, forced, created_at)
 			SELECT session_id, id, original_tokens, original_tokens - saved_tokens, removed_tokens, saved_tokens, source_last_seq, forced, created_at
 			FROM summaries ORDER BY rowid`,
+	}},
+	{"ownership and size: sessions.owner, sessions.bytes", []string{
+		// owner is the uid that created the transcript (a compaction's
+		// child inherits its source's); NULL for a transcript stored
+		// before ownership, which only an administrator may use.
+		`ALTER TABLE sessions ADD COLUMN owner INTEGER`,
+		`CREATE INDEX sessions_owner ON sessions(owner)`,
+		// bytes is the running total of the transcript's stored bytes
+		// (messageBytes), kept in the small sessions row so the size check
+		// of an append never reads the messages' overflow pages.
+		`ALTER TABLE sessions ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0`,
+		`UPDATE sessions SET bytes = (SELECT COALESCE(SUM(length(CAST(role AS BLOB)) + length(CAST(content AS BLOB)) +
+			length(CAST(name AS BLOB)) + length(CAST(tool_call_id AS BLOB)) + COALESCE(length(CAST(tool_calls AS BLOB)), 0) +
+			COALESCE(length(CAST(content_json AS BLOB)), 0)), 0) FROM messages WHERE session_id = sessions.id)`,
 	}},
 }
 

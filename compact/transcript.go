@@ -13,7 +13,9 @@ import (
 )
 
 // AppendLines parses data as JSON lines and appends them to session id
-// (exact id), all or nothing (see ParseMessageLines, Store.AppendMessages).
+// (exact id), all or nothing (see ParseMessageLines,
+// Store.AppendMessagesCapped): ErrTooLarge when the transcript would exceed
+// Config.MaxTranscriptBytes.
 // It returns the number of messages stored.
 func (c *Compressor) AppendLines(ctx context.Context, id string, data []byte) (int, error) {
 	sess, err := c.store.Session(ctx, id)
@@ -27,7 +29,7 @@ func (c *Compressor) AppendLines(ctx context.Context, id string, data []byte) (i
 	if len(msgs) == 0 {
 		return 0, nil
 	}
-	_, err = c.store.AppendMessages(ctx, id, msgs)
+	_, err = c.store.AppendMessagesCapped(ctx, id, msgs, c.cfg.MaxTranscriptBytes)
 	return len(msgs), err
 }
 

@@ -67,18 +67,20 @@ type fileConfig struct {
 		Subagents          map[string]fileSubagent `toml:"subagents"`
 	} `toml:"agents"`
 	Compact struct {
-		ContextWindow     *int     `toml:"context_window"`
-		Threshold         *float64 `toml:"threshold"`
-		MinimumMessages   *int     `toml:"minimum_messages"`
-		HeadMessages      *int     `toml:"head_messages"`
-		TailRatio         *float64 `toml:"tail_ratio"`
-		PreserveToolPairs *bool    `toml:"preserve_tool_pairs"`
-		MaxSummaryTokens  *int     `toml:"max_summary_tokens"`
-		PruneMinTokens    *int     `toml:"prune_min_tokens"`
-		PruneKeepRecent   *int     `toml:"prune_keep_recent"`
-		Model             *string  `toml:"model"`
-		Tokenizer         *string  `toml:"tokenizer"`
-		Summarizer        struct {
+		ContextWindow        *int     `toml:"context_window"`
+		Threshold            *float64 `toml:"threshold"`
+		MinimumMessages      *int     `toml:"minimum_messages"`
+		HeadMessages         *int     `toml:"head_messages"`
+		TailRatio            *float64 `toml:"tail_ratio"`
+		PreserveToolPairs    *bool    `toml:"preserve_tool_pairs"`
+		MaxSummaryTokens     *int     `toml:"max_summary_tokens"`
+		PruneMinTokens       *int     `toml:"prune_min_tokens"`
+		PruneKeepRecent      *int     `toml:"prune_keep_recent"`
+		Model                *string  `toml:"model"`
+		Tokenizer            *string  `toml:"tokenizer"`
+		MaxTranscriptBytes   *int     `toml:"max_transcript_bytes"`
+		MaxTranscriptsPerUID *int     `toml:"max_transcripts_per_uid"`
+		Summarizer           struct {
 			Backend        *string   `toml:"backend"`
 			Command        *[]string `toml:"command"`
 			TimeoutSeconds *int      `toml:"timeout_seconds"`
@@ -361,6 +363,7 @@ func loadStateFiles(opts Options) (layer, []Source, error) {
 				"head_messages": cc.HeadMessages, "tail_ratio": cc.TailRatio, "preserve_tool_pairs": *cc.PreserveToolPairs,
 				"max_summary_tokens": cc.MaxSummaryTokens, "prune_min_tokens": cc.PruneMinTokens,
 				"prune_keep_recent": cc.PruneKeepRecent, "model": cc.Model, "tokenizer": cc.Tokenizer,
+				"max_transcript_bytes": int(cc.MaxTranscriptBytes), "max_transcripts_per_uid": cc.MaxTranscriptsPerUID,
 			}
 			for k, v := range vals {
 				if _, ok := top[k]; ok {

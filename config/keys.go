@@ -127,6 +127,7 @@ const (
 	refuseLoosen               = "it would loosen the guard"
 	refuseAgents               = "only the user file and flags set how tasks run"
 	refuseJournal              = "the journal is the user's record of the agent's changes"
+	refuseCompactBounds        = "it bounds the daemon's transcript store, which every uid shares"
 	defaultCacheTimeoutWatch   = time.Hour
 	defaultCacheTimeoutNoWatch = time.Second
 )
@@ -334,6 +335,13 @@ var specs = []spec{
 		}
 		return nil
 	}},
+	// Transcript bounds (docs/DESIGN.md#compact-bounds): they bound the
+	// daemon's state, which every uid shares, so a workspace file may not
+	// set them.
+	{key: "compact.max_transcript_bytes", typ: tInt, def: compact.DefaultMaxTranscriptBytes,
+		valid: intRange(compact.MinTranscriptBytes, compact.MaxTranscriptBytesLimit), rule: RuleRefuse, why: refuseCompactBounds},
+	{key: "compact.max_transcripts_per_uid", typ: tInt, def: compact.DefaultMaxTranscriptsPerUID,
+		valid: intRange(1, compact.MaxTranscriptsPerUIDLimit), rule: RuleRefuse, why: refuseCompactBounds},
 	{key: "compact.summarizer.backend", typ: tString, def: "builtin", valid: oneOf("builtin", "command", "openai"), rule: RuleRefuse, why: refuseProgram},
 	{key: "compact.summarizer.command", typ: tStrings, def: []string{}, rule: RuleRefuse, why: refuseProgram},
 	{key: "compact.summarizer.timeout_seconds", typ: tInt, def: 0, valid: notNegative, rule: RuleRefuse, why: refuseProgram},
@@ -533,17 +541,19 @@ func build(m layer) (*Config, error) {
 
 	ptp := bl("compact.preserve_tool_pairs")
 	cc := compact.Config{
-		ContextWindow:     num("compact.context_window"),
-		Threshold:         flt("compact.threshold"),
-		MinimumMessages:   num("compact.minimum_messages"),
-		HeadMessages:      num("compact.head_messages"),
-		TailRatio:         flt("compact.tail_ratio"),
-		PreserveToolPairs: &ptp,
-		MaxSummaryTokens:  num("compact.max_summary_tokens"),
-		PruneMinTokens:    num("compact.prune_min_tokens"),
-		PruneKeepRecent:   num("compact.prune_keep_recent"),
-		Model:             str("compact.model"),
-		Tokenizer:         str("compact.tokenizer"),
+		ContextWindow:        num("compact.context_window"),
+		Threshold:            flt("compact.threshold"),
+		MinimumMessages:      num("compact.minimum_messages"),
+		HeadMessages:         num("compact.head_messages"),
+		TailRatio:            flt("compact.tail_ratio"),
+		PreserveToolPairs:    &ptp,
+		MaxSummaryTokens:     num("compact.max_summary_tokens"),
+		PruneMinTokens:       num("compact.prune_min_tokens"),
+		PruneKeepRecent:      num("compact.prune_keep_recent"),
+		Model:                str("compact.model"),
+		Tokenizer:            str("compact.tokenizer"),
+		MaxTranscriptBytes:   int64(num("compact.max_transcript_bytes")),
+		MaxTranscriptsPerUID: num("compact.max_transcripts_per_uid"),
 		Summarizer: compact.SummarizerConfig{
 			Backend:        str("compact.summarizer.backend"),
 			Command:        strs("compact.summarizer.command"),

@@ -17,6 +17,10 @@
 //
 //	go run ./bench/compact [-sizes 1000,10000,100000] [-src DIR] [-max-result BYTES]
 //
+// With -force-mb 64,100 it instead force-compacts one transcript of each
+// size and prints the extra resident set the compaction took (VmHWM
+// reset before it).
+//
 // It is not part of `go test ./...`.
 package main
 
@@ -49,6 +53,8 @@ func main() {
 	maxFiles := flag.Int("max-files", 20000, "at most this many source files")
 	rolling := flag.Bool("rolling", true, "also run the rolling (agent loop) scenario")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the compactions (not the ingest) to `FILE`")
+	emitMB := flag.Int("emit-mb", 0, "instead, write a transcript of about this many MB (JSON lines) to stdout, for feeding a daemon")
+	forceMB := flag.String("force-mb", "", "instead of the tables above, force-compact transcripts of these sizes in MB (comma-separated) and print the extra RSS")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -66,12 +72,28 @@ func main() {
 	if len(files) == 0 {
 		log.Fatalf("no .go files under %s", *src)
 	}
+	if *emitMB > 0 {
+		emit(*emitMB, files)
+		return
+	}
 	var srcBytes int
 	for _, f := range files {
 		srcBytes += len(f.content)
 	}
 	fmt.Printf("## Machine\n\n%s\n\nSource: %d .go files under %s (first %d bytes of each; %.1f MB)\n\n", machine(), len(files), *src, *maxResult, float64(srcBytes)/1e6)
 
+	if *forceMB != "" {
+		var mbs []int
+		for _, s := range strings.Split(*forceMB, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 1 {
+				log.Fatalf("bad size %q", s)
+			}
+			mbs = append(mbs, n)
+		}
+		printForce(mbs, files)
+		return
+	}
 	var ns []int
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

@@ -69,6 +69,12 @@ func compactCommand() *cli.Command {
 				Action: compactRun,
 			},
 			{
+				Name: "rm", Usage: "delete a session and the sessions compacted from it (yours only, unless you administer the mount)",
+				ArgsUsage: "ID",
+				Flags:     []cli.Flag{mountFlag()},
+				Action:    compactRm,
+			},
+			{
 				Name: "show", Usage: "show a session's status, lineage and summary",
 				ArgsUsage: "ID",
 				Flags: []cli.Flag{mountFlag(),
@@ -132,7 +138,7 @@ func compactLs(c *cli.Context) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPARENT\tMODEL\tMESSAGES\tTOKENS\tCREATED\tCOMPACTED INTO")
+	fmt.Fprintln(tw, "ID\tPARENT\tOWNER\tMODEL\tMESSAGES\tTOKENS\tBYTES\tCREATED\tCOMPACTED INTO")
 	for _, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
 		if len(line) == 0 {
 			continue
@@ -145,8 +151,12 @@ func compactLs(c *cli.Context) error {
 		for i, k := range si.Children {
 			kids[i] = short(k)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", short(si.ID), dash(short(si.ParentID)), dash(si.Model), si.Messages, si.Tokens,
-			si.CreatedAt.Local().Format(time.DateTime), strings.Join(kids, ","))
+		owner := "-"
+		if si.Owner != nil {
+			owner = strconv.FormatUint(uint64(*si.Owner), 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", short(si.ID), dash(short(si.ParentID)), owner, dash(si.Model), si.Messages, si.Tokens,
+			si.Bytes, si.CreatedAt.Local().Format(time.DateTime), strings.Join(kids, ","))
 	}
 	return tw.Flush()
 }
@@ -379,6 +389,18 @@ func compactRun(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("result of %s names session %s: another request overtook this one", id, r.SourceSessionID), 1)
 	}
 	fmt.Print(formatResult(r))
+	return nil
+}
+
+func compactRm(c *cli.Context) error {
+	mnt, id, err := mountSession(c)
+	if err != nil {
+		return err
+	}
+	if err := writeCtl(mnt, "compact/sessions/"+id+"/ctl", []byte("delete\n")); err != nil {
+		return cli.Exit(fmt.Sprintf("deleting %s: %v", short(id), err), 1)
+	}
+	fmt.Printf("deleted %s and the sessions compacted from it\n", short(id))
 	return nil
 }
 

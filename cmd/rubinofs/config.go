@@ -39,6 +39,8 @@ var flagKeys = []struct{ flag, key string }{
 	{"journal-budget", "journal.budget"},
 	{"journal-retention", "journal.retention"},
 	{"journal-sync", "journal.sync"},
+	{"compact-max-transcript-bytes", "compact.max_transcript_bytes"},
+	{"compact-max-transcripts", "compact.max_transcripts_per_uid"},
 }
 
 // configFlag is --config, shared by `mount` and `config show`.

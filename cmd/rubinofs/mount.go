@@ -82,6 +82,8 @@ func mountFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "journal-retention", Value: config.Default("journal.retention").(time.Duration), Usage: "keep an ended session's journal this long (0: forever)"},
 		&cli.StringFlag{Name: "journal-sync", Value: config.Default("journal.sync").(string), Usage: "when a change's record becomes durable: write (before the change, survives a daemon crash; fsync'ed within 1 s) or fsync (fsync'ed before the change)"},
 		&cli.IntFlag{Name: "max-live-sessions", Usage: "at most `N` live sessions: registering one more fails with EAGAIN until one ends (default 1024)"},
+		&cli.IntFlag{Name: "compact-max-transcript-bytes", Value: config.Default("compact.max_transcript_bytes").(int), Usage: "bound one compaction transcript to `BYTES`; an append past it fails with EFBIG"},
+		&cli.IntFlag{Name: "compact-max-transcripts", Value: config.Default("compact.max_transcripts_per_uid").(int), Usage: "at most `N` compaction transcripts per uid; creating one past it fails with EAGAIN"},
 		&cli.IntFlag{Name: "max-watches", Usage: "at most `N` inotify watches (0: the kernel's fs.inotify.max_user_watches)"},
 		&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log record format: text (key=value) or json (one object a line)"},
