@@ -68,7 +68,7 @@ Everything else is EPERM.
 
 // ctlErrnos maps an error to what a control-file caller sees: ErrNotFound
 // -> ENOENT; ErrTooLarge -> EFBIG; ErrBadInput, ErrUnknownSubagent,
-// ErrNotRunning, ErrGateBusy -> EINVAL; ErrOwnerNotLive -> EPERM;
+// ErrNotRunning, ErrGateBusy -> EINVAL; ErrOwnerNotLive, ErrShellOff -> EPERM;
 // *CapError, ErrClosed -> EAGAIN (a cap frees up, or the mount is going
 // away); ErrCancelled -> ECANCELED; ErrTimeout -> ETIMEDOUT; then the
 // table's common tail (a cancelled read -> EINTR) and EIO for anything
@@ -83,6 +83,7 @@ var ctlErrnos = ctltree.ErrnoTable{
 		ctltree.Is(ErrNotRunning, syscall.EINVAL),
 		ctltree.Is(ErrGateBusy, syscall.EINVAL),
 		ctltree.Is(ErrOwnerNotLive, syscall.EPERM),
+		ctltree.Is(ErrShellOff, syscall.EPERM),
 		ctltree.As[*CapError](syscall.EAGAIN),
 		ctltree.Is(ErrClosed, syscall.EAGAIN),
 		ctltree.Is(ErrCancelled, syscall.ECANCELED),
@@ -121,7 +122,10 @@ func (rn *Runner) Node() *ctltree.Dir {
 
 // clone spawns from a spec. The caller's identity decides the owner: a
 // task spawns under itself (depth recomputed from it); anyone else spawns
-// a top-level task owned by its session.
+// a top-level task owned by its session. The task runs as the caller
+// (SpawnerOf: its uid, groups, environment, namespaces), never as the
+// daemon (docs/DESIGN.md#task-credentials). The file's mode stays 0666:
+// a spawn gives no caller more than it has.
 func (rn *Runner) clone(c ctltree.Caller, spec []byte) (string, error) {
 	s, err := ParseSpec(spec)
 	if err != nil {
@@ -133,7 +137,15 @@ func (rn *Runner) clone(c ctltree.Caller, spec []byte) (string, error) {
 			return "", ctltree.Errorf(syscall.EPERM, "task %s is not live: it cannot spawn", ownerTask)
 		}
 	}
-	t, err := rn.Spawn(s, ownerTask, c.Session)
+	if s.Subagent == BuiltinShell && rn.cfg.NoShell {
+		return "", ctlErrnos.Map(ErrShellOff)
+	}
+	sp, err := rn.SpawnerOf(c)
+	if err != nil {
+		return "", err
+	}
+	defer sp.Close()
+	t, err := rn.SpawnAs(s, ownerTask, c.Session, sp)
 	if err != nil {
 		return "", ctlErrnos.Map(err)
 	}

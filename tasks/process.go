@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -40,25 +38,14 @@ func wrapperFor(umask string) string {
 	return "umask " + umask + " || exit 125\n" + wrapperScript
 }
 
-// taskEnv is the daemon's environment without stale task variables, plus
-// the type's Env and the task's own variables (which win).
-func (rn *Runner) taskEnv(typ SubagentType, id string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case EnvTaskID, EnvSession, EnvMount, "RUBINOFS_READY_FD":
-			continue
-		}
-		env = append(env, kv)
+// startLocked starts the process of reserved task t as sp (nil: as the
+// runner's own process, see command); rn.mu is held.
+func (rn *Runner) startLocked(t Task, typ SubagentType, sp *Spawner) (err error) {
+	mount := rn.cfg.Mount
+	if sp != nil {
+		mount = sp.Mount
 	}
-	env = append(env, typ.Env...)
-	return append(env, EnvTaskID+"="+id, EnvSession+"="+SessionName(id), EnvMount+"="+rn.cfg.Mount)
-}
-
-// startLocked starts the process of reserved task t; rn.mu is held.
-func (rn *Runner) startLocked(t Task, typ SubagentType) (err error) {
-	argv := typ.argv(t.Prompt, t.ID, rn.cfg.Mount)
+	argv := typ.argv(t.Prompt, t.ID, mount)
 	var closers []*os.File
 	defer func() {
 		for _, f := range closers {
@@ -96,18 +83,12 @@ func (rn *Runner) startLocked(t Task, typ SubagentType) (err error) {
 	}
 	closers = append(closers, logf)
 
-	cmd := exec.Command(rn.cfg.Shell, append([]string{"-c", wrapperFor(rn.cfg.Umask), "rubino-task"}, argv...)...)
-	cmd.Dir = "/" // outside the mount; the wrapper cds in (see wrapperScript)
-	cmd.Env = rn.taskEnv(typ, t.ID)
+	cmd := rn.command(sp, argv, goR)
+	cmd.Env = rn.taskEnv(typ, t.ID, sp)
 	if inR != nil {
 		cmd.Stdin = inR
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.ExtraFiles = []*os.File{goR}
-	// Setsid: own session and process group, so a stop reaches everything
-	// the task starts and nothing outside can join it. Pdeathsig: the
-	// leader dies with the daemon's thread even when teardown cannot run.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -132,6 +113,11 @@ func (rn *Runner) startLocked(t Task, typ SubagentType) (err error) {
 			startErr = fmt.Errorf("registering session %s: %w", SessionName(t.ID), err)
 		} else {
 			p.registered = true
+			if o, ok := rn.cfg.Sessions.(ownedSessions); ok && sp != nil {
+				if err := o.SetOwner(SessionName(t.ID), sp.Uid); err != nil {
+					startErr = fmt.Errorf("owning session %s: %w", SessionName(t.ID), err)
+				}
+			}
 		}
 	}
 	if startErr == nil {

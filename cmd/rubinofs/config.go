@@ -38,6 +38,7 @@ var flagKeys = []struct{ flag, key string }{
 	{"journal-budget", "journal.budget"},
 	{"journal-retention", "journal.retention"},
 	{"journal-sync", "journal.sync"},
+	{"agents-shell", "agents.shell"},
 }
 
 // configFlag is --config, shared by `mount` and `config show`.

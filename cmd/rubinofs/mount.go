@@ -81,6 +81,7 @@ func mountFlags() []cli.Flag {
 		&cli.IntFlag{Name: "journal-budget", Value: config.Default("journal.budget").(int), Usage: "bound the journal's blob store to `BYTES` (0: no budget)"},
 		&cli.DurationFlag{Name: "journal-retention", Value: config.Default("journal.retention").(time.Duration), Usage: "keep an ended session's journal this long (0: forever)"},
 		&cli.StringFlag{Name: "journal-sync", Value: config.Default("journal.sync").(string), Usage: "when a change's record becomes durable: write (before the change, survives a daemon crash; fsync'ed within 1 s) or fsync (fsync'ed before the change)"},
+		&cli.BoolFlag{Name: "agents-shell", Value: config.Default("agents.shell").(bool), Usage: "offer the built-in subagent sh, which runs the prompt as a shell command as its spawner (--agents-shell=false: refuse it)"},
 		&cli.IntFlag{Name: "max-watches", Usage: "at most `N` inotify watches (0: the kernel's fs.inotify.max_user_watches)"},
 		&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log record format: text (key=value) or json (one object a line)"},
