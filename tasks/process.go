@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -60,6 +61,12 @@ func (rn *Runner) startLocked(t Task, typ SubagentType, sp *Spawner) (err error)
 		return r, w, err
 	}
 	goR, goW, err := pipe()
+	if sp.Joins() {
+		goR, goW, err = socketPair() // the wrapper also reports that it is in (awaitEntered)
+		if err == nil {
+			closers = append(closers, goR, goW)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -120,7 +127,16 @@ func (rn *Runner) startLocked(t Task, typ SubagentType, sp *Spawner) (err error)
 			}
 		}
 	}
-	if startErr == nil {
+	entered := true
+	if startErr == nil && sp.Joins() {
+		// Before the clone write returns, while the caller still exists:
+		// nsenter opens its namespaces through its /proc/PID.
+		if entered, err = awaitEntered(goW, joinBound); err != nil {
+			syscall.Kill(-pid, syscall.SIGKILL)
+			startErr = fmt.Errorf("entering the namespaces of %s: %w", sp.describe(), err)
+		}
+	}
+	if startErr == nil && entered {
 		if _, err := goW.Write([]byte("go\n")); err != nil {
 			startErr = fmt.Errorf("starting: %w", err)
 		}
@@ -142,6 +158,43 @@ func (rn *Runner) startLocked(t Task, typ SubagentType, sp *Spawner) (err error)
 	go out.pump(errR, false, &pumps)
 	go rn.wait(t.ID, cmd, p, out, &pumps, []*os.File{outR, errR}, startErr)
 	return nil
+}
+
+// joinBound bounds how long a spawn waits for nsenter to enter a
+// spawner's namespaces and start the wrapper: milliseconds when healthy.
+const joinBound = 10 * time.Second
+
+// socketPair returns the two ends of a connected Unix stream socket pair,
+// close-on-exec: the wrapper's end and the runner's.
+func socketPair() (*os.File, *os.File, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), "task-go"), os.NewFile(uintptr(fds[1]), "task-go-runner"), nil
+}
+
+// awaitEntered waits at most bound for the wrapper's "in" line on the
+// runner's end of the socket pair: it reports true once the wrapper runs
+// inside the spawner's namespaces, false without error when the wrapper's
+// end closed first (nsenter failed: its message is the task's last stderr
+// line), and an error when bound passed (the caller then kills the task,
+// which ends the read).
+func awaitEntered(f *os.File, bound time.Duration) (bool, error) {
+	got := make(chan bool, 1)
+	go func() {
+		b := make([]byte, 3)
+		n, _ := io.ReadFull(f, b)
+		got <- n == 3 && string(b) == "in\n"
+	}()
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case ok := <-got:
+		return ok, nil
+	case <-t.C:
+		return false, fmt.Errorf("nsenter did not start the task within %v", bound)
+	}
 }
 
 // outputSink receives a task's stdout and stderr.

@@ -45,31 +45,27 @@ type Spawner struct {
 
 // nsJoin is what a task needs to enter a spawner's namespaces, as `docker
 // exec` does: util-linux nsenter, run as root from the daemon's side, gets
-// the namespace files and the root directory as inherited descriptors,
-// enters them, then drops to the spawner's uid; the process starts in the
-// spawner's cgroup (clone3 CLONE_INTO_CGROUP).
+// the spawner's /proc/PID directory as an inherited descriptor and opens
+// the namespace files and the root directory through it (a /proc/PID
+// descriptor stays bound to the process it was opened for: after that
+// process is gone it resolves to nothing, never to a process that reuses
+// the pid), enters them, forks into the pid namespace, then drops to the
+// spawner's uid; the process starts in the spawner's cgroup (clone3
+// CLONE_INTO_CGROUP).
 type nsJoin struct {
 	nsenter string   // path of nsenter in the daemon's mount namespace
-	ns      []nsFile // the namespace files, in nsenter's order
-	root    *os.File // the spawner's root directory (/proc/PID/root)
+	opts    []string // nsenter's options of the namespaces to enter ("mount", "pid", ...)
+	names   []string // their /proc/PID/ns names, in the same order
+	proc    *os.File // the spawner's /proc/PID directory
 	cgroup  *os.File // its cgroup v2 directory
 }
 
-// nsFile is one namespace to enter: nsenter's option name and the file.
-type nsFile struct {
-	opt string // "mount", "pid", ...
-	f   *os.File
-}
-
-// Close releases the spawner's namespace handles; safe on nil and twice.
+// Close releases the spawner's handles; safe on nil and twice.
 func (sp *Spawner) Close() {
 	if sp == nil || sp.join == nil {
 		return
 	}
-	for _, n := range sp.join.ns {
-		n.f.Close()
-	}
-	for _, f := range []*os.File{sp.join.root, sp.join.cgroup} {
+	for _, f := range []*os.File{sp.join.proc, sp.join.cgroup} {
 		if f != nil {
 			f.Close()
 		}
@@ -131,21 +127,14 @@ func (rn *Runner) command(sp *Spawner, argv []string, goR *os.File) *exec.Cmd {
 		}
 	} else {
 		j := sp.join
+		extra = append(extra, j.proc) // descriptor 4
+		const proc = "/proc/self/fd/4/"
 		var args []string
-		var closes []string
-		add := func(opt string, f *os.File) {
-			fd := 3 + len(extra)
-			extra = append(extra, f)
-			args = append(args, "--"+opt+"=/proc/self/fd/"+strconv.Itoa(fd))
-			closes = append(closes, strconv.Itoa(fd)+"<&-")
+		for i, opt := range j.opts {
+			args = append(args, "--"+opt+"="+proc+"ns/"+j.names[i])
 		}
-		for _, n := range j.ns {
-			add(n.opt, n.f)
-		}
-		add("root", j.root)
-		args = append(args, "--wd=/proc/self/fd/"+strconv.Itoa(2+len(extra)))
-		wrapper = "exec " + strings.Join(closes, " ") + "\n" + wrapper
-		args = append(args, "--setuid="+strconv.FormatUint(uint64(sp.Uid), 10), "--", rn.cfg.Shell, "-c", wrapper, "rubino-task")
+		args = append(args, "--root="+proc+"root", "--wd="+proc+"root",
+			"--setuid="+strconv.FormatUint(uint64(sp.Uid), 10), "--", rn.cfg.Shell, "-c", "exec 4<&-\necho in >&3 || exit 125\n"+wrapper, "rubino-task")
 		cmd = exec.Command(j.nsenter, append(args, argv...)...)
 		// nsenter runs as root with the spawner's gid and groups: root to
 		// enter the namespaces, then --setuid drops the uid (and with it

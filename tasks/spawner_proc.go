@@ -175,16 +175,12 @@ func (rn *Runner) placeSpawner(sp *Spawner, pid string) error {
 		return refuse("opening its cgroup: %v", err)
 	}
 	for _, ns := range namespaces {
-		if ns.nsenterOpt == "" {
-			continue
+		if ns.nsenterOpt != "" {
+			j.opts, j.names = append(j.opts, ns.nsenterOpt), append(j.names, ns.name)
 		}
-		f, err := os.Open("/proc/" + pid + "/ns/" + ns.name)
-		if err != nil {
-			return procErr(sp.Pid, err)
-		}
-		j.ns = append(j.ns, nsFile{opt: ns.nsenterOpt, f: f})
 	}
-	if j.root, err = os.Open("/proc/" + pid + "/root"); err != nil {
+	// Verified by the caller's liveness check after this (SpawnerOf).
+	if j.proc, err = os.OpenFile("/proc/"+pid, os.O_RDONLY|unix.O_DIRECTORY, 0); err != nil {
 		return procErr(sp.Pid, err)
 	}
 	return nil
