@@ -50,14 +50,20 @@ const agentsReadme = `rubinofs agents: background subagents as files
 approval, answer and wait never block a reader that opened them with
 O_NONBLOCK: while nothing is decided, such a read returns EAGAIN.
 
-Subagent types: sh (built in: the prompt is a shell command) and those of
+Subagent types: sh (built in: the prompt is a shell command; agents.shell =
+false switches it off) and those of
 agents.json in the state directory (name -> argv template with {prompt},
 {id}, {mount}, or the prompt on stdin), which also sets the caps
 (max_depth 2, max_children_per_node 3, max_concurrent_total 8),
 ask_timeout (900 s) and keep_finished (256: the finished tasks kept; older
-ones go, with their logs, unless a live task descends from them). Tasks run from the mount root with RUBINO_TASK_ID,
-RUBINO_SESSION (task-ID) and RUBINO_MOUNT set; "rubinofs ask" and
-"rubinofs inbox" use them.
+ones go, with their logs, unless a live task descends from them).
+
+A task runs as the process that wrote clone: its uid, groups and
+environment, and for a caller in a container its namespaces and cgroup
+(EPERM with the reason when that cannot be done). It starts in the mount
+root as the caller sees it, in session task-ID owned by the caller's uid,
+with RUBINO_TASK_ID, RUBINO_SESSION and RUBINO_MOUNT set; "rubinofs ask"
+and "rubinofs inbox" use them.
 
 Who may do what: a task (a caller in session task-ID) may stop, steer, reply
 to and spawn under its own descendants only; only the task itself may ask,

@@ -129,7 +129,7 @@ func (rn *Runner) placeSpawner(sp *Spawner, pid string) error {
 	}
 	where := "its own root directory"
 	if len(differ) > 0 {
-		where = "other " + strings.Join(differ, ", ") + " namespaces than the daemon"
+		where = "namespaces other than the daemon's (" + strings.Join(differ, ", ") + ")"
 	}
 	refuse := func(format string, args ...any) error {
 		return ctltree.Errorf(syscall.EPERM, "cannot start a task in the namespaces of %s, which is in %s: %s", sp.describe(), where, fmt.Sprintf(format, args...))

@@ -160,18 +160,24 @@ func TestGuardedSessionTaskStaysGuarded(t *testing.T) {
 
 // TestTaskEntersCallerNamespaces: a caller in its own mount namespace
 // (unshare --mount), and one in its own pid and mount namespaces with its
-// own /proc (unshare --pid --fork --mount-proc), spawn tasks; each task runs
-// in the caller's mount, pid and cgroup namespaces and cgroup (as `docker
-// exec` would), as the caller sees them.
+// own /proc (unshare --pid --fork --mount-proc), and one in a cgroup and
+// cgroup namespace of its own spawn tasks; each task runs in the caller's
+// mount, pid and cgroup namespaces and cgroup (as `docker exec` would),
+// with the mount where the caller sees it.
 func TestTaskEntersCallerNamespaces(t *testing.T) {
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("no unshare")
 	}
 	m, bin := nobodyMount(t, nil)
-	self := `echo mnt=$(readlink /proc/self/ns/mnt) pid=$(readlink /proc/self/ns/pid) cg=$(grep '^0::' /proc/self/cgroup)`
+	self := `echo mnt=$(readlink /proc/self/ns/mnt) pid=$(readlink /proc/self/ns/pid) cgns=$(readlink /proc/self/ns/cgroup) cg=$(grep '^0::' /proc/self/cgroup)`
+	// A caller in a cgroup of its own and a cgroup namespace rooted
+	// there: a task outside that cgroup would show "0::/..".
+	_, cgDir := cgroupRoot(t)
+	intoCgroup := "echo $$ > " + shq(filepath.Join(cgDir, "cgroup.procs")) + " && exec "
 	for _, tc := range []struct{ name, unshare string }{
 		{"mount", "unshare --mount --fork"},
 		{"pid", "unshare --pid --fork --mount-proc"},
+		{"cgroup", intoCgroup + "unshare --cgroup --mount --fork"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The caller waits for its task inside: a pid namespace
@@ -191,6 +197,25 @@ func TestTaskEntersCallerNamespaces(t *testing.T) {
 				t.Fatalf("task %s of a caller of %s printed\n%s\nwant\n%s", id, tc.unshare, got, want)
 			}
 		})
+	}
+}
+
+// TestTaskUserNamespaceCallerRefused: a caller in another user namespace
+// (rootless containers) is refused with EPERM and a reason naming what to
+// do; nothing runs.
+func TestTaskUserNamespaceCallerRefused(t *testing.T) {
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare")
+	}
+	m, bin := nobodyMount(t, nil)
+	ran := filepath.Join(m.tmp, "ran")
+	out, err := m.sh("unshare --user --map-root-user --mount --fork " + spawnScript(bin, m.mnt, "touch "+shq(ran)))
+	if err == nil || !strings.Contains(out, "another user namespace") || !strings.Contains(out, "spawn from the host") {
+		t.Fatalf("spawn from a user namespace: %v\n%s", err, out)
+	}
+	t.Logf("refused: %s", out)
+	if n := len(m.d.Tasks.Registry().List()); n != 0 {
+		t.Fatalf("%d tasks registered", n)
 	}
 }
 
