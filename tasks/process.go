@@ -27,16 +27,24 @@ const (
 // wrapperFor prefixes it with the umask of Config.Umask.
 const wrapperScript = `IFS= read -r go <&3 || exit 125
 exec 3<&-
-cd -- "$RUBINO_MOUNT" || exit 125
+` + enterMount
+
+// enterMount ends every wrapper: into the mount, then the subagent.
+const enterMount = `cd -- "$RUBINO_MOUNT" || exit 125
 exec "$@"`
 
 // wrapperFor returns the start-up wrapper that first sets umask (validated
 // octal, Config.Validate; "" keeps the runner's own).
 func wrapperFor(umask string) string {
+	return umaskLine(umask) + wrapperScript
+}
+
+// umaskLine is the wrapper's first line for Config.Umask ("" for none).
+func umaskLine(umask string) string {
 	if umask == "" {
-		return wrapperScript
+		return ""
 	}
-	return "umask " + umask + " || exit 125\n" + wrapperScript
+	return "umask " + umask + " || exit 125\n"
 }
 
 // startLocked starts the process of reserved task t as sp (nil: as the
@@ -91,7 +99,13 @@ func (rn *Runner) startLocked(t Task, typ SubagentType, sp *Spawner) (err error)
 	closers = append(closers, logf)
 
 	cmd := rn.command(sp, argv, goR)
-	cmd.Env = rn.taskEnv(typ, t.ID, sp)
+	env := rn.taskEnv(typ, t.ID, sp)
+	cmd.Env = env
+	if sp.Joins() {
+		// nsenter runs as root: never with the spawner's environment
+		// (LD_PRELOAD...); the wrapper gets it over descriptor 3.
+		cmd.Env = joinEnv
+	}
 	if inR != nil {
 		cmd.Stdin = inR
 	}
@@ -136,12 +150,22 @@ func (rn *Runner) startLocked(t Task, typ SubagentType, sp *Spawner) (err error)
 			startErr = fmt.Errorf("entering the namespaces of %s: %w", sp.describe(), err)
 		}
 	}
-	if startErr == nil && entered {
+	switch {
+	case startErr == nil && entered && sp.Joins():
+		// The environment may exceed the socket's buffer, and the shell
+		// reading it is the spawner's: never wait for it here.
+		go func() {
+			goW.Write(exportScript(env))
+			goW.Close()
+		}()
+	case startErr == nil && entered:
 		if _, err := goW.Write([]byte("go\n")); err != nil {
 			startErr = fmt.Errorf("starting: %w", err)
 		}
+		fallthrough
+	default:
+		goW.Close() // without the go-ahead the wrapper exits 125
 	}
-	goW.Close() // without the go-ahead the wrapper exits 125
 	if inW != nil {
 		prompt := t.Prompt
 		go func() {
@@ -158,43 +182,6 @@ func (rn *Runner) startLocked(t Task, typ SubagentType, sp *Spawner) (err error)
 	go out.pump(errR, false, &pumps)
 	go rn.wait(t.ID, cmd, p, out, &pumps, []*os.File{outR, errR}, startErr)
 	return nil
-}
-
-// joinBound bounds how long a spawn waits for nsenter to enter a
-// spawner's namespaces and start the wrapper: milliseconds when healthy.
-const joinBound = 10 * time.Second
-
-// socketPair returns the two ends of a connected Unix stream socket pair,
-// close-on-exec: the wrapper's end and the runner's.
-func socketPair() (*os.File, *os.File, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	return os.NewFile(uintptr(fds[0]), "task-go"), os.NewFile(uintptr(fds[1]), "task-go-runner"), nil
-}
-
-// awaitEntered waits at most bound for the wrapper's "in" line on the
-// runner's end of the socket pair: it reports true once the wrapper runs
-// inside the spawner's namespaces, false without error when the wrapper's
-// end closed first (nsenter failed: its message is the task's last stderr
-// line), and an error when bound passed (the caller then kills the task,
-// which ends the read).
-func awaitEntered(f *os.File, bound time.Duration) (bool, error) {
-	got := make(chan bool, 1)
-	go func() {
-		b := make([]byte, 3)
-		n, _ := io.ReadFull(f, b)
-		got <- n == 3 && string(b) == "in\n"
-	}()
-	t := time.NewTimer(bound)
-	defer t.Stop()
-	select {
-	case ok := <-got:
-		return ok, nil
-	case <-t.C:
-		return false, fmt.Errorf("nsenter did not start the task within %v", bound)
-	}
 }
 
 // outputSink receives a task's stdout and stderr.

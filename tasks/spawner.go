@@ -113,15 +113,15 @@ func (rn *Runner) taskEnv(typ SubagentType, id string, sp *Spawner) []string {
 // daemon's thread even when teardown cannot run). For a spawner in other
 // namespaces the leader is nsenter (nsJoin), which enters them, forks
 // (the pid namespace), drops to the spawner's uid and executes the shell
-// of the spawner's root; the descriptors it was handed are closed by the
-// wrapper before anything else runs.
+// of the spawner's root with joinWrapper, which closes the descriptor it
+// was handed before anything else runs and receives the environment over
+// descriptor 3 (spawner_join.go).
 func (rn *Runner) command(sp *Spawner, argv []string, goR *os.File) *exec.Cmd {
-	wrapper := wrapperFor(rn.cfg.Umask)
 	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	extra := []*os.File{goR}
 	var cmd *exec.Cmd
 	if !sp.Joins() {
-		cmd = exec.Command(rn.cfg.Shell, append([]string{"-c", wrapper, "rubino-task"}, argv...)...)
+		cmd = exec.Command(rn.cfg.Shell, append([]string{"-c", wrapperFor(rn.cfg.Umask), "rubino-task"}, argv...)...)
 		if sp != nil && sp.SetCreds {
 			attr.Credential = &syscall.Credential{Uid: sp.Uid, Gid: sp.Gid, Groups: sp.Groups}
 		}
@@ -134,7 +134,7 @@ func (rn *Runner) command(sp *Spawner, argv []string, goR *os.File) *exec.Cmd {
 			args = append(args, "--"+opt+"="+proc+"ns/"+j.names[i])
 		}
 		args = append(args, "--root="+proc+"root", "--wd="+proc+"root",
-			"--setuid="+strconv.FormatUint(uint64(sp.Uid), 10), "--", rn.cfg.Shell, "-c", "exec 4<&-\necho in >&3 || exit 125\n"+wrapper, "rubino-task")
+			"--setuid="+strconv.FormatUint(uint64(sp.Uid), 10), "--", rn.cfg.Shell, "-c", joinWrapper(rn.cfg.Umask), "rubino-task")
 		cmd = exec.Command(j.nsenter, append(args, argv...)...)
 		// nsenter runs as root with the spawner's gid and groups: root to
 		// enter the namespaces, then --setuid drops the uid (and with it

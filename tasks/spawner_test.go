@@ -3,10 +3,12 @@ package tasks
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rubinofs/rubinofs/ctltree"
 )
@@ -111,4 +113,57 @@ func TestShellOffRefused(t *testing.T) {
 	if _, err := cloneAs(t, rn, human, "subagent=echo\nprompt=hi"); err != nil {
 		t.Fatalf("a configured type: %v", err)
 	}
+}
+
+// TestJoinWrapperEnvironment runs joinPrefix under /bin/sh as a joined
+// task's wrapper would: it says "in", takes the environment from
+// exportScript (quotes, newlines, a name a shell cannot export) and ends
+// with nothing of its own environment (PATH unset when the spawner had
+// none); a stray line makes it exit 125.
+func TestJoinWrapperEnvironment(t *testing.T) {
+	run := func(script []byte) (string, error) {
+		child, ours, err := socketPair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ours.Close()
+		cmd := exec.Command("/bin/sh", "-c", joinPrefix+`printf '%s|' "$A" "$B" "${PATH-unset}" "${BAD-}"`)
+		cmd.Env = joinEnv
+		cmd.ExtraFiles = []*os.File{child}
+		var out strings.Builder
+		cmd.Stdout = &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		child.Close()
+		if ok, err := awaitEntered(ours, time.Minute); !ok || err != nil {
+			t.Fatalf("entered %v, %v", ok, err)
+		}
+		ours.Write(script)
+		ours.Close() // the end: a script without "go" is cut short
+		err = cmd.Wait()
+		return out.String(), err
+	}
+	got, err := run(exportScript([]string{"A=it's\ntwo 'lines' $HOME `x`", "B=", "BAD.NAME=1", "noequals"}))
+	if err != nil || got != "it's\ntwo 'lines' $HOME `x`||unset||" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if _, err := run([]byte("export A='1'\nrm -rf /\ngo\n")); exitStatus(err) != 125 {
+		t.Fatalf("a stray line: %v", err)
+	}
+	if _, err := run([]byte("export A='1'\n")); exitStatus(err) != 125 {
+		t.Fatalf("no go: %v", err)
+	}
+}
+
+// exitStatus is the exit status of a Wait error (0 for nil, -1 for none).
+func exitStatus(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
 }

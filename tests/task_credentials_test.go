@@ -169,7 +169,9 @@ func TestTaskEntersCallerNamespaces(t *testing.T) {
 		t.Skip("no unshare")
 	}
 	m, bin := nobodyMount(t, nil)
-	self := `echo mnt=$(readlink /proc/self/ns/mnt) pid=$(readlink /proc/self/ns/pid) cgns=$(readlink /proc/self/ns/cgroup) cg=$(grep '^0::' /proc/self/cgroup)`
+	// What the caller and its task print alike: their namespaces, cgroup
+	// and environment (a value with a quote and a newline; PATH).
+	self := `echo mnt=$(readlink /proc/self/ns/mnt) pid=$(readlink /proc/self/ns/pid) cgns=$(readlink /proc/self/ns/cgroup) cg=$(grep '^0::' /proc/self/cgroup) path=$PATH tricky=$(printf '[%s]' "$TRICKY" | tr '\n' '~')`
 	// A caller in a cgroup of its own and a cgroup namespace rooted
 	// there: a task outside that cgroup would show "0::/..".
 	_, cgDir := cgroupRoot(t)
@@ -184,12 +186,15 @@ func TestTaskEntersCallerNamespaces(t *testing.T) {
 			// ends with its first process, and the task with it.
 			inside := self + "; id=$(" + spawnScript(bin, m.mnt, self+"; echo uid=$(id -u) mount=$RUBINO_MOUNT") + ") && echo $id && " +
 				shq(bin) + " agents wait --mount " + shq(m.mnt) + " $id"
-			out, err := m.sh(tc.unshare + " sh -c " + shq(inside))
+			out, err := m.sh(tc.unshare+" sh -c "+shq(inside), "TRICKY=it's\ntwo lines")
 			if err != nil {
 				t.Fatalf("%s: %v\n%s", tc.unshare, err, out)
 			}
 			caller, rest, _ := strings.Cut(out, "\n")
 			id, got, _ := strings.Cut(rest, "\n")
+			if !strings.Contains(caller, "tricky=[it's~two lines]") {
+				t.Fatalf("the caller's environment: %s", caller)
+			}
 			if ours, _ := os.Readlink("/proc/self/ns/mnt"); strings.Contains(caller, "mnt="+ours) {
 				t.Fatalf("the caller is in the test's mount namespace: %s", caller)
 			}
