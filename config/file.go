@@ -64,6 +64,7 @@ type fileConfig struct {
 		AskTimeout         *string                 `toml:"ask_timeout" kind:"duration"`
 		StopGrace          *string                 `toml:"stop_grace" kind:"duration"`
 		KeepFinished       *int                    `toml:"keep_finished"`
+		Shell              *bool                   `toml:"shell"`
 		Subagents          map[string]fileSubagent `toml:"subagents"`
 	} `toml:"agents"`
 	Compact struct {

@@ -311,6 +311,10 @@ var specs = []spec{
 		loosens: func(lo, v any) bool { return v.(int) > lo.(int) }},
 	{key: "agents.max_concurrent_total", typ: tInt, def: tasks.DefaultCaps().MaxConcurrentTotal, valid: intRange(1, MaxCap), rule: RuleTighten,
 		loosens: func(lo, v any) bool { return v.(int) > lo.(int) }},
+	// The built-in sh type runs any command a spawner writes (as that
+	// spawner): a workspace file may switch it off, never on.
+	{key: "agents.shell", typ: tBool, def: true, rule: RuleTighten,
+		loosens: func(lo, v any) bool { return !lo.(bool) && v.(bool) }},
 	{key: "agents.ask_timeout", typ: tDuration, def: tasks.DefaultAskTimeout, valid: durRange(time.Second, MaxAskTimeout), rule: RuleRefuse, why: refuseAgents},
 	{key: "agents.stop_grace", typ: tDuration, def: tasks.DefaultStopGrace, valid: durRange(minTimeout, MaxStopGrace), rule: RuleRefuse, why: refuseAgents},
 	// Refused, not "only lower": fewer kept finished tasks would let the
@@ -529,6 +533,7 @@ func build(m layer) (*Config, error) {
 	a.AskTimeout = tasks.Duration(dur("agents.ask_timeout"))
 	a.StopGrace = tasks.Duration(dur("agents.stop_grace"))
 	a.KeepFinished = num("agents.keep_finished")
+	a.NoShell = !bl("agents.shell")
 	for _, k := range m.sortedSubagents() {
 		if a.Subagents == nil {
 			a.Subagents = map[string]tasks.SubagentType{}

@@ -41,6 +41,10 @@ type SessionInfo struct {
 	// held a process and is empty again, which ends the session (rubinofs
 	// run --cgroup).
 	RemoveEmpty bool `json:"remove_empty,omitempty"`
+	// Owner is the uid the session belongs to: the uid of the caller that
+	// registered it; a task's session is owned by its spawner's uid
+	// (docs/DESIGN.md#task-credentials).
+	Owner uint32 `json:"owner"`
 }
 
 // RootKind names what a session is rooted at: "pid", "cgroup" or "none"
@@ -347,6 +351,22 @@ func (s *Sessions) end(sess *session) {
 	if s.OnEnd != nil {
 		s.OnEnd(name)
 	}
+}
+
+// SetOwner records uid as the owner of the live session name
+// (SessionInfo.Owner), for a session the daemon registers on behalf of
+// another uid: a task's session belongs to its spawner
+// (docs/DESIGN.md#task-credentials). Errors: ErrNoSession. Safe for
+// concurrent use.
+func (s *Sessions) SetOwner(name string, uid uint32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.byName[name]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrNoSession, name)
+	}
+	sess.info.Owner = uid
+	return nil
 }
 
 // Rename renames a live session. Errors: ErrInvalidSession, ErrNoSession,

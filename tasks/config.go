@@ -17,7 +17,7 @@ import (
 // ConfigFileName is the agents config in the state directory; the
 // environment variable ConfigEnv overrides its path. It lives outside the
 // mount and nothing under .rubino can change it: its command templates run
-// as the daemon's user.
+// as whoever spawns a task of the type (docs/DESIGN.md#task-credentials).
 const (
 	ConfigFileName = "agents.json"
 	ConfigEnv      = "RUBINOFS_AGENTS_CONFIG"
@@ -137,8 +137,12 @@ type Config struct {
 	// registration (callers are then recognised as tasks by their POSIX
 	// session id, see Runner).
 	Sessions Sessions `json:"-"`
+	// NoShell switches the built-in sh type off (agents.shell = false):
+	// spawning it fails with ErrShellOff (EPERM), and it is not listed.
+	NoShell bool `json:"-"`
 	// Shell runs the built-in sh type and the start-up wrapper (default
-	// /bin/sh).
+	// /bin/sh). For a spawner in other namespaces it is the shell of the
+	// spawner's root directory (docs/DESIGN.md#task-credentials).
 	Shell string `json:"-"`
 	// Umask is the umask the start-up wrapper sets before it starts the
 	// task, in octal ("0022"); "" keeps the runner's process umask. The

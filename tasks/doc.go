@@ -15,8 +15,10 @@
 //     keep_finished, never breaking the owner chain of a live task
 //     (docs/DESIGN.md#task-pruning).
 //   - Runner starts each task as a real process in its own process group and
-//     POSIX session, with RUBINO_TASK_ID, RUBINO_SESSION and RUBINO_MOUNT in
-//     its environment and its working directory at the mount root; it feeds
+//     POSIX session, as its spawner (SpawnerOf: uid, groups, environment,
+//     namespaces; docs/DESIGN.md#task-credentials), with RUBINO_TASK_ID,
+//     RUBINO_SESSION and RUBINO_MOUNT in its environment and its working
+//     directory at the mount root as the spawner sees it; it feeds
 //     stdout and stderr to the live output tail and to a log file, records
 //     the result, and on teardown (CancelAll) kills every process group and
 //     waits, so no task outlives the mount.
@@ -44,6 +46,8 @@
 //	config.go               Config and agents.json
 //	runner.go               Runner: spawn, teardown, Feature and status
 //	process.go              starting a task's process, its output
+//	spawner.go              Spawner: who a task runs as, its command and environment
+//	spawner_proc.go         SpawnerOf: the spawner from /proc, its namespaces
 //	reap.go                 reaping a task's process, proc (the Canceler)
 //	logs.go                 the per-task log files and their pruning
 //	proc_linux.go           /proc reads, session-wide signals

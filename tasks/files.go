@@ -50,14 +50,20 @@ const agentsReadme = `rubinofs agents: background subagents as files
 approval, answer and wait never block a reader that opened them with
 O_NONBLOCK: while nothing is decided, such a read returns EAGAIN.
 
-Subagent types: sh (built in: the prompt is a shell command) and those of
+Subagent types: sh (built in: the prompt is a shell command; agents.shell =
+false switches it off) and those of
 agents.json in the state directory (name -> argv template with {prompt},
 {id}, {mount}, or the prompt on stdin), which also sets the caps
 (max_depth 2, max_children_per_node 3, max_concurrent_total 8),
 ask_timeout (900 s) and keep_finished (256: the finished tasks kept; older
-ones go, with their logs, unless a live task descends from them). Tasks run from the mount root with RUBINO_TASK_ID,
-RUBINO_SESSION (task-ID) and RUBINO_MOUNT set; "rubinofs ask" and
-"rubinofs inbox" use them.
+ones go, with their logs, unless a live task descends from them).
+
+A task runs as the process that wrote clone: its uid, groups and
+environment, and for a caller in a container its namespaces and cgroup
+(EPERM with the reason when that cannot be done). It starts in the mount
+root as the caller sees it, in session task-ID owned by the caller's uid,
+with RUBINO_TASK_ID, RUBINO_SESSION and RUBINO_MOUNT set; "rubinofs ask"
+and "rubinofs inbox" use them.
 
 Who may do what: a task (a caller in session task-ID) may stop, steer, reply
 to and spawn under its own descendants only; only the task itself may ask,
@@ -68,7 +74,7 @@ Everything else is EPERM.
 
 // ctlErrnos maps an error to what a control-file caller sees: ErrNotFound
 // -> ENOENT; ErrTooLarge -> EFBIG; ErrBadInput, ErrUnknownSubagent,
-// ErrNotRunning, ErrGateBusy -> EINVAL; ErrOwnerNotLive -> EPERM;
+// ErrNotRunning, ErrGateBusy -> EINVAL; ErrOwnerNotLive, ErrShellOff -> EPERM;
 // *CapError, ErrClosed -> EAGAIN (a cap frees up, or the mount is going
 // away); ErrCancelled -> ECANCELED; ErrTimeout -> ETIMEDOUT; then the
 // table's common tail (a cancelled read -> EINTR) and EIO for anything
@@ -83,6 +89,7 @@ var ctlErrnos = ctltree.ErrnoTable{
 		ctltree.Is(ErrNotRunning, syscall.EINVAL),
 		ctltree.Is(ErrGateBusy, syscall.EINVAL),
 		ctltree.Is(ErrOwnerNotLive, syscall.EPERM),
+		ctltree.Is(ErrShellOff, syscall.EPERM),
 		ctltree.As[*CapError](syscall.EAGAIN),
 		ctltree.Is(ErrClosed, syscall.EAGAIN),
 		ctltree.Is(ErrCancelled, syscall.ECANCELED),
@@ -121,7 +128,10 @@ func (rn *Runner) Node() *ctltree.Dir {
 
 // clone spawns from a spec. The caller's identity decides the owner: a
 // task spawns under itself (depth recomputed from it); anyone else spawns
-// a top-level task owned by its session.
+// a top-level task owned by its session. The task runs as the caller
+// (SpawnerOf: its uid, groups, environment, namespaces), never as the
+// daemon (docs/DESIGN.md#task-credentials). The file's mode stays 0666:
+// a spawn gives no caller more than it has.
 func (rn *Runner) clone(c ctltree.Caller, spec []byte) (string, error) {
 	s, err := ParseSpec(spec)
 	if err != nil {
@@ -133,7 +143,15 @@ func (rn *Runner) clone(c ctltree.Caller, spec []byte) (string, error) {
 			return "", ctltree.Errorf(syscall.EPERM, "task %s is not live: it cannot spawn", ownerTask)
 		}
 	}
-	t, err := rn.Spawn(s, ownerTask, c.Session)
+	if s.Subagent == BuiltinShell && rn.cfg.NoShell {
+		return "", ctlErrnos.Map(ErrShellOff)
+	}
+	sp, err := rn.SpawnerOf(c)
+	if err != nil {
+		return "", err
+	}
+	defer sp.Close()
+	t, err := rn.SpawnAs(s, ownerTask, c.Session, sp)
 	if err != nil {
 		return "", ctlErrnos.Map(err)
 	}

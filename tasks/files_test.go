@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,9 +15,15 @@ import (
 
 // The control files, driven at the ctltree level with simulated callers.
 
-var human = ctltree.Caller{Session: "default", Pid: 1}
+var human = as("default")
 
-func asTask(id string) ctltree.Caller { return ctltree.Caller{Session: SessionName(id)} }
+// as is a caller of session name that is this test process (a spawner
+// must be a real process: Runner.SpawnerOf).
+func as(session string) ctltree.Caller {
+	return ctltree.Caller{Session: session, Pid: uint32(os.Getpid()), Uid: uint32(os.Geteuid()), Gid: uint32(os.Getegid())}
+}
+
+func asTask(id string) ctltree.Caller { return as(SessionName(id)) }
 
 // resolve walks the agents tree as fusefs does.
 func resolve(rn *Runner, c ctltree.Caller, path string) ctltree.Node {
@@ -216,7 +223,7 @@ func TestFilesCapsRefuseWithEAGAIN(t *testing.T) {
 	}
 	_, err = cloneAs(t, rn, asTask(b), "subagent=sh\nprompt=true")
 	wantErrno(t, err, syscall.EAGAIN, "depth: ")
-	_, err = cloneAs(t, rn, ctltree.Caller{Session: "other"}, "subagent=sh\nprompt=true")
+	_, err = cloneAs(t, rn, as("other"), "subagent=sh\nprompt=true")
 	wantErrno(t, err, syscall.EAGAIN, "global: ")
 	if mustRead(t, rn, human, "tree") != "● 1 running sh (default): exec sleep 1000\n  ● 3 running sh: exec sleep 1000\n● 2 running sh (default): exec sleep 1000\n" {
 		t.Fatalf("tree %q", mustRead(t, rn, human, "tree"))
@@ -232,7 +239,7 @@ func TestFilesAuthorisation(t *testing.T) {
 	a := mustClone(t, rn, human, "exec sleep 1000")
 	b, _ := cloneAs(t, rn, asTask(a), "subagent=sh\nprompt=exec sleep 1000")
 	c, _ := cloneAs(t, rn, asTask(b), "subagent=sh\nprompt=exec sleep 1000")
-	x := mustClone(t, rn, ctltree.Caller{Session: "claude-1"}, "exec sleep 1000")
+	x := mustClone(t, rn, as("claude-1"), "exec sleep 1000")
 	if c == "" || b == "" {
 		t.Fatal("spawn")
 	}
@@ -253,7 +260,7 @@ func TestFilesAuthorisation(t *testing.T) {
 	allowed(asTask(a), c+"/ctl", "steer from grandparent")
 	allowed(asTask(b), c+"/ctl", "probe")
 	allowed(human, x+"/ctl", "steer from the human")
-	allowed(ctltree.Caller{Session: "claude-1"}, a+"/ctl", "steer from another session")
+	allowed(as("claude-1"), a+"/ctl", "steer from another session")
 	denied(asTask(b), a+"/ctl", "steer up")
 	denied(asTask(a), a+"/ctl", "steer self")
 	denied(asTask(x), b+"/ctl", "steer across")

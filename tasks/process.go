@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,37 +27,34 @@ const (
 // wrapperFor prefixes it with the umask of Config.Umask.
 const wrapperScript = `IFS= read -r go <&3 || exit 125
 exec 3<&-
-cd -- "$RUBINO_MOUNT" || exit 125
+` + enterMount
+
+// enterMount ends every wrapper: into the mount, then the subagent.
+const enterMount = `cd -- "$RUBINO_MOUNT" || exit 125
 exec "$@"`
 
 // wrapperFor returns the start-up wrapper that first sets umask (validated
 // octal, Config.Validate; "" keeps the runner's own).
 func wrapperFor(umask string) string {
+	return umaskLine(umask) + wrapperScript
+}
+
+// umaskLine is the wrapper's first line for Config.Umask ("" for none).
+func umaskLine(umask string) string {
 	if umask == "" {
-		return wrapperScript
+		return ""
 	}
-	return "umask " + umask + " || exit 125\n" + wrapperScript
+	return "umask " + umask + " || exit 125\n"
 }
 
-// taskEnv is the daemon's environment without stale task variables, plus
-// the type's Env and the task's own variables (which win).
-func (rn *Runner) taskEnv(typ SubagentType, id string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case EnvTaskID, EnvSession, EnvMount, "RUBINOFS_READY_FD":
-			continue
-		}
-		env = append(env, kv)
+// startLocked starts the process of reserved task t as sp (nil: as the
+// runner's own process, see command); rn.mu is held.
+func (rn *Runner) startLocked(t Task, typ SubagentType, sp *Spawner) (err error) {
+	mount := rn.cfg.Mount
+	if sp != nil {
+		mount = sp.Mount
 	}
-	env = append(env, typ.Env...)
-	return append(env, EnvTaskID+"="+id, EnvSession+"="+SessionName(id), EnvMount+"="+rn.cfg.Mount)
-}
-
-// startLocked starts the process of reserved task t; rn.mu is held.
-func (rn *Runner) startLocked(t Task, typ SubagentType) (err error) {
-	argv := typ.argv(t.Prompt, t.ID, rn.cfg.Mount)
+	argv := typ.argv(t.Prompt, t.ID, mount)
 	var closers []*os.File
 	defer func() {
 		for _, f := range closers {
@@ -73,6 +69,12 @@ func (rn *Runner) startLocked(t Task, typ SubagentType) (err error) {
 		return r, w, err
 	}
 	goR, goW, err := pipe()
+	if sp.Joins() {
+		goR, goW, err = socketPair() // the wrapper also reports that it is in (awaitEntered)
+		if err == nil {
+			closers = append(closers, goR, goW)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -96,18 +98,18 @@ func (rn *Runner) startLocked(t Task, typ SubagentType) (err error) {
 	}
 	closers = append(closers, logf)
 
-	cmd := exec.Command(rn.cfg.Shell, append([]string{"-c", wrapperFor(rn.cfg.Umask), "rubino-task"}, argv...)...)
-	cmd.Dir = "/" // outside the mount; the wrapper cds in (see wrapperScript)
-	cmd.Env = rn.taskEnv(typ, t.ID)
+	cmd := rn.command(sp, argv, goR)
+	env := rn.taskEnv(typ, t.ID, sp)
+	cmd.Env = env
+	if sp.Joins() {
+		// nsenter runs as root: never with the spawner's environment
+		// (LD_PRELOAD...); the wrapper gets it over descriptor 3.
+		cmd.Env = joinEnv
+	}
 	if inR != nil {
 		cmd.Stdin = inR
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.ExtraFiles = []*os.File{goR}
-	// Setsid: own session and process group, so a stop reaches everything
-	// the task starts and nothing outside can join it. Pdeathsig: the
-	// leader dies with the daemon's thread even when teardown cannot run.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -132,14 +134,38 @@ func (rn *Runner) startLocked(t Task, typ SubagentType) (err error) {
 			startErr = fmt.Errorf("registering session %s: %w", SessionName(t.ID), err)
 		} else {
 			p.registered = true
+			if o, ok := rn.cfg.Sessions.(ownedSessions); ok && sp != nil {
+				if err := o.SetOwner(SessionName(t.ID), sp.Uid); err != nil {
+					startErr = fmt.Errorf("owning session %s: %w", SessionName(t.ID), err)
+				}
+			}
 		}
 	}
-	if startErr == nil {
+	entered := true
+	if startErr == nil && sp.Joins() {
+		// Before the clone write returns, while the caller still exists:
+		// nsenter opens its namespaces through its /proc/PID.
+		if entered, err = awaitEntered(goW, joinBound); err != nil {
+			syscall.Kill(-pid, syscall.SIGKILL)
+			startErr = fmt.Errorf("entering the namespaces of %s: %w", sp.describe(), err)
+		}
+	}
+	switch {
+	case startErr == nil && entered && sp.Joins():
+		// The environment may exceed the socket's buffer, and the shell
+		// reading it is the spawner's: never wait for it here.
+		go func() {
+			goW.Write(exportScript(env))
+			goW.Close()
+		}()
+	case startErr == nil && entered:
 		if _, err := goW.Write([]byte("go\n")); err != nil {
 			startErr = fmt.Errorf("starting: %w", err)
 		}
+		fallthrough
+	default:
+		goW.Close() // without the go-ahead the wrapper exits 125
 	}
-	goW.Close() // without the go-ahead the wrapper exits 125
 	if inW != nil {
 		prompt := t.Prompt
 		go func() {

@@ -198,7 +198,7 @@ func TestUndeliveredNotesKeptAreBounded(t *testing.T) {
 // the task's log file is gone.
 func TestFilesOfAPrunedTaskAreENOENT(t *testing.T) {
 	rn := newRunner(t, func(c *Config) { c.KeepFinished = 1 })
-	human := ctltree.Caller{Session: "default"}
+	human := as("default")
 	a := mustClone(t, rn, human, "echo from-a")
 	waitDone(t, rn, a)
 	if got := mustRead(t, rn, human, a+"/wait"); got != "done\nfrom-a\n" {

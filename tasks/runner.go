@@ -34,6 +34,13 @@ type Sessions interface {
 	End(name string) error
 }
 
+// ownedSessions is a Sessions that records who a session belongs to
+// (guard.Sessions): a task's session is owned by its spawner's uid
+// (docs/DESIGN.md#task-credentials).
+type ownedSessions interface {
+	SetOwner(name string, uid uint32) error
+}
+
 // Runner starts tasks as processes and serves .rubino/agents. Each task
 // runs in its own POSIX session and process group (setsid: the leader's
 // pid is the group and session id), with RUBINO_TASK_ID, RUBINO_SESSION,
@@ -123,9 +130,13 @@ func (rn *Runner) Registry() *Registry { return rn.reg }
 // Config returns the effective config.
 func (rn *Runner) Config() Config { return rn.cfg }
 
-// Subagents returns the known type names, sorted ("sh" included).
+// Subagents returns the known type names, sorted ("sh" included unless
+// Config.NoShell).
 func (rn *Runner) Subagents() []string {
-	names := []string{BuiltinShell}
+	var names []string
+	if !rn.cfg.NoShell {
+		names = append(names, BuiltinShell)
+	}
 	for k := range rn.cfg.Subagents {
 		names = append(names, k)
 	}
@@ -141,15 +152,27 @@ func (rn *Runner) typeOf(name string) (SubagentType, bool) {
 	return t, ok
 }
 
-// Spawn reserves a task (Registry.Reserve: the caps) and starts its
-// process. ownerTask is the spawning task's id ("" for a non-task caller),
-// ownerSession the caller's session. A task whose process cannot be
-// started is recorded as failed and returned without error. Errors: a
-// spec that does not validate (ErrBadInput, ErrTooLarge),
-// ErrUnknownSubagent, *CapError, ErrOwnerNotLive, ErrClosed.
+// Spawn is SpawnAs with the runner's own process as the spawner: the
+// task gets the runner's credentials and environment. For callers inside
+// the program; a control-file caller's task is always SpawnAs its
+// SpawnerOf (docs/DESIGN.md#task-credentials).
 func (rn *Runner) Spawn(spec Spec, ownerTask, ownerSession string) (Task, error) {
+	return rn.SpawnAs(spec, ownerTask, ownerSession, nil)
+}
+
+// SpawnAs reserves a task (Registry.Reserve: the caps) and starts its
+// process as sp (Spawner; nil: the runner's own process). ownerTask is the
+// spawning task's id ("" for a non-task caller), ownerSession the caller's
+// session. A task whose process cannot be started is recorded as failed
+// and returned without error. Errors: a spec that does not validate
+// (ErrBadInput, ErrTooLarge), ErrUnknownSubagent, ErrShellOff, *CapError,
+// ErrOwnerNotLive, ErrClosed.
+func (rn *Runner) SpawnAs(spec Spec, ownerTask, ownerSession string, sp *Spawner) (Task, error) {
 	if err := spec.Validate(); err != nil {
 		return Task{}, err
+	}
+	if spec.Subagent == BuiltinShell && rn.cfg.NoShell {
+		return Task{}, ErrShellOff
 	}
 	typ, ok := rn.typeOf(spec.Subagent)
 	if !ok {
@@ -170,7 +193,7 @@ func (rn *Runner) Spawn(spec Spec, ownerTask, ownerSession string) (Task, error)
 		return Task{}, err
 	}
 	rn.wg.Add(1)
-	if err := rn.startLocked(t, typ); err != nil {
+	if err := rn.startLocked(t, typ, sp); err != nil {
 		rn.cfg.Logger.Warn("task could not start", "task", t.ID, "err", err)
 		rn.reg.Complete(t.ID, StatusFailed, "", "start: "+err.Error())
 		rn.wg.Done()

@@ -41,7 +41,8 @@ exec chroot "$ROOT" /usr/bin/env -i PATH=/opt/rubinofs:/usr/bin:/bin HOME=/tmp s
 `
 
 // containerAgent is what the agent does inside; each step prints a marker
-// the test looks for. BACKING is the workspace's host path.
+// the test looks for. BACKING is the workspace's host path (@BACKING@ in
+// the task's prompt, replaced by the test).
 const containerAgent = `echo "root: $(ls / | tr '\n' ' ')"
 test -e "$BACKING" && echo "backing visible" || echo "backing hidden"
 echo "mounts: $(cut -d' ' -f2 /proc/mounts | tr '\n' ' ')"
@@ -49,7 +50,7 @@ grep -q '"workspace"' /ws/.rubino/status && echo "status file read"
 rubinofs status
 if echo blind > g 2>/dev/null; then echo "blind write allowed"; else echo "blind write refused: $(cat .rubino/guard/why)"; fi
 rubinofs run --session agent1 -- sh -c 'cat g >/dev/null && echo edited > g && echo "edited as $RUBINO_SESSION in $RUBINO_MOUNT" && cat /ws/.rubino/self/info'
-id=$(rubinofs agents spawn 'echo from-task-$((6*7))')
+id=$(rubinofs agents spawn 'echo from-task-$((6*7)) in $(pwd); test -e @BACKING@ && echo task sees the backing || echo task: backing hidden')
 echo "task $id: $(rubinofs agents wait "$id")"
 `
 
@@ -77,7 +78,8 @@ func TestContainerSeesOnlyTheMount(t *testing.T) {
 	cmd := exec.Command("unshare", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private",
 		"sh", setup, root, dm.mnt, rubinofsBin(t))
 	cmd.Dir = dm.tmp
-	cmd.Env = append(os.Environ(), "AGENT="+containerAgent, "BACKING="+dm.ws)
+	agent := strings.ReplaceAll(containerAgent, "@BACKING@", dm.ws) // literal: the task has the agent's environment
+	cmd.Env = append(os.Environ(), "AGENT="+agent, "BACKING="+dm.ws)
 	out, err := runCombined(t, cmd)
 	t.Logf("inside the container:\n%s", out)
 	if err != nil {
@@ -91,7 +93,8 @@ func TestContainerSeesOnlyTheMount(t *testing.T) {
 		"blind write refused: ",   // the guard holds inside the container
 		"edited as agent1 in /ws", // rubinofs run registered a session
 		`"name": "agent1"`,        // and the process runs in it
-		"from-task-42",            // rubinofs agents spawn/wait
+		"from-task-42 in /ws",     // rubinofs agents spawn/wait: the task runs in the container
+		"task: backing hidden",    // and sees no more of the host than the agent
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inside the container: no %q in\n%s", want, out)

@@ -41,6 +41,7 @@ var flagKeys = []struct{ flag, key string }{
 	{"journal-sync", "journal.sync"},
 	{"compact-max-transcript-bytes", "compact.max_transcript_bytes"},
 	{"compact-max-transcripts", "compact.max_transcripts_per_uid"},
+	{"agents-shell", "agents.shell"},
 }
 
 // configFlag is --config, shared by `mount` and `config show`.

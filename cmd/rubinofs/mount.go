@@ -84,6 +84,7 @@ func mountFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-live-sessions", Usage: "at most `N` live sessions: registering one more fails with EAGAIN until one ends (default 1024)"},
 		&cli.IntFlag{Name: "compact-max-transcript-bytes", Value: config.Default("compact.max_transcript_bytes").(int), Usage: "bound one compaction transcript to `BYTES`; an append past it fails with EFBIG"},
 		&cli.IntFlag{Name: "compact-max-transcripts", Value: config.Default("compact.max_transcripts_per_uid").(int), Usage: "at most `N` compaction transcripts per uid; creating one past it fails with EAGAIN"},
+		&cli.BoolFlag{Name: "agents-shell", Value: config.Default("agents.shell").(bool), Usage: "offer the built-in subagent sh, which runs the prompt as a shell command as its spawner (--agents-shell=false: refuse it)"},
 		&cli.IntFlag{Name: "max-watches", Usage: "at most `N` inotify watches (0: the kernel's fs.inotify.max_user_watches)"},
 		&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log record format: text (key=value) or json (one object a line)"},
