@@ -21,10 +21,10 @@ package fusefs
 // inside the mount or relative to the writer's cwd (callerRel). Errors:
 // EINVAL with a reason naming the option; ENOENT for an unknown
 // checkpoint; EOPNOTSUPP "the journal is off (--journal=false)"; EPERM for
-// a writer that is neither the session's own process nor the mount's
-// owner (or root) from outside every session, as for the other session
-// control files. The read-only files are readable by every caller, as
-// tracked and denials are.
+// a caller that may not act on the session (FS.mayActOn), for every file;
+// EACCES for a rewind step the requester could not make itself. A diff
+// withholds the bytes, and changes the hashes, the requester could not
+// read itself (docs/DESIGN.md#as-caller).
 
 import (
 	"bytes"
@@ -54,11 +54,17 @@ func errJournalOff() error {
 // journalEntries are the journal's files in session name's directory.
 func (f *FS) journalEntries(name string) []ctltree.Entry {
 	return []ctltree.Entry{
-		{Name: "checkpoints", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: func(context.Context, ctltree.Caller) ([]byte, error) {
+		{Name: "checkpoints", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: func(_ context.Context, c ctltree.Caller) ([]byte, error) {
+			if err := f.mayUseJournal(c, name); err != nil {
+				return nil, err
+			}
 			return f.checkpointsText(name)
 		}}},
-		{Name: "changes", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: func(context.Context, ctltree.Caller) ([]byte, error) {
-			return f.changesText(name, "")
+		{Name: "changes", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: func(_ context.Context, c ctltree.Caller) ([]byte, error) {
+			if err := f.mayUseJournal(c, name); err != nil {
+				return nil, err
+			}
+			return f.changesText(c, name, "")
 		}}},
 		{Name: "journal", Node: &ctltree.File{Kind: ctltree.Clone, Clone: func(c ctltree.Caller, req []byte) (string, error) {
 			reply, err := f.journalRequest(c, name, req)
@@ -151,8 +157,9 @@ func (f *FS) startOnly(session, cp string) (bool, error) {
 }
 
 // changesText renders what session changed since checkpoint since ("":
-// the session start) as JSON lines of journal.PathChange.
-func (f *FS) changesText(session, since string) ([]byte, error) {
+// the session start) as JSON lines of journal.PathChange, without the
+// hashes c may not see (redactChanges).
+func (f *FS) changesText(c ctltree.Caller, session, since string) ([]byte, error) {
 	if f.cfg.Journal == nil {
 		return nil, errJournalOff()
 	}
@@ -171,6 +178,7 @@ func (f *FS) changesText(session, since string) ([]byte, error) {
 	if err != nil {
 		return nil, journalErr(err)
 	}
+	f.redactChanges(credsOf(c), list) // docs/DESIGN.md#as-caller
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	for _, pc := range list {
@@ -189,14 +197,15 @@ func journalErr(err error) error {
 	return ctltree.Errorf(syscall.EIO, "%v", err)
 }
 
-// mayUseJournal authorises c for session's journal requests and ctl
-// commands: the session itself, or the mount's owner (or root) from
-// outside every session; EPERM otherwise.
-func mayUseJournal(c ctltree.Caller, session string) error {
-	if c.Session == session || (c.Session == DefaultSession && c.Privileged) {
+// mayUseJournal authorises c for session's journal files, requests and
+// ctl commands: mayActOn (the session itself; the mount's owner or root
+// from outside every session; a caller outside every session for the
+// sessions its uid owns); EPERM otherwise (docs/DESIGN.md#as-caller).
+func (f *FS) mayUseJournal(c ctltree.Caller, session string) error {
+	if f.mayActOn(c, session) {
 		return nil
 	}
-	return ctltree.Errorf(syscall.EPERM, "session %s may not use the journal of session %s", c.Session, session)
+	return ctltree.Errorf(syscall.EPERM, "uid %d in session %s may not use the journal of session %s", c.Uid, c.Session, session)
 }
 
 // splitRequest splits a request line into tokens: runs of non-space
@@ -291,7 +300,7 @@ func (f *FS) journalRequest(c ctltree.Caller, session string, req []byte) (strin
 	if f.cfg.Journal == nil {
 		return "", errJournalOff()
 	}
-	if err := mayUseJournal(c, session); err != nil {
+	if err := f.mayUseJournal(c, session); err != nil {
 		return "", err
 	}
 	line := strings.TrimRight(string(req), "\n")
@@ -309,7 +318,7 @@ func (f *FS) journalRequest(c ctltree.Caller, session string, req []byte) (strin
 		if err != nil {
 			return "", err
 		}
-		b, err := f.changesText(session, a.since)
+		b, err := f.changesText(c, session, a.since)
 		return string(b), err
 	case "diff":
 		a, err := parseJournalArgs(verb, toks, "--since", "--")
@@ -387,7 +396,8 @@ func (f *FS) diffRequest(c ctltree.Caller, session string, a journalArgs) (strin
 	if !journal.ValidSession(session) {
 		return "", nil
 	}
-	out, err := f.cfg.Journal.Diff(session, a.since, paths, fsInspector{f}, f.currentBytes)
+	gate := gateInspector{fsInspector{f}, credsOf(c)} // bytes c may read only (docs/DESIGN.md#as-caller)
+	out, err := f.cfg.Journal.Diff(session, a.since, paths, gate, f.currentBytes)
 	if err != nil {
 		return "", journalErr(err)
 	}
@@ -417,7 +427,7 @@ func (f *FS) rewindRequest(c ctltree.Caller, session string, a journalArgs) (str
 		if err != nil {
 			return "", err
 		}
-		plan, res, err = f.Rewind(session, a.to, journal.RewindOptions{Paths: paths, Force: a.force}, a.dryRun, c.Uid, c.Gid)
+		plan, res, err = f.Rewind(session, a.to, journal.RewindOptions{Paths: paths, Force: a.force}, a.dryRun, c)
 		if err != nil {
 			return "", journalErr(err)
 		}
@@ -441,7 +451,7 @@ func (f *FS) journalCtl(c ctltree.Caller, session, line string) (handled bool, e
 	if f.cfg.Journal == nil {
 		return true, errJournalOff()
 	}
-	if err := mayUseJournal(c, session); err != nil {
+	if err := f.mayUseJournal(c, session); err != nil {
 		return true, err
 	}
 	if verb == "checkpoint" {

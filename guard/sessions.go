@@ -41,6 +41,9 @@ type SessionInfo struct {
 	// held a process and is empty again, which ends the session (rubinofs
 	// run --cgroup).
 	RemoveEmpty bool `json:"remove_empty,omitempty"`
+	// Owner is the uid of the caller that registered the session (a
+	// task's session: its spawner's uid), docs/DESIGN.md#sessions.
+	Owner uint32 `json:"owner"`
 }
 
 // RootKind names what a session is rooted at: "pid", "cgroup" or "none"

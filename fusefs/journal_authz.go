@@ -1,0 +1,195 @@
+package fusefs
+
+// Who may see and change what through the journal's requests
+// (docs/DESIGN.md#as-caller): a requester sees a file's bytes (diff) or
+// hash (changes) only where it could read them itself, and a rewind
+// writes no file and no directory entry the requester could not write
+// itself. Every check is accessAs's (ascaller.go), the kernel's own as
+// the requester.
+
+import (
+	"errors"
+	"path"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/journal"
+)
+
+// gateInspector is fsInspector with journal.ContentGate for requester cr:
+// Diff shows a side's bytes only where cr may read them.
+type gateInspector struct {
+	fsInspector
+	cr creds
+}
+
+// MayShow reports whether cr may see path's bytes: now (pre nil) when it
+// may open path for reading itself; as pre says when mayReadPre.
+func (g gateInspector) MayShow(p string, pre *journal.PreImage) bool {
+	if pre == nil {
+		return g.f.accessAs(g.cr, p, unix.R_OK) == nil
+	}
+	return g.f.mayReadPre(g.cr, p, *pre)
+}
+
+// mayReadPre reports whether cr may see the bytes of pre, path's state at
+// a checkpoint: root may; otherwise the pre-image's own owner, group and
+// mode must grant cr reading (mode bits: the file's ACL at the time is not
+// kept), and cr must be able to search the directory that holds path now
+// (its nearest existing ancestor, as cr). A pre-image from before owners
+// were recorded is shown only when cr may read path as it is now.
+func (f *FS) mayReadPre(cr creds, p string, pre journal.PreImage) bool {
+	if cr.uid == 0 {
+		return true
+	}
+	if pre.Uid == nil || pre.Gid == nil {
+		return f.accessAs(cr, p, unix.R_OK) == nil
+	}
+	if !modeGrants(cr, *pre.Uid, *pre.Gid, pre.Mode, 4) {
+		return false
+	}
+	for dir := path.Dir(p); ; dir = path.Dir(dir) {
+		if dir == "." || dir == "/" {
+			dir = ""
+		}
+		err := f.accessAs(cr, dir, unix.X_OK)
+		if !errors.Is(err, syscall.ENOENT) || dir == "" {
+			return err == nil
+		}
+	}
+}
+
+// modeGrants reports whether mode's permission bits, for a file owned by
+// uid:gid, grant cr the access bit (4 read, 2 write, 1 execute) by the
+// owner, group and other classes.
+func modeGrants(cr creds, uid, gid, mode uint32, bit uint32) bool {
+	switch {
+	case cr.uid == uid:
+		return mode>>6&bit != 0
+	case cr.gid == gid || containsU32(cr.groups, gid):
+		return mode>>3&bit != 0
+	}
+	return mode&bit != 0
+}
+
+// containsU32 reports whether v is in s.
+func containsU32(s []uint32, v uint32) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// redactChanges blanks the hashes in list that cr may not see: the
+// current one (After.Hash) unless cr may read the path now, the one of the
+// state at the checkpoint (Before.Hash) too (a change list does not carry
+// the pre-image's owner; docs/DESIGN.md#as-caller). Root sees all.
+func (f *FS) redactChanges(cr creds, list []journal.PathChange) {
+	if cr.uid == 0 {
+		return
+	}
+	rels := make([]string, len(list))
+	for i, pc := range list {
+		rels[i] = pc.Path
+	}
+	f.accessAll(cr, rels, unix.R_OK, func(i int, err error) {
+		if err != nil {
+			list[i].After.Hash, list[i].Before.Hash = "", ""
+		}
+	})
+}
+
+// mayWriteEntry checks that cr could create or remove the name rel
+// itself: write and search permission on its directory (as cr), and the
+// sticky bit's rule (the name's or the directory's owner, or root).
+// Errors: *ctltree.Error, EACCES with the reason (ENOENT when the
+// directory is missing).
+func (f *FS) mayWriteEntry(cr creds, rel string) error {
+	dir := path.Dir(rel)
+	if dir == "." {
+		dir = ""
+	}
+	if err := f.accessAs(cr, dir, unix.W_OK|unix.X_OK); err != nil {
+		return denyReason(cr, "write the directory entry", rel, err)
+	}
+	if cr.uid == 0 {
+		return nil
+	}
+	var dst, st syscall.Stat_t
+	if f.lstatRel(dir, &dst) != 0 || dst.Mode&syscall.S_ISVTX == 0 || f.lstatRel(rel, &st) != 0 {
+		return nil
+	}
+	if st.Uid != cr.uid && dst.Uid != cr.uid {
+		return denyReason(cr, "remove or replace", rel, errors.New("its directory is sticky and neither is the requester's"))
+	}
+	return nil
+}
+
+// mayRewrite checks that cr could write the existing file rel itself (as
+// cr, write permission) and, when mode (permission bits) differs from its
+// own, change its mode (its owner, or root). Errors as mayWriteEntry's.
+func (f *FS) mayRewrite(cr creds, rel string, mode uint32, chmod bool) error {
+	if !chmod {
+		if err := f.accessAs(cr, rel, unix.W_OK); err != nil {
+			return denyReason(cr, "write", rel, err)
+		}
+	}
+	var st syscall.Stat_t
+	if errno := f.lstatRel(rel, &st); errno != 0 {
+		return denyReason(cr, "write", rel, errno)
+	}
+	if st.Mode&07777 != mode&07777 && cr.uid != 0 && st.Uid != cr.uid {
+		return denyReason(cr, "change the mode of", rel, errors.New("it is not the requester's"))
+	}
+	return nil
+}
+
+// mayApplyStep checks that cr could make step s itself, against the
+// workspace as it is now: a rename or exchange writes both names' entries;
+// a removal writes the entry; a restore over a regular file rewrites it
+// (mayRewrite), over a directory changes its mode, and otherwise writes
+// the entry. Errors: *ctltree.Error (EACCES; ENOENT when a directory on
+// the way is missing, which an earlier step of the rewind may create).
+func (f *FS) mayApplyStep(cr creds, s journal.Step) error {
+	switch s.Kind {
+	case journal.StepRename, journal.StepExchange:
+		if err := f.mayWriteEntry(cr, s.From); err != nil {
+			return err
+		}
+		return f.mayWriteEntry(cr, s.Path)
+	}
+	cur, err := fsInspector{f}.Lstat(s.Path)
+	if err != nil {
+		return denyReason(cr, "write", s.Path, err)
+	}
+	switch {
+	case s.Kind == journal.StepRemove || s.Pre.Kind == journal.KindAbsent:
+		if cur.Kind == journal.KindAbsent {
+			return nil
+		}
+	case cur.Kind == journal.KindFile && s.Pre.Kind == journal.KindFile && cur.Mode&syscall.S_IFMT == syscall.S_IFREG:
+		return f.mayRewrite(cr, s.Path, s.Pre.Mode, false)
+	case cur.Kind == journal.KindDir && s.Pre.Kind == journal.KindDir:
+		return f.mayRewrite(cr, s.Path, s.Pre.Mode, true)
+	}
+	return f.mayWriteEntry(cr, s.Path)
+}
+
+// mayApplyPlan checks every step of plan with mayApplyStep before any is
+// applied, so a rewind the requester may not make changes nothing: the
+// first refusal is the error (EACCES with its reason). A step whose
+// directory is missing now is left to the check at its application.
+func (f *FS) mayApplyPlan(cr creds, plan journal.Plan) error {
+	for _, s := range plan.Steps {
+		err := f.mayApplyStep(cr, s)
+		var ce *ctltree.Error
+		if err != nil && !(errors.As(err, &ce) && ce.Errno == syscall.ENOENT) {
+			return err
+		}
+	}
+	return nil
+}
