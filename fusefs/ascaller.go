@@ -207,11 +207,14 @@ func accessHere(f *FS, rel string, mode uint32) error {
 	return unix.Faccessat2(d.fd, leaf, mode, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW)
 }
 
-// denyReason is the one-line reason of a refused as-caller check.
+// denyReason is the error of a failed as-caller check, with its one-line
+// reason: EACCES for a refusal (EACCES or EPERM from the kernel, or a rule
+// of ours), the kernel's errno for anything else (ENOENT, ELOOP, ...).
 func denyReason(cr creds, what, rel string, err error) *ctltree.Error {
 	errno := syscall.EACCES
-	if errors.Is(err, syscall.ENOENT) {
-		errno = syscall.ENOENT
+	var en syscall.Errno
+	if errors.As(err, &en) && en != syscall.EACCES && en != syscall.EPERM {
+		errno = en
 	}
 	return ctltree.Errorf(errno, "uid %d (gid %d) may not %s %s itself: %v (docs/DESIGN.md#as-caller)", cr.uid, cr.gid, what, rel, err)
 }

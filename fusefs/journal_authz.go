@@ -29,7 +29,7 @@ type gateInspector struct {
 // may open path for reading itself; as pre says when mayReadPre.
 func (g gateInspector) MayShow(p string, pre *journal.PreImage) bool {
 	if pre == nil {
-		return g.f.accessAs(g.cr, p, unix.R_OK) == nil
+		return g.cr.uid == 0 || g.f.accessAs(g.cr, p, unix.R_OK) == nil
 	}
 	return g.f.mayReadPre(g.cr, p, *pre)
 }
@@ -181,13 +181,14 @@ func (f *FS) mayApplyStep(cr creds, s journal.Step) error {
 
 // mayApplyPlan checks every step of plan with mayApplyStep before any is
 // applied, so a rewind the requester may not make changes nothing: the
-// first refusal is the error (EACCES with its reason). A step whose
-// directory is missing now is left to the check at its application.
+// first refusal is the error (EACCES with its reason). A step that fails
+// its check otherwise (a directory missing now, which an earlier step may
+// create; a symlink on the way) is left to the check at its application.
 func (f *FS) mayApplyPlan(cr creds, plan journal.Plan) error {
 	for _, s := range plan.Steps {
 		err := f.mayApplyStep(cr, s)
 		var ce *ctltree.Error
-		if err != nil && !(errors.As(err, &ce) && ce.Errno == syscall.ENOENT) {
+		if err != nil && errors.As(err, &ce) && ce.Errno == syscall.EACCES {
 			return err
 		}
 	}
