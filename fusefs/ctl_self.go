@@ -144,7 +144,9 @@ func (f *FS) selfCtl(name string) func(c ctltree.Caller, cmd []byte) error {
 			// Only what the writer could read itself (docs/DESIGN.md#as-caller):
 			// a declaration records the file's hash, which tracked shows.
 			if err := f.accessAs(credsOf(c), rel, unix.R_OK); err != nil {
-				return denyReason(credsOf(c), "read", rel, err)
+				e := denyReason(credsOf(c), "read", rel, err)
+				e.Msg += "; declare only files the writer can open for reading"
+				return e
 			}
 			unlock := g.Lock(t.Stat.ID) // no guarded mutation is half-done meanwhile
 			err = g.DeclareRead(name, t, cmd.Hash, cmd.HasHash)

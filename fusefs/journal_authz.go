@@ -189,7 +189,7 @@ func (f *FS) mayApplyPlan(cr creds, plan journal.Plan) error {
 		err := f.mayApplyStep(cr, s)
 		var ce *ctltree.Error
 		if err != nil && errors.As(err, &ce) && ce.Errno == syscall.EACCES {
-			return err
+			return ctltree.Errorf(syscall.EACCES, "%s; nothing was rewound: name only paths you may write (rewind --to CP PATH...), or ask their owner or root", ce.Msg)
 		}
 	}
 	return nil
