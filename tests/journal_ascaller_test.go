@@ -169,3 +169,25 @@ func TestJournalAsCallerNobody(t *testing.T) {
 		t.Errorf("root's rewind brought gone.txt back %d:%d %o, want 1234:1234 640", uid, gid, mode)
 	}
 }
+
+// TestRewindRestoresOwner: root removes a directory and a file owned by
+// another uid; a rewind brings both back with their owner, group and mode,
+// not as root's.
+func TestRewindRestoresOwner(t *testing.T) {
+	m := newMount(t, map[string]string{"d/f": "F\n", "g": "G\n"}, func(c *daemon.Config) {
+		chownBacking(t, filepath.Join(c.Workspace, "d"), 1234, 2345, 0o750)
+		chownBacking(t, filepath.Join(c.Workspace, "d/f"), 1234, 2345, 0o640)
+		chownBacking(t, filepath.Join(c.Workspace, "g"), 1234, 2345, 0o604)
+	})
+	m.mustSh("cat d/f g > /dev/null && rm -r d && echo changed > g")
+	// g is rewritten in place, d and d/f made anew.
+	m.mustSh(shq(rubinofsBin(t)) + " rewind --to cp000000")
+	for rel, mode := range map[string]os.FileMode{"d": 0o750, "d/f": 0o640, "g": 0o604} {
+		if uid, gid, got := ownerMode(t, m.backing(rel)); uid != 1234 || gid != 2345 || got != mode {
+			t.Errorf("%s came back %d:%d %o, want 1234:2345 %o", rel, uid, gid, got, mode)
+		}
+	}
+	if got := m.readBacking("d/f"); got != "F\n" {
+		t.Errorf("d/f came back %q", got)
+	}
+}
