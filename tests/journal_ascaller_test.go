@@ -150,6 +150,20 @@ func TestJournalAsCallerNobody(t *testing.T) {
 		t.Errorf("nobody's tracked shows p/pin's hash:\n%s", out)
 	}
 
+	// Nobody keeps all of it for its own file.
+	m.mustSh(asNobody + "sh -c 'echo MINE-1 > pub/mine.txt && chmod 600 pub/mine.txt'")
+	if out := m.mustSh(asNobody + bin + " diff -- pub/mine.txt"); !strings.Contains(out, "+MINE-1") {
+		t.Errorf("nobody's diff of its own file lacks its bytes:\n%s", out)
+	}
+	m.mustSh(asNobody + `sh -c '/bin/echo "read pub/mine.txt" > .rubino/self/ctl'`)
+	if out := m.mustSh(asNobody + "cat .rubino/self/tracked"); !strings.Contains(out, xxh3Hex([]byte("MINE-1\n"))) {
+		t.Errorf("nobody's tracked lacks its own file's hash:\n%s", out)
+	}
+	m.mustSh(asNobody + bin + " rewind --to cp000000 pub/mine.txt")
+	if _, err := os.Lstat(m.backing("pub/mine.txt")); err == nil {
+		t.Errorf("nobody's rewind left its own new file")
+	}
+
 	// The owner can do all of it.
 	out = m.mustSh(bin + " diff -- s.txt p/pin")
 	for _, want := range []string{"SECRET-OLD", "SECRET-NEW", "PIN-4711", "PIN-0000"} {
