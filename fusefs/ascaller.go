@@ -46,7 +46,7 @@ type creds struct {
 // through a group, never allow more.
 func credsOf(c ctltree.Caller) creds {
 	cr := creds{uid: c.Uid, gid: c.Gid}
-	if c.Pid == 0 {
+	if c.Pid == 0 || c.Uid == 0 { // root's checks do not depend on its groups
 		return cr
 	}
 	b, err := guard.ReadProc("/proc/" + strconv.FormatUint(uint64(c.Pid), 10) + "/status")
@@ -91,45 +91,100 @@ func credsOf(c ctltree.Caller) creds {
 var errNotAsCaller = errors.New("the daemon cannot take the caller's credentials (it is not root)")
 
 // asCaller runs fn on an OS thread whose fs uid, fs gid and supplementary
-// groups are cr's, and returns fn's error. fn must make its system calls
-// itself, on the calling goroutine (a goroutine it starts runs with the
-// daemon's credentials). The thread gets the daemon's credentials back
-// before it is unlocked; a thread that could not be restored stays locked
-// to its goroutine, which then ends, so the Go runtime ends the thread.
-// A daemon that is not root runs fn with its own credentials when they
-// are cr's uid and gid, else returns errNotAsCaller. Safe for concurrent
-// use: each call has its own goroutine and thread.
+// groups are cr's, and returns fn's error (callerThread, for one call).
+// Safe for concurrent use: each call has its own goroutine and thread.
 func asCaller(cr creds, fn func() error) error {
+	t := newCallerThread(cr)
+	defer t.close()
+	return t.do(fn)
+}
+
+// callerThread is an OS thread that holds a caller's credentials and runs
+// the functions handed to do, one at a time, until close: a request that
+// makes many checks (a diff's paths) pays the credential switch once. fn
+// must make its system calls itself, on the calling goroutine (one it
+// starts runs with the daemon's credentials). The thread takes the
+// daemon's credentials back at close before it is unlocked; a thread that
+// could not be restored stays locked to its goroutine, which then ends, so
+// the Go runtime ends the thread. A daemon that is not root runs fn with
+// its own credentials when they are cr's uid and gid, else every do
+// returns errNotAsCaller. do and close may be called from any goroutine
+// but not concurrently with each other; close must be called (else the
+// thread stays locked).
+type callerThread struct {
+	work   chan func()
+	err    error // why the thread could not take the credentials
+	closed bool
+}
+
+// newCallerThread starts a callerThread with cr's credentials.
+func newCallerThread(cr creds) *callerThread {
+	t := &callerThread{}
 	if os.Geteuid() != 0 {
-		if cr.uid == uint32(os.Geteuid()) && cr.gid == uint32(os.Getegid()) {
-			return fn()
+		if cr.uid != uint32(os.Geteuid()) || cr.gid != uint32(os.Getegid()) {
+			t.err = errNotAsCaller
 		}
-		return errNotAsCaller
+		return t
 	}
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		restored := false
-		defer func() {
-			if restored {
-				runtime.UnlockOSThread()
-			}
-		}()
-		saved, err := unix.Getgroups()
-		if err != nil {
-			done <- err
-			return
+	t.work = make(chan func())
+	ready := make(chan error, 1)
+	go t.run(cr, ready)
+	if t.err = <-ready; t.err != nil {
+		t.work = nil
+	}
+	return t
+}
+
+// run is the thread's goroutine: it takes cr, reports on ready, serves
+// work until it is closed, then takes the daemon's credentials back.
+func (t *callerThread) run(cr creds, ready chan<- error) {
+	runtime.LockOSThread()
+	restored := false
+	defer func() {
+		if restored {
+			runtime.UnlockOSThread()
 		}
-		if err := setThreadCreds(cr.uid, cr.gid, cr.groups); err != nil {
-			restored = setThreadCreds(0, 0, toU32(saved)) == nil
-			done <- err
-			return
-		}
-		err = fn()
-		restored = setThreadCreds(0, 0, toU32(saved)) == nil
-		done <- err
 	}()
-	return <-done
+	saved, err := unix.Getgroups()
+	if err != nil {
+		restored = true // nothing was changed yet
+		ready <- err
+		return
+	}
+	if err := setThreadCreds(cr.uid, cr.gid, cr.groups); err != nil {
+		restored = setThreadCreds(0, 0, toU32(saved)) == nil
+		ready <- err
+		return
+	}
+	ready <- nil
+	for fn := range t.work {
+		fn()
+	}
+	restored = setThreadCreds(0, 0, toU32(saved)) == nil
+}
+
+// do runs fn on the thread and returns its error (the thread's own error
+// when it could not take the credentials).
+func (t *callerThread) do(fn func() error) error {
+	if t.err != nil {
+		return t.err
+	}
+	if t.work == nil { // a daemon that is not root, acting as itself
+		return fn()
+	}
+	var err error
+	done := make(chan struct{})
+	t.work <- func() { err = fn(); close(done) }
+	<-done
+	return err
+}
+
+// close ends the thread's service; idempotent.
+func (t *callerThread) close() {
+	if !t.closed && t.work != nil {
+		close(t.work)
+	}
+	t.closed = true
 }
 
 // toU32 converts getgroups' ints.

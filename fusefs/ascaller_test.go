@@ -13,6 +13,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/journal"
 )
 
 // asCallerFS is an FS over a workspace of root's files: open (0644), secret
@@ -75,13 +76,15 @@ func TestAccessAs(t *testing.T) {
 	}
 	// The sticky rule: nobody may not remove root's tmp/r, though it may
 	// write tmp.
-	if err := f.mayWriteEntry(nobody, "tmp/r"); ctltree.ErrnoOf(err) != syscall.EACCES {
+	checks := &asChecks{f: f, cr: nobody}
+	defer checks.close()
+	if err := checks.mayWriteEntry("tmp/r"); ctltree.ErrnoOf(err) != syscall.EACCES {
 		t.Errorf("mayWriteEntry(nobody, tmp/r) = %v, want EACCES", err)
 	}
-	if err := f.mayWriteEntry(nobody, "tmp/new"); err != nil {
+	if err := checks.mayWriteEntry("tmp/new"); err != nil {
 		t.Errorf("mayWriteEntry(nobody, tmp/new) = %v, want nil", err)
 	}
-	if err := f.mayWriteEntry(nobody, "secret"); ctltree.ErrnoOf(err) != syscall.EACCES {
+	if err := checks.mayWriteEntry("secret"); ctltree.ErrnoOf(err) != syscall.EACCES {
 		t.Errorf("mayWriteEntry(nobody, secret) = %v, want EACCES (root's 0755 workspace)", err)
 	}
 }
@@ -166,3 +169,40 @@ func TestModeGrants(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAccessAs: one as-caller check of a file one directory down, as
+// uid 65534 (a thread switch, the walk and faccessat2).
+func BenchmarkAccessAs(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	ws := b.TempDir()
+	os.Mkdir(filepath.Join(ws, "d"), 0o755)
+	os.WriteFile(filepath.Join(ws, "d/f"), []byte("x"), 0o644)
+	f, err := New(Config{Workspace: ws, Guard: guard.New(guard.Config{Mode: guard.ModeEnforce}),
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	cr := creds{uid: 65534, gid: 65534}
+	b.Run("one", func(b *testing.B) {
+		for range b.N {
+			if err := f.accessAs(cr, "d/f", unix.R_OK); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("batch100", func(b *testing.B) {
+		rels := make([]string, 100)
+		for i := range rels {
+			rels[i] = "d/f"
+		}
+		for range b.N {
+			f.accessAll(cr, rels, unix.R_OK, func(int, error) {})
+		}
+	})
+}
+
+// The diff's inspector is a journal.ContentGate as Diff receives it.
+var _ journal.ContentGate = gateInspector{}

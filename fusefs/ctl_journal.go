@@ -396,7 +396,8 @@ func (f *FS) diffRequest(c ctltree.Caller, session string, a journalArgs) (strin
 	if !journal.ValidSession(session) {
 		return "", nil
 	}
-	gate := gateInspector{fsInspector{f}, credsOf(c)} // bytes c may read only (docs/DESIGN.md#as-caller)
+	gate := gateInspector{fsInspector{f}, &asChecks{f: f, cr: credsOf(c)}} // bytes c may read only (docs/DESIGN.md#as-caller)
+	defer gate.close()
 	out, err := f.cfg.Journal.Diff(session, a.since, paths, gate, f.currentBytes)
 	if err != nil {
 		return "", journalErr(err)

@@ -18,34 +18,63 @@ import (
 	"github.com/rubinofs/rubinofs/journal"
 )
 
-// gateInspector is fsInspector with journal.ContentGate for requester cr:
-// Diff shows a side's bytes only where cr may read them.
+// asChecks are the as-caller checks of one request for requester cr,
+// sharing one callerThread, started at the first check and ended by
+// close. Not safe for concurrent use.
+type asChecks struct {
+	f  *FS
+	cr creds
+	t  *callerThread
+}
+
+// access is accessAs on the request's thread.
+func (a *asChecks) access(rel string, mode uint32) error {
+	if a.t == nil {
+		a.t = newCallerThread(a.cr)
+	}
+	return a.t.do(func() error { return accessHere(a.f, rel, mode) })
+}
+
+// close ends the request's thread, if it started one.
+func (a *asChecks) close() {
+	if a.t != nil {
+		a.t.close()
+	}
+}
+
+// gateInspector is fsInspector with journal.ContentGate for a requester:
+// Diff shows a side's bytes only where it may read them.
 type gateInspector struct {
 	fsInspector
-	cr creds
+	*asChecks
 }
 
 // MayShow reports whether cr may see path's bytes: now (pre nil) when it
-// may open path for reading itself; as pre says when mayReadPre.
+// may open path for reading itself; as pre says when mayReadPre. Root
+// may always.
 func (g gateInspector) MayShow(p string, pre *journal.PreImage) bool {
-	if pre == nil {
-		return g.cr.uid == 0 || g.f.accessAs(g.cr, p, unix.R_OK) == nil
+	if g.cr.uid == 0 {
+		return true
 	}
-	return g.f.mayReadPre(g.cr, p, *pre)
+	if pre == nil {
+		return g.access(p, unix.R_OK) == nil
+	}
+	return mayReadPre(g.access, g.cr, p, *pre)
 }
 
 // mayReadPre reports whether cr may see the bytes of pre, path's state at
-// a checkpoint: root may; otherwise the pre-image's own owner, group and
-// mode must grant cr reading (mode bits: the file's ACL at the time is not
-// kept), and cr must be able to search the directory that holds path now
-// (its nearest existing ancestor, as cr). A pre-image from before owners
-// were recorded is shown only when cr may read path as it is now.
-func (f *FS) mayReadPre(cr creds, p string, pre journal.PreImage) bool {
+// a checkpoint, with access an accessAs for cr: root may; otherwise the
+// pre-image's own owner, group and mode must grant cr reading (mode bits:
+// the file's ACL at the time is not kept), and cr must be able to search
+// the directory that holds path now (its nearest existing ancestor). A
+// pre-image from before owners were recorded is shown only when cr may
+// read path as it is now.
+func mayReadPre(access func(rel string, mode uint32) error, cr creds, p string, pre journal.PreImage) bool {
 	if cr.uid == 0 {
 		return true
 	}
 	if pre.Uid == nil || pre.Gid == nil {
-		return f.accessAs(cr, p, unix.R_OK) == nil
+		return access(p, unix.R_OK) == nil
 	}
 	if !modeGrants(cr, *pre.Uid, *pre.Gid, pre.Mode, 4) {
 		return false
@@ -54,7 +83,7 @@ func (f *FS) mayReadPre(cr creds, p string, pre journal.PreImage) bool {
 		if dir == "." || dir == "/" {
 			dir = ""
 		}
-		err := f.accessAs(cr, dir, unix.X_OK)
+		err := access(dir, unix.X_OK)
 		if !errors.Is(err, syscall.ENOENT) || dir == "" {
 			return err == nil
 		}
@@ -103,17 +132,18 @@ func (f *FS) redactChanges(cr creds, list []journal.PathChange) {
 	})
 }
 
-// mayWriteEntry checks that cr could create or remove the name rel
+// mayWriteEntry checks that the requester (a.cr) could create or remove the name rel
 // itself: write and search permission on its directory (as cr), and the
 // sticky bit's rule (the name's or the directory's owner, or root).
 // Errors: *ctltree.Error, EACCES with the reason (ENOENT when the
 // directory is missing).
-func (f *FS) mayWriteEntry(cr creds, rel string) error {
+func (a *asChecks) mayWriteEntry(rel string) error {
+	f, cr := a.f, a.cr
 	dir := path.Dir(rel)
 	if dir == "." {
 		dir = ""
 	}
-	if err := f.accessAs(cr, dir, unix.W_OK|unix.X_OK); err != nil {
+	if err := a.access(dir, unix.W_OK|unix.X_OK); err != nil {
 		return denyReason(cr, "write the directory entry", rel, err)
 	}
 	if cr.uid == 0 {
@@ -129,12 +159,13 @@ func (f *FS) mayWriteEntry(cr creds, rel string) error {
 	return nil
 }
 
-// mayRewrite checks that cr could write the existing file rel itself (as
+// mayRewrite checks that the requester could write the existing file rel itself (as
 // cr, write permission) and, when mode (permission bits) differs from its
 // own, change its mode (its owner, or root). Errors as mayWriteEntry's.
-func (f *FS) mayRewrite(cr creds, rel string, mode uint32, chmod bool) error {
+func (a *asChecks) mayRewrite(rel string, mode uint32, chmod bool) error {
+	f, cr := a.f, a.cr
 	if !chmod {
-		if err := f.accessAs(cr, rel, unix.W_OK); err != nil {
+		if err := a.access(rel, unix.W_OK); err != nil {
 			return denyReason(cr, "write", rel, err)
 		}
 	}
@@ -148,19 +179,24 @@ func (f *FS) mayRewrite(cr creds, rel string, mode uint32, chmod bool) error {
 	return nil
 }
 
-// mayApplyStep checks that cr could make step s itself, against the
+// mayApplyStep checks that the requester could make step s itself, against the
 // workspace as it is now: a rename or exchange writes both names' entries;
 // a removal writes the entry; a restore over a regular file rewrites it
 // (mayRewrite), over a directory changes its mode, and otherwise writes
-// the entry. Errors: *ctltree.Error (EACCES; ENOENT when a directory on
-// the way is missing, which an earlier step of the rewind may create).
-func (f *FS) mayApplyStep(cr creds, s journal.Step) error {
+// the entry. Root is not checked (it passes them all). Errors:
+// *ctltree.Error (EACCES; ENOENT when a directory on the way is missing,
+// which an earlier step of the rewind may create).
+func (a *asChecks) mayApplyStep(s journal.Step) error {
+	f, cr := a.f, a.cr
+	if cr.uid == 0 {
+		return nil // root passes every permission check these make
+	}
 	switch s.Kind {
 	case journal.StepRename, journal.StepExchange:
-		if err := f.mayWriteEntry(cr, s.From); err != nil {
+		if err := a.mayWriteEntry(s.From); err != nil {
 			return err
 		}
-		return f.mayWriteEntry(cr, s.Path)
+		return a.mayWriteEntry(s.Path)
 	}
 	cur, err := fsInspector{f}.Lstat(s.Path)
 	if err != nil {
@@ -172,11 +208,11 @@ func (f *FS) mayApplyStep(cr creds, s journal.Step) error {
 			return nil
 		}
 	case cur.Kind == journal.KindFile && s.Pre.Kind == journal.KindFile && cur.Mode&syscall.S_IFMT == syscall.S_IFREG:
-		return f.mayRewrite(cr, s.Path, s.Pre.Mode, false)
+		return a.mayRewrite(s.Path, s.Pre.Mode, false)
 	case cur.Kind == journal.KindDir && s.Pre.Kind == journal.KindDir:
-		return f.mayRewrite(cr, s.Path, s.Pre.Mode, true)
+		return a.mayRewrite(s.Path, s.Pre.Mode, true)
 	}
-	return f.mayWriteEntry(cr, s.Path)
+	return a.mayWriteEntry(s.Path)
 }
 
 // mayApplyPlan checks every step of plan with mayApplyStep before any is
@@ -184,9 +220,9 @@ func (f *FS) mayApplyStep(cr creds, s journal.Step) error {
 // first refusal is the error (EACCES with its reason). A step that fails
 // its check otherwise (a directory missing now, which an earlier step may
 // create; a symlink on the way) is left to the check at its application.
-func (f *FS) mayApplyPlan(cr creds, plan journal.Plan) error {
+func (a *asChecks) mayApplyPlan(plan journal.Plan) error {
 	for _, s := range plan.Steps {
-		err := f.mayApplyStep(cr, s)
+		err := a.mayApplyStep(s)
 		var ce *ctltree.Error
 		if err != nil && errors.As(err, &ce) && ce.Errno == syscall.EACCES {
 			return ctltree.Errorf(syscall.EACCES, "%s; nothing was rewound: name only paths you may write (rewind --to CP PATH...), or ask their owner or root", ce.Msg)

@@ -95,11 +95,12 @@ func (f *FS) Rewind(session, to string, opt journal.RewindOptions, dryRun bool, 
 	if err != nil {
 		return plan, journal.Result{}, err
 	}
-	cr := credsOf(c)
-	if err := f.mayApplyPlan(cr, plan); err != nil || dryRun {
+	checks := &asChecks{f: f, cr: credsOf(c)}
+	defer checks.close()
+	if err := checks.mayApplyPlan(plan); err != nil || dryRun {
 		return plan, journal.Result{}, err
 	}
-	a := &rewindApplier{f: f, by: caller{session: session, uid: c.Uid, gid: c.Gid}, cr: cr}
+	a := &rewindApplier{f: f, by: caller{session: session, uid: c.Uid, gid: c.Gid}, checks: checks}
 	res, err := j.Rewind(plan, a)
 	f.journalCheckpointed() // its automatic checkpoint
 	<-f.invalidateKernel(a.touchedPaths())
@@ -145,7 +146,7 @@ func (f *FS) invalidateKernel(rels []string) <-chan struct{} {
 type rewindApplier struct {
 	f       *FS
 	by      caller
-	cr      creds // the requester's, for mayApplyStep
+	checks  *asChecks // the requester's (docs/DESIGN.md#as-caller)
 	mu      sync.Mutex
 	touched map[string]bool
 }
@@ -227,7 +228,7 @@ func (a *rewindApplier) current(rel string) (journal.After, error) {
 // its own call, so the journal records the removal and the creation
 // apart, as a caller's own would be.
 func (a *rewindApplier) Restore(rel string, pre journal.PreImage, blobs *journal.Blobs) error {
-	if err := a.f.mayApplyStep(a.cr, journal.Step{Kind: journal.StepRestore, Path: rel, Pre: pre}); err != nil {
+	if err := a.checks.mayApplyStep(journal.Step{Kind: journal.StepRestore, Path: rel, Pre: pre}); err != nil {
 		return err
 	}
 	cur, err := a.current(rel)
@@ -337,7 +338,7 @@ func (a *rewindApplier) remove(rel string, cur journal.After) error {
 
 // Rename renames from to to, replacing to (journal.Applier).
 func (a *rewindApplier) Rename(from, to string) error {
-	if err := a.f.mayApplyStep(a.cr, journal.Step{Kind: journal.StepRename, Path: to, From: from}); err != nil {
+	if err := a.checks.mayApplyStep(journal.Step{Kind: journal.StepRename, Path: to, From: from}); err != nil {
 		return err
 	}
 	return a.rename(from, to, 0)
@@ -345,7 +346,7 @@ func (a *rewindApplier) Rename(from, to string) error {
 
 // Exchange swaps a and b (journal.Applier).
 func (a *rewindApplier) Exchange(x, y string) error {
-	if err := a.f.mayApplyStep(a.cr, journal.Step{Kind: journal.StepExchange, Path: x, From: y}); err != nil {
+	if err := a.checks.mayApplyStep(journal.Step{Kind: journal.StepExchange, Path: x, From: y}); err != nil {
 		return err
 	}
 	return a.rename(x, y, unix.RENAME_EXCHANGE)
