@@ -11,8 +11,9 @@ import (
 // directory's mode, a symlink's target, or a regular file's mode, size and
 // bytes (stored in b; UnrecoverableTooLarge past its limit). Other file
 // types (devices, fifos, sockets) are recorded as a file with their mode
-// and no blob. All but KindAbsent keep the owner and group (Uid, Gid). Errors are the errno of fstatat, openat or readlinkat, or
-// of the blob store. Path is left for the caller to fill.
+// and no blob. All but KindAbsent keep the owner and group (Uid, Gid).
+// Errors are the errno of fstatat, openat or readlinkat, or of the blob
+// store. Path is left for the caller to fill.
 func CaptureAt(b *Blobs, dirfd int, name string) (PreImage, error) {
 	return captureAt(b, dirfd, name, nil)
 }
