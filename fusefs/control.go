@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rubinofs/rubinofs/ctltree"
 )
 
@@ -125,11 +127,25 @@ func (f *FS) readDenials(session string) func(context.Context, ctltree.Caller) (
 // readTracked lists the caller's session's records, one per line:
 // STATE HASH PATH, sorted by path.
 func (f *FS) readTracked(_ context.Context, c ctltree.Caller) ([]byte, error) {
-	return f.trackedText(c.Session), nil
+	return f.trackedText(c, c.Session), nil
 }
 
-func (f *FS) trackedText(session string) []byte {
+// trackedText renders session's records for reader c: a record's hash
+// is "-" where c could not read the file itself (accessAs; a gone one
+// too), docs/DESIGN.md#as-caller.
+func (f *FS) trackedText(c ctltree.Caller, session string) []byte {
 	recs := f.cfg.Guard.Tracked(session, f.LookupTarget)
+	if cr := credsOf(c); cr.uid != 0 && len(recs) > 0 {
+		rels := make([]string, len(recs))
+		for i, r := range recs {
+			rels[i] = r.Path
+		}
+		f.accessAll(cr, rels, unix.R_OK, func(i int, err error) {
+			if err != nil {
+				recs[i].Hash = "-"
+			}
+		})
+	}
 	var b strings.Builder
 	for _, r := range recs {
 		fmt.Fprintf(&b, "%s\t%s\t%s\n", r.State, r.Hash, r.Path)

@@ -21,10 +21,10 @@ package fusefs
 // inside the mount or relative to the writer's cwd (callerRel). Errors:
 // EINVAL with a reason naming the option; ENOENT for an unknown
 // checkpoint; EOPNOTSUPP "the journal is off (--journal=false)"; EPERM for
-// a writer that is neither the session's own process nor the mount's
-// owner (or root) from outside every session, as for the other session
-// control files. The read-only files are readable by every caller, as
-// tracked and denials are.
+// a caller that may not act on the session (FS.mayActOn), for every file;
+// EACCES for a rewind step the requester could not make itself. A diff
+// withholds the bytes, and changes the hashes, the requester could not
+// read itself (docs/DESIGN.md#as-caller).
 
 import (
 	"encoding/json"
@@ -53,11 +53,17 @@ func errJournalOff() error {
 // journalEntries are the journal's files in session name's directory.
 func (f *FS) journalEntries(name string) []ctltree.Entry {
 	return []ctltree.Entry{
-		{Name: "checkpoints", Node: &ctltree.File{Kind: ctltree.ReadOnly, Render: func(_ ctltree.Caller, w io.Writer) error {
+		{Name: "checkpoints", Node: &ctltree.File{Kind: ctltree.ReadOnly, Render: func(c ctltree.Caller, w io.Writer) error {
+			if err := f.mayUseJournal(c, name); err != nil {
+				return err
+			}
 			return f.writeCheckpoints(w, name)
 		}}},
-		{Name: "changes", Node: &ctltree.File{Kind: ctltree.ReadOnly, Render: func(_ ctltree.Caller, w io.Writer) error {
-			render, err := f.changesRender(name, "")
+		{Name: "changes", Node: &ctltree.File{Kind: ctltree.ReadOnly, Render: func(c ctltree.Caller, w io.Writer) error {
+			if err := f.mayUseJournal(c, name); err != nil {
+				return err
+			}
+			render, err := f.changesRender(c, name, "")
 			if err != nil {
 				return err
 			}
@@ -161,8 +167,9 @@ func (f *FS) startOnly(session, cp string) (bool, error) {
 // changesRender checks a changes request of session since checkpoint
 // since ("": the session start) and returns what writes the changes as
 // JSON lines of journal.PathChange, one path at a time
-// (docs/DESIGN.md#ctl-render).
-func (f *FS) changesRender(session, since string) (func(io.Writer) error, error) {
+// (docs/DESIGN.md#ctl-render), without the hashes c may not see
+// (redactChanges, a batch of redactBatch paths at a time).
+func (f *FS) changesRender(c ctltree.Caller, session, since string) (func(io.Writer) error, error) {
 	if f.cfg.Journal == nil {
 		return nil, errJournalOff()
 	}
@@ -180,15 +187,39 @@ func (f *FS) changesRender(session, since string) (func(io.Writer) error, error)
 	return func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
+		cr := credsOf(c)
+		batch := make([]journal.PathChange, 0, redactBatch)
+		flush := func() error {
+			f.redactChanges(cr, batch) // docs/DESIGN.md#as-caller
+			for _, pc := range batch {
+				if err := enc.Encode(pc); err != nil {
+					return err
+				}
+			}
+			batch = batch[:0]
+			return nil
+		}
 		err := f.cfg.Journal.EachChange(session, since, fsInspector{f}, func(pc journal.PathChange) error {
-			return enc.Encode(pc)
+			if batch = append(batch, pc); len(batch) == redactBatch {
+				return flush()
+			}
+			return nil
 		})
+		if err == nil {
+			err = flush()
+		}
 		if err != nil {
 			return journalErr(err)
 		}
 		return nil
 	}, nil
 }
+
+// redactBatch is how many changes a streamed changes reply checks against
+// the requester's access at once: one credential-switched thread serves a
+// batch (docs/DESIGN.md#as-caller), and the reply holds no more than a
+// batch in memory (docs/DESIGN.md#ctl-render).
+const redactBatch = 256
 
 // noReply writes nothing; textReply writes s.
 func noReply(io.Writer) error { return nil }
@@ -210,14 +241,15 @@ func journalErr(err error) error {
 	return ctltree.Errorf(syscall.EIO, "%v", err)
 }
 
-// mayUseJournal authorises c for session's journal requests and ctl
-// commands: the session itself, or the mount's owner (or root) from
-// outside every session; EPERM otherwise.
-func mayUseJournal(c ctltree.Caller, session string) error {
-	if c.Session == session || (c.Session == DefaultSession && c.Privileged) {
+// mayUseJournal authorises c for session's journal files, requests and
+// ctl commands: mayActOn (the session itself; the mount's owner or root
+// from outside every session; a caller outside every session for the
+// sessions its uid owns); EPERM otherwise (docs/DESIGN.md#as-caller).
+func (f *FS) mayUseJournal(c ctltree.Caller, session string) error {
+	if f.mayActOn(c, session) {
 		return nil
 	}
-	return ctltree.Errorf(syscall.EPERM, "session %s may not use the journal of session %s", c.Session, session)
+	return ctltree.Errorf(syscall.EPERM, "uid %d in session %s may not use the journal of session %s", c.Uid, c.Session, session)
 }
 
 // splitRequest splits a request line into tokens: runs of non-space
@@ -315,7 +347,7 @@ func (f *FS) journalRequest(c ctltree.Caller, session string, req []byte) (func(
 	if f.cfg.Journal == nil {
 		return nil, errJournalOff()
 	}
-	if err := mayUseJournal(c, session); err != nil {
+	if err := f.mayUseJournal(c, session); err != nil {
 		return nil, err
 	}
 	line := strings.TrimRight(string(req), "\n")
@@ -334,7 +366,7 @@ func (f *FS) journalRequest(c ctltree.Caller, session string, req []byte) (func(
 		if err != nil {
 			return nil, err
 		}
-		return f.changesRender(session, a.since)
+		return f.changesRender(c, session, a.since)
 	case "diff":
 		a, err := parseJournalArgs(verb, toks, "--since", "--")
 		if err != nil {
@@ -414,7 +446,9 @@ func (f *FS) diffRequest(c ctltree.Caller, session string, a journalArgs) (func(
 		return noReply, nil
 	}
 	return func(w io.Writer) error {
-		if err := f.cfg.Journal.DiffTo(w, session, a.since, paths, fsInspector{f}, f.currentBytes); err != nil {
+		gate := gateInspector{fsInspector{f}, &asChecks{f: f, cr: credsOf(c)}} // bytes c may read only (docs/DESIGN.md#as-caller)
+		defer gate.close()
+		if err := f.cfg.Journal.DiffTo(w, session, a.since, paths, gate, f.currentBytes); err != nil {
 			return journalErr(err)
 		}
 		return nil
@@ -444,7 +478,7 @@ func (f *FS) rewindRequest(c ctltree.Caller, session string, a journalArgs) (str
 		if err != nil {
 			return "", err
 		}
-		plan, res, err = f.Rewind(session, a.to, journal.RewindOptions{Paths: paths, Force: a.force}, a.dryRun, c.Uid, c.Gid)
+		plan, res, err = f.Rewind(session, a.to, journal.RewindOptions{Paths: paths, Force: a.force}, a.dryRun, c)
 		if err != nil {
 			return "", journalErr(err)
 		}
@@ -468,7 +502,7 @@ func (f *FS) journalCtl(c ctltree.Caller, session, line string) (handled bool, e
 	if f.cfg.Journal == nil {
 		return true, errJournalOff()
 	}
-	if err := mayUseJournal(c, session); err != nil {
+	if err := f.mayUseJournal(c, session); err != nil {
 		return true, err
 	}
 	if verb == "checkpoint" {

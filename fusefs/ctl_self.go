@@ -18,7 +18,9 @@ package fusefs
 // quoted string. It names the file itself: a symlink on the way or at the
 // end is refused. Errors (each with its reason in the "error: REASON"
 // read-back): EINVAL for bad syntax, a bad hash or a PATH that is not a
-// regular file; ENOENT for no such file; EPERM for a PATH outside the mount
+// regular file; ENOENT for no such file; EACCES for a PATH the writer
+// could not open for reading itself (docs/DESIGN.md#as-caller), with the
+// reason; EPERM for a PATH outside the mount
 // or a caller outside the session (below); EAGAIN when the caller's cwd
 // could not be read within guard.ProcBound (it is in execve).
 //
@@ -35,6 +37,8 @@ import (
 	"strings"
 	"syscall"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
@@ -137,6 +141,13 @@ func (f *FS) selfCtl(name string) func(c ctltree.Caller, cmd []byte) error {
 		g := f.cfg.Guard
 		switch cmd.Verb {
 		case "read":
+			// Only what the writer could read itself (docs/DESIGN.md#as-caller):
+			// a declaration records the file's hash, which tracked shows.
+			if err := f.accessAs(credsOf(c), rel, unix.R_OK); err != nil {
+				e := denyReason(credsOf(c), "read", rel, err)
+				e.Msg += "; declare only files the writer can open for reading"
+				return e
+			}
 			unlock := g.Lock(t.Stat.ID) // no guarded mutation is half-done meanwhile
 			err = g.DeclareRead(name, t, cmd.Hash, cmd.HasHash)
 			unlock()

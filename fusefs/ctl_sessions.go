@@ -71,7 +71,7 @@ func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 	perSession := func(name string) ctltree.Node {
 		return ctltree.NewDir(append([]ctltree.Entry{
 			{Name: "info", Node: ctltree.Text(func(ctltree.Caller) string { return s.info(name) })},
-			{Name: "tracked", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.trackedText(name)) })},
+			{Name: "tracked", Node: ctltree.Text(func(c ctltree.Caller) string { return string(f.trackedText(c, name)) })},
 			{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenials(name)}},
 			{Name: "why", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.whyText(name)) })},
 			{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Write: f.selfCtl(name)}},

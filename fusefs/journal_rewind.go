@@ -19,6 +19,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
+	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
@@ -75,21 +76,31 @@ func (f *FS) currentBytes(p string) ([]byte, error) {
 // applies it (journal.Rewind) as the session's own changes: each step is
 // one FS.mutate call that skips the guard's decision (the conflict rule
 // replaced it) but keeps the journal record, the watcher bracket, the
-// guard's notes and the credit. New entries are owned by uid:gid when
-// the daemon is root. The kernel's caches of the touched paths are
+// guard's notes and the credit. The requester c may make only the steps
+// it could make itself (docs/DESIGN.md#as-caller): the whole plan is
+// checked first (a refusal changes nothing and is the error: EACCES with
+// the reason, also for a dry run), then each step again as it is applied
+// (a refused step is one of the Result's Errors). An entry made anew gets
+// the owner and group of its pre-image (the requester's for a pre-image
+// from before they were recorded) when the daemon is root. The kernel's caches of the touched paths are
 // invalidated from a goroutine; Rewind returns once that is done (it runs
 // inside a control-file request, which a notification must not be sent
 // from, but may wait for). Errors: the journal's.
-func (f *FS) Rewind(session, to string, opt journal.RewindOptions, dryRun bool, uid, gid uint32) (journal.Plan, journal.Result, error) {
+func (f *FS) Rewind(session, to string, opt journal.RewindOptions, dryRun bool, c ctltree.Caller) (journal.Plan, journal.Result, error) {
 	j := f.cfg.Journal
 	if j == nil {
 		return journal.Plan{}, journal.Result{}, errors.New("the journal is off")
 	}
 	plan, err := j.PlanRewind(session, to, fsInspector{f}, opt)
-	if err != nil || dryRun {
+	if err != nil {
 		return plan, journal.Result{}, err
 	}
-	a := &rewindApplier{f: f, by: caller{session: session, uid: uid, gid: gid}}
+	checks := &asChecks{f: f, cr: credsOf(c)}
+	defer checks.close()
+	if err := checks.mayApplyPlan(plan); err != nil || dryRun {
+		return plan, journal.Result{}, err
+	}
+	a := &rewindApplier{f: f, by: caller{session: session, uid: c.Uid, gid: c.Gid}, checks: checks}
 	res, err := j.Rewind(plan, a)
 	f.journalCheckpointed() // its automatic checkpoint
 	<-f.invalidateKernel(a.touchedPaths())
@@ -135,8 +146,17 @@ func (f *FS) invalidateKernel(rels []string) <-chan struct{} {
 type rewindApplier struct {
 	f       *FS
 	by      caller
+	checks  *asChecks // the requester's (docs/DESIGN.md#as-caller); nil: none (the daemon's own)
 	mu      sync.Mutex
 	touched map[string]bool
+}
+
+// check is the requester's check of step s (nil without checks).
+func (a *rewindApplier) check(s journal.Step) error {
+	if a.checks == nil {
+		return nil
+	}
+	return a.checks.mayApplyStep(s)
 }
 
 // touchedPaths lists the paths the steps changed.
@@ -185,14 +205,20 @@ func (a *rewindApplier) inParent(rel string, fn func(d dirFd, leaf string) error
 	return 0
 }
 
-// own gives a new entry the requester's ownership when the daemon is
-// root (as a caller's own create would have), then, but for a symlink,
-// its permission bits again (a chown clears setuid and setgid).
+// own gives a new entry the owner and group of its pre-image when the
+// daemon is root (docs/DESIGN.md#as-caller; the requester's, as a
+// caller's own create would have, for a pre-image from before they were
+// recorded), then, but for a symlink, its permission bits again (a chown
+// clears setuid and setgid).
 func (a *rewindApplier) own(d dirFd, leaf string, pre journal.PreImage) error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	unix.Fchownat(d.fd, leaf, int(a.by.uid), int(a.by.gid), unix.AT_SYMLINK_NOFOLLOW)
+	uid, gid := a.by.uid, a.by.gid
+	if pre.Uid != nil && pre.Gid != nil {
+		uid, gid = *pre.Uid, *pre.Gid
+	}
+	unix.Fchownat(d.fd, leaf, int(uid), int(gid), unix.AT_SYMLINK_NOFOLLOW)
 	if pre.Kind == journal.KindSymlink {
 		return nil
 	}
@@ -210,6 +236,9 @@ func (a *rewindApplier) current(rel string) (journal.After, error) {
 // its own call, so the journal records the removal and the creation
 // apart, as a caller's own would be.
 func (a *rewindApplier) Restore(rel string, pre journal.PreImage, blobs *journal.Blobs) error {
+	if err := a.check(journal.Step{Kind: journal.StepRestore, Path: rel, Pre: pre}); err != nil {
+		return err
+	}
 	cur, err := a.current(rel)
 	if err != nil {
 		return err
@@ -281,7 +310,10 @@ func (a *rewindApplier) restoreFile(rel string, pre journal.PreImage, cur journa
 						return err
 					}
 					defer unix.Close(fd)
-					return journal.FillFd(fd, pre, blobs)
+					if err := journal.FillFd(fd, pre, blobs); err != nil {
+						return err
+					}
+					return ownFd(fd, pre)
 				})
 			}})
 	}
@@ -314,11 +346,17 @@ func (a *rewindApplier) remove(rel string, cur journal.After) error {
 
 // Rename renames from to to, replacing to (journal.Applier).
 func (a *rewindApplier) Rename(from, to string) error {
+	if err := a.check(journal.Step{Kind: journal.StepRename, Path: to, From: from}); err != nil {
+		return err
+	}
 	return a.rename(from, to, 0)
 }
 
 // Exchange swaps a and b (journal.Applier).
 func (a *rewindApplier) Exchange(x, y string) error {
+	if err := a.check(journal.Step{Kind: journal.StepExchange, Path: x, From: y}); err != nil {
+		return err
+	}
 	return a.rename(x, y, unix.RENAME_EXCHANGE)
 }
 
@@ -353,4 +391,20 @@ func (a *rewindApplier) rename(from, to string, flags uint) error {
 		return fs.ToErrno(unix.Renameat2(d1.fd, l1, d2.fd, l2, flags))
 	}
 	return a.mutate(m)
+}
+
+// ownFd gives the open regular file fd the owner and group of pre when
+// they were recorded, differ from its own and the daemon is root, then
+// pre's permission bits again (a chown clears setuid and setgid):
+// docs/DESIGN.md#as-caller.
+func ownFd(fd int, pre journal.PreImage) error {
+	var st unix.Stat_t
+	if os.Geteuid() != 0 || pre.Uid == nil || pre.Gid == nil || unix.Fstat(fd, &st) != nil ||
+		(st.Uid == *pre.Uid && st.Gid == *pre.Gid) {
+		return nil
+	}
+	if err := unix.Fchown(fd, int(*pre.Uid), int(*pre.Gid)); err != nil {
+		return err
+	}
+	return unix.Fchmod(fd, pre.Mode&07777)
 }

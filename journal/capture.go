@@ -11,8 +11,9 @@ import (
 // directory's mode, a symlink's target, or a regular file's mode, size and
 // bytes (stored in b; UnrecoverableTooLarge past its limit). Other file
 // types (devices, fifos, sockets) are recorded as a file with their mode
-// and no blob. Errors are the errno of fstatat, openat or readlinkat, or
-// of the blob store. Path is left for the caller to fill.
+// and no blob. All but KindAbsent keep the owner and group (Uid, Gid).
+// Errors are the errno of fstatat, openat or readlinkat, or of the blob
+// store. Path is left for the caller to fill.
 func CaptureAt(b *Blobs, dirfd int, name string) (PreImage, error) {
 	return captureAt(b, dirfd, name, nil)
 }
@@ -40,6 +41,17 @@ func CaptureWith(b *Blobs, dirfd int, name string, opt CaptureOptions) (PreImage
 }
 
 func captureAt(b *Blobs, dirfd int, name string, opt *CaptureOptions) (PreImage, error) {
+	var uid, gid uint32
+	pre, err := captureKind(b, dirfd, name, opt, &uid, &gid)
+	if err == nil && pre.Kind != KindAbsent {
+		pre.Uid, pre.Gid = &uid, &gid // docs/DESIGN.md#as-caller
+	}
+	return pre, err
+}
+
+// captureKind is captureAt's work; it sets *uid and *gid to the name's
+// owner and group.
+func captureKind(b *Blobs, dirfd int, name string, opt *CaptureOptions, uid, gid *uint32) (PreImage, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if err == unix.ENOENT {
@@ -47,6 +59,7 @@ func captureAt(b *Blobs, dirfd int, name string, opt *CaptureOptions) (PreImage,
 		}
 		return PreImage{}, err
 	}
+	*uid, *gid = st.Uid, st.Gid
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		return PreImage{Kind: KindDir, Mode: st.Mode}, nil

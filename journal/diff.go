@@ -36,7 +36,8 @@ type side struct {
 // diffed; a symlink's content is its target (mode 120000). Paths whose
 // content and mode are unchanged print nothing. cur returns a regular
 // file's current bytes; a symlink's target comes from ins when it has a
-// Readlink(path) (string, error) method. Errors are the log's, the blob
+// Readlink(path) (string, error) method, and bytes are withheld as
+// ContentGate says when ins is one. Errors are the log's, the blob
 // store's, ins's and cur's.
 func (j *Journal) Diff(sessionName, since string, paths []string, ins Inspector, cur func(path string) ([]byte, error)) (string, error) {
 	var out strings.Builder
@@ -44,6 +45,27 @@ func (j *Journal) Diff(sessionName, since string, paths []string, ins Inspector,
 		return "", err
 	}
 	return out.String(), nil
+}
+
+// ContentGate, when the Inspector given to Diff implements it, says which
+// bytes Diff may show (docs/DESIGN.md#as-caller): MayShow is asked for
+// path's pre-image (pre non-nil) and for its current state (pre nil), for
+// each side with bytes (a file's or a symlink's target); false shows that
+// side as binary with its bytes withheld (NoteHidden).
+type ContentGate interface {
+	MayShow(path string, pre *PreImage) bool
+}
+
+// NoteHidden is why a diff side's bytes are missing when a ContentGate
+// withheld them.
+const NoteHidden = "withheld: the requester could not read it"
+
+// gated is s, its bytes withheld when g says no.
+func gated(g ContentGate, path string, pre *PreImage, s side) side {
+	if !s.exists || s.note != "" || g.MayShow(path, pre) {
+		return s
+	}
+	return side{exists: true, mode: s.mode, note: NoteHidden}
 }
 
 func (j *Journal) preSide(pre PreImage) (side, error) {

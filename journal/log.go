@@ -46,6 +46,11 @@ type PreImage struct {
 	Blob          string `json:"blob,omitempty"`
 	Unrecoverable string `json:"unrecoverable,omitempty"`
 	Target        string `json:"target,omitempty"`
+	// Uid and Gid are the owner and group the name had (nil in records
+	// written before they were kept): a rewind gives them back
+	// (docs/DESIGN.md#as-caller).
+	Uid *uint32 `json:"uid,omitempty"`
+	Gid *uint32 `json:"gid,omitempty"`
 }
 
 // Record is one line of a session log. Seq numbers the records of a

@@ -227,7 +227,8 @@ func (j *Journal) EachChange(sessionName, since string, ins Inspector, fn func(P
 }
 
 // DiffTo writes the diff Diff renders to w, one path at a time, streaming
-// the log as EachChange does. Errors are Diff's and w's.
+// the log as EachChange does, withholding bytes as ContentGate says when
+// ins is one. Errors are Diff's and w's.
 func (j *Journal) DiffTo(w io.Writer, sessionName, since string, paths []string, ins Inspector, cur func(path string) ([]byte, error)) error {
 	idx, err := j.sinceScan(sessionName, since)
 	if err != nil {
@@ -244,6 +245,9 @@ func (j *Journal) DiffTo(w io.Writer, sessionName, since string, paths []string,
 		b, err := curSide(c.Path, ins, cur)
 		if err != nil {
 			return fmt.Errorf("journal: current %s: %w", c.Path, err)
+		}
+		if g, ok := ins.(ContentGate); ok {
+			a, b = gated(g, c.Path, &c.Pre, a), gated(g, c.Path, nil, b)
 		}
 		var out strings.Builder
 		writeFileDiff(&out, c.Path, a, b)

@@ -1,0 +1,208 @@
+package fusefs
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/journal"
+)
+
+// asCallerFS is an FS over a workspace of root's files: open (0644), secret
+// (0600), grp (0640, group 100), locked/in (0644 in the 0700 directory
+// locked) and the sticky 1777
+// directory tmp holding root's file r.
+func asCallerFS(t *testing.T) *FS {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the checks take another uid's credentials")
+	}
+	ws := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(ws, "open"), []byte("o"), 0o644))
+	must(os.WriteFile(filepath.Join(ws, "secret"), []byte("s"), 0o600))
+	must(os.Mkdir(filepath.Join(ws, "locked"), 0o700))
+	must(os.WriteFile(filepath.Join(ws, "locked/in"), []byte("i"), 0o644))
+	must(os.Mkdir(filepath.Join(ws, "tmp"), 0o777))
+	must(syscall.Chmod(filepath.Join(ws, "tmp"), 0o1777)) // os.Chmod would want os.ModeSticky
+	must(os.WriteFile(filepath.Join(ws, "tmp/r"), []byte("r"), 0o644))
+	must(os.WriteFile(filepath.Join(ws, "grp"), []byte("g"), 0o640))
+	must(os.Chown(filepath.Join(ws, "grp"), 0, 100))
+	must(os.Chmod(ws, 0o755))
+	f, err := New(Config{Workspace: ws, Guard: guard.New(guard.Config{Mode: guard.ModeEnforce}),
+		Logger: slog.New(slog.DiscardHandler)})
+	must(err)
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// TestAccessAs: the kernel's answer for uid 65534 and for root.
+func TestAccessAs(t *testing.T) {
+	f := asCallerFS(t)
+	nobody, root := creds{uid: 65534, gid: 65534}, creds{}
+	for _, c := range []struct {
+		cr   creds
+		rel  string
+		mode uint32
+		want error
+	}{
+		{nobody, "open", unix.R_OK, nil},
+		{nobody, "open", unix.W_OK, syscall.EACCES},
+		{nobody, "secret", unix.R_OK, syscall.EACCES},
+		{nobody, "locked/in", unix.R_OK, syscall.EACCES}, // the directory is not searchable
+		{nobody, "tmp", unix.W_OK | unix.X_OK, nil},
+		{nobody, "missing", unix.R_OK, syscall.ENOENT},
+		{root, "secret", unix.R_OK | unix.W_OK, nil},
+		{root, "locked/in", unix.R_OK, nil},
+		{creds{uid: 65534, gid: 65534, groups: []uint32{100}}, "grp", unix.R_OK, nil}, // a supplementary group
+		{nobody, "grp", unix.R_OK, syscall.EACCES},
+	} {
+		if err := f.accessAs(c.cr, c.rel, c.mode); !errors.Is(err, c.want) && err != c.want {
+			t.Errorf("accessAs(%d, %s, %o) = %v, want %v", c.cr.uid, c.rel, c.mode, err, c.want)
+		}
+	}
+	// The sticky rule: nobody may not remove root's tmp/r, though it may
+	// write tmp.
+	checks := &asChecks{f: f, cr: nobody}
+	defer checks.close()
+	if err := checks.mayWriteEntry("tmp/r"); ctltree.ErrnoOf(err) != syscall.EACCES {
+		t.Errorf("mayWriteEntry(nobody, tmp/r) = %v, want EACCES", err)
+	}
+	if err := checks.mayWriteEntry("tmp/new"); err != nil {
+		t.Errorf("mayWriteEntry(nobody, tmp/new) = %v, want nil", err)
+	}
+	if err := checks.mayWriteEntry("secret"); ctltree.ErrnoOf(err) != syscall.EACCES {
+		t.Errorf("mayWriteEntry(nobody, secret) = %v, want EACCES (root's 0755 workspace)", err)
+	}
+}
+
+// TestAsCallerRestores: many concurrent checks leave every thread of the
+// daemon with its own credentials (fs ids 0, its groups).
+func TestAsCallerRestores(t *testing.T) {
+	f := asCallerFS(t)
+	groups, err := unix.Getgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 32; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 20; j++ {
+				f.accessAs(creds{uid: 65534, gid: 65534, groups: []uint32{7, 8}}, "secret", unix.R_OK)
+			}
+		}()
+	}
+	wg.Wait()
+	// Every thread the runtime now uses must be root's again: check on
+	// many goroutines, each on some thread.
+	var bad sync.Map
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			uid, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0)
+			gid, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, ^uintptr(0), 0, 0)
+			g, _ := unix.Getgroups()
+			if uid != 0 || gid != 0 || len(g) != len(groups) {
+				bad.Store(i, [3]any{uid, gid, g})
+			}
+			if err := unix.Access(filepath.Join(f.cfg.Workspace, "secret"), unix.R_OK); err != nil {
+				bad.Store(i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	bad.Range(func(k, v any) bool {
+		t.Errorf("goroutine %v ran on a thread with %v", k, v)
+		return true
+	})
+}
+
+// TestCredsOf: the groups come from the caller's status when its fs ids
+// match the request's, and not otherwise.
+func TestCredsOf(t *testing.T) {
+	gs, _ := unix.Getgroups()
+	c := ctltree.Caller{Pid: uint32(os.Getpid()), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
+	if got := credsOf(c); len(got.groups) != len(gs) {
+		t.Errorf("credsOf(self) groups %v, want %v", got.groups, gs)
+	}
+	c.Uid++ // a reused pid: another uid's process
+	if got := credsOf(c); got.groups != nil {
+		t.Errorf("credsOf with a mismatching uid took groups %v", got.groups)
+	}
+	if got := credsOf(ctltree.Caller{Uid: 5, Gid: 6}); got.uid != 5 || got.gid != 6 || got.groups != nil {
+		t.Errorf("credsOf(no pid) = %+v", got)
+	}
+}
+
+// TestModeGrants: the pre-image rule's mode-bit check.
+func TestModeGrants(t *testing.T) {
+	nobody := creds{uid: 65534, gid: 65534, groups: []uint32{100}}
+	for _, c := range []struct {
+		uid, gid, mode uint32
+		want           bool
+	}{
+		{0, 0, 0o600, false},
+		{0, 0, 0o604, true},
+		{65534, 0, 0o400, true},
+		{65534, 0, 0o044, false}, // the owner class decides for the owner
+		{0, 100, 0o640, true},
+		{0, 65534, 0o604, false}, // the group class decides for the group
+	} {
+		if got := modeGrants(nobody, c.uid, c.gid, c.mode, 4); got != c.want {
+			t.Errorf("modeGrants(%d:%d %o) = %v, want %v", c.uid, c.gid, c.mode, got, c.want)
+		}
+	}
+}
+
+// BenchmarkAccessAs: one as-caller check of a file one directory down, as
+// uid 65534 (a thread switch, the walk and faccessat2).
+func BenchmarkAccessAs(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	ws := b.TempDir()
+	os.Mkdir(filepath.Join(ws, "d"), 0o755)
+	os.WriteFile(filepath.Join(ws, "d/f"), []byte("x"), 0o644)
+	f, err := New(Config{Workspace: ws, Guard: guard.New(guard.Config{Mode: guard.ModeEnforce}),
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	cr := creds{uid: 65534, gid: 65534}
+	b.Run("one", func(b *testing.B) {
+		for range b.N {
+			if err := f.accessAs(cr, "d/f", unix.R_OK); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("batch100", func(b *testing.B) {
+		rels := make([]string, 100)
+		for i := range rels {
+			rels[i] = "d/f"
+		}
+		for range b.N {
+			f.accessAll(cr, rels, unix.R_OK, func(int, error) {})
+		}
+	})
+}
+
+// The diff's inspector is a journal.ContentGate as Diff receives it.
+var _ journal.ContentGate = gateInspector{}
