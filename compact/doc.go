@@ -38,6 +38,8 @@
 //	boundary.go             head / middle / tail split, tool-pair sanitiser
 //	prune.go                the pre-pass: dedupe and stub tool outputs
 //	compressor.go           Compressor: gates, thrashing, Compact, Status
+//	stream.go               bounded-memory reads: per-message metadata, the split on it, the middle window
+//	owner.go                transcript ownership (Scope), the per-uid cap, deleting a transcript tree
 //	transcript.go           appending JSON lines to a session, a session's lineage
 //	summarizer*.go          backends: builtin (extractive), command, openai
 //	config.go               compact.json
