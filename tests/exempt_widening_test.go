@@ -114,8 +114,9 @@ func TestExemptWideningGitignore(t *testing.T) {
 // TestExemptWideningExcludeRemount: a session appends "*" to
 // .git/info/exclude (guarded: read first; journaled), and its clobber of
 // main.c is refused, in this mount and after a remount on the same state
-// directory. `rubinofs policy reload` by uid 65534 is refused; by the
-// owner, outside every session, it accepts the rule, and main.c is exempt.
+// directory. `rubinofs policy` and `policy reload` by uid 65534 are
+// refused, and so is a reload inside a session; by the owner, outside
+// every session, it accepts the rule, and main.c is exempt.
 func TestExemptWideningExcludeRemount(t *testing.T) {
 	var cfg daemon.Config
 	m := newMount(t, map[string]string{"main.c": mainC, ".git/info/exclude": "# git ls-files --others --exclude-from=.git/info/exclude\n"},
@@ -159,6 +160,11 @@ func TestExemptWideningExcludeRemount(t *testing.T) {
 	out, err = runCombined(t, nb)
 	if err == nil || !strings.Contains(out, "only the mount owner") {
 		t.Fatalf("policy reload as uid 65534: %v, want a refusal naming the owner\n%s", err, out)
+	}
+	nb = exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bin, "policy", "--mount", m.mnt)
+	nb.Dir = "/"
+	if out, err := runCombined(t, nb); err == nil || !strings.Contains(out, "only the mount owner") {
+		t.Fatalf("rubinofs policy as uid 65534: %v, want a refusal naming the owner\n%s", err, out)
 	}
 	if out, err := m.sessionRun("agent3", `rubinofs policy reload`); err == nil || !strings.Contains(out, "outside every session") {
 		t.Fatalf("policy reload inside a session: %v, want a refusal\n%s", err, out)
