@@ -87,6 +87,9 @@ func (p *pager) read(off int64, n int) ([]byte, error) {
 		}
 		err = nil
 	}
+	if got == 0 { // the end: the last chunk stays readable again
+		return nil, err
+	}
 	p.last = append(p.last[:0], p.buf[:got]...)
 	p.lastOff = p.pos
 	p.pos += int64(got)

@@ -38,7 +38,7 @@ const OpCheckpoint = "checkpoint"
 // back into Path and zeroes PID. A log line of the older format, with
 // Path and no PID, reads the same.
 type PreImage struct {
-	Path          string `json:"path"`
+	Path          string `json:"path,omitempty"`
 	PID           uint64 `json:"pid,omitempty"`
 	Kind          string `json:"kind"`
 	Mode          uint32 `json:"mode,omitempty"`

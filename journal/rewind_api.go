@@ -26,7 +26,7 @@ const OpEnd = "end"
 // unknown). A conflict is a path whose current After differs from the last
 // one its session recorded (SameState).
 type After struct {
-	Path    string `json:"path"`
+	Path    string `json:"path,omitempty"`
 	PID     uint64 `json:"pid,omitempty"` // in the log: docs/DESIGN.md#journal-paths
 	Kind    string `json:"kind"`
 	Mode    uint32 `json:"mode,omitempty"`
