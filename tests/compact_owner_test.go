@@ -10,10 +10,6 @@ import (
 	"github.com/rubinofs/rubinofs/daemon"
 )
 
-// asNobody prefixes a shell command so that it runs as uid/gid 65534 with
-// no supplementary groups.
-const asNobody = "setpriv --reuid=65534 --regid=65534 --clear-groups "
-
 // compactBoundsMount mounts with allow_other (so uid 65534 reaches the
 // mount) and a compaction config with a 1 MiB transcript limit and a cap of
 // maxPerUID transcripts per uid.

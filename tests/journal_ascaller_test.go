@@ -17,10 +17,6 @@ import (
 	"github.com/rubinofs/rubinofs/daemon"
 )
 
-// asNobody is the prefix that runs a command as uid and gid 65534 with no
-// supplementary groups.
-const asNobody = "setpriv --reuid=65534 --regid=65534 --clear-groups "
-
 // openBin copies the CLI binary where uid 65534 can execute it (the build
 // directory is private) and returns its path.
 func openBin(t *testing.T) string {

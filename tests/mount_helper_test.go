@@ -397,3 +397,7 @@ func (m *mount) sharedMode() string {
 	s, _ := m.status()["shared"].(string)
 	return s
 }
+
+// asNobody prefixes a shell command so that it runs as uid and gid 65534
+// with no supplementary groups: the second uid of the trust tests.
+const asNobody = "setpriv --reuid=65534 --regid=65534 --clear-groups "

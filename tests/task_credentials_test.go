@@ -15,9 +15,6 @@ import (
 // process that spawned it (uid, groups, environment, namespaces), never as
 // the daemon.
 
-// asNobody prefixes a shell command to run it as uid and gid 65534.
-const asNobody = "setpriv --reuid=65534 --regid=65534 --clear-groups "
-
 // daemonOnlyVar is set in the daemon's environment (this test process's)
 // and in no spawner's: a task must never see it.
 const daemonOnlyVar = "RUBINO_TEST_DAEMON_ONLY"
