@@ -236,6 +236,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	// Sessions: callers resolve by process tree; an ended session's
 	// tracker is dropped at once (no process can resolve to it again).
 	d.Sessions = guard.NewSessions()
+	d.Sessions.MountOwner = uint32(os.Getuid()) // owns what is registered without an owner (docs/DESIGN.md#sessions)
 	d.Sessions.OnEnd = func(name string) {
 		d.Guard.DropSession(name)
 		d.endJournalSession(name) // journal.go
