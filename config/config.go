@@ -164,7 +164,7 @@ type Sessions struct {
 	// MaxLive bounds the live sessions, in sessions: a registration past
 	// it (sessions/clone, `rubinofs run`, `rubinofs session new`) fails
 	// with EAGAIN and a reason until one ends (sessions.max_live,
-	// --max-live-sessions; default DefaultMaxLiveSessions, 1 to
+	// --max-live-sessions; per owner uid; default DefaultMaxLiveSessions, 1 to
 	// MaxLiveSessions). Refused in the workspace file.
 	MaxLive int
 }

@@ -229,7 +229,6 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Passthrough:       os.Geteuid() == 0,
 		Shared:            shared,
 		Peers:             d.registerPeers(ws), // peers.go: before serving
-		MaxLiveSessions:   cfg.MaxLive,
 	}
 	fcfg.Policy = d.policy
 	if jr != nil {
@@ -245,6 +244,8 @@ func Start(cfg Config) (d *Daemon, err error) {
 	// Sessions: callers resolve by process tree; an ended session's
 	// tracker is dropped at once (no process can resolve to it again).
 	d.Sessions = guard.NewSessions()
+	d.Sessions.MountOwner = uint32(os.Getuid()) // owns what is registered without an owner (docs/DESIGN.md#sessions)
+	d.Sessions.MaxPerOwner = cfg.MaxLive        // sessions.max_live, per uid (0: the default)
 	d.Sessions.OnEnd = func(name string) {
 		d.Guard.DropSession(name)
 		d.endJournalSession(name) // journal.go

@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/guard"
 )
 
 // accessLogBuffer is a reader's buffer, in lines. A `cat` keeps up with
@@ -67,14 +68,19 @@ func (l *accessLog) active() bool {
 	return p != nil && len(*p) > 0
 }
 
-// publish hands line (which must not be modified afterwards) to every
-// reader. It never blocks: a reader whose buffer is full loses the line.
-func (l *accessLog) publish(line []byte) {
+// publish hands line (which must not be modified afterwards), a request
+// of session sess by uid uid, to every reader that may see it
+// (alogReader.see). It never blocks: a reader whose buffer is full loses
+// the line.
+func (l *accessLog) publish(line []byte, sess string, uid uint32) {
 	p := l.readers.Load()
 	if p == nil {
 		return
 	}
 	for _, r := range *p {
+		if r.see != nil && !r.see(sess, uid) {
+			continue
+		}
 		select {
 		case r.ch <- line:
 		default:
@@ -84,9 +90,10 @@ func (l *accessLog) publish(line []byte) {
 	}
 }
 
-// open attaches a new reader. After close the reader's feed is at its end.
-func (l *accessLog) open() *alogReader {
-	r := &alogReader{log: l, ch: make(chan []byte, accessLogBuffer), done: make(chan struct{})}
+// open attaches a new reader that gets the lines see accepts (nil: all).
+// After close the reader's feed is at its end.
+func (l *accessLog) open(see func(sess string, uid uint32) bool) *alogReader {
+	r := &alogReader{log: l, see: see, ch: make(chan []byte, accessLogBuffer), done: make(chan struct{})}
 	select {
 	case <-l.closed:
 		return r // never attached: its first read is end-of-file
@@ -127,7 +134,10 @@ func (l *accessLog) close() {
 
 // alogReader is one open handle of .rubino/accesslog: a ctltree.Feed.
 type alogReader struct {
-	log     *accessLog
+	log *accessLog
+	// see filters the lines by the request's session and uid (nil: the
+	// reader sees all): set at open from the reader's caller.
+	see     func(sess string, uid uint32) bool
 	ch      chan []byte
 	dropped atomic.Uint64 // lines lost since the last report
 	done    chan struct{}
@@ -233,9 +243,24 @@ func (r *alogReader) Close() {
 }
 
 // openAccessLog is the Open of the Stream file .rubino/accesslog: any
-// caller may read it (it shows what .rubino/guard/denials shows, and less).
-func (f *FS) openAccessLog(_ ctltree.Caller) (ctltree.Feed, error) {
-	return f.observe().alog.open(), nil
+// caller may read it, and sees the lines of the sessions it may see
+// (mayActOn, decided per line as it is published): the mount's owner and
+// root from outside every session see every line; anyone else sees its own
+// session's, and from outside every session those of the sessions its uid
+// owns. A line naming no session ("-": pid 0, or a handle opened while no
+// reader was attached) is shown to such a reader only when it is the
+// reader's uid's and the reader is outside every session.
+func (f *FS) openAccessLog(c ctltree.Caller) (ctltree.Feed, error) {
+	if f.admin(c) {
+		return f.observe().alog.open(nil), nil
+	}
+	see := func(sess string, uid uint32) bool {
+		if sess == "-" || sess == guard.UnknownSession {
+			return uid == c.Uid && f.outside(c)
+		}
+		return f.mayActOn(c, sess)
+	}
+	return f.observe().alog.open(see), nil
 }
 
 // CloseStreams ends every reader of the stream control files (the access

@@ -47,11 +47,11 @@ func BenchmarkRecord(b *testing.B) {
 // read reports the loss first, then the oldest lines, whole.
 func TestAccessLogNeverBlocks(t *testing.T) {
 	l := newAccessLog()
-	r := l.open()
+	r := l.open(nil)
 	defer r.Close()
 	const extra = 10
 	for i := range accessLogBuffer + extra {
-		l.publish(fmt.Appendf(nil, "line %d\n", i)) // must not block
+		l.publish(fmt.Appendf(nil, "line %d\n", i), "default", 0) // must not block
 	}
 	buf := make([]byte, 64<<10)
 	n, err := r.Read(context.Background(), buf)
@@ -77,11 +77,11 @@ func TestAccessLogNeverBlocks(t *testing.T) {
 // waits whole for the next read.
 func TestAccessLogShortReads(t *testing.T) {
 	l := newAccessLog()
-	r := l.open()
+	r := l.open(nil)
 	defer r.Close()
-	l.publish([]byte("abcdefghij\n"))
-	l.publish([]byte("0123\n"))
-	l.publish([]byte("xyz\n"))
+	l.publish([]byte("abcdefghij\n"), "default", 0)
+	l.publish([]byte("0123\n"), "default", 0)
+	l.publish([]byte("xyz\n"), "default", 0)
 	var got []string
 	buf := make([]byte, 8)
 	for range 4 {
@@ -111,7 +111,7 @@ func TestAccessLogEnds(t *testing.T) {
 		{"interrupted", func(_ *alogReader, cancel context.CancelFunc) { cancel() }, context.Canceled},
 		{"log closed", func(*alogReader, context.CancelFunc) { l.close() }, io.EOF},
 	} {
-		r := l.open()
+		r := l.open(nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() {
@@ -141,14 +141,14 @@ func TestAccessLogEnds(t *testing.T) {
 // io.EOF, not EAGAIN.
 func TestAccessLogNonBlockingFeed(t *testing.T) {
 	l := newAccessLog()
-	r := l.open()
+	r := l.open(nil)
 	nb := ctltree.WithNonBlocking(context.Background())
 	buf := make([]byte, 4096)
 	if n, err := r.Read(nb, buf); !errors.Is(err, ctltree.ErrWouldBlock) || n != 0 {
 		t.Fatalf("empty feed: %d %v, want ErrWouldBlock", n, err)
 	}
-	l.publish([]byte("one\n"))
-	l.publish([]byte("two\n"))
+	l.publish([]byte("one\n"), "default", 0)
+	l.publish([]byte("two\n"), "default", 0)
 	if n, err := r.Read(nb, buf); err != nil || string(buf[:n]) != "one\ntwo\n" {
 		t.Fatalf("waiting lines: %q %v", buf[:n], err)
 	}

@@ -110,17 +110,36 @@ func (f *FS) readStatus(_ context.Context, _ ctltree.Caller) ([]byte, error) {
 	return append(b, '\n'), err
 }
 
-func (f *FS) readErrors(_ context.Context, _ ctltree.Caller) ([]byte, error) {
+// readErrors lists the failed control writes of the sessions the caller
+// may see (mayActOn): a record names paths and reasons of its session.
+func (f *FS) readErrors(_ context.Context, c ctltree.Caller) ([]byte, error) {
 	f.errMu.Lock()
-	recs := append([]ctlErrorRecord(nil), f.errors...)
+	recs := make([]ctlErrorRecord, 0, len(f.errors))
+	for _, r := range f.errors {
+		if f.mayActOn(c, r.Session) {
+			recs = append(recs, r)
+		}
+	}
 	f.errMu.Unlock()
 	return ctltree.JSONLines(recs)
 }
 
-// readDenials returns a reader of the denial log of session ("" = all).
+// readDenials returns a reader of the denial log of session ("" = every
+// session the caller may see, mayActOn: a denial names its session's
+// paths and command).
 func (f *FS) readDenials(session string) func(context.Context, ctltree.Caller) ([]byte, error) {
-	return func(_ context.Context, _ ctltree.Caller) ([]byte, error) {
-		return ctltree.JSONLines(f.cfg.Guard.Denials(session))
+	return func(_ context.Context, c ctltree.Caller) ([]byte, error) {
+		ds := f.cfg.Guard.Denials(session)
+		if session == "" && !f.admin(c) {
+			kept := ds[:0:0]
+			for _, d := range ds {
+				if f.mayActOn(c, d.Session) {
+					kept = append(kept, d)
+				}
+			}
+			ds = kept
+		}
+		return ctltree.JSONLines(ds)
 	}
 }
 

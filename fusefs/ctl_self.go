@@ -24,11 +24,11 @@ package fusefs
 // or a caller outside the session (below); EAGAIN when the caller's cwd
 // could not be read within guard.ProcBound (it is in execve).
 //
-// Authorisation follows the other session control files: the session's
-// own processes (the harness and its descendants, such as hook processes)
-// and the mount's owner or root from outside any session may write it;
-// another session's process gets EPERM, so no session can make files
-// writable for another.
+// Authorisation follows the other session control files (FS.mayActOn):
+// the session's own processes (the harness and its descendants, such as
+// hook processes), and from outside every session the session's owner uid,
+// the mount's owner and root, may write it; anyone else gets EPERM, so no
+// session and no other uid can make files writable for another.
 
 import (
 	"errors"
@@ -114,10 +114,11 @@ func (f *FS) selfCtl(name string) func(c ctltree.Caller, cmd []byte) error {
 				return err
 			}
 		}
-		if c.Session != name && !(c.Session == DefaultSession && c.Privileged) {
+		if !f.mayActOn(c, name) {
 			// EPERM: no session may declare reads for another; only the
-			// mount's owner, from outside every session, may.
-			return ctltree.Errorf(syscall.EPERM, "session %s may not declare reads for session %s", c.Session, name)
+			// session's owner uid, the mount's owner and root, from
+			// outside every session, may (session_owner.go).
+			return ctltree.Errorf(syscall.EPERM, "session %s (uid %d) may not declare reads for session %s", c.Session, c.Uid, name)
 		}
 		cmd, err := parseSelfCommand(string(b))
 		if err != nil {

@@ -16,25 +16,30 @@ package fusefs
 //                      three alone (not listed)
 //   self               symlink to sessions/<caller's session>
 //
-// Authorisation: only the mount's owner (or root) from outside any session
-// may register or end another session, and a session can never loosen its
-// own or another's guard (docs/DESIGN.md#sessions):
+// Authorisation (docs/DESIGN.md#sessions): a session belongs to the uid
+// that registered it, and FS.mayActOn (session_owner.go) decides who may
+// see or act on it: its own processes; from outside every session, its
+// owner's uid; the mount's owner and root from outside every session. A
+// session can never loosen its own guard or another's:
 //   - Any caller may make its own process, or one of its descendants, the
-//     root of a new session: a new session has read nothing, so this only
-//     tightens. An unregistered caller who is the mount's owner (or root)
-//     may register any process.
+//     root of a new session owned by its uid: a new session has read
+//     nothing, so this only tightens. The mount's owner (or root) from
+//     outside every session may register any process.
 //   - A session may end or rename itself, except that ending itself under
 //     --unregistered allow would leave its processes unguarded: EPERM.
-//   - Acting on another session takes an unregistered caller who is the
-//     mount's owner or root; a registered session never acts on another.
-//   - Names are never "default" or an existing session's (joining a session
-//     would share its reads): EEXIST.
+//   - sessions/NAME/ and the end and rename verbs answer only callers
+//     mayActOn allows; the sessions/ listing shows only those sessions.
+//   - Each uid has at most guard.DefaultMaxPerOwner live sessions (EAGAIN).
+//   - Names are never "default", "default-UID" or an existing session's
+//     (joining a session would share its reads): EEXIST.
 
 import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,9 +54,13 @@ import (
 // registry (guard.Sessions implements it).
 type SessionRegistry interface {
 	Resolver
-	// RegisterAs registers pid as the root of session name, an agent
-	// harness when harness is set (guard.Sessions.RegisterAs).
-	RegisterAs(name string, pid uint32, cmd string, harness bool) error
+	// RegisterFor registers pid as the root of session name owned by uid
+	// owner, an agent harness when harness is set
+	// (guard.Sessions.RegisterFor).
+	RegisterFor(owner uint32, name string, pid uint32, cmd string, harness bool) error
+	// OwnerOf returns the owner uid of a live or listed session
+	// (guard.Sessions.OwnerOf).
+	OwnerOf(name string) (uint32, bool)
 	End(name string) error
 	Rename(oldName, newName string) error
 	List() []guard.SessionInfo
@@ -77,14 +86,26 @@ func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 			{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Write: f.selfCtl(name)}},
 		}, f.journalEntries(name)...)...) // ctl_journal.go
 	}
-	names := func() []string {
-		out := []string{DefaultSession}
-		seen := map[string]bool{DefaultSession: true}
-		for _, si := range reg.List() {
-			if !seen[si.Name] {
-				seen[si.Name] = true
-				out = append(out, si.Name)
+	// names lists the sessions c may see (mayActOn): the default
+	// sessions, then the registry's.
+	names := func(c ctltree.Caller) []string {
+		var out []string
+		seen := map[string]bool{}
+		add := func(name string) {
+			if !seen[name] && f.mayActOn(c, name) {
+				seen[name] = true
+				out = append(out, name)
 			}
+		}
+		add(DefaultSession)
+		add(c.Session)
+		defs := f.defaultSessions()
+		sort.Strings(defs)
+		for _, n := range defs {
+			add(n)
+		}
+		for _, si := range reg.List() {
+			add(si.Name)
 		}
 		return out
 	}
@@ -95,9 +116,12 @@ func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 				return s.command(c, string(cmd))
 			}}},
 		},
-		List: func(ctltree.Caller) []string { return names() },
-		Lookup: func(_ ctltree.Caller, name string) ctltree.Node {
-			for _, n := range names() {
+		List: func(c ctltree.Caller) []string { return names(c) },
+		Lookup: func(c ctltree.Caller, name string) ctltree.Node {
+			if !f.mayActOn(c, name) {
+				return nil // ENOENT: not this caller's to see
+			}
+			for _, n := range names(c) {
 				if n == name {
 					return perSession(name)
 				}
@@ -135,11 +159,12 @@ const (
 	// maxSessionCommand bounds one sessions/ctl write, in bytes; a longer
 	// command fails with EFBIG.
 	maxSessionCommand = 1 << 10
-	// MaxSessions is the default bound of the live sessions, in entries
-	// (Config.MaxLiveSessions): a registration beyond it fails with EAGAIN
-	// until one ends. Each live session holds a pidfd and a goroutine in
-	// the daemon.
-	MaxSessions = 1024
+	// MaxSessions is the default bound of the live sessions of one owner
+	// uid, in entries (sessions.max_live sets guard.Sessions.MaxPerOwner):
+	// a registration beyond it fails with EAGAIN until one of that uid's
+	// ends (each live session holds a pidfd and a goroutine in the
+	// daemon). Another uid's sessions never count.
+	MaxSessions = guard.DefaultMaxPerOwner
 )
 
 // sessionSpec is a parsed sessions/clone write.
@@ -266,46 +291,26 @@ func (s sessionsFeature) register(c ctltree.Caller, spec []byte) (string, error)
 	if pid == 0 {
 		pid = c.Pid
 	}
-	owner := c.Session == DefaultSession && c.Privileged
-	if !owner && !reg.IsDescendant(pid, c.Pid) {
+	if !s.f.admin(c) && !reg.IsDescendant(pid, c.Pid) {
 		return "", ctltree.Errorf(syscall.EPERM, "pid %d is neither the caller (%d) nor one of its descendants", pid, c.Pid)
-	}
-	if err := s.underLimit(); err != nil {
-		return "", err
 	}
 	if name == "" {
 		name = "s-" + randomID()
 	}
-	if err := reg.RegisterAs(name, pid, sp.Cmd, sp.Harness); err != nil {
+	if err := reg.RegisterFor(c.Uid, name, pid, sp.Cmd, sp.Harness); err != nil {
 		return "", sessionErrnos.Map(err)
 	}
 	return name, nil
 }
 
-// underLimit refuses a registration past Config.MaxLiveSessions (default
-// MaxSessions) live sessions with EAGAIN: a resource limit that clears
-// when a session ends.
-func (s sessionsFeature) underLimit() error {
-	limit := s.f.cfg.MaxLiveSessions
-	if limit <= 0 {
-		limit = MaxSessions
-	}
-	live := 0
-	for _, si := range s.reg.List() {
-		if si.Live {
-			live++
-		}
-	}
-	if live >= limit {
-		return ctltree.Errorf(syscall.EAGAIN, "%d live sessions: the limit is %d (sessions.max_live, --max-live-sessions); end one first (rubinofs session end NAME)", live, limit)
-	}
-	return nil
-}
-
-// reservedName refuses names the control files may not give (EPERM).
+// reservedName refuses names the control files may not give (EPERM):
+// those of tasks and of the sessions of processes that left theirs.
 func reservedName(name string) error {
 	if strings.HasPrefix(name, ctltree.TaskSessionPrefix) {
 		return ctltree.Errorf(syscall.EPERM, "session names starting with %q are reserved for tasks (.rubino/agents)", ctltree.TaskSessionPrefix)
+	}
+	if strings.HasPrefix(name, guard.LeftSessionPrefix) {
+		return ctltree.Errorf(syscall.EPERM, "session names starting with %q are reserved for processes that left their session", guard.LeftSessionPrefix)
 	}
 	return nil
 }
@@ -325,6 +330,7 @@ var sessionErrnos = ctltree.ErrnoTable{
 		ctltree.Is(guard.ErrAlreadyRooted, syscall.EBUSY),
 		ctltree.Is(guard.ErrProcessBusy, syscall.EAGAIN),
 		ctltree.Is(guard.ErrNoCgroup, syscall.ENOENT),
+		ctltree.Is(guard.ErrTooManySessions, syscall.EAGAIN),
 	},
 	Default: syscall.EINVAL,
 }
@@ -399,16 +405,7 @@ func (s sessionsFeature) command(c ctltree.Caller, line string) error {
 	if err != nil {
 		return err
 	}
-	mayActOn := func(target string) error {
-		if c.Session == target || (c.Session == DefaultSession && c.Privileged) {
-			return nil
-		}
-		if c.Session == DefaultSession {
-			return ctltree.Errorf(syscall.EPERM, "only the mount's owner may act on session %s", target)
-		}
-		return ctltree.Errorf(syscall.EPERM, "session %s may not act on session %s", c.Session, target)
-	}
-	if err := mayActOn(cmd.Name); err != nil {
+	if err := f.mayActOnErr(c, cmd.Name); err != nil {
 		return err
 	}
 	switch cmd.Verb {
@@ -432,13 +429,15 @@ func (s sessionsFeature) command(c ctltree.Caller, line string) error {
 func (s sessionsFeature) info(name string) string {
 	f := s.f
 	doc := map[string]any{"name": name}
-	if name == DefaultSession {
+	if uid, ok := guard.DefaultSessionUID(name, f.cfg.Owner); ok {
 		doc["root_pid"] = 0
-		doc["command"] = "(callers under no session)"
+		doc["owner"] = uid
+		doc["command"] = fmt.Sprintf("(callers of uid %d under no session)", uid)
 		doc["guarded"] = !f.cfg.AllowUnregistered
 	}
 	for _, si := range s.reg.List() {
 		if si.Name == name {
+			doc["owner"] = si.Owner
 			doc["root_pid"] = si.RootPid
 			doc["command"] = si.Command
 			doc["started"] = si.Started.UTC().Format(time.RFC3339Nano)

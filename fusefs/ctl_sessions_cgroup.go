@@ -13,8 +13,11 @@ package fusefs
 // Authorisation follows the pid roots' (docs/DESIGN.md#sessions): any
 // caller may root a session at a cgroup that holds only its own process
 // and its descendants; the mount's owner (or root), from outside every
-// session, at any cgroup. Keeping and joining a session are the owner's
-// alone: joining shares the session's reads.
+// session, at any cgroup. A caller outside every session may keep a
+// session (owned by its uid), and join one it may act on (mayActOn: its
+// uid's own, or any for the mount's owner and root), with its own process
+// or a descendant: joining shares the session's reads, so never across
+// uids.
 
 import (
 	"errors"
@@ -31,11 +34,12 @@ import (
 // the session registry beyond SessionRegistry (guard.Sessions implements
 // it). A registry without it refuses them with ENOTSUP.
 type CgroupRegistry interface {
-	// RegisterCgroup roots session name at cgroup cg
-	// (guard.Sessions.RegisterCgroup).
-	RegisterCgroup(name, cg, cmd string, removeEmpty bool) error
-	// RegisterKept registers a session with no root (guard.Sessions.RegisterKept).
-	RegisterKept(name, cmd string) error
+	// RegisterCgroupFor roots session name, owned by uid owner, at
+	// cgroup cg (guard.Sessions.RegisterCgroupFor).
+	RegisterCgroupFor(owner uint32, name, cg, cmd string, removeEmpty bool) error
+	// RegisterKeptFor registers a session with no root, owned by uid
+	// owner (guard.Sessions.RegisterKeptFor).
+	RegisterKeptFor(owner uint32, name, cmd string) error
 	// Join makes pid's process an extra root of session name (guard.Sessions.Join).
 	Join(name string, pid uint32) error
 	// CgroupOf returns pid's cgroup, bounded (guard.Sessions.CgroupOf).
@@ -157,33 +161,36 @@ func (s sessionsFeature) registerRootless(c ctltree.Caller, sp sessionSpec) (str
 	if !ok {
 		return "", ctltree.Errorf(syscall.ENOTSUP, "this mount's session registry has no cgroup, kept or joined sessions")
 	}
-	owner := c.Session == DefaultSession && c.Privileged
+	owner := s.f.admin(c)
 	r := sp.Rootless
 	if r.Join != "" {
-		if !owner {
-			return "", ctltree.Errorf(syscall.EPERM, "only the mount's owner, from outside every session, may join a session (joining shares its reads)")
+		if !s.f.outside(c) {
+			return "", ctltree.Errorf(syscall.EPERM, "only a caller outside every session may join a session (joining shares its reads)")
+		}
+		if err := s.f.mayActOnErr(c, r.Join); err != nil {
+			return "", err
 		}
 		pid := sp.Pid
 		if pid == 0 {
 			pid = c.Pid
+		}
+		if !owner && !s.reg.IsDescendant(pid, c.Pid) {
+			return "", ctltree.Errorf(syscall.EPERM, "pid %d is neither the caller (%d) nor one of its descendants", pid, c.Pid)
 		}
 		if err := creg.Join(r.Join, pid); err != nil {
 			return "", sessionErrnos.Map(err)
 		}
 		return r.Join, nil
 	}
-	if r.Keep && !owner {
-		return "", ctltree.Errorf(syscall.EPERM, "only the mount's owner, from outside every session, may keep a session with no root")
-	}
-	if err := s.underLimit(); err != nil {
-		return "", err
+	if r.Keep && !s.f.outside(c) {
+		return "", ctltree.Errorf(syscall.EPERM, "only a caller outside every session may keep a session with no root")
 	}
 	name := sp.Name
 	if name == "" {
 		name = "s-" + randomID()
 	}
 	if r.Keep {
-		if err := creg.RegisterKept(name, sp.Cmd); err != nil {
+		if err := creg.RegisterKeptFor(c.Uid, name, sp.Cmd); err != nil {
 			return "", sessionErrnos.Map(err)
 		}
 		return name, nil
@@ -203,7 +210,7 @@ func (s sessionsFeature) registerRootless(c ctltree.Caller, sp sessionSpec) (str
 			return "", err
 		}
 	}
-	if err := creg.RegisterCgroup(name, cg, sp.Cmd, r.RemoveEmpty); err != nil {
+	if err := creg.RegisterCgroupFor(c.Uid, name, cg, sp.Cmd, r.RemoveEmpty); err != nil {
 		return "", sessionErrnos.Map(err)
 	}
 	return name, nil

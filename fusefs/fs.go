@@ -124,11 +124,6 @@ type Config struct {
 	// control tree: git-ignored paths (a guard/ignore matcher without
 	// extra globs); nil journals every other path (--journal-ignored).
 	JournalExempt Exempter
-	// MaxLiveSessions bounds the live sessions a sessions/clone write may
-	// bring about, in sessions: one more fails with EAGAIN and a reason
-	// until one ends (sessions.max_live; docs/DESIGN.md#ctl-blocking-io).
-	// 0 means MaxSessions.
-	MaxLiveSessions int
 }
 
 // FS is one rubinofs file system: the root node, the guard and the
@@ -146,6 +141,11 @@ type FS struct {
 	// mountpoint is where the mount is (setMountpoint), for resolving the
 	// paths callers write to control files.
 	mountpoint atomic.Pointer[string]
+	// defaults maps the uids other than the owner's that called from
+	// outside every session to their default session (session_owner.go);
+	// ndefaults counts them, at most MaxDefaultSessions.
+	defaults  sync.Map // uint32 -> string
+	ndefaults atomic.Int32
 
 	// server is set once mounted; used for kernel notifications from the
 	// invalidation goroutine only.
@@ -294,8 +294,12 @@ type caller struct {
 	session  string
 }
 
-// callerOf resolves the request's caller. RELEASE and some other requests
-// arrive with pid 0; they resolve to DefaultSession and must not be used for
+// callerOf resolves the request's caller. A caller under no registered
+// session root gets its own uid's default session (FS.defaultSession:
+// DefaultSession for the mount's owner, "default-U" for uid U); the uid
+// comes from the request header, so this costs no /proc read
+// (docs/DESIGN.md#sessions). RELEASE and some other requests arrive with
+// pid 0; they resolve to that default session and must not be used for
 // attribution (the handle keeps the session seen at open). Requests on an
 // open handle (READ, WRITE, FLUSH, FSYNC, RELEASE, ftruncate) never call it:
 // they use the handle's session. The resolver never waits longer than
@@ -311,6 +315,11 @@ func (f *FS) callerOf(ctx context.Context) caller {
 	if c.pid != 0 && f.cfg.Sessions != nil {
 		c.session = f.cfg.Sessions.Resolve(c.pid)
 	}
+	if c.session == DefaultSession {
+		// Outside every session: the caller's own uid's default session,
+		// never another uid's (docs/DESIGN.md#sessions).
+		c.session = f.defaultSession(c.uid)
+	}
 	return c
 }
 
@@ -319,7 +328,7 @@ func (f *FS) guarded(c caller) bool {
 	if f.cfg.Guard.Mode() == guard.ModeOff {
 		return false
 	}
-	return !(f.cfg.AllowUnregistered && c.session == DefaultSession)
+	return !(f.cfg.AllowUnregistered && f.isDefaultSession(c.session))
 }
 
 // exempt reports whether rel is exempt from the guard.

@@ -99,21 +99,26 @@ func (w *rawWrap) emit(op opID, d time.Duration, st fuse.Status, c *fuse.Caller,
 		b = append(b, errnoName(syscall.Errno(st))...)
 	}
 	b = fmt.Appendf(b, " <%.6f>\n", d.Seconds())
-	w.m.alog.publish(b)
+	w.m.alog.publish(b, sess, c.Uid)
 }
 
-// session names pid's session for the access log ("-" for pid 0: RELEASE
-// and FORGET-like requests carry none). The registry answers within
-// guard.ProcBound: guard.UnknownSession ("-") when the caller's /proc files
-// did not answer by then.
-func (w *rawWrap) session(pid uint32) string {
-	if pid == 0 {
+// session names the session of caller c for the access log ("-" for pid
+// 0: RELEASE and FORGET-like requests carry none); a caller outside every
+// session is its uid's default session (FS.defaultSession). The registry
+// answers within guard.ProcBound: guard.UnknownSession ("-") when the
+// caller's /proc files did not answer by then.
+func (w *rawWrap) session(c *fuse.Caller) string {
+	if c.Pid == 0 {
 		return "-"
 	}
-	if w.fs.cfg.Sessions == nil {
-		return DefaultSession
+	sess := DefaultSession
+	if w.fs.cfg.Sessions != nil {
+		sess = w.fs.cfg.Sessions.Resolve(c.Pid)
 	}
-	return w.fs.cfg.Sessions.Resolve(pid)
+	if sess == DefaultSession {
+		sess = w.fs.defaultSession(c.Uid)
+	}
+	return sess
 }
 
 // handleSession names the session of the open handle fh for the access
@@ -129,7 +134,7 @@ func (w *rawWrap) handleSession(fh uint64) string {
 // opened records the session of a handle just opened by a request of
 // caller c (st is the request's status) and returns it, for its line.
 func (w *rawWrap) opened(st fuse.Status, c *fuse.Caller, fh uint64) string {
-	sess := w.session(c.Pid)
+	sess := w.session(c)
 	if st == fuse.OK {
 		w.handles.Store(fh, sess)
 	}
@@ -152,7 +157,7 @@ func (w *rawWrap) Lookup(cancel <-chan struct{}, h *fuse.InHeader, n string, out
 	start := time.Now()
 	st := w.RawFileSystem.Lookup(cancel, h, n, out)
 	if d, ok := w.done(opLookup, start, st); ok {
-		w.emit(opLookup, d, st, &h.Caller, w.session(h.Caller.Pid), int64(out.NodeId), "(%d,%s)", h.NodeId, name(n))
+		w.emit(opLookup, d, st, &h.Caller, w.session(&h.Caller), int64(out.NodeId), "(%d,%s)", h.NodeId, name(n))
 	}
 	return st
 }
@@ -189,7 +194,7 @@ func (w *rawWrap) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, n string, out 
 	st := w.RawFileSystem.Mknod(cancel, in, n, out)
 	forget()
 	if d, ok := w.done(opMknod, start, st); ok {
-		w.emit(opMknod, d, st, &in.Caller, w.session(in.Caller.Pid), int64(out.NodeId), "(%d,%s,%o,0x%x)", in.NodeId, name(n), in.Mode, in.Rdev)
+		w.emit(opMknod, d, st, &in.Caller, w.session(&in.Caller), int64(out.NodeId), "(%d,%s,%o,0x%x)", in.NodeId, name(n), in.Mode, in.Rdev)
 	}
 	return st
 }
@@ -200,7 +205,7 @@ func (w *rawWrap) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, n string, out 
 	st := w.RawFileSystem.Mkdir(cancel, in, n, out)
 	forget()
 	if d, ok := w.done(opMkdir, start, st); ok {
-		w.emit(opMkdir, d, st, &in.Caller, w.session(in.Caller.Pid), int64(out.NodeId), "(%d,%s,%o)", in.NodeId, name(n), in.Mode)
+		w.emit(opMkdir, d, st, &in.Caller, w.session(&in.Caller), int64(out.NodeId), "(%d,%s,%o)", in.NodeId, name(n), in.Mode)
 	}
 	return st
 }
@@ -211,7 +216,7 @@ func (w *rawWrap) Unlink(cancel <-chan struct{}, h *fuse.InHeader, n string) fus
 	st := w.RawFileSystem.Unlink(cancel, h, n)
 	done()
 	if d, ok := w.done(opUnlink, start, st); ok {
-		w.emit(opUnlink, d, st, &h.Caller, w.session(h.Caller.Pid), -1, "(%d,%s)", h.NodeId, name(n))
+		w.emit(opUnlink, d, st, &h.Caller, w.session(&h.Caller), -1, "(%d,%s)", h.NodeId, name(n))
 	}
 	return st
 }
@@ -222,7 +227,7 @@ func (w *rawWrap) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, n string) fuse
 	st := w.RawFileSystem.Rmdir(cancel, h, n)
 	done()
 	if d, ok := w.done(opRmdir, start, st); ok {
-		w.emit(opRmdir, d, st, &h.Caller, w.session(h.Caller.Pid), -1, "(%d,%s)", h.NodeId, name(n))
+		w.emit(opRmdir, d, st, &h.Caller, w.session(&h.Caller), -1, "(%d,%s)", h.NodeId, name(n))
 	}
 	return st
 }
@@ -233,7 +238,7 @@ func (w *rawWrap) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, new
 	st := w.RawFileSystem.Rename(cancel, in, oldName, newName)
 	done()
 	if d, ok := w.done(opRename, start, st); ok {
-		w.emit(opRename, d, st, &in.Caller, w.session(in.Caller.Pid), -1, "(%d,%s,%d,%s,%d)", in.NodeId, name(oldName), in.Newdir, name(newName), in.Flags)
+		w.emit(opRename, d, st, &in.Caller, w.session(&in.Caller), -1, "(%d,%s,%d,%s,%d)", in.NodeId, name(oldName), in.Newdir, name(newName), in.Flags)
 	}
 	return st
 }
@@ -242,7 +247,7 @@ func (w *rawWrap) Link(cancel <-chan struct{}, in *fuse.LinkIn, n string, out *f
 	start := time.Now()
 	st := w.RawFileSystem.Link(cancel, in, n, out)
 	if d, ok := w.done(opLink, start, st); ok {
-		w.emit(opLink, d, st, &in.Caller, w.session(in.Caller.Pid), int64(out.NodeId), "(%d,%d,%s)", in.Oldnodeid, in.NodeId, name(n))
+		w.emit(opLink, d, st, &in.Caller, w.session(&in.Caller), int64(out.NodeId), "(%d,%d,%s)", in.Oldnodeid, in.NodeId, name(n))
 	}
 	return st
 }
@@ -251,7 +256,7 @@ func (w *rawWrap) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, n st
 	start := time.Now()
 	st := w.RawFileSystem.Symlink(cancel, h, target, n, out)
 	if d, ok := w.done(opSymlink, start, st); ok {
-		w.emit(opSymlink, d, st, &h.Caller, w.session(h.Caller.Pid), int64(out.NodeId), "(%d,%s,%s)", h.NodeId, name(n), name(target))
+		w.emit(opSymlink, d, st, &h.Caller, w.session(&h.Caller), int64(out.NodeId), "(%d,%s,%s)", h.NodeId, name(n), name(target))
 	}
 	return st
 }
@@ -260,7 +265,7 @@ func (w *rawWrap) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fu
 	start := time.Now()
 	out, st := w.RawFileSystem.Readlink(cancel, h)
 	if d, ok := w.done(opReadlink, start, st); ok {
-		w.emit(opReadlink, d, st, &h.Caller, w.session(h.Caller.Pid), -1, "(%d)", h.NodeId)
+		w.emit(opReadlink, d, st, &h.Caller, w.session(&h.Caller), -1, "(%d)", h.NodeId)
 	}
 	return out, st
 }
@@ -269,7 +274,7 @@ func (w *rawWrap) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status 
 	start := time.Now()
 	st := w.RawFileSystem.Access(cancel, in)
 	if d, ok := w.done(opAccess, start, st); ok {
-		w.emit(opAccess, d, st, &in.Caller, w.session(in.Caller.Pid), -1, "(%d,0x%x)", in.NodeId, in.Mask)
+		w.emit(opAccess, d, st, &in.Caller, w.session(&in.Caller), -1, "(%d,0x%x)", in.NodeId, in.Mask)
 	}
 	return st
 }
@@ -278,7 +283,7 @@ func (w *rawWrap) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string
 	start := time.Now()
 	sz, st := w.RawFileSystem.GetXAttr(cancel, h, attr, dest)
 	if d, ok := w.done(opGetxattr, start, st); ok {
-		w.emit(opGetxattr, d, st, &h.Caller, w.session(h.Caller.Pid), int64(sz), "(%d,%s,%d)", h.NodeId, name(attr), len(dest))
+		w.emit(opGetxattr, d, st, &h.Caller, w.session(&h.Caller), int64(sz), "(%d,%s,%d)", h.NodeId, name(attr), len(dest))
 	}
 	return sz, st
 }
@@ -287,7 +292,7 @@ func (w *rawWrap) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byt
 	start := time.Now()
 	sz, st := w.RawFileSystem.ListXAttr(cancel, h, dest)
 	if d, ok := w.done(opListxattr, start, st); ok {
-		w.emit(opListxattr, d, st, &h.Caller, w.session(h.Caller.Pid), int64(sz), "(%d,%d)", h.NodeId, len(dest))
+		w.emit(opListxattr, d, st, &h.Caller, w.session(&h.Caller), int64(sz), "(%d,%d)", h.NodeId, len(dest))
 	}
 	return sz, st
 }
@@ -296,7 +301,7 @@ func (w *rawWrap) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr str
 	start := time.Now()
 	st := w.RawFileSystem.SetXAttr(cancel, in, attr, data)
 	if d, ok := w.done(opSetxattr, start, st); ok {
-		w.emit(opSetxattr, d, st, &in.Caller, w.session(in.Caller.Pid), -1, "(%d,%s,%d,%d)", in.NodeId, name(attr), len(data), in.Flags)
+		w.emit(opSetxattr, d, st, &in.Caller, w.session(&in.Caller), -1, "(%d,%s,%d,%d)", in.NodeId, name(attr), len(data), in.Flags)
 	}
 	return st
 }
@@ -305,7 +310,7 @@ func (w *rawWrap) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr str
 	start := time.Now()
 	st := w.RawFileSystem.RemoveXAttr(cancel, h, attr)
 	if d, ok := w.done(opRemovexattr, start, st); ok {
-		w.emit(opRemovexattr, d, st, &h.Caller, w.session(h.Caller.Pid), -1, "(%d,%s)", h.NodeId, name(attr))
+		w.emit(opRemovexattr, d, st, &h.Caller, w.session(&h.Caller), -1, "(%d,%s)", h.NodeId, name(attr))
 	}
 	return st
 }
@@ -528,7 +533,7 @@ func (w *rawWrap) setattrSession(in *fuse.SetAttrIn) string {
 	if fh, ok := in.GetFh(); ok {
 		return w.handleSession(fh)
 	}
-	return w.session(in.Caller.Pid)
+	return w.session(&in.Caller)
 }
 
 // getattrSession names the session of a GETATTR: its handle's when it
@@ -537,7 +542,7 @@ func (w *rawWrap) getattrSession(in *fuse.GetAttrIn) string {
 	if in.Flags()&fuse.FUSE_GETATTR_FH != 0 {
 		return w.handleSession(in.Fh())
 	}
-	return w.session(in.Caller.Pid)
+	return w.session(&in.Caller)
 }
 
 func (w *rawWrap) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
@@ -553,7 +558,7 @@ func (w *rawWrap) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.Sta
 	start := time.Now()
 	st := w.RawFileSystem.StatFs(cancel, h, out)
 	if d, ok := w.done(opStatfs, start, st); ok {
-		w.emit(opStatfs, d, st, &h.Caller, w.session(h.Caller.Pid), -1, "(%d)", h.NodeId)
+		w.emit(opStatfs, d, st, &h.Caller, w.session(&h.Caller), -1, "(%d)", h.NodeId)
 	}
 	return st
 }
@@ -562,7 +567,7 @@ func (w *rawWrap) Statx(cancel <-chan struct{}, in *fuse.StatxIn, out *fuse.Stat
 	start := time.Now()
 	st := w.RawFileSystem.Statx(cancel, in, out)
 	if d, ok := w.done(opStatx, start, st); ok {
-		w.emit(opStatx, d, st, &in.Caller, w.session(in.Caller.Pid), -1, "(%d,0x%x)", in.NodeId, in.SxMask)
+		w.emit(opStatx, d, st, &in.Caller, w.session(&in.Caller), -1, "(%d,0x%x)", in.NodeId, in.SxMask)
 	}
 	return st
 }

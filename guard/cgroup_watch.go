@@ -79,7 +79,7 @@ func (s *Sessions) runCgroupWatcher(w *cgroupWatcher) {
 		s.mu.Unlock()
 		for _, sess := range sessions {
 			if s.cgroupGone(sess) {
-				s.end(sess)
+				s.end(sess, true) // the cgroup is gone: no process is left in it
 			}
 		}
 		return false

@@ -17,7 +17,13 @@ const DefaultSession = "default"
 
 // SessionInfo describes one registered session.
 type SessionInfo struct {
-	Name      string    `json:"name"`
+	Name string `json:"name"`
+	// Owner is the uid the session belongs to: the caller that registered
+	// it (a task's spawner; Sessions.MountOwner for automatic cgroup
+	// sessions and for registrations that name none). Only callers of
+	// that uid from outside every session, the mount's owner and root may
+	// see or act on it through the control files (docs/DESIGN.md#sessions).
+	Owner     uint32    `json:"owner"`
 	RootPid   uint32    `json:"root_pid"`
 	RootStart uint64    `json:"root_start"` // the root's start time, clock ticks since boot (/proc/<pid>/stat field 22)
 	Command   string    `json:"command"`
@@ -41,10 +47,6 @@ type SessionInfo struct {
 	// held a process and is empty again, which ends the session (rubinofs
 	// run --cgroup).
 	RemoveEmpty bool `json:"remove_empty,omitempty"`
-	// Owner is the uid the session belongs to: the uid of the caller that
-	// registered it; a task's session is owned by its spawner's uid
-	// (docs/DESIGN.md#task-credentials).
-	Owner uint32 `json:"owner"`
 }
 
 // RootKind names what a session is rooted at: "pid", "cgroup" or "none"
@@ -73,6 +75,12 @@ type session struct {
 	joined []proc
 	// populated: a RemoveEmpty cgroup has held a process (s.mu).
 	populated bool
+	// members are processes seen through one of its roots (s.mu;
+	// sessions_left.go), recorded as having left when it ends.
+	members map[proc]struct{}
+	// leftFrom names the session this one's root left ("" for any other
+	// session; sessions_left.go).
+	leftFrom string
 }
 
 type cached struct {
@@ -108,7 +116,15 @@ type Sessions struct {
 	OnEnd func(name string)
 	// MaxEnded bounds the ended sessions kept for display (default 64).
 	MaxEnded int
-	procDir  string
+	// MountOwner is the uid of the mount's owner: the owner of sessions
+	// registered without one (Register, RegisterAs, automatic cgroup
+	// sessions). Set before use.
+	MountOwner uint32
+	// MaxPerOwner bounds the live sessions of one owner uid (default
+	// DefaultMaxPerOwner): past it a registration fails with
+	// ErrTooManySessions, so one uid cannot use up another's.
+	MaxPerOwner int
+	procDir     string
 
 	mu     sync.Mutex
 	byName map[string]*session
@@ -125,14 +141,22 @@ type Sessions struct {
 	ended    []SessionInfo
 	cache    map[uint32]cached
 	gen      uint64
-	count    int // live sessions, read without the lock on the fast path
+	count    int            // live sessions, read without the lock on the fast path
+	perOwner map[uint32]int // live sessions by owner uid
+	// left records processes that left a session and have not been seen
+	// since (sessions_left.go), at most MaxLeft.
+	left map[proc]leftEntry
 }
+
+// DefaultMaxPerOwner is the default of Sessions.MaxPerOwner, in live
+// sessions per owner uid.
+const DefaultMaxPerOwner = 1024
 
 // NewSessions returns an empty registry reading /proc.
 func NewSessions() *Sessions {
 	return &Sessions{MaxEnded: 64, procDir: "/proc", byName: map[string]*session{},
 		byRoot: map[proc]*session{}, cache: map[uint32]cached{}, rootCg: map[proc]string{},
-		byCgroup: map[string]*session{}}
+		byCgroup: map[string]*session{}, perOwner: map[uint32]int{}, left: map[proc]leftEntry{}}
 }
 
 // MaxSessionName is the longest session name, in bytes.
@@ -147,8 +171,8 @@ var sessionName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 // MaxSessionName of [A-Za-z0-9._-], starting alphanumeric, and not
 // "default". The error quotes a bad name in ASCII, clipped to 80 bytes.
 func ValidSessionName(name string) error {
-	if name == DefaultSession {
-		return fmt.Errorf("%q is the session of unregistered callers", name)
+	if _, ok := DefaultSessionUID(name, 0); ok {
+		return fmt.Errorf("%q is a session of unregistered callers (default, default-UID)", name)
 	}
 	if !sessionName.MatchString(name) {
 		shown := strconv.QuoteToASCII(name)
@@ -170,7 +194,49 @@ var (
 	ErrProcessBusy    = errors.New("process busy")
 	ErrAlreadyRooted  = errors.New("process is already a session root")
 	ErrInvalidSession = errors.New("invalid session name")
+	// ErrTooManySessions: the owner has MaxPerOwner live sessions; one
+	// must end first (EAGAIN).
+	ErrTooManySessions = errors.New("too many live sessions")
 )
+
+// reserveLocked counts one more live session of owner, or refuses with
+// ErrTooManySessions past MaxPerOwner (s.mu held). end releases it.
+func (s *Sessions) reserveLocked(owner uint32) error {
+	max := s.MaxPerOwner
+	if max <= 0 {
+		max = DefaultMaxPerOwner
+	}
+	if n := s.perOwner[owner]; n >= max {
+		return fmt.Errorf("%w: uid %d has %d live sessions, the limit is %d (sessions.max_live, --max-live-sessions); end one first (rubinofs session end NAME)", ErrTooManySessions, owner, n, max)
+	}
+	s.perOwner[owner]++
+	s.count++
+	return nil
+}
+
+// unreserveLocked undoes reserveLocked (s.mu held).
+func (s *Sessions) unreserveLocked(owner uint32) {
+	s.count--
+	if s.perOwner[owner]--; s.perOwner[owner] <= 0 {
+		delete(s.perOwner, owner)
+	}
+}
+
+// OwnerOf returns the owner uid of session name, live or ended and still
+// listed; false for a name the registry does not know.
+func (s *Sessions) OwnerOf(name string) (uint32, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess, ok := s.byName[name]; ok {
+		return sess.info.Owner, true
+	}
+	for i := len(s.ended) - 1; i >= 0; i-- {
+		if s.ended[i].Name == name {
+			return s.ended[i].Owner, true
+		}
+	}
+	return 0, false
+}
 
 // Register makes the live process pid the root of a new session name. The
 // process is identified by its current start time and watched: the session
@@ -179,12 +245,19 @@ var (
 // ErrProcessGone, ErrProcessBusy (the process's /proc files did not answer
 // within ProcBound), ErrAlreadyRooted.
 func (s *Sessions) Register(name string, pid uint32, cmd string) error {
-	return s.RegisterAs(name, pid, cmd, false)
+	return s.RegisterFor(s.MountOwner, name, pid, cmd, false)
 }
 
 // RegisterAs is Register, marking the root as an agent harness when
 // harness is set (SessionInfo.Harness, HarnessRoot).
 func (s *Sessions) RegisterAs(name string, pid uint32, cmd string, harness bool) error {
+	return s.RegisterFor(s.MountOwner, name, pid, cmd, harness)
+}
+
+// RegisterFor is RegisterAs for a session owned by uid owner
+// (SessionInfo.Owner). Errors: those of Register, and ErrTooManySessions
+// when owner has MaxPerOwner live sessions.
+func (s *Sessions) RegisterFor(owner uint32, name string, pid uint32, cmd string, harness bool) error {
 	if err := ValidSessionName(name); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidSession, err)
 	}
@@ -205,13 +278,17 @@ func (s *Sessions) RegisterAs(name string, pid uint32, cmd string, harness bool)
 		unix.Close(pidfd)
 		return fmt.Errorf("%w: pid %d is the root of %s", ErrAlreadyRooted, pid, other.info.Name)
 	}
-	sess := &session{info: SessionInfo{Name: name, RootPid: pid, RootStart: key.start, Command: cmd,
+	if err := s.reserveLocked(owner); err != nil {
+		s.mu.Unlock()
+		unix.Close(pidfd)
+		return err
+	}
+	sess := &session{info: SessionInfo{Name: name, Owner: owner, RootPid: pid, RootStart: key.start, Command: cmd,
 		Started: time.Now(), Live: true, Harness: harness}, stop: make(chan struct{})}
 	s.byName[name] = sess
 	s.byRoot[key] = sess
 	s.rootCg[key] = cg
 	s.gen++
-	s.count++
 	s.mu.Unlock()
 	go s.watchExit(sess, pidfd)
 	return nil
@@ -254,7 +331,7 @@ func (s *Sessions) identify(pid uint32) (proc, int, error) {
 func (s *Sessions) watchExit(sess *session, pidfd int) {
 	defer unix.Close(pidfd)
 	if pollUntil(sess.stop, pidfd, func(readable bool) bool { return readable }) {
-		s.end(sess)
+		s.end(sess, true)
 	}
 }
 
@@ -291,7 +368,7 @@ func (s *Sessions) Restore(info SessionInfo) error {
 	if err != nil || st.start != info.RootStart {
 		return fmt.Errorf("%w: root %d of %s", ErrProcessGone, info.RootPid, info.Name)
 	}
-	if err := s.RegisterAs(info.Name, info.RootPid, info.Command, info.Harness); err != nil {
+	if err := s.RegisterFor(info.Owner, info.Name, info.RootPid, info.Command, info.Harness); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -325,16 +402,24 @@ func (s *Sessions) End(name string) error {
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrNoSession, name)
 	}
-	s.end(sess)
+	s.end(sess, false, s.cgroupMembers(sess)...) // sessions_left.go
 	return nil
 }
 
-func (s *Sessions) end(sess *session) {
+// end ends sess; rootGone says its root process has exited. The
+// processes it still has, and also, are recorded as having left it
+// (leaveLocked).
+func (s *Sessions) end(sess *session, rootGone bool, also ...proc) {
+	defer s.pruneLeft()
 	s.mu.Lock()
 	if !sess.info.Live {
 		s.mu.Unlock()
 		return
 	}
+	for _, k := range also {
+		s.noteMemberLocked(sess, k)
+	}
+	s.leaveLocked(sess, rootGone)
 	sess.info.Live = false
 	sess.info.Ended = time.Now()
 	close(sess.stop)
@@ -345,28 +430,12 @@ func (s *Sessions) end(sess *session) {
 		s.ended = append(s.ended[:0], s.ended[len(s.ended)-max:]...)
 	}
 	s.gen++
-	s.count--
+	s.unreserveLocked(sess.info.Owner)
 	name := sess.info.Name
 	s.mu.Unlock()
 	if s.OnEnd != nil {
 		s.OnEnd(name)
 	}
-}
-
-// SetOwner records uid as the owner of the live session name
-// (SessionInfo.Owner), for a session the daemon registers on behalf of
-// another uid: a task's session belongs to its spawner
-// (docs/DESIGN.md#task-credentials). Errors: ErrNoSession. Safe for
-// concurrent use.
-func (s *Sessions) SetOwner(name string, uid uint32) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess, ok := s.byName[name]
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrNoSession, name)
-	}
-	sess.info.Owner = uid
-	return nil
 }
 
 // Rename renames a live session. Errors: ErrInvalidSession, ErrNoSession,
@@ -438,7 +507,7 @@ const maxDepth = 128
 // UnknownSession.
 func (s *Sessions) Resolve(tid uint32) string {
 	s.mu.Lock()
-	if s.count == 0 && len(s.auto) == 0 {
+	if s.count == 0 && len(s.auto) == 0 && len(s.left) == 0 {
 		s.mu.Unlock()
 		return DefaultSession
 	}
@@ -501,11 +570,33 @@ func (s *Sessions) walk(tid uint32, st procStat) string {
 	if err != nil {
 		return cgSess
 	}
+	var walked []proc
+	// A process that left a session (or descends from one that did)
+	// resolves to a left session: the topmost left process of the same
+	// ended session on the walk roots it (sessions_left.go).
+	var leftKey proc
+	var leftE leftEntry
+	found := false
 	for i := 0; i < maxDepth && pid > 1; i++ {
 		s.mu.Lock()
 		key := proc{pid, st.start}
 		sess, ok := s.byRoot[key]
 		ok = ok && s.nestsLocked(key, sess, cgSess)
+		if ok && found && sess.leftFrom != leftE.from {
+			s.mu.Unlock()
+			return s.leftSession(leftKey, leftE) // a session above the one it left
+		}
+		if ok && !found {
+			for _, k := range walked { // the processes below the root
+				s.noteMemberLocked(sess, k)
+			}
+		}
+		walked = append(walked, key)
+		if !ok {
+			if e, isLeft := s.left[key]; isLeft && (!found || e.from == leftE.from) {
+				leftKey, leftE, found = key, e, true
+			}
+		}
 		s.mu.Unlock()
 		if ok {
 			return sess.info.Name
@@ -515,9 +606,12 @@ func (s *Sessions) walk(tid uint32, st procStat) string {
 		if err != nil || next.start > st.start {
 			// The parent is gone, or parent's pid was reused by a process
 			// younger than its supposed child.
-			return cgSess
+			break
 		}
 		pid, st = parent, next
+	}
+	if found {
+		return s.leftSession(leftKey, leftE)
 	}
 	return cgSess
 }

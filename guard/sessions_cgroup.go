@@ -25,9 +25,10 @@ var (
 	ErrInvalidCgroup = errors.New("invalid cgroup")
 )
 
-// MaxAutoSessions bounds the live sessions, in entries, past which no
-// automatic session is made: a caller from a matching cgroup then
-// resolves as if the glob did not match.
+// MaxAutoSessions bounds the live sessions of the mount's owner (who owns
+// the automatic sessions), in entries, past which no automatic session is
+// made: a caller from a matching cgroup then resolves as if the glob did
+// not match. Other uids' sessions do not count.
 const MaxAutoSessions = 1024
 
 // cgroupCheckTicks is how many 500 ms polls pass between two checks that
@@ -93,7 +94,13 @@ func (s *Sessions) cgroupOfBounded(pid uint32) string {
 // Errors: ErrInvalidSession, ErrInvalidCgroup, ErrNoCgroup,
 // ErrSessionExists, ErrAlreadyRooted (the cgroup roots another session).
 func (s *Sessions) RegisterCgroup(name, cg, cmd string, removeEmpty bool) error {
-	return s.registerCgroup(SessionInfo{Name: name, Cgroup: cg, Command: cmd, RemoveEmpty: removeEmpty})
+	return s.RegisterCgroupFor(s.MountOwner, name, cg, cmd, removeEmpty)
+}
+
+// RegisterCgroupFor is RegisterCgroup for a session owned by uid owner.
+// Errors: those of RegisterCgroup and ErrTooManySessions.
+func (s *Sessions) RegisterCgroupFor(owner uint32, name, cg, cmd string, removeEmpty bool) error {
+	return s.registerCgroup(SessionInfo{Name: name, Owner: owner, Cgroup: cg, Command: cmd, RemoveEmpty: removeEmpty})
 }
 
 // registerCgroup registers the cgroup session info describes.
@@ -122,14 +129,18 @@ func (s *Sessions) registerCgroup(info SessionInfo) error {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: cgroup %s is the root of %s", ErrAlreadyRooted, info.Cgroup, other.info.Name)
 	}
+	if err := s.reserveLocked(info.Owner); err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	if err := s.watchCgroupLocked(sess, cgroupDir(mnt, info.Cgroup)); err != nil {
+		s.unreserveLocked(info.Owner)
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %s: %v", ErrNoCgroup, info.Cgroup, err)
 	}
 	s.byName[info.Name] = sess
 	s.byCgroup[info.Cgroup] = sess
 	s.gen++
-	s.count++
 	s.mu.Unlock()
 	if info.RemoveEmpty {
 		s.cgroupGone(sess) // its current state: populated already?
@@ -141,7 +152,13 @@ func (s *Sessions) registerCgroup(info SessionInfo) error {
 // processes become part of it by Join (rubinofs session new --keep).
 // Errors: ErrInvalidSession, ErrSessionExists.
 func (s *Sessions) RegisterKept(name, cmd string) error {
-	return s.registerKept(SessionInfo{Name: name, Command: cmd})
+	return s.RegisterKeptFor(s.MountOwner, name, cmd)
+}
+
+// RegisterKeptFor is RegisterKept for a session owned by uid owner.
+// Errors: those of RegisterKept and ErrTooManySessions.
+func (s *Sessions) RegisterKeptFor(owner uint32, name, cmd string) error {
+	return s.registerKept(SessionInfo{Name: name, Owner: owner, Command: cmd})
 }
 
 func (s *Sessions) registerKept(info SessionInfo) error {
@@ -157,9 +174,11 @@ func (s *Sessions) registerKept(info SessionInfo) error {
 	if _, ok := s.byName[info.Name]; ok {
 		return fmt.Errorf("%w: %s", ErrSessionExists, info.Name)
 	}
+	if err := s.reserveLocked(info.Owner); err != nil {
+		return err
+	}
 	s.byName[info.Name] = &session{info: info, stop: make(chan struct{})}
 	s.gen++
-	s.count++
 	return nil
 }
 
@@ -264,7 +283,7 @@ func (s *Sessions) callerCgroup(tid uint32) string {
 	s.mu.Lock()
 	sess, depth := s.deepestLocked(cg)
 	match, mdepth := s.autoMatchLocked(cg)
-	live := s.count
+	live := s.perOwner[s.MountOwner] // automatic sessions are the mount owner's: another uid's never block them
 	s.mu.Unlock()
 	if match != "" && mdepth > depth && live < MaxAutoSessions {
 		if name, err := s.registerAuto(match); err == nil {
@@ -350,13 +369,13 @@ func (s *Sessions) registerAuto(cg string) (string, error) {
 	if ValidSessionName(name) != nil || strings.HasPrefix(name, "task-") {
 		name = "cg-" + sum
 	}
-	err := s.registerCgroup(SessionInfo{Name: name, Cgroup: cg, Command: "(cgroup " + cg + ")", Auto: true})
+	err := s.registerCgroup(SessionInfo{Name: name, Owner: s.MountOwner, Cgroup: cg, Command: "(cgroup " + cg + ")", Auto: true})
 	if errors.Is(err, ErrSessionExists) {
 		if len(name) > MaxSessionName-9 {
 			name = name[:MaxSessionName-9]
 		}
 		name += "-" + sum
-		err = s.registerCgroup(SessionInfo{Name: name, Cgroup: cg, Command: "(cgroup " + cg + ")", Auto: true})
+		err = s.registerCgroup(SessionInfo{Name: name, Owner: s.MountOwner, Cgroup: cg, Command: "(cgroup " + cg + ")", Auto: true})
 	}
 	return name, err
 }

@@ -123,8 +123,13 @@ func TestKeptSessionJoinAndRestore(t *testing.T) {
 	}
 	saved := s.Live()
 	s.End("k")
-	if got := s.Resolve(uint32(os.Getpid())); got != DefaultSession {
-		t.Fatalf("after the end: %q", got)
+	// The joined process left k: a fresh session of its own, never the
+	// default one (docs/DESIGN.md#sessions).
+	if got, want := s.Resolve(uint32(os.Getpid())), fmt.Sprintf("%s%d", LeftSessionPrefix, os.Getpid()); got != want {
+		t.Fatalf("after the end: %q, want %q", got, want)
+	}
+	if si, ok := s.Lookup(fmt.Sprintf("%s%d", LeftSessionPrefix, os.Getpid())); !ok || si.Command != "(left k)" {
+		t.Fatalf("the left session: %+v %v", si, ok)
 	}
 	r := NewSessions()
 	for _, si := range saved {

@@ -130,15 +130,17 @@ func (rn *Runner) startLocked(t Task, typ SubagentType, sp *Spawner) (err error)
 	// unattributed.
 	var startErr error
 	if rn.cfg.Sessions != nil {
-		if err := rn.cfg.Sessions.Register(SessionName(t.ID), uint32(pid), clip(strings.Join(argv, " "), 200)); err != nil {
-			startErr = fmt.Errorf("registering session %s: %w", SessionName(t.ID), err)
+		name, cmd := SessionName(t.ID), clip(strings.Join(argv, " "), 200)
+		var err error
+		if o, ok := rn.cfg.Sessions.(ownedSessions); ok && sp != nil {
+			err = o.RegisterFor(sp.Uid, name, uint32(pid), cmd, false)
+		} else {
+			err = rn.cfg.Sessions.Register(name, uint32(pid), cmd)
+		}
+		if err != nil {
+			startErr = fmt.Errorf("registering session %s: %w", name, err)
 		} else {
 			p.registered = true
-			if o, ok := rn.cfg.Sessions.(ownedSessions); ok && sp != nil {
-				if err := o.SetOwner(SessionName(t.ID), sp.Uid); err != nil {
-					startErr = fmt.Errorf("owning session %s: %w", SessionName(t.ID), err)
-				}
-			}
 		}
 	}
 	entered := true

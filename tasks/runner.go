@@ -35,10 +35,11 @@ type Sessions interface {
 }
 
 // ownedSessions is a Sessions that records who a session belongs to
-// (guard.Sessions): a task's session is owned by its spawner's uid
-// (docs/DESIGN.md#task-credentials).
+// (guard.Sessions): a task's session is registered as owned by its
+// spawner's uid (docs/DESIGN.md#task-credentials), and counts against that
+// uid's live-session cap.
 type ownedSessions interface {
-	SetOwner(name string, uid uint32) error
+	RegisterFor(owner uint32, name string, pid uint32, cmd string, harness bool) error
 }
 
 // Runner starts tasks as processes and serves .rubino/agents. Each task

@@ -107,7 +107,7 @@ func TestCLISessionsPastLiveCap(t *testing.T) {
 	if code != 0 || strings.TrimSpace(out) != "held" {
 		t.Fatalf("session new --keep held: exit %d\n%s%s", code, out, errOut)
 	}
-	const reason = "1 live sessions: the limit is 1 (sessions.max_live, --max-live-sessions)"
+	const reason = "has 1 live sessions, the limit is 1 (sessions.max_live, --max-live-sessions)"
 	out, errOut, code = cliSplit(t, m.tmp, "run", "--mount", m.mnt, "--", "true")
 	mustRefuse(t, "run past the live-session cap", out, errOut, code, reason)
 	if !strings.Contains(errOut, "registering the session:") {

@@ -230,10 +230,11 @@ func TestSessionControlFiles(t *testing.T) {
 	// A may rename itself; its reads go with it.
 	a.ok("echo 'rename agent-a agent-a2' > .rubino/sessions/ctl")
 	a.ok(`test "$(readlink .rubino/self)" = sessions/agent-a2 && echo y > f`)
-	// The owner's shell (unregistered, root) ends B; B's processes are then
-	// unregistered.
+	// The owner's shell (unregistered, root) ends B; B's processes then
+	// left it: a fresh session rooted at B's root, never default with the
+	// shell's reads (docs/DESIGN.md#sessions).
 	m.mustSh("echo 'end agent-b' > .rubino/sessions/ctl")
-	b.ok(`test "$(readlink .rubino/self)" = sessions/default`)
+	b.ok(fmt.Sprintf(`test "$(readlink .rubino/self)" = sessions/left-%d`, b.cmd.Process.Pid))
 	errs := m.mustSh("cat .rubino/errors")
 	if !strings.Contains(errs, `"errno":"EPERM"`) || !strings.Contains(errs, `"errno":"EEXIST"`) {
 		t.Errorf("errors log lacks the refusals:\n%s", errs)

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 )
 
 func runCommand() *cli.Command {
@@ -51,6 +52,13 @@ func runCommand() *cli.Command {
 				return cli.Exit(fmt.Sprintf("registering the session: %v", err), 1)
 			}
 			env := append(os.Environ(), "RUBINO_SESSION="+id, "RUBINO_MOUNT="+mnt)
+			// The root adopts the orphans of its tree (a child subreaper;
+			// the attribute survives the exec): a descendant that
+			// double-forks or calls setsid stays below the root, in the
+			// session, rather than leave it (docs/DESIGN.md#sessions).
+			if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+				fmt.Fprintf(os.Stderr, "rubinofs run: PR_SET_CHILD_SUBREAPER: %v (daemonised descendants will leave the session)\n", err)
+			}
 			if err := syscall.Exec(path, args, env); err != nil {
 				return cli.Exit(fmt.Sprintf("exec %s: %v", args[0], err), 126)
 			}
