@@ -214,7 +214,17 @@ func startTrustChild(t *testing.T, bin string, ops []trustOp) *trustChild {
 		bin, "-test.run=^TestTrustTableChild$", "-test.timeout=3m")
 	cmd.Dir = "/"
 	// atexit_sleep_ms: a race-enabled binary otherwise sleeps 1 s in exit.
-	cmd.Env = []string{"RUBINOFS_TRUST_CHILD=" + string(spec), "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0"}
+	// TMPDIR: the child's TestMain makes its run directory there, and
+	// the child exits without removing it; the binary's directory (the
+	// test's own, 0755) is removed with the test.
+	tmp := filepath.Join(filepath.Dir(bin), "tmp")
+	if err := os.MkdirAll(tmp, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tmp, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = []string{"RUBINOFS_TRUST_CHILD=" + string(spec), "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0", "TMPDIR=" + tmp}
 	c := &trustChild{cmd: cmd, cancel: cancel, n: len(ops)}
 	cmd.Stderr = &c.stderr
 	pr, pw, err := os.Pipe()
