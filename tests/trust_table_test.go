@@ -48,12 +48,15 @@ const (
 // and TID any compaction transcript; every such object the test finds
 // belongs to the mount owner. read and write are what uid 65534 gets;
 // each payload is one write attempt (clone files: the spec or request).
+// The mount owner itself (admin) may read every file but those only a
+// task may read (adminRead: refuse).
 type trustRow struct {
-	path     string
-	kind     string // file, dir or link
-	read     access
-	write    access
-	payloads []string
+	path      string
+	kind      string // file, dir or link
+	read      access
+	write     access
+	payloads  []string
+	adminRead access // "" is allow
 }
 
 // trustRows is the trust table (docs/DESIGN.md#trust) from uid 65534's
@@ -109,8 +112,8 @@ var trustRows = []trustRow{
 	{path: "agents/ID/question", read: refuse, write: refuse},
 	{path: "agents/ID/approval", read: refuse, write: refuse},
 	{path: "agents/ID/ask", read: refuse, write: refuse},
-	{path: "agents/ID/answer", read: refuse, write: refuse},
-	{path: "agents/ID/inbox", read: refuse, write: refuse},
+	{path: "agents/ID/answer", read: refuse, write: refuse, adminRead: refuse},
+	{path: "agents/ID/inbox", read: refuse, write: refuse, adminRead: refuse},
 	{path: "agents/ID/wait", read: refuse, write: refuse},
 	{path: "compact", kind: "dir", read: allow},
 	{path: "compact/README", read: allow, write: readOnly},
@@ -347,6 +350,21 @@ func TestTrustTable(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+
+	// The mount owner, outside every session, reads every file (its
+	// administration of every session), but a task's own answer and inbox.
+	for _, f := range files {
+		if f.row.kind != "" || f.row.read == notProbed {
+			continue
+		}
+		want := f.row.adminRead
+		if want == "" {
+			want = allow
+		}
+		if r := runTrustOp(trustOp{Op: "read", Path: ctl(f.rel)}); !classOf(r.Errno, want) {
+			t.Errorf("row %s: the mount owner's read of .rubino/%s: want %s, got %s", f.row.path, f.rel, want, r.Errno)
+		}
 	}
 
 	// uid 65534 holds the access log open while the owner makes a file in
