@@ -1,7 +1,8 @@
 package tests
 
-// The second-uid side of TestTrustTable: a copy of this test binary run as
-// uid and gid 65534 with no supplementary groups (setpriv), which performs
+// The callers of TestTrustTable: a copy of this test binary run as uid and
+// gid 65534 with no supplementary groups (setpriv), or as the test's own
+// uid inside a session of its own (rubinofs run), which performs
 // control-file operations and reports each outcome as JSON. Reads never
 // wait: every file is opened O_NONBLOCK, so a file that would block (the
 // access log, a task's wait) answers EAGAIN, which counts as readable. The
@@ -49,7 +50,8 @@ type trustResult struct {
 // trustReadMax bounds what the child reads from one file, in bytes.
 const trustReadMax = 4 << 20
 
-// TestTrustTableChild is the child process of TestTrustTable: it runs the
+// TestTrustTableChild is the child process of TestTrustTable (as uid
+// 65534, or inside a session of the test's uid): it runs the
 // operations in $RUBINOFS_TRUST_CHILD and prints "TRUSTCHILD <results>".
 // Without that variable it does nothing.
 func TestTrustTableChild(t *testing.T) {
@@ -192,8 +194,8 @@ func runTrustOp(o trustOp) trustResult {
 	return trustResult{Errno: "error unknown op " + o.Op}
 }
 
-// trustChild starts the child binary bin as uid 65534 (setpriv) with ops.
-// Its stdout is returned for trustResults; stdin stays open for a hold.
+// trustChild is a running child binary: its stdout gives its results,
+// its stdin stays open for a hold.
 type trustChild struct {
 	cmd    *exec.Cmd
 	cancel context.CancelFunc
@@ -203,15 +205,25 @@ type trustChild struct {
 	n      int
 }
 
+// startTrustChild starts the child binary bin as uid 65534 (setpriv)
+// with ops.
 func startTrustChild(t *testing.T, bin string, ops []trustOp) *trustChild {
+	t.Helper()
+	return startTrustChildAs(t, bin, ops, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+}
+
+// startTrustChildAs starts the child binary bin with ops under the
+// command wrap (its arguments then bin's): setpriv for another uid,
+// `rubinofs run --session NAME --` for a session of the test's own uid.
+func startTrustChildAs(t *testing.T, bin string, ops []trustOp, wrap ...string) *trustChild {
 	t.Helper()
 	spec, err := json.Marshal(ops)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	cmd := exec.CommandContext(ctx, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-		bin, "-test.run=^TestTrustTableChild$", "-test.timeout=3m")
+	args := append(append(wrap[1:len(wrap):len(wrap)], bin), "-test.run=^TestTrustTableChild$", "-test.timeout=3m")
+	cmd := exec.CommandContext(ctx, wrap[0], args...)
 	cmd.Dir = "/"
 	// atexit_sleep_ms: a race-enabled binary otherwise sleeps 1 s in exit.
 	// TMPDIR: the child's TestMain makes its run directory there, and

@@ -6,7 +6,11 @@ package tests
 // uid 65534 (setpriv), and each outcome is checked against its row. The
 // mount owner's session, task, transcript, journal and guard state hold
 // secrets (a 0600 file's content, names in a 0700 directory, a session's
-// command line, hashes); none may appear in anything uid 65534 reads.
+// command line, hashes); none may appear in anything uid 65534 reads. The
+// same walk runs again as the owner's own uid inside another session (an
+// agent's), which is neither the owner's sessions' own process nor
+// outside every session; and the owner, outside every session, reads
+// every file.
 
 import (
 	"bufio"
@@ -49,7 +53,10 @@ const (
 // belongs to the mount owner. read and write are what uid 65534 gets;
 // each payload is one write attempt (clone files: the spec or request).
 // The mount owner itself (admin) may read every file but those only a
-// task may read (adminRead: refuse).
+// task may read (adminRead: refuse); a process of its uid inside another
+// session is neither its session's own process nor outside every
+// session, so it gets what uid 65534 gets, but for the transcripts, which
+// belong to the uid (sessRead, sessWrite).
 type trustRow struct {
 	path      string
 	kind      string // file, dir or link
@@ -57,6 +64,9 @@ type trustRow struct {
 	write     access
 	payloads  []string
 	adminRead access // "" is allow
+	// sessRead and sessWrite are what a process of the owner's own uid
+	// inside another session (an agent's) gets; "" is read and write.
+	sessRead, sessWrite access
 }
 
 // trustRows is the trust table (docs/DESIGN.md#trust) from uid 65534's
@@ -73,7 +83,7 @@ var trustRows = []trustRow{
 	{path: "guard/denials", read: allow, write: readOnly},
 	{path: "guard/tracked", read: allow, write: readOnly},
 	{path: "guard/why", read: allow, write: readOnly},
-	{path: "policy", read: refuse, write: refuse, payloads: []string{"reload"}},
+	{path: "policy", read: refuse, write: refuse, payloads: []string{"reload"}, sessRead: allow},
 	{path: "self", kind: "link", read: allow},
 	{path: "sessions", kind: "dir", read: allow},
 	{path: "sessions/clone", read: notProbed, write: refuse,
@@ -118,17 +128,17 @@ var trustRows = []trustRow{
 	{path: "compact", kind: "dir", read: allow},
 	{path: "compact/README", read: allow, write: readOnly},
 	{path: "compact/new", read: notProbed, write: allow, payloads: []string{"{}\n"}},
-	{path: "compact/resolve", read: notProbed, write: refuse, payloads: []string{"{TID}"}},
+	{path: "compact/resolve", read: notProbed, write: refuse, payloads: []string{"{TID}"}, sessWrite: allow},
 	{path: "compact/list", read: allow, write: readOnly},
 	{path: "compact/config", read: allow, write: readOnly},
 	{path: "compact/sessions", kind: "dir", read: allow},
-	{path: "compact/sessions/TID", kind: "dir", read: either},
-	{path: "compact/sessions/TID/messages", read: refuse, write: refuse, payloads: []string{`{"role":"user","content":"from nobody"}` + "\n"}},
-	{path: "compact/sessions/TID/status", read: refuse, write: refuse},
-	{path: "compact/sessions/TID/ctl", read: refuse, write: refuse, payloads: []string{"compact", "force"}},
-	{path: "compact/sessions/TID/result", read: refuse, write: refuse},
-	{path: "compact/sessions/TID/summary", read: refuse, write: refuse},
-	{path: "compact/sessions/TID/lineage", read: refuse, write: refuse},
+	{path: "compact/sessions/TID", kind: "dir", read: either, sessRead: allow},
+	{path: "compact/sessions/TID/messages", read: refuse, write: refuse, payloads: []string{`{"role":"user","content":"from nobody"}` + "\n"}, sessRead: allow, sessWrite: allow},
+	{path: "compact/sessions/TID/status", read: refuse, write: refuse, sessRead: allow},
+	{path: "compact/sessions/TID/ctl", read: refuse, write: refuse, payloads: []string{"compact", "force"}, sessRead: allow, sessWrite: allow},
+	{path: "compact/sessions/TID/result", read: refuse, write: refuse, sessRead: allow},
+	{path: "compact/sessions/TID/summary", read: refuse, write: refuse, sessRead: allow},
+	{path: "compact/sessions/TID/lineage", read: refuse, write: refuse, sessRead: allow},
 }
 
 // matchRow returns the row whose pattern matches rel (a path below
@@ -316,11 +326,7 @@ func TestTrustTable(t *testing.T) {
 	}
 
 	// Every control file the owner sees has a row, and every row a file.
-	type found struct {
-		rel string
-		row *trustRow
-	}
-	var files []found
+	var files []trustFound
 	used := map[string]bool{}
 	err = filepath.WalkDir(ctl(""), func(p string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -344,7 +350,7 @@ func TestTrustTable(t *testing.T) {
 			t.Errorf(".rubino/%s is a %s; its row %s says %q", rel, kind, row.path, row.kind)
 		default:
 			used[row.path] = true
-			files = append(files, found{rel, row})
+			files = append(files, trustFound{rel, row})
 		}
 		return nil
 	})
@@ -381,44 +387,9 @@ func TestTrustTable(t *testing.T) {
 	// Then every control file, read first and written after, and the
 	// caller's own objects.
 	expand := strings.NewReplacer("{MNT}", m.mnt, "{PIN}", pin, "{ROOTPID}", rootPid, "{TID}", tid)
-	type probe struct {
-		row  *trustRow
-		rel  string
-		what string
-		want access
-		op   trustOp
-	}
-	var probes []probe
-	for _, f := range files {
-		op := "read"
-		switch f.row.kind {
-		case "dir":
-			op = "readdir"
-		case "link":
-			op = "readlink"
-		}
-		if f.row.read != notProbed {
-			probes = append(probes, probe{f.row, f.rel, op, f.row.read, trustOp{Op: op, Path: ctl(f.rel)}})
-		}
-	}
-	for _, f := range files {
-		if f.row.kind != "" || f.row.write == notProbed {
-			continue
-		}
-		payloads := f.row.payloads
-		if len(payloads) == 0 {
-			payloads = []string{"x\n"}
-		}
-		for _, pl := range payloads {
-			op := "write"
-			if slices.Contains([]string{"sessions/clone", "sessions/NAME/journal", "compact/new", "compact/resolve"}, f.row.path) {
-				op = "clone"
-			}
-			probes = append(probes, probe{f.row, f.rel, "write " + strings.TrimSpace(expand.Replace(pl)), f.row.write, trustOp{Op: op, Path: ctl(f.rel), Data: expand.Replace(pl)}})
-		}
-	}
+	probes := tableProbes(files, expand, ctl, false)
 	// Its own session (self), task and transcript.
-	own := []probe{
+	own := []trustProbe{
 		{nil, "self/info", "read (own session)", allow, trustOp{Op: "read", Path: ctl("self/info")}},
 		{nil, "self/tracked", "read (own session)", allow, trustOp{Op: "read", Path: ctl("self/tracked")}},
 		{nil, "self/checkpoints", "read (own session)", allow, trustOp{Op: "read", Path: ctl("self/checkpoints")}},
@@ -493,6 +464,29 @@ func TestTrustTable(t *testing.T) {
 		fail("self", "uid 65534 outside every session points at %q, want sessions/default-65534 (its own uid's default session)", r.Data)
 	}
 
+	// A process of the owner's uid inside another session (an agent's):
+	// the owner's default session, its other session and its task are not
+	// its own; the owner's transcript is its uid's.
+	sessProbes := tableProbes(files, expand, ctl, true)
+	ops = ops[:0]
+	for _, p := range sessProbes {
+		ops = append(ops, p.op)
+	}
+	agent := startTrustChildAs(t, child, ops, bin, "run", "--mount", m.mnt, "--session", "agentsess", "--")
+	for i, r := range agent.results(t) {
+		p := sessProbes[i]
+		if !classOf(r.Errno, p.want) {
+			fail(p.row.path, "in another session of the owner's uid: .rubino/%s: %s: want %s, got %s %s", p.rel, p.what, p.want, r.Errno, r.Reason)
+		}
+		if p.op.Op == "readdir" {
+			for _, theirs := range []string{"default", "rootsess", "task-" + taskID, taskID} {
+				if slices.Contains(strings.Split(r.Data, "\n"), theirs) {
+					fail(p.row.path, "in another session of the owner's uid: .rubino/%s lists %s", p.rel, theirs)
+				}
+			}
+		}
+	}
+
 	// The owner's state is as it was.
 	if b, err := os.ReadFile(m.backing("s.txt")); err != nil || !strings.Contains(string(b), secrets["the 0600 file's content"]) {
 		t.Errorf("the 0600 file changed: %q %v", b, err)
@@ -526,4 +520,65 @@ func ownerClone(t *testing.T, p, spec string) string {
 	b := make([]byte, 4096)
 	n, _ := f.ReadAt(b, 0)
 	return strings.TrimSpace(string(b[:n]))
+}
+
+// trustFound is a control file the walk found, and its row.
+type trustFound struct {
+	rel string
+	row *trustRow
+}
+
+// trustProbe is one operation of the child and the outcome its row wants.
+type trustProbe struct {
+	row  *trustRow
+	rel  string
+	what string
+	want access
+	op   trustOp
+}
+
+// tableProbes lists, for every control file found, a read (a listing for
+// a directory, readlink for a link) and then a write per payload; want is
+// the row's read and write, or with inSession its sessRead and sessWrite.
+// expand fills the payloads' placeholders; ctl maps a path below .rubino
+// to its absolute path.
+func tableProbes(files []trustFound, expand *strings.Replacer, ctl func(string) string, inSession bool) []trustProbe {
+	var probes []trustProbe
+	for _, f := range files {
+		op := "read"
+		switch f.row.kind {
+		case "dir":
+			op = "readdir"
+		case "link":
+			op = "readlink"
+		}
+		want := f.row.read
+		if inSession && f.row.sessRead != "" {
+			want = f.row.sessRead
+		}
+		if f.row.read != notProbed {
+			probes = append(probes, trustProbe{f.row, f.rel, op, want, trustOp{Op: op, Path: ctl(f.rel)}})
+		}
+	}
+	for _, f := range files {
+		if f.row.kind != "" || f.row.write == notProbed {
+			continue
+		}
+		want := f.row.write
+		if inSession && f.row.sessWrite != "" {
+			want = f.row.sessWrite
+		}
+		payloads := f.row.payloads
+		if len(payloads) == 0 {
+			payloads = []string{"x\n"}
+		}
+		for _, pl := range payloads {
+			op := "write"
+			if slices.Contains([]string{"sessions/clone", "sessions/NAME/journal", "compact/new", "compact/resolve"}, f.row.path) {
+				op = "clone"
+			}
+			probes = append(probes, trustProbe{f.row, f.rel, "write " + strings.TrimSpace(expand.Replace(pl)), want, trustOp{Op: op, Path: ctl(f.rel), Data: expand.Replace(pl)}})
+		}
+	}
+	return probes
 }
