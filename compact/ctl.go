@@ -276,8 +276,10 @@ func (s *Service) mayUse(c ctltree.Caller, id string) error {
 		return err
 	}
 	if !sc.Sees(sess) {
-		return ctlErrnos.Map(fmt.Errorf("%w: session %s is not uid %d's: only its owner, and the mount owner or root outside every agent session, may use it",
-			ErrNotYours, sess.ID[:ShortIDLen], c.Uid))
+		// The reason names no id: a refused caller learns nothing of
+		// another uid's transcript, not even the id a prefix resolved to.
+		return ctlErrnos.Map(fmt.Errorf("%w: the transcript is not uid %d's: only its owner, and the mount owner or root outside every agent session, may use it",
+			ErrNotYours, c.Uid))
 	}
 	return nil
 }
@@ -370,7 +372,10 @@ func (s *Service) sessionDir(id string) *ctltree.Dir {
 				}
 				return s.writeCtl(id, cmd)
 			},
-			Read: func(context.Context, ctltree.Caller) ([]byte, error) {
+			Read: func(_ context.Context, c ctltree.Caller) ([]byte, error) {
+				if err := s.mayUse(c, id); err != nil {
+					return nil, err
+				}
 				return []byte("compact\nforce\ndelete\n"), nil
 			}}},
 		ctltree.Entry{Name: "result", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: s.guarded(id, s.readResult)}},

@@ -87,7 +87,7 @@ var trustRows = []trustRow{
 	{path: "self", kind: "link", read: allow},
 	{path: "sessions", kind: "dir", read: allow},
 	{path: "sessions/clone", read: notProbed, write: refuse,
-		payloads: []string{"join=rootsess", "pid={ROOTPID} name=nb-steal", "keep=1 name=nb-keep"}},
+		payloads: []string{"join=rootsess", "pid={ROOTPID} name=nb-steal"}},
 	{path: "sessions/ctl", read: allow, write: refuse, payloads: []string{"end rootsess", "rename rootsess nb-renamed", "end default"}},
 	{path: "sessions/NAME", kind: "dir", read: either},
 	{path: "sessions/NAME/info", read: refuse, write: refuse},
