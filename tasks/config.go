@@ -140,6 +140,10 @@ type Config struct {
 	// Shell runs the built-in sh type and the start-up wrapper (default
 	// /bin/sh).
 	Shell string `json:"-"`
+	// MountOwner is the uid that mounted: it names the default session
+	// "default" (guard.DefaultSessionUID), and with root it may act on
+	// every task from outside every session (docs/DESIGN.md#task-authority).
+	MountOwner uint32 `json:"-"`
 	// Umask is the umask the start-up wrapper sets before it starts the
 	// task, in octal ("0022"); "" keeps the runner's process umask. The
 	// daemon runs with umask 0 (it creates files with the modes callers

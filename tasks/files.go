@@ -59,11 +59,15 @@ ones go, with their logs, unless a live task descends from them). Tasks run from
 RUBINO_SESSION (task-ID) and RUBINO_MOUNT set; "rubinofs ask" and
 "rubinofs inbox" use them.
 
-Who may do what: a task (a caller in session task-ID) may stop, steer, reply
-to and spawn under its own descendants only; only the task itself may ask,
-read answer and inbox, write result and activity, request an approval; only
-a non-task caller may approve. Any non-task caller may act on any task.
-Everything else is EPERM.
+Who may do what: a task (a caller in session task-ID) may see, stop, steer,
+reply to and spawn under its own descendants only; a caller in a session
+may act on the tasks spawned from that session and their descendants; a
+caller outside every session on the tasks of its uid, and the mount owner
+or root outside every session on every task. Only the task itself may ask,
+read answer and inbox, write result and activity, request an approval; the
+same callers, when not a task, may approve. ls, tree and waiting show only
+the tasks a caller may act on (and a task itself); another's task is
+ENOENT, and EPERM on a handle opened before. Everything else is EPERM.
 `
 
 // ctlErrnos maps an error to what a control-file caller sees: ErrNotFound
@@ -97,21 +101,22 @@ func (rn *Runner) Node() *ctltree.Dir {
 		Entries: []ctltree.Entry{
 			{Name: "README", Node: ctltree.Static(agentsReadme)},
 			{Name: "clone", Node: &ctltree.File{Kind: ctltree.Clone, Clone: rn.clone}},
-			{Name: "tree", Node: ctltree.Text(func(ctltree.Caller) string { return rn.renderTree() })},
-			{Name: "waiting", Node: ctltree.Text(func(ctltree.Caller) string { return rn.renderWaiting() })},
+			{Name: "tree", Node: ctltree.Text(rn.renderTree)},
+			{Name: "waiting", Node: ctltree.Text(rn.renderWaiting)},
 		},
-		List: func(ctltree.Caller) []string {
+		List: func(c ctltree.Caller) []string {
 			var ids []string
-			for _, t := range rn.reg.List() {
+			for _, t := range rn.visible(c, rn.reg.List()) {
 				ids = append(ids, t.ID)
 			}
 			return ids
 		},
-		Lookup: func(_ ctltree.Caller, name string) ctltree.Node {
+		// Another's task is ENOENT (docs/DESIGN.md#task-authority).
+		Lookup: func(c ctltree.Caller, name string) ctltree.Node {
 			if !ValidID(name) {
 				return nil
 			}
-			if _, ok := rn.reg.Find(name); !ok {
+			if t, ok := rn.reg.Find(name); !ok || !rn.mayView(rn.whoIs(c), t) {
 				return nil
 			}
 			return rn.taskDir(name)
@@ -121,7 +126,8 @@ func (rn *Runner) Node() *ctltree.Dir {
 
 // clone spawns from a spec. The caller's identity decides the owner: a
 // task spawns under itself (depth recomputed from it); anyone else spawns
-// a top-level task owned by its session.
+// a top-level task owned by its session and its uid (Task.OwnerUid,
+// docs/DESIGN.md#task-authority).
 func (rn *Runner) clone(c ctltree.Caller, spec []byte) (string, error) {
 	s, err := ParseSpec(spec)
 	if err != nil {
@@ -133,7 +139,7 @@ func (rn *Runner) clone(c ctltree.Caller, spec []byte) (string, error) {
 			return "", ctltree.Errorf(syscall.EPERM, "task %s is not live: it cannot spawn", ownerTask)
 		}
 	}
-	t, err := rn.Spawn(s, ownerTask, c.Session)
+	t, err := rn.Spawn(s, ownerTask, c.Session, c.Uid)
 	if err != nil {
 		return "", ctlErrnos.Map(err)
 	}
@@ -174,8 +180,10 @@ func stamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano) + "\n"
 }
 
+// taskDir is agents/ID. Every file runs checkView first (a caller that may
+// not see the task gets EPERM), then its own rule.
 func (rn *Runner) taskDir(id string) *ctltree.Dir {
-	return ctltree.NewDir(
+	d := ctltree.NewDir(
 		ctltree.Entry{Name: "status", Node: rn.text(id, func(t Task) string { return line(string(t.Status)) })},
 		ctltree.Entry{Name: "subagent", Node: rn.text(id, func(t Task) string { return line(t.Subagent) })},
 		ctltree.Entry{Name: "prompt", Node: rn.text(id, func(t Task) string { return line(t.Prompt) })},
@@ -220,6 +228,40 @@ func (rn *Runner) taskDir(id string) *ctltree.Dir {
 		ctltree.Entry{Name: "wait", Node: &ctltree.File{Kind: ctltree.ReadOnly,
 			Read: func(ctx context.Context, _ ctltree.Caller) ([]byte, error) { return rn.readWait(ctx, id) }}},
 	)
+	for _, e := range d.Entries {
+		if f, ok := e.Node.(*ctltree.File); ok {
+			rn.guardFile(id, f)
+		}
+	}
+	return d
+}
+
+// guardFile makes every handler of f run checkView(id) first.
+func (rn *Runner) guardFile(id string, f *ctltree.File) {
+	if read := f.Read; read != nil {
+		f.Read = func(ctx context.Context, c ctltree.Caller) ([]byte, error) {
+			if err := rn.checkView(c, id); err != nil {
+				return nil, err
+			}
+			return read(ctx, c)
+		}
+	}
+	if write := f.Write; write != nil {
+		f.Write = func(c ctltree.Caller, b []byte) error {
+			if err := rn.checkView(c, id); err != nil {
+				return err
+			}
+			return write(c, b)
+		}
+	}
+	if appendf := f.Append; appendf != nil {
+		f.Append = func(c ctltree.Caller, b []byte) error {
+			if err := rn.checkView(c, id); err != nil {
+				return err
+			}
+			return appendf(c, b)
+		}
+	}
 }
 
 // untilClosed returns ctx, also cancelled when the runner is torn down

@@ -143,11 +143,13 @@ func (rn *Runner) typeOf(name string) (SubagentType, bool) {
 
 // Spawn reserves a task (Registry.Reserve: the caps) and starts its
 // process. ownerTask is the spawning task's id ("" for a non-task caller),
-// ownerSession the caller's session. A task whose process cannot be
+// ownerSession the caller's session, ownerUid its uid (the task's
+// OwnerUid; a caller outside every session has its top-level tasks counted
+// per uid by the per_owner cap, docs/DESIGN.md#task-caps). A task whose process cannot be
 // started is recorded as failed and returned without error. Errors: a
 // spec that does not validate (ErrBadInput, ErrTooLarge),
 // ErrUnknownSubagent, *CapError, ErrOwnerNotLive, ErrClosed.
-func (rn *Runner) Spawn(spec Spec, ownerTask, ownerSession string) (Task, error) {
+func (rn *Runner) Spawn(spec Spec, ownerTask, ownerSession string, ownerUid uint32) (Task, error) {
 	if err := spec.Validate(); err != nil {
 		return Task{}, err
 	}
@@ -165,7 +167,8 @@ func (rn *Runner) Spawn(spec Spec, ownerTask, ownerSession string) (Task, error)
 	if rn.closing {
 		return Task{}, ErrClosed
 	}
-	t, err := rn.reg.Reserve(ReserveRequest{Subagent: spec.Subagent, Prompt: spec.Prompt, OwnerTask: ownerTask, OwnerSession: ownerSession})
+	t, err := rn.reg.Reserve(ReserveRequest{Subagent: spec.Subagent, Prompt: spec.Prompt, OwnerTask: ownerTask, OwnerSession: ownerSession,
+		OwnerUid: ownerUid, ByUid: rn.outside(ownerSession)})
 	if err != nil {
 		return Task{}, err
 	}
