@@ -37,4 +37,3 @@ func DefaultSessionUID(name string, mountOwner uint32) (uid uint32, ok bool) {
 	}
 	return uint32(n), true
 }
-
