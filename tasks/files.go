@@ -181,7 +181,10 @@ func stamp(t time.Time) string {
 }
 
 // taskDir is agents/ID. Every file runs checkView first (a caller that may
-// not see the task gets EPERM), then its own rule.
+// not see the task gets EPERM), then its own rule. The writable files are
+// mode 0666: the handlers decide who may write (a task running as its
+// spawner's uid writes its result, that uid stops it), never the mode
+// bits (docs/DESIGN.md#task-authority).
 func (rn *Runner) taskDir(id string) *ctltree.Dir {
 	d := ctltree.NewDir(
 		ctltree.Entry{Name: "status", Node: rn.text(id, func(t Task) string { return line(string(t.Status)) })},
@@ -191,7 +194,7 @@ func (rn *Runner) taskDir(id string) *ctltree.Dir {
 		ctltree.Entry{Name: "depth", Node: rn.text(id, func(t Task) string { return strconv.Itoa(t.Depth) + "\n" })},
 		ctltree.Entry{Name: "started", Node: rn.text(id, func(t Task) string { return stamp(t.Started) })},
 		ctltree.Entry{Name: "finished", Node: rn.text(id, func(t Task) string { return stamp(t.Finished) })},
-		ctltree.Entry{Name: "result", Node: &ctltree.File{Kind: ctltree.Ctl, Mode: 0o644,
+		ctltree.Entry{Name: "result", Node: &ctltree.File{Kind: ctltree.Ctl,
 			Read: func(context.Context, ctltree.Caller) ([]byte, error) {
 				t, err := rn.find(id)
 				if err != nil {
@@ -204,21 +207,21 @@ func (rn *Runner) taskDir(id string) *ctltree.Dir {
 			},
 			Write: func(c ctltree.Caller, b []byte) error { return rn.writeResult(c, id, b) }}},
 		ctltree.Entry{Name: "error", Node: rn.text(id, func(t Task) string { return line(t.Error) })},
-		ctltree.Entry{Name: "activity", Node: &ctltree.File{Kind: ctltree.Append, Mode: 0o644,
+		ctltree.Entry{Name: "activity", Node: &ctltree.File{Kind: ctltree.Append,
 			Read:   func(context.Context, ctltree.Caller) ([]byte, error) { return rn.renderActivity(id) },
 			Append: func(c ctltree.Caller, b []byte) error { return rn.appendActivity(c, id, b) }}},
 		ctltree.Entry{Name: "output", Node: rn.text(id, renderOutput)},
 		ctltree.Entry{Name: "log", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: func(context.Context, ctltree.Caller) ([]byte, error) {
 			return rn.readLog(id)
 		}}},
-		ctltree.Entry{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Mode: 0o644,
+		ctltree.Entry{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl,
 			Read:  func(context.Context, ctltree.Caller) ([]byte, error) { return []byte(id + "\n"), nil },
 			Write: func(c ctltree.Caller, b []byte) error { return rn.ctl(c, id, b) }}},
 		ctltree.Entry{Name: "question", Node: rn.text(id, func(t Task) string { return line(t.Question) })},
-		ctltree.Entry{Name: "approval", Node: &ctltree.File{Kind: ctltree.Ctl, Mode: 0o644,
+		ctltree.Entry{Name: "approval", Node: &ctltree.File{Kind: ctltree.Ctl,
 			Read:  func(ctx context.Context, c ctltree.Caller) ([]byte, error) { return rn.readApproval(ctx, c, id) },
 			Write: func(c ctltree.Caller, b []byte) error { return rn.requestApproval(c, id, b) }}},
-		ctltree.Entry{Name: "ask", Node: &ctltree.File{Kind: ctltree.Ctl, Mode: 0o644,
+		ctltree.Entry{Name: "ask", Node: &ctltree.File{Kind: ctltree.Ctl,
 			Read:  func(context.Context, ctltree.Caller) ([]byte, error) { return rn.readQuestion(id) },
 			Write: func(c ctltree.Caller, b []byte) error { return rn.ask(c, id, b) }}},
 		ctltree.Entry{Name: "answer", Node: &ctltree.File{Kind: ctltree.ReadOnly,
