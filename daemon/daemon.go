@@ -283,6 +283,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	agents := cfg.Agents
 	agents.Mount, agents.Logger = cfg.Mountpoint, cfg.Slog
 	agents.Sessions = d.Sessions // each task's process tree is session task-<id>
+	agents.MountOwner = uint32(os.Getuid())
 	if agents.Umask == "" {
 		agents.Umask = taskUmask(startUmask) // not the daemon's 0 (umask.go)
 	}

@@ -178,6 +178,12 @@ func (n *ctlNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	}
 	child := d.Child(c, name)
 	if child == nil {
+		// A lookup answers for one caller (another's task or session is
+		// hidden, docs/DESIGN.md#task-authority): the kernel must not keep
+		// the negative entry for the next caller, so it gets the control
+		// tree's timeout, not the mount-wide NegativeTimeout (go-fuse keeps
+		// a timeout set here).
+		out.SetEntryTimeout(ctlCacheTimeout)
 		return nil, syscall.ENOENT
 	}
 	return n.fs.ctlChild(ctx, n.EmbeddedInode(), n.elems, name, child, out)

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"fmt"
+	"strconv"
 )
 
 // Caps are the three nesting caps, all enforced in Reserve
@@ -10,9 +11,9 @@ type Caps struct {
 	// MaxDepth: a new task whose depth (0 for a top-level task, owner's
 	// depth + 1 otherwise) is >= MaxDepth is refused ("depth"). Default 2.
 	MaxDepth int `json:"max_depth,omitempty"`
-	// MaxChildrenPerNode: an owner (a task, or a non-task session for
-	// top-level tasks) with this many live children is refused
-	// ("per_owner"). Default 3.
+	// MaxChildrenPerNode: an owner (a task; for top-level tasks a
+	// non-task session, or a uid outside every session) with this many
+	// live children is refused ("per_owner"). Default 3.
 	MaxChildrenPerNode int `json:"max_children_per_node,omitempty"`
 	// MaxConcurrentTotal: with this many live tasks in the whole registry a
 	// spawn is refused ("global"). Default 8.
@@ -58,10 +59,22 @@ type CapError struct {
 // Error implements error.
 func (e *CapError) Error() string { return e.Reason + ": " + e.Msg }
 
+// capKeyOf names what the per_owner cap counts a top-level task of req
+// under: "uid N" for a caller outside every session (ReserveRequest.ByUid:
+// every caller of one uid shares its default session, and no uid shares
+// another's), else "session NAME". A task-spawned child is counted under
+// its owner task instead (docs/DESIGN.md#task-caps).
+func capKeyOf(req ReserveRequest) string {
+	if req.ByUid {
+		return "uid " + strconv.FormatUint(uint64(req.OwnerUid), 10)
+	}
+	return "session " + req.OwnerSession
+}
+
 // refusalLocked is Reserve's cap check for a new task of depth under
-// ownerTask (or, for a top-level task, ownerSession): nil when it fits.
-// Only live tasks count. r.mu is held.
-func (r *Registry) refusalLocked(ownerTask, ownerSession string, depth int) *CapError {
+// ownerTask (or, for a top-level task, the owner capKey names): nil when
+// it fits. Only live tasks count. r.mu is held.
+func (r *Registry) refusalLocked(ownerTask, capKey string, depth int) *CapError {
 	if depth >= r.caps.MaxDepth {
 		return &CapError{RefusedDepth, fmt.Sprintf("a task at depth %d is past max_depth %d", depth, r.caps.MaxDepth)}
 	}
@@ -71,12 +84,12 @@ func (r *Registry) refusalLocked(ownerTask, ownerSession string, depth int) *Cap
 			continue
 		}
 		total++
-		if e.OwnerTask == ownerTask && (ownerTask != "" || e.OwnerSession == ownerSession) {
+		if e.OwnerTask == ownerTask && (ownerTask != "" || e.capKey == capKey) {
 			kids++
 		}
 	}
 	if kids >= r.caps.MaxChildrenPerNode {
-		who := ownerSession
+		who := capKey
 		if ownerTask != "" {
 			who = "task " + ownerTask
 		}

@@ -144,6 +144,10 @@ type Config struct {
 	// /bin/sh). For a spawner in other namespaces it is the shell of the
 	// spawner's root directory (docs/DESIGN.md#task-credentials).
 	Shell string `json:"-"`
+	// MountOwner is the uid that mounted: it names the default session
+	// "default" (guard.DefaultSessionUID), and with root it may act on
+	// every task from outside every session (docs/DESIGN.md#task-authority).
+	MountOwner uint32 `json:"-"`
 	// Umask is the umask the start-up wrapper sets before it starts the
 	// task, in octal ("0022"); "" keeps the runner's process umask. The
 	// daemon runs with umask 0 (it creates files with the modes callers

@@ -25,9 +25,11 @@
 //   - Runner is a ctltree.Feature: its entry "agents" renders the registry
 //     as a directory in the Plan 9 clone/ctl style (see agentsReadme for the
 //     file list), and every operation is authorised by the caller's session
-//     (docs/DESIGN.md#task-authority): a task may act only on its own
-//     descendants, only the task itself may ask, answer-read, write its
-//     result or drain its inbox, and any non-task caller may act on any task.
+//     and uid (docs/DESIGN.md#task-authority): a task may act only on its own
+//     descendants, a session on the tasks it spawned, a caller outside every
+//     session on its uid's tasks (the mount owner and root on all); only the
+//     task itself may ask, answer-read, write its result or drain its inbox.
+//     Listings show only what the caller may act on.
 //
 // Files by concern:
 //

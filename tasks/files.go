@@ -65,11 +65,15 @@ root as the caller sees it, in session task-ID owned by the caller's uid,
 with RUBINO_TASK_ID, RUBINO_SESSION and RUBINO_MOUNT set; "rubinofs ask"
 and "rubinofs inbox" use them.
 
-Who may do what: a task (a caller in session task-ID) may stop, steer, reply
-to and spawn under its own descendants only; only the task itself may ask,
-read answer and inbox, write result and activity, request an approval; only
-a non-task caller may approve. Any non-task caller may act on any task.
-Everything else is EPERM.
+Who may do what: a task (a caller in session task-ID) may see, stop, steer,
+reply to and spawn under its own descendants only; a caller in a session
+may act on the tasks spawned from that session and their descendants; a
+caller outside every session on the tasks of its uid, and the mount owner
+or root outside every session on every task. Only the task itself may ask,
+read answer and inbox, write result and activity, request an approval; the
+same callers, when not a task, may approve. ls, tree and waiting show only
+the tasks a caller may act on (and a task itself); another's task is
+ENOENT, and EPERM on a handle opened before. Everything else is EPERM.
 `
 
 // ctlErrnos maps an error to what a control-file caller sees: ErrNotFound
@@ -104,21 +108,22 @@ func (rn *Runner) Node() *ctltree.Dir {
 		Entries: []ctltree.Entry{
 			{Name: "README", Node: ctltree.Static(agentsReadme)},
 			{Name: "clone", Node: &ctltree.File{Kind: ctltree.Clone, Clone: rn.clone}},
-			{Name: "tree", Node: ctltree.Text(func(ctltree.Caller) string { return rn.renderTree() })},
-			{Name: "waiting", Node: ctltree.Text(func(ctltree.Caller) string { return rn.renderWaiting() })},
+			{Name: "tree", Node: ctltree.Text(rn.renderTree)},
+			{Name: "waiting", Node: ctltree.Text(rn.renderWaiting)},
 		},
-		List: func(ctltree.Caller) []string {
+		List: func(c ctltree.Caller) []string {
 			var ids []string
-			for _, t := range rn.reg.List() {
+			for _, t := range rn.visible(c, rn.reg.List()) {
 				ids = append(ids, t.ID)
 			}
 			return ids
 		},
-		Lookup: func(_ ctltree.Caller, name string) ctltree.Node {
+		// Another's task is ENOENT (docs/DESIGN.md#task-authority).
+		Lookup: func(c ctltree.Caller, name string) ctltree.Node {
 			if !ValidID(name) {
 				return nil
 			}
-			if _, ok := rn.reg.Find(name); !ok {
+			if t, ok := rn.reg.Find(name); !ok || !rn.mayView(rn.whoIs(c), t) {
 				return nil
 			}
 			return rn.taskDir(name)
@@ -128,10 +133,11 @@ func (rn *Runner) Node() *ctltree.Dir {
 
 // clone spawns from a spec. The caller's identity decides the owner: a
 // task spawns under itself (depth recomputed from it); anyone else spawns
-// a top-level task owned by its session. The task runs as the caller
-// (SpawnerOf: its uid, groups, environment, namespaces), never as the
-// daemon (docs/DESIGN.md#task-credentials). The file's mode stays 0666:
-// a spawn gives no caller more than it has.
+// a top-level task owned by its session and its uid (Task.OwnerUid,
+// docs/DESIGN.md#task-authority). The task runs as the caller (SpawnerOf:
+// its uid, groups, environment, namespaces), never as the daemon
+// (docs/DESIGN.md#task-credentials). The file's mode stays 0666: a spawn
+// gives no caller more than it has.
 func (rn *Runner) clone(c ctltree.Caller, spec []byte) (string, error) {
 	s, err := ParseSpec(spec)
 	if err != nil {
@@ -151,7 +157,7 @@ func (rn *Runner) clone(c ctltree.Caller, spec []byte) (string, error) {
 		return "", err
 	}
 	defer sp.Close()
-	t, err := rn.SpawnAs(s, ownerTask, c.Session, sp)
+	t, err := rn.SpawnAs(s, ownerTask, c.Session, c.Uid, sp)
 	if err != nil {
 		return "", ctlErrnos.Map(err)
 	}
@@ -192,8 +198,13 @@ func stamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano) + "\n"
 }
 
+// taskDir is agents/ID. Every file runs checkView first (a caller that may
+// not see the task gets EPERM), then its own rule. The writable files are
+// mode 0666: the handlers decide who may write (a task running as its
+// spawner's uid writes its result, that uid stops it), never the mode
+// bits (docs/DESIGN.md#task-authority).
 func (rn *Runner) taskDir(id string) *ctltree.Dir {
-	return ctltree.NewDir(
+	d := ctltree.NewDir(
 		ctltree.Entry{Name: "status", Node: rn.text(id, func(t Task) string { return line(string(t.Status)) })},
 		ctltree.Entry{Name: "subagent", Node: rn.text(id, func(t Task) string { return line(t.Subagent) })},
 		ctltree.Entry{Name: "prompt", Node: rn.text(id, func(t Task) string { return line(t.Prompt) })},
@@ -201,7 +212,7 @@ func (rn *Runner) taskDir(id string) *ctltree.Dir {
 		ctltree.Entry{Name: "depth", Node: rn.text(id, func(t Task) string { return strconv.Itoa(t.Depth) + "\n" })},
 		ctltree.Entry{Name: "started", Node: rn.text(id, func(t Task) string { return stamp(t.Started) })},
 		ctltree.Entry{Name: "finished", Node: rn.text(id, func(t Task) string { return stamp(t.Finished) })},
-		ctltree.Entry{Name: "result", Node: &ctltree.File{Kind: ctltree.Ctl, Mode: 0o644,
+		ctltree.Entry{Name: "result", Node: &ctltree.File{Kind: ctltree.Ctl,
 			Read: func(context.Context, ctltree.Caller) ([]byte, error) {
 				t, err := rn.find(id)
 				if err != nil {
@@ -214,21 +225,21 @@ func (rn *Runner) taskDir(id string) *ctltree.Dir {
 			},
 			Write: func(c ctltree.Caller, b []byte) error { return rn.writeResult(c, id, b) }}},
 		ctltree.Entry{Name: "error", Node: rn.text(id, func(t Task) string { return line(t.Error) })},
-		ctltree.Entry{Name: "activity", Node: &ctltree.File{Kind: ctltree.Append, Mode: 0o644,
+		ctltree.Entry{Name: "activity", Node: &ctltree.File{Kind: ctltree.Append,
 			Read:   func(context.Context, ctltree.Caller) ([]byte, error) { return rn.renderActivity(id) },
 			Append: func(c ctltree.Caller, b []byte) error { return rn.appendActivity(c, id, b) }}},
 		ctltree.Entry{Name: "output", Node: rn.text(id, renderOutput)},
 		ctltree.Entry{Name: "log", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: func(context.Context, ctltree.Caller) ([]byte, error) {
 			return rn.readLog(id)
 		}}},
-		ctltree.Entry{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Mode: 0o644,
+		ctltree.Entry{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl,
 			Read:  func(context.Context, ctltree.Caller) ([]byte, error) { return []byte(id + "\n"), nil },
 			Write: func(c ctltree.Caller, b []byte) error { return rn.ctl(c, id, b) }}},
 		ctltree.Entry{Name: "question", Node: rn.text(id, func(t Task) string { return line(t.Question) })},
-		ctltree.Entry{Name: "approval", Node: &ctltree.File{Kind: ctltree.Ctl, Mode: 0o644,
+		ctltree.Entry{Name: "approval", Node: &ctltree.File{Kind: ctltree.Ctl,
 			Read:  func(ctx context.Context, c ctltree.Caller) ([]byte, error) { return rn.readApproval(ctx, c, id) },
 			Write: func(c ctltree.Caller, b []byte) error { return rn.requestApproval(c, id, b) }}},
-		ctltree.Entry{Name: "ask", Node: &ctltree.File{Kind: ctltree.Ctl, Mode: 0o644,
+		ctltree.Entry{Name: "ask", Node: &ctltree.File{Kind: ctltree.Ctl,
 			Read:  func(context.Context, ctltree.Caller) ([]byte, error) { return rn.readQuestion(id) },
 			Write: func(c ctltree.Caller, b []byte) error { return rn.ask(c, id, b) }}},
 		ctltree.Entry{Name: "answer", Node: &ctltree.File{Kind: ctltree.ReadOnly,
@@ -238,6 +249,40 @@ func (rn *Runner) taskDir(id string) *ctltree.Dir {
 		ctltree.Entry{Name: "wait", Node: &ctltree.File{Kind: ctltree.ReadOnly,
 			Read: func(ctx context.Context, _ ctltree.Caller) ([]byte, error) { return rn.readWait(ctx, id) }}},
 	)
+	for _, e := range d.Entries {
+		if f, ok := e.Node.(*ctltree.File); ok {
+			rn.guardFile(id, f)
+		}
+	}
+	return d
+}
+
+// guardFile makes every handler of f run checkView(id) first.
+func (rn *Runner) guardFile(id string, f *ctltree.File) {
+	if read := f.Read; read != nil {
+		f.Read = func(ctx context.Context, c ctltree.Caller) ([]byte, error) {
+			if err := rn.checkView(c, id); err != nil {
+				return nil, err
+			}
+			return read(ctx, c)
+		}
+	}
+	if write := f.Write; write != nil {
+		f.Write = func(c ctltree.Caller, b []byte) error {
+			if err := rn.checkView(c, id); err != nil {
+				return err
+			}
+			return write(c, b)
+		}
+	}
+	if appendf := f.Append; appendf != nil {
+		f.Append = func(c ctltree.Caller, b []byte) error {
+			if err := rn.checkView(c, id); err != nil {
+				return err
+			}
+			return appendf(c, b)
+		}
+	}
 }
 
 // untilClosed returns ctx, also cancelled when the runner is torn down

@@ -137,9 +137,12 @@ func (rn *Runner) ctl(c ctltree.Caller, id string, b []byte) error {
 			}
 			return ctltree.Errorf(syscall.EINVAL, "task %s has no pending question", id)
 		}
-	case VerbApprove:
+	case VerbApprove: // the callers of mayAct, when not a task
 		if self, isTask := rn.CallerTask(c); isTask {
 			return ctltree.Errorf(syscall.EPERM, "task %s may not approve: approvals are a human's", self)
+		}
+		if err := rn.mayAct(c, id, "approve"); err != nil {
+			return err
 		}
 		if !rn.reg.DecideApproval(id, cmd.Approve, cmd.Text) {
 			return ctltree.Errorf(syscall.EINVAL, "task %s has no pending approval", id)

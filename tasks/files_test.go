@@ -49,9 +49,28 @@ func ctlFile(t *testing.T, rn *Runner, c ctltree.Caller, path string) *ctltree.F
 	return f
 }
 
+// lookupFile resolves path for c: ENOENT when a lookup on the way fails
+// (a task c may not see is hidden).
+func lookupFile(t *testing.T, rn *Runner, c ctltree.Caller, path string) (*ctltree.File, error) {
+	t.Helper()
+	n := resolve(rn, c, path)
+	if n == nil {
+		return nil, ctltree.Errorf(syscall.ENOENT, "%s: no such entry", path)
+	}
+	f, ok := n.(*ctltree.File)
+	if !ok {
+		t.Fatalf("%s: not a file", path)
+	}
+	return f, nil
+}
+
 func rd(t *testing.T, rn *Runner, c ctltree.Caller, path string) (string, error) {
 	t.Helper()
-	b, err := ctlFile(t, rn, c, path).Read(context.Background(), c)
+	f, err := lookupFile(t, rn, c, path)
+	if err != nil {
+		return "", err
+	}
+	b, err := f.Read(context.Background(), c)
 	return string(b), err
 }
 
@@ -66,7 +85,10 @@ func mustRead(t *testing.T, rn *Runner, c ctltree.Caller, path string) string {
 
 func wr(t *testing.T, rn *Runner, c ctltree.Caller, path, data string) error {
 	t.Helper()
-	f := ctlFile(t, rn, c, path)
+	f, err := lookupFile(t, rn, c, path)
+	if err != nil {
+		return err
+	}
 	switch f.Kind {
 	case ctltree.Ctl:
 		return f.Write(c, []byte(data))
@@ -75,6 +97,12 @@ func wr(t *testing.T, rn *Runner, c ctltree.Caller, path, data string) error {
 	}
 	t.Fatalf("%s: kind %d is not writable", path, f.Kind)
 	return nil
+}
+
+// refused reports a refusal: EPERM, or ENOENT for a hidden task.
+func refused(err error) bool {
+	e := ctltree.ErrnoOf(err)
+	return e == syscall.EPERM || e == syscall.ENOENT
 }
 
 func cloneAs(t *testing.T, rn *Runner, c ctltree.Caller, spec string) (string, error) {
@@ -212,7 +240,7 @@ func TestFilesCapsRefuseWithEAGAIN(t *testing.T) {
 	a := mustClone(t, rn, human, "exec sleep 1000")
 	mustClone(t, rn, human, "exec sleep 1000")
 	_, err := cloneAs(t, rn, human, "subagent=sh\nprompt=true")
-	wantErrno(t, err, syscall.EAGAIN, "per_owner: default already has 2 live children")
+	wantErrno(t, err, syscall.EAGAIN, "per_owner: uid 0 already has 2 live children")
 	// A task spawns under itself: depth 1, owner task-A.
 	b, err := cloneAs(t, rn, asTask(a), "subagent=sh\nprompt=exec sleep 1000")
 	if err != nil {
@@ -233,7 +261,8 @@ func TestFilesCapsRefuseWithEAGAIN(t *testing.T) {
 // TestFilesAuthorisation checks every rule: a task acts on its own
 // descendants only, only the task itself asks, reads its answer and inbox,
 // writes its result and activity and requests approvals, only non-task
-// callers approve, and non-task callers act on any task.
+// callers approve, and a session caller acts on the trees spawned from
+// its session only (TestFilesAuthorityTable has the uids).
 func TestFilesAuthorisation(t *testing.T) {
 	rn := newRunner(t, func(c *Config) { c.Caps = Caps{MaxDepth: 3} })
 	a := mustClone(t, rn, human, "exec sleep 1000")
@@ -249,10 +278,11 @@ func TestFilesAuthorisation(t *testing.T) {
 			t.Errorf("%s writing %q to %s: %v", who.Session, data, path, err)
 		}
 	}
+	// denied: EPERM, or ENOENT where the task is hidden from the caller.
 	denied := func(who ctltree.Caller, path, data string) {
 		t.Helper()
-		if err := wr(t, rn, who, path, data); ctltree.ErrnoOf(err) != syscall.EPERM {
-			t.Errorf("%s writing %q to %s: %v, want EPERM", who.Session, data, path, err)
+		if err := wr(t, rn, who, path, data); !refused(err) {
+			t.Errorf("%s writing %q to %s: %v, want EPERM or ENOENT", who.Session, data, path, err)
 		}
 	}
 	// steer and probe: ancestors and non-task callers.
@@ -260,7 +290,10 @@ func TestFilesAuthorisation(t *testing.T) {
 	allowed(asTask(a), c+"/ctl", "steer from grandparent")
 	allowed(asTask(b), c+"/ctl", "probe")
 	allowed(human, x+"/ctl", "steer from the human")
-	allowed(as("claude-1"), a+"/ctl", "steer from another session")
+	allowed(ctltree.Caller{Session: "claude-1"}, x+"/ctl", "steer from its session")
+	if err := wr(t, rn, ctltree.Caller{Session: "claude-1"}, a+"/ctl", "steer from another session"); ctltree.ErrnoOf(err) != syscall.ENOENT {
+		t.Errorf("another session steering a: %v, want ENOENT", err)
+	}
 	denied(asTask(b), a+"/ctl", "steer up")
 	denied(asTask(a), a+"/ctl", "steer self")
 	denied(asTask(x), b+"/ctl", "steer across")
@@ -281,10 +314,10 @@ func TestFilesAuthorisation(t *testing.T) {
 	allowed(asTask(a), c+"/ctl", "reply from the grandparent")
 	// inbox and answer: only the task itself.
 	for _, who := range []ctltree.Caller{human, asTask(a), asTask(b), asTask(x)} {
-		if _, err := rd(t, rn, who, c+"/inbox"); ctltree.ErrnoOf(err) != syscall.EPERM {
+		if _, err := rd(t, rn, who, c+"/inbox"); !refused(err) {
 			t.Errorf("%s reading c's inbox: %v", who.Session, err)
 		}
-		if _, err := rd(t, rn, who, c+"/answer"); ctltree.ErrnoOf(err) != syscall.EPERM {
+		if _, err := rd(t, rn, who, c+"/answer"); !refused(err) {
 			t.Errorf("%s reading c's answer: %v", who.Session, err)
 		}
 	}

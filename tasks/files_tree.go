@@ -3,12 +3,15 @@ package tasks
 import (
 	"fmt"
 	"strings"
+
+	"github.com/rubinofs/rubinofs/ctltree"
 )
 
-// renderTree renders every task under its owner, oldest first, cycle-safe;
-// tasks whose owner is gone are roots.
-func (rn *Runner) renderTree() string {
-	all := rn.reg.List()
+// renderTree renders the tasks c may see (Runner.visible,
+// docs/DESIGN.md#task-authority) under their owners, oldest first,
+// cycle-safe; tasks whose owner is gone or hidden are roots.
+func (rn *Runner) renderTree(c ctltree.Caller) string {
+	all := rn.visible(c, rn.reg.List())
 	byID := map[string]bool{}
 	kids := map[string][]Task{}
 	for i := len(all) - 1; i >= 0; i-- { // oldest first
@@ -53,11 +56,12 @@ func (rn *Runner) renderTree() string {
 	return b.String()
 }
 
-// renderWaiting lists the tasks waiting on a human, oldest first: "ID
-// blocked_on_human: QUESTION" or "ID needs_approval: COMMAND — QUESTION".
-func (rn *Runner) renderWaiting() string {
+// renderWaiting lists the tasks c may see (Runner.visible) waiting on a
+// human, oldest first: "ID blocked_on_human: QUESTION" or "ID
+// needs_approval: COMMAND — QUESTION".
+func (rn *Runner) renderWaiting(c ctltree.Caller) string {
 	var b strings.Builder
-	for _, t := range rn.reg.Running() {
+	for _, t := range rn.visible(c, rn.reg.Running()) {
 		switch t.Status {
 		case StatusBlockedOnHuman:
 			fmt.Fprintf(&b, "%s %s: %s\n", t.ID, t.Status, oneLine(t.Question))

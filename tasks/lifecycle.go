@@ -16,6 +16,14 @@ type ReserveRequest struct {
 	// OwnerSession is the spawning caller's session; for a task-spawned
 	// child it is replaced by "task-<OwnerTask>".
 	OwnerSession string
+	// OwnerUid is the spawning caller's uid, recorded as Task.OwnerUid for
+	// a top-level task; a task-spawned child inherits its owner's.
+	OwnerUid uint32
+	// ByUid is true when the spawning caller is outside every session (its
+	// session is a default session): the per_owner cap then counts its
+	// top-level tasks per OwnerUid, not per session, so one uid cannot use
+	// up another's (docs/DESIGN.md#task-caps).
+	ByUid bool
 	// Depth is the caller's hint for a top-level task (OwnerTask == "");
 	// for a task-spawned child it is ignored and recomputed from the owner
 	// (owner depth + 1), so a stale hint cannot smuggle a child past the
@@ -28,7 +36,8 @@ type ReserveRequest struct {
 // caps (docs/DESIGN.md#task-caps), checked in this order: depth (new depth
 // >= MaxDepth), per_owner (the owner already has MaxChildrenPerNode live
 // children; the owner is the owner task, or the session for top-level
-// tasks), global (MaxConcurrentTotal live tasks). A refusal returns
+// tasks, or its uid for a caller outside every session: ReserveRequest.ByUid),
+// global (MaxConcurrentTotal live tasks). A refusal returns
 // *CapError and records its reason for LastRefusalReason; success clears
 // it.
 func (r *Registry) Reserve(req ReserveRequest) (Task, error) {
@@ -36,7 +45,8 @@ func (r *Registry) Reserve(req ReserveRequest) (Task, error) {
 	r.bumpLocked()
 	defer r.mu.Unlock()
 	depth := max(req.Depth, 0)
-	ownerSession := req.OwnerSession
+	ownerSession, ownerUid, rootSession := req.OwnerSession, req.OwnerUid, req.OwnerSession
+	key := capKeyOf(req)
 	if req.OwnerTask != "" {
 		owner := r.entries[req.OwnerTask]
 		if owner == nil || !owner.Status.Live() {
@@ -44,8 +54,9 @@ func (r *Registry) Reserve(req ReserveRequest) (Task, error) {
 		}
 		depth = owner.Depth + 1
 		ownerSession = SessionName(req.OwnerTask)
+		ownerUid, rootSession = owner.OwnerUid, owner.RootSession
 	}
-	if err := r.refusalLocked(req.OwnerTask, ownerSession, depth); err != nil {
+	if err := r.refusalLocked(req.OwnerTask, key, depth); err != nil {
 		r.refusal = err.Reason
 		return Task{}, err
 	}
@@ -55,10 +66,11 @@ func (r *Registry) Reserve(req ReserveRequest) (Task, error) {
 		Task: Task{
 			ID: strconv.FormatUint(r.nextID, 10), Subagent: req.Subagent, Prompt: req.Prompt,
 			Status: StatusRunning, OwnerTask: req.OwnerTask, OwnerSession: ownerSession,
-			Depth: depth, Started: r.now(),
+			OwnerUid: ownerUid, RootSession: rootSession, Depth: depth, Started: r.now(),
 		},
-		seq:  r.nextID,
-		done: make(chan struct{}),
+		seq:    r.nextID,
+		capKey: key,
+		done:   make(chan struct{}),
 	}
 	r.entries[e.ID] = e
 	return e.snapshot(), nil

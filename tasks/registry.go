@@ -39,6 +39,15 @@ type Task struct {
 	// OwnerSession is the session that spawned it: "task-<OwnerTask>" for
 	// a task-spawned child, else the spawning caller's session.
 	OwnerSession string
+	// OwnerUid is the uid the task belongs to: the uid of the caller that
+	// spawned its top-level task (a child inherits its owner task's, so a
+	// whole tree belongs to one uid). It decides who may see and act on
+	// the task from outside every session (docs/DESIGN.md#task-authority).
+	OwnerUid uint32
+	// RootSession is the session that spawned the task's top-level task
+	// (a child inherits its owner task's): a caller in that session may
+	// act on the whole tree (docs/DESIGN.md#task-authority).
+	RootSession string
 	// Depth is 0 for a top-level task, owner's depth + 1 otherwise.
 	Depth    int
 	Started  time.Time // when Reserve registered it
@@ -82,6 +91,7 @@ type Task struct {
 type entry struct {
 	Task
 	seq      uint64
+	capKey   string // what the per_owner cap counts a top-level task under (capKeyOf)
 	steer    []string
 	canceler Canceler
 	done     chan struct{}

@@ -157,18 +157,20 @@ func (rn *Runner) typeOf(name string) (SubagentType, bool) {
 // task gets the runner's credentials and environment. For callers inside
 // the program; a control-file caller's task is always SpawnAs its
 // SpawnerOf (docs/DESIGN.md#task-credentials).
-func (rn *Runner) Spawn(spec Spec, ownerTask, ownerSession string) (Task, error) {
-	return rn.SpawnAs(spec, ownerTask, ownerSession, nil)
+func (rn *Runner) Spawn(spec Spec, ownerTask, ownerSession string, ownerUid uint32) (Task, error) {
+	return rn.SpawnAs(spec, ownerTask, ownerSession, ownerUid, nil)
 }
 
 // SpawnAs reserves a task (Registry.Reserve: the caps) and starts its
 // process as sp (Spawner; nil: the runner's own process). ownerTask is the
 // spawning task's id ("" for a non-task caller), ownerSession the caller's
-// session. A task whose process cannot be started is recorded as failed
-// and returned without error. Errors: a spec that does not validate
-// (ErrBadInput, ErrTooLarge), ErrUnknownSubagent, ErrShellOff, *CapError,
-// ErrOwnerNotLive, ErrClosed.
-func (rn *Runner) SpawnAs(spec Spec, ownerTask, ownerSession string, sp *Spawner) (Task, error) {
+// session, ownerUid its uid (the task's OwnerUid; a caller outside every
+// session has its top-level tasks counted per uid by the per_owner cap,
+// docs/DESIGN.md#task-caps). A task whose process cannot be started is
+// recorded as failed and returned without error. Errors: a spec that does
+// not validate (ErrBadInput, ErrTooLarge), ErrUnknownSubagent, ErrShellOff,
+// *CapError, ErrOwnerNotLive, ErrClosed.
+func (rn *Runner) SpawnAs(spec Spec, ownerTask, ownerSession string, ownerUid uint32, sp *Spawner) (Task, error) {
 	if err := spec.Validate(); err != nil {
 		return Task{}, err
 	}
@@ -189,7 +191,8 @@ func (rn *Runner) SpawnAs(spec Spec, ownerTask, ownerSession string, sp *Spawner
 	if rn.closing {
 		return Task{}, ErrClosed
 	}
-	t, err := rn.reg.Reserve(ReserveRequest{Subagent: spec.Subagent, Prompt: spec.Prompt, OwnerTask: ownerTask, OwnerSession: ownerSession})
+	t, err := rn.reg.Reserve(ReserveRequest{Subagent: spec.Subagent, Prompt: spec.Prompt, OwnerTask: ownerTask, OwnerSession: ownerSession,
+		OwnerUid: ownerUid, ByUid: rn.outside(ownerSession)})
 	if err != nil {
 		return Task{}, err
 	}

@@ -38,7 +38,7 @@ func newRunner(t *testing.T, adjust func(*Config)) *Runner {
 
 func spawn(t *testing.T, rn *Runner, prompt string) Task {
 	t.Helper()
-	tk, err := rn.Spawn(Spec{Subagent: "sh", Prompt: prompt}, "", "default")
+	tk, err := rn.Spawn(Spec{Subagent: "sh", Prompt: prompt}, "", "default", 0)
 	if err != nil {
 		t.Fatalf("spawn %q: %v", prompt, err)
 	}
@@ -144,11 +144,11 @@ func TestRunnerConfiguredTypes(t *testing.T) {
 			"echo": {Command: []string{"/bin/sh", "-c", `echo "$1|$2|$3|$FOO"`, "x", "{id}", "[{prompt}]", "{mount}"}, Env: []string{"FOO=bar"}},
 		}
 	})
-	a, err := rn.Spawn(Spec{Subagent: "cat", Prompt: "from stdin\nline 2"}, "", "default")
+	a, err := rn.Spawn(Spec{Subagent: "cat", Prompt: "from stdin\nline 2"}, "", "default", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := rn.Spawn(Spec{Subagent: "echo", Prompt: "p {id} q"}, "", "default")
+	b, err := rn.Spawn(Spec{Subagent: "echo", Prompt: "p {id} q"}, "", "default", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestRunnerConfiguredTypes(t *testing.T) {
 	if got := waitDone(t, rn, b.ID); got.Status != StatusDone || got.Result != want {
 		t.Fatalf("argument type: %q, want %q", got.Result, want)
 	}
-	if _, err := rn.Spawn(Spec{Subagent: "nope", Prompt: "x"}, "", "default"); !errors.Is(err, ErrUnknownSubagent) || !strings.Contains(err.Error(), "cat, echo, sh") {
+	if _, err := rn.Spawn(Spec{Subagent: "nope", Prompt: "x"}, "", "default", 0); !errors.Is(err, ErrUnknownSubagent) || !strings.Contains(err.Error(), "cat, echo, sh") {
 		t.Fatalf("unknown type: %v", err)
 	}
 	if _, err := New(Config{Mount: "/", Subagents: map[string]SubagentType{"x": {Command: []string{"prog"}}}}); err == nil {
@@ -242,7 +242,7 @@ func TestRunnerStopAndTeardownLeaveNoOrphans(t *testing.T) {
 			t.Errorf("task %s after CancelAll: %s", id, got.Status)
 		}
 	}
-	if _, err := rn.Spawn(Spec{Subagent: "sh", Prompt: "true"}, "", "default"); !errors.Is(err, ErrClosed) {
+	if _, err := rn.Spawn(Spec{Subagent: "sh", Prompt: "true"}, "", "default", 0); !errors.Is(err, ErrClosed) {
 		t.Fatalf("spawn after CancelAll: %v", err)
 	}
 }
@@ -334,7 +334,7 @@ func TestRunnerChildrenStopWithTheirOwner(t *testing.T) {
 	rn := newRunner(t, nil)
 	f := fifo(t)
 	parent := spawn(t, rn, "read x < "+f)
-	kid, err := rn.Spawn(Spec{Subagent: "sh", Prompt: "exec sleep 1000"}, parent.ID, "ignored")
+	kid, err := rn.Spawn(Spec{Subagent: "sh", Prompt: "exec sleep 1000"}, parent.ID, "ignored", 0)
 	if err != nil || kid.Depth != 1 || kid.OwnerSession != "task-"+parent.ID {
 		t.Fatalf("kid %+v %v", kid, err)
 	}

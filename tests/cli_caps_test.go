@@ -69,7 +69,7 @@ func TestCLISpawnPastTaskCaps(t *testing.T) {
 		m := newMount(t, nil, func(c *daemon.Config) { c.Agents.MaxChildrenPerNode = 1 })
 		sleeper(t, m)
 		out, errOut, code := spawn(t, m, "true")
-		mustRefuse(t, "spawn past max_children_per_node", out, errOut, code, "per_owner: default already has 1 live children (max_children_per_node 1)")
+		mustRefuse(t, "spawn past max_children_per_node", out, errOut, code, "per_owner: uid 0 already has 1 live children (max_children_per_node 1)")
 	})
 	t.Run("global", func(t *testing.T) {
 		m := newMount(t, nil, func(c *daemon.Config) { c.Agents.MaxConcurrentTotal = 1 })

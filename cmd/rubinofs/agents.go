@@ -37,7 +37,8 @@ func agentsCommand() *cli.Command {
 		Name:  "agents",
 		Usage: "spawn, watch, steer, answer and stop background subagents (through .rubino/agents)",
 		Description: "Tasks are processes in their own process group and guard session (task-ID). A task may act only on\n" +
-			"its own descendants; anyone else may act on any task. Inside a task, use `rubinofs ask` and `rubinofs inbox`.",
+			"its own descendants; a session on the tasks it spawned; outside every session a uid on its own tasks, and the\n" +
+			"mount owner or root on all (others' tasks are not listed). Inside a task, use `rubinofs ask` and `rubinofs inbox`.",
 		Flags: []cli.Flag{mountFlag()},
 		Subcommands: []*cli.Command{
 			idCmd("ls", "list tasks, newest first", "", agentsLs),
