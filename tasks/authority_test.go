@@ -40,6 +40,7 @@ func TestFilesAuthorityTable(t *testing.T) {
 		c.MountOwner = testOwner
 		c.Caps = Caps{MaxDepth: 3, MaxChildrenPerNode: 8, MaxConcurrentTotal: 16}
 	})
+	playCallers(rn)
 	ownerTask := mustClone(t, rn, ownerOut, "exec sleep 1000")
 	ownerKid, err := cloneAs(t, rn, asTask(ownerTask), "subagent=sh\nprompt=exec sleep 1000")
 	if err != nil {
@@ -137,6 +138,7 @@ func TestCapsPerOwnerPerUid(t *testing.T) {
 		c.MountOwner = testOwner
 		c.Caps = Caps{MaxChildrenPerNode: 2, MaxConcurrentTotal: 8}
 	})
+	playCallers(rn)
 	mustClone(t, rn, nobodyShared, "exec sleep 1000")
 	mustClone(t, rn, nobodyShared, "exec sleep 1000")
 	_, err := cloneAs(t, rn, nobodyShared, "subagent=sh\nprompt=true")
@@ -147,4 +149,12 @@ func TestCapsPerOwnerPerUid(t *testing.T) {
 	mustClone(t, rn, ownerOut, "exec sleep 1000")
 	// A session counts on its own, whatever its uid.
 	mustClone(t, rn, nobodyInRun, "exec sleep 1000")
+}
+
+// playCallers lets the test's made-up callers (other uids, pid 1) spawn:
+// their tasks run as the test process itself, which SpawnerOf would refuse
+// (the named process is not the caller). The authority rule under test
+// uses the caller's uid and session, not the process.
+func playCallers(rn *Runner) {
+	rn.spawnerOf = func(ctltree.Caller) (*Spawner, error) { return nil, nil }
 }

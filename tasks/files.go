@@ -152,7 +152,11 @@ func (rn *Runner) clone(c ctltree.Caller, spec []byte) (string, error) {
 	if s.Subagent == BuiltinShell && rn.cfg.NoShell {
 		return "", ctlErrnos.Map(ErrShellOff)
 	}
-	sp, err := rn.SpawnerOf(c)
+	spawnerOf := rn.SpawnerOf
+	if rn.spawnerOf != nil {
+		spawnerOf = rn.spawnerOf
+	}
+	sp, err := spawnerOf(c)
 	if err != nil {
 		return "", err
 	}

@@ -66,6 +66,9 @@ type Runner struct {
 	run       string // log file prefix: the runner's start time
 	ownLogDir bool
 	gateSeq   atomic.Int64
+	// spawnerOf identifies a clone writer (SpawnerOf); unit tests that
+	// play callers of other uids replace it with the runner's own process.
+	spawnerOf func(c ctltree.Caller) (*Spawner, error)
 
 	mu      sync.Mutex // guards closing, procs, bySid; held across a spawn
 	closing bool
