@@ -177,14 +177,14 @@ func TestHarnessCtlErrors(t *testing.T) {
 		{writeErrno(".rubino/self/ctl", "write f.txt"), "rc=122"},           // EINVAL
 		{writeErrno(".rubino/self/ctl", "read .rubino/self/ctl"), "rc=101"}, // EPERM: a control file
 		{writeErrno(".rubino/sessions/h/ctl", "edit-failed f.txt"), "rc=0"}, // its own ctl by name
-		{writeErrno(".rubino/sessions/a/ctl", "read f.txt"), "rc=101"},      // EPERM: another session's
+		{writeErrno(".rubino/sessions/a/ctl", "read f.txt"), "rc=102"},      // ENOENT: another session's is hidden
 	} {
 		if rc := h.run(c.cmd); !strings.HasPrefix(rc, c.want+" ") {
 			t.Errorf("%s: %s, want %s", c.cmd, rc, c.want)
 		}
 	}
-	if rc := a.run(writeErrno(".rubino/sessions/h/ctl", "read f.txt")); !strings.HasPrefix(rc, "rc=101 ") {
-		t.Fatalf("session a writing h's ctl: %s, want EPERM", rc)
+	if rc := a.run(writeErrno(".rubino/sessions/h/ctl", "read f.txt")); !strings.HasPrefix(rc, "rc=102 ") {
+		t.Fatalf("session a writing h's ctl: %s, want ENOENT (another session's directory is hidden)", rc)
 	}
 	h.refused("echo y > f.txt") // nothing above declared a read
 	// The mount's owner, outside every session, may.

@@ -435,7 +435,13 @@ func TestTrustTable(t *testing.T) {
 		if !classOf(r.Errno, p.want) {
 			fail(row, ".rubino/%s: %s: want %s, got %s %s", p.rel, p.what, p.want, r.Errno, r.Reason)
 		}
-		leaks(row, ".rubino/"+p.rel+": "+p.what, r.Data)
+		data := r.Data
+		if p.rel == "errors" {
+			// uid 65534's own records echo the paths it wrote (the
+			// transcript id the test gave it): only others' records count.
+			data = dropOwnErrorRecords(data)
+		}
+		leaks(row, ".rubino/"+p.rel+": "+p.what, data)
 		if p.op.Op == "readdir" {
 			for _, theirs := range []string{"default", "rootsess", "task-" + taskID, taskID, tid} {
 				if slices.Contains(strings.Split(r.Data, "\n"), theirs) {
@@ -581,4 +587,16 @@ func tableProbes(files []trustFound, expand *strings.Replacer, ctl func(string) 
 		}
 	}
 	return probes
+}
+
+// dropOwnErrorRecords removes from a read of .rubino/errors (JSON lines)
+// the records of uid 65534's own default session.
+func dropOwnErrorRecords(data string) string {
+	var keep []string
+	for _, line := range strings.Split(data, "\n") {
+		if !strings.Contains(line, `"session":"default-65534"`) {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep, "\n")
 }
