@@ -570,6 +570,7 @@ func (s *Sessions) walk(tid uint32, st procStat) string {
 	if err != nil {
 		return cgSess
 	}
+	callerSid, callerStart := st.sid, st.start
 	var walked []proc
 	// A process that left a session (or descends from one that did)
 	// resolves to a left session: the topmost left process of the same
@@ -613,7 +614,36 @@ func (s *Sessions) walk(tid uint32, st procStat) string {
 	if found {
 		return s.leftSession(leftKey, leftE)
 	}
+	if name, ok := s.bySid(callerSid, callerStart, cgSess); ok {
+		return name
+	}
 	return cgSess
+}
+
+// bySid is the walk's last resort for a process whose ancestry reaches no
+// root (it was reparented: a double fork): the session rooted at the
+// leader of its POSIX session, when that leader is a registered root, as
+// a task is (docs/DESIGN.md#sessions). A POSIX session cannot be joined,
+// only left (setsid), and its id stays the leader's pid, never reused
+// while a process is in the session, so the process was started in the
+// root's session. The leader must be older than the process and nest in
+// its cgroup session.
+func (s *Sessions) bySid(sid uint32, start uint64, cgSess string) (string, bool) {
+	if sid <= 1 {
+		return "", false
+	}
+	lst, err := s.stat(sid)
+	if err != nil || lst.sid != sid || lst.start > start {
+		return "", false
+	}
+	key := proc{sid, lst.start}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.byRoot[key]
+	if !ok || !s.nestsLocked(key, sess, cgSess) {
+		return "", false
+	}
+	return sess.info.Name, true
 }
 
 // IsDescendant reports whether the process of thread pid is the process of

@@ -15,6 +15,7 @@ import (
 
 type procStat struct {
 	ppid  uint32
+	sid   uint32 // the POSIX session id (field 6); 0 when not known
 	start uint64
 	comm  string // the thread's comm (field 2, without its parentheses)
 }
@@ -65,6 +66,7 @@ func (s *Sessions) stat(pid uint32) (procStat, error) {
 		return procStat{}, errors.New("malformed stat")
 	}
 	ppid, err1 := strconv.ParseUint(f[1], 10, 32)
+	sid, _ := strconv.ParseUint(f[3], 10, 32)
 	start, err2 := strconv.ParseUint(f[19], 10, 64)
 	if err1 != nil || err2 != nil {
 		return procStat{}, errors.New("malformed stat")
@@ -73,7 +75,7 @@ func (s *Sessions) stat(pid uint32) (procStat, error) {
 	if j := strings.IndexByte(string(b), '('); j >= 0 && j < i {
 		comm = string(b[j+1 : i])
 	}
-	return procStat{ppid: uint32(ppid), start: start, comm: comm}, nil
+	return procStat{ppid: uint32(ppid), sid: uint32(sid), start: start, comm: comm}, nil
 }
 
 // statBounded is stat waiting at most ProcBound: ErrProcSlow after that.

@@ -234,3 +234,39 @@ func TestRegisterThreadID(t *testing.T) {
 	}
 	s.End("threaded")
 }
+
+// TestSessionBySid: a process reparented away from a root that leads its
+// POSIX session (a task runs under setsid; a double fork leaves the tree,
+// not the session) still resolves to the root's session; one that left the
+// POSIX session too (setsid), or whose session leader is younger than
+// itself, does not.
+func TestSessionBySid(t *testing.T) {
+	s := NewSessions()
+	dir := t.TempDir()
+	// pid -> ppid, sid, start
+	for pid, p := range map[uint32][3]uint64{100: {1, 100, 50}, 300: {1, 100, 70}, 400: {1, 400, 80}, 500: {1, 100, 40}, 600: {1, 200, 90}, 200: {1, 200, 10}} {
+		d := filepath.Join(dir, fmt.Sprint(pid))
+		os.MkdirAll(d, 0o755)
+		fields := make([]string, 20)
+		for i := range fields {
+			fields[i] = "0"
+		}
+		fields[0], fields[1], fields[3], fields[19] = "S", fmt.Sprint(p[0]), fmt.Sprint(p[1]), fmt.Sprint(p[2])
+		os.WriteFile(filepath.Join(d, "stat"), []byte(fmt.Sprintf("%d (a) %s\n", pid, strings.Join(fields, " "))), 0o644)
+		os.WriteFile(filepath.Join(d, "status"), []byte(fmt.Sprintf("Name:\ta\nTgid:\t%d\nPPid:\t%d\n", pid, p[0])), 0o644)
+	}
+	s.procDir = dir
+	sess := &session{info: SessionInfo{Name: "task-1", RootPid: 100, RootStart: 50, Live: true}, stop: make(chan struct{})}
+	s.byName["task-1"], s.byRoot[proc{100, 50}] = sess, sess
+	s.count, s.gen = 1, 1
+	for pid, want := range map[uint32]string{
+		300: "task-1",       // double-forked, still in the root's POSIX session
+		400: DefaultSession, // left the POSIX session too (setsid)
+		500: DefaultSession, // older than the session's leader: not started in it
+		600: DefaultSession, // the leader of its session is no root
+	} {
+		if got := s.Resolve(pid); got != want {
+			t.Errorf("pid %d: %q, want %q", pid, got, want)
+		}
+	}
+}

@@ -328,3 +328,33 @@ func TestLeavingSessionGainsNoReads(t *testing.T) {
 	// The human's shell, which read it, still may.
 	m.mustSh("rm notes.md")
 }
+
+// TestTaskDoubleForkStaysInTask: a task's process that double-forks leaves
+// the task's process tree but not its POSIX session (every task runs under
+// setsid), so it stays in task-ID, with no reads, and never lands in its
+// spawner's default session, which has read the file.
+func TestTaskDoubleForkStaysInTask(t *testing.T) {
+	m := newMount(t, map[string]string{"notes.md": "mine\n"}, nil)
+	m.mustSh("cat notes.md >/dev/null") // the spawner's default session has read it
+	in, out := filepath.Join(m.tmp, "in"), filepath.Join(m.tmp, "out")
+	for _, p := range []string{in, out} {
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prompt := `sh -c '(rm notes.md 2>/dev/null; echo "rc=$? $(readlink .rubino/self)" > ` + shq(out) + `) &'; read x < ` + shq(in)
+	m.mustSh(shq(rubinofsBin(t)) + " agents spawn --mount " + shq(m.mnt) + " " + shq(prompt))
+	b, err := os.ReadFile(out) // blocks until the orphan has written and closed
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(in, []byte("go\n"), 0); err != nil { // the task may end
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); !strings.HasPrefix(got, "rc=1 sessions/task-") {
+		t.Fatalf("a task's double-forked rm: %q, want refused in the task's session", got)
+	}
+	if got := m.readBacking("notes.md"); got != "mine\n" {
+		t.Fatalf("notes.md = %q, want it untouched", got)
+	}
+}
