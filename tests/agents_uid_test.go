@@ -1,41 +1,13 @@
 package tests
 
 import (
-	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/tasks"
 )
-
-// sharedBin copies the rubinofs binary where uid 65534 can execute it
-// (rubinofsBin's directory is private) and returns its path.
-func sharedBin(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	openUp(t, dir)
-	dst := filepath.Join(dir, "rubinofs")
-	in, err := os.Open(rubinofsBin(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
 
 // asNobody runs script with /bin/sh in the mount root as uid and gid 65534
 // (setpriv), with BIN set to a rubinofs binary it can execute.

@@ -7,7 +7,6 @@ package tests
 // a rewind gives a file back its owner, group and mode.
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,31 +15,6 @@ import (
 
 	"github.com/rubinofs/rubinofs/daemon"
 )
-
-// openBin copies the CLI binary where uid 65534 can execute it (the build
-// directory is private) and returns its path.
-func openBin(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	openUp(t, dir)
-	dst := filepath.Join(dir, "rubinofs")
-	in, err := os.Open(rubinofsBin(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
 
 // ownerMode returns a backing file's uid, gid and permission bits.
 func ownerMode(t *testing.T, p string) (uint32, uint32, os.FileMode) {
@@ -91,7 +65,7 @@ func allowOtherMount(t *testing.T) *mount {
 // in a 0700 directory; root still can do all of it.
 func TestJournalAsCallerNobody(t *testing.T) {
 	m := allowOtherMount(t)
-	bin := shq(openBin(t))
+	bin := shq(sharedBin(t))
 	// Root's changes through the mount, outside every session.
 	// (The guard lets root change only what it read.)
 	m.mustSh("cat s.txt gone.txt p/pin pub/secret.txt > /dev/null && echo SECRET-NEW > s.txt && rm gone.txt pub/secret.txt && echo PIN-0000 > p/pin")

@@ -401,3 +401,28 @@ func (m *mount) sharedMode() string {
 // asNobody prefixes a shell command so that it runs as uid and gid 65534
 // with no supplementary groups: the second uid of the trust tests.
 const asNobody = "setpriv --reuid=65534 --regid=65534 --clear-groups "
+
+// sharedBin copies the rubinofs binary where uid 65534 can execute it
+// (rubinofsBin's directory is private) and returns its path.
+func sharedBin(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	openUp(t, dir)
+	dst := filepath.Join(dir, "rubinofs")
+	in, err := os.Open(rubinofsBin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,23 +49,7 @@ func nobodyMount(t *testing.T, adjust func(*daemon.Config)) (*mount, string) {
 			t.Fatal(err)
 		}
 	}
-	bin := filepath.Join(m.tmp, "bin", "rubinofs")
-	os.Mkdir(filepath.Dir(bin), 0o755)
-	src, err := os.Open(rubinofsBin(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
+	bin := sharedBin(t)
 	return m, bin
 }
 
