@@ -239,7 +239,8 @@ type Journal struct {
 	// keeps; a larger one is recorded as unrecoverable
 	// (journal.max_file_size, --journal-max-file-size).
 	MaxFileSize int64
-	// Budget bounds the blob store, in bytes (0: no budget)
+	// Budget bounds the journal, blobs and session logs together, in
+	// bytes (0: no budget; docs/DESIGN.md#journal-budget)
 	// (journal.budget, --journal-budget).
 	Budget int64
 	// Retention is how long an ended session's log is kept

@@ -19,9 +19,10 @@ import (
 // Options configures a Journal. MaxBlobSize is the largest file (bytes)
 // whose bytes a pre-image keeps (0: DefaultMaxBlobSize); Copy selects the
 // copy method of the blob store (CopyAuto by default); Budget bounds the
-// blob store in bytes (0: no bound; a pre-image past it is recorded as
-// UnrecoverableOverBudget, and GC removes ended sessions' logs to get
-// back under it); Now is the clock of record times (nil: time.Now). Sync
+// blobs and the session logs together in bytes (0: no bound; a pre-image
+// past it is recorded as UnrecoverableOverBudget, a session whose change
+// finds it spent has its journal stopped (ErrStopped), and GC removes
+// ended sessions' logs to get back under it: docs/DESIGN.md#journal-budget); Now is the clock of record times (nil: time.Now). Sync
 // says when records and blobs are made durable (SyncWrite, the zero
 // value, or SyncFsync: docs/DESIGN.md#journal-sync); with SyncWrite,
 // FlushInterval bounds how long the flusher waits after a write before
