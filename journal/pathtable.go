@@ -331,27 +331,46 @@ func (t *pathTable) encode(rec Record) (Record, []PathDef) {
 	return rec, defs
 }
 
-// defineRaw defines rec's Defs in t and checks that every id rec uses is
-// defined, leaving the ids in place (a raw scan). A bad line defines
-// nothing.
-func (t *pathTable) defineRaw(rec *Record) (err error) {
+// defineDefs defines rec's Defs in t (Defs zeroed) and returns what
+// undoes the definitions it added, for a line found bad afterwards; on an
+// error it has undone them itself. A bad line defines nothing.
+func (t *pathTable) defineDefs(rec *Record) (undo func(), err error) {
 	var added []uint64
-	defer func() {
-		if err != nil {
-			for _, i := range added {
-				t.nodes[i] = pathNode{}
+	undo = func() {
+		for _, i := range added {
+			n := &t.nodes[i]
+			if t.byKey != nil {
+				delete(t.byKey, pathKey{n.dir, n.name})
 			}
+			*n = pathNode{}
 		}
-	}()
+	}
 	for _, d := range rec.Defs {
 		if t.node(d.I) == nil {
 			added = append(added, d.I)
 		}
 		if err := t.define(d); err != nil {
-			return err
+			undo()
+			return nil, err
 		}
 	}
 	rec.Defs = nil
+	return undo, nil
+}
+
+// defineRaw defines rec's Defs in t and checks that every id rec uses is
+// defined, leaving the ids in place (a raw scan). A bad line defines
+// nothing.
+func (t *pathTable) defineRaw(rec *Record) (err error) {
+	undo, err := t.defineDefs(rec)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			undo()
+		}
+	}()
 	check := func(id uint64) {
 		if id != 0 && err == nil && t.node(id) == nil {
 			err = fmt.Errorf("journal: unknown path id %d", id)
@@ -372,27 +391,15 @@ func (t *pathTable) defineRaw(rec *Record) (err error) {
 // (PID, PID2 and Defs zeroed). A line of the older format (paths, no
 // ids) passes unchanged. An unknown id is an error.
 func (t *pathTable) resolve(rec *Record) (err error) {
-	var added []uint64
+	undo, err := t.defineDefs(rec)
+	if err != nil {
+		return err
+	}
 	defer func() {
 		if err != nil { // a bad line defines nothing
-			for _, i := range added {
-				n := &t.nodes[i]
-				if t.byKey != nil {
-					delete(t.byKey, pathKey{n.dir, n.name})
-				}
-				*n = pathNode{}
-			}
+			undo()
 		}
 	}()
-	for _, d := range rec.Defs {
-		if t.node(d.I) == nil {
-			added = append(added, d.I)
-		}
-		if err := t.define(d); err != nil {
-			return err
-		}
-	}
-	rec.Defs = nil
 	get := func(id uint64, p *string) {
 		if id == 0 || err != nil {
 			return
