@@ -75,8 +75,8 @@ type session struct {
 	seq     uint64
 	nextCP  int
 	lastCP  string
-	touched map[uint64]bool // path ids (log.tab) with a pre-image in the current interval
-	err     error           // a failed open, returned to every caller
+	touched *touchedSet // path ids (log.tab) with a pre-image in the current interval
+	err     error       // a failed open, returned to every caller
 	// stopped is why the session's journal is stopped ("": it is not):
 	// docs/DESIGN.md#journal-budget.
 	stopped string
@@ -188,16 +188,19 @@ func (j *Journal) session(name string) (*session, error) {
 func (j *Journal) load(name string, s *session) error {
 	path := j.LogPath(name)
 	st, statErr := os.Stat(path)
-	s.touched = map[uint64]bool{}
+	s.touched = nil
 	s.stopped = ""
 	n := 0
 	l, err := openLog(path, func(r *Record, tab *pathTable) error {
 		n++
 		s.seq = r.Seq
+		if s.touched == nil {
+			s.touched = newTouchedSet(tab)
+		}
 		if r.Op == OpCheckpoint {
 			s.nextCP++
 			s.lastCP = r.ID
-			s.touched = map[uint64]bool{}
+			s.touched = newTouchedSet(tab)
 			s.stopped = ""
 			return nil
 		}
@@ -206,7 +209,7 @@ func (j *Journal) load(name string, s *session) error {
 			return nil
 		}
 		for _, p := range r.Pre {
-			s.touched[tab.intern(p.Path)] = true
+			s.touched.add(tab.intern(p.Path))
 		}
 		forgetMoved(tab, s.touched, r)
 		return nil
@@ -225,6 +228,9 @@ func (j *Journal) load(name string, s *session) error {
 		j.logGrew(l.size - st.Size()) // a torn tail cut away
 	}
 	s.log = l
+	if s.touched == nil || s.touched.tab != l.tab {
+		s.touched = newTouchedSet(l.tab)
+	}
 	if n == 0 {
 		if _, err := j.checkpointLocked(s, "session start"); err != nil {
 			return err
@@ -265,7 +271,7 @@ func (j *Journal) Record(sessionName, op, path, path2 string, capture Capture) (
 	}
 	rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: op, Path: path, Path2: path2}
 	for _, p := range []string{path, path2} {
-		if p == "" || s.touched[s.log.tab.intern(p)] || (p == path2 && p == path) {
+		if p == "" || s.touched.has(s.log.tab.intern(p)) || (p == path2 && p == path) {
 			continue
 		}
 		pre, err := capture(p)
@@ -284,7 +290,7 @@ func (j *Journal) Record(sessionName, op, path, path2 string, capture Capture) (
 	}
 	s.seq = rec.Seq
 	for _, p := range rec.Pre {
-		s.touched[s.log.tab.intern(p.Path)] = true
+		s.touched.add(s.log.tab.intern(p.Path))
 	}
 	forgetMoved(s.log.tab, s.touched, &rec)
 	return rec, nil
@@ -312,7 +318,7 @@ func (j *Journal) checkpointLocked(s *session, label string) (Record, error) {
 	s.seq = rec.Seq
 	s.nextCP++
 	s.lastCP = rec.ID
-	s.touched = map[uint64]bool{}
+	s.touched = newTouchedSet(s.log.tab)
 	if s.stopped != "" {
 		// A checkpoint under the budget restarts a stopped journal; over
 		// it, the stop is written again so a reload keeps it.
@@ -329,22 +335,17 @@ func (j *Journal) checkpointLocked(s *session, label string) (Record, error) {
 // forgetMoved drops, after a rename or exchange, the names below both of
 // its names from the interval's captured set (path ids of tab): they now
 // name other objects (those moved in) or nothing, so their next change
-// saves a pre-image again (docs/DESIGN.md#journal-rewind).
-func forgetMoved(tab *pathTable, touched map[uint64]bool, r *Record) {
+// saves a pre-image again (docs/DESIGN.md#journal-rewind). It costs the
+// names below, not the interval's whole set
+// (docs/DESIGN.md#journal-interval-cost).
+func forgetMoved(tab *pathTable, touched *touchedSet, r *Record) {
 	if r.Op != OpRename && r.Op != OpExchange {
 		return
 	}
-	var a, b uint64
-	hasA, hasB := r.Path != "", r.Path2 != ""
-	if hasA {
-		a = tab.intern(r.Path)
+	if r.Path != "" {
+		touched.forgetBelow(tab.intern(r.Path))
 	}
-	if hasB {
-		b = tab.intern(r.Path2)
-	}
-	for k := range touched {
-		if (hasA && tab.below(k, a)) || (hasB && tab.below(k, b)) {
-			delete(touched, k)
-		}
+	if r.Path2 != "" {
+		touched.forgetBelow(tab.intern(r.Path2))
 	}
 }
