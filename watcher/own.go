@@ -182,6 +182,10 @@ type bracket struct {
 // costs one lstat per name at each end, and for a non-directory with other
 // links (it may survive the change under another name) an O_PATH open.
 func (w *Watcher) Begin(rels ...string) (end func()) {
+	// Prune here too, not only when events arrive: own changes in a
+	// subtree without watches (too deep for inotify, skipped, past the
+	// limit) bring no events, and their records must not pile up.
+	w.pruneOwn()
 	b := w.begin(rels)
 	return func() { w.end(b) }
 }

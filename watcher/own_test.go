@@ -3,6 +3,7 @@ package watcher
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -288,4 +289,35 @@ func TestOwnChangeEndsBeforeEarlierBracket(t *testing.T) {
 	endA()
 	barrier(t, r, root, "barrier")
 	r.noneBut("barrier")
+}
+
+// TestOwnRecordsPrunedWithoutEvents: own changes that bring no events (a
+// subtree inotify cannot watch) do not pile up: records past ownTTL are
+// dropped by the next own change, not only by the next batch of events.
+func TestOwnRecordsPrunedWithoutEvents(t *testing.T) {
+	root := t.TempDir()
+	w := start(t, newRec(t).config(root))
+	for i := 0; i < 50; i++ {
+		own(t, w, func() error { return nil }, filepath.Join("gone", "x", strconv.Itoa(i)))
+	}
+	// end takes the records before it returns: none is busy now.
+	w.own.mu.Lock()
+	n := len(w.own.paths)
+	w.own.mu.Unlock()
+	if n < 50 {
+		t.Fatalf("%d own records, want 50", n)
+	}
+	w.own.mu.Lock()
+	for _, p := range w.own.paths {
+		p.at = p.at.Add(-2 * ownTTL)
+	}
+	w.own.lastPrune = time.Time{}
+	w.own.mu.Unlock()
+	own(t, w, func() error { return nil }, "next")
+	w.own.mu.Lock()
+	n = len(w.own.paths)
+	w.own.mu.Unlock()
+	if n > 1 {
+		t.Fatalf("%d own records kept past their TTL without events", n)
+	}
 }
