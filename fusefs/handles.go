@@ -48,6 +48,9 @@ func (n *Node) keepHandle(lf *fs.LoopbackFile, flags uint32) (drop func()) {
 	return func() {
 		o.mu.Lock()
 		delete(o.set, lf)
+		if len(o.set) == 0 {
+			o.set = nil // a node without open handles holds no map (100k files: 20 MB)
+		}
 		o.mu.Unlock()
 		untrack()
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"time"
 )
 
@@ -30,26 +31,75 @@ type savedRecord struct {
 // another session's write are not saved. Concurrency: a snapshot; safe
 // while the guard is in use.
 func (g *Guard) Save(w io.Writer, roots []SessionInfo) error {
-	st := savedState{Version: 1, Saved: g.now().UTC(), Sessions: map[string][]savedRecord{}, Roots: roots}
+	head, err := json.Marshal(struct {
+		Version int           `json:"version"`
+		Saved   time.Time     `json:"saved"`
+		Roots   []SessionInfo `json:"roots,omitempty"`
+	}{1, g.now().UTC(), roots})
+	if err != nil {
+		return err
+	}
 	g.mu.Lock()
+	names := make([]string, 0, len(g.sessions))
 	trackers := make(map[string]*Tracker, len(g.sessions))
 	for name, t := range g.sessions {
+		names = append(names, name)
 		trackers[name] = t
 	}
 	g.mu.Unlock()
-	for name, t := range trackers {
+	sort.Strings(names)
+	// Streamed, one record at a time: the state of 100,000 read files is
+	// never a second time in memory as one JSON document (savedState is
+	// the shape Load reads).
+	ew := &errWriter{w: w}
+	ew.write(head[:len(head)-1])
+	ew.write([]byte(`,"sessions":{`))
+	first := true
+	for _, name := range names {
+		t := trackers[name]
 		t.settlePending() // a record is saved with its hash (docs/DESIGN.md#lazy-hash)
+		n := 0
 		for id, r := range t.snapshot() {
 			if r.foreign || r.hash.IsZero() {
 				continue
 			}
-			st.Sessions[name] = append(st.Sessions[name], savedRecord{Path: r.path, Ino: id.Ino,
+			if n == 0 {
+				if !first {
+					ew.write([]byte(","))
+				}
+				first = false
+				k, _ := json.Marshal(name)
+				ew.write(k)
+				ew.write([]byte(":[\n"))
+			} else {
+				ew.write([]byte(",\n"))
+			}
+			n++
+			b, err := json.Marshal(savedRecord{Path: r.path, Ino: id.Ino,
 				Hash: r.hash.String(), MtimeNs: r.mtimeNs, Size: r.size, Own: r.written})
+			if err != nil {
+				return err
+			}
+			ew.write(b)
+		}
+		if n > 0 {
+			ew.write([]byte("]"))
 		}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", " ")
-	return enc.Encode(st)
+	ew.write([]byte("}}\n"))
+	return ew.err
+}
+
+// errWriter keeps the first error of a series of writes.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) write(b []byte) {
+	if e.err == nil {
+		_, e.err = e.w.Write(b)
+	}
 }
 
 // Load restores records saved by Save. Each record is revalidated: its

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,10 +29,20 @@ func TestSaveLoad(t *testing.T) {
 		tg, _ := lookup(name)
 		must(t, g.NoteRead("agent", tg))
 	}
-	tg, _ := lookup("foreign")
+	// Two more sessions: one with a record, one whose only record is
+	// foreign (nothing saved): the streamed document stays valid JSON.
+	tg, _ := lookup("same")
+	must(t, g.NoteRead("second", tg))
+	tg, _ = lookup("foreign")
+	must(t, g.NoteRead("third", tg))
+	tg, _ = lookup("foreign")
 	g.NoteMutation(tg.Stat.ID, "other")
 	var buf bytes.Buffer
-	must(t, g.Save(&buf, nil))
+	must(t, g.Save(&buf, []SessionInfo{{Name: "second"}}))
+	var doc savedState
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil || len(doc.Sessions) != 2 || len(doc.Roots) != 1 {
+		t.Fatalf("saved state %s: %v (%d sessions, %d roots)", buf.Bytes(), err, len(doc.Sessions), len(doc.Roots))
+	}
 
 	os.WriteFile(filepath.Join(dir, "changed"), []byte("two\n"), 0o644)
 	os.Remove(filepath.Join(dir, "replaced"))
@@ -47,8 +58,8 @@ func TestSaveLoad(t *testing.T) {
 			t.Errorf("%s after load: %+v, want allow=%v", name, d, want)
 		}
 	}
-	if kept < 1 || kept+dropped != 3 {
-		t.Errorf("kept %d, dropped %d of 3 saved", kept, dropped)
+	if kept < 1 || kept+dropped != 4 {
+		t.Errorf("kept %d, dropped %d of 4 saved", kept, dropped)
 	}
 	if _, _, _, err := g2.Load(bytes.NewReader([]byte("{")), lookup); err == nil {
 		t.Error("malformed state loaded")

@@ -4,11 +4,11 @@
 // editor or formatter saves) in a fresh session, then again after the
 // same session has made -records journal records (by creating small
 // files), on native, a bare go-fuse loopback with 1 s timeouts and
-// rubinofs as shipped (enforcing, journal on). The saves run in one
-// python3 process per phase, in the default session of the mount's
-// owner; every target runs the same steps in one run. It prints a
-// Markdown table and the daemon's peak RSS (VmHWM of this process, less
-// what it held before mounting).
+// rubinofs as shipped (enforcing, journal on: the CLI's `rubinofs mount
+// --daemon`, built from this tree, in a process of its own). The saves
+// run in one python3 process per phase, in the default session of the
+// mount's owner; every target runs the same steps in one run. It prints
+// a Markdown table and the daemon's peak RSS (VmHWM of its process).
 //
 // Usage (as root): go run ./bench/history [-saves 1000] [-records 500000]
 package main
@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/rubinofs/rubinofs/bench/internal/benchkit"
-	"github.com/rubinofs/rubinofs/guard"
 )
 
 var (
@@ -71,7 +70,6 @@ func main() {
 		log.Fatal(err)
 	}
 	benchkit.AtExit(func() { os.RemoveAll(tmp) })
-	base, _ := benchkit.ProcStatus(0, "VmRSS")
 	nat, err := benchkit.Native(tmp, "native")
 	if err != nil {
 		benchkit.Fatal(err)
@@ -80,10 +78,7 @@ func main() {
 	if err != nil {
 		benchkit.Fatal(err)
 	}
-	rfs, err := benchkit.Rubinofs(tmp, "rubinofs", guard.ModeEnforce)
-	if err != nil {
-		benchkit.Fatal(err)
-	}
+	rfs, pid := mountCLI(tmp)
 	targets := []*benchkit.Target{nat, loop, rfs}
 	fresh := map[string]float64{}
 	for _, t := range targets {
@@ -98,7 +93,7 @@ func main() {
 	for _, t := range targets {
 		after[t.Name] = pySeconds(t.Dir, savesPy, "after", strconv.Itoa(*saves))
 	}
-	hwm, _ := benchkit.ProcStatus(0, "VmHWM")
+	hwm, _ := benchkit.ProcStatus(pid, "VmHWM")
 	fmt.Printf("%d atomic saves, fresh and after %d files created (%d journal records in the session)\n\n", *saves, files, lines)
 	fmt.Println("| target | fresh (ms/save) | after history (ms/save) | after / fresh |")
 	fmt.Println("|---|---|---|---|")
@@ -106,8 +101,39 @@ func main() {
 		f, a := fresh[t.Name]*1000/float64(*saves), after[t.Name]*1000/float64(*saves)
 		fmt.Printf("| %s | %.2f | %.2f | %.2f× |\n", t.Name, f, a, a/f)
 	}
-	fmt.Printf("\ndaemon peak RSS (VmHWM less the harness's %d MB): %d MB; refusals: %d\n",
-		base["VmRSS"]/1024, (hwm["VmHWM"]-base["VmRSS"])/1024, rfs.Denials())
+	fmt.Printf("\ndaemon peak RSS (VmHWM): %d MB; refusals: %d\n", hwm["VmHWM"]/1024,
+		logLines(filepath.Join(rfs.Dir, ".rubino", "guard", "denials")))
+}
+
+// mountCLI builds the CLI and mounts tmp/rubinofs-back at tmp/rubinofs
+// with `rubinofs mount --daemon`; it returns the target and the daemon's
+// pid. Teardown unmounts it.
+func mountCLI(tmp string) (*benchkit.Target, int) {
+	bin := filepath.Join(tmp, "rubinofs-bin")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/rubinofs").CombinedOutput(); err != nil {
+		benchkit.Fatal(fmt.Errorf("go build (run from the repository root): %v: %s", err, out))
+	}
+	back, mnt, state := filepath.Join(tmp, "rubinofs-back"), filepath.Join(tmp, "rubinofs"), filepath.Join(tmp, "rubinofs-state")
+	for _, d := range []string{back, mnt} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			benchkit.Fatal(err)
+		}
+	}
+	out, err := exec.Command(bin, "mount", "--daemon", "--state-dir", state, back, mnt).CombinedOutput()
+	if err != nil {
+		benchkit.Fatal(fmt.Errorf("mount: %v: %s", err, out))
+	}
+	benchkit.AtExit(func() {
+		if err := exec.Command(bin, "unmount", mnt).Run(); err != nil {
+			exec.Command("umount", "-l", mnt).Run()
+		}
+	})
+	_, rest, _ := strings.Cut(string(out), "(pid ")
+	pid, err := strconv.Atoi(strings.TrimRightFunc(strings.Fields(rest + " ")[0], func(r rune) bool { return r < '0' || r > '9' }))
+	if err != nil {
+		benchkit.Fatal(fmt.Errorf("no daemon pid in %q", out))
+	}
+	return &benchkit.Target{Name: "rubinofs", Dir: mnt, Back: back, State: state}, pid
 }
 
 // pySeconds runs python3 -c script in dir with args and returns the

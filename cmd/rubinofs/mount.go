@@ -224,6 +224,7 @@ func runMount(c *cli.Context) error {
 	// mount answers must unmount, not kill the daemon and leave a dead mount.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	setMemoryLimit()
 	d, err := daemon.Start(cfg)
 	if err != nil {
 		if ready != nil {
