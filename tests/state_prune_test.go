@@ -8,6 +8,7 @@ package tests
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,8 +18,10 @@ import (
 // directories under a temporary state root ($XDG_STATE_HOME/rubinofs):
 // one is unmounted and its workspace removed (gone), one unmounted with
 // its workspace kept, one stays mounted while its workspace is moved away
-// (gone, but in use). doctor lists the gone one only, with its size; prune
-// --dry-run removes nothing; prune removes it and keeps the other two.
+// (gone, but in use). Each mount's own retention at the default 30 days
+// removes nothing (all are fresh). doctor lists the gone one only, with its size; prune
+// --dry-run removes nothing, nor does uid 65534's prune of this root;
+// prune removes it and keeps the other two.
 // Then a remount with --state-retention removes another gone one by
 // itself (its unmount waits for the retention: no wait on time).
 func TestStatePrune(t *testing.T) {
@@ -38,7 +41,7 @@ func TestStatePrune(t *testing.T) {
 	}
 	exists := func(p string) bool { _, err := os.Lstat(p); return err == nil }
 
-	gone := mountAt("gone", "--state-retention=0")
+	gone := mountAt("gone")
 	if err := os.WriteFile(gone.path("new"), []byte("journaled\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -46,9 +49,9 @@ func TestStatePrune(t *testing.T) {
 	if err := os.RemoveAll(gone.ws); err != nil {
 		t.Fatal(err)
 	}
-	kept := mountAt("kept", "--state-retention=0")
+	kept := mountAt("kept")
 	kept.unmount()
-	live := mountAt("live", "--state-retention=0")
+	live := mountAt("live")
 	if err := os.Rename(live.ws, live.ws+".away"); err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +82,17 @@ func TestStatePrune(t *testing.T) {
 	if out, code = cliCode(t, tmp, "state", "prune", "--dry-run"); code != 0 || !strings.Contains(out, "would remove 1 ") || !exists(gone.state) {
 		t.Fatalf("state prune --dry-run: exit %d, %s exists %v\n%s", code, gone.state, exists(gone.state), out)
 	}
+	// Another uid pointed at this root ($XDG_STATE_HOME) prunes nothing:
+	// it is not that uid's own state root.
+	if os.Geteuid() == 0 {
+		openUp(t, tmp)
+		os.Chmod(xdg, 0o755)
+		nb := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sharedBin(t), "state", "prune")
+		out, err := runCombined(t, nb)
+		if exitCode(err) != 1 || !strings.Contains(out, "owned by uid 0, not 65534") || !exists(gone.state) {
+			t.Fatalf("state prune as uid 65534 in root's state root: %v, %s exists %v\n%s", err, gone.state, exists(gone.state), out)
+		}
+	}
 	if out, code = cliCode(t, tmp, "state", "prune"); code != 0 || !strings.Contains(out, "removed 1 ") {
 		t.Fatalf("state prune: exit %d\n%s", code, out)
 	}
@@ -96,7 +110,7 @@ func TestStatePrune(t *testing.T) {
 	// Retention at mount: another gone workspace's state directory goes
 	// with the next mount (a remount of kept, retention 1ns: any age); the
 	// others stay.
-	gone2 := mountAt("gone2", "--state-retention=0")
+	gone2 := mountAt("gone2")
 	gone2.unmount()
 	os.RemoveAll(gone2.ws)
 	kept.mountDaemon("--state-retention=1ns")
