@@ -20,12 +20,12 @@ import (
 
 // State directory kinds (StateDirInfo.Kind).
 const (
-	StateInUse     = "in use"         // a live mount holds its lock: never removed
-	StateLive      = "workspace"      // its workspace exists: kept
-	StateGone      = "gone"           // its recorded workspace is gone: removable
-	StateLegacy    = "legacy"         // no marker; a guessed workspace exists: kept
-	StateLegacyGon = "legacy, gone"   // no marker, made by a mount, no guess exists: removable with Legacy only
-	StateForeign   = "not rubinofs's" // no marker and no lock file: never removed
+	StateInUse      = "in use"         // a live mount holds its lock: never removed
+	StateLive       = "workspace"      // its workspace exists: kept
+	StateGone       = "gone"           // its recorded workspace is gone: removable
+	StateLegacy     = "legacy"         // no marker; a guessed workspace exists: kept
+	StateLegacyGone = "legacy, gone"   // no marker, made by a mount, no guess exists: removable with Legacy only
+	StateForeign    = "not rubinofs's" // no marker and no lock file: never removed
 )
 
 // trashPrefix names a state directory being removed: renamed first (under
@@ -52,7 +52,7 @@ type StateDirInfo struct {
 func (i StateDirInfo) Removable(now time.Time, olderThan time.Duration, legacy bool) bool {
 	switch {
 	case i.Kind == StateGone:
-	case i.Kind == StateLegacyGon && legacy:
+	case i.Kind == StateLegacyGone && legacy:
 	default:
 		return false
 	}
@@ -146,7 +146,7 @@ func classify(dir string, probe bool) StateDirInfo {
 	default:
 		// Made by a mount before the marker existed: guess the workspace
 		// from the log's "mounted" record, else from the name.
-		info.Kind = StateLegacyGon
+		info.Kind = StateLegacyGone
 		if ws := loggedWorkspace(dir); ws != "" {
 			info.Workspace = ws
 			if workspaceExists(ws) {

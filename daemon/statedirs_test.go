@@ -78,7 +78,7 @@ func TestStateDirSelection(t *testing.T) {
 	}
 	want := map[string]string{
 		dirs["gone-old"]: StateGone, dirs["gone-recent"]: StateGone, dirs["live"]: StateLive,
-		dirs["in-use"]: StateInUse, dirs["foreign"]: StateForeign, dirs["legacy-gone"]: StateLegacyGon,
+		dirs["in-use"]: StateInUse, dirs["foreign"]: StateForeign, dirs["legacy-gone"]: StateLegacyGone,
 		dirs["legacy-name"]: StateLegacy, dirs["legacy-log"]: StateLegacy,
 	}
 	if len(infos) != len(want) {
@@ -141,8 +141,8 @@ func TestStateDirRemovable(t *testing.T) {
 		{StateGone, old, 30 * 24 * time.Hour, false, true},
 		{StateGone, recent, 30 * 24 * time.Hour, false, false},
 		{StateGone, recent, 0, false, true},
-		{StateLegacyGon, old, 0, false, false},
-		{StateLegacyGon, old, 0, true, true},
+		{StateLegacyGone, old, 0, false, false},
+		{StateLegacyGone, old, 0, true, true},
 		{StateInUse, old, 0, true, false},
 		{StateLive, old, 0, true, false},
 		{StateLegacy, old, 0, true, false},

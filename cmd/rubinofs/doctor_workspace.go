@@ -182,7 +182,7 @@ func (e *doctorEnv) checkStaleState() finding {
 		switch i.Kind {
 		case daemon.StateGone:
 			gone++
-		case daemon.StateLegacyGon:
+		case daemon.StateLegacyGone:
 			legacy++
 		default:
 			continue
@@ -211,7 +211,7 @@ func orUnknown(ws, kind string) string {
 	if ws == "" {
 		return "unknown (no record, no directory of its name)"
 	}
-	if kind == daemon.StateLegacyGon {
+	if kind == daemon.StateLegacyGone {
 		return ws + " (from its log; gone)"
 	}
 	return ws + " (gone)"
