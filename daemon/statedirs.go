@@ -18,7 +18,8 @@ import (
 	"time"
 )
 
-// State directory kinds (StateDirInfo.Kind).
+// State directory kinds (StateDirInfo.Kind), as `rubinofs state ls`
+// prints them; which are removed: docs/DESIGN.md#state-retention.
 const (
 	StateInUse      = "in use"         // a live mount holds its lock: never removed
 	StateLive       = "workspace"      // its workspace exists: kept
@@ -35,7 +36,8 @@ const trashPrefix = ".rubinofs-prune-"
 // maxMarkerSize bounds the marker file read.
 const maxMarkerSize = 64 << 10
 
-// StateDirInfo describes one directory under a state root.
+// StateDirInfo describes one directory under a state root, as
+// ScanStateRoot found it (docs/DESIGN.md#state-retention).
 type StateDirInfo struct {
 	Dir       string    // absolute path
 	Kind      string    // one of the State* kinds
