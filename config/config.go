@@ -255,6 +255,15 @@ type Journal struct {
 	Sync journal.SyncMode
 }
 
+// State is the effective [state] section: the state directories that
+// mounts leave under the user's state root (docs/DESIGN.md#state-retention).
+type State struct {
+	// Retention: at mount, the state directories of workspaces that are
+	// gone, unused for this long, are removed (state.retention,
+	// --state-retention; 0: never at mount).
+	Retention time.Duration
+}
+
 // Entry is one effective value and its source, in `config show` order.
 // Value is a string, []string, bool, int, float64, time.Duration or (for
 // agents.subagents.NAME) tasks.SubagentType.
@@ -272,6 +281,7 @@ type Config struct {
 	Sessions Sessions
 	Cache    Cache
 	Journal  Journal
+	State    State
 	Agents   tasks.Config
 	Compact  compact.Config
 	// Files are the files that were read, weakest first, as sources.

@@ -57,6 +57,9 @@ type fileConfig struct {
 		Retention   *string `toml:"retention" kind:"duration"`
 		Sync        *string `toml:"sync"`
 	} `toml:"journal"`
+	State struct {
+		Retention *string `toml:"retention" kind:"duration"`
+	} `toml:"state"`
 	Agents struct {
 		MaxDepth           *int                    `toml:"max_depth"`
 		MaxChildrenPerNode *int                    `toml:"max_children_per_node"`

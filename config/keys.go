@@ -154,8 +154,11 @@ const (
 	// MaxJournalBytes bounds journal.max_file_size and journal.budget, in
 	// bytes (1 PiB).
 	MaxJournalBytes = 1 << 50
-	// MaxJournalRetention bounds journal.retention (10 years).
+	// MaxJournalRetention bounds journal.retention and state.retention
+	// (10 years).
 	MaxJournalRetention = 10 * 365 * 24 * time.Hour
+	// DefaultStateRetention is state.retention's default (30 days).
+	DefaultStateRetention = 30 * 24 * time.Hour
 )
 
 var modeRank = map[string]int{"off": 0, "warn": 1, "enforce": 2}
@@ -304,6 +307,7 @@ var specs = []spec{
 	{key: "journal.budget", typ: tInt, def: DefaultJournalBudget, valid: intRange(0, MaxJournalBytes), rule: RuleRefuse, why: refuseJournal},
 	{key: "journal.retention", typ: tDuration, def: DefaultJournalRetention, valid: durRange(0, MaxJournalRetention), rule: RuleRefuse, why: refuseJournal},
 	{key: "journal.sync", typ: tString, def: "write", valid: oneOf("write", "fsync"), rule: RuleRefuse, why: refuseJournal},
+	{key: "state.retention", typ: tDuration, def: DefaultStateRetention, valid: durRange(0, MaxJournalRetention), rule: RuleRefuse, why: refuseJournal},
 
 	{key: "agents.max_depth", typ: tInt, def: tasks.DefaultCaps().MaxDepth, valid: intRange(1, MaxCap), rule: RuleTighten,
 		loosens: func(lo, v any) bool { return v.(int) > lo.(int) }},
@@ -525,6 +529,7 @@ func build(m layer) (*Config, error) {
 	if c.Journal.Sync, err = journal.ParseSyncMode(str("journal.sync")); err != nil {
 		return nil, err
 	}
+	c.State.Retention = dur("state.retention")
 
 	a := &c.Agents
 	a.MaxDepth = num("agents.max_depth")

@@ -51,6 +51,13 @@ type Config struct {
 	Options []string
 	// StateDir holds logs, the read-state file and the compaction store.
 	StateDir string
+	// StateRoot is the mounting user's state root, whose state
+	// directories of vanished workspaces unused for State.Retention are
+	// removed in the background after mounting ("" or a zero Retention:
+	// none; docs/DESIGN.md#state-retention). Close waits for it.
+	StateRoot string
+	// State holds the state retention (config.State).
+	State config.State
 	// SaveInterval is how often, with PersistReads, the read state is
 	// checkpointed to StateDir/reads.json while mounted, when it changed
 	// since the last save: a daemon killed with SIGKILL restarts with the
@@ -132,6 +139,10 @@ type Daemon struct {
 	// stops every task (CancelAll) before unmounting.
 	Tasks *tasks.Runner
 
+	// retentionDone is closed when the retention at mount has run
+	// (retention.go; nil: none started).
+	retentionDone chan struct{}
+
 	// stateLock holds the state directory's lock (statedir.go) until
 	// Close has released everything in it.
 	stateLock *os.File
@@ -178,6 +189,10 @@ func Start(cfg Config) (d *Daemon, err error) {
 			return nil, err
 		}
 		undo = append(undo, func() { lock.Close() }) // the state directory is free again
+		if err := writeMarker(cfg.StateDir, ws, cfg.Mountpoint); err != nil {
+			// Without it the directory is never pruned: only kept longer.
+			cfg.Slog.Warn("state directory: its workspace record was not written", "dir", cfg.StateDir, "err", err)
+		}
 	}
 	d = &Daemon{cfg: cfg, rootFd: -1, done: make(chan struct{}), stateLock: lock}
 	undo = append(undo, d.closeFd) // the backing root descriptor and the FS, once made
@@ -346,6 +361,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		d.stopSaves, d.savesDone = make(chan struct{}), make(chan struct{})
 		go d.checkpoints(interval)
 	}
+	d.startStateRetention() // retention.go
 	cfg.Slog.Info("mounted", "workspace", cfg.Workspace, "mountpoint", cfg.Mountpoint,
 		"mode", cfg.Mode.String(), "watch", mode, "backing_fs", kind, "shared", d.FS.SharedMode(), "state_dir", cfg.StateDir)
 	return d, nil
@@ -440,8 +456,10 @@ func (d *Daemon) Close() error {
 		if err := d.Tasks.Close(); err != nil && d.closeErr == nil {
 			d.closeErr = err
 		}
+		d.waitStateRetention()
 		if d.stateLock != nil {
-			d.stateLock.Close() // the state directory is free for the next mount
+			touchLock(d.stateLock) // its last use: now
+			d.stateLock.Close()    // the state directory is free for the next mount
 		}
 	})
 	return d.closeErr

@@ -4,6 +4,7 @@ package daemon
 // lock, and the health of the saves into it.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -181,4 +182,49 @@ func (s *stateHealth) snapshot() map[string]any {
 		m["last_error_time"] = s.lastErrAt.UTC().Format(time.RFC3339Nano)
 	}
 	return m
+}
+
+// MarkerFileName is the state directory's record (JSON, mode 0600): that
+// rubinofs made it, for which workspace and when it was first and last
+// mounted. Start writes it right after taking the lock; `rubinofs state
+// prune` and the retention at mount remove only directories holding it
+// (docs/DESIGN.md#state-retention).
+const MarkerFileName = "statedir.json"
+
+// Marker is the content of MarkerFileName. Workspace and Mountpoint are
+// absolute; times are UTC.
+type Marker struct {
+	Format     int       `json:"rubinofs_state"` // 1
+	Workspace  string    `json:"workspace"`
+	Mountpoint string    `json:"mountpoint"`
+	Created    time.Time `json:"created"`
+	Mounted    time.Time `json:"mounted"`
+}
+
+// writeMarker records workspace and mountpoint in dir's marker, keeping
+// the creation time of an earlier one, atomically (temp file, rename).
+// The caller holds dir's lock.
+func writeMarker(dir, workspace, mountpoint string) error {
+	now := time.Now().UTC()
+	m := Marker{Format: 1, Workspace: workspace, Mountpoint: mountpoint, Created: now, Mounted: now}
+	if old, err := readMarker(dir); err == nil && !old.Created.IsZero() {
+		m.Created = old.Created
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, MarkerFileName+".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, MarkerFileName))
+}
+
+// touchLock sets the lock file's times to now at unmount, so a state
+// directory's last use (StateDirInfo.LastUse) is when its last mount ended.
+func touchLock(f *os.File) {
+	now := time.Now()
+	os.Chtimes(f.Name(), now, now)
 }

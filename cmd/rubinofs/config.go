@@ -39,6 +39,7 @@ var flagKeys = []struct{ flag, key string }{
 	{"journal-budget", "journal.budget"},
 	{"journal-retention", "journal.retention"},
 	{"journal-sync", "journal.sync"},
+	{"state-retention", "state.retention"},
 	{"compact-max-transcript-bytes", "compact.max_transcript_bytes"},
 	{"compact-max-transcripts", "compact.max_transcripts_per_uid"},
 	{"agents-shell", "agents.shell"},
@@ -156,7 +157,7 @@ func configKeyFlags() []cli.Flag {
 // applyConfig puts the effective config's sections into a daemon.Config.
 func applyConfig(cfg *daemon.Config, eff *config.Config) {
 	cfg.Guard, cfg.Cache, cfg.Agents = eff.Guard, eff.Cache, eff.Agents
-	cfg.Journal = eff.Journal
+	cfg.Journal, cfg.State = eff.Journal, eff.State
 	cfg.Sessions = eff.Sessions
 	cc := eff.Compact
 	cfg.Compact = &cc

@@ -32,9 +32,11 @@ const (
 )
 
 // finding is the result of one check: its level, what it checked, what it
-// found, and (for warn and FAIL) the command or change that fixes it.
+// found, and (for warn and FAIL) the command or change that fixes it;
+// Lines are details printed one a line under it.
 type finding struct {
 	Level, Check, Detail, Fix string
+	Lines                     []string
 }
 
 // doctorEnv is everything the checks look at: the user the mount would run
@@ -129,6 +131,9 @@ func runDoctor(c *cli.Context) error {
 // check and its detail, then "fix:" on the next line.
 func printFinding(w io.Writer, f finding) {
 	fmt.Fprintf(w, "%-5s %s: %s\n", f.Level, f.Check, f.Detail)
+	for _, l := range f.Lines {
+		fmt.Fprintf(w, "      %s\n", l)
+	}
 	if f.Fix != "" && f.Level != levelOK {
 		fmt.Fprintf(w, "      fix: %s\n", f.Fix)
 	}
@@ -193,7 +198,7 @@ func (e *doctorEnv) checks() []finding {
 	if e.allowOther {
 		out = append(out, e.checkAllowOther())
 	}
-	out = append(out, e.checkPassthrough(), e.checkInotify(), e.checkStateDir(), e.checkMountHelper())
+	out = append(out, e.checkPassthrough(), e.checkInotify(), e.checkStateDir(), e.checkStaleState(), e.checkMountHelper())
 	return out
 }
 

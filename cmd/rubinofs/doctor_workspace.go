@@ -12,7 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/watcher"
 )
 
@@ -159,4 +161,58 @@ func (e *doctorEnv) checkStateDir() finding {
 		f.Level, f.Detail = levelOK, fmt.Sprintf("%s (mode %o, owned by %s)", dir, mode, e.userName)
 	}
 	return f
+}
+
+// checkStaleState: the state directories under the user's state root whose
+// workspace is gone, each with its size and last use; warn when there are
+// any, with `rubinofs state prune` as the fix (docs/DESIGN.md#state-retention).
+func (e *doctorEnv) checkStaleState() finding {
+	f := finding{Check: "stale state", Level: levelOK}
+	root := filepath.Dir(e.defaultStateDirFor("/x"))
+	infos, err := daemon.ScanStateRoot(root, e.uid, false)
+	if err != nil {
+		f.Level, f.Detail = levelWarn, fmt.Sprintf("cannot list the state directories: %v", err)
+		f.Fix = "chown " + e.userName + " " + root + " && chmod 700 " + root
+		return f
+	}
+	var gone, legacy int
+	var total int64
+	now := time.Now()
+	for _, i := range infos {
+		switch i.Kind {
+		case daemon.StateGone:
+			gone++
+		case daemon.StateLegacyGone:
+			legacy++
+		default:
+			continue
+		}
+		i.Size = daemon.DirSize(i.Dir)
+		total += i.Size
+		f.Lines = append(f.Lines, fmt.Sprintf("%s (%s, %s): workspace %s", i.Dir, humanBytes(i.Size), age(now, i.LastUse), orUnknown(i.Workspace, i.Kind)))
+	}
+	if gone+legacy == 0 {
+		f.Detail = fmt.Sprintf("%s: %d state directories, none of a vanished workspace", root, len(infos))
+		return f
+	}
+	f.Level = levelWarn
+	f.Detail = fmt.Sprintf("%s: %d state directories of vanished workspaces (%s)", root, gone+legacy, humanBytes(total))
+	f.Fix = "rubinofs state prune (--dry-run first)"
+	if legacy > 0 {
+		f.Detail += fmt.Sprintf(", %d of them made before rubinofs recorded workspaces", legacy)
+		f.Fix = "rubinofs state prune --legacy (--dry-run first)"
+	}
+	return f
+}
+
+// orUnknown is ws, or for a legacy state directory without a guess what
+// is known.
+func orUnknown(ws, kind string) string {
+	if ws == "" {
+		return "unknown (no record, no directory of its name)"
+	}
+	if kind == daemon.StateLegacyGone {
+		return ws + " (from its log; gone)"
+	}
+	return ws + " (gone)"
 }

@@ -97,6 +97,7 @@ func newApp() *cli.App {
 			configCommand(),
 			policyCommand(),
 			doctorCommand(),
+			stateCommand(),
 			completionCommand(),
 			{
 				Name:  "version",

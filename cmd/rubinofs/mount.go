@@ -80,6 +80,7 @@ func mountFlags() []cli.Flag {
 		&cli.IntFlag{Name: "journal-max-file-size", Value: config.Default("journal.max_file_size").(int), Usage: "keep the pre-image bytes of files up to `BYTES`; larger ones are recorded as unrecoverable"},
 		&cli.IntFlag{Name: "journal-budget", Value: config.Default("journal.budget").(int), Usage: "bound the journal (blobs and session logs together) to `BYTES` (0: no budget); a session whose change would pass it has its journal stopped"},
 		&cli.DurationFlag{Name: "journal-retention", Value: config.Default("journal.retention").(time.Duration), Usage: "keep an ended session's journal this long (0: forever)"},
+		&cli.DurationFlag{Name: "state-retention", Value: config.Default("state.retention").(time.Duration), Usage: "at mount, remove the state directories of vanished workspaces unused this long (0: never at mount)"},
 		&cli.StringFlag{Name: "journal-sync", Value: config.Default("journal.sync").(string), Usage: "when a change's record becomes durable: write (before the change, survives a daemon crash; fsync'ed within 1 s) or fsync (fsync'ed before the change)"},
 		&cli.IntFlag{Name: "max-live-sessions", Usage: "at most `N` live sessions: registering one more fails with EAGAIN until one ends (default 1024)"},
 		&cli.IntFlag{Name: "compact-max-transcript-bytes", Value: config.Default("compact.max_transcript_bytes").(int), Usage: "bound one compaction transcript to `BYTES`; an append past it fails with EFBIG"},
@@ -169,23 +170,31 @@ func mountConfig(c *cli.Context) (daemon.Config, error) {
 		return cfg, cli.Exit(err.Error(), 2)
 	}
 	applyConfig(&cfg, eff)
+	cfg.StateRoot = stateRoot()
 	return cfg, nil
 }
 
-// defaultStateDir is $XDG_STATE_HOME/rubinofs/<escaped workspace>, with
-// ~/.local/state for an unset XDG_STATE_HOME and /var/lib/rubinofs for root.
+// defaultStateDir is workspace's state directory under the state root
+// (stateRoot).
 func defaultStateDir(workspace string) string {
+	return stateDirUnder(stateRoot(), workspace)
+}
+
+// stateRoot is the caller's state root: $XDG_STATE_HOME/rubinofs, with
+// ~/.local/state for an unset XDG_STATE_HOME and /var/lib/rubinofs for
+// root. Mounts' default state directories live in it, and `rubinofs state
+// prune` and the retention at mount prune only it
+// (docs/DESIGN.md#state-retention).
+func stateRoot() string {
 	base := os.Getenv("XDG_STATE_HOME")
 	switch {
 	case os.Geteuid() == 0 && base == "":
-		base = "/var/lib/rubinofs"
+		return "/var/lib/rubinofs"
 	case base == "":
 		home, _ := os.UserHomeDir()
-		base = filepath.Join(home, ".local", "state", "rubinofs")
-	default:
-		base = filepath.Join(base, "rubinofs")
+		return filepath.Join(home, ".local", "state", "rubinofs")
 	}
-	return stateDirUnder(base, workspace)
+	return filepath.Join(base, "rubinofs")
 }
 
 // stateDirUnder is workspace's state directory under base: the workspace's
