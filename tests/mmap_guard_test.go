@@ -28,7 +28,8 @@ print("stored")
 `
 
 // TestMmapStoreUnreadRefused: a store through a shared writable mapping of
-// a file the session never read is refused, as dd conv=notrunc is: the
+// a file the session never read (or read before another session changed
+// it) is refused, as dd conv=notrunc is: the
 // page-in READ the store causes is not the session's read, and it is
 // answered with EACCES, so the store gets SIGBUS and the file stays byte
 // for byte as it was. After reading the file the same store passes, and a
@@ -36,7 +37,7 @@ print("stored")
 // mapping: its next write(2) is not refused. docs/DESIGN.md#mmap-page-in
 func TestMmapStoreUnreadRefused(t *testing.T) {
 	const orig = "0123456789abcdef\n"
-	m := newMount(t, map[string]string{"unread": orig, "readfirst": orig}, nil)
+	m := newMount(t, map[string]string{"unread": orig, "readfirst": orig, "stale": orig}, nil)
 	script := m.tmp + "/mapstore.py"
 	if err := os.WriteFile(script, []byte(mapStore), 0o644); err != nil {
 		t.Fatal(err)
@@ -67,6 +68,17 @@ func TestMmapStoreUnreadRefused(t *testing.T) {
 	a.ok("python3 " + shq(script) + " unread read")
 	if got := m.readBacking("unread"); got != "M"+orig[1:] {
 		t.Fatalf("file read through its handle, after the mapped store: %q", got)
+	}
+
+	// Read, then changed by another session: stale, refused alike.
+	b := m.startAgent("other")
+	a.ok("cat stale >/dev/null")
+	b.ok("cat stale >/dev/null && printf Y | dd of=stale conv=notrunc status=none")
+	if rc := a.run("python3 " + shq(script) + " stale none"); rc != "rc=135 session=mapper" {
+		t.Fatalf("mapped store into a stale file: %s, want SIGBUS (rc=135)", rc)
+	}
+	if got := m.readBacking("stale"); got != "Y"+orig[1:] {
+		t.Fatalf("stale file after the refused mapped store: %q", got)
 	}
 
 	// The session's own file, written through a mapping, stays its own.
