@@ -10,7 +10,7 @@ import (
 
 // fsxOps bounds each fsx run: enough operations for every op kind fsx has
 // to run many times on a 256 KiB file, few enough for seconds under -race.
-const fsxOps = "1500"
+const fsxOps = "1000"
 
 // fsxModes are fsx's standard (mapped reads and writes included), no-mmap
 // (-R -W) and O_DIRECT (-Z, which needs block-aligned reads, writes and
@@ -24,10 +24,11 @@ var fsxModes = []struct {
 	{"odirect", []string{"-Z", "-R", "-W", "-r", "4096", "-w", "4096", "-t", "4096"}},
 }
 
-// xfstestsDir returns the directory of the prebuilt xfstests tools:
-// $RUBINOFS_XFSTESTS, else shared/tools/xfstests beside the repository
-// (../shared from its root), or skips the test naming what is missing.
-func xfstestsDir(t *testing.T) string {
+// xfstestsFsx returns the path of the prebuilt fsx, in the directory of
+// the xfstests tools: $RUBINOFS_XFSTESTS, else shared/tools/xfstests beside
+// the repository (../shared from its root), or skips the test naming what
+// is missing.
+func xfstestsFsx(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("RUBINOFS_XFSTESTS")
 	if dir == "" {
@@ -37,10 +38,11 @@ func xfstestsDir(t *testing.T) string {
 		}
 		dir = filepath.Join(filepath.Dir(root), "shared", "tools", "xfstests")
 	}
-	if _, err := os.Stat(filepath.Join(dir, "fsx")); err != nil {
-		t.Skipf("no xfstests tools at %s (set RUBINOFS_XFSTESTS to the directory holding fsx): %v", dir, err)
+	fsx := filepath.Join(dir, "fsx")
+	if _, err := os.Stat(fsx); err != nil {
+		t.Skipf("no xfstests fsx at %s (set RUBINOFS_XFSTESTS to the directory holding fsx): %v", dir, err)
 	}
-	return dir
+	return fsx
 }
 
 // TestTortureFsx runs xfstests' fsx in its standard, no-mmap and O_DIRECT
@@ -52,7 +54,7 @@ func xfstestsDir(t *testing.T) string {
 // own file: they must stay its own (docs/DESIGN.md#mmap-page-in). Each mode
 // first runs on a plain directory: a failure there skips the test.
 func TestTortureFsx(t *testing.T) {
-	fsx := filepath.Join(xfstestsDir(t), "fsx")
+	fsx := xfstestsFsx(t)
 	logs := t.TempDir()
 	// cmd is the fsx command line of mode md on file.
 	cmd := func(md []string, file string) []string {
