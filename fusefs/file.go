@@ -157,13 +157,24 @@ func (h *File) settle() {
 }
 
 // Read serves content and registers the read at the first READ of a
-// read-write handle.
+// read-write handle that reaches the caller's buffer. A page-in through a
+// direct-I/O handle (the fault of a mapping of it) registers nothing and
+// is served only while the session may write the file
+// (docs/DESIGN.md#mmap-page-in).
 func (h *File) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if h.shared {
 		return h.readShared(ctx, buf, off)
 	}
 	h.mu.Lock()
 	h.settle()
+	if h.direct && isPageIn(ctx) {
+		errno := h.mapPageIn()
+		h.mu.Unlock()
+		if errno != 0 {
+			return nil, errno
+		}
+		return h.loopbackOps.Read(ctx, buf, off)
+	}
 	if !h.registered {
 		h.registerRead()
 	}

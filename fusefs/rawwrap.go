@@ -353,7 +353,9 @@ func (w *rawWrap) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOu
 // (the access log itself): see fsMetrics.quiet.
 func (w *rawWrap) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
 	start := time.Now()
+	forget := markPageIn(cancel, in) // mmap_pagein.go
 	res, st := w.RawFileSystem.Read(cancel, in, buf)
+	forget()
 	if w.m.takeQuiet(cancel) {
 		return res, st
 	}

@@ -106,6 +106,10 @@ const (
 	OpRenameOver Op = "rename-over"     // rename(2) onto the file: `mv a f`
 	OpExchange   Op = "exchange"        // either side of renameat2 RENAME_EXCHANGE
 	OpUnlink     Op = "unlink"          // unlink(2): `rm f`
+	// OpMapWrite: a page-in through a guarded writable handle, the fault
+	// of a mapping of it (a store through a shared writable mmap(2));
+	// refused, the faulting access gets SIGBUS (docs/DESIGN.md#mmap-page-in).
+	OpMapWrite Op = "mmap-write"
 )
 
 // verb is how a message names op.
@@ -127,6 +131,8 @@ func (op Op) verb() string {
 		return "exchange"
 	case OpUnlink:
 		return "delete"
+	case OpMapWrite:
+		return "write through a mapping of"
 	}
 	return "modify"
 }
