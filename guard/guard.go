@@ -37,6 +37,11 @@ type Decision struct {
 	WouldDeny bool
 	Code      Code
 	Message   string
+	// ReplacedBy names who replaced the file since the session read it,
+	// for a CodeStale refusal of a file that now has another identity
+	// (docs/DESIGN.md#stale-replaced): "session NAME", ReplacedByAnother,
+	// ReplacedOutside, or "" when not known or not that case.
+	ReplacedBy string
 	// Errno is the errno the caller gets on a refusal (Config.Errno:
 	// EACCES by default, or EPERM; EAGAIN for CodeUnknownSession); set
 	// whenever Code is, 0 when allowed.
@@ -58,7 +63,9 @@ type Denial struct {
 	Path    string    `json:"path"`
 	Code    Code      `json:"code"`
 	Message string    `json:"message"`
-	Warned  bool      `json:"warned,omitempty"`
+	// ReplacedBy is Decision.ReplacedBy.
+	ReplacedBy string `json:"replaced_by,omitempty"`
+	Warned     bool   `json:"warned,omitempty"`
 }
 
 // Config configures a Guard. The zero value is a usable enforcing guard.
@@ -355,13 +362,18 @@ func (g *Guard) Lock(id FileID) (unlock func()) {
 
 // Forget drops every session's knowledge of id and its cached hash: the last
 // name of the file is gone, and the inode number may be reused.
-func (g *Guard) Forget(id FileID) {
+func (g *Guard) Forget(id FileID) { g.forgetBy(id, "") }
+
+// forgetBy is Forget for a file whose last name session by removed ("":
+// not known): every other session that had a record of it remembers its
+// name as replaced by by (docs/DESIGN.md#stale-replaced).
+func (g *Guard) forgetBy(id FileID, by string) {
 	g.hashes.Invalidate(id)
 	g.mutMu.Lock()
 	delete(g.mutations, id)
 	g.mutMu.Unlock()
 	for _, t := range g.allTrackers() {
-		t.forget(id)
+		t.forget(id, by)
 	}
 }
 
