@@ -78,7 +78,9 @@ type Config struct {
 	// syscall.EACCES; ParseErrno gives the accepted values (EACCES, EPERM).
 	Errno syscall.Errno
 	// MaxDenials bounds the denial log (default 1000 entries); the oldest
-	// are dropped first.
+	// are dropped first. Every denial is also counted in its session's
+	// summary (DenialSummary, docs/DESIGN.md#denial-summary), which this
+	// bound does not touch.
 	MaxDenials int
 	// OnDenial, when set, observes every RecordDenial (the daemon logs it
 	// through slog). It runs on the caller's goroutine, inside the FUSE
@@ -127,8 +129,8 @@ type Guard struct {
 	mu       sync.Mutex
 	sessions map[string]*Tracker
 
-	denMu   sync.Mutex
-	denials []Denial
+	// den is the denial log and its per-session summaries (denials.go).
+	den denialLog
 
 	lockMu sync.Mutex
 	locks  map[FileID]*idLock
@@ -225,9 +227,10 @@ func (g *Guard) DropSession(session string) {
 	g.mu.Unlock()
 }
 
-// RenameSession moves a session's tracker to a new name; an existing tracker
-// of that name is replaced.
+// RenameSession moves a session's tracker and its denial summary to a new
+// name; an existing tracker (summary) of that name is replaced.
 func (g *Guard) RenameSession(from, to string) {
+	g.renameSummary(from, to) // before g.mu: RecordDenial takes the log's lock, then g.mu
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if t, ok := g.sessions[from]; ok {
@@ -301,39 +304,6 @@ func (g *Guard) NoteWrite(session string, t Target) error {
 	}
 	g.writes.Add(1)
 	return g.ForSession(session).NoteWrite(t, Hash{})
-}
-
-// RecordDenial appends d to the bounded denial log and counts it (as a
-// warning when d.Warned).
-func (g *Guard) RecordDenial(d Denial) {
-	if g.onDenial != nil {
-		g.onDenial(d)
-	}
-	if d.Warned {
-		g.warned.Add(1)
-	} else {
-		g.denied.Add(1)
-	}
-	g.denMu.Lock()
-	defer g.denMu.Unlock()
-	if len(g.denials) >= g.maxDen {
-		n := copy(g.denials, g.denials[len(g.denials)-g.maxDen+1:])
-		g.denials = g.denials[:n]
-	}
-	g.denials = append(g.denials, d)
-}
-
-// Denials returns the logged denials of session, oldest first ("" = all).
-func (g *Guard) Denials(session string) []Denial {
-	g.denMu.Lock()
-	defer g.denMu.Unlock()
-	out := make([]Denial, 0, len(g.denials))
-	for _, d := range g.denials {
-		if session == "" || d.Session == session {
-			out = append(out, d)
-		}
-	}
-	return out
 }
 
 // Lock takes the lock of file identity id and returns its unlock. fusefs
@@ -421,6 +391,8 @@ type Counts struct {
 	Warnings  uint64    `json:"warnings"`  // would have been refused (warn)
 	Sessions  int       `json:"sessions"`  // sessions with a tracker
 	Hash      HashStats `json:"hash_cache"`
+	// DenialLog is the denial log's sizes (docs/DESIGN.md#denial-summary).
+	DenialLog DenialLogStats `json:"denial_log"`
 }
 
 // Counts returns the counters.
@@ -428,7 +400,7 @@ func (g *Guard) Counts() Counts {
 	return Counts{
 		Reads: g.reads.Load(), Writes: g.writes.Load(), Decisions: g.decisions.Load(),
 		Denials: g.denied.Load(), Warnings: g.warned.Load(), Sessions: len(g.trackers()),
-		Hash: g.hashes.Stats(),
+		Hash: g.hashes.Stats(), DenialLog: g.DenialLogStats(),
 	}
 }
 
