@@ -349,9 +349,15 @@ func (g *Guard) forgetBy(id FileID, by string) {
 
 // Rename updates the display path of id in every session (records follow
 // identities, so a renamed file keeps its records).
-func (g *Guard) Rename(id FileID, path string) {
+func (g *Guard) Rename(id FileID, path string) { g.RenameBy(id, path, "") }
+
+// RenameBy is Rename for a rename made by session by ("": not known):
+// every other session with a record of id remembers its old name as
+// replaced by by (docs/DESIGN.md#stale-replaced), so a new file there is
+// refused to it as stale, not unread. Safe for concurrent use.
+func (g *Guard) RenameBy(id FileID, path, by string) {
 	for _, t := range g.allTrackers() {
-		t.rename(id, path)
+		t.rename(id, path, by)
 	}
 }
 

@@ -59,6 +59,22 @@ func TestReplacedIsStale(t *testing.T) {
 		t.Fatalf("replaced outside: %+v, want stale outside the mount", d)
 	}
 
+	// Renamed away by another session (a backup-then-write save), and a
+	// new file made at the name: stale too.
+	r := filepath.Join(dir, "m")
+	must(t, os.WriteFile(r, []byte("v1\n"), 0o644))
+	mOld := targetOf(t, r, "m")
+	must(t, g.NoteRead("a", mOld))
+	must(t, os.Rename(r, r+".bak"))
+	g.RenameBy(mOld.Stat.ID, "m.bak", "b")
+	must(t, os.WriteFile(r, []byte("v2\n"), 0o644))
+	if d := g.Decide("a", OpOpenTrunc, targetOf(t, r, "m")); d.Code != CodeStale || d.ReplacedBy != ReplacedByAnother {
+		t.Fatalf("renamed away and recreated: %+v, want stale by another session", d)
+	}
+	if d := g.Decide("a", OpOpenTrunc, targetOf(t, r+".bak", "m.bak")); !d.Allow {
+		t.Fatalf("the moved file keeps a's record: %+v", d)
+	}
+
 	// Bounded: past MaxReplacedNames the oldest names may be dropped.
 	tr := g.ForSession("a")
 	for i := 0; i < MaxReplacedNames+10; i++ {

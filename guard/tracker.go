@@ -437,11 +437,16 @@ func (t *Tracker) markMixed(id FileID) {
 	t.mu.Unlock()
 }
 
-// rename changes the display path of id's record.
-func (t *Tracker) rename(id FileID, path string) {
+// rename changes the display path of id's record; when session by (not
+// ""), another session, moved it, the old name is remembered as replaced
+// (noteGone).
+func (t *Tracker) rename(id FileID, path, by string) {
 	t.mu.Lock()
 	if r, ok := t.state[id]; ok {
 		t.unindexPath(id, r.path)
+		if by != "" && r.path != path {
+			t.noteGone(r.path, by)
+		}
 		r.path = path
 		t.indexPath(id, path)
 	}
