@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/guard"
 )
 
 // controlReadme is .rubino/README: the base files. Features plugged in
@@ -33,7 +34,12 @@ errors file keeps the last %d failures of every caller.
                    (cat it; "#" heartbeat lines when idle; a reader opened
                    with O_NONBLOCK gets EAGAIN when nothing is pending)
   guard/denials    JSON lines of refused (or, in warn mode, would-be refused)
-                   mutations: {time, session, pid, comm, op, path, code, message}
+                   mutations: {time, session, pid, comm, op, path, code,
+                   message}, the newest %d
+  guard/denials.summary
+                   JSON lines, one per session: {session, denials,
+                   warnings, other, entries: [{path, code, count, last}]},
+                   every refusal counted, at most %d entries a session
   guard/tracked    the caller's session's read records: path, state, hash
   guard/why        the caller's session's last denial, one line
   policy           JSON: the accepted ignore rules and those waiting; the
@@ -46,13 +52,14 @@ Nothing here can loosen the guard from inside the mount.
 // buildControlTree assembles the base control files and the features'.
 func (f *FS) buildControlTree() *ctltree.Dir {
 	root := ctltree.NewDir(
-		ctltree.Entry{Name: "README", Node: ctltree.Static(fmt.Sprintf(controlReadme, maxCtlErrors))},
+		ctltree.Entry{Name: "README", Node: ctltree.Static(fmt.Sprintf(controlReadme, maxCtlErrors, f.cfg.Guard.DenialLogStats().MaxLines, guard.MaxSummaryKeys))},
 		ctltree.Entry{Name: "status", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readStatus}},
 		ctltree.Entry{Name: "errors", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readErrors}},
 		ctltree.Entry{Name: "metrics", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readMetrics}},   // metrics.go
 		ctltree.Entry{Name: "accesslog", Node: &ctltree.File{Kind: ctltree.Stream, Open: f.openAccessLog}}, // accesslog.go
 		ctltree.Entry{Name: "guard", Node: ctltree.NewDir(
 			ctltree.Entry{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenials("")}},
+			ctltree.Entry{Name: "denials.summary", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenialSummary("")}},
 			ctltree.Entry{Name: "tracked", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readTracked}},
 			ctltree.Entry{Name: "why", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readWhy}},
 		)},
@@ -140,6 +147,23 @@ func (f *FS) readDenials(session string) func(context.Context, ctltree.Caller) (
 			ds = kept
 		}
 		return ctltree.JSONLines(ds)
+	}
+}
+
+// readDenialSummary returns a reader of the denial summary of session
+// (docs/DESIGN.md#denial-summary), one JSON line; "" = one line for each
+// session the caller may see (mayActOn), as readDenials filters the log.
+// Access to one session's file is checked by its directory.
+func (f *FS) readDenialSummary(session string) func(context.Context, ctltree.Caller) ([]byte, error) {
+	return func(_ context.Context, c ctltree.Caller) ([]byte, error) {
+		keep := func(name string) bool { return name == session }
+		if session == "" {
+			keep = func(name string) bool { return f.mayActOn(c, name) }
+			if f.admin(c) {
+				keep = nil
+			}
+		}
+		return ctltree.JSONLines(f.cfg.Guard.DenialSummaries(keep))
 	}
 }
 

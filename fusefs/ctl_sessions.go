@@ -82,6 +82,7 @@ func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 			{Name: "info", Node: ctltree.Text(func(ctltree.Caller) string { return s.info(name) })},
 			{Name: "tracked", Node: ctltree.Text(func(c ctltree.Caller) string { return string(f.trackedText(c, name)) })},
 			{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenials(name)}},
+			{Name: "denials.summary", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenialSummary(name)}},
 			{Name: "why", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.whyText(name)) })},
 			{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Write: f.selfCtl(name)}},
 		}, f.journalEntries(name)...)...) // ctl_journal.go
@@ -448,7 +449,10 @@ func (s sessionsFeature) info(name string) string {
 		}
 	}
 	doc["tracked"] = f.cfg.Guard.RecordCount(name)
-	doc["denials"] = len(f.cfg.Guard.Denials(name))
+	// Every refusal since the mount, not the lines the log still holds
+	// (docs/DESIGN.md#denial-summary).
+	den, warn := f.cfg.Guard.DenialCount(name)
+	doc["denials"], doc["warnings"] = den, warn
 	b, _ := json.MarshalIndent(doc, "", "  ")
 	return string(b) + "\n"
 }

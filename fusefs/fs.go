@@ -424,15 +424,16 @@ func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
 		return 0
 	}
 	f.cfg.Guard.RecordDenial(guard.Denial{
-		Warned:  d.Allow,
-		Time:    time.Now(),
-		Session: c.session,
-		Pid:     c.pid,
-		Comm:    commOf(),
-		Op:      op,
-		Path:    t.Path,
-		Code:    d.Code,
-		Message: d.Message,
+		Warned:     d.Allow,
+		Time:       time.Now(),
+		Session:    c.session,
+		Pid:        c.pid,
+		Comm:       commOf(),
+		Op:         op,
+		Path:       t.Path,
+		Code:       d.Code,
+		Message:    d.Message,
+		ReplacedBy: d.ReplacedBy,
 	})
 	if d.Allow {
 		f.counters.warned.Add(1)
@@ -487,6 +488,10 @@ func (f *FS) guardCaller(c caller) guard.Caller {
 			}
 			return name
 		},
+		// A refusal names the session that replaced the file only for a
+		// caller that may see it (docs/DESIGN.md#stale-replaced): every
+		// reader of this session's denials may then see it too.
+		MayName: func(other string) bool { return f.mayActOn(f.ctlCaller(c), other) },
 	}
 }
 

@@ -213,7 +213,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 	}
 	for i, nm := range m.names {
 		if gs[i].ok && nm.to != "" {
-			f.cfg.Guard.Rename(gs[i].id, nm.to)
+			f.cfg.Guard.RenameBy(gs[i].id, nm.to, c.session)
 		}
 	}
 	f.noteOwnAfter(&m, gs) // crossmount_lock.go

@@ -61,18 +61,18 @@ func (g *Guard) DecideBy(c Caller, op Op, t Target) Decision {
 		return d
 	}
 	tr := g.ForSession(session)
-	d := judge(tr, op, t)
+	d := judge(tr, op, t, c.MayName)
 	if d.Code != "" && c.Facts != nil && g.hasProcTrackers() {
 		if f := c.Facts(); f.Known {
 			if pt := g.procTrackerOf(f.Proc); pt != nil {
-				if pd := judge(pt, op, t); pd.Code == "" {
+				if pd := judge(pt, op, t, c.MayName); pd.Code == "" {
 					d = pd
 				}
 			}
 		}
 	}
 	if d.Code != "" && g.git != nil && comm != nil && IsGit(comm()) && g.vouchGit(tr, t) {
-		d = judge(tr, op, t)
+		d = judge(tr, op, t, c.MayName)
 	}
 	if d.Code == "" {
 		g.allowed.Add(1)
@@ -98,11 +98,14 @@ func (g *Guard) DecideBy(c Caller, op Op, t Target) Decision {
 }
 
 // judge applies read-before-write to op on t for tr's session: a Decision
-// with a Code when refused, the zero Decision when allowed.
-func judge(tr *Tracker, op Op, t Target) Decision {
+// with a Code when refused, the zero Decision when allowed. A file the
+// session has no record of is unread, or stale when the session read
+// another file at its name since replaced (judgeReplaced; may as
+// Caller.MayName).
+func judge(tr *Tracker, op Op, t Target, may func(string) bool) Decision {
 	switch seen, fresh, err := tr.check(t); {
 	case !seen:
-		return Decision{Code: CodeUnread, Message: fmt.Sprintf("refusing to %s %s: read it first", op.verb(), t.Path)}
+		return judgeReplaced(tr, op, t, may)
 	case err != nil:
 		return Decision{Code: CodeStale, Message: fmt.Sprintf("cannot verify %s against this session's read (%v): read it again before you %s it", t.Path, err, op.verb())}
 	case !fresh:

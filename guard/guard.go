@@ -37,6 +37,11 @@ type Decision struct {
 	WouldDeny bool
 	Code      Code
 	Message   string
+	// ReplacedBy names who replaced the file since the session read it,
+	// for a CodeStale refusal of a file that now has another identity
+	// (docs/DESIGN.md#stale-replaced): "session NAME", ReplacedByAnother,
+	// ReplacedOutside, or "" when not known or not that case.
+	ReplacedBy string
 	// Errno is the errno the caller gets on a refusal (Config.Errno:
 	// EACCES by default, or EPERM; EAGAIN for CodeUnknownSession); set
 	// whenever Code is, 0 when allowed.
@@ -58,7 +63,9 @@ type Denial struct {
 	Path    string    `json:"path"`
 	Code    Code      `json:"code"`
 	Message string    `json:"message"`
-	Warned  bool      `json:"warned,omitempty"`
+	// ReplacedBy is Decision.ReplacedBy.
+	ReplacedBy string `json:"replaced_by,omitempty"`
+	Warned     bool   `json:"warned,omitempty"`
 }
 
 // Config configures a Guard. The zero value is a usable enforcing guard.
@@ -71,7 +78,9 @@ type Config struct {
 	// syscall.EACCES; ParseErrno gives the accepted values (EACCES, EPERM).
 	Errno syscall.Errno
 	// MaxDenials bounds the denial log (default 1000 entries); the oldest
-	// are dropped first.
+	// are dropped first. Every denial is also counted in its session's
+	// summary (DenialSummary, docs/DESIGN.md#denial-summary), which this
+	// bound does not touch.
 	MaxDenials int
 	// OnDenial, when set, observes every RecordDenial (the daemon logs it
 	// through slog). It runs on the caller's goroutine, inside the FUSE
@@ -120,8 +129,8 @@ type Guard struct {
 	mu       sync.Mutex
 	sessions map[string]*Tracker
 
-	denMu   sync.Mutex
-	denials []Denial
+	// den is the denial log and its per-session summaries (denials.go).
+	den denialLog
 
 	lockMu sync.Mutex
 	locks  map[FileID]*idLock
@@ -218,9 +227,10 @@ func (g *Guard) DropSession(session string) {
 	g.mu.Unlock()
 }
 
-// RenameSession moves a session's tracker to a new name; an existing tracker
-// of that name is replaced.
+// RenameSession moves a session's tracker and its denial summary to a new
+// name; an existing tracker (summary) of that name is replaced.
 func (g *Guard) RenameSession(from, to string) {
+	g.renameSummary(from, to) // before g.mu: RecordDenial takes the log's lock, then g.mu
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if t, ok := g.sessions[from]; ok {
@@ -296,39 +306,6 @@ func (g *Guard) NoteWrite(session string, t Target) error {
 	return g.ForSession(session).NoteWrite(t, Hash{})
 }
 
-// RecordDenial appends d to the bounded denial log and counts it (as a
-// warning when d.Warned).
-func (g *Guard) RecordDenial(d Denial) {
-	if g.onDenial != nil {
-		g.onDenial(d)
-	}
-	if d.Warned {
-		g.warned.Add(1)
-	} else {
-		g.denied.Add(1)
-	}
-	g.denMu.Lock()
-	defer g.denMu.Unlock()
-	if len(g.denials) >= g.maxDen {
-		n := copy(g.denials, g.denials[len(g.denials)-g.maxDen+1:])
-		g.denials = g.denials[:n]
-	}
-	g.denials = append(g.denials, d)
-}
-
-// Denials returns the logged denials of session, oldest first ("" = all).
-func (g *Guard) Denials(session string) []Denial {
-	g.denMu.Lock()
-	defer g.denMu.Unlock()
-	out := make([]Denial, 0, len(g.denials))
-	for _, d := range g.denials {
-		if session == "" || d.Session == session {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
 // Lock takes the lock of file identity id and returns its unlock. fusefs
 // holds it across a decision and the mutation it allows, so no other
 // mutation through the mount slips in between. Locks of several identities
@@ -355,21 +332,32 @@ func (g *Guard) Lock(id FileID) (unlock func()) {
 
 // Forget drops every session's knowledge of id and its cached hash: the last
 // name of the file is gone, and the inode number may be reused.
-func (g *Guard) Forget(id FileID) {
+func (g *Guard) Forget(id FileID) { g.forgetBy(id, "") }
+
+// forgetBy is Forget for a file whose last name session by removed ("":
+// not known): every other session that had a record of it remembers its
+// name as replaced by by (docs/DESIGN.md#stale-replaced).
+func (g *Guard) forgetBy(id FileID, by string) {
 	g.hashes.Invalidate(id)
 	g.mutMu.Lock()
 	delete(g.mutations, id)
 	g.mutMu.Unlock()
 	for _, t := range g.allTrackers() {
-		t.forget(id)
+		t.forget(id, by)
 	}
 }
 
 // Rename updates the display path of id in every session (records follow
 // identities, so a renamed file keeps its records).
-func (g *Guard) Rename(id FileID, path string) {
+func (g *Guard) Rename(id FileID, path string) { g.RenameBy(id, path, "") }
+
+// RenameBy is Rename for a rename made by session by ("": not known):
+// every other session with a record of id remembers its old name as
+// replaced by by (docs/DESIGN.md#stale-replaced), so a new file there is
+// refused to it as stale, not unread. Safe for concurrent use.
+func (g *Guard) RenameBy(id FileID, path, by string) {
 	for _, t := range g.allTrackers() {
-		t.rename(id, path)
+		t.rename(id, path, by)
 	}
 }
 
@@ -409,6 +397,8 @@ type Counts struct {
 	Warnings  uint64    `json:"warnings"`  // would have been refused (warn)
 	Sessions  int       `json:"sessions"`  // sessions with a tracker
 	Hash      HashStats `json:"hash_cache"`
+	// DenialLog is the denial log's sizes (docs/DESIGN.md#denial-summary).
+	DenialLog DenialLogStats `json:"denial_log"`
 }
 
 // Counts returns the counters.
@@ -416,7 +406,7 @@ func (g *Guard) Counts() Counts {
 	return Counts{
 		Reads: g.reads.Load(), Writes: g.writes.Load(), Decisions: g.decisions.Load(),
 		Denials: g.denied.Load(), Warnings: g.warned.Load(), Sessions: len(g.trackers()),
-		Hash: g.hashes.Stats(),
+		Hash: g.hashes.Stats(), DenialLog: g.DenialLogStats(),
 	}
 }
 

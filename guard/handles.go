@@ -8,7 +8,7 @@ import "sync"
 type openIdentities struct {
 	mu       sync.Mutex
 	handles  map[FileID]int
-	nameless map[FileID]bool
+	nameless map[FileID]string // the session that removed the last name
 }
 
 // NoteHandleOpen reports that a file handle on id was opened through the
@@ -38,9 +38,9 @@ func (g *Guard) NoteHandleRelease(id FileID) {
 		return
 	}
 	delete(o.handles, id)
-	if o.nameless[id] {
+	if by, ok := o.nameless[id]; ok {
 		delete(o.nameless, id)
-		g.Forget(id)
+		g.forgetBy(id, by)
 	}
 }
 
@@ -63,12 +63,12 @@ func (g *Guard) NoteLastNameGone(id FileID, session string) {
 	o.mu.Lock() // held throughout: a concurrent last release must not forget id between the two steps
 	defer o.mu.Unlock()
 	if o.handles[id] == 0 {
-		g.Forget(id)
+		g.forgetBy(id, session)
 		return
 	}
 	if o.nameless == nil {
-		o.nameless = make(map[FileID]bool)
+		o.nameless = make(map[FileID]string)
 	}
-	o.nameless[id] = true
+	o.nameless[id] = session
 	g.NoteMutation(id, session)
 }

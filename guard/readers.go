@@ -122,6 +122,11 @@ type Caller struct {
 	Session string
 	Facts   func() ProcFacts
 	Comm    func() string
+	// MayName reports whether a refusal of this caller may name session
+	// other (it replaced the file: docs/DESIGN.md#stale-replaced): true
+	// only when the caller may see that session (docs/DESIGN.md#trust).
+	// nil names no session.
+	MayName func(other string) bool
 }
 
 func (c Caller) facts() ProcFacts {

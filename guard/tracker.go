@@ -115,6 +115,12 @@ type Tracker struct {
 	windows   map[windowKey]window
 	recover   map[FileID]bool
 	skeletons map[FileID][]Range
+	// byPath maps a record's path to its identity, and gone a name whose
+	// file lost its last name to another session to that session
+	// (replaced.go, docs/DESIGN.md#stale-replaced); both only name a
+	// refusal's cause. gone holds at most MaxReplacedNames entries.
+	byPath map[string]FileID
+	gone   map[string]string
 }
 
 func newTracker(session string, hashes *HashCache, now func() time.Time, lastMut func(FileID) Mutation) *Tracker {
@@ -146,7 +152,11 @@ func (t *Tracker) put(id FileID, r *record, base uint64) {
 	if last := t.lastMut(id); last.Seq != base {
 		r.base, r.mixed = last.Seq, true
 	}
+	if old, ok := t.state[id]; ok && old.path != r.path {
+		t.unindexPath(id, old.path)
+	}
 	t.state[id] = r
+	t.indexPath(id, r.path)
 }
 
 // hashOf returns h when it is known, or the content hash of tg.
@@ -390,10 +400,18 @@ func (t *Tracker) DrillIn(id FileID, offset, limit int64) bool {
 	return false
 }
 
-// forget drops everything the session knows of id.
-func (t *Tracker) forget(id FileID) {
+// forget drops everything the session knows of id, whose last name session
+// by removed ("" when not known): when by is another session, the record's
+// name is remembered as replaced (noteGone).
+func (t *Tracker) forget(id FileID, by string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if r, ok := t.state[id]; ok {
+		t.unindexPath(id, r.path)
+		if by != "" {
+			t.noteGone(r.path, by)
+		}
+	}
 	delete(t.state, id)
 	delete(t.skeletons, id)
 	t.dropViews(id)
@@ -419,11 +437,18 @@ func (t *Tracker) markMixed(id FileID) {
 	t.mu.Unlock()
 }
 
-// rename changes the display path of id's record.
-func (t *Tracker) rename(id FileID, path string) {
+// rename changes the display path of id's record; when session by (not
+// ""), another session, moved it, the old name is remembered as replaced
+// (noteGone).
+func (t *Tracker) rename(id FileID, path, by string) {
 	t.mu.Lock()
 	if r, ok := t.state[id]; ok {
+		t.unindexPath(id, r.path)
+		if by != "" && r.path != path {
+			t.noteGone(r.path, by)
+		}
 		r.path = path
+		t.indexPath(id, path)
 	}
 	t.mu.Unlock()
 }

@@ -96,6 +96,7 @@ func newApp() *cli.App {
 			demoCommand(),
 			configCommand(),
 			policyCommand(),
+			denialsCommand(),
 			doctorCommand(),
 			stateCommand(),
 			completionCommand(),
