@@ -1,0 +1,216 @@
+package ignore
+
+// Tool-owned trees (docs/DESIGN.md#tool-trees): directories that a package
+// manager or build tool owns (a venv, node_modules, a tagged cache) are
+// recognised by a marker, without a .gitignore, and what they hold is
+// exempt from refusals as accepted build outputs are.
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// CacheDirSignature is the first line of a CACHEDIR.TAG file under the
+// Cache Directory Tagging Specification (https://bford.info/cachedir/).
+const CacheDirSignature = "Signature: 8a477f597d28d172789f06886806bc55"
+
+// goCacheREADME starts the README that the go command writes at the root
+// of its build cache (GOCACHE); the cache carries no CACHEDIR.TAG.
+const goCacheREADME = "This directory holds cached build artifacts from the Go build system."
+
+// DefaultToolMarkers are the markers of tool-owned trees recognised by
+// default (the guard.tool_trees key), in the form ParseToolMarker reads:
+// a venv, node_modules, __pycache__, a directory tagged by the Cache
+// Directory Tagging Specification (Cargo's target/ among them) and the
+// Go build cache.
+var DefaultToolMarkers = []string{
+	"node_modules/",
+	"__pycache__/",
+	"pyvenv.cfg",
+	"CACHEDIR.TAG:" + CacheDirSignature,
+	"README:" + goCacheREADME,
+}
+
+// maxPrefix bounds the content a marker may require (bytes read from it).
+const maxPrefix = 256
+
+// toolMarker is one parsed marker.
+type toolMarker struct {
+	name   string // a directory's name (dir), or a file's in the tree's root
+	dir    bool   // the directory named name is the tree
+	prefix []byte // the marker file must start with these bytes (nil: any)
+}
+
+// ParseToolMarker checks one marker of the guard.tool_trees key: "NAME/"
+// (a directory of that name is a tool-owned tree: node_modules/),
+// "FILE" (a directory holding a regular file of that name is one:
+// pyvenv.cfg) or "FILE:PREFIX" (the file must start with PREFIX:
+// CACHEDIR.TAG's signature). NAME and FILE are single path components,
+// not ".", ".." or ".git", and PREFIX is at most 256 bytes. The error
+// names the marker and what to write.
+func ParseToolMarker(s string) error {
+	_, err := parseToolMarker(s)
+	return err
+}
+
+func parseToolMarker(s string) (toolMarker, error) {
+	name, prefix, hasPrefix := strings.Cut(s, ":")
+	m := toolMarker{name: name}
+	if strings.HasSuffix(name, "/") && !hasPrefix {
+		m.name, m.dir = strings.TrimSuffix(name, "/"), true
+	}
+	switch {
+	case m.name == "" || m.name == "." || m.name == ".." || m.name == ".git" || strings.Contains(m.name, "/"):
+		return m, fmt.Errorf("tool tree marker %q: write a directory name ending in / (node_modules/), a file name (pyvenv.cfg), or FILE:PREFIX (CACHEDIR.TAG:Signature: ...)", s)
+	case hasPrefix && (prefix == "" || len(prefix) > maxPrefix):
+		return m, fmt.Errorf("tool tree marker %q: the content after the colon must be 1 to %d bytes", s, maxPrefix)
+	}
+	if hasPrefix {
+		m.prefix = []byte(prefix)
+	}
+	return m, nil
+}
+
+// Tools decides which files of tool-owned trees are exempt from refusals
+// for a caller (docs/DESIGN.md#tool-trees). A file is in a tool-owned
+// tree when a directory above it, the workspace root excluded, carries a
+// marker. It is exempt for a caller of uid U when, for one such marker:
+//
+//   - the marker was born before the mount served the workspace since the
+//     last acceptance of the exemption policy (Policy.Held), like an
+//     accepted ignore rule: for every caller; or
+//   - the marker was made through the mount (a session's), owned by U,
+//     and the file is owned by U and was born at or after the marker.
+//
+// Birth is the backing file's statx btime (ctime for a marker where the
+// file system keeps no btime; a file without a btime is never exempt
+// through a session's marker). Safe for concurrent use: it keeps no
+// state but its configuration, and reads the backing directory directly
+// without following symbolic links.
+type Tools struct {
+	root    string
+	markers []toolMarker
+	policy  *Policy
+}
+
+// NewTools returns the decider for the workspace reached at root (read
+// directly, never through the mount) with the markers specs (the
+// guard.tool_trees key; nil or empty recognises none) and the policy
+// whose spans tell a session's marker from an accepted one (nil: every
+// marker counts as accepted). A malformed marker is an error naming it.
+func NewTools(root string, specs []string, p *Policy) (*Tools, error) {
+	t := &Tools{root: root, policy: p}
+	for _, s := range specs {
+		m, err := parseToolMarker(s)
+		if err != nil {
+			return nil, err
+		}
+		t.markers = append(t.markers, m)
+	}
+	return t, nil
+}
+
+// birth is what Exempt knows of a file's or marker's origin.
+type birth struct {
+	uid   uint32
+	ns    int64 // btime, or ctime for a marker without one
+	btime bool  // ns is a btime
+	ino   uint64
+}
+
+func birthOf(st *unix.Statx_t) birth {
+	b := birth{uid: st.Uid, ino: st.Ino, ns: st.Ctime.Sec*1e9 + int64(st.Ctime.Nsec)}
+	if st.Mask&unix.STATX_BTIME != 0 {
+		b.ns, b.btime = st.Btime.Sec*1e9+int64(st.Btime.Nsec), true
+	}
+	return b
+}
+
+const statxMask = unix.STATX_TYPE | unix.STATX_UID | unix.STATX_INO | unix.STATX_CTIME | unix.STATX_BTIME
+
+// Exempt reports whether the regular file at rel (workspace-relative,
+// slash-separated), whose inode is ino, is exempt from refusals for a
+// caller of uid by the rule of Tools. A file whose name no longer leads
+// to ino, or a path through a symbolic link, is not exempt. It costs one
+// openat per directory of rel and one statx per marker per directory (a
+// marker with a prefix: an open and a read of at most 256 bytes); the
+// callers ask only when the guard would refuse.
+func (t *Tools) Exempt(rel string, uid uint32, ino uint64) bool {
+	if t == nil || len(t.markers) == 0 {
+		return false
+	}
+	parts := strings.Split(rel, "/")
+	if len(parts) < 2 {
+		return false // the workspace root is never a tool-owned tree
+	}
+	fd, err := unix.Open(t.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	var found []birth
+	for _, comp := range parts[:len(parts)-1] {
+		sub, err := unix.Openat(fd, comp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			unix.Close(fd)
+			return false
+		}
+		for _, m := range t.markers {
+			if b, ok := m.find(fd, sub, comp); ok {
+				found = append(found, b)
+			}
+		}
+		unix.Close(fd)
+		fd = sub
+	}
+	defer unix.Close(fd)
+	if len(found) == 0 {
+		return false
+	}
+	var st unix.Statx_t
+	if unix.Statx(fd, parts[len(parts)-1], unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC, statxMask, &st) != nil ||
+		st.Ino != ino {
+		return false
+	}
+	file := birthOf(&st)
+	for _, m := range found {
+		if t.policy == nil || !t.policy.Held(m.ns) {
+			return true // accepted: predates the mount, or accepted since
+		}
+		if m.uid == uid && file.uid == uid && file.btime && file.ns >= m.ns {
+			return true
+		}
+	}
+	return false
+}
+
+// find looks for m in the directory dir (named comp in parent) and
+// returns the marker's birth.
+func (m toolMarker) find(parent, dir int, comp string) (birth, bool) {
+	var st unix.Statx_t
+	if m.dir {
+		if comp != m.name || unix.Statx(parent, comp, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC, statxMask, &st) != nil {
+			return birth{}, false
+		}
+		return birthOf(&st), true
+	}
+	if unix.Statx(dir, m.name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC, statxMask, &st) != nil ||
+		st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return birth{}, false
+	}
+	if m.prefix != nil {
+		fd, err := unix.Openat(dir, m.name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return birth{}, false
+		}
+		buf := make([]byte, len(m.prefix))
+		n, _ := unix.Pread(fd, buf, 0)
+		unix.Close(fd)
+		if !bytes.Equal(buf[:max(n, 0)], m.prefix) {
+			return birth{}, false
+		}
+	}
+	return birthOf(&st), true
+}
