@@ -426,6 +426,7 @@ func openForHash(p string, flags int) (*os.File, error) {
 func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
 	gc := f.guardCaller(c)
 	commOf := gc.Comm
+	f.cfg.Tools.Changing(t.Path) // a marker about to go: keep its tree's exemption
 	d := f.cfg.Guard.DecideBy(gc, op, t)
 	if d.Allow && !d.WouldDeny {
 		return 0

@@ -8,7 +8,9 @@ package ignore
 import (
 	"bytes"
 	"fmt"
+	"path"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -94,6 +96,20 @@ type Tools struct {
 	root    string
 	markers []toolMarker
 	policy  *Policy
+
+	mu   sync.Mutex
+	kept map[dirKey][]birth // markers of a directory, kept by Changing for when they are gone
+}
+
+// maxKept bounds the directories whose markers Tools keeps; past it they
+// are forgotten (their files are refused again: tighter, never looser).
+const maxKept = 4096
+
+// dirKey names a directory by inode and birth, so that a new directory
+// that reuses the inode is another.
+type dirKey struct {
+	ino uint64
+	ns  int64
 }
 
 // NewTools returns the decider for the workspace reached at root (read
@@ -150,6 +166,9 @@ func (t *Tools) Exempt(rel string, uid uint32, ino uint64) bool {
 	if err != nil {
 		return false
 	}
+	t.mu.Lock()
+	anyKept := len(t.kept) > 0
+	t.mu.Unlock()
 	var found []birth
 	for _, comp := range parts[:len(parts)-1] {
 		sub, err := unix.Openat(fd, comp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -157,10 +176,9 @@ func (t *Tools) Exempt(rel string, uid uint32, ino uint64) bool {
 			unix.Close(fd)
 			return false
 		}
-		for _, m := range t.markers {
-			if b, ok := m.find(fd, sub, comp); ok {
-				found = append(found, b)
-			}
+		found = append(found, t.markersIn(fd, sub, comp)...)
+		if anyKept {
+			found = append(found, t.keptIn(sub)...)
 		}
 		unix.Close(fd)
 		fd = sub
@@ -184,6 +202,97 @@ func (t *Tools) Exempt(rel string, uid uint32, ino uint64) bool {
 		}
 	}
 	return false
+}
+
+// markersIn returns the births of the markers in the directory dir
+// (named comp in parent).
+func (t *Tools) markersIn(parent, dir int, comp string) []birth {
+	var found []birth
+	for _, m := range t.markers {
+		if b, ok := m.find(parent, dir, comp); ok {
+			found = append(found, b)
+		}
+	}
+	return found
+}
+
+// keyOf returns the directory dir's key.
+func keyOf(dir int) (dirKey, bool) {
+	var st unix.Statx_t
+	if unix.Statx(dir, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, statxMask, &st) != nil {
+		return dirKey{}, false
+	}
+	b := birthOf(&st)
+	return dirKey{ino: b.ino, ns: b.ns}, true
+}
+
+// keptIn returns the markers Changing kept for the directory dir.
+func (t *Tools) keptIn(dir int) []birth {
+	k, ok := keyOf(dir)
+	if !ok {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.kept[k]
+}
+
+// Changing is called before a guarded change (an unlink, a rename, an
+// overwrite) of the file at rel. When rel is a marker file (pyvenv.cfg,
+// CACHEDIR.TAG), the markers of its directory are kept, so that removing
+// the marker first (`rm -rf v` may meet v/pyvenv.cfg before v/lib) does
+// not take the exemption from the files still in the tree; what is kept
+// exempts no more than the marker did. It costs a string comparison per
+// marker for any other rel. Safe for concurrent use.
+func (t *Tools) Changing(rel string) {
+	if t == nil {
+		return
+	}
+	base := path.Base(rel)
+	isMarker := false
+	for _, m := range t.markers {
+		isMarker = isMarker || !m.dir && m.name == base
+	}
+	dir := path.Dir(rel)
+	if !isMarker || dir == "." {
+		return
+	}
+	fd, err := unix.Open(t.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	parts := strings.Split(dir, "/")
+	var found []birth
+	for i, comp := range parts {
+		sub, err := unix.Openat(fd, comp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == nil && i == len(parts)-1 {
+			found = t.markersIn(fd, sub, comp)
+		}
+		unix.Close(fd)
+		if err != nil {
+			return
+		}
+		fd = sub
+	}
+	defer unix.Close(fd)
+	k, ok := keyOf(fd)
+	if len(found) == 0 || !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.kept == nil || len(t.kept) >= maxKept {
+		t.kept = map[dirKey][]birth{}
+	}
+	for _, b := range found {
+		dup := false
+		for _, c := range t.kept[k] {
+			dup = dup || c == b
+		}
+		if !dup {
+			t.kept[k] = append(t.kept[k], b)
+		}
+	}
 }
 
 // find looks for m in the directory dir (named comp in parent) and
