@@ -153,7 +153,9 @@ const statxMask = unix.STATX_TYPE | unix.STATX_UID | unix.STATX_INO | unix.STATX
 // to ino, or a path through a symbolic link, is not exempt. It costs one
 // openat per directory of rel and one statx per marker per directory (a
 // marker with a prefix: an open and a read of at most 256 bytes); the
-// callers ask only when the guard would refuse.
+// callers ask only when the guard would refuse, and an exempt file's
+// refusal becomes none (the caller gets 0, not EACCES). Safe for
+// concurrent use; a nil Tools exempts nothing.
 func (t *Tools) Exempt(rel string, uid uint32, ino uint64) bool {
 	if t == nil || len(t.markers) == 0 {
 		return false
