@@ -192,3 +192,26 @@ func TestToolTreesMarkerDoesNotExemptExisting(t *testing.T) {
 	m.toolSession("B", "mkdir -p lib/sub/out && echo new > lib/sub/out/new.o && echo new > lib/new.o")
 	m.toolSession("E", "rm lib/sub/out/new.o lib/new.o")
 }
+
+// TestToolTreesOtherUid: a marker exempts only its own uid's files for
+// its own uid's callers. Under root's tagged cache, a file uid 65534
+// made stays guarded for root's sessions, and root's files for uid
+// 65534; root's files made after the tag are free for a new root session.
+func TestToolTreesOtherUid(t *testing.T) {
+	m := newSharedMount(t, nil, withToolTrees)
+	m.toolSession("A", "mkdir cache && chmod 0777 cache && echo '"+ignore.CacheDirSignature+"' > cache/CACHEDIR.TAG && echo r > cache/root.o")
+	if out, err := m.nobody(`cd "$MNT" && echo n > cache/nobody.o`); err != nil {
+		t.Fatalf("uid 65534 creating in the cache: %v\n%s", err, out)
+	}
+	before := m.refusals()
+	if out, err := m.sessionRun("B", "rm cache/nobody.o"); err == nil {
+		t.Errorf("root's session removed uid 65534's unread file under root's tag\n%s", out)
+	}
+	if out, err := m.nobody(`cd "$MNT" && rm -f cache/root.o`); err == nil {
+		t.Errorf("uid 65534 removed root's unread file under root's tag\n%s", out)
+	}
+	if n := m.refusals() - before; n != 2 {
+		t.Errorf("%d refusals, want 2: %v", n, m.denials())
+	}
+	m.toolSession("C", "rm cache/root.o cache/CACHEDIR.TAG")
+}
