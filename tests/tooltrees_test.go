@@ -97,7 +97,8 @@ func writeWheel(t *testing.T, dir, name, version string, modules int) {
 // into it with pip; a new session B reinstalls it (--force-reinstall) and
 // a new session C removes the venv, with no refusal. The venv is made
 // without its own copy of pip (ensurepip alone takes a minute on a busy
-// 2-core machine): pip runs from python3's installation with --python.
+// 2-core machine): the venv's python runs python3's own pip, which it
+// sees through --system-site-packages, and installs into the venv.
 func TestToolTreesPipVenv(t *testing.T) {
 	python, err := exec.LookPath("python3")
 	if err != nil {
@@ -110,8 +111,8 @@ func TestToolTreesPipVenv(t *testing.T) {
 	wheels := filepath.Join(m.tmp, "wheels")
 	os.Mkdir(wheels, 0o755)
 	writeWheel(t, wheels, "tinypkg", "1.0", 20)
-	pip := "PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 " + shq(python) + " -m pip --python v/bin/python install -q --no-index --find-links " + shq(wheels)
-	m.toolSession("A", shq(python)+" -m venv --without-pip v && "+pip+" tinypkg && test -f v/pyvenv.cfg")
+	pip := "PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 v/bin/python -m pip install -q --no-index --find-links " + shq(wheels)
+	m.toolSession("A", shq(python)+" -m venv --without-pip --system-site-packages v && "+pip+" tinypkg && test -f v/lib/python3*/site-packages/tinypkg/mod3.py")
 	m.toolSession("B", pip+" --force-reinstall tinypkg && v/bin/python -c 'import tinypkg.mod3'")
 	m.toolSession("C", "rm -rf v && test ! -e v")
 }
