@@ -216,3 +216,22 @@ func TestToolTreesOtherUid(t *testing.T) {
 	}
 	m.toolSession("C", "rm cache/root.o cache/CACHEDIR.TAG")
 }
+
+// TestToolTreesAtMount: trees whose markers were there before the mount
+// are exempt whole, like build outputs under an accepted ignore rule: a
+// session removes files in them that nobody read.
+func TestToolTreesAtMount(t *testing.T) {
+	m := newMount(t, map[string]string{
+		"node_modules/dep/index.js":                   "module.exports = 1;\n",
+		"v/pyvenv.cfg":                                "home = /usr/bin\n",
+		"v/lib/python3/site-packages/dep/__init__.py": "",
+		"target/CACHEDIR.TAG":                         ignore.CacheDirSignature + "\n",
+		"target/debug/app":                            "binary\n",
+		"src/main.rs":                                 "fn main() {}\n",
+	}, withToolTrees)
+	m.toolSession("A", "rm -rf node_modules v target && test ! -e v")
+	before := m.refusals()
+	if out, err := m.sessionRun("B", "rm src/main.rs"); err == nil || m.refusals() != before+1 {
+		t.Errorf("rm of an unread source file passed or was not counted: %v\n%s", err, out)
+	}
+}
