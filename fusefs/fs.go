@@ -431,7 +431,7 @@ func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
 	if d.Allow && !d.WouldDeny {
 		return 0
 	}
-	if f.cfg.Tools.Exempt(t.Path, c.uid, t.Stat.ID.Ino) { // docs/DESIGN.md#tool-trees
+	if f.cfg.Tools.Exempt(t.Path, c.uid, t.Stat.ID.Dev, t.Stat.ID.Ino) { // docs/DESIGN.md#tool-trees
 		return 0
 	}
 	f.cfg.Guard.RecordDenial(guard.Denial{

@@ -148,15 +148,16 @@ func birthOf(st *unix.Statx_t) birth {
 const statxMask = unix.STATX_TYPE | unix.STATX_UID | unix.STATX_INO | unix.STATX_CTIME | unix.STATX_BTIME
 
 // Exempt reports whether the regular file at rel (workspace-relative,
-// slash-separated), whose inode is ino, is exempt from refusals for a
+// slash-separated), whose device and inode are dev and ino (st_dev and
+// st_ino of the backing file), is exempt from refusals for a
 // caller of uid by the rule of Tools. A file whose name no longer leads
-// to ino, or a path through a symbolic link, is not exempt. It costs one
+// to that file, or a path through a symbolic link, is not exempt. It costs one
 // openat per directory of rel and one statx per marker per directory (a
 // marker with a prefix: an open and a read of at most 256 bytes); the
 // callers ask only when the guard would refuse, and an exempt file's
 // refusal becomes none (the caller gets 0, not EACCES). Safe for
 // concurrent use; a nil Tools exempts nothing.
-func (t *Tools) Exempt(rel string, uid uint32, ino uint64) bool {
+func (t *Tools) Exempt(rel string, uid uint32, dev, ino uint64) bool {
 	if t == nil || len(t.markers) == 0 {
 		return false
 	}
@@ -191,7 +192,7 @@ func (t *Tools) Exempt(rel string, uid uint32, ino uint64) bool {
 	}
 	var st unix.Statx_t
 	if unix.Statx(fd, parts[len(parts)-1], unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC, statxMask, &st) != nil ||
-		st.Ino != ino {
+		st.Ino != ino || unix.Mkdev(st.Dev_major, st.Dev_minor) != dev {
 		return false
 	}
 	file := birthOf(&st)

@@ -32,7 +32,7 @@ func nextTick(t *testing.T, root, rel string) {
 
 // mk writes rel under root with content, owned by uid (-1: as made), and
 // returns its inode.
-func mk(t *testing.T, root, rel, content string, uid int) uint64 {
+func mk(t *testing.T, root, rel, content string, uid int) fileID {
 	t.Helper()
 	p := filepath.Join(root, rel)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -50,8 +50,11 @@ func mk(t *testing.T, root, rel, content string, uid int) uint64 {
 	if err := syscall.Lstat(p, &st); err != nil {
 		t.Fatal(err)
 	}
-	return st.Ino
+	return fileID{uint64(st.Dev), st.Ino}
 }
+
+// fileID is a file's st_dev and st_ino.
+type fileID struct{ dev, ino uint64 }
 
 // mountedPolicy is a policy whose span (a mount serving the workspace)
 // began before anything the test makes: every marker is a session's.
@@ -81,7 +84,7 @@ func TestToolsSessionMarker(t *testing.T) {
 	for _, c := range []struct {
 		rel  string
 		uid  uint32
-		ino  uint64
+		ino  fileID
 		want bool
 	}{
 		{"lib/old.txt", 0, old, false},            // there before the marker
@@ -91,7 +94,7 @@ func TestToolsSessionMarker(t *testing.T) {
 		{"lib/sub/other.py", 0, other, false},     // the file is another uid's
 		{"lib/sub/new.py", 0, old, false},         // the name leads to another inode
 	} {
-		if got := tools.Exempt(c.rel, c.uid, c.ino); got != c.want {
+		if got := tools.Exempt(c.rel, c.uid, c.ino.dev, c.ino.ino); got != c.want {
 			t.Errorf("Exempt(%s, uid %d) = %v, want %v", c.rel, c.uid, got, c.want)
 		}
 	}
@@ -108,11 +111,11 @@ func TestToolsAcceptedMarker(t *testing.T) {
 		t.Fatal(err)
 	}
 	tools, _ := NewTools(root, DefaultToolMarkers, p)
-	if !tools.Exempt("node_modules/a/lib/x.js", 65534, ino) {
+	if !tools.Exempt("node_modules/a/lib/x.js", 65534, ino.dev, ino.ino) {
 		t.Error("a file of a node_modules that predates the mount is guarded")
 	}
 	none, _ := NewTools(root, nil, p)
-	if none.Exempt("node_modules/a/lib/x.js", 0, ino) {
+	if none.Exempt("node_modules/a/lib/x.js", 0, ino.dev, ino.ino) {
 		t.Error("exempt with no markers configured")
 	}
 }
@@ -134,10 +137,10 @@ func TestToolsMarkerContent(t *testing.T) {
 	tools, _ := NewTools(root, DefaultToolMarkers, mountedPolicy(t, root))
 	for _, c := range []struct {
 		rel  string
-		ino  uint64
+		ino  fileID
 		want bool
 	}{{"c/x", bad, false}, {"d/x", good, true}, {"top.txt", top, false}, {"link/x", good, false}} {
-		if got := tools.Exempt(c.rel, 0, c.ino); got != c.want {
+		if got := tools.Exempt(c.rel, 0, c.ino.dev, c.ino.ino); got != c.want {
 			t.Errorf("Exempt(%s) = %v, want %v", c.rel, got, c.want)
 		}
 	}
@@ -153,11 +156,11 @@ func TestToolsKeptAfterMarkerGone(t *testing.T) {
 	tools, _ := NewTools(root, DefaultToolMarkers, mountedPolicy(t, root))
 	tools.Changing("v/pyvenv.cfg")
 	os.Remove(filepath.Join(root, "v/pyvenv.cfg"))
-	if !tools.Exempt("v/lib/site-packages/p/m.py", 0, ino) {
+	if !tools.Exempt("v/lib/site-packages/p/m.py", 0, ino.dev, ino.ino) {
 		t.Error("the venv's files lost their exemption with pyvenv.cfg")
 	}
 	ino2 := mk(t, root, "w/m.py", "x", 0)
-	if tools.Exempt("w/m.py", 0, ino2) {
+	if tools.Exempt("w/m.py", 0, ino2.dev, ino2.ino) {
 		t.Error("a directory without a marker is exempt")
 	}
 }
