@@ -116,7 +116,8 @@ type dirKey struct {
 // directly, never through the mount) with the markers specs (the
 // guard.tool_trees key; nil or empty recognises none) and the policy
 // whose spans tell a session's marker from an accepted one (nil: every
-// marker counts as accepted). A malformed marker is an error naming it.
+// marker counts as a session's: none is accepted). A malformed marker is
+// an error naming it.
 func NewTools(root string, specs []string, p *Policy) (*Tools, error) {
 	t := &Tools{root: root, policy: p}
 	for _, s := range specs {
@@ -197,7 +198,7 @@ func (t *Tools) Exempt(rel string, uid uint32, dev, ino uint64) bool {
 	}
 	file := birthOf(&st)
 	for _, m := range found {
-		if t.policy == nil || !t.policy.Held(m.ns) {
+		if t.policy != nil && !t.policy.Held(m.ns) {
 			return true // accepted: predates the mount, or accepted since
 		}
 		if m.uid == uid && file.uid == uid && file.btime && file.ns >= m.ns {
