@@ -128,6 +128,10 @@ type Guard struct {
 	// Exempt are extra doublestar globs, workspace-relative, exempt from
 	// the guard (guard.exempt, --exempt).
 	Exempt []string
+	// ToolTrees are the markers of tool-owned trees (guard.tool_trees;
+	// ignore.ParseToolMarker gives the forms, docs/DESIGN.md#tool-trees).
+	// GuardIgnored guards them too.
+	ToolTrees []string
 	// GuardIgnored guards git-ignored files too (guard.guard_ignored,
 	// --guard-ignored).
 	GuardIgnored bool

@@ -27,6 +27,7 @@ type fileConfig struct {
 	Guard struct {
 		Mode         *string   `toml:"mode"`
 		Exempt       *[]string `toml:"exempt"`
+		ToolTrees    *[]string `toml:"tool_trees"`
 		GuardIgnored *bool     `toml:"guard_ignored"`
 		Unregistered *string   `toml:"unregistered"`
 		Unlink       *string   `toml:"unlink"`

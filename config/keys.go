@@ -11,6 +11,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/compact"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/journal"
 	"github.com/rubinofs/rubinofs/tasks"
 )
@@ -247,6 +248,16 @@ func cgroupGlobs(v any) error {
 	return nil
 }
 
+// toolMarkers checks guard.tool_trees (ignore.ParseToolMarker).
+func toolMarkers(v any) error {
+	for _, s := range v.([]string) {
+		if err := ignore.ParseToolMarker(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func notNegative(v any) error {
 	if v.(int) < 0 {
 		return fmt.Errorf("%d is negative", v)
@@ -261,6 +272,9 @@ var specs = []spec{
 		loosens: func(lo, v any) bool { return modeRank[v.(string)] < modeRank[lo.(string)] }},
 	{key: "guard.exempt", typ: tStrings, def: []string{}, valid: globs, rule: RuleTighten,
 		loosens: func(lo, v any) bool { return !subset(v.([]string), lo.([]string)) }}, // a new exemption
+	// Another marker exempts more: a workspace file may only remove some.
+	{key: "guard.tool_trees", typ: tStrings, def: append([]string(nil), ignore.DefaultToolMarkers...), valid: toolMarkers, rule: RuleTighten,
+		loosens: func(lo, v any) bool { return !subset(v.([]string), lo.([]string)) }}, // a new marker
 	{key: "guard.guard_ignored", typ: tBool, def: false, rule: RuleTighten,
 		loosens: func(lo, v any) bool { return lo.(bool) && !v.(bool) }},
 	{key: "guard.unregistered", typ: tString, def: "guard", valid: oneOf("guard", "allow"), rule: RuleTighten,
@@ -488,6 +502,7 @@ func build(m layer) (*Config, error) {
 	}
 	g.Exempt = strs("guard.exempt")
 	g.GuardIgnored = bl("guard.guard_ignored")
+	g.ToolTrees = strs("guard.tool_trees")
 	g.AllowUnregistered = str("guard.unregistered") == "allow"
 	if g.Unlink, err = guard.ParseUnlinkPolicy(str("guard.unlink")); err != nil {
 		return nil, err

@@ -246,6 +246,11 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Peers:             d.registerPeers(ws), // peers.go: before serving
 	}
 	fcfg.Policy = d.policy
+	if !cfg.GuardIgnored && cfg.Guard.Mode != guard.ModeOff {
+		if fcfg.Tools, err = ignore.NewTools(backing, cfg.ToolTrees, d.policy); err != nil {
+			return nil, fmt.Errorf("tool trees: %w", err)
+		}
+	}
 	if jr != nil {
 		fcfg.Journal = jr
 		if jmatcher != nil {

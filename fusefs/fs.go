@@ -84,6 +84,11 @@ type Config struct {
 	// reports renamed directories, and serves .rubino/policy. nil: every
 	// rule on disk counts at once.
 	Policy *ignore.Policy
+	// Tools, when set, exempts from refusals the files of tool-owned
+	// trees (a venv, node_modules, a tagged cache) that the caller's uid
+	// may change without reading (docs/DESIGN.md#tool-trees). It is asked
+	// only when the guard would refuse. nil: none.
+	Tools *ignore.Tools
 	// Sessions resolves caller pids to sessions; nil puts everyone in
 	// DefaultSession.
 	Sessions Resolver
@@ -415,12 +420,18 @@ func openForHash(p string, flags int) (*os.File, error) {
 //
 // The caller's program name (comm, for the guard's git-safe policy and the
 // denial log) is looked up at most once, and only when the read-before-write
-// policy refuses: an allowed mutation reads nothing of the caller.
+// policy refuses: an allowed mutation reads nothing of the caller. A
+// refusal of a file that Config.Tools exempts for the caller's uid is no
+// refusal: 0, nothing recorded (docs/DESIGN.md#tool-trees).
 func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
 	gc := f.guardCaller(c)
 	commOf := gc.Comm
+	f.cfg.Tools.Changing(t.Path) // a marker about to go: keep its tree's exemption
 	d := f.cfg.Guard.DecideBy(gc, op, t)
 	if d.Allow && !d.WouldDeny {
+		return 0
+	}
+	if f.cfg.Tools.Exempt(t.Path, c.uid, t.Stat.ID.Dev, t.Stat.ID.Ino) { // docs/DESIGN.md#tool-trees
 		return 0
 	}
 	f.cfg.Guard.RecordDenial(guard.Denial{

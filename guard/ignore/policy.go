@@ -213,6 +213,21 @@ func readRuleFile(root, rel string) (data []byte, ctime int64, ok bool) {
 	return data, max(lst.Ctim.Nano(), st.Ctim.Nano()), true
 }
 
+// Held reports whether the time ns (Unix nanoseconds) falls in a span
+// during which a mount served the workspace since the last acceptance:
+// something born then was made while mounted, not accepted by the owner
+// (docs/DESIGN.md#tool-trees). Safe for concurrent use.
+func (p *Policy) Held(ns int64) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, s := range p.spans {
+		if s.holds(ns) {
+			return true
+		}
+	}
+	return false
+}
+
 // movedLocked reports whether rel lies below a directory renamed through
 // the mount since acceptance. Called with mu held.
 func (p *Policy) movedLocked(rel string) bool {

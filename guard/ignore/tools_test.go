@@ -1,0 +1,179 @@
+package ignore
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// nextTick returns once a file made in root is born later than the file
+// rel: the file system stamps births with a coarse clock, and a test
+// that means "made after" must not share its tick.
+func nextTick(t *testing.T, root, rel string) {
+	t.Helper()
+	var ref, probe unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, filepath.Join(root, rel), 0, unix.STATX_BTIME, &ref); err != nil || ref.Mask&unix.STATX_BTIME == 0 {
+		t.Skipf("no birth time here: %v", err)
+	}
+	p := filepath.Join(root, ".tick")
+	for {
+		os.WriteFile(p, nil, 0o644)
+		unix.Statx(unix.AT_FDCWD, p, 0, unix.STATX_BTIME, &probe)
+		os.Remove(p)
+		if probe.Btime.Sec > ref.Btime.Sec || probe.Btime.Sec == ref.Btime.Sec && probe.Btime.Nsec > ref.Btime.Nsec {
+			return
+		}
+	}
+}
+
+// mk writes rel under root with content, owned by uid (-1: as made), and
+// returns its inode.
+func mk(t *testing.T, root, rel, content string, uid int) fileID {
+	t.Helper()
+	p := filepath.Join(root, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if uid >= 0 {
+		if err := os.Lchown(p, uid, uid); err != nil {
+			t.Skipf("chown needs root: %v", err)
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return fileID{uint64(st.Dev), st.Ino}
+}
+
+// fileID is a file's st_dev and st_ino.
+type fileID struct{ dev, ino uint64 }
+
+// mountedPolicy is a policy whose span (a mount serving the workspace)
+// began before anything the test makes: every marker is a session's.
+func mountedPolicy(t *testing.T, root string) *Policy {
+	t.Helper()
+	p, err := NewPolicy(root, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.spans = []span{{From: time.Now().Add(-time.Minute).UnixNano()}}
+	return p
+}
+
+// TestToolsSessionMarker: a marker made while mounted exempts only files
+// born after it, owned by its own uid, for a caller of that uid.
+func TestToolsSessionMarker(t *testing.T) {
+	root := t.TempDir()
+	old := mk(t, root, "lib/old.txt", "old", 0)
+	nextTick(t, root, "lib/old.txt")
+	mk(t, root, "lib/pyvenv.cfg", "home = /usr/bin\n", 0)
+	newer := mk(t, root, "lib/sub/new.py", "x", 0)
+	other := mk(t, root, "lib/sub/other.py", "x", 65534)
+	tools, err := NewTools(root, DefaultToolMarkers, mountedPolicy(t, root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		rel  string
+		uid  uint32
+		ino  fileID
+		want bool
+	}{
+		{"lib/old.txt", 0, old, false},            // there before the marker
+		{"lib/sub/new.py", 0, newer, true},        // after it, same uid
+		{"lib/sub/new.py", 65534, newer, false},   // another uid's caller
+		{"lib/sub/other.py", 65534, other, false}, // the marker is uid 0's
+		{"lib/sub/other.py", 0, other, false},     // the file is another uid's
+		{"lib/sub/new.py", 0, old, false},         // the name leads to another inode
+	} {
+		if got := tools.Exempt(c.rel, c.uid, c.ino.dev, c.ino.ino); got != c.want {
+			t.Errorf("Exempt(%s, uid %d) = %v, want %v", c.rel, c.uid, got, c.want)
+		}
+	}
+}
+
+// TestToolsAcceptedMarker: a marker born before the mount exempts its
+// whole tree, for every uid, like an accepted ignore rule.
+func TestToolsAcceptedMarker(t *testing.T) {
+	root := t.TempDir()
+	mk(t, root, "node_modules/a/index.js", "x", 0)
+	ino := mk(t, root, "node_modules/a/lib/x.js", "x", 0)
+	p, err := NewPolicy(root, "") // the span starts now: both are older
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, _ := NewTools(root, DefaultToolMarkers, p)
+	if !tools.Exempt("node_modules/a/lib/x.js", 65534, ino.dev, ino.ino) {
+		t.Error("a file of a node_modules that predates the mount is guarded")
+	}
+	none, _ := NewTools(root, nil, p)
+	if none.Exempt("node_modules/a/lib/x.js", 0, ino.dev, ino.ino) {
+		t.Error("exempt with no markers configured")
+	}
+}
+
+// TestToolsMarkerContent: CACHEDIR.TAG counts only with its signature; a
+// marker is not looked for in the workspace root or through a symbolic
+// link.
+func TestToolsMarkerContent(t *testing.T) {
+	root := t.TempDir()
+	mk(t, root, "c/CACHEDIR.TAG", "not the signature\n", 0)
+	bad := mk(t, root, "c/x", "x", 0)
+	mk(t, root, "d/CACHEDIR.TAG", CacheDirSignature+"\n# made by a tool\n", 0)
+	good := mk(t, root, "d/x", "x", 0)
+	mk(t, root, "pyvenv.cfg", "", 0)
+	top := mk(t, root, "top.txt", "x", 0)
+	if err := os.Symlink("d", filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	tools, _ := NewTools(root, DefaultToolMarkers, mountedPolicy(t, root))
+	for _, c := range []struct {
+		rel  string
+		ino  fileID
+		want bool
+	}{{"c/x", bad, false}, {"d/x", good, true}, {"top.txt", top, false}, {"link/x", good, false}} {
+		if got := tools.Exempt(c.rel, 0, c.ino.dev, c.ino.ino); got != c.want {
+			t.Errorf("Exempt(%s) = %v, want %v", c.rel, got, c.want)
+		}
+	}
+}
+
+// TestToolsKeptAfterMarkerGone: Changing keeps a directory's markers, so
+// the files of a venv whose pyvenv.cfg went first stay exempt; another
+// directory reusing nothing of it gains nothing.
+func TestToolsKeptAfterMarkerGone(t *testing.T) {
+	root := t.TempDir()
+	mk(t, root, "v/pyvenv.cfg", "", 0)
+	ino := mk(t, root, "v/lib/site-packages/p/m.py", "x", 0)
+	tools, _ := NewTools(root, DefaultToolMarkers, mountedPolicy(t, root))
+	tools.Changing("v/pyvenv.cfg")
+	os.Remove(filepath.Join(root, "v/pyvenv.cfg"))
+	if !tools.Exempt("v/lib/site-packages/p/m.py", 0, ino.dev, ino.ino) {
+		t.Error("the venv's files lost their exemption with pyvenv.cfg")
+	}
+	ino2 := mk(t, root, "w/m.py", "x", 0)
+	if tools.Exempt("w/m.py", 0, ino2.dev, ino2.ino) {
+		t.Error("a directory without a marker is exempt")
+	}
+}
+
+func TestParseToolMarker(t *testing.T) {
+	for _, s := range DefaultToolMarkers {
+		if err := ParseToolMarker(s); err != nil {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+	for _, s := range []string{"", "/", "a/b", "../", ".git/", "TAG:", "x/:y"} {
+		if ParseToolMarker(s) == nil {
+			t.Errorf("%q accepted", s)
+		}
+	}
+}
