@@ -200,3 +200,31 @@ func TestTrackedSettlesDeferred(t *testing.T) {
 		t.Fatalf("tracked %+v, want one fresh record with the content's hash", recs)
 	}
 }
+
+// TestSettleDeferredBeforeAttrChange: a deferred hash taken (SettleDeferred)
+// before a change of the file's attributes is the read's, so the record
+// stays fresh after the chmod; the same chmod before the hash loses the
+// read (TestLazyHashLostWhenStatChanged).
+func TestSettleDeferredBeforeAttrChange(t *testing.T) {
+	g := lazyGuard()
+	f := newFile(t, "content\n")
+	tg := f.target()
+	resume := g.PauseDeferred()
+	defer resume()
+	p, err := g.NoteReadDeferred(Caller{Session: "s"}, tg, func() (*os.File, error) { return os.Open(f.path) })
+	must(t, err)
+	if p == nil || !g.HasDeferred() {
+		t.Fatal("the read's hash was not deferred")
+	}
+	g.SettleDeferred(tg.Stat.ID)
+	if g.HasDeferred() {
+		t.Fatal("SettleDeferred left the hash pending")
+	}
+	must(t, os.Chmod(f.path, 0o600))
+	if code := decideCode(g, "s", f); code != "" {
+		t.Fatalf("overwrite after a chmod that came after the settled hash: %q, want allowed", code)
+	}
+	if c := g.Counts().Hash; c.DeferredLost != 0 {
+		t.Fatalf("counts %+v, want none lost", c)
+	}
+}
