@@ -52,3 +52,19 @@ func (f *FS) settleDeferredOf(m *mutation, gs []guardedChild) {
 		}
 	}
 }
+
+// settleDeferredNode is settleDeferred for n's own inode, found by its
+// identity rather than by a name: a hard-linked file's node may name it by
+// a path that leads to another file by now (an exchange of the name it
+// was first known by), and its attributes are changed through n. Used by
+// Setattr, Setxattr, Removexattr, Link and ioctls.
+func (f *FS) settleDeferredNode(n *Node) {
+	if !f.cfg.Guard.HasDeferred() || n.isRoot() {
+		return
+	}
+	want := n.StableAttr().Ino
+	f.cfg.Guard.SettleDeferredWhere(func(id guard.FileID) bool {
+		st := syscall.Stat_t{Dev: id.Dev, Ino: id.Ino}
+		return f.stableAttr(&st, 0).Ino == want
+	})
+}

@@ -133,6 +133,25 @@ func (q *hashQueue) untrack(p *PendingHash) {
 	}
 }
 
+// settleWhere settles every unsettled hash of an identity match accepts,
+// as settleFor.
+func (q *hashQueue) settleWhere(match func(FileID) bool) {
+	if q.npending.Load() == 0 {
+		return
+	}
+	q.mu.Lock()
+	var ps []*PendingHash
+	for id, l := range q.pending {
+		if match(id) {
+			ps = append(ps, l...)
+		}
+	}
+	q.mu.Unlock()
+	for _, p := range ps {
+		p.Settle()
+	}
+}
+
 // settleFor settles every unsettled hash of id in the caller, and waits
 // for one that the worker or a decision is taking meanwhile (PendingHash's
 // once). A settled job left in the queue costs the worker nothing.
@@ -234,6 +253,12 @@ func (g *Guard) NoteReadDeferred(c Caller, t Target, later func() (*os.File, err
 // atomic load); otherwise it hashes the file, as a decision would. Safe for
 // concurrent use.
 func (g *Guard) SettleDeferred(id FileID) { g.deferred.settleFor(id) }
+
+// SettleDeferredWhere is SettleDeferred for every identity match
+// accepts (at most the 64 queued reads are looked at): for a caller that
+// knows a file by its inode number but not its device, or whose name for
+// it may lead to another file by now.
+func (g *Guard) SettleDeferredWhere(match func(FileID) bool) { g.deferred.settleWhere(match) }
 
 // PauseDeferred holds the background worker off until the returned
 // resume is called: queued hashes wait (a decision or SettleDeferred
