@@ -4,6 +4,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // Deferred hashing of reads (docs/DESIGN.md#lazy-hash). A read registers
@@ -43,11 +44,26 @@ type PendingHash struct {
 // the read's and nothing changed it through the mount since the read;
 // otherwise the record becomes unknown (seen, not fresh). A record
 // replaced or forgotten meanwhile is left alone.
+//
+// With p's own opener (the read's name), a name that no longer leads to
+// the read's file (renamed or removed since, or its directory renamed)
+// settles nothing: the record stays pending for a decision, which hashes
+// through its own target (docs/DESIGN.md#fsstress-findings).
 func (p *PendingHash) settle(open func() (*os.File, error)) {
-	p.once.Do(func() {
-		if open == nil {
-			open = p.open
+	if open == nil {
+		f, ok := p.reopen()
+		if !ok {
+			return
 		}
+		used := false
+		open = func() (*os.File, error) { used = true; return f, nil }
+		defer func() {
+			if !used {
+				f.Close()
+			}
+		}()
+	}
+	p.once.Do(func() {
 		t, id := p.t, p.st.ID
 		var h Hash
 		ok := false
@@ -56,7 +72,6 @@ func (p *PendingHash) settle(open func() (*os.File, error)) {
 			ok = err == nil && match && t.lastMut(id).Seq == p.base
 			h = got
 		}
-		p.open = nil
 		if p.q != nil {
 			defer p.q.untrack(p)
 		}
@@ -74,6 +89,21 @@ func (p *PendingHash) settle(open func() (*os.File, error)) {
 			t.hashes.deferredLost.Add(1)
 		}
 	})
+}
+
+// reopen opens the file by the read's name with p's own opener, and
+// reports whether it is the read's file (same identity); false closes it.
+func (p *PendingHash) reopen() (*os.File, bool) {
+	f, err := p.open()
+	if err != nil {
+		return nil, false
+	}
+	var st syscall.Stat_t
+	if syscall.Fstat(int(f.Fd()), &st) != nil || StatOf(&st).ID != p.st.ID {
+		f.Close()
+		return nil, false
+	}
+	return f, true
 }
 
 // Settle takes the deferred hash now, if it is not taken yet (a nil p is a

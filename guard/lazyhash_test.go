@@ -2,6 +2,7 @@ package guard
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -226,5 +227,31 @@ func TestSettleDeferredBeforeAttrChange(t *testing.T) {
 	}
 	if c := g.Counts().Hash; c.DeferredLost != 0 {
 		t.Fatalf("counts %+v, want none lost", c)
+	}
+}
+
+// TestLazyHashRenamedBeforeWorker: the worker finds the read's name gone
+// (the file, or a directory above it, was renamed since): it leaves the
+// hash to the next decision, which hashes through its own target, and the
+// read stays the session's (fsstress: a read, a rename of the directory,
+// then an O_DIRECT write).
+func TestLazyHashRenamedBeforeWorker(t *testing.T) {
+	g := lazyGuard()
+	root := t.TempDir()
+	p := filepath.Join(root, "sub", "f")
+	must(t, os.Mkdir(filepath.Dir(p), 0o755))
+	must(t, os.WriteFile(p, []byte("content\n"), 0o644))
+	resume := g.PauseDeferred()
+	_, err := g.NoteReadDeferred(Caller{Session: "s"}, targetOf(t, p, "sub/f"), func() (*os.File, error) { return os.Open(p) })
+	must(t, err)
+	moved := filepath.Join(root, "sub2", "f")
+	must(t, os.Rename(filepath.Dir(p), filepath.Dir(moved))) // the directory: the file's stat is unchanged
+	resume()
+	g.WaitDeferred()
+	if c := g.Counts().Hash; c.DeferredLost != 0 {
+		t.Fatalf("counts %+v: the worker lost the read of a file whose directory was renamed", c)
+	}
+	if d := g.Decide("s", OpWrite, targetOf(t, moved, "sub2/f")); !d.Allow {
+		t.Fatalf("overwrite of the moved, unchanged file: %+v, want allowed", d)
 	}
 }
