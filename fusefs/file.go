@@ -82,6 +82,8 @@ type File struct {
 	// its registered read was taken at.
 	shared   bool
 	readStat guard.Stat
+	// pt: a read-write passthrough handle's unseen stores (ptwrite.go).
+	pt ptState
 }
 
 // fd runs fn with the handle's backing descriptor. The descriptor stays
@@ -240,6 +242,7 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 		h.dirty = true
 		h.seq = h.fs.noteChange(h.id, h.who.session, rewritten, 0)
 		h.noteOwnStat()
+		h.ptOwnChange(h.seq)
 	}
 	return errno
 }
@@ -307,6 +310,7 @@ func (h *File) Allocate(ctx context.Context, off uint64, size uint64, mode uint3
 // credit tells the guard the handle's session wrote the current content, if
 // it did and no other session mutated the file since.
 func (h *File) credit() {
+	h.notePtStores() // stores through a shared mapping (ptwrite.go)
 	if !h.track || !h.dirty {
 		return
 	}
@@ -356,6 +360,7 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 	h.settle()
 	h.credit()
 	h.mu.Unlock()
+	h.node.dropPtWriter(h)
 	h.fs.cfg.Guard.NoteHandleRelease(h.id)
 	h.fs.journalHandleRelease(h.hj, h.node.rel())
 	return h.loopbackOps.Release(ctx)

@@ -37,6 +37,7 @@ func (f *FS) ownIoctl(rel string, h fs.FileIoctler, ctx context.Context, cmd uin
 // Ioctl runs an ioctl on the handle's backing descriptor as an own change
 // (see above); the errno is the backing file system's.
 func (h *File) Ioctl(ctx context.Context, cmd uint32, arg uint64, input, output []byte) (int32, syscall.Errno) {
+	h.fs.settleDeferredNode(h.node) // ownattr.go: FS_IOC_SETFLAGS and the like set the ctime
 	return h.fs.ownIoctl(h.node.rel(), h.loopbackOps, ctx, cmd, arg, input, output)
 }
 

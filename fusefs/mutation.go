@@ -140,7 +140,8 @@ type mutation struct {
 //  3. ask the guard each of m.asks whose name is guarded, when it decides
 //     for the caller: a refusal is returned (EACCES, the configured errno,
 //     or EAGAIN for guard.UnknownSession: FS.decide) and nothing changes;
-//  4. pin the guarded names marked pin;
+//  4. pin the guarded names marked pin, and take the deferred read hashes
+//     of the names' files still pending (settleDeferredOf);
 //  5. run the backing operation as the daemon's own change of every name
 //     (ownChange, ownMove for a rename); its errno is returned as is;
 //  6. after a success: the guarded names' records follow them
@@ -192,6 +193,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 			defer f.pinInodeOf(&gs[i])() // until the guard is told (pinInode)
 		}
 	}
+	f.settleDeferredOf(&m, gs) // ownattr.go: before the change sets a ctime
 	var j *jDirs
 	var rec journal.Record
 	if journaled {

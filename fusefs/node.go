@@ -27,6 +27,8 @@ type Node struct {
 	handles openHandles
 	// io counts the open handles by kernel io mode (iomode.go).
 	io ioModes
+	// ptw are the open read-write passthrough handles (ptwrite.go).
+	ptw ptWriters
 }
 
 // isRoot reports whether n is the mount root.

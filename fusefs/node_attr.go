@@ -57,6 +57,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 	}
 	if !sizing {
+		n.fs.settleDeferredNode(n) // ownattr.go: the change sets the ctime
 		// A mode change is journaled (chmod); chown and utimens are not
 		// (docs/DESIGN.md#journal-hook). Neither is guarded.
 		jop := ""
@@ -176,6 +177,7 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 // (fsetxattr on a descriptor of a file unlinked while open).
 func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
 	rel := n.rel()
+	n.fs.settleDeferredNode(n) // ownattr.go: the change sets the ctime
 	defer n.fs.ownChange(rel)()
 	if _, errno, ok := n.withOpenFd(func(fd int) (int, error) {
 		return 0, unix.Fsetxattr(fd, attr, data, int(flags))
@@ -189,6 +191,7 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 // open handle when there is one (as Setxattr).
 func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	rel := n.rel()
+	n.fs.settleDeferredNode(n) // ownattr.go: the change sets the ctime
 	defer n.fs.ownChange(rel)()
 	if _, errno, ok := n.withOpenFd(func(fd int) (int, error) { return 0, unix.Fremovexattr(fd, attr) }); ok {
 		return errno

@@ -267,6 +267,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		}, childPath(dirRel, name))
 		return ch, errno
 	}
+	n.fs.settleDeferredNode(tn) // ownattr.go: the link sets the target's ctime
 	errno := tn.byNode(func(srcRel string) syscall.Errno {
 		// The target's link count and ctime change too: both names are
 		// bracketed.

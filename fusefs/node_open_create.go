@@ -148,6 +148,15 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	pt, drop := n.openHandle(lf, flags, prefer)
 	h.drop = drop
 	n.fs.cfg.Guard.NoteHandleOpen(h.id)
+	if pt && acc == syscall.O_RDWR {
+		// Its shared mappings store into the backing file unseen
+		// (docs/DESIGN.md#passthrough-mmap-credit).
+		base := guard.StatOf(&st)
+		if h.own.ok {
+			base = h.own.st // what its own truncation left
+		}
+		n.notePtWriter(h, base)
+	}
 	if read {
 		h.registerRead()
 	}

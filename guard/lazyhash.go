@@ -3,6 +3,8 @@ package guard
 import (
 	"os"
 	"sync"
+	"sync/atomic"
+	"syscall"
 )
 
 // Deferred hashing of reads (docs/DESIGN.md#lazy-hash). A read registers
@@ -34,6 +36,7 @@ type PendingHash struct {
 	base uint64
 	open func() (*os.File, error) // the worker's opener (valid after the read's handle is gone)
 	once sync.Once
+	q    *hashQueue // the queue that knows p until it is settled (nil: none)
 }
 
 // settle takes the hash (once) with open, or with p's own opener when open
@@ -41,11 +44,26 @@ type PendingHash struct {
 // the read's and nothing changed it through the mount since the read;
 // otherwise the record becomes unknown (seen, not fresh). A record
 // replaced or forgotten meanwhile is left alone.
+//
+// With p's own opener (the read's name), a name that no longer leads to
+// the read's file (renamed or removed since, or its directory renamed)
+// settles nothing: the record stays pending for a decision, which hashes
+// through its own target (docs/DESIGN.md#fsstress-findings).
 func (p *PendingHash) settle(open func() (*os.File, error)) {
-	p.once.Do(func() {
-		if open == nil {
-			open = p.open
+	if open == nil {
+		f, ok := p.reopen()
+		if !ok {
+			return
 		}
+		used := false
+		open = func() (*os.File, error) { used = true; return f, nil }
+		defer func() {
+			if !used {
+				f.Close()
+			}
+		}()
+	}
+	p.once.Do(func() {
 		t, id := p.t, p.st.ID
 		var h Hash
 		ok := false
@@ -54,7 +72,9 @@ func (p *PendingHash) settle(open func() (*os.File, error)) {
 			ok = err == nil && match && t.lastMut(id).Seq == p.base
 			h = got
 		}
-		p.open = nil
+		if p.q != nil {
+			defer p.q.untrack(p)
+		}
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		r, cur := t.state[id]
@@ -71,6 +91,21 @@ func (p *PendingHash) settle(open func() (*os.File, error)) {
 	})
 }
 
+// reopen opens the file by the read's name with p's own opener, and
+// reports whether it is the read's file (same identity); false closes it.
+func (p *PendingHash) reopen() (*os.File, bool) {
+	f, err := p.open()
+	if err != nil {
+		return nil, false
+	}
+	var st syscall.Stat_t
+	if syscall.Fstat(int(f.Fd()), &st) != nil || StatOf(&st).ID != p.st.ID {
+		f.Close()
+		return nil, false
+	}
+	return f, true
+}
+
 // Settle takes the deferred hash now, if it is not taken yet (a nil p is a
 // no-op). It hashes the file in the caller.
 func (p *PendingHash) Settle() {
@@ -80,12 +115,86 @@ func (p *PendingHash) Settle() {
 }
 
 // hashQueue is the background worker's queue: at most one worker runs,
-// started when a hash is queued and ended when the queue is empty.
+// started when a hash is queued and ended when the queue is empty. It also
+// knows every deferred hash not settled yet, queued or not, by file
+// identity (settleFor).
 type hashQueue struct {
 	mu      sync.Mutex
 	jobs    []*PendingHash
 	running bool
 	idle    sync.Cond // signalled when the worker ends
+	// pending are the unsettled hashes by identity, and npending their
+	// number (read without mu: settleFor's fast path).
+	pending  map[FileID][]*PendingHash
+	npending atomic.Int64
+	// hold is read-locked by the worker around each job; PauseDeferred
+	// write-locks it.
+	hold sync.RWMutex
+}
+
+// track records p as unsettled until p.settle untracks it.
+func (q *hashQueue) track(p *PendingHash) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.pending == nil {
+		q.pending = make(map[FileID][]*PendingHash)
+	}
+	p.q = q
+	q.pending[p.st.ID] = append(q.pending[p.st.ID], p)
+	q.npending.Add(1)
+}
+
+// untrack forgets p, settled now.
+func (q *hashQueue) untrack(p *PendingHash) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ps := q.pending[p.st.ID]
+	for i, o := range ps {
+		if o == p {
+			ps = append(ps[:i], ps[i+1:]...)
+			q.npending.Add(-1)
+			break
+		}
+	}
+	if len(ps) == 0 {
+		delete(q.pending, p.st.ID)
+	} else {
+		q.pending[p.st.ID] = ps
+	}
+}
+
+// settleWhere settles every unsettled hash of an identity match accepts,
+// as settleFor.
+func (q *hashQueue) settleWhere(match func(FileID) bool) {
+	if q.npending.Load() == 0 {
+		return
+	}
+	q.mu.Lock()
+	var ps []*PendingHash
+	for id, l := range q.pending {
+		if match(id) {
+			ps = append(ps, l...)
+		}
+	}
+	q.mu.Unlock()
+	for _, p := range ps {
+		p.Settle()
+	}
+}
+
+// settleFor settles every unsettled hash of id in the caller, and waits
+// for one that the worker or a decision is taking meanwhile (PendingHash's
+// once). A settled job left in the queue costs the worker nothing.
+func (q *hashQueue) settleFor(id FileID) {
+	if q.npending.Load() == 0 {
+		return
+	}
+	q.mu.Lock()
+	ps := append([]*PendingHash(nil), q.pending[id]...)
+	q.mu.Unlock()
+	for _, p := range ps {
+		p.Settle()
+	}
 }
 
 // offer queues p for the worker; false when maxDeferred are queued.
@@ -119,7 +228,9 @@ func (q *hashQueue) drain() {
 		q.jobs[0] = nil
 		q.jobs = q.jobs[1:]
 		q.mu.Unlock()
+		q.hold.RLock()
 		p.Settle()
+		q.hold.RUnlock()
 	}
 }
 
@@ -161,6 +272,38 @@ func (g *Guard) NoteReadDeferred(c Caller, t Target, later func() (*os.File, err
 	return tr.registerDeferred(t, later, g.lazyMin, &g.deferred)
 }
 
+// SettleDeferred takes now, in the caller, the deferred hash of every read
+// of id whose hash is still pending, in any session (docs/DESIGN.md#lazy-hash,
+// docs/DESIGN.md#own-attr-change). fusefs calls it before a change through
+// the mount that sets the file's ctime without changing its content
+// (chmod, chown, utimens, an extended attribute, a link, a rename, an
+// unlink of another name): a hash taken after it would not be under the
+// read's stat, and the read would be lost (seen, never fresh), a false
+// refusal of the session's next edit. Cheap when nothing is pending (one
+// atomic load); otherwise it hashes the file, as a decision would. Safe for
+// concurrent use.
+func (g *Guard) SettleDeferred(id FileID) { g.deferred.settleFor(id) }
+
+// SettleDeferredWhere is SettleDeferred for every identity match
+// accepts (at most the 64 queued reads are looked at): for a caller that
+// knows a file by its inode number but not its device, or whose name for
+// it may lead to another file by now.
+func (g *Guard) SettleDeferredWhere(match func(FileID) bool) { g.deferred.settleWhere(match) }
+
+// PauseDeferred holds the background worker off until the returned
+// resume is called: queued hashes wait (a decision or SettleDeferred
+// still takes one in the caller). Tests use it to make the moment between
+// a read and its deferred hash as long as they need, without timing. A
+// job the worker has already started is finished first.
+func (g *Guard) PauseDeferred() (resume func()) {
+	g.deferred.hold.Lock()
+	return g.deferred.hold.Unlock
+}
+
+// HasDeferred reports whether any read's hash is still pending, so a
+// caller can skip the stat that SettleDeferred needs for its identity.
+func (g *Guard) HasDeferred() bool { return g.deferred.npending.Load() > 0 }
+
 // WaitDeferred returns once the background worker has settled every hash
 // queued so far (the daemon calls it at unmount, so no deferred hash holds
 // a backing file open past it; tests use it to wait for the worker).
@@ -187,6 +330,7 @@ func (t *Tracker) registerDeferred(tg Target, later func() (*os.File, error), mi
 		return nil, t.Register(tg, h)
 	}
 	p := &PendingHash{t: t, st: tg.Stat, open: later}
+	q.track(p)
 	t.mu.Lock()
 	p.base = t.lastMut(id).Seq
 	t.put(id, &record{path: tg.Path, mtimeNs: k.mtimeNs, ctimeNs: k.ctimeNs, size: k.size, at: t.now(), pending: p}, p.base)

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -198,5 +199,59 @@ func TestTrackedSettlesDeferred(t *testing.T) {
 	recs := g.Tracked("s", func(string) (Target, error) { return f.target(), nil })
 	if len(recs) != 1 || recs[0].State != "fresh" || recs[0].Hash != HashBytes([]byte("content\n")).String() {
 		t.Fatalf("tracked %+v, want one fresh record with the content's hash", recs)
+	}
+}
+
+// TestSettleDeferredBeforeAttrChange: a deferred hash taken (SettleDeferred)
+// before a change of the file's attributes is the read's, so the record
+// stays fresh after the chmod; the same chmod before the hash loses the
+// read (TestLazyHashLostWhenStatChanged).
+func TestSettleDeferredBeforeAttrChange(t *testing.T) {
+	g := lazyGuard()
+	f := newFile(t, "content\n")
+	tg := f.target()
+	resume := g.PauseDeferred()
+	defer resume()
+	p, err := g.NoteReadDeferred(Caller{Session: "s"}, tg, func() (*os.File, error) { return os.Open(f.path) })
+	must(t, err)
+	if p == nil || !g.HasDeferred() {
+		t.Fatal("the read's hash was not deferred")
+	}
+	g.SettleDeferred(tg.Stat.ID)
+	if g.HasDeferred() {
+		t.Fatal("SettleDeferred left the hash pending")
+	}
+	must(t, os.Chmod(f.path, 0o600))
+	if code := decideCode(g, "s", f); code != "" {
+		t.Fatalf("overwrite after a chmod that came after the settled hash: %q, want allowed", code)
+	}
+	if c := g.Counts().Hash; c.DeferredLost != 0 {
+		t.Fatalf("counts %+v, want none lost", c)
+	}
+}
+
+// TestLazyHashRenamedBeforeWorker: the worker finds the read's name gone
+// (the file, or a directory above it, was renamed since): it leaves the
+// hash to the next decision, which hashes through its own target, and the
+// read stays the session's (fsstress: a read, a rename of the directory,
+// then an O_DIRECT write).
+func TestLazyHashRenamedBeforeWorker(t *testing.T) {
+	g := lazyGuard()
+	root := t.TempDir()
+	p := filepath.Join(root, "sub", "f")
+	must(t, os.Mkdir(filepath.Dir(p), 0o755))
+	must(t, os.WriteFile(p, []byte("content\n"), 0o644))
+	resume := g.PauseDeferred()
+	_, err := g.NoteReadDeferred(Caller{Session: "s"}, targetOf(t, p, "sub/f"), func() (*os.File, error) { return os.Open(p) })
+	must(t, err)
+	moved := filepath.Join(root, "sub2", "f")
+	must(t, os.Rename(filepath.Dir(p), filepath.Dir(moved))) // the directory: the file's stat is unchanged
+	resume()
+	g.WaitDeferred()
+	if c := g.Counts().Hash; c.DeferredLost != 0 {
+		t.Fatalf("counts %+v: the worker lost the read of a file whose directory was renamed", c)
+	}
+	if d := g.Decide("s", OpWrite, targetOf(t, moved, "sub2/f")); !d.Allow {
+		t.Fatalf("overwrite of the moved, unchanged file: %+v, want allowed", d)
 	}
 }

@@ -1,0 +1,121 @@
+package fusefs
+
+// Stores through a shared mapping of a read-write passthrough handle
+// (docs/DESIGN.md#passthrough-mmap-credit).
+
+import (
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/rubinofs/rubinofs/guard"
+)
+
+// ptWriters are the open read-write passthrough handles of one inode
+// (File.pt): a shared writable mapping of any of them stores into the
+// backing file without a WRITE reaching the daemon. Concurrency: mu
+// guards open.
+type ptWriters struct {
+	mu   sync.Mutex
+	open map[*File]struct{}
+}
+
+// ptState is a read-write passthrough handle's view of its unseen
+// stores. Concurrency: base and seq under the handle's mu; mixed is set
+// by another handle's open.
+type ptState struct {
+	on bool // the handle is a read-write passthrough one
+	// base is the content stat (size, mtime) the backing file had at
+	// open, or after the handle's last own change or credit; seq is the
+	// file's mutation sequence then.
+	base guard.Stat
+	seq  uint64
+	// mixed: a read-write passthrough handle of another session was open
+	// at the same time, so an unseen store may be either's.
+	mixed atomic.Bool
+}
+
+// notePtWriter registers h, a guarded handle just opened read-write with
+// kernel passthrough, whose file st describes (its stat after the open,
+// or what its own truncation left). Called before the handle is returned.
+func (n *Node) notePtWriter(h *File, st guard.Stat) {
+	h.pt.on = true
+	h.pt.base = st
+	h.pt.seq = h.seq
+	if h.seq == 0 {
+		h.pt.seq = n.fs.cfg.Guard.LastMutation(h.id).Seq
+	}
+	w := &n.ptw
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.open == nil {
+		w.open = make(map[*File]struct{})
+	}
+	for o := range w.open {
+		if o.who.session != h.who.session {
+			o.pt.mixed.Store(true)
+			h.pt.mixed.Store(true)
+		}
+	}
+	w.open[h] = struct{}{}
+}
+
+// dropPtWriter forgets h at its release.
+func (n *Node) dropPtWriter(h *File) {
+	if !h.pt.on {
+		return
+	}
+	n.ptw.mu.Lock()
+	delete(n.ptw.open, h)
+	n.ptw.mu.Unlock()
+}
+
+// ptOwnChange moves the baseline to the change the handle just made
+// through the daemon (File.mutate), at sequence seq: only what comes
+// after it is unseen. Called under h.mu and the identity lock.
+func (h *File) ptOwnChange(seq uint64) {
+	if h.pt.on && h.own.ok {
+		h.pt.base, h.pt.seq = h.own.st, seq
+	}
+}
+
+// notePtStores finds the stores a read-write passthrough handle made
+// through a shared mapping since its baseline: the backing file's size or
+// mtime changed with no mutation through the mount since but the
+// session's own. They are noted as the session's change (NoteMutation:
+// other sessions' records go stale) and the handle is dirty, so the
+// credit that follows (File.credit) records the content as the session's
+// own write. When a read-write passthrough handle of another session was
+// open meanwhile, the change is noted as an outside one instead (the hash
+// decides for everyone). Called under h.mu, before credit.
+func (h *File) notePtStores() {
+	if !h.pt.on || !h.track {
+		return
+	}
+	unlock := h.fs.cfg.Guard.Lock(h.id)
+	defer unlock()
+	var st syscall.Stat_t
+	if h.fd(func(fd int) syscall.Errno { return fs.ToErrno(syscall.Fstat(fd, &st)) }) != 0 {
+		return
+	}
+	cur := guard.StatOf(&st)
+	if cur.ID != h.pt.base.ID || cur.Size == h.pt.base.Size && cur.MtimeNs == h.pt.base.MtimeNs {
+		return // no content change since the baseline
+	}
+	h.pt.base = cur
+	last := h.fs.cfg.Guard.LastMutation(h.id)
+	if h.pt.mixed.Load() {
+		h.pt.seq = h.fs.cfg.Guard.NoteMutation(h.id, guard.ExternalSession)
+		return
+	}
+	if last.Seq != h.pt.seq && last.Session != h.who.session {
+		return // another session changed it through the mount: the hash decides
+	}
+	h.seq = h.fs.noteChange(h.id, h.who.session, rewritten, 0)
+	h.pt.seq = h.seq
+	h.dirty = true
+	h.wh.Break() // the stores were not hashed as they passed
+	h.noteOwnStat()
+}
