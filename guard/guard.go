@@ -428,7 +428,7 @@ func (g *Guard) Tracked(session string, lookup func(path string) (Target, error)
 		return nil
 	}
 	var out []TrackedRecord
-	for id, r := range t.snapshot() {
+	t.eachRecord(func(id FileID, r record) {
 		tr := TrackedRecord{Path: r.path, Own: r.written, State: "gone"}
 		if cur, err := lookup(r.path); err == nil && cur.Stat.ID == id {
 			// check settles a deferred hash first (docs/DESIGN.md#lazy-hash)
@@ -442,7 +442,7 @@ func (g *Guard) Tracked(session string, lookup func(path string) (Target, error)
 		}
 		tr.Hash = r.hash.String()
 		out = append(out, tr)
-	}
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
 }

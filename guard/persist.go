@@ -59,9 +59,10 @@ func (g *Guard) Save(w io.Writer, roots []SessionInfo) error {
 		t := trackers[name]
 		t.settlePending() // a record is saved with its hash (docs/DESIGN.md#lazy-hash)
 		n := 0
-		for id, r := range t.snapshot() {
-			if r.foreign || r.hash.IsZero() {
-				continue
+		var merr error
+		t.eachRecord(func(id FileID, r record) {
+			if r.foreign || r.hash.IsZero() || merr != nil {
+				return
 			}
 			if n == 0 {
 				if !first {
@@ -78,9 +79,13 @@ func (g *Guard) Save(w io.Writer, roots []SessionInfo) error {
 			b, err := json.Marshal(savedRecord{Path: r.path, Ino: id.Ino,
 				Hash: r.hash.String(), MtimeNs: r.mtimeNs, Size: r.size, Own: r.written})
 			if err != nil {
-				return err
+				merr = err
+				return
 			}
 			ew.write(b)
+		})
+		if merr != nil {
+			return merr
 		}
 		if n > 0 {
 			ew.write([]byte("]"))

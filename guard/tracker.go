@@ -465,12 +465,35 @@ func (t *Tracker) snapshotOf(id FileID) (record, bool) {
 }
 
 // snapshot copies the records.
-func (t *Tracker) snapshot() map[FileID]record {
+// eachRecord calls fn with a copy of every record, outside the
+// tracker's mutex: the ids are taken at once, the records in batches of
+// 512 under the mutex, so neither the request path waits on fn nor is a
+// whole copy of the tracker ever in memory (100,000 records were 40 MB
+// of it). A record dropped meanwhile is skipped.
+func (t *Tracker) eachRecord(fn func(FileID, record)) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make(map[FileID]record, len(t.state))
-	for id, r := range t.state {
-		out[id] = *r
+	ids := make([]FileID, 0, len(t.state))
+	for id := range t.state {
+		ids = append(ids, id)
 	}
-	return out
+	t.mu.Unlock()
+	batch := make([]record, 512)
+	ok := make([]bool, 512)
+	for len(ids) > 0 {
+		n := min(len(ids), 512)
+		t.mu.Lock()
+		for i, id := range ids[:n] {
+			r := t.state[id]
+			if ok[i] = r != nil; ok[i] {
+				batch[i] = *r
+			}
+		}
+		t.mu.Unlock()
+		for i, id := range ids[:n] {
+			if ok[i] {
+				fn(id, batch[i])
+			}
+		}
+		ids = ids[n:]
+	}
 }
