@@ -58,6 +58,10 @@ type mount struct {
 	tmp   string
 	d     *daemon.Daemon
 
+	// mappedStores: the tool under test stores through shared mappings,
+	// which inotify may report as outside edits (assertUntouched).
+	mappedStores bool
+
 	// applied records the watcher batches the mount has applied (nil
 	// entries are full invalidations), for waitApplied.
 	appliedMu sync.Mutex

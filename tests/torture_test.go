@@ -155,6 +155,7 @@ func TestTortureStressNG(t *testing.T) {
 			if t.Failed() {
 				t.Logf("stress-ng output:\n%s", out)
 			}
+			m.mappedStores = s.name == "mmap"
 			m.assertUntouched(t, s.name)
 		})
 	}
@@ -233,7 +234,16 @@ func (m *mount) assertUntouched(t *testing.T, dir string) {
 	if w, ok := st["watcher"].(map[string]any); !ok {
 		t.Errorf("status has no watcher: %v", st)
 	} else if n, ok := w["external_events"].(float64); ok && n != 0 {
-		t.Errorf("status watcher.external_events = %v, want 0 on a mount nothing outside touched (own_events %v)", n, w["own_events"])
+		if m.mappedStores {
+			// Stores through a shared mapping of a writable passthrough
+			// handle reach the backing file without a request, so inotify
+			// may report them as outside edits: the guard decides by hash
+			// (docs/DESIGN.md#passthrough-mmap-credit). Refusals and the
+			// tree are still checked.
+			t.Logf("status watcher.external_events = %v (own_events %v): stores through shared mappings", n, w["own_events"])
+		} else {
+			t.Errorf("status watcher.external_events = %v, want 0 on a mount nothing outside touched (own_events %v)", n, w["own_events"])
+		}
 	}
 	if dir == "" {
 		return
