@@ -195,7 +195,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	}
 	gc := cfg.GuardConfig()
 	gc.Granularity, gc.OnDenial, gc.Git = timestampGranularity(backing), denialLogger(cfg.Slog), gitsafe.New(backing, ws)
-	remote := backingKind(backing) // watchmode.go: "" on a local filesystem
+	remote := backingKind(backing)  // watchmode.go: "" on a local filesystem
 	gc.UntrustedStat = remote != "" // docs/DESIGN.md#uncached-view
 	d.Guard = guard.New(gc)
 	matcher, err := ignore.New(backing, cfg.Exempt, cfg.GuardIgnored)
