@@ -90,6 +90,9 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	open := func() (errno syscall.Errno) {
 		if lf, errno = openFileAt(d, leaf, n.fs.directFlags(flags)); errno == 0 {
 			killPrivOnTrunc(ctx, flags, mustFd(lf))
+			if trunc {
+				n.fs.syncBeforeUnlock(mustFd(lf)) // the truncation reaches the server under the locks
+			}
 		}
 		return errno
 	}
