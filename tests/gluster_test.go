@@ -193,6 +193,9 @@ func TestGlusterStaleRefused(t *testing.T) {
 		if got := m.sharedMode(); got != "on" {
 			t.Fatalf("host %d: shared %q over GlusterFS, want on", i+1, got)
 		}
+		if got := m.status()["uncached"]; got != true {
+			t.Fatalf("host %d: uncached %v over GlusterFS, want true", i+1, got)
+		}
 	}
 	for round := 2; round <= 4; round++ {
 		a.mustSh("cat f.txt >/dev/null")
@@ -211,7 +214,11 @@ func TestGlusterStaleRefused(t *testing.T) {
 func TestGlusterCounter(t *testing.T) {
 	v := newGlusterVolume(t, glusterOpts()...)
 	ms := glusterMounts(t, v, map[string]string{"counter": "0\n"}, nil)
-	total, refused, _ := counterStress(t, ms[:], 3, 5)
+	rounds := 5 // seconds in CI; RUBINOFS_GLUSTER_ROUNDS for measurements
+	if n, err := strconv.Atoi(os.Getenv("RUBINOFS_GLUSTER_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	total, refused, _ := counterStress(t, ms[:], 3, rounds)
 	final := atoi(strings.TrimSpace(v.brickFile(t, "counter")))
 	if final != total {
 		t.Fatalf("final counter %d after %d successful writes: %d updates lost", final, total, total-final)
