@@ -210,6 +210,8 @@ func Start(cfg Config) (d *Daemon, err error) {
 	}
 	gc := cfg.GuardConfig()
 	gc.Granularity, gc.OnDenial, gc.Git = timestampGranularity(backing), denialLogger(cfg.Slog), gitsafe.New(backing, ws)
+	remote := backingKind(backing)  // watchmode.go: "" on a local filesystem
+	gc.UntrustedStat = remote != "" // docs/DESIGN.md#uncached-view
 	d.Guard = guard.New(gc)
 	matcher, err := ignore.New(backing, cfg.Exempt, cfg.GuardIgnored)
 	if err != nil {
@@ -231,7 +233,9 @@ func Start(cfg Config) (d *Daemon, err error) {
 		d.collectJournal() // journal.go: at start, then hourly
 	}
 	mode, kind := watchMode(&cfg, backing) // watchmode.go
-	shared := cfg.Shared || mode == watchPoll
+	// A remote backing is shared whatever the watch mode: other hosts
+	// write it through their own clients (docs/DESIGN.md#uncached-view).
+	shared := cfg.Shared || mode == watchPoll || kind != ""
 	fcfg := fusefs.Config{
 		Workspace:         ws,
 		BackingPath:       backing,
@@ -243,6 +247,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Logger:            cfg.Slog,
 		Passthrough:       os.Geteuid() == 0,
 		Shared:            shared,
+		Uncached:          remote != "",
 		Peers:             d.registerPeers(ws), // peers.go: before serving
 	}
 	fcfg.Policy = d.policy
@@ -368,7 +373,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	}
 	d.startStateRetention() // retention.go
 	cfg.Slog.Info("mounted", "workspace", cfg.Workspace, "mountpoint", cfg.Mountpoint,
-		"mode", cfg.Mode.String(), "watch", mode, "backing_fs", kind, "shared", d.FS.SharedMode(), "state_dir", cfg.StateDir)
+		"mode", cfg.Mode.String(), "watch", mode, "backing_fs", kind, "shared", d.FS.SharedMode(), "uncached", remote != "", "state_dir", cfg.StateDir)
 	return d, nil
 }
 

@@ -5,6 +5,10 @@ package daemon
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -43,12 +47,66 @@ var remoteMagics = map[int64]string{
 
 // backingKind names the filesystem holding dir when it is one whose remote
 // changes inotify does not see ("" for a local one, or when statfs fails).
+// A FUSE filesystem is named by its mount's type when /proc/self/mountinfo
+// gives it ("fuse.glusterfs", "fuse.juicefs"), else "fuse".
 func backingKind(dir string) string {
 	var s unix.Statfs_t
 	if unix.Statfs(dir, &s) != nil {
 		return ""
 	}
-	return remoteMagics[int64(s.Type)&0xffffffff]
+	kind := remoteMagics[int64(s.Type)&0xffffffff]
+	if kind == "fuse" {
+		if t := mountType(dir); strings.HasPrefix(t, "fuse.") {
+			kind = t
+		}
+	}
+	return kind
+}
+
+// mountType returns the filesystem type (mountinfo's field after the
+// separator) of the mount whose mount point is the longest prefix of
+// dir's real path, or "" when it cannot be read.
+func mountType(dir string) string {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return ""
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	best, typ := -1, ""
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 1 {
+			continue
+		}
+		mp := unescapeMountinfo(f[4])
+		if (real == mp || mp == "/" || strings.HasPrefix(real, mp+"/")) && len(mp) >= best {
+			best, typ = len(mp), g[0]
+		}
+	}
+	return typ
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // watchMode resolves how external changes of backing are seen: off

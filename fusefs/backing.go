@@ -292,16 +292,17 @@ func (f *FS) openForHashAt(rel string) (*os.File, error) {
 		return nil, errno
 	}
 	defer d.close()
-	return openForHashIn(d, leaf, rel)
+	return openForHashIn(d, leaf, rel, f.hashFlags())
 }
 
 // openForHashIn is openForHashAt for leaf in the directory d (rel names
-// the file).
-func openForHashIn(d dirFd, leaf, rel string) (*os.File, error) {
-	flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	fd, err := unix.Openat(d.fd, leaf, flags|unix.O_NOATIME, 0)
+// the file) with the extra open flags extra (FS.hashFlags).
+func openForHashIn(d dirFd, leaf, rel string, extra int) (*os.File, error) {
+	flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | extra
+	open := func(flags int) (int, error) { return unix.Openat(d.fd, leaf, flags, 0) }
+	fd, err := openRetryDirect(flags|unix.O_NOATIME, open)
 	if err == unix.EPERM {
-		fd, err = unix.Openat(d.fd, leaf, flags, 0)
+		fd, err = openRetryDirect(flags, open)
 	}
 	if err != nil {
 		return nil, err

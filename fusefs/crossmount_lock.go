@@ -98,7 +98,7 @@ func (f *FS) crossLockFd(fd int, rel string) (func(), syscall.Errno) {
 	switch errno := ofdLock(fd, f.crossWait()); errno {
 	case 0:
 		f.crossLocks.Add(1)
-		return func() { ofdUnlock(fd) }, 0
+		return func() { f.syncBeforeUnlock(fd); ofdUnlock(fd) }, 0
 	case syscall.EAGAIN:
 		f.crossTimeouts.Add(1)
 		f.log.Warn("refusing a mutation for now: another mount of the backing directory holds the file's cross-mount lock; try again",

@@ -116,6 +116,14 @@ type Config struct {
 	// cross-mount lock. Without it, the mount is shared from the first
 	// decision that finds a peer through Peers (FS.shared).
 	Shared bool
+	// Uncached: the backing filesystem's clients cache what other hosts
+	// change (a network or FUSE filesystem: GlusterFS, NFS, CephFS,
+	// JuiceFS), so its stat and page cache are no view to decide on
+	// (docs/DESIGN.md#uncached-view): backing regular files are opened
+	// with O_DIRECT (falling back without it where refused), and the
+	// guard must not reuse hashes by stat (guard.Config.UntrustedStat).
+	// It implies Shared.
+	Uncached bool
 	// Peers, when set, finds other mounts of the backing directory on this
 	// host (docs/DESIGN.md#peer-mounts): the mount turns shared, as with
 	// Shared, at the first decision that sees one, and stays shared. nil:
@@ -227,6 +235,9 @@ func New(cfg Config) (*FS, error) {
 	}
 	if cfg.BackingPath == "" {
 		cfg.BackingPath = cfg.Workspace
+	}
+	if cfg.Uncached {
+		cfg.Shared = true // its read handles are served by readShared
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -390,7 +401,7 @@ func fdTargetOf(rel string, fd int, st *syscall.Stat_t) guard.Target {
 	return guard.Target{
 		Path: rel,
 		Stat: guard.StatOf(st),
-		Open: func() (*os.File, error) { return openForHash(fmt.Sprintf("/proc/self/fd/%d", fd), 0) },
+		Open: func() (*os.File, error) { return openForHash(fmt.Sprintf("/proc/self/fd/%d", fd), fdDirect(fd)) },
 	}
 }
 
@@ -402,6 +413,9 @@ func openForHash(p string, flags int) (*os.File, error) {
 	f, err := os.OpenFile(p, os.O_RDONLY|flags|syscall.O_NOATIME, 0)
 	if errors.Is(err, syscall.EPERM) {
 		f, err = os.OpenFile(p, os.O_RDONLY|flags, 0)
+	}
+	if errors.Is(err, syscall.EINVAL) && flags&syscall.O_DIRECT != 0 {
+		return openForHash(p, flags&^syscall.O_DIRECT)
 	}
 	return f, err
 }

@@ -234,7 +234,7 @@ func (n *Node) setattrAt(ctx context.Context, rel string, fh fs.FileHandle, in *
 // offset), and FMODE_EXEC is no open(2) flag.
 func openFileAt(d dirFd, leaf string, flags uint32) (*fs.LoopbackFile, syscall.Errno) {
 	flags &^= syscall.O_APPEND | fuse.FMODE_EXEC
-	fd, err := unix.Openat(d.fd, leaf, int(flags)|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openRetryDirect(int(flags)|unix.O_NOFOLLOW|unix.O_CLOEXEC, func(fl int) (int, error) { return unix.Openat(d.fd, leaf, fl, 0) })
 	if err != nil {
 		return nil, fs.ToErrno(err)
 	}
@@ -263,7 +263,9 @@ func (n *Node) createAt(ctx context.Context, dirRel, name string, flags, mode ui
 	defer d.close()
 	flags &^= syscall.O_APPEND
 	mode = createMode(ctx, d, mode)
-	fd, err := unix.Openat(d.fd, name, int(flags)|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode&07777)
+	fd, err := openRetryDirect(int(n.fs.directFlags(flags))|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, func(fl int) (int, error) {
+		return unix.Openat(d.fd, name, fl, mode&07777)
+	})
 	if err != nil {
 		return nil, nil, fs.ToErrno(err)
 	}

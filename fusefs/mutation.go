@@ -291,7 +291,7 @@ func (m *mutation) target(f *FS, g *guardedChild) guard.Target {
 	if g.inDir {
 		d, leaf := g.at, g.leaf
 		t := f.target(g.rel, &g.st)
-		t.Open = func() (*os.File, error) { return openForHashIn(d, leaf, g.rel) }
+		t.Open = func() (*os.File, error) { return openForHashIn(d, leaf, g.rel, f.hashFlags()) }
 		return t
 	}
 	return f.target(g.rel, &g.st)

@@ -88,8 +88,11 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 
 	var lf *fs.LoopbackFile
 	open := func() (errno syscall.Errno) {
-		if lf, errno = openFileAt(d, leaf, flags); errno == 0 {
+		if lf, errno = openFileAt(d, leaf, n.fs.directFlags(flags)); errno == 0 {
 			killPrivOnTrunc(ctx, flags, mustFd(lf))
+			if trunc {
+				n.fs.syncBeforeUnlock(mustFd(lf)) // the truncation reaches the server under the locks
+			}
 		}
 		return errno
 	}

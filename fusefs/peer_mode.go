@@ -85,11 +85,12 @@ func (f *FS) SharedMode() string {
 	return "off"
 }
 
-// addSharedStatus adds two keys to .rubino/status: "shared", the mode
-// (SharedMode: on, off or peer), and "cross_mount", the cross-mount lock
+// addSharedStatus adds three keys to .rubino/status: "shared", the mode
+// (SharedMode: on, off or peer), "uncached" (Config.Uncached), and "cross_mount", the cross-mount lock
 // counters (CrossLockStats) and the peer probes made.
 func (f *FS) addSharedStatus() {
 	f.AddStatus(func() (string, any) { return "shared", f.SharedMode() })
+	f.AddStatus(func() (string, any) { return "uncached", f.cfg.Uncached }) // docs/DESIGN.md#uncached-view
 	f.AddStatus(func() (string, any) {
 		st := f.CrossLockStats()
 		st["peer_probes"] = f.peerProbes.Load()

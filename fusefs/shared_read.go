@@ -73,7 +73,7 @@ func (h *File) readShared(ctx context.Context, buf []byte, off int64) (fuse.Read
 			h.fs.cfg.Guard.NoteReadInFluxBy(gc, t)
 		}
 		var e error
-		n, e = syscall.Pread(fd, buf, off)
+		n, e = preadDirect(fd, buf, off)
 		return toErrno(e)
 	})
 	if errno != 0 {

@@ -92,6 +92,12 @@ type Config struct {
 	Granularity time.Duration
 	// MaxHashes bounds the hash cache (default 1<<17 entries).
 	MaxHashes int
+	// UntrustedStat: the backing filesystem's stat may be a client cache's
+	// (a network or FUSE filesystem another host writes through its own
+	// client), so a cached hash is never reused: every freshness check and
+	// every read registration hashes the content it is given to open
+	// (HashCache.NoReuse; docs/DESIGN.md#uncached-view).
+	UntrustedStat bool
 	// Now is the clock (default time.Now); tests set it.
 	Now func() time.Time
 	// Git, when set, enables the git-safe policy in DecideCaller
@@ -174,7 +180,7 @@ func New(cfg Config) *Guard {
 		unlink:    cfg.Unlink,
 		errno:     cfg.Errno,
 		now:       cfg.Now,
-		hashes:    NewHashCache(cfg.Granularity, cfg.MaxHashes, cfg.Now),
+		hashes:    newHashCacheFor(cfg),
 		maxDen:    cfg.MaxDenials,
 		onDenial:  cfg.OnDenial,
 		git:       cfg.Git,

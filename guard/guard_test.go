@@ -429,3 +429,29 @@ func TestParseMode(t *testing.T) {
 		t.Errorf("ParseMode(strict) error %v", err)
 	}
 }
+
+// TestHashCacheNoReuse: with Config.UntrustedStat (a backing whose stat
+// may be a client cache's, docs/DESIGN.md#uncached-view) the cache never
+// hits: content changed under an unchanged stat is hashed anew, so a
+// stale record is found stale.
+func TestHashCacheNoReuse(t *testing.T) {
+	g := New(Config{UntrustedStat: true})
+	f := newFile(t, "x\n")
+	old := time.Now().Add(-time.Hour)
+	must(t, os.Chtimes(f.path, old, old))
+	tg := f.target()
+	hc := g.Hashes()
+	hc.now = func() time.Time { return time.Unix(0, tg.Stat.CtimeNs).Add(2 * time.Second) }
+	h1, err := hc.Sum(tg.Stat, tg.Open)
+	must(t, err)
+	// Another host's client changed the bytes; this host's stat is cached.
+	must(t, os.WriteFile(f.path, []byte("y\n"), 0o644))
+	h2, err := hc.Sum(tg.Stat, tg.Open)
+	must(t, err)
+	if h1 == h2 {
+		t.Fatal("the changed content hashed as the cached one")
+	}
+	if s := hc.Stats(); s.Hits != 0 || s.Misses != 2 {
+		t.Fatalf("stats %+v, want 2 misses and no hit", s)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/zeebo/xxh3"
 )
@@ -105,7 +106,10 @@ type HashCache struct {
 	// Max bounds the number of entries; past it half the entries are
 	// dropped (they are only a cache).
 	Max int
-	now func() time.Time
+	// NoReuse: lookups never hit, so every Sum reads the file (set before
+	// use; Config.UntrustedStat, docs/DESIGN.md#uncached-view).
+	NoReuse bool
+	now     func() time.Time
 
 	mu      sync.Mutex
 	entries map[FileID]hashEntry
@@ -133,6 +137,13 @@ func NewHashCache(granularity time.Duration, max int, now func() time.Time) *Has
 		now = time.Now
 	}
 	return &HashCache{Granularity: granularity, Max: max, now: now, entries: make(map[FileID]hashEntry)}
+}
+
+// newHashCacheFor is the Guard's hash cache for cfg.
+func newHashCacheFor(cfg Config) *HashCache {
+	c := NewHashCache(cfg.Granularity, cfg.MaxHashes, cfg.Now)
+	c.NoReuse = cfg.UntrustedStat
+	return c
 }
 
 // Sum returns the content hash of the file behind open, whose stat the caller
@@ -207,6 +218,9 @@ func (c *HashCache) Lookup(st Stat) (h Hash, ok bool) {
 
 // lookup returns a trusted entry for k.
 func (c *HashCache) lookup(k hashKey) (Hash, bool) {
+	if c.NoReuse {
+		return Hash{}, false
+	}
 	c.mu.Lock()
 	e, ok := c.entries[k.id]
 	c.mu.Unlock()
@@ -295,7 +309,21 @@ const hashBufBytes = 64 << 10
 // its WriteTo) allocates a fresh 32 KiB buffer per call, which on the
 // mutation path (a decision hashes the file: docs/DESIGN.md#mutation-path)
 // was most of a guarded unlink's garbage.
-var hashBufs = sync.Pool{New: func() any { b := make([]byte, hashBufBytes); return &b }}
+var hashBufs = sync.Pool{New: func() any { b := alignedBuf(hashBufBytes); return &b }}
+
+// directAlign is the alignment (bytes) of the hashing buffer, so a file
+// opened with O_DIRECT (docs/DESIGN.md#uncached-view) can be read into it.
+const directAlign = 4096
+
+// alignedBuf returns n bytes starting at a multiple of directAlign.
+func alignedBuf(n int) []byte {
+	b := make([]byte, n+directAlign)
+	off := int(uintptr(unsafe.Pointer(&b[0])) & (directAlign - 1))
+	if off != 0 {
+		off = directAlign - off
+	}
+	return b[off : off+n : off+n]
+}
 
 // readerOnly hides an *os.File's WriteTo, so io.CopyBuffer uses the
 // buffer it is given.

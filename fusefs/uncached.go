@@ -1,0 +1,97 @@
+package fusefs
+
+// The write-time view of a backing file on a filesystem whose client
+// caches another host's change may hide (docs/DESIGN.md#uncached-view).
+
+import (
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// directFlags returns flags, the open(2) flags of a backing regular file,
+// with O_DIRECT added to a read-only open on an uncached backing
+// (Config.Uncached), so its reads bypass the client's page cache (and,
+// on GlusterFS with performance.strict-o-direct on, its quick-read and
+// io-cache): what it reads is the server's content. Writable opens stay
+// buffered (O_DIRECT writes need aligned buffers, offsets and lengths);
+// their writes reach the server before the cross-mount lock is dropped
+// (crossLockFd's unlock syncs them). Elsewhere flags unchanged.
+func (f *FS) directFlags(flags uint32) uint32 {
+	if f.cfg.Uncached && flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		return flags | syscall.O_DIRECT
+	}
+	return flags
+}
+
+// preadDirect is pread(2) of len(buf) bytes at off from fd, which may be
+// open with O_DIRECT (directFlags): then it reads the aligned window
+// around [off, off+len(buf)) into an aligned buffer and copies the part
+// asked for. n is the bytes read into buf.
+func preadDirect(fd int, buf []byte, off int64) (int, error) {
+	if fdDirect(fd) == 0 {
+		return syscall.Pread(fd, buf, off)
+	}
+	start := off &^ (directAlign - 1)
+	end := (off + int64(len(buf)) + directAlign - 1) &^ (directAlign - 1)
+	win := alignedBuf(int(end - start))
+	n, err := syscall.Pread(fd, win, start)
+	if n <= int(off-start) {
+		return 0, err
+	}
+	return copy(buf, win[off-start:n]), err
+}
+
+// directAlign is the alignment (bytes) of O_DIRECT buffers and offsets.
+const directAlign = 4096
+
+// alignedBuf returns n bytes starting at a multiple of directAlign.
+func alignedBuf(n int) []byte {
+	b := make([]byte, n+directAlign)
+	off := int(uintptr(unsafe.Pointer(&b[0])) & (directAlign - 1))
+	if off != 0 {
+		off = directAlign - off
+	}
+	return b[off : off+n : off+n]
+}
+
+// syncBeforeUnlock writes fd's buffered writes through to the server on
+// an uncached backing (fdatasync(2); GlusterFS's write-behind otherwise
+// keeps them in this client after the write returned), so another host
+// that takes the cross-mount lock next reads them. Errors are ignored:
+// the write already succeeded, and the next decision hashes what is there.
+func (f *FS) syncBeforeUnlock(fd int) {
+	if f.cfg.Uncached {
+		unix.Fdatasync(fd)
+	}
+}
+
+// hashFlags is the extra open(2) flag of the guard's hashing opens: O_DIRECT on an
+// uncached backing (directFlags), else 0.
+func (f *FS) hashFlags() int {
+	if f.cfg.Uncached {
+		return unix.O_DIRECT
+	}
+	return 0
+}
+
+// fdDirect is O_DIRECT when fd, a backing descriptor, was opened with it
+// (directFlags), else 0: a reopen of it for hashing reads as it does.
+func fdDirect(fd int) int {
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return 0
+	}
+	return fl & unix.O_DIRECT
+}
+
+// openRetryDirect opens with open(flags) and, when the filesystem refuses
+// O_DIRECT (EINVAL), once more without it.
+func openRetryDirect(flags int, open func(flags int) (int, error)) (int, error) {
+	fd, err := open(flags)
+	if err == unix.EINVAL && flags&unix.O_DIRECT != 0 {
+		fd, err = open(flags &^ unix.O_DIRECT)
+	}
+	return fd, err
+}
