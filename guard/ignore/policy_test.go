@@ -59,7 +59,10 @@ func openPolicy(t *testing.T, root, state string) *Policy {
 		t.Fatal(err)
 	}
 	// The span starts after every file written so far: make that certain
-	// whatever the clock granularity.
+	// whatever the clock granularity. A probe written now has a ctime no
+	// earlier than any of them (the last probe may be a tick older than a
+	// file written since).
+	write(t, root, map[string]string{".probe": "y"})
 	p.spans[len(p.spans)-1].From = ctimeOf(t, root, ".probe") + 1
 	afterTick(t, root, ".probe")
 	return p
