@@ -5,13 +5,12 @@ package daemon
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/fusefs"
@@ -65,48 +64,24 @@ func backingKind(dir string) string {
 
 // mountType returns the filesystem type (mountinfo's field after the
 // separator) of the mount whose mount point is the longest prefix of
-// dir's real path, or "" when it cannot be read.
+// dir's real path (the topmost of those), or "" when it cannot be read.
 func mountType(dir string) string {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return ""
 	}
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.GetMounts(nil)
 	if err != nil {
 		return ""
 	}
 	best, typ := -1, ""
-	for _, line := range strings.Split(string(b), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 1 {
-			continue
-		}
-		mp := unescapeMountinfo(f[4])
+	for _, m := range ms {
+		mp := m.Mountpoint
 		if (real == mp || mp == "/" || strings.HasPrefix(real, mp+"/")) && len(mp) >= best {
-			best, typ = len(mp), g[0]
+			best, typ = len(mp), m.FSType
 		}
 	}
 	return typ
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // watchMode resolves how external changes of backing are seen: off

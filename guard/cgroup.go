@@ -5,89 +5,21 @@ package guard
 // still exists.
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
-// ErrNoCgroup2 is returned when no cgroup v2 (unified) hierarchy is
-// mounted in the daemon's mount namespace.
-var ErrNoCgroup2 = errors.New("no cgroup v2 hierarchy is mounted (want a cgroup2 entry in /proc/self/mountinfo)")
-
-// Cgroup2Mount returns the mount point of the cgroup v2 hierarchy, found
-// once from /proc/self/mountinfo (the first mount of type cgroup2 whose
-// root is the hierarchy's root; /sys/fs/cgroup on most hosts,
-// /sys/fs/cgroup/unified on hybrid ones). Errors: ErrNoCgroup2. Safe for
-// concurrent use.
-func Cgroup2Mount() (string, error) {
-	cg2Once.Do(func() { cg2Mount, cg2Err = findCgroup2("/proc/self/mountinfo") })
-	return cg2Mount, cg2Err
-}
-
-var (
-	cg2Once  sync.Once
-	cg2Mount string
-	cg2Err   error
-)
-
-// findCgroup2 parses a mountinfo file for the cgroup2 mount.
-func findCgroup2(mountinfo string) (string, error) {
-	f, err := os.Open(mountinfo)
-	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrNoCgroup2, err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint opts [optional...] - type source superopts
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		pf, sf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(sf) < 1 || sf[0] != "cgroup2" || pf[3] != "/" {
-			continue
-		}
-		return unescapeMountinfo(pf[4]), nil
-	}
-	return "", ErrNoCgroup2
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v byte
-			ok := true
-			for _, c := range s[i+1 : i+4] {
-				if c < '0' || c > '7' {
-					ok = false
-					break
-				}
-				v = v*8 + byte(c-'0')
-			}
-			if ok {
-				b.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
+// Cgroup2Mount is procfs.Cgroup2Mount: the mount point of the cgroup v2
+// hierarchy (/sys/fs/cgroup on most hosts). Errors: procfs.ErrNoCgroup2.
+// Safe for concurrent use.
+func Cgroup2Mount() (string, error) { return procfs.Cgroup2Mount() }
 
 // CgroupPath cleans a cgroup path as a session names it: the path of the
 // cgroup in the v2 hierarchy as /proc/<pid>/cgroup shows it ("/" for the
@@ -146,7 +78,7 @@ func parseProcCgroup(b []byte) string {
 }
 
 // procCgroup reads the v2 cgroup of thread tid from procDir (unbounded:
-// callers run it inside procBounded).
+// callers run it inside procfs.Bounded).
 func procCgroup(procDir string, tid uint32) (string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("%s/%d/cgroup", procDir, tid))
 	if err != nil {
@@ -154,7 +86,7 @@ func procCgroup(procDir string, tid uint32) (string, error) {
 	}
 	p := parseProcCgroup(b)
 	if p == "" {
-		return "", ErrNoCgroup2
+		return "", procfs.ErrNoCgroup2
 	}
 	return p, nil
 }

@@ -143,7 +143,7 @@ func (k *keptFds) open(pid uint32, buf []byte) (fd, n int, err error) {
 // and fails with ESRCH once the task is gone, so a recycled number is never
 // read through a descriptor kept for an earlier process; the path is then
 // opened again. Unbounded like os.ReadFile: callers on a request path read
-// through procBounded. Safe for concurrent use.
+// through procfs.Bounded. Safe for concurrent use.
 func readProcStat(pid uint32, buf []byte) ([]byte, error) {
 	if e := statFds.acquire(pid); e != nil {
 		if n, err := statFds.read(pid, e, buf); err == nil && n < len(buf) {
@@ -180,7 +180,7 @@ func readFactsKept(tid uint32) ProcFacts {
 // readFactsFresh is readFactsKept's miss: it opens /proc/<tid>/comm, reads
 // the facts and keeps them with the descriptor. Kept out of
 // readFactsKept, whose small frame fits the stack of the new goroutine
-// procBounded runs it on.
+// procfs.Bounded runs it on.
 //
 //go:noinline
 func readFactsFresh(tid uint32) ProcFacts {
@@ -212,7 +212,7 @@ func readFactsFresh(tid uint32) ProcFacts {
 // facts (readFactsKept): the descriptor was opened for a thread of that
 // start time and still reads, so the pid has not been recycled since.
 // false when no such descriptor is kept (the caller reads stat then).
-// Unbounded: callers on a request path run it through procBounded.
+// Unbounded: callers on a request path run it through procfs.Bounded.
 func keptAlive(tid uint32, start uint64) bool {
 	e := commFds.acquire(tid)
 	if e == nil {

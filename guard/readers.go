@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 // DefaultScanners are the programs whose reads count for their own process
@@ -68,7 +70,7 @@ func ReadFacts(tid uint32) ProcFacts {
 	if tid == 0 {
 		return ProcFacts{}
 	}
-	f, ok := procBounded("facts:"+strconv.FormatUint(uint64(tid), 10), func() ProcFacts { return readFacts("/proc", tid) })
+	f, ok := procfs.Bounded("facts:"+strconv.FormatUint(uint64(tid), 10), func() ProcFacts { return readFacts("/proc", tid) })
 	if !ok {
 		return ProcFacts{}
 	}

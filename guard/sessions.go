@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 // DefaultSession is the session of callers under no registered session root.
@@ -512,7 +514,7 @@ func (s *Sessions) Resolve(tid uint32) string {
 		return DefaultSession
 	}
 	s.mu.Unlock()
-	name, ok := procBounded(fmt.Sprintf("resolve:%p:%d", s, tid), func() string { return s.resolve(tid) })
+	name, ok := procfs.Bounded(fmt.Sprintf("resolve:%p:%d", s, tid), func() string { return s.resolve(tid) })
 	if ok {
 		return name
 	}
@@ -652,7 +654,7 @@ func (s *Sessions) bySid(sid uint32, start uint64, cgSess string) (string, bool)
 // waits at most ProcBound on /proc, and reports false when the walk did not
 // finish by then (one of the processes is in execve).
 func (s *Sessions) IsDescendant(pid, ancestor uint32) bool {
-	yes, ok := procBounded(fmt.Sprintf("descendant:%p:%d:%d", s, pid, ancestor), func() bool {
+	yes, ok := procfs.Bounded(fmt.Sprintf("descendant:%p:%d:%d", s, pid, ancestor), func() bool {
 		return s.isDescendant(pid, ancestor)
 	})
 	return ok && yes

@@ -14,6 +14,8 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 // Errors of RegisterCgroup (the control files map them to errnos).
@@ -65,13 +67,13 @@ func (s *Sessions) CgroupOf(pid uint32) (string, error) {
 	if _, err := Cgroup2Mount(); err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalidCgroup, err)
 	}
-	cg, err := procBoundedErr(fmt.Sprintf("cgroup:%p:%d", s, pid), "", func() (string, error) {
+	cg, err := procfs.BoundedErr(fmt.Sprintf("cgroup:%p:%d", s, pid), "", func() (string, error) {
 		return procCgroup(s.procDir, pid)
 	})
 	switch {
 	case errors.Is(err, ErrProcSlow):
 		return "", fmt.Errorf("%w: pid %d: %v", ErrProcessBusy, pid, err)
-	case errors.Is(err, ErrNoCgroup2):
+	case errors.Is(err, procfs.ErrNoCgroup2):
 		return "", fmt.Errorf("%w: pid %d: %v", ErrInvalidCgroup, pid, err)
 	case err != nil:
 		return "", fmt.Errorf("%w: pid %d: %v", ErrProcessGone, pid, err)
@@ -268,7 +270,7 @@ func (s *Sessions) dropRootsLocked(sess *session) {
 // the deepest registered cgroup at or above the thread's cgroup, or an
 // automatic session made now when a --session-cgroups glob matches a
 // deeper one; DefaultSession when neither. With no cgroup session and no
-// glob it reads nothing. Unbounded: Resolve runs it inside procBounded.
+// glob it reads nothing. Unbounded: Resolve runs it inside procfs.Bounded.
 func (s *Sessions) callerCgroup(tid uint32) string {
 	s.mu.Lock()
 	active := len(s.byCgroup) > 0 || len(s.auto) > 0

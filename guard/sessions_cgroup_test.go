@@ -42,16 +42,6 @@ func TestCgroupPathAndNames(t *testing.T) {
 	}
 }
 
-func TestFindCgroup2(t *testing.T) {
-	f := filepath.Join(t.TempDir(), "mountinfo")
-	os.WriteFile(f, []byte("30 1 0:26 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n"+
-		"41 31 0:38 /sub /x rw,relatime - cgroup2 cgroup2 rw\n"+
-		"42 31 0:38 / /sys/fs/cgroup/uni\\040fied rw,relatime shared:9 - cgroup2 cgroup2 rw\n"), 0o644)
-	if got, err := findCgroup2(f); err != nil || got != "/sys/fs/cgroup/uni fied" {
-		t.Fatalf("findCgroup2 = %q, %v", got, err)
-	}
-}
-
 // TestCgroupSessionEndsOnRemoval needs a writable cgroup v2 hierarchy
 // (root): the session of a cgroup ends when the cgroup is removed.
 func TestCgroupSessionEndsOnRemoval(t *testing.T) {

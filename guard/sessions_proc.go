@@ -11,6 +11,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 type procStat struct {
@@ -80,7 +82,7 @@ func (s *Sessions) stat(pid uint32) (procStat, error) {
 
 // statBounded is stat waiting at most ProcBound: ErrProcSlow after that.
 func (s *Sessions) statBounded(pid uint32) (procStat, error) {
-	return procBoundedErr(fmt.Sprintf("stat:%p:%d", s, pid), procStat{}, func() (procStat, error) {
+	return procfs.BoundedErr(fmt.Sprintf("stat:%p:%d", s, pid), procStat{}, func() (procStat, error) {
 		return s.stat(pid)
 	})
 }
@@ -88,7 +90,7 @@ func (s *Sessions) statBounded(pid uint32) (procStat, error) {
 // leaderBounded returns the thread group leader (the process id) of thread
 // tid, waiting at most ProcBound on /proc (ErrProcSlow past it).
 func (s *Sessions) leaderBounded(tid uint32) (uint32, error) {
-	return procBoundedErr(fmt.Sprintf("leader:%p:%d", s, tid), tid, func() (uint32, error) {
+	return procfs.BoundedErr(fmt.Sprintf("leader:%p:%d", s, tid), tid, func() (uint32, error) {
 		st, err := s.stat(tid)
 		if err != nil {
 			return tid, err

@@ -126,7 +126,7 @@ func (rn *Runner) visible(c ctltree.Caller, ts []Task) []Task {
 
 // CallerTask identifies a control-file caller: the id of the task it is,
 // and true, or false for a non-task caller (see Runner for the rules). Its
-// /proc read is bounded by guard.ProcBound.
+// /proc read is bounded by procfs.Bound.
 func (rn *Runner) CallerTask(c ctltree.Caller) (string, bool) {
 	if id, ok := strings.CutPrefix(c.Session, ctltree.TaskSessionPrefix); ok {
 		return id, true

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 // procStat is what the runner needs of /proc/PID/stat.
@@ -29,11 +29,11 @@ func readProcStat(pid int) (procStat, error) {
 }
 
 // readProcStatBounded is readProcStat for request paths: it never waits
-// longer than guard.ProcBound (guard.ErrProcSlow then), since the stat of
+// longer than procfs.Bound (procfs.ErrSlow then), since the stat of
 // a process in execve waits for the exec, which may wait for the very
 // request (docs/DESIGN.md#no-wait-on-caller).
 func readProcStatBounded(pid int) (procStat, error) {
-	b, err := guard.ReadProc("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := procfs.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return procStat{}, err
 	}

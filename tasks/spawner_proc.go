@@ -12,14 +12,15 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/ctltree"
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 // Identifying a spawner from /proc (docs/DESIGN.md#task-credentials). Every
-// read of the caller's /proc files is bounded by guard.ProcBound
+// read of the caller's /proc files is bounded by procfs.Bound
 // (docs/DESIGN.md#no-wait-on-caller): the caller is blocked in our own
 // request.
 
@@ -40,7 +41,7 @@ var namespaces = []struct{ name, nsenterOpt string }{
 // was recycled meanwhile is refused. The caller must Close the Spawner.
 //
 // Errors, as *ctltree.Error: EAGAIN when a /proc read did not finish within
-// guard.ProcBound (the caller is in execve: try again), EPERM with the
+// procfs.Bound (the caller is in execve: try again), EPERM with the
 // reason when the caller cannot be identified or its namespaces cannot be
 // entered soundly (another user namespace, a daemon that is not root, no
 // nsenter, no cgroup v2 hierarchy, the mount's root not visible to it).
@@ -50,7 +51,7 @@ func (rn *Runner) SpawnerOf(c ctltree.Caller) (*Spawner, error) {
 		return nil, ctltree.Errorf(syscall.EPERM, "the kernel did not name the calling process: the daemon cannot start a task as it")
 	}
 	tid := strconv.FormatUint(uint64(c.Pid), 10)
-	status, err := guard.ReadProc("/proc/" + tid + "/status")
+	status, err := procfs.ReadFile("/proc/" + tid + "/status")
 	if err != nil {
 		return nil, procErr(c.Pid, err)
 	}
@@ -64,7 +65,7 @@ func (rn *Runner) SpawnerOf(c ctltree.Caller) (*Spawner, error) {
 	}
 	defer unix.Close(pidfd)
 	// Read again after pinning: what follows is about the pidfd's process.
-	if status, err = guard.ReadProc("/proc/" + tid + "/status"); err == nil {
+	if status, err = procfs.ReadFile("/proc/" + tid + "/status"); err == nil {
 		st, err = parseStatus(status)
 	}
 	if err != nil {
@@ -81,7 +82,7 @@ func (rn *Runner) SpawnerOf(c ctltree.Caller) (*Spawner, error) {
 		sp.SetCreds = false // it cannot setgroups, and the uid is its own
 	}
 	pid := strconv.FormatUint(uint64(st.tgid), 10)
-	env, err := guard.ReadProc("/proc/" + pid + "/environ")
+	env, err := procfs.ReadFile("/proc/" + pid + "/environ")
 	if err != nil {
 		return nil, procErr(c.Pid, err)
 	}
@@ -108,7 +109,7 @@ func (rn *Runner) SpawnerOf(c ctltree.Caller) (*Spawner, error) {
 func (rn *Runner) placeSpawner(sp *Spawner, pid string) error {
 	var differ []string
 	for _, ns := range namespaces {
-		theirs, err := guard.ReadlinkProc("/proc/" + pid + "/ns/" + ns.name)
+		theirs, err := procfs.Readlink("/proc/" + pid + "/ns/" + ns.name)
 		if err != nil {
 			return procErr(sp.Pid, err)
 		}
@@ -120,7 +121,7 @@ func (rn *Runner) placeSpawner(sp *Spawner, pid string) error {
 			differ = append(differ, ns.name)
 		}
 	}
-	root, err := guard.ReadlinkProc("/proc/" + pid + "/root")
+	root, err := procfs.Readlink("/proc/" + pid + "/root")
 	if err != nil {
 		return procErr(sp.Pid, err)
 	}
@@ -144,7 +145,7 @@ func (rn *Runner) placeSpawner(sp *Spawner, pid string) error {
 	if err != nil {
 		return refuse("%v", err)
 	}
-	mi, err := guard.ReadProc("/proc/" + pid + "/mountinfo")
+	mi, err := procfs.ReadFile("/proc/" + pid + "/mountinfo")
 	if err != nil {
 		return procErr(sp.Pid, err)
 	}
@@ -157,11 +158,11 @@ func (rn *Runner) placeSpawner(sp *Spawner, pid string) error {
 		return refuse("the mount's root is not visible there; bind-mount the mountpoint itself (docs/containers.md)")
 	}
 	sp.Mount = mnt
-	cg2, err := guard.Cgroup2Mount()
+	cg2, err := procfs.Cgroup2Mount()
 	if err != nil {
 		return refuse("%v: the task could not join its cgroup", err)
 	}
-	cgText, err := guard.ReadProc("/proc/" + pid + "/cgroup")
+	cgText, err := procfs.ReadFile("/proc/" + pid + "/cgroup")
 	if err != nil {
 		return procErr(sp.Pid, err)
 	}
@@ -189,7 +190,7 @@ func (rn *Runner) placeSpawner(sp *Spawner, pid string) error {
 // procErr maps a failed read of the caller's /proc files: EAGAIN when it
 // did not answer in time, EPERM when the process is gone or unreadable.
 func procErr(pid uint32, err error) error {
-	if errors.Is(err, guard.ErrProcSlow) {
+	if errors.Is(err, procfs.ErrSlow) {
 		return ctltree.Errorf(syscall.EAGAIN, "process %d is busy (in execve?): try the spawn again", pid)
 	}
 	return ctltree.Errorf(syscall.EPERM, "cannot identify the calling process %d: %v", pid, err)
@@ -259,70 +260,34 @@ func cgroupV2(b []byte) string {
 }
 
 // mountDev returns the "major:minor" of the mount (the topmost mount at
-// Config.Mount in the daemon's /proc/self/mountinfo); it never touches the
+// Config.Mount in the daemon's own mount table); it never touches the
 // mount itself, which this process serves.
 func (rn *Runner) mountDev() (string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		return m.Mountpoint != rn.cfg.Mount, false
+	})
 	if err != nil {
 		return "", err
 	}
-	dev := ""
-	for _, m := range parseMountinfo(b) {
-		if m.point == rn.cfg.Mount {
-			dev = m.dev
-		}
-	}
-	if dev == "" {
+	if len(ms) == 0 {
 		return "", fmt.Errorf("the daemon does not find its mount %s in its own mount table", rn.cfg.Mount)
 	}
-	return dev, nil
+	m := ms[len(ms)-1]
+	return fmt.Sprintf("%d:%d", m.Major, m.Minor), nil
 }
 
 // mountpointOf returns where a mountinfo text shows the root of the
-// filesystem dev mounted (the first such mount), as its process sees it.
+// filesystem dev ("major:minor") mounted (the first such mount), as its
+// process sees it; false when there is none or the text does not parse.
 func mountpointOf(mi []byte, dev string) (string, bool) {
-	for _, m := range parseMountinfo(mi) {
-		if m.dev == dev && m.root == "/" {
-			return m.point, true
-		}
+	ms, err := mountinfo.GetMountsFromReader(bytes.NewReader(mi), func(m *mountinfo.Info) (skip, stop bool) {
+		ok := fmt.Sprintf("%d:%d", m.Major, m.Minor) == dev && m.Root == "/"
+		return !ok, ok
+	})
+	if err != nil || len(ms) == 0 {
+		return "", false
 	}
-	return "", false
-}
-
-// mountinfoEntry is one line of a mountinfo file.
-type mountinfoEntry struct{ dev, root, point string }
-
-// parseMountinfo parses "id parent major:minor root mountpoint ..." lines,
-// undoing the octal escapes.
-func parseMountinfo(b []byte) []mountinfoEntry {
-	var out []mountinfoEntry
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		out = append(out, mountinfoEntry{dev: f[2], root: unescapeOctal(f[3]), point: unescapeOctal(f[4])})
-	}
-	return out
-}
-
-// unescapeOctal undoes mountinfo's \NNN escapes (\040 for a space).
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return ms[0].Mountpoint, true
 }
 
 // nsenterPaths are where util-linux installs nsenter; the daemon's own

@@ -20,6 +20,7 @@ import (
 	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 // TestLeftoversOwnMountsOnly checks the leftover logic against an
@@ -48,7 +49,7 @@ func TestLeftoversOwnMountsOnly(t *testing.T) {
 		"/tmp/rubinofs-tests-1/TestA/001/mnt", "/tmp/rubinofs-tests-1/sshfs", "/tmp/rubinofs-tests-1"}) {
 		t.Errorf("mounts under the run's directory: %q", under)
 	}
-	if got := unescapeMountField(`a\134b\011c\040`); got != "a\\b\tc " {
+	if got := procfs.UnescapeMountField(`a\134b\011c\040`); got != "a\\b\tc " {
 		t.Errorf("unescape: %q", got)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 // TestMain runs the real-mount tests in a temporary directory of their own,
@@ -148,29 +150,9 @@ func parseMountTable(text string) []mountEntry {
 		if len(f) < 3 {
 			continue
 		}
-		out = append(out, mountEntry{dir: unescapeMountField(f[1]), fstype: f[2]})
+		out = append(out, mountEntry{dir: procfs.UnescapeMountField(f[1]), fstype: f[2]})
 	}
 	return out
-}
-
-// unescapeMountField undoes the kernel's octal escapes (\NNN) of a field
-// of /proc/self/mounts.
-func unescapeMountField(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // ownRubinofsMounts returns the fuse.rubinofs mountpoints of table that

@@ -1,0 +1,94 @@
+package procfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestReadFileSlow: a read that does not answer (a FIFO nobody writes, as
+// a /proc read of a task in execve) returns ErrSlow instead of waiting;
+// a second read of the same path shares the stuck one; a readable file
+// reads as os.ReadFile does.
+func TestReadFileSlow(t *testing.T) {
+	dir := t.TempDir()
+	stuck := filepath.Join(dir, "stat")
+	if err := syscall.Mkfifo(stuck, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// O_RDWR on a FIFO never blocks; it releases the blocked open.
+		if f, err := os.OpenFile(stuck, os.O_RDWR, 0); err == nil {
+			f.Close()
+		}
+	})
+	done := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := ReadFile(stuck)
+			done <- err
+		}()
+	}
+	for range 2 {
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrSlow) {
+				t.Errorf("ReadFile of a file that does not answer: %v, want ErrSlow", err)
+			}
+		case <-time.After(20 * time.Second): // liveness only: the bound is Bound
+			t.Fatal("ReadFile hangs on a file that does not answer")
+		}
+	}
+	flights.mu.Lock()
+	n := len(flights.m)
+	flights.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d reads in flight for one stuck file, want 1", n)
+	}
+	ok := filepath.Join(dir, "comm")
+	os.WriteFile(ok, []byte("sh\n"), 0o644)
+	if b, err := ReadFile(ok); err != nil || string(b) != "sh\n" {
+		t.Errorf("ReadFile = %q, %v", b, err)
+	}
+	if _, err := Readlink(filepath.Join(dir, "none")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Readlink of a missing link: %v", err)
+	}
+}
+
+// TestFindCgroup2: the first cgroup2 mount of the hierarchy's root, its
+// mount point unescaped; none is ErrNoCgroup2.
+func TestFindCgroup2(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "mountinfo")
+	os.WriteFile(f, []byte("30 1 0:26 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n"+
+		"41 31 0:38 /sub /x rw,relatime - cgroup2 cgroup2 rw\n"+
+		"42 31 0:38 / /sys/fs/cgroup/uni\\040fied rw,relatime shared:9 - cgroup2 cgroup2 rw\n"+
+		"43 31 0:38 / /second rw,relatime - cgroup2 cgroup2 rw\n"), 0o644)
+	if got, err := findCgroup2(f); err != nil || got != "/sys/fs/cgroup/uni fied" {
+		t.Fatalf("findCgroup2 = %q, %v", got, err)
+	}
+	os.WriteFile(f, []byte("30 1 0:26 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n"), 0o644)
+	if _, err := findCgroup2(f); !errors.Is(err, ErrNoCgroup2) {
+		t.Fatalf("findCgroup2 without cgroup2: %v", err)
+	}
+	if _, err := findCgroup2(filepath.Join(t.TempDir(), "none")); !errors.Is(err, ErrNoCgroup2) {
+		t.Fatalf("findCgroup2 of a missing file: %v", err)
+	}
+}
+
+func TestUnescapeMountField(t *testing.T) {
+	for in, want := range map[string]string{
+		`a\134b\011c\040`: "a\\b\tc ",
+		`/a\040b\134c`:    `/a b\c`,
+		`plain`:           "plain",
+		`x\04`:            `x\04`,
+		`x\999y`:          `x\999y`,
+		`x\400`:           `x\400`,
+	} {
+		if got := UnescapeMountField(in); got != want {
+			t.Errorf("UnescapeMountField(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
