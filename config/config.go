@@ -278,8 +278,9 @@ type Entry struct {
 }
 
 // Config is the effective configuration. Agents has every JSON field set
-// (defaults included), so tasks.Open's merge with agents.json changes
-// nothing; Compact is through WithDefaults and Validate.
+// (defaults included); Compact is through WithDefaults and Validate. The
+// daemon hands Agents to tasks.Open and Compact to compact.Open, which read
+// no configuration of their own (docs/DESIGN.md#options-table).
 type Config struct {
 	Guard    Guard
 	Sessions Sessions
@@ -398,6 +399,31 @@ func Load(opts Options) (*Config, error) {
 	}
 	m.overlay(fl)
 
+	c, err := build(m)
+	if err != nil {
+		return nil, err
+	}
+	c.Files = files
+	return c, nil
+}
+
+// LoadStateFiles is Load with the state files of stateDir (agents.json,
+// compact.json, or the files AgentsConfigEnv and CompactConfigEnv name)
+// and the defaults only: no user file, no workspace file, no flag. The
+// daemon uses its Agents and Compact for a daemon.Config built without Load
+// (tests, benchmarks, the demo), so that tasks and compact read no
+// configuration of their own (docs/DESIGN.md#options-table). getenv nil is
+// os.Getenv. Errors: the state files' (see Load).
+func LoadStateFiles(stateDir string, getenv func(string) string) (*Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	m := defaults()
+	st, files, err := loadStateFiles(Options{StateDir: stateDir, Getenv: getenv})
+	if err != nil {
+		return nil, err
+	}
+	m.overlay(st)
 	c, err := build(m)
 	if err != nil {
 		return nil, err

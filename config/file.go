@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -302,6 +301,30 @@ func decodeError(path string, err error) error {
 	return fmt.Errorf("%s: %w", path, err)
 }
 
+// The variables that name a state file in place of the state directory's
+// (docs/config.md). Only this package reads them: tasks and compact get
+// their configuration from the daemon (docs/DESIGN.md#options-table).
+const (
+	AgentsConfigEnv  = "RUBINOFS_AGENTS_CONFIG"
+	CompactConfigEnv = "RUBINOFS_COMPACT_CONFIG"
+)
+
+// readStateFile reads the state file at p: nil, with no error, when it is
+// absent; at most MaxFileSize bytes.
+func readStateFile(p string) ([]byte, error) {
+	data, err := readFile(p, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state file: %w", err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, nil
+}
+
 // loadStateFiles reads agents.json and compact.json ($RUBINOFS_AGENTS_CONFIG,
 // $RUBINOFS_COMPACT_CONFIG, else the state directory), with the packages'
 // own parsers, into a layer of the keys they set.
@@ -317,11 +340,15 @@ func loadStateFiles(opts Options) (layer, []Source, error) {
 		}
 		return ""
 	}
-	if p := path(tasks.ConfigEnv, tasks.ConfigFileName); p != "" {
-		if _, err := os.Stat(p); err == nil {
-			ac, err := tasks.LoadConfig(p)
+	if p := path(AgentsConfigEnv, tasks.ConfigFileName); p != "" {
+		raw, err := readStateFile(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		if raw != nil {
+			ac, err := tasks.ParseConfig(raw)
 			if err != nil {
-				return nil, nil, fmt.Errorf("state file: %w", err)
+				return nil, nil, fmt.Errorf("state file: %s: %w", p, err)
 			}
 			src := Source{Kind: KindState, Path: p}
 			files = append(files, src)
@@ -339,16 +366,17 @@ func loadStateFiles(opts Options) (layer, []Source, error) {
 			for name, t := range ac.Subagents {
 				set(subagentPrefix+name, t, true)
 			}
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("state file: %w", err)
 		}
 	}
-	if p := path(compact.ConfigEnv, compact.ConfigFileName); p != "" {
-		raw, err := os.ReadFile(p)
-		if err == nil {
-			cc, err := compact.LoadConfig(p) // validates, applies defaults
+	if p := path(CompactConfigEnv, compact.ConfigFileName); p != "" {
+		raw, err := readStateFile(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		if raw != nil {
+			cc, err := compact.ParseConfig(raw) // validates, applies defaults
 			if err != nil {
-				return nil, nil, fmt.Errorf("state file: %w", err)
+				return nil, nil, fmt.Errorf("state file: %s: %w", p, err)
 			}
 			// Which keys the file sets: its top-level and summarizer keys.
 			var top map[string]json.RawMessage
@@ -388,8 +416,6 @@ func loadStateFiles(opts Options) (layer, []Source, error) {
 					l["compact.summarizer."+k] = value{v: v, src: src}
 				}
 			}
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("state file: %w", err)
 		}
 	}
 	// The state files' values pass the same checks as a TOML file's.
