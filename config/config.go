@@ -94,7 +94,7 @@ func (s Source) String() string {
 
 // Flag is one mount flag given on the command line, to override Key. Value
 // has the key's Go type: string, []string, bool, int or time.Duration (see
-// KeyKind). The CLI passes only flags that were set (urfave/cli's IsSet).
+// Option.Kind). The CLI passes only flags that were set (urfave/cli's IsSet).
 type Flag struct {
 	Key   string // "guard.mode"
 	Name  string // "--mode", for the source
@@ -122,7 +122,8 @@ type Options struct {
 }
 
 // Guard is the effective [guard] section. daemon.Config embeds it, so a
-// guard setting is declared once: here, with its key in keys.go.
+// guard setting is declared once: its field here, its key in the options
+// table (options.go, docs/DESIGN.md#options-table).
 type Guard struct {
 	Mode guard.Mode // guard.mode, --mode
 	// Exempt are extra doublestar globs, workspace-relative, exempt from
@@ -174,7 +175,8 @@ type Sessions struct {
 }
 
 // Cache is the effective [cache] section. daemon.Config embeds it, so a
-// cache setting is declared once: here, with its key in keys.go. Load
+// cache setting is declared once: its field here, its key in the options
+// table (options.go, docs/DESIGN.md#options-table). Load
 // resolves CacheTimeout: a default or 0 becomes 1 h with Watch and 1 s
 // without.
 type Cache struct {
@@ -231,7 +233,7 @@ type Cache struct {
 // Journal is the effective [journal] section: the per-session change
 // journal under STATE_DIR/journal (docs/DESIGN.md#journal-hook).
 // daemon.Config embeds it, so a journal setting is declared once: here,
-// with its key in keys.go.
+// with its key in the options table (options.go).
 type Journal struct {
 	// Enabled records every change a session makes through the mount
 	// (journal.enabled, --journal; false: no journal call at all).
@@ -388,11 +390,11 @@ func Load(opts Options) (*Config, error) {
 	fl := layer{}
 	for _, f := range opts.Flags {
 		src := Source{Kind: KindFlag, Flag: f.Name}
-		spec, ok := lookupSpec(f.Key)
+		o, ok := lookup(f.Key)
 		if !ok {
 			return nil, fmt.Errorf("flag %s: no config key %s", f.Name, f.Key)
 		}
-		if err := spec.check(f.Value); err != nil {
+		if err := o.check(f.Value); err != nil {
 			return nil, fmt.Errorf("flag %s: %w", f.Name, err)
 		}
 		fl[f.Key] = value{v: f.Value, src: src}

@@ -20,80 +20,71 @@ import (
 	"github.com/rubinofs/rubinofs/tasks"
 )
 
-// fileConfig is the schema of a TOML file. Pointers tell a key that is set
-// from one that is not; durations are strings (parsed with their line).
-type fileConfig struct {
-	Guard struct {
-		Mode         *string   `toml:"mode"`
-		Exempt       *[]string `toml:"exempt"`
-		ToolTrees    *[]string `toml:"tool_trees"`
-		GuardIgnored *bool     `toml:"guard_ignored"`
-		Unregistered *string   `toml:"unregistered"`
-		Unlink       *string   `toml:"unlink"`
-		Errno        *string   `toml:"errno"`
-		Scanners     *[]string `toml:"scanners"`
-	} `toml:"guard"`
-	Sessions struct {
-		CgroupAuto *[]string `toml:"cgroup_auto"`
-		MaxLive    *int      `toml:"max_live"`
-	} `toml:"sessions"`
-	Cache struct {
-		CacheTimeout *string   `toml:"cache_timeout" kind:"duration"`
-		ShortTimeout *string   `toml:"short_timeout" kind:"duration"`
-		Watch        *bool     `toml:"watch"`
-		WatchSkip    *[]string `toml:"watch_skip"`
-		MaxWatches   *int      `toml:"max_watches"`
-		PersistReads *bool     `toml:"persist_reads"`
-		WatchMode    *string   `toml:"watch_mode"`
-		Shared       *bool     `toml:"shared"`
-		PeerDetect   *bool     `toml:"peer_detect"`
-		PollInterval *string   `toml:"poll_interval" kind:"duration"`
-	} `toml:"cache"`
-	Journal struct {
-		Enabled     *bool   `toml:"enabled"`
-		Ignored     *bool   `toml:"ignored"`
-		MaxFileSize *int    `toml:"max_file_size"`
-		Budget      *int    `toml:"budget"`
-		Retention   *string `toml:"retention" kind:"duration"`
-		Sync        *string `toml:"sync"`
-	} `toml:"journal"`
-	State struct {
-		Retention *string `toml:"retention" kind:"duration"`
-	} `toml:"state"`
-	Agents struct {
-		MaxDepth           *int                    `toml:"max_depth"`
-		MaxChildrenPerNode *int                    `toml:"max_children_per_node"`
-		MaxConcurrentTotal *int                    `toml:"max_concurrent_total"`
-		AskTimeout         *string                 `toml:"ask_timeout" kind:"duration"`
-		StopGrace          *string                 `toml:"stop_grace" kind:"duration"`
-		KeepFinished       *int                    `toml:"keep_finished"`
-		Shell              *bool                   `toml:"shell"`
-		Subagents          map[string]fileSubagent `toml:"subagents"`
-	} `toml:"agents"`
-	Compact struct {
-		ContextWindow        *int     `toml:"context_window"`
-		Threshold            *float64 `toml:"threshold"`
-		MinimumMessages      *int     `toml:"minimum_messages"`
-		HeadMessages         *int     `toml:"head_messages"`
-		TailRatio            *float64 `toml:"tail_ratio"`
-		PreserveToolPairs    *bool    `toml:"preserve_tool_pairs"`
-		MaxSummaryTokens     *int     `toml:"max_summary_tokens"`
-		PruneMinTokens       *int     `toml:"prune_min_tokens"`
-		PruneKeepRecent      *int     `toml:"prune_keep_recent"`
-		Model                *string  `toml:"model"`
-		Tokenizer            *string  `toml:"tokenizer"`
-		MaxTranscriptBytes   *int     `toml:"max_transcript_bytes"`
-		MaxTranscriptsPerUID *int     `toml:"max_transcripts_per_uid"`
-		Summarizer           struct {
-			Backend        *string   `toml:"backend"`
-			Command        *[]string `toml:"command"`
-			TimeoutSeconds *int      `toml:"timeout_seconds"`
-			BaseURL        *string   `toml:"base_url"`
-			Model          *string   `toml:"model"`
-			APIKeyEnv      *string   `toml:"api_key_env"`
-		} `toml:"summarizer"`
-	} `toml:"compact"`
-}
+// fileSchema is the schema of a TOML file, made from the options table:
+// one struct per section, a pointer field per key (nil: not set; durations
+// are strings, parsed with their line), a map for a per-name key. go-toml
+// decodes into it strictly, so an unknown key or a value of the wrong type
+// is its error, with the line (docs/DESIGN.md#options-table).
+var fileSchema = func() reflect.Type {
+	type node struct {
+		names []string // field order
+		leaf  map[string]reflect.StructField
+		sub   map[string]*node
+	}
+	newNode := func() *node { return &node{leaf: map[string]reflect.StructField{}, sub: map[string]*node{}} }
+	root := newNode()
+	field := func(name string, t reflect.Type, tag string) reflect.StructField {
+		return reflect.StructField{Name: "X_" + name, Type: t, Tag: reflect.StructTag(tag)}
+	}
+	for _, o := range options {
+		parts := strings.Split(o.Key, ".")
+		if o.perName() {
+			parts = parts[:len(parts)-1]
+		}
+		n := root
+		for _, p := range parts[:len(parts)-1] {
+			if n.sub[p] == nil {
+				n.sub[p] = newNode()
+				n.names = append(n.names, p)
+			}
+			n = n.sub[p]
+		}
+		name := parts[len(parts)-1]
+		tag := fmt.Sprintf(`toml:"%s"`, name)
+		var t reflect.Type
+		switch o.typ {
+		case tString:
+			t = reflect.TypeOf((*string)(nil))
+		case tStrings:
+			t = reflect.TypeOf((*[]string)(nil))
+		case tBool:
+			t = reflect.TypeOf((*bool)(nil))
+		case tInt:
+			t = reflect.TypeOf((*int)(nil))
+		case tFloat:
+			t = reflect.TypeOf((*float64)(nil))
+		case tDuration:
+			t, tag = reflect.TypeOf((*string)(nil)), tag+` kind:"duration"`
+		case tSubagent:
+			t = reflect.TypeOf(map[string]fileSubagent(nil))
+		}
+		n.leaf[name] = field(name, t, tag)
+		n.names = append(n.names, name)
+	}
+	var build func(n *node) reflect.Type
+	build = func(n *node) reflect.Type {
+		var fs []reflect.StructField
+		for _, name := range n.names {
+			if sub := n.sub[name]; sub != nil {
+				fs = append(fs, field(name, build(sub), fmt.Sprintf(`toml:"%s"`, name)))
+			} else {
+				fs = append(fs, n.leaf[name])
+			}
+		}
+		return reflect.StructOf(fs)
+	}
+	return build(root)
+}()
 
 // fileSubagent is one [agents.subagents.NAME] table: tasks.SubagentType's
 // fields under its JSON names.
@@ -106,10 +97,10 @@ type fileSubagent struct {
 // parseFile decodes one TOML file into a layer whose values carry src with
 // their lines. Errors name the file and line.
 func parseFile(data []byte, src Source) (layer, error) {
-	var fc fileConfig
+	fc := reflect.New(fileSchema)
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&fc); err != nil {
+	if err := dec.Decode(fc.Interface()); err != nil {
 		return nil, decodeError(src.Path, err)
 	}
 	lines, err := keyLines(data)
@@ -121,7 +112,7 @@ func parseFile(data []byte, src Source) (layer, error) {
 	put := func(key string, v any) {
 		s := src
 		s.Line = lines.of(key)
-		sp, _ := lookupSpec(key)
+		sp, _ := lookup(key)
 		if err := sp.check(v); err != nil {
 			errs = append(errs, fmt.Sprintf("%s:%d: %v", src.Path, s.Line, err))
 			return
@@ -157,7 +148,7 @@ func parseFile(data []byte, src Source) (layer, error) {
 			}
 		}
 	}
-	walk("", reflect.ValueOf(fc))
+	walk("", fc.Elem())
 	if len(errs) > 0 {
 		return nil, errors.New(strings.Join(errs, "\n"))
 	}
@@ -282,7 +273,7 @@ func decodeError(path string, err error) error {
 		msg := strings.TrimPrefix(de.Error(), "toml: ")
 		if sm := typeMsgRE.FindStringSubmatch(msg); sm != nil {
 			want := "a table"
-			if s, ok := lookupSpec(key); ok {
+			if s, ok := lookup(key); ok {
 				want = s.typ.word()
 			} else if strings.HasPrefix(key, subagentPrefix) {
 				want = map[string]string{"command": "an array of strings", "env": "an array of strings", "stdin": "a boolean"}[key[strings.LastIndexByte(key, '.')+1:]]
@@ -420,7 +411,7 @@ func loadStateFiles(opts Options) (layer, []Source, error) {
 	}
 	// The state files' values pass the same checks as a TOML file's.
 	for _, k := range sortedKeys(l) {
-		s, _ := lookupSpec(k)
+		s, _ := lookup(k)
 		if err := s.check(l[k].v); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", l[k].src, err)
 		}
