@@ -317,96 +317,44 @@ func readStateFile(p string) ([]byte, error) {
 }
 
 // loadStateFiles reads agents.json and compact.json ($RUBINOFS_AGENTS_CONFIG,
-// $RUBINOFS_COMPACT_CONFIG, else the state directory), with the packages'
-// own parsers, into a layer of the keys they set.
+// $RUBINOFS_COMPACT_CONFIG, else the state directory): each is validated by
+// its package's own parser, then its members become the keys of the same
+// names under [agents] and [compact] (stateLayer).
 func loadStateFiles(opts Options) (layer, []Source, error) {
 	l := layer{}
 	var files []Source
-	path := func(env, name string) string {
-		if p := opts.Getenv(env); p != "" {
-			return p
+	for _, f := range []struct {
+		env, name, prefix string
+		parse             func([]byte) error
+		// zeroSets: a member with a zero value is the key's default from
+		// the state file (compact.json: WithDefaults fills it), not unset
+		// (agents.json: zero fields mean "not set").
+		zeroSets bool
+	}{
+		{AgentsConfigEnv, tasks.ConfigFileName, "agents.", func(b []byte) error { _, err := tasks.ParseConfig(b); return err }, false},
+		{CompactConfigEnv, compact.ConfigFileName, "compact.", func(b []byte) error { _, err := compact.ParseConfig(b); return err }, true},
+	} {
+		p := opts.Getenv(f.env)
+		if p == "" && opts.StateDir != "" {
+			p = filepath.Join(opts.StateDir, f.name)
 		}
-		if opts.StateDir != "" {
-			return filepath.Join(opts.StateDir, name)
+		if p == "" {
+			continue
 		}
-		return ""
-	}
-	if p := path(AgentsConfigEnv, tasks.ConfigFileName); p != "" {
 		raw, err := readStateFile(p)
 		if err != nil {
 			return nil, nil, err
 		}
-		if raw != nil {
-			ac, err := tasks.ParseConfig(raw)
-			if err != nil {
-				return nil, nil, fmt.Errorf("state file: %s: %w", p, err)
-			}
-			src := Source{Kind: KindState, Path: p}
-			files = append(files, src)
-			set := func(k string, v any, ok bool) {
-				if ok {
-					l[k] = value{v: v, src: src}
-				}
-			}
-			set("agents.max_depth", ac.MaxDepth, ac.MaxDepth > 0)
-			set("agents.max_children_per_node", ac.MaxChildrenPerNode, ac.MaxChildrenPerNode > 0)
-			set("agents.max_concurrent_total", ac.MaxConcurrentTotal, ac.MaxConcurrentTotal > 0)
-			set("agents.ask_timeout", time.Duration(ac.AskTimeout), ac.AskTimeout > 0)
-			set("agents.stop_grace", time.Duration(ac.StopGrace), ac.StopGrace > 0)
-			set("agents.keep_finished", ac.KeepFinished, ac.KeepFinished > 0)
-			for name, t := range ac.Subagents {
-				set(subagentPrefix+name, t, true)
-			}
+		if raw == nil {
+			continue
 		}
-	}
-	if p := path(CompactConfigEnv, compact.ConfigFileName); p != "" {
-		raw, err := readStateFile(p)
-		if err != nil {
-			return nil, nil, err
+		if err := f.parse(raw); err != nil {
+			return nil, nil, fmt.Errorf("state file: %s: %w", p, err)
 		}
-		if raw != nil {
-			cc, err := compact.ParseConfig(raw) // validates, applies defaults
-			if err != nil {
-				return nil, nil, fmt.Errorf("state file: %s: %w", p, err)
-			}
-			// Which keys the file sets: its top-level and summarizer keys.
-			var top map[string]json.RawMessage
-			var sum map[string]json.RawMessage
-			if len(bytes.TrimSpace(raw)) > 0 {
-				if err := json.Unmarshal(raw, &top); err != nil {
-					return nil, nil, fmt.Errorf("state file %s: %w", p, err)
-				}
-				if s, ok := top["summarizer"]; ok {
-					json.Unmarshal(s, &sum)
-				}
-			}
-			src := Source{Kind: KindState, Path: p}
-			files = append(files, src)
-			vals := map[string]any{
-				"context_window": cc.ContextWindow, "threshold": cc.Threshold, "minimum_messages": cc.MinimumMessages,
-				"head_messages": cc.HeadMessages, "tail_ratio": cc.TailRatio, "preserve_tool_pairs": *cc.PreserveToolPairs,
-				"max_summary_tokens": cc.MaxSummaryTokens, "prune_min_tokens": cc.PruneMinTokens,
-				"prune_keep_recent": cc.PruneKeepRecent, "model": cc.Model, "tokenizer": cc.Tokenizer,
-				"max_transcript_bytes": int(cc.MaxTranscriptBytes), "max_transcripts_per_uid": cc.MaxTranscriptsPerUID,
-			}
-			for k, v := range vals {
-				if _, ok := top[k]; ok {
-					l["compact."+k] = value{v: v, src: src}
-				}
-			}
-			cmd := cc.Summarizer.Command
-			if cmd == nil {
-				cmd = []string{}
-			}
-			svals := map[string]any{
-				"backend": cc.Summarizer.Backend, "command": cmd, "timeout_seconds": cc.Summarizer.TimeoutSeconds,
-				"base_url": cc.Summarizer.BaseURL, "model": cc.Summarizer.Model, "api_key_env": cc.Summarizer.APIKeyEnv,
-			}
-			for k, v := range svals {
-				if _, ok := sum[k]; ok {
-					l["compact.summarizer."+k] = value{v: v, src: src}
-				}
-			}
+		src := Source{Kind: KindState, Path: p}
+		files = append(files, src)
+		if err := stateLayer(l, raw, f.prefix, src, f.zeroSets); err != nil {
+			return nil, nil, fmt.Errorf("state file: %s: %w", p, err)
 		}
 	}
 	// The state files' values pass the same checks as a TOML file's.
@@ -417,4 +365,98 @@ func loadStateFiles(opts Options) (layer, []Source, error) {
 		}
 	}
 	return l, files, nil
+}
+
+// stateLayer puts the keys a state file sets into l: each member of its
+// JSON object is the key prefix+name, an object that is no key is a table
+// one level deeper (compact.json's "summarizer"), and agents.json's
+// "subagents" holds the agents.subagents.NAME values. A zero (or negative)
+// number, an empty string and null are the key's default with zeroSets,
+// else not set. The file was validated by its package's parser.
+func stateLayer(l layer, raw []byte, prefix string, src Source, zeroSets bool) error {
+	var obj map[string]json.RawMessage
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return err
+	}
+	for _, name := range sortedJSONKeys(obj) {
+		msg, key := obj[name], prefix+name
+		null := string(bytes.TrimSpace(msg)) == "null"
+		if key+"." == subagentPrefix {
+			var types map[string]tasks.SubagentType
+			if err := json.Unmarshal(msg, &types); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			for n, t := range types {
+				l[subagentPrefix+n] = value{v: t, src: src}
+			}
+			continue
+		}
+		o, ok := lookup(key)
+		if !ok {
+			if err := stateLayer(l, msg, key+".", src, zeroSets); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			continue
+		}
+		var v any
+		zero := true
+		if !null {
+			var err error
+			if v, zero, err = stateValue(o, msg); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		switch {
+		case zero && !zeroSets:
+		case zero:
+			l[key] = value{v: o.Default, src: src}
+		default:
+			l[key] = value{v: v, src: src}
+		}
+	}
+	return nil
+}
+
+// stateValue converts one JSON member to o's type, and says whether it is
+// zero (a number <= 0, "", an empty list). Durations are "15m" or seconds.
+func stateValue(o Option, msg json.RawMessage) (v any, zero bool, err error) {
+	switch o.typ {
+	case tString:
+		var s string
+		err = json.Unmarshal(msg, &s)
+		return s, s == "", err
+	case tStrings:
+		s := []string{}
+		err = json.Unmarshal(msg, &s)
+		return s, len(s) == 0, err
+	case tBool:
+		var b bool
+		err = json.Unmarshal(msg, &b)
+		return b, false, err
+	case tInt:
+		var n int64
+		err = json.Unmarshal(msg, &n)
+		return int(n), n <= 0, err
+	case tFloat:
+		var f float64
+		err = json.Unmarshal(msg, &f)
+		return f, f <= 0, err
+	case tDuration:
+		var d tasks.Duration
+		err = d.UnmarshalJSON(msg)
+		return time.Duration(d), d <= 0, err
+	}
+	return nil, false, fmt.Errorf("%s: no JSON form", o.Key)
+}
+
+func sortedJSONKeys(m map[string]json.RawMessage) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

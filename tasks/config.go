@@ -224,13 +224,10 @@ func (c Config) Validate() error {
 var umaskRE = regexp.MustCompile(`^[0-7]{1,4}$`)
 
 // ParseConfig parses the bytes of an agents.json (package config reads the
-// file). Empty input is the zero Config; unknown fields are errors, and the
-// result is Validated (zero fields stay zero: WithDefaults fills them).
+// file): one JSON object; unknown fields are errors, and the result is
+// Validated (zero fields stay zero: WithDefaults fills them).
 func ParseConfig(data []byte) (Config, error) {
 	var c Config
-	if len(bytes.TrimSpace(data)) == 0 {
-		return c, nil
-	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
