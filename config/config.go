@@ -23,6 +23,12 @@
 // program to run or raise a cap is refused as a whole, with an error naming
 // the file, line and key.
 //
+// Every key is declared once, as a row of the options table (options.go,
+// Option): the TOML schema, Config, `config show`, the CLI's mount flags
+// (Keys) and docs/config.md's key table (DocTable) are made from it. Only
+// this package reads configuration files and variables; the daemon hands
+// the sections to tasks and compact (docs/DESIGN.md#options-table).
+//
 // Files are decoded with github.com/pelletier/go-toml/v2 with unknown keys
 // disallowed; every error names the file and line ("config.toml:12: unknown
 // key guard.mdoe"). Durations are TOML strings in time.ParseDuration's form
