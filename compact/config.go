@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
 )
 
 // Defaults of Config, the compression settings of docs/DESIGN.md#compactor
@@ -50,12 +47,12 @@ const (
 	MaxTranscriptsPerUIDLimit = 1_000_000
 )
 
-// ConfigFileName is the name of the compaction config in the state
-// directory; the environment variable ConfigEnv overrides its path.
-const (
-	ConfigFileName = "compact.json"
-	ConfigEnv      = "RUBINOFS_COMPACT_CONFIG"
-)
+// ConfigFileName is the name of the compaction config (the JSON form of
+// Config) in the state directory. Package config reads it, with the other
+// sources, and the daemon hands the merged Config to Open: this package
+// reads no configuration file or variable of its own
+// (docs/DESIGN.md#options-table).
+const ConfigFileName = "compact.json"
 
 // Config is the compaction config (compact.json). Zero fields take the
 // defaults above; WithDefaults fills them. It lives outside the mount (in
@@ -176,34 +173,6 @@ func ParseConfig(data []byte) (Config, error) {
 	c = c.WithDefaults()
 	if err := c.Validate(); err != nil {
 		return Config{}, fmt.Errorf("compact config: %w", err)
-	}
-	return c, nil
-}
-
-// LoadConfig reads the config at path; a missing file (or path "") gives
-// the defaults. Files over 1 MiB are refused.
-func LoadConfig(path string) (Config, error) {
-	if path == "" {
-		return ParseConfig(nil)
-	}
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return ParseConfig(nil)
-	}
-	if err != nil {
-		return Config{}, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
-	if err != nil {
-		return Config{}, err
-	}
-	if len(data) > 1<<20 {
-		return Config{}, fmt.Errorf("%s: larger than 1 MiB", path)
-	}
-	c, err := ParseConfig(data)
-	if err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
 }

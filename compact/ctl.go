@@ -102,26 +102,12 @@ func NewService(comp *Compressor, logger *slog.Logger) *Service {
 
 // Open is the daemon's entry point: it opens the store at
 // stateDir/compact.db (a temporary store removed on Close when stateDir is
-// ""), reads the config from $RUBINOFS_COMPACT_CONFIG or
-// stateDir/compact.json (defaults when absent), and returns the service.
-// Errors: an unreadable or invalid config, a store that cannot be opened.
-func Open(stateDir string, logger *slog.Logger) (*Service, error) {
-	cfgPath := os.Getenv(ConfigEnv)
-	if cfgPath == "" && stateDir != "" {
-		cfgPath = filepath.Join(stateDir, ConfigFileName)
-	}
-	cfg, err := LoadConfig(cfgPath)
-	if err != nil {
-		return nil, err
-	}
-	return OpenWith(stateDir, cfg, logger)
-}
-
-// OpenWith is Open with cfg (already through WithDefaults and Validate, as
-// ParseConfig returns it) instead of the config file: the CLI merges
-// compact.json with its TOML config (package config) and passes the result.
+// "") and serves it with cfg, the effective configuration (through
+// WithDefaults and Validate: package config merged compact.json with the
+// TOML files and the daemon hands the result over). Open reads no
+// configuration file or variable of its own (docs/DESIGN.md#options-table).
 // Errors: a store that cannot be opened, a config the compressor refuses.
-func OpenWith(stateDir string, cfg Config, logger *slog.Logger) (*Service, error) {
+func Open(stateDir string, cfg Config, logger *slog.Logger) (*Service, error) {
 	var (
 		store *Store
 		err   error

@@ -42,7 +42,7 @@
 //	owner.go                transcript ownership (Scope), the per-uid cap, deleting a transcript tree
 //	transcript.go           appending JSON lines to a session, a session's lineage
 //	summarizer*.go          backends: builtin (extractive), command, openai
-//	config.go               compact.json
+//	config.go               Config, its JSON form (compact.json, read by package config)
 //	ctl.go                  Service: the .rubino/compact control files (package ctltree)
 //	importer.go             Claude Code and Codex session files -> messages
 //

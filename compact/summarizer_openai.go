@@ -80,6 +80,9 @@ func (o *OpenAISummarizer) Summarize(ctx context.Context, req SummaryRequest) (s
 		return "", fmt.Errorf("summarizer openai: %w", err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	// The key is a credential, not configuration: the config names only
+	// the variable (compact.summarizer.api_key_env), so the key is never in
+	// a file, `config show` or compact/config (docs/DESIGN.md#options-table).
 	if key := os.Getenv(o.APIKeyEnv); key != "" {
 		hreq.Header.Set("Authorization", "Bearer "+key)
 	}

@@ -283,7 +283,7 @@ func TestSummarizerConfig(t *testing.T) {
 			t.Errorf("ParseConfig(%s) accepted", bad)
 		}
 	}
-	cfg, err := LoadConfig(filepath.Join(t.TempDir(), "absent.json"))
+	cfg, err := ParseConfig(nil)
 	if err != nil || cfg.ContextWindow != DefaultContextWindow || cfg.Threshold != DefaultThreshold || cfg.Summarizer.Backend != "builtin" {
 		t.Fatalf("defaults: %+v, %v", cfg, err)
 	}

@@ -23,6 +23,12 @@
 // program to run or raise a cap is refused as a whole, with an error naming
 // the file, line and key.
 //
+// Every key is declared once, as a row of the options table (options.go,
+// Option): the TOML schema, Config, `config show`, the CLI's mount flags
+// (Keys) and docs/config.md's key table (DocTable) are made from it. Only
+// this package reads configuration files and variables; the daemon hands
+// the sections to tasks and compact (docs/DESIGN.md#options-table).
+//
 // Files are decoded with github.com/pelletier/go-toml/v2 with unknown keys
 // disallowed; every error names the file and line ("config.toml:12: unknown
 // key guard.mdoe"). Durations are TOML strings in time.ParseDuration's form
@@ -94,7 +100,7 @@ func (s Source) String() string {
 
 // Flag is one mount flag given on the command line, to override Key. Value
 // has the key's Go type: string, []string, bool, int or time.Duration (see
-// KeyKind). The CLI passes only flags that were set (urfave/cli's IsSet).
+// Option.Kind). The CLI passes only flags that were set (urfave/cli's IsSet).
 type Flag struct {
 	Key   string // "guard.mode"
 	Name  string // "--mode", for the source
@@ -122,7 +128,8 @@ type Options struct {
 }
 
 // Guard is the effective [guard] section. daemon.Config embeds it, so a
-// guard setting is declared once: here, with its key in keys.go.
+// guard setting is declared once: its field here, its key in the options
+// table (options.go, docs/DESIGN.md#options-table).
 type Guard struct {
 	Mode guard.Mode // guard.mode, --mode
 	// Exempt are extra doublestar globs, workspace-relative, exempt from
@@ -174,7 +181,8 @@ type Sessions struct {
 }
 
 // Cache is the effective [cache] section. daemon.Config embeds it, so a
-// cache setting is declared once: here, with its key in keys.go. Load
+// cache setting is declared once: its field here, its key in the options
+// table (options.go, docs/DESIGN.md#options-table). Load
 // resolves CacheTimeout: a default or 0 becomes 1 h with Watch and 1 s
 // without.
 type Cache struct {
@@ -231,7 +239,7 @@ type Cache struct {
 // Journal is the effective [journal] section: the per-session change
 // journal under STATE_DIR/journal (docs/DESIGN.md#journal-hook).
 // daemon.Config embeds it, so a journal setting is declared once: here,
-// with its key in keys.go.
+// with its key in the options table (options.go).
 type Journal struct {
 	// Enabled records every change a session makes through the mount
 	// (journal.enabled, --journal; false: no journal call at all).
@@ -278,8 +286,9 @@ type Entry struct {
 }
 
 // Config is the effective configuration. Agents has every JSON field set
-// (defaults included), so tasks.Open's merge with agents.json changes
-// nothing; Compact is through WithDefaults and Validate.
+// (defaults included); Compact is through WithDefaults and Validate. The
+// daemon hands Agents to tasks.Open and Compact to compact.Open, which read
+// no configuration of their own (docs/DESIGN.md#options-table).
 type Config struct {
 	Guard    Guard
 	Sessions Sessions
@@ -387,17 +396,42 @@ func Load(opts Options) (*Config, error) {
 	fl := layer{}
 	for _, f := range opts.Flags {
 		src := Source{Kind: KindFlag, Flag: f.Name}
-		spec, ok := lookupSpec(f.Key)
+		o, ok := lookup(f.Key)
 		if !ok {
 			return nil, fmt.Errorf("flag %s: no config key %s", f.Name, f.Key)
 		}
-		if err := spec.check(f.Value); err != nil {
+		if err := o.check(f.Value); err != nil {
 			return nil, fmt.Errorf("flag %s: %w", f.Name, err)
 		}
 		fl[f.Key] = value{v: f.Value, src: src}
 	}
 	m.overlay(fl)
 
+	c, err := build(m)
+	if err != nil {
+		return nil, err
+	}
+	c.Files = files
+	return c, nil
+}
+
+// LoadStateFiles is Load with the state files of stateDir (agents.json,
+// compact.json, or the files AgentsConfigEnv and CompactConfigEnv name)
+// and the defaults only: no user file, no workspace file, no flag. The
+// daemon uses its Agents and Compact for a daemon.Config built without Load
+// (tests, benchmarks, the demo), so that tasks and compact read no
+// configuration of their own (docs/DESIGN.md#options-table). getenv nil is
+// os.Getenv. Errors: the state files' (see Load).
+func LoadStateFiles(stateDir string, getenv func(string) string) (*Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	m := defaults()
+	st, files, err := loadStateFiles(Options{StateDir: stateDir, Getenv: getenv})
+	if err != nil {
+		return nil, err
+	}
+	m.overlay(st)
 	c, err := build(m)
 	if err != nil {
 		return nil, err

@@ -381,6 +381,31 @@ func TestStateFiles(t *testing.T) {
 	mustErr(t, err, "agents.json", "max_dpth")
 }
 
+// TestStateFileForms: the state files' members map to the keys of the same
+// names (compact.json's summarizer one table deeper); a duration is "15m"
+// or seconds; in agents.json a zero or negative value is not set, in
+// compact.json a zero or null value is the default, from the file.
+func TestStateFileForms(t *testing.T) {
+	e := newEnv(t)
+	e.write(filepath.Join(e.state, "agents.json"), `{"max_depth": 0, "max_children_per_node": -1, "stop_grace": 5, "ask_timeout": "20m"}`)
+	e.write(filepath.Join(e.state, "compact.json"), `{"threshold": 0, "tokenizer": null, "preserve_tool_pairs": false, "summarizer": {"timeout_seconds": 7}}`)
+	c := e.mustLoad()
+	if c.Agents.StopGrace != tasks.Duration(5*time.Second) || c.Agents.AskTimeout != tasks.Duration(20*time.Minute) ||
+		c.Agents.MaxDepth != tasks.DefaultCaps().MaxDepth || c.Agents.MaxChildrenPerNode != tasks.DefaultCaps().MaxChildrenPerNode {
+		t.Errorf("agents: %+v", c.Agents)
+	}
+	if c.Compact.Threshold != 0.5 || *c.Compact.PreserveToolPairs || c.Compact.Summarizer.TimeoutSeconds != 7 {
+		t.Errorf("compact: %+v", c.Compact)
+	}
+	for key, kind := range map[string]Kind{"agents.max_depth": KindDefault, "agents.max_children_per_node": KindDefault,
+		"agents.stop_grace": KindState, "compact.threshold": KindState, "compact.tokenizer": KindState,
+		"compact.summarizer.timeout_seconds": KindState, "compact.model": KindDefault} {
+		if en, _ := c.Lookup(key); en.Source.Kind != kind {
+			t.Errorf("%s from %v, want %s", key, en.Source, kind)
+		}
+	}
+}
+
 // TestShow: the TOML output names every source and parses back into the
 // same values; the JSON output carries the same.
 func TestShow(t *testing.T) {

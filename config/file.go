@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -21,80 +20,71 @@ import (
 	"github.com/rubinofs/rubinofs/tasks"
 )
 
-// fileConfig is the schema of a TOML file. Pointers tell a key that is set
-// from one that is not; durations are strings (parsed with their line).
-type fileConfig struct {
-	Guard struct {
-		Mode         *string   `toml:"mode"`
-		Exempt       *[]string `toml:"exempt"`
-		ToolTrees    *[]string `toml:"tool_trees"`
-		GuardIgnored *bool     `toml:"guard_ignored"`
-		Unregistered *string   `toml:"unregistered"`
-		Unlink       *string   `toml:"unlink"`
-		Errno        *string   `toml:"errno"`
-		Scanners     *[]string `toml:"scanners"`
-	} `toml:"guard"`
-	Sessions struct {
-		CgroupAuto *[]string `toml:"cgroup_auto"`
-		MaxLive    *int      `toml:"max_live"`
-	} `toml:"sessions"`
-	Cache struct {
-		CacheTimeout *string   `toml:"cache_timeout" kind:"duration"`
-		ShortTimeout *string   `toml:"short_timeout" kind:"duration"`
-		Watch        *bool     `toml:"watch"`
-		WatchSkip    *[]string `toml:"watch_skip"`
-		MaxWatches   *int      `toml:"max_watches"`
-		PersistReads *bool     `toml:"persist_reads"`
-		WatchMode    *string   `toml:"watch_mode"`
-		Shared       *bool     `toml:"shared"`
-		PeerDetect   *bool     `toml:"peer_detect"`
-		PollInterval *string   `toml:"poll_interval" kind:"duration"`
-	} `toml:"cache"`
-	Journal struct {
-		Enabled     *bool   `toml:"enabled"`
-		Ignored     *bool   `toml:"ignored"`
-		MaxFileSize *int    `toml:"max_file_size"`
-		Budget      *int    `toml:"budget"`
-		Retention   *string `toml:"retention" kind:"duration"`
-		Sync        *string `toml:"sync"`
-	} `toml:"journal"`
-	State struct {
-		Retention *string `toml:"retention" kind:"duration"`
-	} `toml:"state"`
-	Agents struct {
-		MaxDepth           *int                    `toml:"max_depth"`
-		MaxChildrenPerNode *int                    `toml:"max_children_per_node"`
-		MaxConcurrentTotal *int                    `toml:"max_concurrent_total"`
-		AskTimeout         *string                 `toml:"ask_timeout" kind:"duration"`
-		StopGrace          *string                 `toml:"stop_grace" kind:"duration"`
-		KeepFinished       *int                    `toml:"keep_finished"`
-		Shell              *bool                   `toml:"shell"`
-		Subagents          map[string]fileSubagent `toml:"subagents"`
-	} `toml:"agents"`
-	Compact struct {
-		ContextWindow        *int     `toml:"context_window"`
-		Threshold            *float64 `toml:"threshold"`
-		MinimumMessages      *int     `toml:"minimum_messages"`
-		HeadMessages         *int     `toml:"head_messages"`
-		TailRatio            *float64 `toml:"tail_ratio"`
-		PreserveToolPairs    *bool    `toml:"preserve_tool_pairs"`
-		MaxSummaryTokens     *int     `toml:"max_summary_tokens"`
-		PruneMinTokens       *int     `toml:"prune_min_tokens"`
-		PruneKeepRecent      *int     `toml:"prune_keep_recent"`
-		Model                *string  `toml:"model"`
-		Tokenizer            *string  `toml:"tokenizer"`
-		MaxTranscriptBytes   *int     `toml:"max_transcript_bytes"`
-		MaxTranscriptsPerUID *int     `toml:"max_transcripts_per_uid"`
-		Summarizer           struct {
-			Backend        *string   `toml:"backend"`
-			Command        *[]string `toml:"command"`
-			TimeoutSeconds *int      `toml:"timeout_seconds"`
-			BaseURL        *string   `toml:"base_url"`
-			Model          *string   `toml:"model"`
-			APIKeyEnv      *string   `toml:"api_key_env"`
-		} `toml:"summarizer"`
-	} `toml:"compact"`
-}
+// fileSchema is the schema of a TOML file, made from the options table:
+// one struct per section, a pointer field per key (nil: not set; durations
+// are strings, parsed with their line), a map for a per-name key. go-toml
+// decodes into it strictly, so an unknown key or a value of the wrong type
+// is its error, with the line (docs/DESIGN.md#options-table).
+var fileSchema = func() reflect.Type {
+	type node struct {
+		names []string // field order
+		leaf  map[string]reflect.StructField
+		sub   map[string]*node
+	}
+	newNode := func() *node { return &node{leaf: map[string]reflect.StructField{}, sub: map[string]*node{}} }
+	root := newNode()
+	field := func(name string, t reflect.Type, tag string) reflect.StructField {
+		return reflect.StructField{Name: "X_" + name, Type: t, Tag: reflect.StructTag(tag)}
+	}
+	for _, o := range options {
+		parts := strings.Split(o.Key, ".")
+		if o.perName() {
+			parts = parts[:len(parts)-1]
+		}
+		n := root
+		for _, p := range parts[:len(parts)-1] {
+			if n.sub[p] == nil {
+				n.sub[p] = newNode()
+				n.names = append(n.names, p)
+			}
+			n = n.sub[p]
+		}
+		name := parts[len(parts)-1]
+		tag := fmt.Sprintf(`toml:"%s"`, name)
+		var t reflect.Type
+		switch o.typ {
+		case tString:
+			t = reflect.TypeOf((*string)(nil))
+		case tStrings:
+			t = reflect.TypeOf((*[]string)(nil))
+		case tBool:
+			t = reflect.TypeOf((*bool)(nil))
+		case tInt:
+			t = reflect.TypeOf((*int)(nil))
+		case tFloat:
+			t = reflect.TypeOf((*float64)(nil))
+		case tDuration:
+			t, tag = reflect.TypeOf((*string)(nil)), tag+` kind:"duration"`
+		case tSubagent:
+			t = reflect.TypeOf(map[string]fileSubagent(nil))
+		}
+		n.leaf[name] = field(name, t, tag)
+		n.names = append(n.names, name)
+	}
+	var build func(n *node) reflect.Type
+	build = func(n *node) reflect.Type {
+		var fs []reflect.StructField
+		for _, name := range n.names {
+			if sub := n.sub[name]; sub != nil {
+				fs = append(fs, field(name, build(sub), fmt.Sprintf(`toml:"%s"`, name)))
+			} else {
+				fs = append(fs, n.leaf[name])
+			}
+		}
+		return reflect.StructOf(fs)
+	}
+	return build(root)
+}()
 
 // fileSubagent is one [agents.subagents.NAME] table: tasks.SubagentType's
 // fields under its JSON names.
@@ -107,10 +97,10 @@ type fileSubagent struct {
 // parseFile decodes one TOML file into a layer whose values carry src with
 // their lines. Errors name the file and line.
 func parseFile(data []byte, src Source) (layer, error) {
-	var fc fileConfig
+	fc := reflect.New(fileSchema)
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&fc); err != nil {
+	if err := dec.Decode(fc.Interface()); err != nil {
 		return nil, decodeError(src.Path, err)
 	}
 	lines, err := keyLines(data)
@@ -122,7 +112,7 @@ func parseFile(data []byte, src Source) (layer, error) {
 	put := func(key string, v any) {
 		s := src
 		s.Line = lines.of(key)
-		sp, _ := lookupSpec(key)
+		sp, _ := lookup(key)
 		if err := sp.check(v); err != nil {
 			errs = append(errs, fmt.Sprintf("%s:%d: %v", src.Path, s.Line, err))
 			return
@@ -158,7 +148,7 @@ func parseFile(data []byte, src Source) (layer, error) {
 			}
 		}
 	}
-	walk("", reflect.ValueOf(fc))
+	walk("", fc.Elem())
 	if len(errs) > 0 {
 		return nil, errors.New(strings.Join(errs, "\n"))
 	}
@@ -283,7 +273,7 @@ func decodeError(path string, err error) error {
 		msg := strings.TrimPrefix(de.Error(), "toml: ")
 		if sm := typeMsgRE.FindStringSubmatch(msg); sm != nil {
 			want := "a table"
-			if s, ok := lookupSpec(key); ok {
+			if s, ok := lookup(key); ok {
 				want = s.typ.word()
 			} else if strings.HasPrefix(key, subagentPrefix) {
 				want = map[string]string{"command": "an array of strings", "env": "an array of strings", "stdin": "a boolean"}[key[strings.LastIndexByte(key, '.')+1:]]
@@ -302,102 +292,171 @@ func decodeError(path string, err error) error {
 	return fmt.Errorf("%s: %w", path, err)
 }
 
+// The variables that name a state file in place of the state directory's
+// (docs/config.md). Only this package reads them: tasks and compact get
+// their configuration from the daemon (docs/DESIGN.md#options-table).
+const (
+	AgentsConfigEnv  = "RUBINOFS_AGENTS_CONFIG"
+	CompactConfigEnv = "RUBINOFS_COMPACT_CONFIG"
+)
+
+// readStateFile reads the state file at p: nil, with no error, when it is
+// absent; at most MaxFileSize bytes.
+func readStateFile(p string) ([]byte, error) {
+	data, err := readFile(p, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state file: %w", err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, nil
+}
+
 // loadStateFiles reads agents.json and compact.json ($RUBINOFS_AGENTS_CONFIG,
-// $RUBINOFS_COMPACT_CONFIG, else the state directory), with the packages'
-// own parsers, into a layer of the keys they set.
+// $RUBINOFS_COMPACT_CONFIG, else the state directory): each is validated by
+// its package's own parser, then its members become the keys of the same
+// names under [agents] and [compact] (stateLayer).
 func loadStateFiles(opts Options) (layer, []Source, error) {
 	l := layer{}
 	var files []Source
-	path := func(env, name string) string {
-		if p := opts.Getenv(env); p != "" {
-			return p
+	for _, f := range []struct {
+		env, name, prefix string
+		parse             func([]byte) error
+		// zeroSets: a member with a zero value is the key's default from
+		// the state file (compact.json: WithDefaults fills it), not unset
+		// (agents.json: zero fields mean "not set").
+		zeroSets bool
+	}{
+		{AgentsConfigEnv, tasks.ConfigFileName, "agents.", func(b []byte) error { _, err := tasks.ParseConfig(b); return err }, false},
+		{CompactConfigEnv, compact.ConfigFileName, "compact.", func(b []byte) error { _, err := compact.ParseConfig(b); return err }, true},
+	} {
+		p := opts.Getenv(f.env)
+		if p == "" && opts.StateDir != "" {
+			p = filepath.Join(opts.StateDir, f.name)
 		}
-		if opts.StateDir != "" {
-			return filepath.Join(opts.StateDir, name)
+		if p == "" {
+			continue
 		}
-		return ""
-	}
-	if p := path(tasks.ConfigEnv, tasks.ConfigFileName); p != "" {
-		if _, err := os.Stat(p); err == nil {
-			ac, err := tasks.LoadConfig(p)
-			if err != nil {
-				return nil, nil, fmt.Errorf("state file: %w", err)
-			}
-			src := Source{Kind: KindState, Path: p}
-			files = append(files, src)
-			set := func(k string, v any, ok bool) {
-				if ok {
-					l[k] = value{v: v, src: src}
-				}
-			}
-			set("agents.max_depth", ac.MaxDepth, ac.MaxDepth > 0)
-			set("agents.max_children_per_node", ac.MaxChildrenPerNode, ac.MaxChildrenPerNode > 0)
-			set("agents.max_concurrent_total", ac.MaxConcurrentTotal, ac.MaxConcurrentTotal > 0)
-			set("agents.ask_timeout", time.Duration(ac.AskTimeout), ac.AskTimeout > 0)
-			set("agents.stop_grace", time.Duration(ac.StopGrace), ac.StopGrace > 0)
-			set("agents.keep_finished", ac.KeepFinished, ac.KeepFinished > 0)
-			for name, t := range ac.Subagents {
-				set(subagentPrefix+name, t, true)
-			}
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("state file: %w", err)
+		raw, err := readStateFile(p)
+		if err != nil {
+			return nil, nil, err
 		}
-	}
-	if p := path(compact.ConfigEnv, compact.ConfigFileName); p != "" {
-		raw, err := os.ReadFile(p)
-		if err == nil {
-			cc, err := compact.LoadConfig(p) // validates, applies defaults
-			if err != nil {
-				return nil, nil, fmt.Errorf("state file: %w", err)
-			}
-			// Which keys the file sets: its top-level and summarizer keys.
-			var top map[string]json.RawMessage
-			var sum map[string]json.RawMessage
-			if len(bytes.TrimSpace(raw)) > 0 {
-				if err := json.Unmarshal(raw, &top); err != nil {
-					return nil, nil, fmt.Errorf("state file %s: %w", p, err)
-				}
-				if s, ok := top["summarizer"]; ok {
-					json.Unmarshal(s, &sum)
-				}
-			}
-			src := Source{Kind: KindState, Path: p}
-			files = append(files, src)
-			vals := map[string]any{
-				"context_window": cc.ContextWindow, "threshold": cc.Threshold, "minimum_messages": cc.MinimumMessages,
-				"head_messages": cc.HeadMessages, "tail_ratio": cc.TailRatio, "preserve_tool_pairs": *cc.PreserveToolPairs,
-				"max_summary_tokens": cc.MaxSummaryTokens, "prune_min_tokens": cc.PruneMinTokens,
-				"prune_keep_recent": cc.PruneKeepRecent, "model": cc.Model, "tokenizer": cc.Tokenizer,
-				"max_transcript_bytes": int(cc.MaxTranscriptBytes), "max_transcripts_per_uid": cc.MaxTranscriptsPerUID,
-			}
-			for k, v := range vals {
-				if _, ok := top[k]; ok {
-					l["compact."+k] = value{v: v, src: src}
-				}
-			}
-			cmd := cc.Summarizer.Command
-			if cmd == nil {
-				cmd = []string{}
-			}
-			svals := map[string]any{
-				"backend": cc.Summarizer.Backend, "command": cmd, "timeout_seconds": cc.Summarizer.TimeoutSeconds,
-				"base_url": cc.Summarizer.BaseURL, "model": cc.Summarizer.Model, "api_key_env": cc.Summarizer.APIKeyEnv,
-			}
-			for k, v := range svals {
-				if _, ok := sum[k]; ok {
-					l["compact.summarizer."+k] = value{v: v, src: src}
-				}
-			}
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("state file: %w", err)
+		if raw == nil {
+			continue
+		}
+		if err := f.parse(raw); err != nil {
+			return nil, nil, fmt.Errorf("state file: %s: %w", p, err)
+		}
+		src := Source{Kind: KindState, Path: p}
+		files = append(files, src)
+		if err := stateLayer(l, raw, f.prefix, src, f.zeroSets); err != nil {
+			return nil, nil, fmt.Errorf("state file: %s: %w", p, err)
 		}
 	}
 	// The state files' values pass the same checks as a TOML file's.
 	for _, k := range sortedKeys(l) {
-		s, _ := lookupSpec(k)
+		s, _ := lookup(k)
 		if err := s.check(l[k].v); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", l[k].src, err)
 		}
 	}
 	return l, files, nil
+}
+
+// stateLayer puts the keys a state file sets into l: each member of its
+// JSON object is the key prefix+name, an object that is no key is a table
+// one level deeper (compact.json's "summarizer"), and agents.json's
+// "subagents" holds the agents.subagents.NAME values. A zero (or negative)
+// number, an empty string and null are the key's default with zeroSets,
+// else not set. The file was validated by its package's parser.
+func stateLayer(l layer, raw []byte, prefix string, src Source, zeroSets bool) error {
+	var obj map[string]json.RawMessage
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return err
+	}
+	for _, name := range sortedJSONKeys(obj) {
+		msg, key := obj[name], prefix+name
+		null := string(bytes.TrimSpace(msg)) == "null"
+		if key+"." == subagentPrefix {
+			var types map[string]tasks.SubagentType
+			if err := json.Unmarshal(msg, &types); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			for n, t := range types {
+				l[subagentPrefix+n] = value{v: t, src: src}
+			}
+			continue
+		}
+		o, ok := lookup(key)
+		if !ok {
+			if err := stateLayer(l, msg, key+".", src, zeroSets); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			continue
+		}
+		var v any
+		zero := true
+		if !null {
+			var err error
+			if v, zero, err = stateValue(o, msg); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		switch {
+		case zero && !zeroSets:
+		case zero:
+			l[key] = value{v: o.Default, src: src}
+		default:
+			l[key] = value{v: v, src: src}
+		}
+	}
+	return nil
+}
+
+// stateValue converts one JSON member to o's type, and says whether it is
+// zero (a number <= 0, "", an empty list). Durations are "15m" or seconds.
+func stateValue(o Option, msg json.RawMessage) (v any, zero bool, err error) {
+	switch o.typ {
+	case tString:
+		var s string
+		err = json.Unmarshal(msg, &s)
+		return s, s == "", err
+	case tStrings:
+		s := []string{}
+		err = json.Unmarshal(msg, &s)
+		return s, len(s) == 0, err
+	case tBool:
+		var b bool
+		err = json.Unmarshal(msg, &b)
+		return b, false, err
+	case tInt:
+		var n int64
+		err = json.Unmarshal(msg, &n)
+		return int(n), n <= 0, err
+	case tFloat:
+		var f float64
+		err = json.Unmarshal(msg, &f)
+		return f, f <= 0, err
+	case tDuration:
+		var d tasks.Duration
+		err = d.UnmarshalJSON(msg)
+		return time.Duration(d), d <= 0, err
+	}
+	return nil, false, fmt.Errorf("%s: no JSON form", o.Key)
+}
+
+func sortedJSONKeys(m map[string]json.RawMessage) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

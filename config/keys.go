@@ -9,10 +9,8 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 
-	"github.com/rubinofs/rubinofs/compact"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/ignore"
-	"github.com/rubinofs/rubinofs/journal"
 	"github.com/rubinofs/rubinofs/tasks"
 )
 
@@ -63,11 +61,28 @@ const (
 	RuleRefuse
 )
 
-// spec describes one key.
-type spec struct {
-	key string
+// Option is one configuration key, declared once: its name, type, default,
+// bounds, what a workspace file may do with it, the mount flag that sets
+// it, the help of that flag and of docs/config.md, and the field of Config
+// it fills. The table (options, in options.go) generates the TOML schema
+// (file.go), Config (build), `config show`'s order, the mount flags of the
+// CLI (Keys) and the key table of docs/config.md (DocTable); rclone's
+// OptionsInfo is the model (docs/DESIGN.md#options-table).
+type Option struct {
+	// Key is the dotted key: "guard.mode". A per-name key ends in ".NAME"
+	// (agents.subagents.NAME): every TOML table under it is one value.
+	Key string
+	// Default is the value of no source, of the key's Go type (Kind).
+	Default any
+	// Flag is the mount flag's name without dashes ("mode"; "" when the
+	// key has none), and Usage its help line (urfave/cli's: a `WORD` in
+	// back quotes names the value).
+	Flag, Usage string
+	// Doc is the key's meaning in docs/config.md; DocDefault replaces the
+	// rendered Default there when that alone would mislead.
+	Doc, DocDefault string
+
 	typ typ
-	def any
 	// valid checks a value of the right type (nil: any).
 	valid func(v any) error
 	rule  Rule
@@ -79,10 +94,34 @@ type spec struct {
 	wsValid func(v any) error
 	// why explains a refusal of the key in a workspace file.
 	why string
+	// set puts a checked value into c's field; errors only from parsing a
+	// string the key's valid already accepted.
+	set func(c *Config, v any) error
 }
 
+// Kind returns the Go type of the key's value, as a Flag's Value and
+// Entry's Value carry it: "string", "[]string", "bool", "int", "float64",
+// "time.Duration" or "tasks.SubagentType".
+func (o Option) Kind() string {
+	return [...]string{"string", "[]string", "bool", "int", "float64", "time.Duration", "tasks.SubagentType"}[o.typ]
+}
+
+// named is what set gets for a per-name key: the NAME and the value.
+type named struct {
+	name string
+	v    any
+}
+
+// perName reports whether o stands for a family of keys (".NAME").
+func (o Option) perName() bool { return strings.HasSuffix(o.Key, ".NAME") }
+
+// Keys returns the options table, in `config show` order: every key once
+// (agents.subagents.NAME standing for each NAME). The CLI makes the mount
+// flags from the rows with a Flag.
+func Keys() []Option { return append([]Option(nil), options...) }
+
 // check verifies v's type and value.
-func (s spec) check(v any) error {
+func (s Option) check(v any) error {
 	ok := false
 	switch s.typ {
 	case tString:
@@ -101,11 +140,11 @@ func (s spec) check(v any) error {
 		_, ok = v.(tasks.SubagentType)
 	}
 	if !ok {
-		return fmt.Errorf("%s: want %s, got %T", s.key, s.typ.word(), v)
+		return fmt.Errorf("%s: want %s, got %T", s.Key, s.typ.word(), v)
 	}
 	if s.valid != nil {
 		if err := s.valid(v); err != nil {
-			return fmt.Errorf("%s: %w", s.key, err)
+			return fmt.Errorf("%s: %w", s.Key, err)
 		}
 	}
 	return nil
@@ -265,173 +304,62 @@ func notNegative(v any) error {
 	return nil
 }
 
-// specs are the keys in `config show` order. agents.subagents.NAME keys
-// follow the [agents] keys; see subagentSpec.
-var specs = []spec{
-	{key: "guard.mode", typ: tString, def: "enforce", valid: oneOf("enforce", "warn", "off"), rule: RuleTighten,
-		loosens: func(lo, v any) bool { return modeRank[v.(string)] < modeRank[lo.(string)] }},
-	{key: "guard.exempt", typ: tStrings, def: []string{}, valid: globs, rule: RuleTighten,
-		loosens: func(lo, v any) bool { return !subset(v.([]string), lo.([]string)) }}, // a new exemption
-	// Another marker exempts more: a workspace file may only remove some.
-	{key: "guard.tool_trees", typ: tStrings, def: append([]string(nil), ignore.DefaultToolMarkers...), valid: toolMarkers, rule: RuleTighten,
-		loosens: func(lo, v any) bool { return !subset(v.([]string), lo.([]string)) }}, // a new marker
-	{key: "guard.guard_ignored", typ: tBool, def: false, rule: RuleTighten,
-		loosens: func(lo, v any) bool { return lo.(bool) && !v.(bool) }},
-	{key: "guard.unregistered", typ: tString, def: "guard", valid: oneOf("guard", "allow"), rule: RuleTighten,
-		loosens: func(lo, v any) bool { return v == "allow" && lo != "allow" }},
-	{key: "guard.unlink", typ: tString, def: "guard", valid: oneOf("guard", "allow"), rule: RuleTighten,
-		loosens: func(lo, v any) bool { return v == "allow" && lo != "allow" }},
-	{key: "guard.errno", typ: tString, def: "EACCES", valid: oneOf("EACCES", "EPERM")},
-	// A scanner's reads count for its own process only, so a scanner
-	// removed from the list would make its reads count for the session:
-	// a workspace file may only add names.
-	{key: "guard.scanners", typ: tStrings, def: append([]string(nil), guard.DefaultScanners...), valid: programNames, rule: RuleTighten,
-		loosens: func(lo, v any) bool { return !subset(lo.([]string), v.([]string)) }}, // a scanner removed
-
-	// Which processes share a session decides whose reads count for whom.
-	{key: "sessions.cgroup_auto", typ: tStrings, def: []string{}, valid: cgroupGlobs, rule: RuleRefuse,
-		why: "it decides which processes share a session, and so whose reads count for whom"},
-	// Refused, not "only lower": a small cap lets the confined agent keep
-	// the user from registering sessions at all.
-	{key: "sessions.max_live", typ: tInt, def: DefaultMaxLiveSessions, valid: intRange(1, MaxLiveSessions), rule: RuleRefuse,
-		why: "it bounds the sessions every user of the mount may register"},
-
-	{key: "cache.cache_timeout", typ: tDuration, def: time.Duration(0), valid: durRange(0, MaxCacheTimeout),
-		wsValid: durRange(0, MaxWorkspaceCacheTimeout)},
-	{key: "cache.short_timeout", typ: tDuration, def: time.Second, valid: durRange(minTimeout, MaxShortTimeout),
-		wsValid: durRange(minTimeout, MaxWorkspaceShortTimeout)},
-	{key: "cache.watch", typ: tBool, def: true},
-	{key: "cache.watch_skip", typ: tStrings, def: []string{".git/objects", "**/.git/objects"}, valid: globs},
-	{key: "cache.max_watches", typ: tInt, def: 0, valid: intRange(0, MaxWatchesLimit)},
-	{key: "cache.persist_reads", typ: tBool, def: true},
-	{key: "cache.watch_mode", typ: tString, def: "auto", valid: oneOf("auto", "inotify", "poll")},
-	{key: "cache.shared", typ: tBool, def: false},
-	// Without detection two mounts of one directory lose updates: a
-	// workspace file may turn it on, never off.
-	{key: "cache.peer_detect", typ: tBool, def: true, rule: RuleTighten,
-		loosens: func(lo, v any) bool { return lo.(bool) && !v.(bool) }},
-	{key: "cache.poll_interval", typ: tDuration, def: time.Second, valid: durRange(100*time.Millisecond, time.Hour)},
-
-	// The journal is the user's record of what the confined agent
-	// changed: a workspace file (writable by that agent) may not turn it
-	// off, shrink it or shorten its retention.
-	{key: "journal.enabled", typ: tBool, def: true, rule: RuleRefuse, why: refuseJournal},
-	{key: "journal.ignored", typ: tBool, def: false, rule: RuleRefuse, why: refuseJournal},
-	{key: "journal.max_file_size", typ: tInt, def: DefaultJournalMaxFileSize, valid: intRange(1, MaxJournalBytes), rule: RuleRefuse, why: refuseJournal},
-	{key: "journal.budget", typ: tInt, def: DefaultJournalBudget, valid: intRange(0, MaxJournalBytes), rule: RuleRefuse, why: refuseJournal},
-	{key: "journal.retention", typ: tDuration, def: DefaultJournalRetention, valid: durRange(0, MaxJournalRetention), rule: RuleRefuse, why: refuseJournal},
-	{key: "journal.sync", typ: tString, def: "write", valid: oneOf("write", "fsync"), rule: RuleRefuse, why: refuseJournal},
-	{key: "state.retention", typ: tDuration, def: DefaultStateRetention, valid: durRange(0, MaxJournalRetention), rule: RuleRefuse, why: refuseJournal},
-
-	{key: "agents.max_depth", typ: tInt, def: tasks.DefaultCaps().MaxDepth, valid: intRange(1, MaxCap), rule: RuleTighten,
-		loosens: func(lo, v any) bool { return v.(int) > lo.(int) }},
-	{key: "agents.max_children_per_node", typ: tInt, def: tasks.DefaultCaps().MaxChildrenPerNode, valid: intRange(1, MaxCap), rule: RuleTighten,
-		loosens: func(lo, v any) bool { return v.(int) > lo.(int) }},
-	{key: "agents.max_concurrent_total", typ: tInt, def: tasks.DefaultCaps().MaxConcurrentTotal, valid: intRange(1, MaxCap), rule: RuleTighten,
-		loosens: func(lo, v any) bool { return v.(int) > lo.(int) }},
-	// The built-in sh type runs any command a spawner writes (as that
-	// spawner): a workspace file may switch it off, never on.
-	{key: "agents.shell", typ: tBool, def: true, rule: RuleTighten,
-		loosens: func(lo, v any) bool { return !lo.(bool) && v.(bool) }},
-	{key: "agents.ask_timeout", typ: tDuration, def: tasks.DefaultAskTimeout, valid: durRange(time.Second, MaxAskTimeout), rule: RuleRefuse, why: refuseAgents},
-	{key: "agents.stop_grace", typ: tDuration, def: tasks.DefaultStopGrace, valid: durRange(minTimeout, MaxStopGrace), rule: RuleRefuse, why: refuseAgents},
-	// Refused, not "only lower": fewer kept finished tasks would let the
-	// confined agent have the record of its own tasks (and their logs)
-	// deleted sooner.
-	{key: "agents.keep_finished", typ: tInt, def: tasks.DefaultKeepFinished, valid: intRange(1, MaxKeepFinished), rule: RuleRefuse,
-		why: "it decides how long the record of the agent's own tasks is kept"},
-
-	{key: "compact.context_window", typ: tInt, def: compact.DefaultContextWindow, valid: intRange(1000, 100_000_000)},
-	{key: "compact.threshold", typ: tFloat, def: compact.DefaultThreshold, valid: floatRange(0, 1, true)},
-	{key: "compact.minimum_messages", typ: tInt, def: compact.DefaultMinimumMessages, valid: intRange(1, 1_000_000)},
-	{key: "compact.head_messages", typ: tInt, def: compact.DefaultHeadMessages, valid: intRange(0, 1000)},
-	{key: "compact.tail_ratio", typ: tFloat, def: compact.DefaultTailRatio, valid: floatRange(0, 0.999999, true)},
-	{key: "compact.preserve_tool_pairs", typ: tBool, def: true},
-	{key: "compact.max_summary_tokens", typ: tInt, def: compact.DefaultMaxSummaryTokens, valid: intRange(100, 10_000_000)},
-	{key: "compact.prune_min_tokens", typ: tInt, def: compact.DefaultPruneMinTokens, valid: intRange(1, 10_000_000)},
-	{key: "compact.prune_keep_recent", typ: tInt, def: compact.DefaultPruneKeepRecent, valid: intRange(1, 1_000_000)},
-	{key: "compact.model", typ: tString, def: ""},
-	{key: "compact.tokenizer", typ: tString, def: "", valid: func(v any) error {
-		if !compact.ValidTokenizer(v.(string)) {
-			return fmt.Errorf("unknown tokenizer %q", v)
-		}
-		return nil
-	}},
-	// Transcript bounds (docs/DESIGN.md#compact-bounds): they bound the
-	// daemon's state, which every uid shares, so a workspace file may not
-	// set them.
-	{key: "compact.max_transcript_bytes", typ: tInt, def: compact.DefaultMaxTranscriptBytes,
-		valid: intRange(compact.MinTranscriptBytes, compact.MaxTranscriptBytesLimit), rule: RuleRefuse, why: refuseCompactBounds},
-	{key: "compact.max_transcripts_per_uid", typ: tInt, def: compact.DefaultMaxTranscriptsPerUID,
-		valid: intRange(1, compact.MaxTranscriptsPerUIDLimit), rule: RuleRefuse, why: refuseCompactBounds},
-	{key: "compact.summarizer.backend", typ: tString, def: "builtin", valid: oneOf("builtin", "command", "openai"), rule: RuleRefuse, why: refuseProgram},
-	{key: "compact.summarizer.command", typ: tStrings, def: []string{}, rule: RuleRefuse, why: refuseProgram},
-	{key: "compact.summarizer.timeout_seconds", typ: tInt, def: 0, valid: notNegative, rule: RuleRefuse, why: refuseProgram},
-	{key: "compact.summarizer.base_url", typ: tString, def: "", rule: RuleRefuse, why: refuseProgram},
-	{key: "compact.summarizer.model", typ: tString, def: "", rule: RuleRefuse, why: refuseProgram},
-	{key: "compact.summarizer.api_key_env", typ: tString, def: "", rule: RuleRefuse, why: refuseProgram},
-}
-
 const subagentPrefix = "agents.subagents."
 
 func isSubagentKey(k string) bool { return strings.HasPrefix(k, subagentPrefix) }
 
-// subagentSpec is the spec of agents.subagents.NAME: tasks' own validation
-// (name and template), refused in a workspace file (it is a command the
-// daemon runs as its user).
-func subagentSpec(key string) spec {
+// subagentOption is the Option of agents.subagents.NAME for one NAME: the
+// table's agents.subagents.NAME row, checked with tasks' own validation
+// (name and template).
+func subagentOption(key string) Option {
+	o := options[optionIndex[subagentPrefix+"NAME"]]
 	name := strings.TrimPrefix(key, subagentPrefix)
-	return spec{key: key, typ: tSubagent, rule: RuleRefuse, why: refuseProgram, valid: func(v any) error {
+	o.Key = key
+	o.valid = func(v any) error {
 		return tasks.Config{Subagents: map[string]tasks.SubagentType{name: v.(tasks.SubagentType)}}.Validate()
-	}}
+	}
+	return o
 }
 
-var specIndex = func() map[string]int {
+var optionIndex = func() map[string]int {
 	m := map[string]int{}
-	for i, s := range specs {
-		m[s.key] = i
+	for i, o := range options {
+		if _, dup := m[o.Key]; dup {
+			panic("config: key " + o.Key + " declared twice")
+		}
+		m[o.Key] = i
 	}
 	return m
 }()
 
-// lookupSpec returns key's spec.
-func lookupSpec(key string) (spec, bool) {
+// lookup returns key's Option.
+func lookup(key string) (Option, bool) {
 	if isSubagentKey(key) && len(key) > len(subagentPrefix) {
-		return subagentSpec(key), true
+		return subagentOption(key), true
 	}
-	i, ok := specIndex[key]
-	if !ok {
-		return spec{}, false
+	i, ok := optionIndex[key]
+	if !ok || options[i].perName() {
+		return Option{}, false
 	}
-	return specs[i], true
+	return options[i], true
 }
 
-// KeyKind returns the Go type of key's value as the CLI passes it in a
-// Flag: "string", "[]string", "bool", "int", "float64" or "time.Duration"
-// ("" for an unknown key).
-func KeyKind(key string) string {
-	s, ok := lookupSpec(key)
-	if !ok {
-		return ""
-	}
-	return [...]string{"string", "[]string", "bool", "int", "float64", "time.Duration", "tasks.SubagentType"}[s.typ]
-}
-
-// Default returns the default value of key (nil for an unknown key), for
-// flags' help text.
+// Default returns the default value of key (nil for an unknown key).
 func Default(key string) any {
-	s, ok := lookupSpec(key)
+	o, ok := lookup(key)
 	if !ok {
 		return nil
 	}
-	return s.def
+	return o.Default
 }
 
 // defaults is the layer of every default.
 func defaults() layer {
 	l := layer{}
-	for _, s := range specs {
-		l[s.key] = value{v: s.def, src: Source{Kind: KindDefault}}
+	for _, o := range options {
+		if !o.perName() {
+			l[o.Key] = value{v: o.Default, src: Source{Kind: KindDefault}}
+		}
 	}
 	return l
 }
@@ -446,7 +374,7 @@ func checkWorkspace(merged, ws layer) error {
 	sort.SliceStable(keys, func(i, j int) bool { return ws[keys[i]].src.Line < ws[keys[j]].src.Line })
 	for _, k := range keys {
 		v := ws[k]
-		s, _ := lookupSpec(k)
+		s, _ := lookup(k)
 		where := v.src.String()
 		switch s.rule {
 		case RuleRefuse:
@@ -472,7 +400,9 @@ func checkWorkspace(merged, ws layer) error {
 	return nil
 }
 
-// build turns a merged layer into a Config.
+// build turns a merged layer into a Config: each Option's set fills its
+// field, in table order; then the values that depend on others (the cache
+// timeout's default follows cache.watch) and the sections' own checks.
 func build(m layer) (*Config, error) {
 	c := &Config{index: map[string]int{}}
 	add := func(k string) {
@@ -480,118 +410,39 @@ func build(m layer) (*Config, error) {
 		c.index[k] = len(c.entries)
 		c.entries = append(c.entries, Entry{Key: k, Value: v.v, Source: v.src})
 	}
-	for _, s := range specs {
-		add(s.key)
-		if s.key == "agents.keep_finished" {
-			for _, k := range m.sortedSubagents() {
-				add(k)
+	for _, o := range options {
+		keys := []string{o.Key}
+		if o.perName() {
+			keys = m.sortedSubagents()
+		}
+		for _, k := range keys {
+			add(k)
+			v := m[k].v
+			if s, ok := v.([]string); ok {
+				v = append([]string(nil), s...) // the table's defaults stay its own
+			}
+			if o.perName() {
+				v = named{name: strings.TrimPrefix(k, subagentPrefix), v: v}
+			}
+			if err := o.set(c, v); err != nil {
+				return nil, err
 			}
 		}
 	}
-	str := func(k string) string { return m[k].v.(string) }
-	strs := func(k string) []string { return append([]string(nil), m[k].v.([]string)...) }
-	bl := func(k string) bool { return m[k].v.(bool) }
-	num := func(k string) int { return m[k].v.(int) }
-	flt := func(k string) float64 { return m[k].v.(float64) }
-	dur := func(k string) time.Duration { return m[k].v.(time.Duration) }
-
-	var err error
-	g := &c.Guard
-	if g.Mode, err = guard.ParseMode(str("guard.mode")); err != nil {
-		return nil, err
-	}
-	g.Exempt = strs("guard.exempt")
-	g.GuardIgnored = bl("guard.guard_ignored")
-	g.ToolTrees = strs("guard.tool_trees")
-	g.AllowUnregistered = str("guard.unregistered") == "allow"
-	if g.Unlink, err = guard.ParseUnlinkPolicy(str("guard.unlink")); err != nil {
-		return nil, err
-	}
-	if g.Errno, err = guard.ParseErrno(str("guard.errno")); err != nil {
-		return nil, err
-	}
-	g.Scanners = strs("guard.scanners")
-	c.Sessions.CgroupAuto = strs("sessions.cgroup_auto")
-	c.Sessions.MaxLive = num("sessions.max_live")
-
-	ca := &c.Cache
-	ca.Watch = bl("cache.watch")
-	ca.CacheTimeout = dur("cache.cache_timeout")
-	if ca.CacheTimeout == 0 {
+	if ca := &c.Cache; ca.CacheTimeout == 0 {
 		ca.CacheTimeout = defaultCacheTimeoutNoWatch
 		if ca.Watch {
 			ca.CacheTimeout = defaultCacheTimeoutWatch
 		}
-		i := c.index["cache.cache_timeout"]
-		c.entries[i].Value = ca.CacheTimeout
+		c.entries[c.index["cache.cache_timeout"]].Value = ca.CacheTimeout
 	}
-	ca.ShortTimeout = dur("cache.short_timeout")
-	ca.WatchSkip = strs("cache.watch_skip")
-	ca.MaxWatches = num("cache.max_watches")
-	ca.PersistReads = bl("cache.persist_reads")
-	ca.WatchMode = str("cache.watch_mode")
-	ca.Shared = bl("cache.shared")
-	ca.NoPeerDetect = !bl("cache.peer_detect")
-	ca.PollInterval = dur("cache.poll_interval")
-
-	c.Journal = Journal{
-		Enabled:     bl("journal.enabled"),
-		Ignored:     bl("journal.ignored"),
-		MaxFileSize: int64(num("journal.max_file_size")),
-		Budget:      int64(num("journal.budget")),
-		Retention:   dur("journal.retention"),
-	}
-	if c.Journal.Sync, err = journal.ParseSyncMode(str("journal.sync")); err != nil {
-		return nil, err
-	}
-	c.State.Retention = dur("state.retention")
-
-	a := &c.Agents
-	a.MaxDepth = num("agents.max_depth")
-	a.MaxChildrenPerNode = num("agents.max_children_per_node")
-	a.MaxConcurrentTotal = num("agents.max_concurrent_total")
-	a.AskTimeout = tasks.Duration(dur("agents.ask_timeout"))
-	a.StopGrace = tasks.Duration(dur("agents.stop_grace"))
-	a.KeepFinished = num("agents.keep_finished")
-	a.NoShell = !bl("agents.shell")
-	for _, k := range m.sortedSubagents() {
-		if a.Subagents == nil {
-			a.Subagents = map[string]tasks.SubagentType{}
-		}
-		a.Subagents[strings.TrimPrefix(k, subagentPrefix)] = m[k].v.(tasks.SubagentType)
-	}
-	if err := a.Validate(); err != nil {
+	if err := c.Agents.Validate(); err != nil {
 		return nil, fmt.Errorf("agents: %w", err)
 	}
-
-	ptp := bl("compact.preserve_tool_pairs")
-	cc := compact.Config{
-		ContextWindow:        num("compact.context_window"),
-		Threshold:            flt("compact.threshold"),
-		MinimumMessages:      num("compact.minimum_messages"),
-		HeadMessages:         num("compact.head_messages"),
-		TailRatio:            flt("compact.tail_ratio"),
-		PreserveToolPairs:    &ptp,
-		MaxSummaryTokens:     num("compact.max_summary_tokens"),
-		PruneMinTokens:       num("compact.prune_min_tokens"),
-		PruneKeepRecent:      num("compact.prune_keep_recent"),
-		Model:                str("compact.model"),
-		Tokenizer:            str("compact.tokenizer"),
-		MaxTranscriptBytes:   int64(num("compact.max_transcript_bytes")),
-		MaxTranscriptsPerUID: num("compact.max_transcripts_per_uid"),
-		Summarizer: compact.SummarizerConfig{
-			Backend:        str("compact.summarizer.backend"),
-			Command:        strs("compact.summarizer.command"),
-			TimeoutSeconds: num("compact.summarizer.timeout_seconds"),
-			BaseURL:        str("compact.summarizer.base_url"),
-			Model:          str("compact.summarizer.model"),
-			APIKeyEnv:      str("compact.summarizer.api_key_env"),
-		},
+	if len(c.Compact.Summarizer.Command) == 0 {
+		c.Compact.Summarizer.Command = nil
 	}
-	if len(cc.Summarizer.Command) == 0 {
-		cc.Summarizer.Command = nil
-	}
-	c.Compact = cc.WithDefaults()
+	c.Compact = c.Compact.WithDefaults()
 	if err := c.Compact.Validate(); err != nil {
 		return nil, fmt.Errorf("compact: %w (sources: %s)", err, compactSources(m))
 	}

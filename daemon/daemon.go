@@ -89,14 +89,17 @@ type Config struct {
 
 	// Agents configures .rubino/agents (package tasks): the caps
 	// (max_depth 2, max_children_per_node 3, max_concurrent_total 8 by
-	// default), the ask timeout and the subagent types. Fields left zero
-	// come from StateDir/agents.json ($RUBINOFS_AGENTS_CONFIG), then the
-	// defaults; Mount, Logger and Sessions are set by Start.
+	// default), the ask timeout and the subagent types (config.Config's
+	// Agents); Mount, Logger and Sessions are set by Start.
 	Agents tasks.Config
 
-	// Compact, when non-nil, is the compaction config (through WithDefaults
-	// and Validate) and replaces StateDir/compact.json: the CLI merges that
-	// file with its TOML config (package config) and passes the result.
+	// Compact is the compaction config (config.Config's Compact, through
+	// WithDefaults and Validate). nil marks a Config built without
+	// config.Load (tests, benchmarks, the demo): Start then takes the state
+	// files' [agents] and [compact] keys (config.LoadStateFiles: agents.json
+	// and compact.json in StateDir), under the Agents fields set here. Either
+	// way tasks and compact get their configuration from here and read none
+	// of their own (docs/DESIGN.md#options-table).
 	Compact *compact.Config
 }
 
@@ -295,12 +298,15 @@ func Start(cfg Config) (d *Daemon, err error) {
 		}
 		undo = append(undo, d.stopPoller)
 	}
-	if cfg.Compact != nil {
-		d.Compact, err = compact.OpenWith(cfg.StateDir, *cfg.Compact, cfg.Slog)
-	} else {
-		d.Compact, err = compact.Open(cfg.StateDir, cfg.Slog)
+	if cfg.Compact == nil { // built without config.Load: the state files count
+		st, err := config.LoadStateFiles(cfg.StateDir, nil)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		cfg.Agents = cfg.Agents.Over(st.Agents)
+		cfg.Compact = &st.Compact
 	}
-	if err != nil {
+	if d.Compact, err = compact.Open(cfg.StateDir, *cfg.Compact, cfg.Slog); err != nil {
 		return nil, fmt.Errorf("compaction: %w", err)
 	}
 	undo = append(undo, func() { d.Compact.Close() })

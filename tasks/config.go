@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"regexp"
@@ -14,14 +12,14 @@ import (
 	"time"
 )
 
-// ConfigFileName is the agents config in the state directory; the
-// environment variable ConfigEnv overrides its path. It lives outside the
-// mount and nothing under .rubino can change it: its command templates run
-// as whoever spawns a task of the type (docs/DESIGN.md#task-credentials).
-const (
-	ConfigFileName = "agents.json"
-	ConfigEnv      = "RUBINOFS_AGENTS_CONFIG"
-)
+// ConfigFileName is the name of the agents config (the JSON form of
+// Config) in the state directory. Package config reads it, with the other
+// sources, and the daemon hands the merged Config to Open: this package
+// reads no configuration file or variable of its own
+// (docs/DESIGN.md#options-table). It lives outside the mount and nothing
+// under .rubino can change it: its command templates run as whoever spawns
+// a task of the type (docs/DESIGN.md#task-credentials).
+const ConfigFileName = "agents.json"
 
 // BuiltinShell is the built-in subagent type: the prompt is a shell
 // command, run as /bin/sh -c PROMPT. It needs no model, so the registry is
@@ -225,40 +223,34 @@ func (c Config) Validate() error {
 // shell's umask builtin unquoted, so nothing else may reach the script.
 var umaskRE = regexp.MustCompile(`^[0-7]{1,4}$`)
 
-// LoadConfig reads an agents.json. A missing file is the zero Config;
-// unknown fields are errors.
-func LoadConfig(path string) (Config, error) {
+// ParseConfig parses the bytes of an agents.json (package config reads the
+// file): one JSON object; unknown fields are errors, and the result is
+// Validated (zero fields stay zero: WithDefaults fills them).
+func ParseConfig(data []byte) (Config, error) {
 	var c Config
-	if path == "" {
-		return c, nil
-	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return c, nil
-	}
-	if err != nil {
-		return c, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("%s: %w", path, err)
+		return c, err
 	}
 	return c, c.Validate()
 }
 
-// merge fills c's zero JSON fields from file (values set in code win;
-// subagent types are the union, code winning per name).
-func (c Config) merge(file Config) Config {
-	c.MaxDepth = cmp.Or(c.MaxDepth, file.MaxDepth)
-	c.MaxChildrenPerNode = cmp.Or(c.MaxChildrenPerNode, file.MaxChildrenPerNode)
-	c.MaxConcurrentTotal = cmp.Or(c.MaxConcurrentTotal, file.MaxConcurrentTotal)
-	c.AskTimeout = cmp.Or(c.AskTimeout, file.AskTimeout)
-	c.StopGrace = cmp.Or(c.StopGrace, file.StopGrace)
-	c.KeepFinished = cmp.Or(c.KeepFinished, file.KeepFinished)
-	if len(file.Subagents) > 0 {
+// Over returns c with its zero JSON fields (caps, timeouts, keep_finished)
+// taken from base: values set in c win; subagent types are the union, c
+// winning per name. The daemon uses it for a Config built without package
+// config's Load (docs/DESIGN.md#options-table).
+func (c Config) Over(base Config) Config {
+
+	c.MaxDepth = cmp.Or(c.MaxDepth, base.MaxDepth)
+	c.MaxChildrenPerNode = cmp.Or(c.MaxChildrenPerNode, base.MaxChildrenPerNode)
+	c.MaxConcurrentTotal = cmp.Or(c.MaxConcurrentTotal, base.MaxConcurrentTotal)
+	c.AskTimeout = cmp.Or(c.AskTimeout, base.AskTimeout)
+	c.StopGrace = cmp.Or(c.StopGrace, base.StopGrace)
+	c.KeepFinished = cmp.Or(c.KeepFinished, base.KeepFinished)
+	if len(base.Subagents) > 0 {
 		m := map[string]SubagentType{}
-		for k, v := range file.Subagents {
+		for k, v := range base.Subagents {
 			m[k] = v
 		}
 		for k, v := range c.Subagents {

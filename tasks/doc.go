@@ -45,7 +45,7 @@
 //	gate.go                 Gate, and the registry's ask and approval state
 //	naming.go               task ids and session names (task-ID)
 //	spec.go                 parsers of what callers write (spec, ctl, ask)
-//	config.go               Config and agents.json
+//	config.go               Config, its JSON form (agents.json, read by package config)
 //	runner.go               Runner: spawn, teardown, Feature and status
 //	process.go              starting a task's process, its output
 //	spawner.go              Spawner: who a task runs as, its command and environment

@@ -284,9 +284,7 @@ func TestKeepFinishedValidated(t *testing.T) {
 			t.Errorf("keep_finished %d: %v", n, err)
 		}
 	}
-	p := filepath.Join(t.TempDir(), ConfigFileName)
-	os.WriteFile(p, []byte(`{"keep_finished": -5}`), 0o600)
-	if _, err := LoadConfig(p); err == nil || !strings.Contains(err.Error(), "keep_finished") {
+	if _, err := ParseConfig([]byte(`{"keep_finished": -5}`)); err == nil || !strings.Contains(err.Error(), "keep_finished") {
 		t.Errorf("agents.json keep_finished -5: %v", err)
 	}
 	if c := (Config{}).WithDefaults(); c.KeepFinished != DefaultKeepFinished {

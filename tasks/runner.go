@@ -108,20 +108,12 @@ func New(cfg Config) (*Runner, error) {
 	return rn, nil
 }
 
-// Open is the daemon's entry point: it merges the agents config file
-// ($RUBINOFS_AGENTS_CONFIG, else stateDir/agents.json; absent means
-// defaults) under cfg (fields set in cfg win), logs to stateDir/agents
-// unless cfg.LogDir is set, and returns New's runner.
+// Open is the daemon's entry point: cfg is the effective configuration
+// (package config merged the files, agents.json included, and the daemon
+// hands it over); Open reads no configuration file or variable of its own
+// (docs/DESIGN.md#options-table). It logs to stateDir/agents unless
+// cfg.LogDir is set, and returns New's runner.
 func Open(cfg Config, stateDir string) (*Runner, error) {
-	path := os.Getenv(ConfigEnv)
-	if path == "" && stateDir != "" {
-		path = filepath.Join(stateDir, ConfigFileName)
-	}
-	file, err := LoadConfig(path)
-	if err != nil {
-		return nil, fmt.Errorf("agents config: %w", err)
-	}
-	cfg = cfg.merge(file)
 	if cfg.LogDir == "" && stateDir != "" {
 		cfg.LogDir = filepath.Join(stateDir, "agents")
 	}

@@ -362,24 +362,30 @@ func TestRunnerPrunesFinished(t *testing.T) {
 	waitGone(t, rn.LogPath(ids[0]))
 }
 
-func TestOpenMergesConfigFile(t *testing.T) {
+// TestOpenTakesItsConfig: Open reads no agents.json of its own (package
+// config does, and the daemon hands the result over); Over fills the zero
+// fields from the state file's, and ParseConfig refuses unknown fields.
+func TestOpenTakesItsConfig(t *testing.T) {
 	state := t.TempDir()
-	os.WriteFile(filepath.Join(state, ConfigFileName), []byte(`{"max_depth":4,"max_concurrent_total":5,"ask_timeout":"30s",
-		"subagents":{"echo":{"command":["echo","{prompt}"]}}}`), 0o600)
+	os.WriteFile(filepath.Join(state, ConfigFileName), []byte(`{"max_depth":4}`), 0o600)
 	rn, err := Open(Config{Caps: Caps{MaxConcurrentTotal: 6}, Mount: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}, state)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rn.Close()
-	c := rn.Config()
-	if c.MaxDepth != 4 || c.MaxConcurrentTotal != 6 || c.MaxChildrenPerNode != 3 || time.Duration(c.AskTimeout) != 30*time.Second || c.LogDir != filepath.Join(state, "agents") {
+	if c := rn.Config(); c.MaxDepth != DefaultCaps().MaxDepth || c.MaxConcurrentTotal != 6 || c.LogDir != filepath.Join(state, "agents") {
+		t.Fatalf("config %+v: Open read the state file", c)
+	}
+	file, err := ParseConfig([]byte(`{"max_depth":4,"max_concurrent_total":5,"ask_timeout":"30s",
+		"subagents":{"echo":{"command":["echo","{prompt}"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Config{Caps: Caps{MaxConcurrentTotal: 6}, Subagents: map[string]SubagentType{"own": {Command: []string{"own", "{prompt}"}}}}.Over(file)
+	if c.MaxDepth != 4 || c.MaxConcurrentTotal != 6 || c.MaxChildrenPerNode != 0 || time.Duration(c.AskTimeout) != 30*time.Second || len(c.Subagents) != 2 {
 		t.Fatalf("merged %+v", c)
 	}
-	if got := strings.Join(rn.Subagents(), ","); got != "echo,sh" {
-		t.Fatalf("types %s", got)
-	}
-	os.WriteFile(filepath.Join(state, ConfigFileName), []byte(`{"max_dept":4}`), 0o600)
-	if _, err := Open(Config{Mount: "/"}, state); err == nil || !strings.Contains(err.Error(), "max_dept") {
+	if _, err := ParseConfig([]byte(`{"max_dept":4}`)); err == nil || !strings.Contains(err.Error(), "max_dept") {
 		t.Fatalf("unknown field: %v", err)
 	}
 }

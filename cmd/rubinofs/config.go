@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -11,38 +12,35 @@ import (
 	"github.com/rubinofs/rubinofs/daemon"
 )
 
-// flagKeys maps the mount flags that have a config key to it. A flag given
-// on the command line (c.IsSet) overrides every file; one not given leaves
-// the key to the files and the defaults.
-var flagKeys = []struct{ flag, key string }{
-	{"mode", "guard.mode"},
-	{"exempt", "guard.exempt"},
-	{"guard-ignored", "guard.guard_ignored"},
-	{"unregistered", "guard.unregistered"},
-	{"unlink", "guard.unlink"},
-	{"errno", "guard.errno"},
-	{"session-cgroups", "sessions.cgroup_auto"},
-	{"max-live-sessions", "sessions.max_live"},
-	{"watch", "cache.watch"},
-	{"cache-timeout", "cache.cache_timeout"},
-	{"short-timeout", "cache.short_timeout"},
-	{"watch-skip", "cache.watch_skip"},
-	{"max-watches", "cache.max_watches"},
-	{"persist-reads", "cache.persist_reads"},
-	{"watch-mode", "cache.watch_mode"},
-	{"shared", "cache.shared"},
-	{"peer-detect", "cache.peer_detect"},
-	{"poll-interval", "cache.poll_interval"},
-	{"journal", "journal.enabled"},
-	{"journal-ignored", "journal.ignored"},
-	{"journal-max-file-size", "journal.max_file_size"},
-	{"journal-budget", "journal.budget"},
-	{"journal-retention", "journal.retention"},
-	{"journal-sync", "journal.sync"},
-	{"state-retention", "state.retention"},
-	{"compact-max-transcript-bytes", "compact.max_transcript_bytes"},
-	{"compact-max-transcripts", "compact.max_transcripts_per_uid"},
-	{"agents-shell", "agents.shell"},
+// keyFlags are the mount flags that set a config key, made from the
+// options table (config.Keys: name, type, default and help are the key's
+// row; docs/DESIGN.md#options-table), in its order. A flag given on the
+// command line (c.IsSet) overrides every file; one not given leaves the
+// key to the files and the defaults. Shared by `mount` and `config show`.
+func keyFlags() []cli.Flag {
+	var out []cli.Flag
+	for _, o := range config.Keys() {
+		if o.Flag == "" {
+			continue
+		}
+		var f cli.Flag
+		switch o.Kind() {
+		case "string":
+			f = &cli.StringFlag{Name: o.Flag, Value: o.Default.(string), Usage: o.Usage}
+		case "[]string": // a list flag shows no default: each --FLAG adds one
+			f = &cli.StringSliceFlag{Name: o.Flag, Usage: o.Usage}
+		case "bool":
+			f = &cli.BoolFlag{Name: o.Flag, Value: o.Default.(bool), Usage: o.Usage}
+		case "int":
+			f = &cli.IntFlag{Name: o.Flag, Value: o.Default.(int), Usage: o.Usage}
+		case "time.Duration":
+			f = &cli.DurationFlag{Name: o.Flag, Value: o.Default.(time.Duration), Usage: o.Usage}
+		default:
+			panic("config key " + o.Key + " of kind " + o.Kind() + " has a flag")
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // configFlag is --config, shared by `mount` and `config show`.
@@ -54,26 +52,24 @@ func configFlag() cli.Flag {
 // as package config expects.
 func givenFlags(c *cli.Context) []config.Flag {
 	var out []config.Flag
-	for _, fk := range flagKeys {
-		if !c.IsSet(fk.flag) {
+	for _, o := range config.Keys() {
+		if o.Flag == "" || !c.IsSet(o.Flag) {
 			continue
 		}
 		var v any
-		switch config.KeyKind(fk.key) {
+		switch o.Kind() {
 		case "string":
-			v = c.String(fk.flag)
+			v = c.String(o.Flag)
 		case "[]string":
-			v = append([]string{}, c.StringSlice(fk.flag)...)
+			v = append([]string{}, c.StringSlice(o.Flag)...)
 		case "bool":
-			v = c.Bool(fk.flag)
+			v = c.Bool(o.Flag)
 		case "int":
-			v = c.Int(fk.flag)
+			v = c.Int(o.Flag)
 		case "time.Duration":
-			v = c.Duration(fk.flag)
-		default:
-			panic("flag " + fk.flag + " has no config type")
+			v = c.Duration(o.Flag)
 		}
-		out = append(out, config.Flag{Key: fk.key, Name: "--" + fk.flag, Value: v})
+		out = append(out, config.Flag{Key: o.Key, Name: "--" + o.Flag, Value: v})
 	}
 	return out
 }
@@ -103,7 +99,7 @@ func configCommand() *cli.Command {
 				configFlag(),
 				&cli.BoolFlag{Name: "json", Usage: "print a JSON array of {key, value, from, source}"},
 				&cli.StringFlag{Name: "state-dir", Usage: "state directory whose agents.json and compact.json count (default: the mount's)"},
-			}, configKeyFlags()...),
+			}, keyFlags()...),
 			Action: func(c *cli.Context) error {
 				if c.NArg() > 1 {
 					return cli.Exit("usage: rubinofs config show [--config PATH] [--json] [WORKSPACE]", 2)
@@ -136,22 +132,6 @@ func configCommand() *cli.Command {
 			},
 		}},
 	}
-}
-
-// configKeyFlags are the mount flags that have a config key (flagKeys),
-// for `config show` to apply as mount would.
-func configKeyFlags() []cli.Flag {
-	want := map[string]bool{}
-	for _, fk := range flagKeys {
-		want[fk.flag] = true
-	}
-	var out []cli.Flag
-	for _, f := range mountFlags() {
-		if want[f.Names()[0]] {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // applyConfig puts the effective config's sections into a daemon.Config.

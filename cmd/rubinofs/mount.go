@@ -13,11 +13,9 @@ import (
 	"sort"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/fusefs"
 )
@@ -51,46 +49,21 @@ func checkFuseOption(opt string) error {
 	return fmt.Errorf("-o %s: unknown mount option%s; the FUSE options are %s", opt, hint, strings.Join(known, ", "))
 }
 
+// mountFlags are --config, the flags of the config keys (keyFlags: made
+// from the options table) and the flags of this mount alone, which have
+// no config key.
 func mountFlags() []cli.Flag {
-	return []cli.Flag{
-		configFlag(),
-		&cli.StringFlag{Name: "mode", Value: config.Default("guard.mode").(string), Usage: "guard mode: enforce, warn (allow and log) or off"},
-		&cli.StringSliceFlag{Name: "exempt", Usage: "exempt paths matching `GLOB` (doublestar, workspace-relative) from the guard; repeatable"},
-		&cli.BoolFlag{Name: "guard-ignored", Usage: "guard git-ignored files too (only .git/ and --exempt stay exempt)"},
-		&cli.StringFlag{Name: "unregistered", Value: config.Default("guard.unregistered").(string), Usage: "callers outside any session: guard or allow"},
-		&cli.StringFlag{Name: "unlink", Value: config.Default("guard.unlink").(string), Usage: "unlinking a file the session never read (or that changed since): guard (refuse) or allow"},
-		&cli.StringFlag{Name: "errno", Value: config.Default("guard.errno").(string), Usage: "the errno a refused caller gets: EACCES or EPERM"},
-		&cli.StringSliceFlag{Name: "session-cgroups", Usage: "callers from a cgroup matching `GLOB` (doublestar, cgroup v2 paths such as /system.slice/docker-*.scope) get a session of that cgroup; repeatable"},
+	flags := append([]cli.Flag{configFlag()}, keyFlags()...)
+	return append(flags,
 		&cli.StringSliceFlag{Name: "o", Usage: "FUSE mount options, comma-separated (allow_other, ro, ...)"},
 		&cli.StringFlag{Name: "state-dir", Usage: "state directory (default $XDG_STATE_HOME/rubinofs/..., /var/lib/rubinofs/... for root)"},
 		&cli.BoolFlag{Name: "daemon", Usage: "run in the background; return once the mount answers"},
 		&cli.BoolFlag{Name: "in-place", Usage: "mount over the workspace itself (give only WORKSPACE)"},
-		&cli.BoolFlag{Name: "watch", Value: config.Default("cache.watch").(bool), Usage: "see external changes: --watch=auto (default: poll on NFS, CephFS, FUSE, CIFS; inotify elsewhere), inotify, poll or off (false); the kernel may cache long with inotify"},
-		&cli.StringFlag{Name: "watch-mode", Value: config.Default("cache.watch_mode").(string), Usage: "how external changes are seen while --watch is on: auto, inotify or poll (also written --watch=MODE)"},
-		&cli.BoolFlag{Name: "shared", Value: config.Default("cache.shared").(bool), Usage: "other mounts (hosts) share the backing directory: reads are served and registered by the daemon, close-to-open (on with poll, or once another mount on this host is detected: --peer-detect)"},
-		&cli.BoolFlag{Name: "peer-detect", Value: config.Default("cache.peer_detect").(bool), Usage: "detect other mounts of the backing directory on this host and turn shared mode on when one appears (--peer-detect=false: only --shared)"},
-		&cli.DurationFlag{Name: "poll-interval", Value: config.Default("cache.poll_interval").(time.Duration), Usage: "pause between two passes of the poller"},
-		&cli.DurationFlag{Name: "cache-timeout", Usage: "kernel entry/attribute/negative cache timeout (default 1h with --watch, 1s without)"},
-		&cli.DurationFlag{Name: "short-timeout", Value: config.Default("cache.short_timeout").(time.Duration), Usage: "cache timeout of subtrees the watcher does not watch"},
-		&cli.StringSliceFlag{Name: "watch-skip", Usage: "do not watch directories matching `GLOB` (doublestar; default .git/objects); they get --short-timeout"},
-		&cli.BoolFlag{Name: "persist-reads", Value: config.Default("cache.persist_reads").(bool), Usage: "keep read state across restarts in the state directory (revalidated by hash)"},
 		&cli.DurationFlag{Name: "save-interval", Value: daemon.DefaultSaveInterval, Usage: "with --persist-reads, checkpoint the read state this often while it changes (negative: only at unmount)"},
-		&cli.BoolFlag{Name: "journal", Value: config.Default("journal.enabled").(bool), Usage: "journal every change a session makes, for changes, diff and rewind (--journal=false: off)"},
-		&cli.BoolFlag{Name: "journal-ignored", Usage: "journal git-ignored paths too (.git/ never is)"},
-		&cli.IntFlag{Name: "journal-max-file-size", Value: config.Default("journal.max_file_size").(int), Usage: "keep the pre-image bytes of files up to `BYTES`; larger ones are recorded as unrecoverable"},
-		&cli.IntFlag{Name: "journal-budget", Value: config.Default("journal.budget").(int), Usage: "bound the journal (blobs and session logs together) to `BYTES` (0: no budget); a session whose change would pass it has its journal stopped"},
-		&cli.DurationFlag{Name: "journal-retention", Value: config.Default("journal.retention").(time.Duration), Usage: "keep an ended session's journal this long (0: forever)"},
-		&cli.DurationFlag{Name: "state-retention", Value: config.Default("state.retention").(time.Duration), Usage: "at mount, remove the state directories of vanished workspaces unused this long (0: never at mount)"},
-		&cli.StringFlag{Name: "journal-sync", Value: config.Default("journal.sync").(string), Usage: "when a change's record becomes durable: write (before the change, survives a daemon crash; fsync'ed within 1 s) or fsync (fsync'ed before the change)"},
-		&cli.IntFlag{Name: "max-live-sessions", Usage: "at most `N` live sessions: registering one more fails with EAGAIN until one ends (default 1024)"},
-		&cli.IntFlag{Name: "compact-max-transcript-bytes", Value: config.Default("compact.max_transcript_bytes").(int), Usage: "bound one compaction transcript to `BYTES`; an append past it fails with EFBIG"},
-		&cli.IntFlag{Name: "compact-max-transcripts", Value: config.Default("compact.max_transcripts_per_uid").(int), Usage: "at most `N` compaction transcripts per uid; creating one past it fails with EAGAIN"},
-		&cli.BoolFlag{Name: "agents-shell", Value: config.Default("agents.shell").(bool), Usage: "offer the built-in subagent sh, which runs the prompt as a shell command as its spawner (--agents-shell=false: refuse it)"},
-		&cli.IntFlag{Name: "max-watches", Usage: "at most `N` inotify watches (0: the kernel's fs.inotify.max_user_watches)"},
 		&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log record format: text (key=value) or json (one object a line)"},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "least severe level logged: debug, info, warn or error"},
-	}
+	)
 }
 
 func mountCommand() *cli.Command {
