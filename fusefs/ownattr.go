@@ -86,29 +86,30 @@ func (f *FS) settleDeferredNode(n *Node) {
 		return
 	}
 	want := n.StableAttr().Ino
-	via, done := n.ownOpener()
-	defer done()
 	f.cfg.Guard.SettleDeferredWhere(func(id guard.FileID) bool {
 		st := syscall.Stat_t{Dev: id.Dev, Ino: id.Ino}
 		return f.stableAttr(&st, 0).Ino == want
-	}, via)
+	}, n.ownOpener())
 }
 
-// ownOpener returns an opener of n's own file for hashing, and the
-// function that releases what it holds (call it once the opener is no
-// longer used): through a duplicate of one of n's open handles' descriptors
-// when n has one, else by n's path, which the guard verifies.
-func (n *Node) ownOpener() (open func() (*os.File, error), done func()) {
-	if fd, _, ok := n.handleFd(false); ok {
-		return fdOpener(fd), func() { unix.Close(fd) }
+// ownOpener returns an opener of n's own file for hashing: through a
+// duplicate of one of n's open handles' descriptors when n has one then
+// (reopened read-only through its /proc/self/fd link, with its own
+// offset), else by n's path, which the guard verifies. Nothing is opened
+// until it is called.
+func (n *Node) ownOpener() func() (*os.File, error) {
+	return func() (*os.File, error) {
+		if fd, _, ok := n.handleFd(false); ok {
+			defer unix.Close(fd)
+			return fdOpener(fd)()
+		}
+		return n.fs.openForHashAt(n.rel())
 	}
-	rel := n.rel()
-	return func() (*os.File, error) { return n.fs.openForHashAt(rel) }, func() {}
 }
 
 // fdOpener opens the file behind fd, a backing descriptor that stays open
-// while the opener is used, read-only for hashing and with its own offset
-// (through its /proc/self/fd link, never fd itself).
+// while the opener is called, read-only for hashing and with its own
+// offset (through its /proc/self/fd link, never fd itself).
 func fdOpener(fd int) func() (*os.File, error) {
 	return func() (*os.File, error) { return openForHash(fmt.Sprintf("/proc/self/fd/%d", fd), fdDirect(fd)) }
 }

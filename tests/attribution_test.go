@@ -6,8 +6,8 @@ import (
 )
 
 // TestWritersAttribution: writes are attributed to the writer's session,
-// not to its process or its handle (docs/DESIGN.md#own-write-refresh,
-// docs/DESIGN.md#writer-attribution). Two processes of one session, each
+// not to its process or its handle (docs/DESIGN.md#own-write-refresh).
+// Two processes of one session, each
 // with its own read-write handle of a file the session read, take turns
 // writing it (write(2), splice and stores through a shared writable
 // mapping) and are never refused; two processes of two sessions doing the
