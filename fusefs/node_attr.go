@@ -53,6 +53,7 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			if sizing {
 				return n.truncateFd(ctx, rel, fd, writable, in, out)
 			}
+			n.fs.settleDeferredNode(n) // ownattr.go: the change sets the ctime
 			return setattrFd(fd, writable, in, out)
 		}
 	}

@@ -39,29 +39,15 @@ type PendingHash struct {
 	q    *hashQueue // the queue that knows p until it is settled (nil: none)
 }
 
-// settle takes the hash (once) with open, or with p's own opener when open
-// is nil, and attributes it to the record when the file's stat is still
-// the read's and nothing changed it through the mount since the read;
-// otherwise the record becomes unknown (seen, not fresh). A record
-// replaced or forgotten meanwhile is left alone.
-//
-// With p's own opener (the read's name), a name that no longer leads to
-// the read's file (renamed or removed since, or its directory renamed)
-// settles nothing: the record stays pending for a decision, which hashes
-// through its own target (docs/DESIGN.md#fsstress-findings).
+// settle takes the hash (once) with open, and attributes it to the
+// record when the file's stat is still the read's and nothing changed it
+// through the mount since the read; otherwise the record becomes unknown
+// (seen, not fresh). A record replaced or forgotten meanwhile is left
+// alone. open nil is settleVia with p's own opener alone.
 func (p *PendingHash) settle(open func() (*os.File, error)) {
 	if open == nil {
-		f, ok := p.reopen()
-		if !ok {
-			return
-		}
-		used := false
-		open = func() (*os.File, error) { used = true; return f, nil }
-		defer func() {
-			if !used {
-				f.Close()
-			}
-		}()
+		p.settleVia(nil)
+		return
 	}
 	p.once.Do(func() {
 		t, id := p.t, p.st.ID
@@ -91,10 +77,35 @@ func (p *PendingHash) settle(open func() (*os.File, error)) {
 	})
 }
 
-// reopen opens the file by the read's name with p's own opener, and
-// reports whether it is the read's file (same identity); false closes it.
-func (p *PendingHash) reopen() (*os.File, bool) {
-	f, err := p.open()
+// settleVia takes the hash (once) through the first of via and p's own
+// opener (the read's name) that opens the read's file (same device and
+// inode, reopen); via nil is skipped. When neither does (the read's name
+// renamed or removed since, or leading to another file, and via none or
+// another file too), it settles nothing: the record stays pending for a
+// decision, which hashes through its own target
+// (docs/DESIGN.md#fsstress-findings).
+func (p *PendingHash) settleVia(via func() (*os.File, error)) {
+	for _, open := range [...]func() (*os.File, error){via, p.open} {
+		if open == nil {
+			continue
+		}
+		f, ok := p.reopen(open)
+		if !ok {
+			continue
+		}
+		used := false
+		p.settle(func() (*os.File, error) { used = true; return f, nil })
+		if !used {
+			f.Close()
+		}
+		return
+	}
+}
+
+// reopen opens the file with open and reports whether it is the read's
+// file (same identity); false closes it.
+func (p *PendingHash) reopen(open func() (*os.File, error)) (*os.File, bool) {
+	f, err := open()
 	if err != nil {
 		return nil, false
 	}
@@ -107,10 +118,10 @@ func (p *PendingHash) reopen() (*os.File, bool) {
 }
 
 // Settle takes the deferred hash now, if it is not taken yet (a nil p is a
-// no-op). It hashes the file in the caller.
+// no-op). It hashes the file in the caller, opened by the read's name.
 func (p *PendingHash) Settle() {
 	if p != nil {
-		p.settle(nil)
+		p.settleVia(nil)
 	}
 }
 
@@ -164,8 +175,8 @@ func (q *hashQueue) untrack(p *PendingHash) {
 }
 
 // settleWhere settles every unsettled hash of an identity match accepts,
-// as settleFor.
-func (q *hashQueue) settleWhere(match func(FileID) bool) {
+// as settleFor, through via first (PendingHash.settleVia).
+func (q *hashQueue) settleWhere(match func(FileID) bool, via func() (*os.File, error)) {
 	if q.npending.Load() == 0 {
 		return
 	}
@@ -178,14 +189,15 @@ func (q *hashQueue) settleWhere(match func(FileID) bool) {
 	}
 	q.mu.Unlock()
 	for _, p := range ps {
-		p.Settle()
+		p.settleVia(via)
 	}
 }
 
 // settleFor settles every unsettled hash of id in the caller, and waits
 // for one that the worker or a decision is taking meanwhile (PendingHash's
-// once). A settled job left in the queue costs the worker nothing.
-func (q *hashQueue) settleFor(id FileID) {
+// once). A settled job left in the queue costs the worker nothing. via,
+// when not nil, is tried before each read's own name (PendingHash.settleVia).
+func (q *hashQueue) settleFor(id FileID, via func() (*os.File, error)) {
 	if q.npending.Load() == 0 {
 		return
 	}
@@ -193,7 +205,7 @@ func (q *hashQueue) settleFor(id FileID) {
 	ps := append([]*PendingHash(nil), q.pending[id]...)
 	q.mu.Unlock()
 	for _, p := range ps {
-		p.Settle()
+		p.settleVia(via)
 	}
 }
 
@@ -282,13 +294,26 @@ func (g *Guard) NoteReadDeferred(c Caller, t Target, later func() (*os.File, err
 // refusal of the session's next edit. Cheap when nothing is pending (one
 // atomic load); otherwise it hashes the file, as a decision would. Safe for
 // concurrent use.
-func (g *Guard) SettleDeferred(id FileID) { g.deferred.settleFor(id) }
+//
+// via opens the file the change is about to change, by the change's own
+// descriptor or its own parent directory and name; nil for none. It is
+// tried first and used only when it opens the read's file (same device and
+// inode), then the read's own name is: a read whose name leads to another
+// file by now (a hard-linked file whose name was exchanged or renamed
+// over) is still settled through the change's own file
+// (docs/DESIGN.md#fsstress-findings). A read neither leads to stays
+// pending for the next decision.
+func (g *Guard) SettleDeferred(id FileID, via func() (*os.File, error)) {
+	g.deferred.settleFor(id, via)
+}
 
 // SettleDeferredWhere is SettleDeferred for every identity match
 // accepts (at most the 64 queued reads are looked at): for a caller that
 // knows a file by its inode number but not its device, or whose name for
 // it may lead to another file by now.
-func (g *Guard) SettleDeferredWhere(match func(FileID) bool) { g.deferred.settleWhere(match) }
+func (g *Guard) SettleDeferredWhere(match func(FileID) bool, via func() (*os.File, error)) {
+	g.deferred.settleWhere(match, via)
+}
 
 // PauseDeferred holds the background worker off until the returned
 // resume is called: queued hashes wait (a decision or SettleDeferred

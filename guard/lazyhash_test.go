@@ -217,7 +217,7 @@ func TestSettleDeferredBeforeAttrChange(t *testing.T) {
 	if p == nil || !g.HasDeferred() {
 		t.Fatal("the read's hash was not deferred")
 	}
-	g.SettleDeferred(tg.Stat.ID)
+	g.SettleDeferred(tg.Stat.ID, nil)
 	if g.HasDeferred() {
 		t.Fatal("SettleDeferred left the hash pending")
 	}
@@ -253,5 +253,52 @@ func TestLazyHashRenamedBeforeWorker(t *testing.T) {
 	}
 	if d := g.Decide("s", OpWrite, targetOf(t, moved, "sub2/f")); !d.Allow {
 		t.Fatalf("overwrite of the moved, unchanged file: %+v, want allowed", d)
+	}
+}
+
+// TestSettleDeferredViaChangeOwnFile: a hard-linked file whose read's
+// name leads to another file (the node's path, given to another file by an
+// exchange) is settled through the change's own opener (its other name),
+// so the read survives the chmod; an opener of another file is not used,
+// and without a usable one the read stays pending and the chmod loses it
+// (fsstress: an exchange, a read through the exchanged node, a setfattr
+// through another name, a write).
+func TestSettleDeferredViaChangeOwnFile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		via  string // "": no opener; "other": another file; "link": the file's other name
+		lost bool
+	}{{"own-file", "link", false}, {"another-file", "other", true}, {"none", "", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := lazyGuard()
+			root := t.TempDir()
+			a, link, other := filepath.Join(root, "a"), filepath.Join(root, "c"), filepath.Join(root, "b")
+			must(t, os.WriteFile(a, []byte("content\n"), 0o644))
+			must(t, os.Link(a, link))
+			must(t, os.WriteFile(other, []byte("another file\n"), 0o644))
+			resume := g.PauseDeferred()
+			defer resume()
+			tg := targetOf(t, a, "a")
+			// The read's own name leads to another file.
+			_, err := g.NoteReadDeferred(Caller{Session: "s"}, tg, func() (*os.File, error) { return os.Open(other) })
+			must(t, err)
+			var via func() (*os.File, error)
+			if tc.via != "" {
+				p := map[string]string{"link": link, "other": other}[tc.via]
+				via = func() (*os.File, error) { return os.Open(p) }
+			}
+			g.SettleDeferred(tg.Stat.ID, via)
+			if pending := g.HasDeferred(); pending != tc.lost {
+				t.Fatalf("pending after SettleDeferred: %v, want %v", pending, tc.lost)
+			}
+			must(t, os.Chmod(link, 0o600))
+			d := g.Decide("s", OpWrite, targetOf(t, link, "c"))
+			if d.Allow == tc.lost {
+				t.Fatalf("overwrite through the other name after the chmod: %+v, want allowed %v", d, !tc.lost)
+			}
+			if c := g.Counts().Hash; (c.DeferredLost != 0) != tc.lost {
+				t.Fatalf("counts %+v, want lost %v", c, tc.lost)
+			}
+		})
 	}
 }

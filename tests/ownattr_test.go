@@ -30,11 +30,14 @@ func TestOwnAttrChangeKeepsDeferredRead(t *testing.T) {
 		files[op.name+"/f"] = big
 	}
 	files["xl/a"], files["xl/b"] = big, "small\n"
+	files["xm/d1/f"], files["xn/d1/f"] = big, big
 	m := newMount(t, files, nil)
 	for _, op := range ops {
 		waitNotRacy(t, m, op.name+"/f")
 	}
 	waitNotRacy(t, m, "xl/a")
+	waitNotRacy(t, m, "xm/d1/f")
+	waitNotRacy(t, m, "xn/d1/f")
 	resume := m.d.Guard.PauseDeferred()
 	defer resume()
 	for _, op := range ops {
@@ -74,5 +77,29 @@ func TestOwnAttrChangeKeepsDeferredRead(t *testing.T) {
 			t.Fatalf("append after the session's own setxattr through the other name: %v %s, want allowed", err, out)
 		}
 	})
+	// The read's own name leads to another file by the time the change
+	// comes (its directory renamed and the name made again), so the
+	// change must settle the read through its own file, by the node's
+	// path (fsstress: a read, a rename of a directory above, a chown, a
+	// link or a setfattr through the new name, a write).
+	for _, tc := range []struct{ dir, change, write string }{
+		{"xm", "chmod 600 d2/f", "d2/f"},
+		{"xn", `ln d2/f g && python3 -c 'import os; os.setxattr("g", "user.x", b"1")'`, "g"},
+	} {
+		t.Run("read-name-elsewhere-"+tc.dir, func(t *testing.T) {
+			before := m.d.Guard.Counts().Hash
+			m.mustSh(fmt.Sprintf("cd %s && head -c 1 d1/f > /dev/null", tc.dir))
+			if d := m.d.Guard.Counts().Hash.Deferred - before.Deferred; d != 1 {
+				t.Fatalf("%d reads deferred their hash, want 1", d)
+			}
+			m.mustSh(fmt.Sprintf("cd %s && mv d1 d2 && mkdir d1 && echo another > d1/f && %s", tc.dir, tc.change))
+			if out, err := m.sh(fmt.Sprintf("cd %s && printf 'appended\\n' >> %s", tc.dir, tc.write)); err != nil {
+				t.Fatalf("append after the session's own change through %s: %v %s, want allowed", tc.write, err, out)
+			}
+			if c := m.d.Guard.Counts().Hash; c.DeferredLost != before.DeferredLost {
+				t.Errorf("%d deferred hashes lost, want none", c.DeferredLost-before.DeferredLost)
+			}
+		})
+	}
 	m.assertUntouched(t, "")
 }

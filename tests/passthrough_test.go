@@ -20,6 +20,8 @@ import (
 //	mmap NAME         read the whole file through a shared read-only mapping
 //	pwrite NAME DATA  write DATA at offset 0
 //	splice NAME DATA  write DATA at offset 0 with splice(2) from a pipe
+//	mstore NAME DATA  store DATA at offset 0 through a shared writable
+//	                  mapping of the whole file, then msync(MS_SYNC)
 //	close NAME        close(2)
 //
 // Every answer is "ok DATA" or "err ERRNO-NAME".
@@ -54,6 +56,12 @@ for line in cin:
             finally:
                 os.close(r); os.close(w)
             res = ""
+        elif op == "mstore":
+            size = os.fstat(fds[name]).st_size
+            with mmap.mmap(fds[name], size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) as mm:
+                mm[:len(rest[0])] = rest[0].encode()
+                mm.flush()
+            res = ""
         elif op == "close":
             os.close(fds.pop(name))
             res = ""
@@ -75,11 +83,18 @@ type holder struct {
 // startHolder starts a ptHolder on rel in agent a's session.
 func startHolder(t *testing.T, m *mount, a *agent, rel string) *holder {
 	t.Helper()
+	return startHolderAs(t, m, a, a.name, rel)
+}
+
+// startHolderAs is startHolder for one of several holders of a's session,
+// told apart by tag.
+func startHolderAs(t *testing.T, m *mount, a *agent, tag, rel string) *holder {
+	t.Helper()
 	script := m.tmp + "/holder.py"
 	if err := os.WriteFile(script, []byte(ptHolder), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmdp, outp := m.tmp+"/cmd-"+a.name, m.tmp+"/out-"+a.name
+	cmdp, outp := m.tmp+"/cmd-"+tag, m.tmp+"/out-"+tag
 	for _, p := range []string{cmdp, outp} {
 		if err := exec.Command("mkfifo", p).Run(); err != nil {
 			t.Fatal(err)
@@ -94,7 +109,7 @@ func startHolder(t *testing.T, m *mount, a *agent, rel string) *holder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &holder{t: t, who: a.name, cmd: cmd, out: bufio.NewReader(out)}
+	h := &holder{t: t, who: tag, cmd: cmd, out: bufio.NewReader(out)}
 	t.Cleanup(func() { cmd.Close(); out.Close() })
 	return h
 }
