@@ -18,6 +18,9 @@ import (
 //	open NAME FLAGS   open(2) with FLAGS "r", "w" or "rw" under NAME
 //	pread NAME        read the whole file from offset 0 (up to 64 KiB)
 //	mmap NAME         read the whole file through a shared read-only mapping
+//	mstore NAME DATA  store DATA at offset 0 through a shared writable
+//	                  mapping, kept until close NAME (Python's mmap holds a
+//	                  dup of the descriptor: closing it would send FLUSH)
 //	pwrite NAME DATA  write DATA at offset 0
 //	splice NAME DATA  write DATA at offset 0 with splice(2) from a pipe
 //	close NAME        close(2)
@@ -28,7 +31,7 @@ import os, sys, mmap, errno
 path, cmdp, outp = sys.argv[1:4]
 cin = open(cmdp)
 out = open(outp, "w", buffering=1)
-fds = {}
+fds, maps = {}, {}
 flags = {"r": os.O_RDONLY, "w": os.O_WRONLY, "rw": os.O_RDWR}
 for line in cin:
     words = line.split()
@@ -43,6 +46,11 @@ for line in cin:
             size = os.fstat(fds[name]).st_size
             with mmap.mmap(fds[name], size, mmap.MAP_SHARED, mmap.PROT_READ) as mm:
                 res = mm[:].decode()
+        elif op == "mstore":
+            mm = mmap.mmap(fds[name], len(rest[0]), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            mm[0:len(rest[0])] = rest[0].encode()
+            maps.setdefault(name, []).append(mm)
+            res = ""
         elif op == "pwrite":
             os.pwrite(fds[name], rest[0].encode(), 0)
             res = ""
@@ -55,6 +63,8 @@ for line in cin:
                 os.close(r); os.close(w)
             res = ""
         elif op == "close":
+            for mm in maps.pop(name, []):
+                mm.close()
             os.close(fds.pop(name))
             res = ""
         out.write("ok " + res + "\n")
