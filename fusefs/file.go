@@ -359,6 +359,7 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	h.settle()
 	h.credit()
+	h.pt.released = true // no credit by another handle from here (creditPtWriters)
 	h.mu.Unlock()
 	h.node.dropPtWriter(h)
 	h.fs.cfg.Guard.NoteHandleRelease(h.id)

@@ -29,7 +29,10 @@ func (f *FS) tracks(rel string) bool {
 //     backing open, under the identity lock, and a refusal leaves the file
 //     untouched (EACCES).
 //   - A read-only handle registers its read here; a read-write one at its
-//     first READ.
+//     first READ. A read-write open that can only be a passthrough one
+//     (another passthrough handle holds the inode) is decided here
+//     instead, since its mapped stores would reach no handler
+//     (Node.decidePtOpen; EACCES for an unread or stale file).
 //   - An ENOENT while another name of the file is being unlinked or
 //     renamed is retried by the node's next name (byNode, names.go).
 //   - A file whose every name is gone while it is open is opened through
@@ -149,6 +152,15 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	h.direct = dio != 0
 	prefer := n.fs.guardedPassthrough() && (read || writeOnlyDirect(flags, dio))
 	pt, drop := n.openHandle(lf, flags, prefer)
+	if pt && acc == syscall.O_RDWR && h.check && !h.granted {
+		// Forced into passthrough: its shared mappings would store
+		// unseen (docs/DESIGN.md#passthrough-mmap-credit).
+		if errno := n.decidePtOpen(h, rel); errno != 0 {
+			drop(context.Background()) // no handle reached the kernel: uncounted now
+			lf.Release(ctx)
+			return nil, 0, errno
+		}
+	}
 	h.drop = drop
 	n.fs.cfg.Guard.NoteHandleOpen(h.id)
 	if pt && acc == syscall.O_RDWR {

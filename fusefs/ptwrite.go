@@ -35,6 +35,61 @@ type ptState struct {
 	// mixed: a read-write passthrough handle of another session was open
 	// at the same time, so an unseen store may be either's.
 	mixed atomic.Bool
+	// released: the handle's Release has credited it for the last time
+	// and will close its descriptor (set under the handle's mu).
+	released bool
+}
+
+// decidePtOpen decides h, a guarded read-write handle of n that the kernel
+// can only open in passthrough mode because another passthrough handle
+// holds the inode (Node.ioOpen), before its open is answered: a shared
+// writable mapping of it would store into the backing file with no
+// request to the daemon, so no page-in could be refused
+// (docs/DESIGN.md#mmap-page-in). The open is allowed only while the
+// session may write the file now, as the guard decides for guard.OpOpenRW
+// on the file at rel; otherwise it gets the guard's errno (EACCES by
+// default), logged in the denial log. The unseen stores of the session's
+// own open read-write passthrough handles of n are credited first
+// (creditPtWriters), so two processes of one session never make each
+// other stale. Called with no handle's mu held.
+func (n *Node) decidePtOpen(h *File, rel string) syscall.Errno {
+	n.creditPtWriters(h.who.session)
+	unlock := h.fs.cfg.Guard.Lock(h.id)
+	defer unlock()
+	var errno syscall.Errno
+	h.fd(func(fd int) syscall.Errno {
+		t, err := fdTarget(rel, fd)
+		if err != nil {
+			errno = fs.ToErrno(err)
+			return 0
+		}
+		errno = h.fs.decide(h.who, guard.OpOpenRW, t)
+		return 0
+	})
+	return errno
+}
+
+// creditPtWriters credits (File.credit) every open read-write passthrough
+// handle of n whose session is session, with the stores made through its
+// shared mappings so far (notePtStores). A handle whose Release has run
+// its last credit is skipped: its descriptor may be closing.
+func (n *Node) creditPtWriters(session string) {
+	w := &n.ptw
+	w.mu.Lock()
+	var mine []*File
+	for o := range w.open {
+		if o.who.session == session {
+			mine = append(mine, o)
+		}
+	}
+	w.mu.Unlock()
+	for _, o := range mine {
+		o.mu.Lock()
+		if !o.pt.released {
+			o.credit()
+		}
+		o.mu.Unlock()
+	}
 }
 
 // notePtWriter registers h, a guarded handle just opened read-write with

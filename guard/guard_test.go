@@ -72,7 +72,7 @@ func TestDecideTable(t *testing.T) {
 			f.write("original\r\n")
 		}, ""},
 	}
-	ops := []Op{OpOpenTrunc, OpWrite, OpTruncate, OpFallocate, OpCopyInto, OpRenameOver, OpExchange, OpUnlink}
+	ops := []Op{OpOpenTrunc, OpWrite, OpTruncate, OpFallocate, OpCopyInto, OpRenameOver, OpExchange, OpUnlink, OpMapWrite, OpOpenRW}
 	for _, mode := range []Mode{ModeEnforce, ModeWarn, ModeOff} {
 		for _, st := range states {
 			for _, op := range ops {

@@ -110,6 +110,12 @@ const (
 	// of a mapping of it (a store through a shared writable mmap(2));
 	// refused, the faulting access gets SIGBUS (docs/DESIGN.md#mmap-page-in).
 	OpMapWrite Op = "mmap-write"
+	// OpOpenRW: a read-write open(2) that the kernel can only give kernel
+	// passthrough (another passthrough handle holds the inode), whose
+	// shared writable mappings would store into the backing file with no
+	// request to the daemon; refused with the configured errno
+	// (docs/DESIGN.md#passthrough-mmap-credit).
+	OpOpenRW Op = "open-rdwr"
 )
 
 // verb is how a message names op.
@@ -133,6 +139,8 @@ func (op Op) verb() string {
 		return "delete"
 	case OpMapWrite:
 		return "write through a mapping of"
+	case OpOpenRW:
+		return "open read-write"
 	}
 	return "modify"
 }

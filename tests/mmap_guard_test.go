@@ -7,12 +7,17 @@ import (
 
 // mapStore is a python3 script: it opens argv[1] read-write, optionally
 // reads it first (argv[2] == "read"), maps it MAP_SHARED, stores b"M" at
-// offset 0 and msyncs. It prints "mmap-failed ERRNO" when mmap(2) itself
-// is refused and "stored" when the store and msync returned; a store the
-// kernel answers with SIGBUS kills it (exit status -7 to Go).
+// offset 0 and msyncs. It exits 4 when open(2) is refused with EACCES,
+// 3 when mmap(2) itself is refused, and 0 when the store and msync
+// returned; a store the kernel answers with SIGBUS kills it (exit status
+// -7 to Go, 135 in the shell).
 const mapStore = `
-import mmap, os, sys
-fd = os.open(sys.argv[1], os.O_RDWR)
+import errno, mmap, os, sys
+try:
+    fd = os.open(sys.argv[1], os.O_RDWR)
+except OSError as e:
+    print("open-failed", e.errno)
+    sys.exit(4 if e.errno == errno.EACCES else 5)
 if sys.argv[2] == "read":
     os.read(fd, 1 << 20)
 try:
@@ -85,5 +90,53 @@ func TestMmapStoreUnreadRefused(t *testing.T) {
 	a.ok("printf 'own file\\n' > own && python3 " + shq(script) + " own none && printf Z | dd of=own conv=notrunc status=none")
 	if got := m.readBacking("own"); got != "Zwn file\n" {
 		t.Fatalf("own file after the mapped store and write: %q", got)
+	}
+}
+
+// TestMmapStorePassthroughRefused is TestMmapStoreUnreadRefused while
+// another session holds the file open for reading, a kernel passthrough
+// handle: every open of the inode is then a passthrough one, and a shared
+// mapping of it maps the backing file itself, so no page-in READ reaches
+// the daemon to refuse. The read-write open of a session whose view of
+// the file is missing (never read) or stale (changed by another session
+// since) is refused instead, with EACCES, and the file stays as it was;
+// a session that read the file, and a session's own file, keep their
+// mapped stores, and their next write(2) passes.
+// docs/DESIGN.md#passthrough-mmap-credit, docs/DESIGN.md#mmap-page-in
+func TestMmapStorePassthroughRefused(t *testing.T) {
+	const orig = "0123456789abcdef\n"
+	m := newMount(t, map[string]string{"unread": orig, "stale": orig, "fresh": orig}, nil)
+	script := m.tmp + "/mapstore.py"
+	if err := os.WriteFile(script, []byte(mapStore), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, reader, other := m.startAgent("mapper"), m.startAgent("reader"), m.startAgent("other")
+	a.ok("cat stale fresh >/dev/null && printf 'own file\\n' > own")
+	other.ok("cat stale >/dev/null && printf Y | dd of=stale conv=notrunc status=none")
+	// The reader holds every file open read-only (passthrough handles) in
+	// its shell until the test ends.
+	reader.ok("exec 6<unread 7<stale 8<fresh 9<own")
+
+	for _, c := range []struct{ name, want string }{{"unread", orig}, {"stale", "Y" + orig[1:]}} {
+		if rc := a.run("python3 " + shq(script) + " " + c.name + " none"); rc != "rc=4 session=mapper" {
+			t.Errorf("mapped store into the %s file held by a passthrough reader: %s, want the open refused (rc=4)", c.name, rc)
+		}
+		if got := m.readBacking(c.name); got != c.want {
+			t.Errorf("%s file changed by a mapped store: %q, want %q", c.name, got, c.want)
+		}
+	}
+	// Still unread and stale: the refused opens registered nothing.
+	a.refused("printf X | dd of=unread conv=notrunc status=none")
+	a.refused("printf X | dd of=stale conv=notrunc status=none")
+
+	// A file the session read, and its own file, are its own to map.
+	for _, name := range []string{"fresh", "own"} {
+		a.ok("python3 " + shq(script) + " " + name + " none && printf Z | dd of=" + name + " bs=1 seek=1 conv=notrunc status=none")
+	}
+	if got := m.readBacking("fresh"); got != "MZ"+orig[2:] {
+		t.Errorf("fresh file after the mapped store and write: %q", got)
+	}
+	if got := m.readBacking("own"); got != "MZn file\n" {
+		t.Errorf("own file after the mapped store and write: %q", got)
 	}
 }

@@ -18,6 +18,9 @@ import (
 //	open NAME FLAGS   open(2) with FLAGS "r", "w" or "rw" under NAME
 //	pread NAME        read the whole file from offset 0 (up to 64 KiB)
 //	mmap NAME         read the whole file through a shared read-only mapping
+//	mstore NAME DATA  store DATA at offset 0 through a shared writable
+//	                  mapping, kept until close NAME (Python's mmap holds a
+//	                  dup of the descriptor: closing it would send FLUSH)
 //	pwrite NAME DATA  write DATA at offset 0
 //	splice NAME DATA  write DATA at offset 0 with splice(2) from a pipe
 //	mstore NAME DATA  store DATA at offset 0 through a shared writable
@@ -30,7 +33,7 @@ import os, sys, mmap, errno
 path, cmdp, outp = sys.argv[1:4]
 cin = open(cmdp)
 out = open(outp, "w", buffering=1)
-fds = {}
+fds, maps = {}, {}
 flags = {"r": os.O_RDONLY, "w": os.O_WRONLY, "rw": os.O_RDWR}
 for line in cin:
     words = line.split()
@@ -45,6 +48,11 @@ for line in cin:
             size = os.fstat(fds[name]).st_size
             with mmap.mmap(fds[name], size, mmap.MAP_SHARED, mmap.PROT_READ) as mm:
                 res = mm[:].decode()
+        elif op == "mstore":
+            mm = mmap.mmap(fds[name], len(rest[0]), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            mm[0:len(rest[0])] = rest[0].encode()
+            maps.setdefault(name, []).append(mm)
+            res = ""
         elif op == "pwrite":
             os.pwrite(fds[name], rest[0].encode(), 0)
             res = ""
@@ -63,6 +71,8 @@ for line in cin:
                 mm.flush()
             res = ""
         elif op == "close":
+            for mm in maps.pop(name, []):
+                mm.close()
             os.close(fds.pop(name))
             res = ""
         out.write("ok " + res + "\n")
@@ -140,12 +150,13 @@ func (h *holder) want(want, format string, args ...any) {
 // passthrough handle when nothing else is open; read(2) and a shared
 // mapping) in one session while writers of other sessions open it for
 // writing, both ways round, with O_WRONLY and O_RDWR writers. No open fails
-// (the kernel answers EIO to an open whose io mode conflicts with the
-// inode's, fs/fuse/iomode.c); an allowed write is seen at once by the
+// with EIO (the kernel's answer to an open whose io mode conflicts with
+// the inode's, fs/fuse/iomode.c); an allowed write is seen at once by the
 // reader, through read(2) and the mapping; a refused write (a session that
 // never read the file) fails with EACCES, reaches neither the backing file
-// nor any reader. docs/DESIGN.md#passthrough-io-modes,
-// docs/DESIGN.md#refused-writes
+// nor any reader, and so does that session's read-write open while a
+// passthrough handle holds the file. docs/DESIGN.md#passthrough-io-modes,
+// docs/DESIGN.md#refused-writes, docs/DESIGN.md#passthrough-mmap-credit
 func TestPassthroughMixedWriters(t *testing.T) {
 	for _, order := range []string{"readerFirst", "writerFirst"} {
 		for _, wflags := range []string{"w", "rw"} {
@@ -178,9 +189,18 @@ func TestPassthroughMixedWriters(t *testing.T) {
 				x.want("ok ", "open a w")
 				x.want("err EACCES", "pwrite a XX")
 				x.want("err EACCES", "splice a XX")
-				x.want("ok ", "open b rw")
-				x.want("err EACCES", "pwrite b XX")
-				x.want("err EACCES", "splice b XX")
+				if order == "readerFirst" || wflags == "w" {
+					// The reader's handle (or the write-only writer's)
+					// is a passthrough one: a read-write handle would
+					// map the backing file unseen, so the open of a
+					// file the stranger never read is refused
+					// (docs/DESIGN.md#passthrough-mmap-credit).
+					x.want("err EACCES", "open b rw")
+				} else {
+					x.want("ok ", "open b rw")
+					x.want("err EACCES", "pwrite b XX")
+					x.want("err EACCES", "splice b XX")
+				}
 				r.want("ok v2", "pread a")
 				r.want("ok v2", "mmap a")
 				r.want("ok v2", "pread b")
@@ -253,19 +273,25 @@ func TestPassthroughReadsSkipDaemon(t *testing.T) {
 
 // TestPassthroughPhantomReaderFirst is TestPhantomReads with the reader
 // first: the test holds a guarded file open for reading (a passthrough
-// handle) and mapped before a session that never read it opens it for
-// writing, write-only and read-write (the writer's handle is then a
-// passthrough one too, with direct I/O), and keeps attempting 4 KiB
-// writes while the reader reads through read(2) and the mapping. Every
-// write is refused with EACCES, no open fails, and no read returns a byte
-// that is not on disk or fails with EIO.
+// handle) and mapped before a session opens it for writing (the writer's
+// handle is then a passthrough one too, with direct I/O): write-only
+// without having read it ("unread"), or read-write after reading it, the
+// right then lost when another session rewrites the file ("stale"; a
+// read-write open of an unread file is refused at open while the reader
+// holds it, TestMmapStorePassthroughRefused). The writer keeps attempting
+// 4 KiB writes while the reader reads through read(2) and the mapping.
+// Every write is refused with EACCES, no open fails, and no read returns
+// a byte that is not on disk or fails with EIO.
 // docs/DESIGN.md#passthrough-io-modes, docs/DESIGN.md#refused-writes
 func TestPassthroughPhantomReaderFirst(t *testing.T) {
 	v1 := []byte(strings.Repeat("0123456789abcdef", 1024)) // 16 KiB: four pages
-	for _, mode := range []string{"unread", "rdwr"} {
+	for _, mode := range []string{"unread", "stale"} {
 		t.Run(mode, func(t *testing.T) {
 			m := newMount(t, map[string]string{"f": string(v1)}, nil)
 			w := m.startAgent("writer")
+			if mode == "stale" {
+				w.ok("cat f >/dev/null") // its read-write open is allowed
+			}
 			r, err := os.Open(m.path("f"))
 			if err != nil {
 				t.Fatal(err)
@@ -276,12 +302,30 @@ func TestPassthroughPhantomReaderFirst(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer syscall.Munmap(mapped)
-			// goahead is unused in these modes (only "stale" waits on it).
-			step, _, stop, result := startPhantomWriter(t, m, w, mode)
-			if got, err := os.ReadFile(step); err != nil || string(got) != "looping" {
-				t.Fatalf("writer step %q, %v; want looping", got, err)
+			step, goahead, stop, result := startPhantomWriter(t, m, w, mode)
+			readStep := func(want string) {
+				t.Helper()
+				if got, err := os.ReadFile(step); err != nil || string(got) != want {
+					t.Fatalf("writer step %q, %v; want %q", got, err, want)
+				}
 			}
-			phantomRace(t, m, r, mapped, v1, stop, result)
+			want := v1
+			if mode == "stale" {
+				readStep("wrote")
+				// Another session rewrites the whole file (same size):
+				// the writer's handle loses its right.
+				want = []byte(strings.Repeat("ABCDEFGHIJKLMNOP", 1024))
+				src := m.tmp + "/v3"
+				if err := os.WriteFile(src, want, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				m.startAgent("rewriter").ok("cat f >/dev/null && cat " + shq(src) + " > f")
+				if err := os.WriteFile(goahead, []byte("go\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			readStep("looping")
+			phantomRace(t, m, r, mapped, want, stop, result)
 		})
 	}
 }

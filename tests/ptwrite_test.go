@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -50,5 +51,48 @@ func TestPassthroughMappedStoresCredited(t *testing.T) {
 	m.mustFail("printf x >> shared.txt")
 	if got := m.readBacking("shared.txt"); strings.HasSuffix(got, "x") {
 		t.Error("the refused append changed shared.txt")
+	}
+}
+
+// TestPassthroughMappedStoresSameSession: while another session holds a
+// file open read-only (passthrough), one process of a session stores
+// through a shared mapping of its read-write handle and keeps the handle
+// open (nothing credited yet); another process of the same session then
+// opens the file read-write, which is decided at open
+// (docs/DESIGN.md#passthrough-mmap-credit): the first process's stores are
+// the session's own, so the open passes, and so do its mapped store and a
+// write(2) after. A session that read the file before the stores is
+// refused the same open: two sessions always make each other stale.
+func TestPassthroughMappedStoresSameSession(t *testing.T) {
+	const orig = "0123456789\n"
+	m := newMount(t, map[string]string{"f": orig}, nil)
+	script := m.tmp + "/mapstore.py"
+	if err := os.WriteFile(script, []byte(mapStore), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, reader, other := m.startAgent("writer"), m.startAgent("reader"), m.startAgent("other")
+	a.ok("cat f >/dev/null")
+	other.ok("cat f >/dev/null")
+	reader.ok("exec 6<f") // held open read-only: a passthrough handle
+	p1 := startHolder(t, m, a, "f")
+	p1.want("ok ", "open a rw")
+	p1.want("ok ", "mstore a XY")
+	if got := m.readBacking("f"); got != "XY"+orig[2:] {
+		t.Fatalf("backing after the first process's mapped store: %q", got)
+	}
+	// The second process of the session: open, map, store "M" at 0, then
+	// a write(2) of "Z" at 2.
+	a.ok("python3 " + shq(script) + " f none && printf Z | dd of=f bs=1 seek=2 conv=notrunc status=none")
+	if got := m.readBacking("f"); got != "MYZ"+orig[3:] {
+		t.Fatalf("backing after the second process's store and write: %q", got)
+	}
+	if rc := other.run("python3 " + shq(script) + " f none"); rc != "rc=4 session=other" {
+		t.Errorf("read-write open by a session whose read is stale: %s, want it refused (rc=4)", rc)
+	}
+	p1.want("ok ", "close a")
+	for _, d := range m.denials() {
+		if d["session"] != "other" {
+			t.Errorf("refused in the writing session: %v", d)
+		}
 	}
 }
