@@ -212,6 +212,21 @@ func TestGlusterCrossHost(t *testing.T) {
 		}
 		a, b = b, a
 	}
+	// A file another host grows from empty: the reading host's client
+	// caches size 0, and a FUSE O_DIRECT read stops at the cached size, so
+	// the decision's hash would see the empty file A read and allow A's
+	// write over B's bytes (docs/DESIGN.md#uncached-view).
+	for round := 1; round <= 2; round++ {
+		name := fmt.Sprintf("empty%d.txt", round)
+		b.mustSh(": > " + name)
+		a.mustSh("cat " + name + " >/dev/null")
+		b.mustSh(fmt.Sprintf("cat %s >/dev/null && echo b%d > %s", name, round, name))
+		a.mustFail("echo lost > " + name)
+		if got, want := v.brickFile(t, name), fmt.Sprintf("b%d\n", round); got != want {
+			t.Fatalf("grown from empty, round %d: backing file %q after the refused write, want B's %q", round, got, want)
+		}
+		a, b = b, a
+	}
 	rounds := 3 // seconds in CI; RUBINOFS_GLUSTER_ROUNDS for measurements
 	if n, err := strconv.Atoi(os.Getenv("RUBINOFS_GLUSTER_ROUNDS")); err == nil && n > 0 {
 		rounds = n
