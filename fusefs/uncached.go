@@ -12,9 +12,10 @@ import (
 
 // directFlags returns flags, the open(2) flags of a backing regular file,
 // with O_DIRECT added to a read-only open on an uncached backing
-// (Config.Uncached), so its reads bypass the client's page cache (and,
-// on GlusterFS with performance.strict-o-direct on, its quick-read and
-// io-cache): what it reads is the server's content. Writable opens stay
+// (Config.Uncached), so its reads bypass the client's page cache: what
+// it reads is the server's content, once its size is fresh (statSync)
+// and, on GlusterFS, with quick-read off (it serves O_DIRECT reads of
+// small files from its cache: docs/multihost.md#glusterfs). Writable opens stay
 // buffered (O_DIRECT writes need aligned buffers, offsets and lengths);
 // their writes reach the server before the cross-mount lock is dropped
 // (crossLockFd's unlock syncs them). Elsewhere flags unchanged.

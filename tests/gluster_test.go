@@ -170,13 +170,11 @@ func glusterMounts(t *testing.T, v *glusterVolume, files map[string]string, adju
 }
 
 // glusterOpts are the volume options the tests set: the ones
-// docs/multihost.md#glusterfs recommends, plus RUBINOFS_GLUSTER_OPTS
-// ("key=value ...", for experiments).
+// docs/multihost.md#glusterfs requires (quick-read and md-cache off,
+// strict O_DIRECT), plus RUBINOFS_GLUSTER_OPTS ("key=value ...", for
+// experiments).
 func glusterOpts() []string {
-	opts := []string{"performance.strict-o-direct", "on"}
-	for _, xl := range []string{"stat-prefetch", "quick-read", "open-behind", "write-behind", "io-cache", "read-ahead", "readdir-ahead"} {
-		opts = append(opts, "performance."+xl, "off")
-	}
+	opts := []string{"performance.strict-o-direct", "on", "performance.quick-read", "off", "performance.stat-prefetch", "off"}
 	for _, kv := range strings.Fields(os.Getenv("RUBINOFS_GLUSTER_OPTS")) {
 		k, val, _ := strings.Cut(kv, "=")
 		opts = append(opts, k, val)
