@@ -5,7 +5,7 @@
 # rewrite with one more line, in the shell) of 20 Go files, and `git status`, one session, over one
 # client. Targets: a local directory (ext4 here), rubinofs over it
 # (defaults), the plain GlusterFS client, and rubinofs over that client
-# (shared and uncached by itself; --watch=off, GLUSTER_FLAGS below). Each step is timed; the
+# (shared and uncached by itself; GLUSTER_FLAGS below). Each step is timed; the
 # table gives the median of RUNS runs (default 3) in seconds.
 #
 # Usage (as root, glusterfs-server and glusterfs-client installed):
@@ -82,13 +82,10 @@ rubinofs_over() {
 }
 mkdir -p "$tmp/client/plain" "$tmp/local/plain"
 rubinofs_over "$tmp/local/ws" "$tmp/mnt-local"
-# GLUSTER_FLAGS: extra flags of the mount over GlusterFS. By default
-# --watch=off: the poller's invalidation of a changed directory's entry
-# makes the working directory of a process inside it unreachable
-# (getcwd: ENOENT; docs/multihost.md#glusterfs), and git fails. Shared and
-# uncached either way.
+# GLUSTER_FLAGS: extra flags of the mount over GlusterFS (none: the
+# defaults, the poller; --watch=off: none). Shared and uncached either way.
 # shellcheck disable=SC2086
-rubinofs_over "$tmp/client/ws" "$tmp/mnt-gluster" ${GLUSTER_FLAGS---watch=off}
+rubinofs_over "$tmp/client/ws" "$tmp/mnt-gluster" ${GLUSTER_FLAGS:-}
 echo "rubinofs over GlusterFS: $(tr -d ' \n' <"$tmp/mnt-gluster/.rubino/status" | grep -o '"shared":"[a-z]*"\|"uncached":[a-z]*' | tr '\n' ' ')"
 
 # target NAME DIR [MOUNT]: RUNS runs of the workload in a fresh DIR/wN,
@@ -116,5 +113,5 @@ echo "|---|---|---|"
 target "local directory" "$tmp/local/plain"
 target "rubinofs over it" "$tmp/mnt-local" "$tmp/mnt-local"
 target "GlusterFS client" "$tmp/client/plain"
-target "rubinofs over the GlusterFS client (${GLUSTER_FLAGS---watch=off})" "$tmp/mnt-gluster" "$tmp/mnt-gluster"
+target "rubinofs over the GlusterFS client (${GLUSTER_FLAGS:-defaults})" "$tmp/mnt-gluster" "$tmp/mnt-gluster"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
