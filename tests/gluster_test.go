@@ -191,7 +191,11 @@ func glusterOpts() []string {
 // update.
 func TestGlusterCrossHost(t *testing.T) {
 	v := newGlusterVolume(t, glusterOpts()...)
-	ms := glusterMounts(t, v, map[string]string{"f.txt": "v1\n", "counter": "0\n"}, nil)
+	var adjust func(*daemon.Config)
+	if os.Getenv("RUBINOFS_GLUSTER_WATCH") == "off" { // the recipe's --watch=off, for measurements
+		adjust = func(c *daemon.Config) { c.Cache.Watch = false }
+	}
+	ms := glusterMounts(t, v, map[string]string{"f.txt": "v1\n", "counter": "0\n"}, adjust)
 	a, b := ms[0], ms[1]
 	for i, m := range ms {
 		if got := m.sharedMode(); got != "on" {
