@@ -295,7 +295,17 @@ func (f *FS) noteOwnAfter(m *mutation, gs []guardedChild) {
 // restat stats g, a guarded name of m, again into st: through m.fd for a
 // mutation via a descriptor, else through the parent directory it was
 // stat'ed in (not following a symlink), else by its backing path.
+// On an uncached backing the stat is the filesystem's own (statSync).
 func (f *FS) restat(m *mutation, g *guardedChild, st *syscall.Stat_t) error {
+	if f.cfg.Uncached {
+		switch {
+		case m.viaFd:
+			return fstatSync(m.fd, st)
+		case g.inDir:
+			return statSync(g.at.fd, g.leaf, unix.AT_SYMLINK_NOFOLLOW, st)
+		}
+		return statSync(unix.AT_FDCWD, f.backing(g.rel), unix.AT_SYMLINK_NOFOLLOW, st)
+	}
 	switch {
 	case m.viaFd:
 		return syscall.Fstat(m.fd, st)

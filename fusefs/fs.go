@@ -390,7 +390,11 @@ func (f *FS) LookupTarget(rel string) (guard.Target, error) {
 // renamed or unlinked file is still hashed correctly).
 func fdTarget(rel string, fd int) (guard.Target, error) {
 	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
+	stat := syscall.Fstat
+	if fdDirect(fd) != 0 {
+		stat = fstatSync // an uncached backing's read handle: the server's stat (docs/DESIGN.md#uncached-view)
+	}
+	if err := stat(fd, &st); err != nil {
 		return guard.Target{}, err
 	}
 	return fdTargetOf(rel, fd, &st), nil
@@ -416,6 +420,10 @@ func openForHash(p string, flags int) (*os.File, error) {
 	}
 	if errors.Is(err, syscall.EINVAL) && flags&syscall.O_DIRECT != 0 {
 		return openForHash(p, flags&^syscall.O_DIRECT)
+	}
+	if err == nil && flags&syscall.O_DIRECT != 0 {
+		var st syscall.Stat_t
+		fstatSync(int(f.Fd()), &st) // reads run to the real end (docs/DESIGN.md#uncached-view)
 	}
 	return f, err
 }

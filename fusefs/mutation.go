@@ -275,7 +275,7 @@ func (f *FS) lock(m *mutation) ([]guardedChild, func(), syscall.Errno) {
 	}
 	g.ok, g.id = true, guard.StatOf(&g.st).ID
 	unlock := f.cfg.Guard.Lock(g.id)
-	if err := syscall.Fstat(m.fd, &g.st); err != nil { // the stat decided on is taken under the lock
+	if err := f.fstatView(m.fd, &g.st); err != nil { // the stat decided on is taken under the lock
 		unlock()
 		return nil, nil, fs.ToErrno(err)
 	}

@@ -99,7 +99,7 @@ func (h *File) crossLock() (func(), syscall.Errno) {
 			return 0
 		}
 		var st syscall.Stat_t
-		if syscall.Fstat(fd, &st) == nil {
+		if h.fs.fstatView(fd, &st) == nil {
 			h.fs.noteUnseen(h.id, guard.StatOf(&st))
 		}
 		return 0

@@ -12,9 +12,10 @@ import (
 
 // directFlags returns flags, the open(2) flags of a backing regular file,
 // with O_DIRECT added to a read-only open on an uncached backing
-// (Config.Uncached), so its reads bypass the client's page cache (and,
-// on GlusterFS with performance.strict-o-direct on, its quick-read and
-// io-cache): what it reads is the server's content. Writable opens stay
+// (Config.Uncached), so its reads bypass the client's page cache: what
+// it reads is the server's content, once its size is fresh (statSync)
+// and, on GlusterFS, with quick-read off (it serves O_DIRECT reads of
+// small files from its cache: docs/multihost.md#glusterfs). Writable opens stay
 // buffered (O_DIRECT writes need aligned buffers, offsets and lengths);
 // their writes reach the server before the cross-mount lock is dropped
 // (crossLockFd's unlock syncs them). Elsewhere flags unchanged.
@@ -67,6 +68,50 @@ func (f *FS) syncBeforeUnlock(fd int) {
 	}
 }
 
+// statSync stats path relative to dirfd (path "" with AT_EMPTY_PATH in
+// flags: dirfd itself) into st, asking the filesystem rather than the
+// kernel's attribute cache: statx(2) with AT_STATX_FORCE_SYNC. On a FUSE
+// backing that is a GETATTR to the client (GlusterFS: to the brick once
+// md-cache, performance.stat-prefetch, is off), on NFS a GETATTR to the
+// server. It also refreshes the kernel's cached size of the inode, which
+// ends a FUSE O_DIRECT read: a read at or past the cached size returns 0
+// without asking the filesystem, so a file another host grew from empty
+// would read as empty until the attribute timeout (1 s) passed
+// (docs/DESIGN.md#uncached-view). Without statx (ENOSYS) it is
+// fstatat(2). Errors: statx's.
+func statSync(dirfd int, path string, flags int, st *syscall.Stat_t) error {
+	var x unix.Statx_t
+	err := unix.Statx(dirfd, path, flags|unix.AT_STATX_FORCE_SYNC, unix.STATX_BASIC_STATS, &x)
+	if err == unix.ENOSYS {
+		var ust unix.Stat_t
+		if err := unix.Fstatat(dirfd, path, &ust, flags); err != nil {
+			return err
+		}
+		statFromUnix(&ust, st)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	statFromStatx(&x, st)
+	return nil
+}
+
+// fstatSync is statSync of the descriptor fd itself.
+func fstatSync(fd int, st *syscall.Stat_t) error {
+	return statSync(fd, "", unix.AT_EMPTY_PATH, st)
+}
+
+// fstatView is the stat of fd, a backing descriptor, that a decision may
+// rest on: on an uncached backing (Config.Uncached) the filesystem's own
+// (fstatSync), elsewhere fstat(2). Errors: those of statx or fstat.
+func (f *FS) fstatView(fd int, st *syscall.Stat_t) error {
+	if f.cfg.Uncached {
+		return fstatSync(fd, st)
+	}
+	return syscall.Fstat(fd, st)
+}
+
 // hashFlags is the extra open(2) flag of the guard's hashing opens: O_DIRECT on an
 // uncached backing (directFlags), else 0.
 func (f *FS) hashFlags() int {
@@ -88,10 +133,15 @@ func fdDirect(fd int) int {
 
 // openRetryDirect opens with open(flags) and, when the filesystem refuses
 // O_DIRECT (EINVAL), once more without it.
+// An O_DIRECT descriptor's inode has its size refreshed (fstatSync), so
+// that its reads run to the file's real end.
 func openRetryDirect(flags int, open func(flags int) (int, error)) (int, error) {
 	fd, err := open(flags)
 	if err == unix.EINVAL && flags&unix.O_DIRECT != 0 {
 		fd, err = open(flags &^ unix.O_DIRECT)
+	} else if err == nil && flags&unix.O_DIRECT != 0 {
+		var st syscall.Stat_t
+		fstatSync(fd, &st)
 	}
 	return fd, err
 }

@@ -287,9 +287,29 @@ func (inv *invalidator) apply(ev watcher.Event) {
 	// backing directory; and the parent's attributes (mtime, nlink) and
 	// its cached listing (docs/DESIGN.md#dir-cache: the kernel resets a
 	// readdir cache whose pages are gone; NotifyEntry alone does nothing
-	// for a name the kernel has no dentry of).
-	parent.NotifyEntry(name)
+	// for a name the kernel has no dentry of). A directory still at its
+	// name keeps its dentry (docs/DESIGN.md#poll-keeps-cwd).
+	if gone || child == nil || !f.sameDirAt(ev.Path, child) {
+		parent.NotifyEntry(name)
+	}
 	parent.NotifyContent(0, 0)
+}
+
+// sameDirAt reports whether in, a known inode, is a directory and the
+// backing name rel is still that directory (same inode number). Its
+// dentry then stays: the kernel unhashes an invalidated dentry even when
+// it is a process's working directory, whose getcwd(2) fails with ENOENT
+// until the name is looked up again, and a directory whose listing or
+// times changed needs only its inode dropped (NotifyContent).
+func (f *FS) sameDirAt(rel string, in *fs.Inode) bool {
+	if !in.IsDir() {
+		return false
+	}
+	st, err := syscallLstat(f.backing(rel))
+	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return false
+	}
+	return f.stableAttr(st, 0).Ino == in.StableAttr().Ino
 }
 
 // invalidateGuard drops hash-cache state of the file at rel (known by its
