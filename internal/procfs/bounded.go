@@ -19,6 +19,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,12 +70,19 @@ var flights = struct {
 	m  map[string]*flight
 }{m: map[string]*flight{}}
 
+// procReadCalls are the system calls a /proc read sleeps in when it waits
+// on another process's exec: the open (a file whose open checks access to
+// the process's memory), the read, and readlink.
+var procReadCalls = []int{unix.SYS_OPENAT, unix.SYS_READ, unix.SYS_PREAD64, unix.SYS_READLINKAT}
+
 // stuckInKernel reports whether thread tid of this process is asleep in
-// the kernel in a system call other than futex: reading /proc, since its
-// goroutine is locked to it and futex is where the Go runtime parks a
-// thread. A thread that is runnable or running reads "running"; tid 0 (the
-// read has not started, or has ended) is not stuck; a thread that cannot
-// be looked at counts as stuck, the conservative side.
+// the kernel in one of procReadCalls: its goroutine is locked to it and
+// reads /proc. A thread that is runnable or on a CPU reads "running"; one
+// asleep elsewhere (futex, where the Go runtime parks a thread: the read
+// returned and waits for a processor, or fn waits on a Go lock; a runtime
+// mmap) is not stuck in a /proc read; tid 0 (the read has not started, or
+// has ended) is not stuck; a thread that cannot be looked at counts as
+// stuck, the conservative side.
 func stuckInKernel(tid int32) bool {
 	if tid == 0 {
 		return false
@@ -91,7 +99,7 @@ func stuckInKernel(tid int32) bool {
 		return false
 	}
 	nr, err := strconv.Atoi(f[0])
-	return err != nil || nr != unix.SYS_FUTEX
+	return err != nil || slices.Contains(procReadCalls, nr)
 }
 
 // Bounded runs fn (which reads /proc) on a goroutine of its own, locked to
