@@ -136,7 +136,7 @@ var options = []Option{
 		set: to(func(c *Config) *string { return &c.Cache.WatchMode })},
 	{Key: "cache.shared", typ: tBool, Default: false,
 		Flag: "shared", Usage: "other mounts (hosts) share the backing directory: reads are served and registered by the daemon, close-to-open (on with poll, or once another mount on this host is detected: --peer-detect)",
-		Doc: "other mounts (hosts) share the backing directory: guarded reads are served by the daemon and registered at their first read, close-to-open (docs/DESIGN.md#close-to-open); on whenever the mode is `poll`",
+		Doc: "other mounts (hosts) share the backing directory: guarded reads are served by the daemon and registered at their first read, close-to-open (docs/DESIGN.md#close-to-open); on whenever the mode is `poll`, and on a network or FUSE backing (NFS, CephFS, CIFS, GlusterFS, JuiceFS), where the mount is also uncached: decisions hash through `O_DIRECT` (docs/DESIGN.md#uncached-view; the GlusterFS volume options it needs: docs/multihost.md#glusterfs)",
 		set: to(func(c *Config) *bool { return &c.Cache.Shared })},
 	// Without detection two mounts of one directory lose updates: a
 	// workspace file may turn it on, never off.

@@ -54,10 +54,12 @@ func (m *mount) readFifo(p string) string {
 }
 
 // spawnSh spawns an sh task through the clone file, with a shell holding
-// the clone handle open read-write, and returns its id.
+// the clone handle open read-write, and returns its id. A refused spawn
+// fails the test with the daemon's reason: the handle's next read is
+// "error: REASON" (dash's printf says "I/O error" for every errno).
 func (m *mount) spawnSh(prompt string) string {
 	m.t.Helper()
-	out := m.mustSh(fmt.Sprintf(`exec 3<>.rubino/agents/clone && printf '%%s\n' %s >&3 && read id <&3 && echo "$id"`,
+	out := m.mustSh(fmt.Sprintf(`exec 3<>.rubino/agents/clone && { printf '%%s\n' %s >&3; read id <&3; echo "$id"; }`,
 		shq(`subagent=sh prompt=`+prompt)))
 	id := strings.TrimSpace(out)
 	if _, err := strconv.Atoi(id); err != nil {

@@ -211,7 +211,7 @@ func TestFaultsKillDaemonWithTask(t *testing.T) {
 	m := cliDirs(t, nil)
 	m.mountDaemon()
 	tmp := m.tmp
-	out, code := m.sh(`exec 3<>.rubino/agents/clone && printf '%s\n' 'subagent=sh prompt=sleep 600; true' >&3 && read id <&3 && echo "$id"`)
+	out, code := m.sh(`exec 3<>.rubino/agents/clone && { printf '%s\n' 'subagent=sh prompt=sleep 600; true' >&3; read id <&3; echo "$id"; }`)
 	id := strings.TrimSpace(out)
 	if _, err := strconv.Atoi(id); code != 0 || err != nil {
 		t.Fatalf("spawning a task: exit %d %q", code, out)
@@ -434,7 +434,7 @@ func TestFaultsBusyUnmount(t *testing.T) {
 			t.Cleanup(stopHolder)
 
 			// A running task, started through the clone file.
-			out, code := m.sh(`exec 3<>.rubino/agents/clone && printf '%s\n' 'subagent=sh prompt=sleep 600' >&3 && read id <&3 && echo "$id"`)
+			out, code := m.sh(`exec 3<>.rubino/agents/clone && { printf '%s\n' 'subagent=sh prompt=sleep 600' >&3; read id <&3; echo "$id"; }`)
 			id := strings.TrimSpace(out)
 			if _, err := strconv.Atoi(id); code != 0 || err != nil {
 				t.Fatalf("spawning a task: exit %d %q", code, out)

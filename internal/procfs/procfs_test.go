@@ -58,6 +58,37 @@ func TestReadFileSlow(t *testing.T) {
 	}
 }
 
+// TestBoundedWaitsForARunnableRead: a read that is slow only because its
+// thread is not asleep in the kernel (a loaded machine: runnable but not
+// running, as this busy loop is; or parked in the Go runtime) is waited
+// for past Bound, up to MaxWait; only a read asleep in the kernel (the
+// FIFO of TestReadFileSlow) is given up after Bound
+// (docs/DESIGN.md#proc-bound-load).
+func TestBoundedWaitsForARunnableRead(t *testing.T) {
+	busy, ok := Bounded("test:busy", func() int {
+		for end := time.Now().Add(3 * Bound); time.Now().Before(end); {
+		}
+		return 1
+	})
+	if !ok || busy != 1 {
+		t.Errorf("a read whose thread ran for 3 x Bound: %d, %v; want 1, true", busy, ok)
+	}
+	release := make(chan struct{})
+	parked, ok := Bounded("test:parked", func() int {
+		<-release
+		return 2
+	})
+	if ok {
+		t.Errorf("a read parked past MaxWait reported done: %d", parked)
+	}
+	close(release)
+	late := make(chan int, 1)
+	go func() { <-time.After(2 * Bound); late <- 3 }()
+	if v, ok := Bounded("test:late", func() int { return <-late }); !ok || v != 3 {
+		t.Errorf("a read parked in the Go runtime for 2 x Bound: %d, %v; want 3, true", v, ok)
+	}
+}
+
 // TestFindCgroup2: the first cgroup2 mount of the hierarchy's root, its
 // mount point unescaped; none is ErrNoCgroup2.
 func TestFindCgroup2(t *testing.T) {
