@@ -39,7 +39,7 @@ func wantCtlError(t *testing.T, err error, allowed ...syscall.Errno) {
 	if ce.Msg == "" || !utf8.ValidString(ce.Msg) {
 		t.Fatalf("unreadable reason %q", ce.Msg)
 	}
-	if r := clipReason(ce.Msg); len(r) > maxCtlReason+len("…") || strings.ContainsAny(r, "\n\r") {
+	if r := ctltree.Clip(ce.Msg); len(r) > maxCtlReason+len("…") || strings.ContainsAny(r, "\n\r") {
 		t.Fatalf("reason not clipped to one bounded line: %q", r)
 	}
 }

@@ -332,7 +332,7 @@ func (f *FS) journalError(session, op, rel, msg string) {
 		f.errors = append(f.errors[:0], f.errors[len(f.errors)-maxCtlErrors+1:]...)
 	}
 	f.errors = append(f.errors, ctlErrorRecord{Time: time.Now(), Session: session, Path: rel,
-		Errno: errnoName(syscall.EIO), Message: clipReason(msg)})
+		Errno: errnoName(syscall.EIO), Message: ctltree.Clip(msg)})
 }
 
 // journalAfter notes the state m's names were left in by the change rec
