@@ -125,14 +125,7 @@ func (f *FS) readStatus(_ context.Context, _ ctltree.Caller) ([]byte, error) {
 // readErrors lists the failed control writes of the sessions the caller
 // may see (mayActOn): a record names paths and reasons of its session.
 func (f *FS) readErrors(_ context.Context, c ctltree.Caller) ([]byte, error) {
-	f.errMu.Lock()
-	recs := make([]ctlErrorRecord, 0, len(f.errors))
-	for _, r := range f.errors {
-		if f.mayActOn(c, r.Session) {
-			recs = append(recs, r)
-		}
-	}
-	f.errMu.Unlock()
+	recs := f.errs.Records(func(session string) bool { return f.mayActOn(c, session) })
 	return ctltree.JSONLines(recs)
 }
 

@@ -456,35 +456,18 @@ func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
 	return 0
 }
 
-// ctlErrorRecord is one entry of /.rubino/errors.
-type ctlErrorRecord struct {
-	Time    time.Time `json:"time"`
-	Session string    `json:"session"`
-	Pid     uint32    `json:"pid"`
-	Path    string    `json:"path"`
-	Errno   string    `json:"errno"`
-	Message string    `json:"message"`
-}
-
-// maxCtlErrors bounds /.rubino/errors, in entries: the oldest entry is
-// dropped first (a FIFO ring).
-const maxCtlErrors = 256
+// maxCtlErrors bounds /.rubino/errors, in entries (ctltree.MaxErrors).
+const maxCtlErrors = ctltree.MaxErrors
 
 // maxCtlReason bounds one readable reason, in bytes (ctltree.MaxReason):
 // at most maxCtlErrors * maxCtlReason bytes of reasons are ever held.
 const maxCtlReason = ctltree.MaxReason
 
-// recordCtlError appends one failure to /.rubino/errors (msg is clipped to
-// maxCtlReason bytes; the log keeps the last maxCtlErrors entries). Safe
-// for concurrent use.
+// recordCtlError appends one failure to /.rubino/errors (the FS's
+// ctltree.ErrorRing: msg is clipped, the last maxCtlErrors entries are
+// kept). Safe for concurrent use.
 func (f *FS) recordCtlError(c ctltree.Caller, elems []string, errno syscall.Errno, msg string) {
-	msg = ctltree.Clip(msg)
-	f.errMu.Lock()
-	defer f.errMu.Unlock()
-	if len(f.errors) >= maxCtlErrors {
-		f.errors = append(f.errors[:0], f.errors[len(f.errors)-maxCtlErrors+1:]...)
-	}
-	f.errors = append(f.errors, ctlErrorRecord{Time: time.Now(), Session: c.Session, Pid: c.Pid,
+	f.errs.Add(ctltree.ErrorRecord{Time: time.Now(), Session: c.Session, Pid: c.Pid,
 		Path: ctltree.DirName + "/" + strings.Join(elems, "/"), Errno: errnoName(errno), Message: msg})
 }
 

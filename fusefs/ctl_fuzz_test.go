@@ -133,8 +133,8 @@ func FuzzCtlHandleWrite(f *testing.F) {
 				if !bytes.HasPrefix(b, []byte("error: ")) || !bytes.HasSuffix(b, []byte("\n")) || bytes.Count(b, []byte("\n")) != 1 {
 					t.Fatalf("reason after a failed write: %q", b)
 				}
-				if len(fsys.errors) == 0 || fsys.errors[len(fsys.errors)-1].Errno != errnoName(errno) {
-					t.Fatalf("the failure is not in .rubino/errors: %+v", fsys.errors)
+				if recs := fsys.errs.Records(nil); len(recs) == 0 || recs[len(recs)-1].Errno != errnoName(errno) {
+					t.Fatalf("the failure is not in .rubino/errors: %+v", recs)
 				}
 				continue
 			}
@@ -317,10 +317,11 @@ func TestCtlErrorLogBounded(t *testing.T) {
 	for i := 0; i < maxCtlErrors+10; i++ {
 		fsys.recordCtlError(ctltree.Caller{}, []string{"sessions", "ctl"}, syscall.EINVAL, huge)
 	}
-	if len(fsys.errors) != maxCtlErrors {
-		t.Fatalf("%d entries", len(fsys.errors))
+	recs := fsys.errs.Records(nil)
+	if len(recs) != maxCtlErrors {
+		t.Fatalf("%d entries", len(recs))
 	}
-	for _, e := range fsys.errors {
+	for _, e := range recs {
 		if len(e.Message) > maxCtlReason+len("…") || !utf8.ValidString(e.Message) || strings.Contains(e.Message, "\n") {
 			t.Fatalf("entry of %d bytes, valid UTF-8 %v", len(e.Message), utf8.ValidString(e.Message))
 		}

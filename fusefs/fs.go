@@ -179,8 +179,8 @@ type FS struct {
 	ctlInoMu sync.Mutex
 	ctlInos  map[string]uint64
 
-	errMu  sync.Mutex
-	errors []ctlErrorRecord
+	// errs is /.rubino/errors (ctl.go, recordCtlError).
+	errs ctltree.ErrorRing
 
 	statusMu    sync.Mutex
 	statusExtra []StatusFunc

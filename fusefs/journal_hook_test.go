@@ -133,9 +133,7 @@ func TestMutateJournalFailureRefuses(t *testing.T) {
 	if ran {
 		t.Fatal("the backing operation ran without its record")
 	}
-	f.errMu.Lock()
-	n := len(f.errors)
-	f.errMu.Unlock()
+	n := len(f.errs.Records(nil))
 	if n != 1 {
 		t.Fatalf("%d entries in .rubino/errors, want 1", n)
 	}
