@@ -142,17 +142,14 @@ type Config struct {
 // FS is one rubinofs file system: the root node, the guard and the
 // control tree. Its methods are safe for concurrent use.
 type FS struct {
-	cfg     Config
-	root    *Node
-	rootDev uint64 // st_dev of the backing root (stableAttr)
-	ctlRoot *ctltree.Dir
-	// sessionFeats are the plugged features with files in every
-	// session's directory, in plugging order (control.go, Plug).
-	sessionFeats []ctltree.SessionFeature
-	started      time.Time
-	log          *slog.Logger
-	crossState   // cross-mount locks (crossmount_lock.go)
-	peerState    // peer mounts (peer_mode.go)
+	cfg        Config
+	root       *Node
+	rootDev    uint64 // st_dev of the backing root (stableAttr)
+	ctlRoot    *ctltree.Dir
+	started    time.Time
+	log        *slog.Logger
+	crossState // cross-mount locks (crossmount_lock.go)
+	peerState  // peer mounts (peer_mode.go)
 
 	// mountpoint is where the mount is (setMountpoint), for resolving the
 	// paths callers write to control files.
@@ -181,6 +178,9 @@ type FS struct {
 
 	// errs is /.rubino/errors (ctl.go, recordCtlError).
 	errs ctltree.ErrorRing
+	// sessionFeats are the plugged features with files in every
+	// session's directory, in plugging order (control.go, Plug).
+	sessionFeats []ctltree.SessionFeature
 
 	statusMu    sync.Mutex
 	statusExtra []StatusFunc
