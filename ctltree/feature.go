@@ -25,3 +25,25 @@ type Feature interface {
 type StatusSource interface {
 	Status() (key string, value any)
 }
+
+// SessionFeature is optionally implemented by a Feature whose files live in
+// every session's directory, .rubino/sessions/NAME/ (the journal's). The
+// sessions feature asks every plugged SessionFeature, in the order they
+// were plugged, and never knows them by name (docs/DESIGN.md#ctl-room).
+// All three methods are called from any goroutine and must do their own
+// locking.
+type SessionFeature interface {
+	Feature
+	// SessionEntries are the feature's files in session's directory,
+	// added after the session's own files in this order.
+	SessionEntries(session string) []Entry
+	// KeepsSession reports whether session, unknown to the session
+	// registry (ended and forgotten, or from before a restart), still has
+	// files of this feature: its directory then holds those alone and is
+	// not listed.
+	KeepsSession(session string) bool
+	// SessionCtl offers one command written to sessions/NAME/ctl before
+	// the session's own verbs: handled false passes it on untouched;
+	// handled true ends it with err (a *Error chooses the errno).
+	SessionCtl(c Caller, session string, cmd []byte) (handled bool, err error)
+}

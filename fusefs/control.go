@@ -73,13 +73,18 @@ func (f *FS) addCtl(e ctltree.Entry) {
 }
 
 // Plug adds a feature to the control tree, the one way features register
-// (sessions, agents, compaction): its entries go under /.rubino in order,
-// and a feature that is also a ctltree.StatusSource contributes its key to
-// .rubino/status. Call it before mounting; it is not safe to call
+// (sessions, journal, agents, compaction; docs/DESIGN.md#ctl-room): its
+// entries go under /.rubino in order, a feature that is also a
+// ctltree.StatusSource contributes its key to .rubino/status, and one that
+// is a ctltree.SessionFeature adds its files to every session's directory
+// and its verbs to sessions/NAME/ctl. Call it before mounting; it is not safe to call
 // concurrently with requests.
 func (f *FS) Plug(feat ctltree.Feature) {
 	for _, e := range feat.CtlEntries() {
 		f.addCtl(e)
+	}
+	if sf, ok := feat.(ctltree.SessionFeature); ok {
+		f.sessionFeats = append(f.sessionFeats, sf)
 	}
 	if src, ok := feat.(ctltree.StatusSource); ok {
 		f.AddStatus(src.Status)
@@ -120,14 +125,7 @@ func (f *FS) readStatus(_ context.Context, _ ctltree.Caller) ([]byte, error) {
 // readErrors lists the failed control writes of the sessions the caller
 // may see (mayActOn): a record names paths and reasons of its session.
 func (f *FS) readErrors(_ context.Context, c ctltree.Caller) ([]byte, error) {
-	f.errMu.Lock()
-	recs := make([]ctlErrorRecord, 0, len(f.errors))
-	for _, r := range f.errors {
-		if f.mayActOn(c, r.Session) {
-			recs = append(recs, r)
-		}
-	}
-	f.errMu.Unlock()
+	recs := f.errs.Records(func(session string) bool { return f.mayActOn(c, session) })
 	return ctltree.JSONLines(recs)
 }
 

@@ -19,7 +19,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -367,7 +366,7 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 // its errno.
 func (h *ctlHandle) fail(err error) syscall.Errno {
 	errno := ctltree.ErrnoOf(err)
-	h.errMsg = clipReason(err.Error())
+	h.errMsg = ctltree.Clip(err.Error())
 	h.fs.recordCtlError(h.caller, h.elems, errno, h.errMsg)
 	return errno
 }
@@ -457,54 +456,18 @@ func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
 	return 0
 }
 
-// ctlErrorRecord is one entry of /.rubino/errors.
-type ctlErrorRecord struct {
-	Time    time.Time `json:"time"`
-	Session string    `json:"session"`
-	Pid     uint32    `json:"pid"`
-	Path    string    `json:"path"`
-	Errno   string    `json:"errno"`
-	Message string    `json:"message"`
-}
+// maxCtlErrors bounds /.rubino/errors, in entries (ctltree.MaxErrors).
+const maxCtlErrors = ctltree.MaxErrors
 
-// maxCtlErrors bounds /.rubino/errors, in entries: the oldest entry is
-// dropped first (a FIFO ring).
-const maxCtlErrors = 256
+// maxCtlReason bounds one readable reason, in bytes (ctltree.MaxReason):
+// at most maxCtlErrors * maxCtlReason bytes of reasons are ever held.
+const maxCtlReason = ctltree.MaxReason
 
-// maxCtlReason bounds one readable reason, in bytes, as the handle's
-// "error: REASON" line and as an entry of /.rubino/errors, so a hostile
-// input quoted in a reason cannot grow either (at most maxCtlErrors *
-// maxCtlReason bytes of reasons are ever held).
-const maxCtlReason = 1024
-
-// clipReason cuts a reason to maxCtlReason bytes on a UTF-8 boundary and
-// folds its newlines, so it stays one line of the handle and of the log.
-func clipReason(s string) string {
-	if len(s) > 2*maxCtlReason {
-		s = s[:2*maxCtlReason] // bound the folding below
-	}
-	s = strings.NewReplacer("\n", "\\n", "\r", "\\r").Replace(s)
-	if len(s) > maxCtlReason {
-		n := maxCtlReason
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = s[:n] + "…"
-	}
-	return s
-}
-
-// recordCtlError appends one failure to /.rubino/errors (msg is clipped to
-// maxCtlReason bytes; the log keeps the last maxCtlErrors entries). Safe
-// for concurrent use.
+// recordCtlError appends one failure to /.rubino/errors (the FS's
+// ctltree.ErrorRing: msg is clipped, the last maxCtlErrors entries are
+// kept). Safe for concurrent use.
 func (f *FS) recordCtlError(c ctltree.Caller, elems []string, errno syscall.Errno, msg string) {
-	msg = clipReason(msg)
-	f.errMu.Lock()
-	defer f.errMu.Unlock()
-	if len(f.errors) >= maxCtlErrors {
-		f.errors = append(f.errors[:0], f.errors[len(f.errors)-maxCtlErrors+1:]...)
-	}
-	f.errors = append(f.errors, ctlErrorRecord{Time: time.Now(), Session: c.Session, Pid: c.Pid,
+	f.errs.Add(ctltree.ErrorRecord{Time: time.Now(), Session: c.Session, Pid: c.Pid,
 		Path: ctltree.DirName + "/" + strings.Join(elems, "/"), Errno: errnoName(errno), Message: msg})
 }
 

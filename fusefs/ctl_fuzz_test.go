@@ -39,7 +39,7 @@ func wantCtlError(t *testing.T, err error, allowed ...syscall.Errno) {
 	if ce.Msg == "" || !utf8.ValidString(ce.Msg) {
 		t.Fatalf("unreadable reason %q", ce.Msg)
 	}
-	if r := clipReason(ce.Msg); len(r) > maxCtlReason+len("…") || strings.ContainsAny(r, "\n\r") {
+	if r := ctltree.Clip(ce.Msg); len(r) > maxCtlReason+len("…") || strings.ContainsAny(r, "\n\r") {
 		t.Fatalf("reason not clipped to one bounded line: %q", r)
 	}
 }
@@ -133,8 +133,8 @@ func FuzzCtlHandleWrite(f *testing.F) {
 				if !bytes.HasPrefix(b, []byte("error: ")) || !bytes.HasSuffix(b, []byte("\n")) || bytes.Count(b, []byte("\n")) != 1 {
 					t.Fatalf("reason after a failed write: %q", b)
 				}
-				if len(fsys.errors) == 0 || fsys.errors[len(fsys.errors)-1].Errno != errnoName(errno) {
-					t.Fatalf("the failure is not in .rubino/errors: %+v", fsys.errors)
+				if recs := fsys.errs.Records(nil); len(recs) == 0 || recs[len(recs)-1].Errno != errnoName(errno) {
+					t.Fatalf("the failure is not in .rubino/errors: %+v", recs)
 				}
 				continue
 			}
@@ -317,10 +317,11 @@ func TestCtlErrorLogBounded(t *testing.T) {
 	for i := 0; i < maxCtlErrors+10; i++ {
 		fsys.recordCtlError(ctltree.Caller{}, []string{"sessions", "ctl"}, syscall.EINVAL, huge)
 	}
-	if len(fsys.errors) != maxCtlErrors {
-		t.Fatalf("%d entries", len(fsys.errors))
+	recs := fsys.errs.Records(nil)
+	if len(recs) != maxCtlErrors {
+		t.Fatalf("%d entries", len(recs))
 	}
-	for _, e := range fsys.errors {
+	for _, e := range recs {
 		if len(e.Message) > maxCtlReason+len("…") || !utf8.ValidString(e.Message) || strings.Contains(e.Message, "\n") {
 			t.Fatalf("entry of %d bytes, valid UTF-8 %v", len(e.Message), utf8.ValidString(e.Message))
 		}

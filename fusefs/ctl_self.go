@@ -11,7 +11,7 @@ package fusefs
 //   edit-failed PATH   the model's edit of PATH failed in the harness: its
 //                      next read bypasses dedup (guard.Tracker.NoteEditFailure)
 //   checkpoint [LABEL], rewind CP [--force] [--dry-run] [-- PATH...]
-//                      the journal's commands (ctl_journal.go)
+//                      the journal's commands (internal/journalctl)
 //
 // PATH is absolute (inside the mount, as the caller sees it) or relative to
 // the writing process's cwd; a PATH holding white space is written as a Go
@@ -70,7 +70,7 @@ func parseSelfCommand(line string) (selfCmd, error) {
 	line = strings.TrimSpace(line)
 	verb, rest, _ := strings.Cut(line, " ")
 	if verb != "read" && verb != "edit-failed" {
-		return selfCmd{}, ctltree.Errorf(syscall.EINVAL, "unknown command %q: %s", clipReason(line), selfCmdUsage)
+		return selfCmd{}, ctltree.Errorf(syscall.EINVAL, "unknown command %q: %s", ctltree.Clip(line), selfCmdUsage)
 	}
 	rest = strings.TrimLeft(rest, " \t")
 	var p string
@@ -109,8 +109,8 @@ func parseSelfCommand(line string) (selfCmd, error) {
 // selfCtl is the Write handler of sessions/NAME/ctl.
 func (f *FS) selfCtl(name string) func(c ctltree.Caller, cmd []byte) error {
 	return func(c ctltree.Caller, b []byte) error {
-		if len(b) <= maxJournalRequest {
-			if handled, err := f.journalCtl(c, name, string(b)); handled { // ctl_journal.go
+		for _, sf := range f.sessionFeats { // the journal's verbs (docs/DESIGN.md#ctl-room)
+			if handled, err := sf.SessionCtl(c, name, b); handled {
 				return err
 			}
 		}
@@ -183,14 +183,14 @@ func (f *FS) callerRel(c ctltree.Caller, p string) (string, error) {
 	p = filepath.Clean(p)
 	mnt := f.mountpoint.Load()
 	if mnt == nil {
-		return "", ctltree.Errorf(syscall.EPERM, "%s is outside the mount", clipReason(p))
+		return "", ctltree.Errorf(syscall.EPERM, "%s is outside the mount", ctltree.Clip(p))
 	}
 	rel, err := filepath.Rel(*mnt, p)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return "", ctltree.Errorf(syscall.EPERM, "%s is outside the mount %s", clipReason(p), *mnt)
+		return "", ctltree.Errorf(syscall.EPERM, "%s is outside the mount %s", ctltree.Clip(p), *mnt)
 	}
 	if rel == ctltree.DirName || strings.HasPrefix(rel, ctltree.DirName+"/") {
-		return "", ctltree.Errorf(syscall.EPERM, "%s is a control file, not a workspace file", clipReason(p))
+		return "", ctltree.Errorf(syscall.EPERM, "%s is a control file, not a workspace file", ctltree.Clip(p))
 	}
 	return rel, nil
 }

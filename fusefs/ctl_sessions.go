@@ -11,7 +11,7 @@ package fusefs
 //                      (ctl_sessions_cgroup.go)
 //   sessions/ctl       "end NAME", "rename OLD NEW"
 //   sessions/<id>/     info (JSON), tracked, denials, why, ctl (ctl_self.go),
-//                      checkpoints, changes, journal (ctl_journal.go); a
+//                      checkpoints, changes, journal (internal/journalctl); a
 //                      session known only by its journal log has those
 //                      three alone (not listed)
 //   self               symlink to sessions/<caller's session>
@@ -85,7 +85,7 @@ func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 			{Name: "denials.summary", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenialSummary(name)}},
 			{Name: "why", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.whyText(name)) })},
 			{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Write: f.selfCtl(name)}},
-		}, f.journalEntries(name)...)...) // ctl_journal.go
+		}, s.sessionFeatEntries(name)...)...) // the journal's (docs/DESIGN.md#ctl-room)
 	}
 	// names lists the sessions c may see (mayActOn): the default
 	// sessions, then the registry's.
@@ -130,14 +130,30 @@ func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 			// A session the registry no longer knows (ended and
 			// forgotten, or from before a restart of the daemon) keeps
 			// its journal: those files alone, not listed.
-			if f.hasLog(name) {
-				return ctltree.NewDir(f.journalEntries(name)...)
+			var kept []ctltree.Entry
+			for _, sf := range f.sessionFeats {
+				if sf.KeepsSession(name) {
+					kept = append(kept, sf.SessionEntries(name)...)
+				}
+			}
+			if kept != nil {
+				return ctltree.NewDir(kept...)
 			}
 			return nil
 		},
 	}
 	self := &ctltree.Symlink{Target: func(c ctltree.Caller) string { return "sessions/" + c.Session }}
 	return []ctltree.Entry{{Name: "sessions", Node: dir}, {Name: "self", Node: self}}
+}
+
+// sessionFeatEntries are the plugged session features' files in session
+// name's directory, in plugging order.
+func (s sessionsFeature) sessionFeatEntries(name string) []ctltree.Entry {
+	var out []ctltree.Entry
+	for _, sf := range s.f.sessionFeats {
+		out = append(out, sf.SessionEntries(name)...)
+	}
+	return out
 }
 
 // AttachSessions installs the session registry: callers resolve through it
@@ -227,10 +243,10 @@ func parseSessionSpec(spec []byte) (sessionSpec, error) {
 		}
 		k, v, ok := strings.Cut(field, "=")
 		if !ok {
-			return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "malformed field %q: want key=value (name, pid, cmd)", clipReason(field))
+			return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "malformed field %q: want key=value (name, pid, cmd)", ctltree.Clip(field))
 		}
 		if seen[k] {
-			return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "field %q given twice", clipReason(k))
+			return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "field %q given twice", ctltree.Clip(k))
 		}
 		seen[k] = true
 		switch k {
@@ -245,14 +261,14 @@ func parseSessionSpec(spec []byte) (sessionSpec, error) {
 		case "pid":
 			n, err := strconv.ParseUint(v, 10, 32)
 			if err != nil || n == 0 {
-				return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "pid %q is not a process id", clipReason(v))
+				return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "pid %q is not a process id", ctltree.Clip(v))
 			}
 			out.Pid = uint32(n)
 		case "cmd":
 			out.Cmd = clipText(strings.TrimSpace(v), maxSessionCmd)
 		case "harness":
 			if v != "0" && v != "1" {
-				return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "harness %q: want 0 or 1", clipReason(v))
+				return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "harness %q: want 0 or 1", ctltree.Clip(v))
 			}
 			out.Harness = v == "1"
 		default:
@@ -396,7 +412,7 @@ func parseSessionCommand(line string) (sessionCmd, error) {
 		}
 		return sessionCmd{Verb: "rename", Name: fields[1], New: fields[2]}, nil
 	}
-	return sessionCmd{}, ctltree.Errorf(syscall.EINVAL, "unknown command %q: %s", clipReason(line), sessionCmdUsage)
+	return sessionCmd{}, ctltree.Errorf(syscall.EINVAL, "unknown command %q: %s", ctltree.Clip(line), sessionCmdUsage)
 }
 
 // command runs "end NAME" or "rename OLD NEW".

@@ -98,7 +98,7 @@ func (r rootlessSpec) fields() []string {
 func (r *rootlessSpec) parse(k, v string) error {
 	flag := func() (bool, error) {
 		if v != "0" && v != "1" {
-			return false, ctltree.Errorf(syscall.EINVAL, "%s %q: want 0 or 1", k, clipReason(v))
+			return false, ctltree.Errorf(syscall.EINVAL, "%s %q: want 0 or 1", k, ctltree.Clip(v))
 		}
 		return v == "1", nil
 	}
@@ -110,7 +110,7 @@ func (r *rootlessSpec) parse(k, v string) error {
 			return nil
 		}
 		if len(v) > maxCgroupPath || strings.ContainsFunc(v, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
-			return ctltree.Errorf(syscall.EINVAL, "cgroup %q: want self or an absolute cgroup path", clipReason(v))
+			return ctltree.Errorf(syscall.EINVAL, "cgroup %q: want self or an absolute cgroup path", ctltree.Clip(v))
 		}
 		if r.Cgroup, err = guard.CgroupPath(v, ""); err != nil {
 			return ctltree.Errorf(syscall.EINVAL, "%v", err)
@@ -125,7 +125,7 @@ func (r *rootlessSpec) parse(k, v string) error {
 		}
 		r.Join = v
 	default:
-		return ctltree.Errorf(syscall.EINVAL, "unknown field %q (want name, pid, harness, cmd, cgroup, remove, keep, join)", clipReason(k))
+		return ctltree.Errorf(syscall.EINVAL, "unknown field %q (want name, pid, harness, cmd, cgroup, remove, keep, join)", ctltree.Clip(k))
 	}
 	return err
 }
@@ -203,7 +203,7 @@ func (s sessionsFeature) registerRootless(c ctltree.Caller, sp sessionSpec) (str
 		}
 	}
 	if r.RemoveEmpty && !strings.HasPrefix(path.Base(cg), RunCgroupPrefix) {
-		return "", ctltree.Errorf(syscall.EINVAL, "remove=1 takes a cgroup made by rubinofs run --cgroup (named %s*), not %s", RunCgroupPrefix, clipReason(cg))
+		return "", ctltree.Errorf(syscall.EINVAL, "remove=1 takes a cgroup made by rubinofs run --cgroup (named %s*), not %s", RunCgroupPrefix, ctltree.Clip(cg))
 	}
 	if !owner {
 		if err := s.ownCgroup(creg, cg, c.Pid); err != nil {
@@ -229,7 +229,7 @@ func (s sessionsFeature) ownCgroup(creg CgroupRegistry, cg string, pid uint32) e
 	}
 	for _, p := range procs {
 		if !s.reg.IsDescendant(p, pid) {
-			return ctltree.Errorf(syscall.EPERM, "cgroup %s holds pid %d, which is neither the caller (%d) nor one of its descendants", clipReason(cg), p, pid)
+			return ctltree.Errorf(syscall.EPERM, "cgroup %s holds pid %d, which is neither the caller (%d) nor one of its descendants", ctltree.Clip(cg), p, pid)
 		}
 	}
 	return nil

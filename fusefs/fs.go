@@ -176,8 +176,11 @@ type FS struct {
 	ctlInoMu sync.Mutex
 	ctlInos  map[string]uint64
 
-	errMu  sync.Mutex
-	errors []ctlErrorRecord
+	// errs is /.rubino/errors (ctl.go, recordCtlError).
+	errs ctltree.ErrorRing
+	// sessionFeats are the plugged features with files in every
+	// session's directory, in plugging order (control.go, Plug).
+	sessionFeats []ctltree.SessionFeature
 
 	statusMu    sync.Mutex
 	statusExtra []StatusFunc

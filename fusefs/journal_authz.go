@@ -117,7 +117,7 @@ func containsU32(s []uint32, v uint32) bool {
 // current one (After.Hash) unless cr may read the path now, the one of the
 // state at the checkpoint (Before.Hash) too (a change list does not carry
 // the pre-image's owner; docs/DESIGN.md#as-caller). Root sees all.
-func (f *FS) redactChanges(cr creds, list []journal.PathChange) {
+func redactChanges(f *FS, cr creds, list []journal.PathChange) {
 	if cr.uid == 0 {
 		return
 	}

@@ -326,13 +326,8 @@ func (f *FS) journalFailed(session, op, rel string, err error) {
 // journalError logs msg at error and lists it in .rubino/errors.
 func (f *FS) journalError(session, op, rel, msg string) {
 	f.log.Error("journal: "+msg, "path", rel, "session", session)
-	f.errMu.Lock()
-	defer f.errMu.Unlock()
-	if len(f.errors) >= maxCtlErrors {
-		f.errors = append(f.errors[:0], f.errors[len(f.errors)-maxCtlErrors+1:]...)
-	}
-	f.errors = append(f.errors, ctlErrorRecord{Time: time.Now(), Session: session, Path: rel,
-		Errno: errnoName(syscall.EIO), Message: clipReason(msg)})
+	f.errs.Add(ctltree.ErrorRecord{Time: time.Now(), Session: session, Path: rel,
+		Errno: errnoName(syscall.EIO), Message: msg})
 }
 
 // journalAfter notes the state m's names were left in by the change rec

@@ -133,9 +133,7 @@ func TestMutateJournalFailureRefuses(t *testing.T) {
 	if ran {
 		t.Fatal("the backing operation ran without its record")
 	}
-	f.errMu.Lock()
-	n := len(f.errors)
-	f.errMu.Unlock()
+	n := len(f.errs.Records(nil))
 	if n != 1 {
 		t.Fatalf("%d entries in .rubino/errors, want 1", n)
 	}
@@ -155,24 +153,6 @@ func TestJournalsExclusions(t *testing.T) {
 		if got := f.journals(rel, false); got != want {
 			t.Errorf("journals(%q) = %v, want %v", rel, got, want)
 		}
-	}
-}
-
-// TestSplitRequest: tokens and Go-quoted tokens of a journal request.
-func TestSplitRequest(t *testing.T) {
-	got, err := splitRequest(`--since cp000001 -- "a b" c`)
-	if err != nil || len(got) != 5 || got[3] != "a b" || got[4] != "c" {
-		t.Fatalf("%q, %v", got, err)
-	}
-	if _, err := splitRequest(`"unterminated`); err == nil {
-		t.Fatal("a malformed quoted token was accepted")
-	}
-	if _, err := parseJournalArgs("diff", []string{"--bogus"}, "--since", "--"); err == nil {
-		t.Fatal("an unknown option was accepted")
-	}
-	a, err := parseJournalArgs("rewind", []string{"--to", "cp000000", "--dry-run", "--", "x"}, "--to", "--force", "--dry-run", "--")
-	if err != nil || a.to != "cp000000" || !a.dryRun || a.force || len(a.paths) != 1 {
-		t.Fatalf("%+v, %v", a, err)
 	}
 }
 

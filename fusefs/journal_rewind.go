@@ -63,7 +63,7 @@ func (i fsInspector) HashOf(p string) (string, error) {
 
 // currentBytes reads path's current bytes, for Diff (at most the
 // journal's blob limit plus one byte: a larger file is binary to a diff).
-func (f *FS) currentBytes(p string) ([]byte, error) {
+func currentBytes(f *FS, p string) ([]byte, error) {
 	fl, err := f.openForHashAt(p)
 	if err != nil {
 		return nil, err
@@ -86,7 +86,8 @@ func (f *FS) currentBytes(p string) ([]byte, error) {
 // invalidated from a goroutine; Rewind returns once that is done (it runs
 // inside a control-file request, which a notification must not be sent
 // from, but may wait for). Errors: the journal's.
-func (f *FS) Rewind(session, to string, opt journal.RewindOptions, dryRun bool, c ctltree.Caller) (journal.Plan, journal.Result, error) {
+func (h CtlHost) Rewind(session, to string, opt journal.RewindOptions, dryRun bool, c ctltree.Caller) (journal.Plan, journal.Result, error) {
+	f := h.f
 	j := f.cfg.Journal
 	if j == nil {
 		return journal.Plan{}, journal.Result{}, errors.New("the journal is off")
