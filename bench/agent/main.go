@@ -36,7 +36,9 @@
 // rubinofs-off), the journal's (rubinofs over rubinofs-nojournal) and
 // rubinofs over the bare 1 s loopback, and with bin: targets the first
 // one over each other one and over the loopback; the spread of the runs
-// (fastest and slowest, seconds) per target and phase; the journal's cost
+// (fastest and slowest, seconds) per target and phase; with bin: targets
+// the CPU time each phase cost each daemon (utime + stime of its
+// process, which the machine's load moves far less than wall time); the journal's cost
 // in total and the size of its stores after the workload; then, with -ops,
 // the FUSE requests each phase cost each enforcing mount, "rubinofs" and
 // the bin: targets (from .rubino/metrics before and after the phase, last
@@ -76,7 +78,7 @@ var (
 	keepGoing = flag.Bool("k", false, "keep going after a failed phase")
 	only      = flag.String("only", "", "comma-separated targets to run besides native (default all: loop-nocache,loop-1s,rubinofs-off,rubinofs,rubinofs-nojournal);\n"+
 		"bin:LABEL=PATH[:ARG...] adds a mount made by the rubinofs binary PATH (any commit's build) through its CLI (PATH mount --daemon ARG...), named LABEL")
-	rawJSON = flag.String("json", "", "also write every run's seconds, {target: {phase: [s, ...]}}, to `FILE`")
+	rawJSON = flag.String("json", "", "also write every run's seconds, {target: {phase: [s, ...]}}, to `FILE`, and the bin: daemons' CPU seconds to FILE less .json plus .cpu.json")
 	showOps = flag.Bool("ops", true, "print the FUSE requests per phase of each enforcing mount, rubinofs and bin: (.rubino/metrics before and after)")
 	cpuprof = flag.String("cpuprofile", "", "write a CPU profile of this process (the in-process daemons, not the bin: targets') to `FILE`")
 )
@@ -136,8 +138,12 @@ func main() {
 
 	// times[target][step] = durations over runs; the last "step" is total.
 	times := map[string]map[string][]time.Duration{}
+	cpu := map[string]map[string][]time.Duration{} // the bin: targets' daemon CPU, same shape
 	for _, t := range targets {
 		times[t.Name] = map[string][]time.Duration{}
+		if t.Pid != 0 {
+			cpu[t.Name] = map[string][]time.Duration{}
+		}
 	}
 	ops := map[string]map[string]string{} // target -> step -> FUSE op deltas of an enforcing mount, last run
 	for _, t := range targets {
@@ -154,7 +160,11 @@ func main() {
 				if ops[t.Name] != nil {
 					before, _ = benchkit.Ops(t.Dir)
 				}
+				cpu0 := daemonTime(t)
 				d, err := benchkit.Run(t.Dir, s.script, "ORIGIN="+origin)
+				if t.Pid != 0 {
+					cpu[t.Name][s.name] = append(cpu[t.Name][s.name], daemonTime(t)-cpu0)
+				}
 				if err != nil {
 					msg := fmt.Sprintf("%s/%s: %v", t.Name, s.name, err)
 					if !*keepGoing {
@@ -183,8 +193,10 @@ func main() {
 	}
 	report(targets, times)
 	spread(targets, times)
+	daemonCPU(targets, cpu)
 	if *rawJSON != "" {
 		writeJSON(*rawJSON, times)
+		writeJSON(strings.TrimSuffix(*rawJSON, ".json")+".cpu.json", cpu)
 	}
 	journalReport(targets, times)
 	for _, t := range targets {
@@ -237,6 +249,53 @@ func spread(targets []*benchkit.Target, times map[string]map[string][]time.Durat
 		}
 		fmt.Println()
 	}
+}
+
+// daemonCPU prints, per phase, the median CPU time (user and system, all
+// threads, seconds) of each bin: target's daemon over the runs, with the
+// fastest and slowest run and the first build over each other one: the
+// figure of two builds that the machine's load moves least. Work a daemon
+// does after a phase's last request returned (the journal's flush,
+// watcher events of its own changes) counts in its next phase.
+func daemonCPU(targets []*benchkit.Target, cpu map[string]map[string][]time.Duration) {
+	var bins []string
+	for _, t := range targets {
+		if t.Pid != 0 {
+			bins = append(bins, t.Name)
+		}
+	}
+	if len(bins) == 0 {
+		return
+	}
+	fmt.Printf("\ndaemon CPU per phase, seconds, median [fastest-slowest] of %d runs (bin: targets)\n\n| phase |", *runs)
+	for _, b := range bins {
+		fmt.Printf(" %s |", b)
+	}
+	for _, b := range bins[1:] {
+		fmt.Printf(" %s / %s |", bins[0], b)
+	}
+	fmt.Printf("\n|---|%s\n", strings.Repeat("---|", 2*len(bins)-1))
+	for _, s := range steps {
+		fmt.Printf("| %s |", s.name)
+		for _, b := range bins {
+			ds := cpu[b][s.name]
+			fmt.Printf(" %.2f [%.2f-%.2f] |", benchkit.Median(ds).Seconds(), slices.Min(ds).Seconds(), slices.Max(ds).Seconds())
+		}
+		for _, b := range bins[1:] {
+			fmt.Printf(" %.2f× |", benchkit.Median(cpu[bins[0]][s.name]).Seconds()/benchkit.Median(cpu[b][s.name]).Seconds())
+		}
+		fmt.Println()
+	}
+}
+
+// daemonTime is the CPU time a bin: target's daemon has used so far (0
+// for other targets).
+func daemonTime(t *benchkit.Target) time.Duration {
+	if t.Pid == 0 {
+		return 0
+	}
+	d, _ := benchkit.ProcCPU(t.Pid)
+	return d
 }
 
 // stepNames is the names of steps, in order.
