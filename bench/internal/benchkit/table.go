@@ -12,10 +12,35 @@ import (
 // "rubinofs-off" (guard off, watcher on), "rubinofs" (guard enforcing,
 // watcher on, the journal as shipped: on) and "rubinofs-nojournal" (as
 // rubinofs, the journal off). only, if not empty, is a comma-separated list of the
-// targets to make besides native (the -only flag). Each mount is
-// registered with AtExit.
+// targets to make besides native (the -only flag); it may also name
+// targets "bin:LABEL=PATH[:ARG...]", mounts made by an external rubinofs
+// binary (Binary), which come after the named ones in the order given. A
+// name in only that is neither in names nor a bin: spec is an error. Each
+// mount is registered with AtExit.
 func Mount(tmp, only string, names ...string) ([]*Target, error) {
 	var targets []*Target
+	known := map[string]bool{}
+	for _, name := range names {
+		known[name] = true
+	}
+	var specs []BinarySpec
+	for _, f := range strings.Split(only, ",") {
+		switch {
+		case f == "" || known[f]:
+		case strings.HasPrefix(f, BinaryPrefix):
+			spec, err := ParseBinarySpec(f)
+			if err != nil {
+				return nil, err
+			}
+			if known[spec.Label] {
+				return nil, fmt.Errorf("target %q: label %q is taken", f, spec.Label)
+			}
+			known[spec.Label] = true
+			specs = append(specs, spec)
+		default:
+			return nil, fmt.Errorf("unknown target %q (want one of %s, or bin:LABEL=PATH)", f, strings.Join(names, ", "))
+		}
+	}
 	for _, name := range names {
 		if name != "native" && only != "" && !strings.Contains(","+only+",", ","+name+",") {
 			continue
@@ -43,6 +68,13 @@ func Mount(tmp, only string, names ...string) ([]*Target, error) {
 		}
 		targets = append(targets, t)
 	}
+	for _, spec := range specs {
+		t, err := Binary(tmp, spec)
+		if err != nil {
+			return targets, err
+		}
+		targets = append(targets, t)
+	}
 	return targets, nil
 }
 
@@ -57,7 +89,8 @@ type Table struct {
 	Format string
 	// Overheads adds the columns rubinofs / rubinofs-off (the guard's
 	// overhead), rubinofs / rubinofs-nojournal (the journal's) and
-	// rubinofs / loop-1s when those targets ran.
+	// rubinofs / loop-1s when those targets ran; with Binary targets
+	// (A/B builds), the first one over each other one and over loop-1s.
 	Overheads bool
 }
 
@@ -77,6 +110,20 @@ func (tb Table) Print() {
 	}
 	if tb.Overheads && has["rubinofs"] && has["loop-1s"] {
 		extras = append(extras, extra{"rubinofs / loop-1s", "rubinofs", "loop-1s"})
+	}
+	var bins []string
+	for _, t := range tb.Targets {
+		if t.Pid != 0 {
+			bins = append(bins, t.Name)
+		}
+	}
+	if tb.Overheads && len(bins) > 0 {
+		for _, b := range bins[1:] {
+			extras = append(extras, extra{bins[0] + " / " + b, bins[0], b})
+		}
+		if has["loop-1s"] {
+			extras = append(extras, extra{bins[0] + " / loop-1s", bins[0], "loop-1s"})
+		}
 	}
 	fmt.Printf("| phase |")
 	for _, t := range tb.Targets {

@@ -23,8 +23,18 @@ type Target struct {
 	Dir    string         // where the workload runs (the mountpoint of a mount)
 	Back   string         // the backing directory of a mount; Dir for native
 	State  string         // the state directory of a rubinofs mount; "" for others
-	Daemon *daemon.Daemon // the rubinofs daemon, nil for other targets
-	close  func()
+	Daemon *daemon.Daemon // the in-process rubinofs daemon, nil for other targets
+	Pid    int            // the daemon process of a Binary target, 0 for others
+	// journal: a Binary target's build journals (it has
+	// .rubino/self/journal and was not mounted with --journal=false).
+	journal bool
+	close   func()
+}
+
+// Journaled reports whether the target is a rubinofs mount with its change
+// journal on (one that takes checkpoints).
+func (t *Target) Journaled() bool {
+	return t.journal || t.Daemon != nil && t.Daemon.Journal != nil
 }
 
 // Close unmounts a mount (a no-op for native). Idempotent: it is also
@@ -149,9 +159,12 @@ func RubinofsAt(name, back, mnt, state string, mode guard.Mode, progress func(di
 	return t, nil
 }
 
-// Denials is the number of refusals the rubinofs target's guard logged
-// (0 for other targets).
+// Denials is the number of refusals the rubinofs target's guard logged,
+// in-process or a Binary's (0 for other targets).
 func (t *Target) Denials() int {
+	if t.Pid != 0 {
+		return binaryDenials(t.Dir)
+	}
 	if t.Daemon == nil {
 		return 0
 	}
