@@ -19,12 +19,12 @@ import (
 //	pread NAME        read the whole file from offset 0 (up to 64 KiB)
 //	mmap NAME         read the whole file through a shared read-only mapping
 //	mstore NAME DATA  store DATA at offset 0 through a shared writable
-//	                  mapping, kept until close NAME (Python's mmap holds a
-//	                  dup of the descriptor: closing it would send FLUSH)
+//	                  mapping, then msync(MS_SYNC) (a cached handle's pages
+//	                  reach the daemon as WRITEs); the mapping is kept until
+//	                  close NAME (Python's mmap holds a dup of the
+//	                  descriptor: closing it would send FLUSH)
 //	pwrite NAME DATA  write DATA at offset 0
 //	splice NAME DATA  write DATA at offset 0 with splice(2) from a pipe
-//	mstore NAME DATA  store DATA at offset 0 through a shared writable
-//	                  mapping of the whole file, then msync(MS_SYNC)
 //	close NAME        close(2)
 //
 // Every answer is "ok DATA" or "err ERRNO-NAME".
@@ -51,6 +51,7 @@ for line in cin:
         elif op == "mstore":
             mm = mmap.mmap(fds[name], len(rest[0]), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
             mm[0:len(rest[0])] = rest[0].encode()
+            mm.flush()
             maps.setdefault(name, []).append(mm)
             res = ""
         elif op == "pwrite":
@@ -63,12 +64,6 @@ for line in cin:
                 os.splice(r, fds[name], len(rest[0]), offset_dst=0)
             finally:
                 os.close(r); os.close(w)
-            res = ""
-        elif op == "mstore":
-            size = os.fstat(fds[name]).st_size
-            with mmap.mmap(fds[name], size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) as mm:
-                mm[:len(rest[0])] = rest[0].encode()
-                mm.flush()
             res = ""
         elif op == "close":
             for mm in maps.pop(name, []):

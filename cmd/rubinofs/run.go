@@ -39,9 +39,10 @@ func runCommand() *cli.Command {
 			// No pid=: the daemon takes the writer's pid from the FUSE
 			// request, which the kernel translates into the daemon's pid
 			// namespace; os.Getpid() is wrong inside a container's.
-			// With --cgroup, the process moves into its new cgroup first
+			// With --cgroup, the process moves into its new cgroup first;
+			// with --join --cgroup into the session's cgroup after joining
 			// (session.go).
-			spec, undo, err := runSessionSpec(c, mnt)
+			spec, undo, after, err := runSessionSpec(c, mnt)
 			if err != nil {
 				return err
 			}
@@ -50,6 +51,9 @@ func runCommand() *cli.Command {
 			if err != nil {
 				undo()
 				return cli.Exit(fmt.Sprintf("registering the session: %v", err), 1)
+			}
+			if err := after(); err != nil {
+				return err
 			}
 			env := append(os.Environ(), "RUBINO_SESSION="+id, "RUBINO_MOUNT="+mnt)
 			// The root adopts the orphans of its tree (a child subreaper;

@@ -104,27 +104,35 @@ func runCgroupFlags() []cli.Flag {
 // runSessionSpec moves this process into a cgroup when asked (run
 // --cgroup) and returns the sessions/clone spec that registers or joins
 // its session, without cmd=. undo moves the process back and removes a
-// cgroup it made, for when the registration fails.
-func runSessionSpec(c *cli.Context, mnt string) (spec string, undo func(), err error) {
+// cgroup it made, for when the registration fails. after is what to do
+// once the registration succeeded: with --join --cgroup, move into the
+// session's cgroup. That move comes after the join, never before: a
+// process already in the session's cgroup is inside the session, and the
+// daemon lets only a caller outside every session join one.
+func runSessionSpec(c *cli.Context, mnt string) (spec string, undo func(), after func() error, err error) {
 	name := c.String("session")
 	undo = func() {}
+	after = func() error { return nil }
 	if c.Bool("join") {
 		if name == "" {
-			return "", undo, cli.Exit("rubinofs run --join: name the session with --session NAME", exitUsage)
+			return "", undo, after, cli.Exit("rubinofs run --join: name the session with --session NAME", exitUsage)
 		}
 		if c.Bool("harness") {
-			return "", undo, cli.Exit("rubinofs run --join: --harness takes a new session", exitUsage)
+			return "", undo, after, cli.Exit("rubinofs run --join: --harness takes a new session", exitUsage)
 		}
 		if c.Bool("cgroup") {
-			if err := joinSessionCgroup(mnt, name); err != nil {
-				return "", undo, cli.Exit(err.Error(), 1)
+			after = func() error {
+				if err := joinSessionCgroup(mnt, name); err != nil {
+					return cli.Exit(err.Error(), 1)
+				}
+				return nil
 			}
 		}
-		return "join=" + name + " ", undo, nil
+		return "join=" + name + " ", undo, after, nil
 	}
 	if !c.Bool("cgroup") {
 		if c.IsSet("cgroup-parent") {
-			return "", undo, cli.Exit("rubinofs run: --cgroup-parent takes --cgroup", exitUsage)
+			return "", undo, after, cli.Exit("rubinofs run: --cgroup-parent takes --cgroup", exitUsage)
 		}
 		if name != "" {
 			spec = "name=" + name + " "
@@ -132,10 +140,10 @@ func runSessionSpec(c *cli.Context, mnt string) (spec string, undo func(), err e
 		if c.Bool("harness") {
 			spec += "harness=1 "
 		}
-		return spec, undo, nil
+		return spec, undo, after, nil
 	}
 	if c.Bool("harness") {
-		return "", undo, cli.Exit("rubinofs run: --harness takes a process root, not --cgroup", exitUsage)
+		return "", undo, after, cli.Exit("rubinofs run: --harness takes a process root, not --cgroup", exitUsage)
 	}
 	if name == "" {
 		var b [4]byte
@@ -144,13 +152,13 @@ func runSessionSpec(c *cli.Context, mnt string) (spec string, undo func(), err e
 	}
 	from, dir, err := makeSessionCgroup(c.String("cgroup-parent"), name)
 	if err != nil {
-		return "", undo, cli.Exit(err.Error(), 1)
+		return "", undo, after, cli.Exit(err.Error(), 1)
 	}
 	undo = func() {
 		moveSelf(from)
 		os.Remove(dir)
 	}
-	return "name=" + name + " cgroup=self remove=1 ", undo, nil
+	return "name=" + name + " cgroup=self remove=1 ", undo, after, nil
 }
 
 // ownCgroup returns this process's cgroup v2 directory and the hierarchy's
