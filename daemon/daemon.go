@@ -25,6 +25,7 @@ import (
 	"github.com/rubinofs/rubinofs/guard/gitsafe"
 	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/internal/journalctl"
+	"github.com/rubinofs/rubinofs/internal/sessionctl"
 	"github.com/rubinofs/rubinofs/journal"
 	"github.com/rubinofs/rubinofs/tasks"
 	"github.com/rubinofs/rubinofs/watcher"
@@ -266,10 +267,6 @@ func Start(cfg Config) (d *Daemon, err error) {
 			fcfg.JournalExempt = jmatcher
 		}
 	}
-	d.FS, err = fusefs.New(fcfg)
-	if err != nil {
-		return nil, err
-	}
 	// Sessions: callers resolve by process tree; an ended session's
 	// tracker is dropped at once (no process can resolve to it again).
 	d.Sessions = guard.NewSessions()
@@ -283,8 +280,16 @@ func Start(cfg Config) (d *Daemon, err error) {
 		return nil, err
 	}
 	d.Guard.SetHarnessRoots(d.Sessions)
+	fcfg.Sessions = d.Sessions // callers resolve through it, and it knows sessions' owners
+	d.FS, err = fusefs.New(fcfg)
+	if err != nil {
+		return nil, err
+	}
 	d.FS.Plug(journalctl.New(d.Journal, d.FS.CtlHost())) // per-session journal files; off: EOPNOTSUPP
-	d.FS.AttachSessions(d.Sessions)
+	// .rubino/sessions and .rubino/self (docs/DESIGN.md#sessions).
+	d.FS.Plug(sessionctl.New(sessionctl.Config{
+		Registry: d.Sessions, Guard: d.Guard, AllowUnregistered: cfg.AllowUnregistered,
+	}, d.FS.CtlHost()))
 	if cfg.PersistReads && cfg.StateDir != "" {
 		d.loadReads()
 	}

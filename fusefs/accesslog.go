@@ -251,14 +251,14 @@ func (r *alogReader) Close() {
 // reader was attached) is shown to such a reader only when it is the
 // reader's uid's and the reader is outside every session.
 func (f *FS) openAccessLog(c ctltree.Caller) (ctltree.Feed, error) {
-	if f.admin(c) {
+	if f.owners.Admin(c) {
 		return f.observe().alog.open(nil), nil
 	}
 	see := func(sess string, uid uint32) bool {
 		if sess == "-" || sess == guard.UnknownSession {
-			return uid == c.Uid && f.outside(c)
+			return uid == c.Uid && f.owners.Outside(c)
 		}
-		return f.mayActOn(c, sess)
+		return f.owners.MayActOn(c, sess)
 	}
 	return f.observe().alog.open(see), nil
 }

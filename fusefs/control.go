@@ -125,7 +125,7 @@ func (f *FS) readStatus(_ context.Context, _ ctltree.Caller) ([]byte, error) {
 // readErrors lists the failed control writes of the sessions the caller
 // may see (mayActOn): a record names paths and reasons of its session.
 func (f *FS) readErrors(_ context.Context, c ctltree.Caller) ([]byte, error) {
-	recs := f.errs.Records(func(session string) bool { return f.mayActOn(c, session) })
+	recs := f.errs.Records(func(session string) bool { return f.owners.MayActOn(c, session) })
 	return ctltree.JSONLines(recs)
 }
 
@@ -135,10 +135,10 @@ func (f *FS) readErrors(_ context.Context, c ctltree.Caller) ([]byte, error) {
 func (f *FS) readDenials(session string) func(context.Context, ctltree.Caller) ([]byte, error) {
 	return func(_ context.Context, c ctltree.Caller) ([]byte, error) {
 		ds := f.cfg.Guard.Denials(session)
-		if session == "" && !f.admin(c) {
+		if session == "" && !f.owners.Admin(c) {
 			kept := ds[:0:0]
 			for _, d := range ds {
-				if f.mayActOn(c, d.Session) {
+				if f.owners.MayActOn(c, d.Session) {
 					kept = append(kept, d)
 				}
 			}
@@ -156,8 +156,8 @@ func (f *FS) readDenialSummary(session string) func(context.Context, ctltree.Cal
 	return func(_ context.Context, c ctltree.Caller) ([]byte, error) {
 		keep := func(name string) bool { return name == session }
 		if session == "" {
-			keep = func(name string) bool { return f.mayActOn(c, name) }
-			if f.admin(c) {
+			keep = func(name string) bool { return f.owners.MayActOn(c, name) }
+			if f.owners.Admin(c) {
 				keep = nil
 			}
 		}

@@ -1,14 +1,18 @@
 package fusefs
 
 // The mount as the control tree's features see it (docs/DESIGN.md#ctl-room):
-// CtlHost implements ctlhost.Host and the journal feature's
-// journalctl.Host, so features reach the mount through an interface and
-// never import this package.
+// CtlHost implements ctlhost.Host, the journal feature's journalctl.Host
+// and the sessions feature's sessionctl.Host, so features reach the mount
+// through an interface and never import this package.
 
 import (
+	"golang.org/x/sys/unix"
+
 	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/internal/ctlhost"
 	"github.com/rubinofs/rubinofs/internal/journalctl"
+	"github.com/rubinofs/rubinofs/internal/sessionctl"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
@@ -19,21 +23,60 @@ type CtlHost struct{ f *FS }
 var (
 	_ ctlhost.Host    = CtlHost{}
 	_ journalctl.Host = CtlHost{}
+	_ sessionctl.Host = CtlHost{}
 )
 
 // CtlHost returns the host of the control tree's features, to pass to a
 // feature before it is plugged (docs/DESIGN.md#ctl-room).
 func (f *FS) CtlHost() CtlHost { return CtlHost{f} }
 
-// MayActOn is FS.mayActOn (session_owner.go): whether c may see or act on
-// session (docs/DESIGN.md#sessions).
-func (h CtlHost) MayActOn(c ctltree.Caller, session string) bool { return h.f.mayActOn(c, session) }
+// MayActOn is sessionctl.Owners.MayActOn over the mount's owners:
+// whether c may see or act on session (docs/DESIGN.md#sessions).
+func (h CtlHost) MayActOn(c ctltree.Caller, session string) bool {
+	return h.f.owners.MayActOn(c, session)
+}
 
 // CallerRel resolves p as c names it to a workspace-relative path
-// (FS.callerRel, ctl_self.go). Errors are *ctltree.Error: EPERM outside
+// (ctlhost.Mountpoint.CallerRel). Errors are *ctltree.Error: EPERM outside
 // the mount or inside .rubino, EAGAIN for a slow cwd, ESRCH for a gone
 // caller.
-func (h CtlHost) CallerRel(c ctltree.Caller, p string) (string, error) { return h.f.callerRel(c, p) }
+func (h CtlHost) CallerRel(c ctltree.Caller, p string) (string, error) {
+	return h.f.mountpoint.CallerRel(c, p)
+}
+
+// Owners is the mount's session ownership, the one callerOf resolves
+// callers with (docs/DESIGN.md#sessions).
+func (h CtlHost) Owners() *sessionctl.Owners { return h.f.owners }
+
+// SessionFeatures are the plugged ctltree.SessionFeatures in plugging
+// order (Plug).
+func (h CtlHost) SessionFeatures() []ctltree.SessionFeature { return h.f.sessionFeats }
+
+// GuardFiles are session's tracked, denials, denials.summary and why
+// (control.go), for .rubino/sessions/NAME/.
+func (h CtlHost) GuardFiles(session string) []ctltree.Entry {
+	f := h.f
+	return []ctltree.Entry{
+		{Name: "tracked", Node: ctltree.Text(func(c ctltree.Caller) string { return string(f.trackedText(c, session)) })},
+		{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenials(session)}},
+		{Name: "denials.summary", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenialSummary(session)}},
+		{Name: "why", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.whyText(session)) })},
+	}
+}
+
+// LookupTarget is FS.LookupTarget: rel's guard target, following no
+// symlink. Errors: a syscall.Errno.
+func (h CtlHost) LookupTarget(rel string) (guard.Target, error) { return h.f.LookupTarget(rel) }
+
+// Readable reports whether c could open rel for reading itself
+// (accessAs, docs/DESIGN.md#as-caller): nil, or denyReason's refusal.
+func (h CtlHost) Readable(c ctltree.Caller, rel string) *ctltree.Error {
+	cr := credsOf(c)
+	if err := h.f.accessAs(cr, rel, unix.R_OK); err != nil {
+		return denyReason(cr, "read", rel, err)
+	}
+	return nil
+}
 
 // Inspector is the journal.Inspector of the backing workspace
 // (journal_rewind.go).

@@ -39,6 +39,8 @@ import (
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/ignore"
+	"github.com/rubinofs/rubinofs/internal/ctlhost"
+	"github.com/rubinofs/rubinofs/internal/sessionctl"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
@@ -90,7 +92,9 @@ type Config struct {
 	// only when the guard would refuse. nil: none.
 	Tools *ignore.Tools
 	// Sessions resolves caller pids to sessions; nil puts everyone in
-	// DefaultSession.
+	// their uid's default session. When it is also a
+	// sessionctl.OwnerRegistry, it says whose a registered session is
+	// (sessionctl.Owners.MayActOn). Set it here: it is read from New on.
 	Sessions Resolver
 	// AllowUnregistered leaves callers of DefaultSession unguarded
 	// (--unregistered allow).
@@ -151,14 +155,12 @@ type FS struct {
 	crossState // cross-mount locks (crossmount_lock.go)
 	peerState  // peer mounts (peer_mode.go)
 
-	// mountpoint is where the mount is (setMountpoint), for resolving the
-	// paths callers write to control files.
-	mountpoint atomic.Pointer[string]
-	// defaults maps the uids other than the owner's that called from
-	// outside every session to their default session (session_owner.go);
-	// ndefaults counts them, at most MaxDefaultSessions.
-	defaults  sync.Map // uint32 -> string
-	ndefaults atomic.Int32
+	// mountpoint is where the mount is (Mount sets it), for resolving the
+	// paths callers write to control files (CtlHost.CallerRel).
+	mountpoint ctlhost.Mountpoint
+	// owners is the session ownership: each uid's default session and
+	// who may act on a session (docs/DESIGN.md#sessions).
+	owners *sessionctl.Owners
 
 	// server is set once mounted; used for kernel notifications from the
 	// invalidation goroutine only.
@@ -260,6 +262,8 @@ func New(cfg Config) (*FS, error) {
 		ctlInos: make(map[string]uint64),
 		bridged: make(chan struct{}),
 	}
+	ownerReg, _ := cfg.Sessions.(sessionctl.OwnerRegistry)
+	f.owners = sessionctl.NewOwners(cfg.Owner, ownerReg)
 	rootFd, err := openRoot(cfg.BackingPath)
 	if err != nil {
 		return nil, fmt.Errorf("workspace %s: %w", cfg.Workspace, err)
@@ -314,7 +318,7 @@ type caller struct {
 }
 
 // callerOf resolves the request's caller. A caller under no registered
-// session root gets its own uid's default session (FS.defaultSession:
+// session root gets its own uid's default session (sessionctl.Owners.Default:
 // DefaultSession for the mount's owner, "default-U" for uid U); the uid
 // comes from the request header, so this costs no /proc read
 // (docs/DESIGN.md#sessions). RELEASE and some other requests arrive with
@@ -337,7 +341,7 @@ func (f *FS) callerOf(ctx context.Context) caller {
 	if c.session == DefaultSession {
 		// Outside every session: the caller's own uid's default session,
 		// never another uid's (docs/DESIGN.md#sessions).
-		c.session = f.defaultSession(c.uid)
+		c.session = f.owners.Default(c.uid)
 	}
 	return c
 }
@@ -347,7 +351,7 @@ func (f *FS) guarded(c caller) bool {
 	if f.cfg.Guard.Mode() == guard.ModeOff {
 		return false
 	}
-	return !(f.cfg.AllowUnregistered && f.isDefaultSession(c.session))
+	return !(f.cfg.AllowUnregistered && f.owners.IsDefault(c.session))
 }
 
 // exempt reports whether rel is exempt from the guard.
@@ -527,7 +531,7 @@ func (f *FS) guardCaller(c caller) guard.Caller {
 		// A refusal names the session that replaced the file only for a
 		// caller that may see it (docs/DESIGN.md#stale-replaced): every
 		// reader of this session's denials may then see it too.
-		MayName: func(other string) bool { return f.mayActOn(f.ctlCaller(c), other) },
+		MayName: func(other string) bool { return f.owners.MayActOn(f.ctlCaller(c), other) },
 	}
 }
 

@@ -47,7 +47,7 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 	if err := CheckMountpoint(mountpoint, o.AllowNonEmpty); err != nil {
 		return nil, err
 	}
-	f.setMountpoint(mountpoint)
+	f.mountpoint.Set(mountpoint)
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return nil, fmt.Errorf("no /dev/fuse: %w (load the fuse module, or run the container with --device /dev/fuse)", err)
 	}

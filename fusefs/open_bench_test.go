@@ -31,7 +31,7 @@ func BenchmarkRawOpenRelease(b *testing.B) {
 			if err := s.Register("agent", uint32(os.Getpid()), "bench"); err != nil {
 				b.Fatal(err)
 			}
-			f.AttachSessions(s)
+			f.cfg.Sessions = s
 		})
 	})
 	// The caller's cgroup roots a session (docs/DESIGN.md#cgroup-sessions):
@@ -46,7 +46,7 @@ func BenchmarkRawOpenRelease(b *testing.B) {
 			if err := s.RegisterCgroup("agent", cg, "bench", false); err != nil {
 				b.Skip(err)
 			}
-			f.AttachSessions(s)
+			f.cfg.Sessions = s
 		})
 	})
 	// Peer detection on (the default: docs/DESIGN.md#peer-mounts), no peer:

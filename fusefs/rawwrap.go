@@ -104,7 +104,7 @@ func (w *rawWrap) emit(op opID, d time.Duration, st fuse.Status, c *fuse.Caller,
 
 // session names the session of caller c for the access log ("-" for pid
 // 0: RELEASE and FORGET-like requests carry none); a caller outside every
-// session is its uid's default session (FS.defaultSession). The registry
+// session is its uid's default session (sessionctl.Owners.Default). The registry
 // answers within guard.ProcBound: guard.UnknownSession ("-") when the
 // caller's /proc files did not answer by then.
 func (w *rawWrap) session(c *fuse.Caller) string {
@@ -116,7 +116,7 @@ func (w *rawWrap) session(c *fuse.Caller) string {
 		sess = w.fs.cfg.Sessions.Resolve(c.Pid)
 	}
 	if sess == DefaultSession {
-		sess = w.fs.defaultSession(c.Uid)
+		sess = w.fs.owners.Default(c.Uid)
 	}
 	return sess
 }

@@ -16,8 +16,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rubinofs/rubinofs/fusefs"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/sessionctl"
 )
 
 func sessionCommand() *cli.Command {
@@ -197,7 +197,7 @@ func makeSessionCgroup(parent, name string) (from, dir string, err error) {
 		}
 		base = filepath.Join(mnt, p)
 	}
-	dir = filepath.Join(base, fusefs.RunCgroupPrefix+name)
+	dir = filepath.Join(base, sessionctl.RunCgroupPrefix+name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", "", fmt.Errorf("--cgroup: creating the session's cgroup: %v (run as root, or give --cgroup-parent a delegated subtree)", err)
 	}

@@ -1,23 +1,25 @@
-package fusefs
-
-// Session control files: .rubino/sessions/ and .rubino/self, plugged into
-// the control tree as one ctltree.Feature (docs/DESIGN.md#sessions).
+// Package sessionctl is the sessions' control files, .rubino/sessions/
+// and .rubino/self, plugged into the control tree as one ctltree.Feature
+// (docs/DESIGN.md#sessions, docs/DESIGN.md#ctl-room), and the session
+// ownership of a mount (Owners) that decides who may see or act on a
+// session. It reaches the mount only through Host, which package fusefs
+// implements; it never imports the FUSE adapter.
 //
-//   sessions/clone     write "name=NAME pid=PID harness=1 cmd=COMMAND" (each
-//                      optional; the name defaults to a generated id, the
-//                      pid to the writer's), read the id; "cgroup=PATH",
-//                      "keep=1" and "join=NAME" root a session at a cgroup,
-//                      keep one with no root, or join one
-//                      (ctl_sessions_cgroup.go)
-//   sessions/ctl       "end NAME", "rename OLD NEW"
-//   sessions/<id>/     info (JSON), tracked, denials, why, ctl (ctl_self.go),
-//                      checkpoints, changes, journal (internal/journalctl); a
-//                      session known only by its journal log has those
-//                      three alone (not listed)
-//   self               symlink to sessions/<caller's session>
+//	sessions/clone     write "name=NAME pid=PID harness=1 cmd=COMMAND" (each
+//	                   optional; the name defaults to a generated id, the
+//	                   pid to the writer's), read the id; "cgroup=PATH",
+//	                   "keep=1" and "join=NAME" root a session at a cgroup,
+//	                   keep one with no root, or join one (cgroup.go)
+//	sessions/ctl       "end NAME", "rename OLD NEW"
+//	sessions/<id>/     info (JSON), tracked, denials, why (Host.GuardFiles),
+//	                   ctl (self.go), and the plugged session features'
+//	                   files (checkpoints, changes, journal:
+//	                   internal/journalctl); a session known only by its
+//	                   journal log has those three alone (not listed)
+//	self               symlink to sessions/<caller's session>
 //
 // Authorisation (docs/DESIGN.md#sessions): a session belongs to the uid
-// that registered it, and FS.mayActOn (session_owner.go) decides who may
+// that registered it, and Owners.MayActOn (owners.go) decides who may
 // see or act on it: its own processes; from outside every session, its
 // owner's uid; the mount's owner and root from outside every session. A
 // session can never loosen its own guard or another's:
@@ -28,10 +30,11 @@ package fusefs
 //   - A session may end or rename itself, except that ending itself under
 //     --unregistered allow would leave its processes unguarded: EPERM.
 //   - sessions/NAME/ and the end and rename verbs answer only callers
-//     mayActOn allows; the sessions/ listing shows only those sessions.
+//     MayActOn allows; the sessions/ listing shows only those sessions.
 //   - Each uid has at most guard.DefaultMaxPerOwner live sessions (EAGAIN).
 //   - Names are never "default", "default-UID" or an existing session's
 //     (joining a session would share its reads): EEXIST.
+package sessionctl
 
 import (
 	"bytes"
@@ -48,12 +51,13 @@ import (
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/ctlhost"
 )
 
-// SessionRegistry is what the session control files need from the session
-// registry (guard.Sessions implements it).
-type SessionRegistry interface {
-	Resolver
+// Registry is what the session control files need from the session
+// registry (guard.Sessions implements it). Every method is safe for
+// concurrent use.
+type Registry interface {
 	// RegisterFor registers pid as the root of session name owned by uid
 	// owner, an agent harness when harness is set
 	// (guard.Sessions.RegisterFor).
@@ -67,40 +71,84 @@ type SessionRegistry interface {
 	IsDescendant(pid, ancestor uint32) bool
 }
 
-// sessionsFeature is .rubino/sessions and .rubino/self over one session
-// registry: the ctltree.Feature AttachSessions plugs in.
-type sessionsFeature struct {
-	f   *FS
-	reg SessionRegistry
+// Host is what the session control files need from the mount beyond
+// ctlhost.Host; package fusefs implements it. Every method is safe for
+// concurrent use and never waits on the calling process
+// (docs/DESIGN.md#no-wait-on-caller).
+type Host interface {
+	ctlhost.Host
+	// Owners is the mount's session ownership, the one its callers
+	// resolve with (ctlhost.Host.MayActOn asks it too).
+	Owners() *Owners
+	// SessionFeatures are the plugged ctltree.SessionFeatures, in
+	// plugging order: their files follow the session's own in its
+	// directory, and their verbs come first in sessions/NAME/ctl.
+	SessionFeatures() []ctltree.SessionFeature
+	// GuardFiles are session's guard files, as .rubino/guard/ has them
+	// for the caller's own session: tracked, denials, denials.summary
+	// and why, in that order.
+	GuardFiles(session string) []ctltree.Entry
+	// LookupTarget stats the workspace-relative path rel beneath the
+	// backing root, following no symlink (ELOOP for one on the way), and
+	// returns its guard target. Errors: a syscall.Errno.
+	LookupTarget(rel string) (guard.Target, error)
+	// Readable reports whether c could open rel for reading itself
+	// (docs/DESIGN.md#as-caller): nil, or the refusal (EACCES, or the
+	// errno of the check) with its reason.
+	Readable(c ctltree.Caller, rel string) *ctltree.Error
+}
+
+// Config configures the sessions feature.
+type Config struct {
+	// Registry is the session registry the files drive. Required.
+	Registry Registry
+	// Guard holds the sessions' read records and denials. Required.
+	Guard *guard.Guard
+	// AllowUnregistered is --unregistered allow: the default sessions
+	// are unguarded, and a session may not end itself.
+	AllowUnregistered bool
+}
+
+// Feature is .rubino/sessions and .rubino/self over one session registry:
+// a ctltree.Feature, plugged with fusefs.FS.Plug before mounting. Safe for
+// concurrent use.
+type Feature struct {
+	cfg    Config
+	reg    Registry
+	host   Host
+	owners *Owners
+}
+
+var _ ctltree.Feature = (*Feature)(nil)
+
+// New returns the sessions feature over cfg and host.
+func New(cfg Config, host Host) *Feature {
+	return &Feature{cfg: cfg, reg: cfg.Registry, host: host, owners: host.Owners()}
 }
 
 // CtlEntries builds .rubino/sessions and .rubino/self.
-func (s sessionsFeature) CtlEntries() []ctltree.Entry {
-	f, reg := s.f, s.reg
+func (s *Feature) CtlEntries() []ctltree.Entry {
+	reg, owners := s.reg, s.owners
 	perSession := func(name string) ctltree.Node {
-		return ctltree.NewDir(append([]ctltree.Entry{
-			{Name: "info", Node: ctltree.Text(func(ctltree.Caller) string { return s.info(name) })},
-			{Name: "tracked", Node: ctltree.Text(func(c ctltree.Caller) string { return string(f.trackedText(c, name)) })},
-			{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenials(name)}},
-			{Name: "denials.summary", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenialSummary(name)}},
-			{Name: "why", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.whyText(name)) })},
-			{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Write: f.selfCtl(name)}},
-		}, s.sessionFeatEntries(name)...)...) // the journal's (docs/DESIGN.md#ctl-room)
+		entries := []ctltree.Entry{{Name: "info", Node: ctltree.Text(func(ctltree.Caller) string { return s.info(name) })}}
+		entries = append(entries, s.host.GuardFiles(name)...)
+		entries = append(entries, ctltree.Entry{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Write: s.selfCtl(name)}})
+		return ctltree.NewDir(append(entries, s.sessionFeatEntries(name)...)...) // the journal's (docs/DESIGN.md#ctl-room)
 	}
-	// names lists the sessions c may see (mayActOn): the default
+	// names lists the sessions c may see (MayActOn): the default
 	// sessions, then the registry's.
 	names := func(c ctltree.Caller) []string {
 		var out []string
 		seen := map[string]bool{}
 		add := func(name string) {
-			if !seen[name] && f.mayActOn(c, name) {
+			if !seen[name] && owners.MayActOn(c, name) {
 				seen[name] = true
 				out = append(out, name)
 			}
 		}
-		add(DefaultSession)
+		add(guard.DefaultSession)
 		add(c.Session)
-		defs := f.defaultSessions()
+		defs := owners.Defaults()
 		sort.Strings(defs)
 		for _, n := range defs {
 			add(n)
@@ -119,7 +167,7 @@ func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 		},
 		List: func(c ctltree.Caller) []string { return names(c) },
 		Lookup: func(c ctltree.Caller, name string) ctltree.Node {
-			if !f.mayActOn(c, name) {
+			if !owners.MayActOn(c, name) {
 				return nil // ENOENT: not this caller's to see
 			}
 			for _, n := range names(c) {
@@ -131,7 +179,7 @@ func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 			// forgotten, or from before a restart of the daemon) keeps
 			// its journal: those files alone, not listed.
 			var kept []ctltree.Entry
-			for _, sf := range f.sessionFeats {
+			for _, sf := range s.host.SessionFeatures() {
 				if sf.KeepsSession(name) {
 					kept = append(kept, sf.SessionEntries(name)...)
 				}
@@ -148,20 +196,12 @@ func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 
 // sessionFeatEntries are the plugged session features' files in session
 // name's directory, in plugging order.
-func (s sessionsFeature) sessionFeatEntries(name string) []ctltree.Entry {
+func (s *Feature) sessionFeatEntries(name string) []ctltree.Entry {
 	var out []ctltree.Entry
-	for _, sf := range s.f.sessionFeats {
+	for _, sf := range s.host.SessionFeatures() {
 		out = append(out, sf.SessionEntries(name)...)
 	}
 	return out
-}
-
-// AttachSessions installs the session registry: callers resolve through it
-// and .rubino/sessions and .rubino/self appear (plugged like every other
-// control-tree feature). Call before mounting.
-func (f *FS) AttachSessions(reg SessionRegistry) {
-	f.cfg.Sessions = reg
-	f.Plug(sessionsFeature{f: f, reg: reg})
 }
 
 // Limits of the session control files.
@@ -193,7 +233,7 @@ type sessionSpec struct {
 	// reads do not count (docs/DESIGN.md#scanner-reads).
 	Harness bool
 	// Rootless are the fields of sessions rooted elsewhere than at a
-	// process: cgroup=, remove=, keep=, join= (ctl_sessions_cgroup.go).
+	// process: cgroup=, remove=, keep=, join= (cgroup.go).
 	Rootless rootlessSpec
 }
 
@@ -295,20 +335,20 @@ func clipText(s string, n int) string {
 }
 
 // register registers the session a sessions/clone write asks for.
-func (s sessionsFeature) register(c ctltree.Caller, spec []byte) (string, error) {
+func (s *Feature) register(c ctltree.Caller, spec []byte) (string, error) {
 	reg := s.reg
 	sp, err := parseSessionSpec(spec)
 	if err != nil {
 		return "", err
 	}
 	if sp.Rootless.set() {
-		return s.registerRootless(c, sp) // ctl_sessions_cgroup.go
+		return s.registerRootless(c, sp) // cgroup.go
 	}
 	name, pid := sp.Name, sp.Pid
 	if pid == 0 {
 		pid = c.Pid
 	}
-	if !s.f.admin(c) && !reg.IsDescendant(pid, c.Pid) {
+	if !s.owners.Admin(c) && !reg.IsDescendant(pid, c.Pid) {
 		return "", ctltree.Errorf(syscall.EPERM, "pid %d is neither the caller (%d) nor one of its descendants", pid, c.Pid)
 	}
 	if name == "" {
@@ -386,7 +426,7 @@ func parseSessionCommand(line string) (sessionCmd, error) {
 		return sessionCmd{}, ctltree.Errorf(syscall.EINVAL, "empty command: %s", sessionCmdUsage)
 	}
 	existing := func(name string) error {
-		if name == DefaultSession {
+		if name == guard.DefaultSession {
 			return nil
 		}
 		if err := guard.ValidSessionName(name); err != nil {
@@ -416,18 +456,18 @@ func parseSessionCommand(line string) (sessionCmd, error) {
 }
 
 // command runs "end NAME" or "rename OLD NEW".
-func (s sessionsFeature) command(c ctltree.Caller, line string) error {
-	f, reg := s.f, s.reg
+func (s *Feature) command(c ctltree.Caller, line string) error {
+	reg := s.reg
 	cmd, err := parseSessionCommand(line)
 	if err != nil {
 		return err
 	}
-	if err := f.mayActOnErr(c, cmd.Name); err != nil {
+	if err := s.owners.MayActOnErr(c, cmd.Name); err != nil {
 		return err
 	}
 	switch cmd.Verb {
 	case "end":
-		if c.Session == cmd.Name && f.cfg.AllowUnregistered {
+		if c.Session == cmd.Name && s.cfg.AllowUnregistered {
 			return ctltree.Errorf(syscall.EPERM, "ending session %s would leave its processes unguarded (--unregistered allow)", cmd.Name)
 		}
 		if err := reg.End(cmd.Name); err != nil {
@@ -437,20 +477,19 @@ func (s sessionsFeature) command(c ctltree.Caller, line string) error {
 		if err := reg.Rename(cmd.Name, cmd.New); err != nil {
 			return sessionErrnos.Map(err)
 		}
-		f.cfg.Guard.RenameSession(cmd.Name, cmd.New)
+		s.cfg.Guard.RenameSession(cmd.Name, cmd.New)
 	}
 	return nil
 }
 
 // info renders sessions/<name>/info.
-func (s sessionsFeature) info(name string) string {
-	f := s.f
+func (s *Feature) info(name string) string {
 	doc := map[string]any{"name": name}
-	if uid, ok := guard.DefaultSessionUID(name, f.cfg.Owner); ok {
+	if uid, ok := guard.DefaultSessionUID(name, s.owners.MountOwner()); ok {
 		doc["root_pid"] = 0
 		doc["owner"] = uid
 		doc["command"] = fmt.Sprintf("(callers of uid %d under no session)", uid)
-		doc["guarded"] = !f.cfg.AllowUnregistered
+		doc["guarded"] = !s.cfg.AllowUnregistered
 	}
 	for _, si := range s.reg.List() {
 		if si.Name == name {
@@ -461,13 +500,13 @@ func (s sessionsFeature) info(name string) string {
 			doc["live"] = si.Live
 			doc["guarded"] = true
 			doc["harness"] = si.Harness
-			rootInfo(doc, si) // ctl_sessions_cgroup.go: root_kind, root_path
+			rootInfo(doc, si) // cgroup.go: root_kind, root_path
 		}
 	}
-	doc["tracked"] = f.cfg.Guard.RecordCount(name)
+	doc["tracked"] = s.cfg.Guard.RecordCount(name)
 	// Every refusal since the mount, not the lines the log still holds
 	// (docs/DESIGN.md#denial-summary).
-	den, warn := f.cfg.Guard.DenialCount(name)
+	den, warn := s.cfg.Guard.DenialCount(name)
 	doc["denials"], doc["warnings"] = den, warn
 	b, _ := json.MarshalIndent(doc, "", "  ")
 	return string(b) + "\n"

@@ -1,4 +1,4 @@
-package fusefs
+package sessionctl
 
 // The per-session control file .rubino/sessions/NAME/ctl (reachable as
 // .rubino/self/ctl): a harness declares what its model was shown, since in
@@ -24,7 +24,7 @@ package fusefs
 // or a caller outside the session (below); EAGAIN when the caller's cwd
 // could not be read within guard.ProcBound (it is in execve).
 //
-// Authorisation follows the other session control files (FS.mayActOn):
+// Authorisation follows the other session control files (Owners.MayActOn):
 // the session's own processes (the harness and its descendants, such as
 // hook processes), and from outside every session the session's owner uid,
 // the mount's owner and root, may write it; anyone else gets EPERM, so no
@@ -32,13 +32,10 @@ package fusefs
 
 import (
 	"errors"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"unicode/utf8"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
@@ -107,28 +104,28 @@ func parseSelfCommand(line string) (selfCmd, error) {
 }
 
 // selfCtl is the Write handler of sessions/NAME/ctl.
-func (f *FS) selfCtl(name string) func(c ctltree.Caller, cmd []byte) error {
+func (s *Feature) selfCtl(name string) func(c ctltree.Caller, cmd []byte) error {
 	return func(c ctltree.Caller, b []byte) error {
-		for _, sf := range f.sessionFeats { // the journal's verbs (docs/DESIGN.md#ctl-room)
+		for _, sf := range s.host.SessionFeatures() { // the journal's verbs (docs/DESIGN.md#ctl-room)
 			if handled, err := sf.SessionCtl(c, name, b); handled {
 				return err
 			}
 		}
-		if !f.mayActOn(c, name) {
+		if !s.owners.MayActOn(c, name) {
 			// EPERM: no session may declare reads for another; only the
 			// session's owner uid, the mount's owner and root, from
-			// outside every session, may (session_owner.go).
+			// outside every session, may (owners.go).
 			return ctltree.Errorf(syscall.EPERM, "session %s (uid %d) may not declare reads for session %s", c.Session, c.Uid, name)
 		}
 		cmd, err := parseSelfCommand(string(b))
 		if err != nil {
 			return err
 		}
-		rel, err := f.callerRel(c, cmd.Path)
+		rel, err := s.host.CallerRel(c, cmd.Path)
 		if err != nil {
 			return err
 		}
-		t, err := f.LookupTarget(rel)
+		t, err := s.host.LookupTarget(rel)
 		if err != nil {
 			var errno syscall.Errno
 			if errors.As(err, &errno) && errno == syscall.ENOENT {
@@ -139,13 +136,12 @@ func (f *FS) selfCtl(name string) func(c ctltree.Caller, cmd []byte) error {
 		if t.Stat.Mode&syscall.S_IFMT != syscall.S_IFREG {
 			return ctltree.Errorf(syscall.EINVAL, "%s is not a regular file", rel)
 		}
-		g := f.cfg.Guard
+		g := s.cfg.Guard
 		switch cmd.Verb {
 		case "read":
 			// Only what the writer could read itself (docs/DESIGN.md#as-caller):
 			// a declaration records the file's hash, which tracked shows.
-			if err := f.accessAs(credsOf(c), rel, unix.R_OK); err != nil {
-				e := denyReason(credsOf(c), "read", rel, err)
+			if e := s.host.Readable(c, rel); e != nil {
 				e.Msg += "; declare only files the writer can open for reading"
 				return e
 			}
@@ -161,50 +157,4 @@ func (f *FS) selfCtl(name string) func(c ctltree.Caller, cmd []byte) error {
 		}
 		return nil
 	}
-}
-
-// callerRel resolves p, as the caller c names it, to a workspace-relative
-// path: an absolute p must lie inside the mount (as seen from the daemon's
-// mount namespace), a relative one is joined to the caller's cwd
-// (/proc/PID/cwd, read within guard.ProcBound). Errors are *ctltree.Error:
-// EPERM for a path outside the mount or inside .rubino, EAGAIN when the
-// cwd did not answer in time, ESRCH when the caller is gone.
-func (f *FS) callerRel(c ctltree.Caller, p string) (string, error) {
-	if !filepath.IsAbs(p) {
-		cwd, err := guard.ReadlinkProc("/proc/" + strconv.FormatUint(uint64(c.Pid), 10) + "/cwd")
-		switch {
-		case errors.Is(err, guard.ErrProcSlow):
-			return "", ctltree.Errorf(syscall.EAGAIN, "the caller's cwd did not answer in time: %v", err)
-		case err != nil:
-			return "", ctltree.Errorf(syscall.ESRCH, "the caller's cwd: %v", err)
-		}
-		p = filepath.Join(cwd, p)
-	}
-	p = filepath.Clean(p)
-	mnt := f.mountpoint.Load()
-	if mnt == nil {
-		return "", ctltree.Errorf(syscall.EPERM, "%s is outside the mount", ctltree.Clip(p))
-	}
-	rel, err := filepath.Rel(*mnt, p)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return "", ctltree.Errorf(syscall.EPERM, "%s is outside the mount %s", ctltree.Clip(p), *mnt)
-	}
-	if rel == ctltree.DirName || strings.HasPrefix(rel, ctltree.DirName+"/") {
-		return "", ctltree.Errorf(syscall.EPERM, "%s is a control file, not a workspace file", ctltree.Clip(p))
-	}
-	return rel, nil
-}
-
-// setMountpoint records where the mount is, for callerRel: the absolute
-// path with symlinks resolved, as /proc/PID/cwd shows paths. Called by
-// Mount before mounting.
-func (f *FS) setMountpoint(mountpoint string) {
-	p, err := filepath.Abs(mountpoint)
-	if err != nil {
-		return
-	}
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		p = r
-	}
-	f.mountpoint.Store(&p)
 }

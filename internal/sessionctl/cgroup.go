@@ -1,4 +1,4 @@
-package fusefs
+package sessionctl
 
 // Sessions not rooted at a process, through .rubino/sessions/clone
 // (docs/DESIGN.md#cgroup-sessions):
@@ -31,7 +31,7 @@ import (
 )
 
 // CgroupRegistry is what the rootless fields of sessions/clone need from
-// the session registry beyond SessionRegistry (guard.Sessions implements
+// the session registry beyond Registry (guard.Sessions implements
 // it). A registry without it refuses them with ENOTSUP.
 type CgroupRegistry interface {
 	// RegisterCgroupFor roots session name, owned by uid owner, at
@@ -156,18 +156,18 @@ func (r rootlessSpec) check(sp sessionSpec) error {
 }
 
 // registerRootless serves a sessions/clone write with a rootless field.
-func (s sessionsFeature) registerRootless(c ctltree.Caller, sp sessionSpec) (string, error) {
+func (s *Feature) registerRootless(c ctltree.Caller, sp sessionSpec) (string, error) {
 	creg, ok := s.reg.(CgroupRegistry)
 	if !ok {
 		return "", ctltree.Errorf(syscall.ENOTSUP, "this mount's session registry has no cgroup, kept or joined sessions")
 	}
-	owner := s.f.admin(c)
+	owner := s.owners.Admin(c)
 	r := sp.Rootless
 	if r.Join != "" {
-		if !s.f.outside(c) {
+		if !s.owners.Outside(c) {
 			return "", ctltree.Errorf(syscall.EPERM, "only a caller outside every session may join a session (joining shares its reads)")
 		}
-		if err := s.f.mayActOnErr(c, r.Join); err != nil {
+		if err := s.owners.MayActOnErr(c, r.Join); err != nil {
 			return "", err
 		}
 		pid := sp.Pid
@@ -182,7 +182,7 @@ func (s sessionsFeature) registerRootless(c ctltree.Caller, sp sessionSpec) (str
 		}
 		return r.Join, nil
 	}
-	if r.Keep && !s.f.outside(c) {
+	if r.Keep && !s.owners.Outside(c) {
 		return "", ctltree.Errorf(syscall.EPERM, "only a caller outside every session may keep a session with no root")
 	}
 	name := sp.Name
@@ -219,7 +219,7 @@ func (s sessionsFeature) registerRootless(c ctltree.Caller, sp sessionSpec) (str
 // ownCgroup refuses (EPERM) a cgroup that holds a process other than
 // pid's process and its descendants: rooting a session there would take
 // in another's processes, which could then use the caller's reads.
-func (s sessionsFeature) ownCgroup(creg CgroupRegistry, cg string, pid uint32) error {
+func (s *Feature) ownCgroup(creg CgroupRegistry, cg string, pid uint32) error {
 	procs, err := creg.CgroupProcs(cg, maxCgroupCheck)
 	if err != nil {
 		if errors.Is(err, guard.ErrNoCgroup) || errors.Is(err, guard.ErrInvalidCgroup) {
