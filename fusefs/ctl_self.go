@@ -109,7 +109,7 @@ func parseSelfCommand(line string) (selfCmd, error) {
 // selfCtl is the Write handler of sessions/NAME/ctl.
 func (f *FS) selfCtl(name string) func(c ctltree.Caller, cmd []byte) error {
 	return func(c ctltree.Caller, b []byte) error {
-		for _, sf := range f.sessionFeats { // the journal's verbs (docs/DESIGN.md#ctl-room)
+		for _, sf := range f.ctl.SessionFeatures() { // the journal's verbs (docs/DESIGN.md#ctl-room)
 			if handled, err := sf.SessionCtl(c, name, b); handled {
 				return err
 			}

@@ -131,7 +131,7 @@ func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 			// forgotten, or from before a restart of the daemon) keeps
 			// its journal: those files alone, not listed.
 			var kept []ctltree.Entry
-			for _, sf := range f.sessionFeats {
+			for _, sf := range f.ctl.SessionFeatures() {
 				if sf.KeepsSession(name) {
 					kept = append(kept, sf.SessionEntries(name)...)
 				}
@@ -150,7 +150,7 @@ func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 // name's directory, in plugging order.
 func (s sessionsFeature) sessionFeatEntries(name string) []ctltree.Entry {
 	var out []ctltree.Entry
-	for _, sf := range s.f.sessionFeats {
+	for _, sf := range s.f.ctl.SessionFeatures() {
 		out = append(out, sf.SessionEntries(name)...)
 	}
 	return out
