@@ -26,6 +26,7 @@ type CtlHost struct{ f *FS }
 
 var (
 	_ ctlhost.Host    = CtlHost{}
+	_ ctlhost.Room    = CtlHost{}
 	_ ctlfs.Host      = CtlHost{}
 	_ journalctl.Host = CtlHost{}
 )
@@ -100,16 +101,15 @@ func (f *FS) Plug(feat ctltree.Feature) { f.ctl.Plug(feat) }
 // registry, ...): ctlfs.Tree.AddStatus. Safe for concurrent use.
 func (f *FS) AddStatus(fn StatusFunc) { f.ctl.AddStatus(fn) }
 
-// The guard files of a session's directory, for the session control files
-// (ctl_sessions.go) until they take a host of their own:
-// ctlfs.Tree.SessionGuardEntries.
-func (f *FS) trackedText(c ctltree.Caller, session string) []byte { return f.ctl.Tracked(c, session) }
-func (f *FS) whyText(session string) []byte                       { return f.ctl.Why(session) }
-func (f *FS) readDenials(session string) func(context.Context, ctltree.Caller) ([]byte, error) {
-	return f.ctl.Denials(session)
-}
-func (f *FS) readDenialSummary(session string) func(context.Context, ctltree.Caller) ([]byte, error) {
-	return f.ctl.DenialSummary(session)
+// SessionFeatures are the plugged ctltree.SessionFeatures in plugging
+// order (ctlfs.Tree.SessionFeatures), for the sessions feature.
+func (h CtlHost) SessionFeatures() []ctltree.SessionFeature { return h.f.ctl.SessionFeatures() }
+
+// SessionGuardEntries are the guard files of session's directory
+// (ctlfs.Tree.SessionGuardEntries): tracked, denials, denials.summary,
+// why.
+func (h CtlHost) SessionGuardEntries(session string) []ctltree.Entry {
+	return h.f.ctl.SessionGuardEntries(session)
 }
 
 // ctlCaller converts a FUSE caller for ctltree handlers: Privileged is

@@ -78,14 +78,10 @@ type sessionsFeature struct {
 func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 	f, reg := s.f, s.reg
 	perSession := func(name string) ctltree.Node {
-		return ctltree.NewDir(append([]ctltree.Entry{
-			{Name: "info", Node: ctltree.Text(func(ctltree.Caller) string { return s.info(name) })},
-			{Name: "tracked", Node: ctltree.Text(func(c ctltree.Caller) string { return string(f.trackedText(c, name)) })},
-			{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenials(name)}},
-			{Name: "denials.summary", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenialSummary(name)}},
-			{Name: "why", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.whyText(name)) })},
-			{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Write: f.selfCtl(name)}},
-		}, s.sessionFeatEntries(name)...)...) // the journal's (docs/DESIGN.md#ctl-room)
+		entries := []ctltree.Entry{{Name: "info", Node: ctltree.Text(func(ctltree.Caller) string { return s.info(name) })}}
+		entries = append(entries, f.ctl.SessionGuardEntries(name)...) // tracked, denials, denials.summary, why
+		entries = append(entries, ctltree.Entry{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Write: f.selfCtl(name)}})
+		return ctltree.NewDir(append(entries, s.sessionFeatEntries(name)...)...) // the journal's (docs/DESIGN.md#ctl-room)
 	}
 	// names lists the sessions c may see (mayActOn): the default
 	// sessions, then the registry's.

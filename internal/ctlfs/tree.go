@@ -164,3 +164,5 @@ func (t *Tree) LookupRoot(ctx context.Context, parent *fs.Inode, out *fuse.Entry
 func (t *Tree) readme() string {
 	return fmt.Sprintf(controlReadme, ctltree.MaxErrors, t.cfg.Guard.DenialLogStats().MaxLines, guard.MaxSummaryKeys)
 }
+
+var _ ctlhost.Room = (*Tree)(nil)
