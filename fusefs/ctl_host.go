@@ -105,11 +105,11 @@ func (f *FS) AddStatus(fn StatusFunc) { f.ctl.AddStatus(fn) }
 // order (ctlfs.Tree.SessionFeatures), for the sessions feature.
 func (h CtlHost) SessionFeatures() []ctltree.SessionFeature { return h.f.ctl.SessionFeatures() }
 
-// SessionGuardEntries are the guard files of session's directory
-// (ctlfs.Tree.SessionGuardEntries): tracked, denials, denials.summary,
+// GuardFiles are the guard files of session's directory
+// (ctlfs.Tree.GuardFiles): tracked, denials, denials.summary,
 // why.
-func (h CtlHost) SessionGuardEntries(session string) []ctltree.Entry {
-	return h.f.ctl.SessionGuardEntries(session)
+func (h CtlHost) GuardFiles(session string) []ctltree.Entry {
+	return h.f.ctl.GuardFiles(session)
 }
 
 // ctlCaller converts a FUSE caller for ctltree handlers: Privileged is

@@ -79,7 +79,7 @@ func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 	f, reg := s.f, s.reg
 	perSession := func(name string) ctltree.Node {
 		entries := []ctltree.Entry{{Name: "info", Node: ctltree.Text(func(ctltree.Caller) string { return s.info(name) })}}
-		entries = append(entries, f.ctl.SessionGuardEntries(name)...) // tracked, denials, denials.summary, why
+		entries = append(entries, f.ctl.GuardFiles(name)...) // tracked, denials, denials.summary, why
 		entries = append(entries, ctltree.Entry{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Write: f.selfCtl(name)}})
 		return ctltree.NewDir(append(entries, s.sessionFeatEntries(name)...)...) // the journal's (docs/DESIGN.md#ctl-room)
 	}

@@ -3,7 +3,7 @@ package ctlfs
 // The base files of /.rubino: README, status, errors, and guard/ (the
 // caller's session's read records and denials), with the per-session
 // copies of the guard files the sessions feature shows in
-// sessions/NAME/ (SessionGuardEntries).
+// sessions/NAME/ (GuardFiles).
 
 import (
 	"context"
@@ -74,12 +74,12 @@ func (t *Tree) baseTree() *ctltree.Dir {
 	return ctltree.NewDir(entries...)
 }
 
-// SessionGuardEntries are the guard files of session's directory,
+// GuardFiles are the guard files of session's directory,
 // .rubino/sessions/NAME/ (docs/DESIGN.md#sessions), in this order:
 // tracked (Tracked), denials (Denials), denials.summary (DenialSummary)
 // and why (Why). Access to the directory is checked by the sessions
 // feature, not here.
-func (t *Tree) SessionGuardEntries(session string) []ctltree.Entry {
+func (t *Tree) GuardFiles(session string) []ctltree.Entry {
 	return []ctltree.Entry{
 		{Name: "tracked", Node: ctltree.Text(func(c ctltree.Caller) string { return string(t.Tracked(c, session)) })},
 		{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: t.Denials(session)}},

@@ -74,8 +74,8 @@ func TestTreeOverAFakeHost(t *testing.T) {
 	if got := strings.Join(names, " "); got != "README status errors guard feat" {
 		t.Fatalf("root lists %q", got)
 	}
-	if len(tr.SessionFeatures()) != 1 || len(tr.SessionGuardEntries("a")) != 4 {
-		t.Fatalf("session features %d, guard entries %d", len(tr.SessionFeatures()), len(tr.SessionGuardEntries("a")))
+	if len(tr.SessionFeatures()) != 1 || len(tr.GuardFiles("a")) != 4 {
+		t.Fatalf("session features %d, guard entries %d", len(tr.SessionFeatures()), len(tr.GuardFiles("a")))
 	}
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(read(t, tr, c, "status")), &doc); err != nil || doc["feat"] != 7.0 || doc["version"] != "v" {

@@ -36,9 +36,9 @@ type Room interface {
 	// offered to them before the session's own verbs
 	// (docs/DESIGN.md#ctl-room). The slice is shared: do not modify it.
 	SessionFeatures() []ctltree.SessionFeature
-	// SessionGuardEntries are the guard files of sessions/NAME/, in this
+	// GuardFiles are the guard files of sessions/NAME/, in this
 	// order: tracked, denials, denials.summary, why (the caller's own
 	// session's are .rubino/guard/). Access to the directory is the
 	// sessions feature's to check (MayActOn).
-	SessionGuardEntries(session string) []ctltree.Entry
+	GuardFiles(session string) []ctltree.Entry
 }
