@@ -1,7 +1,8 @@
 // Package ctltree describes the rubinofs control tree (/.rubino) as plain Go
 // values, with no FUSE import. Features (status, guard, sessions, agents,
-// compaction) build their files from the five node kinds below; the fusefs
-// package renders one generic virtual-file mechanism for all of them.
+// compaction) build their files from the five node kinds below; the
+// control tree's room, internal/ctlfs, renders one generic virtual-file
+// mechanism for all of them.
 //
 // The model is Plan 9's /net: read-only files for state, append files for
 // streams of records, ctl files that take one command per write(2), and clone
@@ -11,7 +12,7 @@
 // Errors: a handler returns *Error to choose the errno that reaches the caller
 // (EINVAL for malformed input, ENOENT for unknown ids, EPERM for an
 // unauthorised caller, EAGAIN for a refused spawn, ...) together with a
-// readable reason. fusefs records the reason: the next read on the same handle
+// readable reason. internal/ctlfs records the reason: the next read on the same handle
 // returns "error: REASON\n" once, and /.rubino/errors keeps a bounded log. Any
 // other non-nil error reaches the caller as EIO.
 //
@@ -47,8 +48,8 @@ const MaxWrite = 1 << 20
 // nothing of it reaches the handler.
 const MaxLine = MaxWrite
 
-// Caller identifies who issued a control-file operation. fusefs fills it from
-// the FUSE request header (pid, uid, gid) and resolves the session.
+// Caller identifies who issued a control-file operation. The mount fills it
+// from the FUSE request header (pid, uid, gid) and resolves the session.
 type Caller struct {
 	Pid     uint32 // caller's thread-group id as the kernel reported it; 0 when unknown
 	Uid     uint32 // caller's fs uid
@@ -94,7 +95,7 @@ func ErrnoOf(err error) syscall.Errno {
 // ErrWouldBlock is what a blocking Read handler or Feed returns at once,
 // instead of waiting, when NonBlocking(ctx) is true and nothing is ready:
 // the reader sees EAGAIN, as from an empty pipe opened with O_NONBLOCK. It
-// is not a failure: fusefs neither logs it in /.rubino/errors nor turns it
+// is not a failure: internal/ctlfs neither logs it in /.rubino/errors nor turns it
 // into the handle's "error: REASON" line, and a later read tries again.
 var ErrWouldBlock = &Error{Errno: syscall.EAGAIN, Msg: "nothing to read yet and the file was opened with O_NONBLOCK"}
 
@@ -102,7 +103,7 @@ var ErrWouldBlock = &Error{Errno: syscall.EAGAIN, Msg: "nothing to read yet and 
 type nonBlockKey struct{}
 
 // WithNonBlocking returns ctx marked as a read of a handle opened with
-// O_NONBLOCK; fusefs marks every read of such a handle.
+// O_NONBLOCK; internal/ctlfs marks every read of such a handle.
 func WithNonBlocking(ctx context.Context) context.Context {
 	return context.WithValue(ctx, nonBlockKey{}, true)
 }
@@ -131,7 +132,8 @@ type Dir struct {
 	// List returns the names of the dynamic children, in display order.
 	List func(c Caller) []string
 	// Lookup resolves one dynamic child; nil means ENOENT. Names are never
-	// paths: fusefs never passes a name containing '/' or equal to "." / "..".
+	// paths: internal/ctlfs never passes a name containing '/' or equal
+	// to "." / "..".
 	Lookup func(c Caller, name string) Node
 }
 

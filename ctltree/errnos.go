@@ -4,7 +4,19 @@ import (
 	"context"
 	"errors"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
+
+// ErrnoName returns the symbolic name of an errno ("EINVAL"), as
+// /.rubino/errors, the metrics and the access log show it; an errno
+// without one is shown as its message.
+func ErrnoName(e syscall.Errno) string {
+	if name := unix.ErrnoName(e); name != "" {
+		return name
+	}
+	return e.Error()
+}
 
 // ErrnoRule maps one kind of domain error to the errno a control-file caller
 // sees. Match reports whether the rule applies to err.

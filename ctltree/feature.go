@@ -11,9 +11,9 @@ const DirName = ".rubino"
 const TaskSessionPrefix = "task-"
 
 // Feature is one part of the control tree: the way every feature (sessions,
-// agents, compaction) plugs into /.rubino. fusefs calls CtlEntries once, when
-// the feature is plugged in before mounting, and adds the entries under the
-// control tree's root in that order.
+// agents, compaction) plugs into /.rubino. internal/ctlfs (Tree.Plug) calls
+// CtlEntries once, when the feature is plugged in before mounting, and adds
+// the entries under the control tree's root in that order.
 type Feature interface {
 	CtlEntries() []Entry
 }

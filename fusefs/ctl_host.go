@@ -1,15 +1,20 @@
 package fusefs
 
-// The mount as the control tree's features see it (docs/DESIGN.md#ctl-room):
-// CtlHost implements ctlhost.Host, the journal feature's journalctl.Host
-// and the sessions feature's sessionctl.Host, so features reach the mount
-// through an interface and never import this package.
+// The mount as the control tree sees it (docs/DESIGN.md#ctl-room):
+// CtlHost implements ctlhost.Host, the renderer's ctlfs.Host, the
+// journal feature's journalctl.Host and the sessions feature's
+// sessionctl.Host, so the control tree's room and its features reach the
+// mount through an interface and never import this package.
 
 import (
+	"context"
+	"syscall"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/ctlfs"
 	"github.com/rubinofs/rubinofs/internal/ctlhost"
 	"github.com/rubinofs/rubinofs/internal/journalctl"
 	"github.com/rubinofs/rubinofs/internal/sessionctl"
@@ -22,6 +27,8 @@ type CtlHost struct{ f *FS }
 
 var (
 	_ ctlhost.Host    = CtlHost{}
+	_ ctlhost.Room    = CtlHost{}
+	_ ctlfs.Host      = CtlHost{}
 	_ journalctl.Host = CtlHost{}
 	_ sessionctl.Host = CtlHost{}
 )
@@ -47,22 +54,6 @@ func (h CtlHost) CallerRel(c ctltree.Caller, p string) (string, error) {
 // Owners is the mount's session ownership, the one callerOf resolves
 // callers with (docs/DESIGN.md#sessions).
 func (h CtlHost) Owners() *sessionctl.Owners { return h.f.owners }
-
-// SessionFeatures are the plugged ctltree.SessionFeatures in plugging
-// order (Plug).
-func (h CtlHost) SessionFeatures() []ctltree.SessionFeature { return h.f.sessionFeats }
-
-// GuardFiles are session's tracked, denials, denials.summary and why
-// (control.go), for .rubino/sessions/NAME/.
-func (h CtlHost) GuardFiles(session string) []ctltree.Entry {
-	f := h.f
-	return []ctltree.Entry{
-		{Name: "tracked", Node: ctltree.Text(func(c ctltree.Caller) string { return string(f.trackedText(c, session)) })},
-		{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenials(session)}},
-		{Name: "denials.summary", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenialSummary(session)}},
-		{Name: "why", Node: ctltree.Text(func(ctltree.Caller) string { return string(f.whyText(session)) })},
-	}
-}
 
 // LookupTarget is FS.LookupTarget: rel's guard target, following no
 // symlink. Errors: a syscall.Errno.
@@ -104,3 +95,86 @@ func (h CtlHost) CurrentBytes(p string) ([]byte, error) { return currentBytes(h.
 // Checkpointed starts a new generation of the open handles' journal
 // records (journal_hook.go): call it after every checkpoint.
 func (h CtlHost) Checkpointed() { h.f.journalCheckpointed() }
+
+// newCtlTree builds the mount's control tree (internal/ctlfs) over its
+// host, with the mount's own files: metrics (metrics.go) and accesslog
+// (accesslog.go). Errors recorded by the mount (a journal failure) share
+// the tree's ring, f.errs.
+func newCtlTree(f *FS) *ctlfs.Tree {
+	return ctlfs.New(ctlfs.Config{
+		Guard:             f.cfg.Guard,
+		Policy:            f.cfg.Policy,
+		Owner:             f.cfg.Owner,
+		Version:           f.cfg.Version,
+		Workspace:         f.cfg.Workspace,
+		AllowUnregistered: f.cfg.AllowUnregistered,
+		Shadowed:          f.shadowed,
+		Started:           f.started,
+		Logger:            f.log,
+		Errors:            &f.errs,
+		Metrics:           &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readMetrics},
+		AccessLog:         &ctltree.File{Kind: ctltree.Stream, Open: f.openAccessLog},
+	}, f.CtlHost())
+}
+
+// Plug adds a feature to the control tree: ctlfs.Tree.Plug, the one way
+// features come in (docs/DESIGN.md#ctl-room). Call it before mounting.
+func (f *FS) Plug(feat ctltree.Feature) { f.ctl.Plug(feat) }
+
+// AddStatus registers a contributor to .rubino/status (the watcher, the task
+// registry, ...): ctlfs.Tree.AddStatus. Safe for concurrent use.
+func (f *FS) AddStatus(fn StatusFunc) { f.ctl.AddStatus(fn) }
+
+// SessionFeatures are the plugged ctltree.SessionFeatures in plugging
+// order (ctlfs.Tree.SessionFeatures), for the sessions feature.
+func (h CtlHost) SessionFeatures() []ctltree.SessionFeature { return h.f.ctl.SessionFeatures() }
+
+// GuardFiles are the guard files of session's directory
+// (ctlfs.Tree.GuardFiles): tracked, denials, denials.summary,
+// why.
+func (h CtlHost) GuardFiles(session string) []ctltree.Entry {
+	return h.f.ctl.GuardFiles(session)
+}
+
+// ctlCaller converts a FUSE caller for ctltree handlers: Privileged is
+// root or the mount's owner.
+func (f *FS) ctlCaller(c caller) ctltree.Caller {
+	return ctltree.Caller{Pid: c.pid, Uid: c.uid, Gid: c.gid, Session: c.session,
+		Privileged: c.uid == 0 || c.uid == f.cfg.Owner}
+}
+
+// Caller is the caller of the FUSE request ctx carries (FS.callerOf), its
+// session resolved.
+func (h CtlHost) Caller(ctx context.Context) ctltree.Caller { return h.f.ctlCaller(h.f.callerOf(ctx)) }
+
+// Admin is sessionctl.Owners.Admin: the mount's owner or root, from
+// outside every session.
+func (h CtlHost) Admin(c ctltree.Caller) bool { return h.f.owners.Admin(c) }
+
+// Tracked returns session's read records for reader c, sorted by path: a
+// record's hash is "-" where c could not read the file itself (accessAs;
+// a gone one too), docs/DESIGN.md#as-caller.
+func (h CtlHost) Tracked(c ctltree.Caller, session string) []guard.TrackedRecord {
+	f := h.f
+	recs := f.cfg.Guard.Tracked(session, f.LookupTarget)
+	if cr := credsOf(c); cr.uid != 0 && len(recs) > 0 {
+		rels := make([]string, len(recs))
+		for i, r := range recs {
+			rels[i] = r.Path
+		}
+		f.accessAll(cr, rels, unix.R_OK, func(i int, err error) {
+			if err != nil {
+				recs[i].Hash = "-"
+			}
+		})
+	}
+	return recs
+}
+
+// Quiet marks the request ctx carries quiet: rawWrap neither times nor
+// logs it (fsMetrics.quiet).
+func (h CtlHost) Quiet(ctx context.Context) { h.f.observe().markQuiet(ctx.Done()) }
+
+// errnoName returns the symbolic name of an errno (EINVAL), for logs
+// (ctltree.ErrnoName).
+func errnoName(e syscall.Errno) string { return ctltree.ErrnoName(e) }

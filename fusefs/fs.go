@@ -39,6 +39,7 @@ import (
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/ignore"
+	"github.com/rubinofs/rubinofs/internal/ctlfs"
 	"github.com/rubinofs/rubinofs/internal/ctlhost"
 	"github.com/rubinofs/rubinofs/internal/sessionctl"
 	"github.com/rubinofs/rubinofs/journal"
@@ -149,7 +150,7 @@ type FS struct {
 	cfg        Config
 	root       *Node
 	rootDev    uint64 // st_dev of the backing root (stableAttr)
-	ctlRoot    *ctltree.Dir
+	ctl        *ctlfs.Tree
 	started    time.Time
 	log        *slog.Logger
 	crossState // cross-mount locks (crossmount_lock.go)
@@ -174,18 +175,9 @@ type FS struct {
 	fluxMu sync.Mutex
 	flux   map[guard.FileID]int
 
-	// ctlInos hands out stable inode numbers to control-tree paths.
-	ctlInoMu sync.Mutex
-	ctlInos  map[string]uint64
-
-	// errs is /.rubino/errors (ctl.go, recordCtlError).
+	// errs is /.rubino/errors, shared with the control tree
+	// (ctlfs.Config.Errors).
 	errs ctltree.ErrorRing
-	// sessionFeats are the plugged features with files in every
-	// session's directory, in plugging order (control.go, Plug).
-	sessionFeats []ctltree.SessionFeature
-
-	statusMu    sync.Mutex
-	statusExtra []StatusFunc
 
 	counters struct {
 		opens, creates, denials, warned atomic.Uint64
@@ -230,7 +222,7 @@ type FS struct {
 
 // StatusFunc contributes one top-level key to .rubino/status. It must be
 // cheap and safe for concurrent use.
-type StatusFunc func() (key string, value any)
+type StatusFunc = ctlfs.StatusFunc
 
 // New builds a FS over cfg.Workspace. It fails when the workspace is not a
 // directory or Guard is nil.
@@ -259,7 +251,6 @@ func New(cfg Config) (*FS, error) {
 		started: time.Now(),
 		log:     cfg.Logger,
 		flux:    make(map[guard.FileID]int),
-		ctlInos: make(map[string]uint64),
 		bridged: make(chan struct{}),
 	}
 	ownerReg, _ := cfg.Sessions.(sessionctl.OwnerRegistry)
@@ -277,13 +268,9 @@ func New(cfg Config) (*FS, error) {
 		f.log.Warn("the workspace has its own "+ctltree.DirName+"; the control tree shadows it",
 			"path", filepath.Join(cfg.Workspace, ctltree.DirName))
 	}
-	f.ctlRoot = f.buildControlTree()
+	f.ctl = newCtlTree(f) // ctl_host.go
 	if cfg.Journal != nil {
 		f.AddStatus(f.journalStatus)
-	}
-	if cfg.Policy != nil {
-		f.addCtl(f.policyEntry()) // ctl_policy.go
-		f.AddStatus(f.policyStatus)
 	}
 	f.addSharedStatus() // peer_mode.go
 	return f, nil
@@ -298,14 +285,6 @@ func (f *FS) Guard() *guard.Guard { return f.cfg.Guard }
 // Shadowed reports whether a real .rubino in the workspace is hidden by the
 // control tree.
 func (f *FS) Shadowed() bool { return f.shadowed }
-
-// AddStatus registers a contributor to .rubino/status (the watcher, the task
-// registry, ...).
-func (f *FS) AddStatus(fn StatusFunc) {
-	f.statusMu.Lock()
-	f.statusExtra = append(f.statusExtra, fn)
-	f.statusMu.Unlock()
-}
 
 // SetServer records the mounted server, for kernel notifications.
 func (f *FS) SetServer(s *fuse.Server) { f.server.Store(s) }

@@ -46,7 +46,7 @@ func (n *Node) rel() string {
 // looked up in the backing directory (lookupAt).
 func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if name == ctltree.DirName && n.isRoot() {
-		return n.fs.ctlLookupRoot(ctx, n.EmbeddedInode(), out)
+		return n.fs.ctl.LookupRoot(ctx, n.EmbeddedInode(), out)
 	}
 	rel := n.rel()
 	ch, errno := n.lookupAt(ctx, rel, name, out)

@@ -62,16 +62,6 @@ var (
 	_ fs.FileReaddirenter    = (*listDir)(nil)
 	_ fs.FileSeekdirer       = (*listDir)(nil)
 	_ fs.FileReleasedirer    = (*listDir)(nil)
-	_ fs.NodeLookuper        = (*ctlNode)(nil)
-	_ fs.NodeReaddirer       = (*ctlNode)(nil)
-	_ fs.NodeOpener          = (*ctlNode)(nil)
-	_ fs.NodeGetattrer       = (*ctlNode)(nil)
-	_ fs.NodeSetattrer       = (*ctlNode)(nil)
-	_ fs.NodeReadlinker      = (*ctlNode)(nil)
-	_ fs.FileReader          = (*ctlHandle)(nil)
-	_ fs.FileWriter          = (*ctlHandle)(nil)
-	_ fs.FileFlusher         = (*ctlHandle)(nil)
-	_ fs.FileReleaser        = (*ctlHandle)(nil)
 )
 
 // A guarded handle must never offer a passthrough descriptor.

@@ -11,9 +11,10 @@ import (
 // descriptor of the handle is closed (fs/fuse/file.c, fuse_flush; only
 // without a writeback cache, which rubinofs never asks for). Every handle
 // type's Flush is a no-op without writes: File credits writes and settles a
-// daemon-first change that only a writable handle makes, ctlHandle passes a
-// partial line only a write leaves, and the loopback's dup+close of the
-// backing descriptor flushes nothing of a read-only descriptor. RELEASE
+// daemon-first change that only a writable handle makes, a control file's
+// handle (internal/ctlfs) passes a partial line only a write leaves, and
+// the loopback's dup+close of the backing descriptor flushes nothing of a
+// read-only descriptor. RELEASE
 // still arrives and does the handle's bookkeeping.
 //
 // rawWrap.Open asks for it only while no reader is attached to

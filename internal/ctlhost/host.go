@@ -23,3 +23,22 @@ type Host interface {
 	// answer in time, ESRCH when c is gone.
 	CallerRel(c ctltree.Caller, p string) (string, error)
 }
+
+// Room is the control tree's room (internal/ctlfs) as the sessions
+// feature sees it: what it shows in every session's directory besides its
+// own files. *ctlfs.Tree implements it, and so does the mount's host
+// (fusefs.CtlHost). Both methods are safe for concurrent use once the
+// features are plugged.
+type Room interface {
+	// SessionFeatures are the plugged ctltree.SessionFeatures in
+	// plugging order: their files follow the session's own in
+	// sessions/NAME/, and each command written to sessions/NAME/ctl is
+	// offered to them before the session's own verbs
+	// (docs/DESIGN.md#ctl-room). The slice is shared: do not modify it.
+	SessionFeatures() []ctltree.SessionFeature
+	// GuardFiles are the guard files of sessions/NAME/, in this
+	// order: tracked, denials, denials.summary, why (the caller's own
+	// session's are .rubino/guard/). Access to the directory is the
+	// sessions feature's to check (MayActOn).
+	GuardFiles(session string) []ctltree.Entry
+}

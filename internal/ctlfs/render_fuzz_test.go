@@ -1,17 +1,15 @@
-package fusefs
+package ctlfs
 
-// Fuzz targets for every parser of control-file input in this package: the
-// generic ctl mechanism (how writes are cut into lines and commands); the
-// sessions' parsers are fuzzed in internal/sessionctl. Seeds are committed
-// under testdata/fuzz/; `go test` runs them as regular tests. Search
-// further with, e.g.:
+// Fuzz target of the generic control-file mechanism (render.go): how
+// writes are cut into lines and commands. Seeds are committed under
+// testdata/fuzz/; `go test` runs them as regular tests. Search further
+// with, e.g.:
 //
-//	go test -run='^$' -fuzz='^FuzzCtlHandleWrite$' -fuzztime=25s ./fusefs
+//	go test -run='^$' -fuzz='^FuzzCtlHandleWrite$' -fuzztime=25s ./internal/ctlfs
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,29 +17,6 @@ import (
 
 	"github.com/rubinofs/rubinofs/ctltree"
 )
-
-// wantCtlError checks that err reaches a control-file caller as a chosen
-// errno (never EIO) with a readable, bounded, one-line reason.
-func wantCtlError(t *testing.T, err error, allowed ...syscall.Errno) {
-	t.Helper()
-	var ce *ctltree.Error
-	if !errors.As(err, &ce) {
-		t.Fatalf("error %v (%T) is not a *ctltree.Error: the caller would see EIO", err, err)
-	}
-	ok := false
-	for _, e := range allowed {
-		ok = ok || ce.Errno == e
-	}
-	if !ok {
-		t.Fatalf("errno %v for %q, want one of %v", ce.Errno, ce.Msg, allowed)
-	}
-	if ce.Msg == "" || !utf8.ValidString(ce.Msg) {
-		t.Fatalf("unreadable reason %q", ce.Msg)
-	}
-	if r := ctltree.Clip(ce.Msg); len(r) > maxCtlReason+len("…") || strings.ContainsAny(r, "\n\r") {
-		t.Fatalf("reason not clipped to one bounded line: %q", r)
-	}
-}
 
 // chunks cuts data at the offsets named by cuts (each byte a chunk length,
 // 0 meaning 1), as a writer issuing several write(2) calls would.
@@ -59,7 +34,7 @@ func chunks(data, cuts []byte) [][]byte {
 	return out
 }
 
-// FuzzCtlHandleWrite drives the generic mechanism's handle (fusefs/ctl.go)
+// FuzzCtlHandleWrite drives the generic mechanism's handle (render.go)
 // with arbitrary data cut into arbitrary writes, for each file kind, and
 // checks its contract against a model:
 //   - Append: the handler sees only complete lines; their concatenation,
@@ -109,8 +84,8 @@ func FuzzCtlHandleWrite(f *testing.F) {
 				return "id-1", nil
 			},
 		}
-		fsys := &FS{}
-		h := &ctlHandle{fs: fsys, elems: []string{"x"}, file: file, caller: ctltree.Caller{Session: "default"}}
+		tree := &Tree{errs: new(ctltree.ErrorRing)}
+		h := &ctlHandle{t: tree, elems: []string{"x"}, file: file, caller: ctltree.Caller{Session: "default"}}
 		ctx := context.Background()
 		var accepted []byte // what the writer was told succeeded
 		failed := false
@@ -132,7 +107,7 @@ func FuzzCtlHandleWrite(f *testing.F) {
 				if !bytes.HasPrefix(b, []byte("error: ")) || !bytes.HasSuffix(b, []byte("\n")) || bytes.Count(b, []byte("\n")) != 1 {
 					t.Fatalf("reason after a failed write: %q", b)
 				}
-				if recs := fsys.errs.Records(nil); len(recs) == 0 || recs[len(recs)-1].Errno != errnoName(errno) {
+				if recs := tree.errs.Records(nil); len(recs) == 0 || recs[len(recs)-1].Errno != ctltree.ErrnoName(errno) {
 					t.Fatalf("the failure is not in .rubino/errors: %+v", recs)
 				}
 				continue
@@ -198,7 +173,7 @@ func FuzzCtlHandleWrite(f *testing.F) {
 func TestCtlWriteLimits(t *testing.T) {
 	var got int
 	file := &ctltree.File{Kind: ctltree.Append, Append: func(_ ctltree.Caller, b []byte) error { got += len(b); return nil }}
-	h := &ctlHandle{fs: &FS{}, elems: []string{"messages"}, file: file}
+	h := &ctlHandle{t: &Tree{errs: new(ctltree.ErrorRing)}, elems: []string{"messages"}, file: file}
 	ctx := context.Background()
 	if _, errno := h.Write(ctx, bytes.Repeat([]byte("x\n"), ctltree.MaxWrite/2+1), 0); errno != syscall.EFBIG {
 		t.Fatalf("oversized write: %v", errno)
@@ -226,20 +201,20 @@ func TestCtlWriteLimits(t *testing.T) {
 }
 
 // TestCtlErrorLogBounded checks that .rubino/errors keeps at most
-// maxCtlErrors entries of at most maxCtlReason bytes each, whatever callers
+// ctltree.MaxErrors entries of at most ctltree.MaxReason bytes each, whatever callers
 // write.
 func TestCtlErrorLogBounded(t *testing.T) {
-	fsys := &FS{}
+	tree := &Tree{errs: new(ctltree.ErrorRing)}
 	huge := strings.Repeat("é\n", 100_000)
-	for i := 0; i < maxCtlErrors+10; i++ {
-		fsys.recordCtlError(ctltree.Caller{}, []string{"sessions", "ctl"}, syscall.EINVAL, huge)
+	for i := 0; i < ctltree.MaxErrors+10; i++ {
+		tree.recordError(ctltree.Caller{}, []string{"sessions", "ctl"}, syscall.EINVAL, huge)
 	}
-	recs := fsys.errs.Records(nil)
-	if len(recs) != maxCtlErrors {
+	recs := tree.errs.Records(nil)
+	if len(recs) != ctltree.MaxErrors {
 		t.Fatalf("%d entries", len(recs))
 	}
 	for _, e := range recs {
-		if len(e.Message) > maxCtlReason+len("…") || !utf8.ValidString(e.Message) || strings.Contains(e.Message, "\n") {
+		if len(e.Message) > ctltree.MaxReason+len("…") || !utf8.ValidString(e.Message) || strings.Contains(e.Message, "\n") {
 			t.Fatalf("entry of %d bytes, valid UTF-8 %v", len(e.Message), utf8.ValidString(e.Message))
 		}
 	}

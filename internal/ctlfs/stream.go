@@ -1,6 +1,6 @@
-package fusefs
+package ctlfs
 
-// The Stream kind of the generic control-file mechanism (ctl.go): each open
+// The Stream kind of the generic control-file mechanism (render.go): each open
 // handle gets its own ctltree.Feed, and reads block on it, unless the
 // handle was opened with O_NONBLOCK: then a read with nothing ready is
 // EAGAIN at once. The handle is direct-I/O and stream-like (FOPEN_STREAM:
@@ -23,25 +23,25 @@ import (
 // writable opens); flags are the open(2) flags, of which O_NONBLOCK is
 // kept for the handle's reads. The feed's Open error reaches the caller
 // with its errno (ctltree.ErrnoOf) and is recorded in .rubino/errors.
-func (f *FS) openStream(elems []string, file *ctltree.File, c ctltree.Caller, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+func (t *Tree) openStream(elems []string, file *ctltree.File, c ctltree.Caller, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	if file.Open == nil {
 		// EIO: a Stream file without a feed is a bug of its feature.
-		f.recordCtlError(c, elems, syscall.EIO, "stream file has no feed")
+		t.recordError(c, elems, syscall.EIO, "stream file has no feed")
 		return nil, 0, syscall.EIO
 	}
 	feed, err := file.Open(c)
 	if err != nil {
 		errno := ctltree.ErrnoOf(err)
-		f.recordCtlError(c, elems, errno, err.Error())
+		t.recordError(c, elems, errno, err.Error())
 		return nil, 0, errno
 	}
-	return &streamHandle{fs: f, feed: feed, nonblock: flags&syscall.O_NONBLOCK != 0},
+	return &streamHandle{t: t, feed: feed, nonblock: flags&syscall.O_NONBLOCK != 0},
 		fuse.FOPEN_DIRECT_IO | fuse.FOPEN_STREAM, 0
 }
 
 // streamHandle is an open Stream file.
 type streamHandle struct {
-	fs   *FS
+	t    *Tree
 	feed ctltree.Feed
 	// nonblock is O_NONBLOCK as given at open. The handle keeps it: go-fuse
 	// hands a read no flags, so a later fcntl(F_SETFL) is not seen.
@@ -58,10 +58,10 @@ var (
 // `cat`), 0 bytes (end of file) when the feed ended, EAGAIN on an
 // O_NONBLOCK handle with nothing ready (as an empty pipe: the reader polls
 // or moves on, and never hangs), and EIO for any other feed error. The
-// request is marked quiet: rawWrap neither times nor logs it
-// (fsMetrics.quiet).
+// request is marked quiet (Host.Quiet): the raw-request wrapper neither
+// times nor logs it.
 func (h *streamHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	h.fs.observe().markQuiet(ctx.Done())
+	h.t.host.Quiet(ctx)
 	if h.nonblock {
 		ctx = ctltree.WithNonBlocking(ctx)
 	}

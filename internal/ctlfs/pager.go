@@ -1,4 +1,4 @@
-package fusefs
+package ctlfs
 
 // The paged read of a control file whose content is rendered as it is
 // read (ctltree.File.Render, CloneRender): the renderer writes into a pipe

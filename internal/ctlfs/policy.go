@@ -1,4 +1,4 @@
-package fusefs
+package ctlfs
 
 // .rubino/policy: the ignore rules the mount's owner accepted and those
 // written since, which exempt nothing until the owner reloads
@@ -22,9 +22,9 @@ const policyHint = "rules added since the last acceptance exempt nothing yet; th
 
 // policyEntry is the control file .rubino/policy: read, the accepted rules
 // and the pending changes (JSON); written, the command "reload".
-func (f *FS) policyEntry() ctltree.Entry {
+func (t *Tree) policyEntry() ctltree.Entry {
 	return ctltree.Entry{Name: "policy", Node: &ctltree.File{Kind: ctltree.Ctl,
-		Read: f.readPolicy, Write: f.writePolicy}}
+		Read: t.readPolicy, Write: t.writePolicy}}
 }
 
 // policyDoc is the JSON of .rubino/policy.
@@ -39,11 +39,11 @@ type policyDoc struct {
 // readPolicy renders .rubino/policy for the mount's owner and root; any
 // other caller gets EACCES (the rules name files in directories it may
 // not read).
-func (f *FS) readPolicy(_ context.Context, c ctltree.Caller) ([]byte, error) {
+func (t *Tree) readPolicy(_ context.Context, c ctltree.Caller) ([]byte, error) {
 	if !c.Privileged {
-		return nil, ctltree.Errorf(syscall.EACCES, "only the mount owner (uid %d) or root may read the exemption policy", f.cfg.Owner)
+		return nil, ctltree.Errorf(syscall.EACCES, "only the mount owner (uid %d) or root may read the exemption policy", t.cfg.Owner)
 	}
-	p := f.cfg.Policy
+	p := t.cfg.Policy
 	doc := policyDoc{AcceptedAt: p.AcceptedAt().UTC(), Accepted: p.Accepted(), Pending: p.Pending()}
 	if doc.Pending == nil {
 		doc.Pending = []ignore.Pending{}
@@ -62,23 +62,23 @@ func (f *FS) readPolicy(_ context.Context, c ctltree.Caller) ([]byte, error) {
 // otherwise, so no session widens its own exemptions. Another command is
 // EINVAL; a failure to keep the state file is EIO (the rules are accepted
 // for this mount all the same).
-func (f *FS) writePolicy(c ctltree.Caller, cmd []byte) error {
+func (t *Tree) writePolicy(c ctltree.Caller, cmd []byte) error {
 	verb := strings.TrimSpace(string(cmd))
 	if verb != "reload" {
 		return ctltree.Errorf(syscall.EINVAL, "unknown command %q: .rubino/policy takes \"reload\"", verb)
 	}
 	if !c.Privileged {
-		return ctltree.Errorf(syscall.EPERM, "only the mount owner (uid %d) or root may accept exemption rules; you are uid %d", f.cfg.Owner, c.Uid)
+		return ctltree.Errorf(syscall.EPERM, "only the mount owner (uid %d) or root may accept exemption rules; you are uid %d", t.cfg.Owner, c.Uid)
 	}
-	if c.Session != guard.DefaultSession && c.Session != guard.DefaultSessionFor(c.Uid, f.cfg.Owner) {
+	if c.Session != guard.DefaultSession && c.Session != guard.DefaultSessionFor(c.Uid, t.cfg.Owner) {
 		return ctltree.Errorf(syscall.EPERM, "session %s may not accept exemption rules: run `rubinofs policy reload` from outside every session", c.Session)
 	}
-	accepted, err := f.cfg.Policy.Reload()
+	accepted, err := t.cfg.Policy.Reload()
 	paths := make([]string, len(accepted))
 	for i, p := range accepted {
 		paths[i] = p.Path
 	}
-	f.log.Info("exemption rules accepted", "uid", c.Uid, "pid", c.Pid, "changed_files", paths)
+	t.cfg.Logger.Info("exemption rules accepted", "uid", c.Uid, "pid", c.Pid, "changed_files", paths)
 	if err != nil {
 		return ctltree.Errorf(syscall.EIO, "rules accepted for this mount, but keeping them failed: %v", err)
 	}
@@ -87,8 +87,8 @@ func (f *FS) writePolicy(c ctltree.Caller, cmd []byte) error {
 
 // policyStatus is the "policy" key of .rubino/status: when rules were
 // last accepted and which rule files have changes waiting.
-func (f *FS) policyStatus() (string, any) {
-	p := f.cfg.Policy
+func (t *Tree) policyStatus() (string, any) {
+	p := t.cfg.Policy
 	pending := []string{}
 	for _, e := range p.Pending() {
 		pending = append(pending, e.Path)

@@ -1,4 +1,4 @@
-package fusefs
+package ctlfs
 
 // The control tree's one generic virtual-file mechanism: ctlNode renders any
 // ctltree.Node (directory, file or symlink) and ctlHandle implements the
@@ -22,7 +22,6 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/ctltree"
 )
@@ -42,21 +41,15 @@ const ctlCacheTimeout = time.Nanosecond
 // function of the path (FNV-1a), so nothing is remembered per path: a
 // caller looking up endless distinct names that resolve (compact session id
 // prefixes in any letter case) cannot grow the daemon's memory.
-func (f *FS) ctlIno(path string) uint64 {
+func ctlIno(path string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(path))
 	return (h.Sum64() >> 2) | 1<<62
 }
 
-// ctlCaller converts a FUSE caller for ctltree handlers.
-func (f *FS) ctlCaller(c caller) ctltree.Caller {
-	return ctltree.Caller{Pid: c.pid, Uid: c.uid, Gid: c.gid, Session: c.session,
-		Privileged: c.uid == 0 || c.uid == f.cfg.Owner}
-}
-
-// resolveCtl walks the control tree from its root along elems.
-func (f *FS) resolveCtl(c ctltree.Caller, elems []string) ctltree.Node {
-	var cur ctltree.Node = f.ctlRoot
+// resolve walks the control tree from its root along elems.
+func (t *Tree) resolve(c ctltree.Caller, elems []string) ctltree.Node {
+	var cur ctltree.Node = t.root
 	for _, name := range elems {
 		d, ok := cur.(*ctltree.Dir)
 		if !ok {
@@ -70,21 +63,16 @@ func (f *FS) resolveCtl(c ctltree.Caller, elems []string) ctltree.Node {
 	return cur
 }
 
-// ctlLookupRoot returns the inode of the control tree root under parent.
-func (f *FS) ctlLookupRoot(ctx context.Context, parent *fs.Inode, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return f.ctlChild(ctx, parent, nil, ctltree.DirName, f.ctlRoot, out)
-}
-
-// ctlChild creates (or finds) the inode for a resolved ctltree node.
-func (f *FS) ctlChild(ctx context.Context, parent *fs.Inode, elems []string, name string, node ctltree.Node, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+// child creates (or finds) the inode for a resolved ctltree node.
+func (t *Tree) child(ctx context.Context, parent *fs.Inode, elems []string, name string, node ctltree.Node, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	var path []string
 	if name != ctltree.DirName || elems != nil {
 		path = append(append([]string{}, elems...), name)
 	}
 	key := ctltree.DirName + "/" + strings.Join(path, "/")
-	n := &ctlNode{fs: f, elems: path}
+	n := &ctlNode{t: t, elems: path}
 	mode := n.fill(node, &out.Attr)
-	out.Attr.Ino = f.ctlIno(key)
+	out.Attr.Ino = ctlIno(key)
 	out.SetEntryTimeout(ctlCacheTimeout)
 	out.SetAttrTimeout(ctlCacheTimeout)
 	return parent.NewInode(ctx, n, fs.StableAttr{Mode: mode, Ino: out.Attr.Ino}), 0
@@ -93,24 +81,39 @@ func (f *FS) ctlChild(ctx context.Context, parent *fs.Inode, elems []string, nam
 // ctlNode is one node of the control tree.
 type ctlNode struct {
 	fs.Inode
-	fs    *FS
+	t     *Tree
 	elems []string // path below .rubino
 }
 
+var (
+	_ fs.NodeLookuper   = (*ctlNode)(nil)
+	_ fs.NodeReaddirer  = (*ctlNode)(nil)
+	_ fs.NodeOpener     = (*ctlNode)(nil)
+	_ fs.NodeGetattrer  = (*ctlNode)(nil)
+	_ fs.NodeSetattrer  = (*ctlNode)(nil)
+	_ fs.NodeReadlinker = (*ctlNode)(nil)
+	_ fs.NodeUnlinker   = (*ctlNode)(nil)
+	_ fs.NodeRmdirer    = (*ctlNode)(nil)
+	_ fs.FileReader     = (*ctlHandle)(nil)
+	_ fs.FileWriter     = (*ctlHandle)(nil)
+	_ fs.FileFlusher    = (*ctlHandle)(nil)
+	_ fs.FileReleaser   = (*ctlHandle)(nil)
+)
+
 func (n *ctlNode) caller(ctx context.Context) ctltree.Caller {
-	return n.fs.ctlCaller(n.fs.callerOf(ctx))
+	return n.t.host.Caller(ctx)
 }
 
 func (n *ctlNode) resolve(ctx context.Context) (ctltree.Node, ctltree.Caller) {
 	c := n.caller(ctx)
-	return n.fs.resolveCtl(c, n.elems), c
+	return n.t.resolve(c, n.elems), c
 }
 
 // fill sets attributes for node and returns its file type bits.
 func (n *ctlNode) fill(node ctltree.Node, a *fuse.Attr) uint32 {
-	t := n.fs.started
+	t := n.t.cfg.Started
 	a.SetTimes(&t, &t, &t)
-	a.Uid, a.Gid = n.fs.cfg.Owner, 0
+	a.Uid, a.Gid = n.t.cfg.Owner, 0
 	a.Nlink = 1
 	switch v := node.(type) {
 	case *ctltree.Dir:
@@ -185,7 +188,7 @@ func (n *ctlNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		out.SetEntryTimeout(ctlCacheTimeout)
 		return nil, syscall.ENOENT
 	}
-	return n.fs.ctlChild(ctx, n.EmbeddedInode(), n.elems, name, child, out)
+	return n.t.child(ctx, n.EmbeddedInode(), n.elems, name, child, out)
 }
 
 // Unlink refuses to remove a control file with EPERM. Without it go-fuse
@@ -204,7 +207,7 @@ func (n *ctlNode) refuseRemove(ctx context.Context, name string) syscall.Errno {
 	c := n.caller(ctx)
 	// EPERM: the control tree is virtual; its entries come and go with the
 	// objects they describe (end a session, stop a task), never by unlink.
-	n.fs.recordCtlError(c, append(append([]string{}, n.elems...), name), syscall.EPERM,
+	n.t.recordError(c, append(append([]string{}, n.elems...), name), syscall.EPERM,
 		"control-tree entries cannot be removed: end a session or stop a task through its ctl file")
 	return syscall.EPERM
 }
@@ -225,7 +228,7 @@ func (n *ctlNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		var a fuse.Attr
 		mode := n.fill(child, &a)
 		key := ctltree.DirName + "/" + strings.Join(append(append([]string{}, n.elems...), name), "/")
-		list = append(list, fuse.DirEntry{Name: name, Mode: mode, Ino: n.fs.ctlIno(key)})
+		list = append(list, fuse.DirEntry{Name: name, Mode: mode, Ino: ctlIno(key)})
 	}
 	return fs.NewListDirStream(list), 0
 }
@@ -255,13 +258,13 @@ func (n *ctlNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 		return nil, 0, syscall.EISDIR
 	}
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY && (f.Kind == ctltree.ReadOnly || f.Kind == ctltree.Stream) {
-		n.fs.recordCtlError(c, n.elems, syscall.EACCES, "read-only control file")
+		n.t.recordError(c, n.elems, syscall.EACCES, "read-only control file")
 		return nil, 0, syscall.EACCES
 	}
 	if f.Kind == ctltree.Stream {
-		return n.fs.openStream(n.elems, f, c, flags) // ctl_stream.go
+		return n.t.openStream(n.elems, f, c, flags) // stream.go
 	}
-	return &ctlHandle{fs: n.fs, elems: n.elems, file: f, caller: c, nonblock: flags&syscall.O_NONBLOCK != 0},
+	return &ctlHandle{t: n.t, elems: n.elems, file: f, caller: c, nonblock: flags&syscall.O_NONBLOCK != 0},
 		fuse.FOPEN_DIRECT_IO, 0
 }
 
@@ -269,7 +272,7 @@ func (n *ctlNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32
 // first read and re-rendered at every read at offset 0; after a failed write
 // the next read returns "error: REASON\n" once.
 type ctlHandle struct {
-	fs     *FS
+	t      *Tree
 	elems  []string
 	file   *ctltree.File
 	caller ctltree.Caller
@@ -286,7 +289,7 @@ type ctlHandle struct {
 	cursor  int64 // clone files: handle-local read position
 	errMsg  string
 	// pages serves a rendered file (File.Render) or a rendered clone
-	// reply (File.CloneRender): ctl_pager.go.
+	// reply (File.CloneRender): pager.go.
 	pages *pager
 }
 
@@ -367,7 +370,7 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 func (h *ctlHandle) fail(err error) syscall.Errno {
 	errno := ctltree.ErrnoOf(err)
 	h.errMsg = ctltree.Clip(err.Error())
-	h.fs.recordCtlError(h.caller, h.elems, errno, h.errMsg)
+	h.t.recordError(h.caller, h.elems, errno, h.errMsg)
 	return errno
 }
 
@@ -456,25 +459,10 @@ func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
 	return 0
 }
 
-// maxCtlErrors bounds /.rubino/errors, in entries (ctltree.MaxErrors).
-const maxCtlErrors = ctltree.MaxErrors
-
-// maxCtlReason bounds one readable reason, in bytes (ctltree.MaxReason):
-// at most maxCtlErrors * maxCtlReason bytes of reasons are ever held.
-const maxCtlReason = ctltree.MaxReason
-
-// recordCtlError appends one failure to /.rubino/errors (the FS's
-// ctltree.ErrorRing: msg is clipped, the last maxCtlErrors entries are
-// kept). Safe for concurrent use.
-func (f *FS) recordCtlError(c ctltree.Caller, elems []string, errno syscall.Errno, msg string) {
-	f.errs.Add(ctltree.ErrorRecord{Time: time.Now(), Session: c.Session, Pid: c.Pid,
-		Path: ctltree.DirName + "/" + strings.Join(elems, "/"), Errno: errnoName(errno), Message: msg})
-}
-
-// errnoName returns the symbolic name of an errno (EINVAL), for logs.
-func errnoName(e syscall.Errno) string {
-	if name := unix.ErrnoName(e); name != "" {
-		return name
-	}
-	return e.Error()
+// recordError appends one failure at the control file elems to
+// /.rubino/errors (the tree's ctltree.ErrorRing: msg is clipped, the last
+// ctltree.MaxErrors entries are kept). Safe for concurrent use.
+func (t *Tree) recordError(c ctltree.Caller, elems []string, errno syscall.Errno, msg string) {
+	t.errs.Add(ctltree.ErrorRecord{Time: time.Now(), Session: c.Session, Pid: c.Pid,
+		Path: ctltree.DirName + "/" + strings.Join(elems, "/"), Errno: ctltree.ErrnoName(errno), Message: msg})
 }
