@@ -25,6 +25,7 @@ import (
 	"github.com/rubinofs/rubinofs/guard/gitsafe"
 	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/internal/journalctl"
+	"github.com/rubinofs/rubinofs/internal/observe"
 	"github.com/rubinofs/rubinofs/journal"
 	"github.com/rubinofs/rubinofs/tasks"
 	"github.com/rubinofs/rubinofs/watcher"
@@ -112,6 +113,9 @@ type Daemon struct {
 	cfg   Config
 	FS    *fusefs.FS
 	Guard *guard.Guard
+	// Obs is the mount's observability (internal/observe): the request
+	// wrapper, .rubino/metrics and .rubino/accesslog.
+	Obs *observe.Observer
 	// Sessions maps callers to guard sessions (.rubino/sessions).
 	Sessions *guard.Sessions
 	// Watcher is the running watcher (nil without Config.Watch) and
@@ -255,6 +259,8 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Peers:             d.registerPeers(ws), // peers.go: before serving
 	}
 	fcfg.Policy = d.policy
+	d.Obs = observe.New(d.Guard)
+	fcfg.Observe = d.Obs // observability wraps the raw file system (docs/DESIGN.md#observe-room)
 	if !cfg.GuardIgnored && cfg.Guard.Mode != guard.ModeOff {
 		if fcfg.Tools, err = ignore.NewTools(backing, cfg.ToolTrees, d.policy); err != nil {
 			return nil, fmt.Errorf("tool trees: %w", err)
@@ -270,6 +276,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	d.Obs.SetHost(d.FS.CtlHost())
 	// Sessions: callers resolve by process tree; an ended session's
 	// tracker is dropped at once (no process can resolve to it again).
 	d.Sessions = guard.NewSessions()
@@ -357,7 +364,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		cfg.Slog.Info("mount detached (lazy unmount): stopping tasks; open files are served until they are closed",
 			"mountpoint", cfg.Mountpoint)
 		d.Tasks.CancelAll()
-		d.FS.CloseStreams()
+		d.Obs.CloseStreams()
 	}); err != nil {
 		// Degraded: after a lazy unmount the tasks run on (and keep the
 		// daemon alive) until they end by themselves.
@@ -427,7 +434,7 @@ func (d *Daemon) Close() error {
 		// Stop every task and kill its process group first, so none keeps
 		// the mount busy or outlives it.
 		d.Tasks.CancelAll()
-		d.FS.CloseStreams() // access-log readers get end-of-file and release the mount
+		d.Obs.CloseStreams() // access-log readers get end-of-file and release the mount
 		if d.stopDetach != nil {
 			d.stopDetach()
 		}

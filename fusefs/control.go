@@ -51,19 +51,20 @@ Nothing here can loosen the guard from inside the mount.
 
 // buildControlTree assembles the base control files and the features'.
 func (f *FS) buildControlTree() *ctltree.Dir {
-	root := ctltree.NewDir(
-		ctltree.Entry{Name: "README", Node: ctltree.Static(fmt.Sprintf(controlReadme, maxCtlErrors, f.cfg.Guard.DenialLogStats().MaxLines, guard.MaxSummaryKeys))},
-		ctltree.Entry{Name: "status", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readStatus}},
-		ctltree.Entry{Name: "errors", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readErrors}},
-		ctltree.Entry{Name: "metrics", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readMetrics}},   // metrics.go
-		ctltree.Entry{Name: "accesslog", Node: &ctltree.File{Kind: ctltree.Stream, Open: f.openAccessLog}}, // accesslog.go
+	entries := []ctltree.Entry{
+		{Name: "README", Node: ctltree.Static(fmt.Sprintf(controlReadme, maxCtlErrors, f.cfg.Guard.DenialLogStats().MaxLines, guard.MaxSummaryKeys))},
+		{Name: "status", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readStatus}},
+		{Name: "errors", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readErrors}},
+	}
+	entries = append(entries, f.cfg.Observe.CtlEntries()...) // metrics, accesslog (internal/observe)
+	root := ctltree.NewDir(append(entries,
 		ctltree.Entry{Name: "guard", Node: ctltree.NewDir(
 			ctltree.Entry{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenials("")}},
 			ctltree.Entry{Name: "denials.summary", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readDenialSummary("")}},
 			ctltree.Entry{Name: "tracked", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readTracked}},
 			ctltree.Entry{Name: "why", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readWhy}},
 		)},
-	)
+	)...)
 	return root
 }
 

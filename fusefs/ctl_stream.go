@@ -58,10 +58,10 @@ var (
 // `cat`), 0 bytes (end of file) when the feed ended, EAGAIN on an
 // O_NONBLOCK handle with nothing ready (as an empty pipe: the reader polls
 // or moves on, and never hangs), and EIO for any other feed error. The
-// request is marked quiet: rawWrap neither times nor logs it
-// (fsMetrics.quiet).
+// request is marked quiet: the observability room neither times nor logs
+// it (Observer.MarkQuiet).
 func (h *streamHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	h.fs.observe().markQuiet(ctx.Done())
+	h.fs.cfg.Observe.MarkQuiet(ctx.Done())
 	if h.nonblock {
 		ctx = ctltree.WithNonBlocking(ctx)
 	}
