@@ -26,6 +26,7 @@ import (
 	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/internal/journalctl"
 	"github.com/rubinofs/rubinofs/internal/observe"
+	"github.com/rubinofs/rubinofs/internal/procfs"
 	"github.com/rubinofs/rubinofs/journal"
 	"github.com/rubinofs/rubinofs/tasks"
 	"github.com/rubinofs/rubinofs/watcher"
@@ -136,7 +137,7 @@ type Daemon struct {
 	closeErr  error
 	done      chan struct{}
 
-	// stopDetach ends the watch for a lazy detach (fusefs.WatchDetach);
+	// stopDetach ends the watch for a lazy detach (procfs.WatchDetach);
 	// stopSaves ends the checkpoint loop and waits for it.
 	stopDetach func()
 	stopSaves  chan struct{}
@@ -360,7 +361,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	// holds it: stop the tasks at once, since their working directories
 	// are in the mount and would keep it (and this daemon) alive; files
 	// held by other processes are served until they are closed.
-	if stop, err := fusefs.WatchDetach(cfg.Mountpoint, func() {
+	if stop, err := procfs.WatchDetach(cfg.Mountpoint, func() {
 		cfg.Slog.Info("mount detached (lazy unmount): stopping tasks; open files are served until they are closed",
 			"mountpoint", cfg.Mountpoint)
 		d.Tasks.CancelAll()
