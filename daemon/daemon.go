@@ -25,6 +25,8 @@ import (
 	"github.com/rubinofs/rubinofs/guard/gitsafe"
 	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/internal/journalctl"
+	"github.com/rubinofs/rubinofs/internal/observe"
+	"github.com/rubinofs/rubinofs/internal/procfs"
 	"github.com/rubinofs/rubinofs/internal/sessionctl"
 	"github.com/rubinofs/rubinofs/journal"
 	"github.com/rubinofs/rubinofs/tasks"
@@ -113,6 +115,9 @@ type Daemon struct {
 	cfg   Config
 	FS    *fusefs.FS
 	Guard *guard.Guard
+	// Obs is the mount's observability (internal/observe): the request
+	// wrapper, .rubino/metrics and .rubino/accesslog.
+	Obs *observe.Observer
 	// Sessions maps callers to guard sessions (.rubino/sessions).
 	Sessions *guard.Sessions
 	// Watcher is the running watcher (nil without Config.Watch) and
@@ -133,7 +138,7 @@ type Daemon struct {
 	closeErr  error
 	done      chan struct{}
 
-	// stopDetach ends the watch for a lazy detach (fusefs.WatchDetach);
+	// stopDetach ends the watch for a lazy detach (procfs.WatchDetach);
 	// stopSaves ends the checkpoint loop and waits for it.
 	stopDetach func()
 	stopSaves  chan struct{}
@@ -256,6 +261,8 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Peers:             d.registerPeers(ws), // peers.go: before serving
 	}
 	fcfg.Policy = d.policy
+	d.Obs = observe.New(d.Guard)
+	fcfg.Observe = d.Obs // observability wraps the raw file system (docs/DESIGN.md#observe-room)
 	if !cfg.GuardIgnored && cfg.Guard.Mode != guard.ModeOff {
 		if fcfg.Tools, err = ignore.NewTools(backing, cfg.ToolTrees, d.policy); err != nil {
 			return nil, fmt.Errorf("tool trees: %w", err)
@@ -285,6 +292,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	d.Obs.SetHost(d.FS.CtlHost())
 	d.FS.Plug(journalctl.New(d.Journal, d.FS.CtlHost())) // per-session journal files; off: EOPNOTSUPP
 	// .rubino/sessions and .rubino/self (docs/DESIGN.md#sessions).
 	d.FS.Plug(sessionctl.New(sessionctl.Config{
@@ -358,11 +366,11 @@ func Start(cfg Config) (d *Daemon, err error) {
 	// holds it: stop the tasks at once, since their working directories
 	// are in the mount and would keep it (and this daemon) alive; files
 	// held by other processes are served until they are closed.
-	if stop, err := fusefs.WatchDetach(cfg.Mountpoint, func() {
+	if stop, err := procfs.WatchDetach(cfg.Mountpoint, func() {
 		cfg.Slog.Info("mount detached (lazy unmount): stopping tasks; open files are served until they are closed",
 			"mountpoint", cfg.Mountpoint)
 		d.Tasks.CancelAll()
-		d.FS.CloseStreams()
+		d.Obs.CloseStreams()
 	}); err != nil {
 		// Degraded: after a lazy unmount the tasks run on (and keep the
 		// daemon alive) until they end by themselves.
@@ -432,7 +440,7 @@ func (d *Daemon) Close() error {
 		// Stop every task and kill its process group first, so none keeps
 		// the mount busy or outlives it.
 		d.Tasks.CancelAll()
-		d.FS.CloseStreams() // access-log readers get end-of-file and release the mount
+		d.Obs.CloseStreams() // access-log readers get end-of-file and release the mount
 		if d.stopDetach != nil {
 			d.stopDetach()
 		}

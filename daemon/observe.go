@@ -43,7 +43,7 @@ func denialLogger(l *slog.Logger) func(guard.Denial) {
 // registerMetrics adds the watcher's, the task registry's and the
 // compressor's collectors to the mount's registry (.rubino/metrics).
 func (d *Daemon) registerMetrics() {
-	reg := d.FS.Metrics()
+	reg := d.Obs.Registry()
 	if d.Watcher != nil {
 		w, inv := d.Watcher, d.Invalidation
 		reg.MustRegister(scrape(func(ch chan<- prometheus.Metric) {

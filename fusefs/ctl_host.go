@@ -97,8 +97,7 @@ func (h CtlHost) CurrentBytes(p string) ([]byte, error) { return currentBytes(h.
 func (h CtlHost) Checkpointed() { h.f.journalCheckpointed() }
 
 // newCtlTree builds the mount's control tree (internal/ctlfs) over its
-// host, with the mount's own files: metrics (metrics.go) and accesslog
-// (accesslog.go). Errors recorded by the mount (a journal failure) share
+// host, with the observability room's files (metrics, accesslog). Errors recorded by the mount (a journal failure) share
 // the tree's ring, f.errs.
 func newCtlTree(f *FS) *ctlfs.Tree {
 	return ctlfs.New(ctlfs.Config{
@@ -112,8 +111,7 @@ func newCtlTree(f *FS) *ctlfs.Tree {
 		Started:           f.started,
 		Logger:            f.log,
 		Errors:            &f.errs,
-		Metrics:           &ctltree.File{Kind: ctltree.ReadOnly, Read: f.readMetrics},
-		AccessLog:         &ctltree.File{Kind: ctltree.Stream, Open: f.openAccessLog},
+		Observed:          f.cfg.Observe.CtlEntries(),
 	}, f.CtlHost())
 }
 
@@ -171,9 +169,9 @@ func (h CtlHost) Tracked(c ctltree.Caller, session string) []guard.TrackedRecord
 	return recs
 }
 
-// Quiet marks the request ctx carries quiet: rawWrap neither times nor
-// logs it (fsMetrics.quiet).
-func (h CtlHost) Quiet(ctx context.Context) { h.f.observe().markQuiet(ctx.Done()) }
+// Quiet marks the request ctx carries quiet: the observability room
+// neither times nor logs it (Observer.MarkQuiet).
+func (h CtlHost) Quiet(ctx context.Context) { h.f.cfg.Observe.MarkQuiet(ctx.Done()) }
 
 // errnoName returns the symbolic name of an errno (EINVAL), for logs
 // (ctltree.ErrnoName).

@@ -114,6 +114,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Passthrough allows kernel passthrough for handles on exempt files.
 	Passthrough bool
+	// Observe is the observability room (internal/observe: per-op
+	// metrics, access log, .rubino/metrics and .rubino/accesslog), the
+	// one hook the FS holds into it (docs/DESIGN.md#observe-room). nil:
+	// none of it.
+	Observe Observer
 	// Shared: other mounts (other hosts) share the backing directory
 	// (docs/DESIGN.md#close-to-open): a guarded read-only handle is served
 	// by the daemon with direct I/O, never by passthrough or the page
@@ -183,8 +188,6 @@ type FS struct {
 		opens, creates, denials, warned atomic.Uint64
 	}
 
-	obs observability // metrics registry, per-op observers, access log (metrics.go)
-
 	// rootFd is the backing root as an O_PATH descriptor, the start of
 	// every backing access (backing.go); -1 after Close.
 	rootFd atomic.Int64
@@ -238,6 +241,9 @@ func New(cfg Config) (*FS, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if cfg.Observe == nil {
+		cfg.Observe = noObserver{} // observer.go
 	}
 	var st syscall.Stat_t
 	if err := syscall.Stat(cfg.BackingPath, &st); err != nil {

@@ -88,7 +88,7 @@ func (n *Node) openHandle(lf *fs.LoopbackFile, flags uint32, prefer bool) (pt bo
 }
 
 // afterRelease runs done once go-fuse has finished serving the RELEASE
-// whose context is ctx (rawWrap.Release calls FS.releaseDone), or at once
+// whose context is ctx (rawHooks.Release calls FS.releaseDone), or at once
 // when ctx is no request's. Only go-fuse drops its own count of the node's
 // backing-file users after the handle's Release returns: an io-mode count
 // dropped before it could let a passthrough open register a backing file
@@ -118,7 +118,7 @@ func (f *FS) releaseDone(cancel <-chan struct{}) {
 // write of a guarded file while it is read, and those of a passthrough
 // handle never reach the daemon.
 func (f *FS) guardedPassthrough() bool {
-	return f.cfg.Passthrough && !f.observe().alog.active()
+	return f.cfg.Passthrough && !f.cfg.Observe.AccessLogActive()
 }
 
 // writeOnlyDirect reports whether a handle opened with flags and the open

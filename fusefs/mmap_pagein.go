@@ -19,7 +19,7 @@ import (
 // (FS.refusableIO) has no cached read(2), so a page-cache READ through it
 // is always a fault of a mapping of that handle, and a store through a
 // shared mapping faults its page in exactly so. go-fuse's node API passes
-// on only the offset, so rawWrap keeps each page-cache READ's cancel
+// on only the offset, so rawHooks keeps each page-cache READ's cancel
 // channel (unique among in-flight requests; the bridge hands it to the
 // node as fuse.Context.Cancel) until the request returns, as it does for
 // umasks (umaskmode.go).
@@ -28,7 +28,7 @@ import (
 var pageInReads sync.Map // <-chan struct{} -> struct{}
 
 // markPageIn records in as a page-cache READ when it carries no lock owner
-// and returns the function that forgets it (deferred by rawWrap).
+// and returns the function that forgets it (deferred by rawHooks).
 func markPageIn(cancel <-chan struct{}, in *fuse.ReadIn) func() {
 	if in.ReadFlags&fuse.READ_LOCKOWNER != 0 {
 		return func() {}
@@ -38,7 +38,7 @@ func markPageIn(cancel <-chan struct{}, in *fuse.ReadIn) func() {
 }
 
 // isPageIn reports whether the READ of ctx fills the kernel's page cache
-// rather than a caller's buffer. A request that did not pass rawWrap
+// rather than a caller's buffer. A request that did not pass rawHooks
 // (never on the mount) counts as a read(2).
 func isPageIn(ctx context.Context) bool {
 	c, ok := ctx.(*fuse.Context)

@@ -11,13 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 // MountOptions are the kernel-facing options of a mount.
@@ -162,13 +162,13 @@ func CheckMountpoint(mountpoint string, allowNonEmpty bool) error {
 	if !st.IsDir() {
 		return fmt.Errorf("mountpoint %s is not a directory", mountpoint)
 	}
-	if mounted, _ := IsMountpoint(mountpoint); mounted {
-		if abs, err := filepath.Abs(mountpoint); err == nil {
+	if abs, err := filepath.Abs(mountpoint); err == nil {
+		if mounted, _ := procfs.IsMountpoint(abs); mounted {
 			if _, dead := DeadMount(abs); dead {
 				return fmt.Errorf("mountpoint %s is a dead FUSE mount (ENOTCONN): clear it with `rubinofs unmount %s`", mountpoint, mountpoint)
 			}
+			return fmt.Errorf("mountpoint %s is already a mount point: unmount it first", mountpoint)
 		}
-		return fmt.Errorf("mountpoint %s is already a mount point: unmount it first", mountpoint)
 	}
 	if allowNonEmpty {
 		return nil
@@ -182,32 +182,6 @@ func CheckMountpoint(mountpoint string, allowNonEmpty bool) error {
 		return fmt.Errorf("mountpoint %s is not empty (use an empty directory, or --in-place to mount over the workspace)", mountpoint)
 	}
 	return nil
-}
-
-// IsMountpoint reports whether path is listed as a mount point in
-// /proc/self/mountinfo.
-func IsMountpoint(path string) (bool, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return false, err
-	}
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) > 4 && unescapeMount(fields[4]) == abs {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// unescapeMount undoes the octal escapes of /proc/self/mountinfo.
-func unescapeMount(s string) string {
-	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
-	return r.Replace(s)
 }
 
 // ErrBusy is returned (wrapped) by Unmount for a live mount that is in use:
@@ -344,7 +318,7 @@ const deadProbeTimeout = 5 * time.Second
 // deadProbeTimeout: a live but stuck server counts as alive) and also
 // accepts an ENOTCONN from stat.
 func DeadMount(abs string) (fstype string, dead bool) {
-	fstype, found := mountType(abs)
+	fstype, found := procfs.MountType(abs)
 	if _, err := os.Stat(abs); errors.Is(err, syscall.ENOTCONN) {
 		return fstype, true
 	}
@@ -362,102 +336,6 @@ func DeadMount(abs string) (fstype string, dead bool) {
 	case <-time.After(deadProbeTimeout):
 		return fstype, false
 	}
-}
-
-// mountType returns the file system type of the last mount at abs in
-// /proc/self/mountinfo (the one on top).
-func mountType(abs string) (fstype string, found bool) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return "", false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 7 || unescapeMount(fields[4]) != abs {
-			continue
-		}
-		// Optional fields end at "-"; the file system type follows.
-		for i := 6; i < len(fields)-1; i++ {
-			if fields[i] == "-" {
-				fstype, found = fields[i+1], true
-				break
-			}
-		}
-	}
-	return fstype, found
-}
-
-// WatchDetach calls onDetach once, from a goroutine of its own, when the
-// mount at mountpoint leaves the mount table: unmounted, or detached lazily
-// (`rubinofs unmount --lazy`, umount -l) while files are still open, when
-// the server keeps running until they close. The mount is identified by the
-// device number stat gives for mountpoint when WatchDetach is called (call
-// it once the mount answers, never from a FUSE request handler: the stat is
-// served by the mount itself). It waits on poll(2) POLLPRI of
-// /proc/self/mountinfo, which the kernel raises on every change of the
-// mount table, so it costs nothing while nothing is mounted or unmounted.
-// stop ends the watch (idempotent) and waits for the goroutine. Errors:
-// those of stat, opening mountinfo and pipe2.
-func WatchDetach(mountpoint string, onDetach func()) (stop func(), err error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(mountpoint, &st); err != nil {
-		return nil, fmt.Errorf("stat %s: %w", mountpoint, err)
-	}
-	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
-	mi, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("mountinfo: %w", err)
-	}
-	var wake [2]int
-	if err := unix.Pipe2(wake[:], unix.O_CLOEXEC); err != nil {
-		unix.Close(mi)
-		return nil, err
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer unix.Close(mi)
-		for {
-			fds := []unix.PollFd{{Fd: int32(mi), Events: unix.POLLPRI}, {Fd: int32(wake[0]), Events: unix.POLLIN}}
-			if _, err := unix.Poll(fds, -1); err != nil {
-				if errors.Is(err, unix.EINTR) {
-					continue
-				}
-				return
-			}
-			if fds[1].Revents != 0 {
-				return
-			}
-			if fds[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0 && !devMounted(dev) {
-				onDetach()
-				return
-			}
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			unix.Write(wake[1], []byte{0})
-			<-done
-			unix.Close(wake[0])
-			unix.Close(wake[1])
-		})
-	}, nil
-}
-
-// devMounted reports whether /proc/self/mountinfo lists a mount of the
-// device dev ("major:minor"). An unreadable mountinfo counts as mounted.
-func devMounted(dev string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return true
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && f[2] == dev {
-			return true
-		}
-	}
-	return false
 }
 
 // fuseLogger bridges the FS's structured logger to a *log.Logger for

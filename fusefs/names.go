@@ -15,7 +15,7 @@ package fusefs
 // a file while others open it by a name they never touch hit it within a
 // few hundred opens (tests/links_race_test.go).
 //
-// So the name-changing requests are bracketed (rawWrap takes nameChanges
+// So the name-changing requests are bracketed (rawHooks takes nameChanges
 // for reading around the whole bridge call, tree update included), and an
 // operation by node that fails with ENOENT waits until the changes under
 // way have finished and tries again once with each new path the tree

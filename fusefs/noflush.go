@@ -17,7 +17,7 @@ import (
 // read-only descriptor. RELEASE
 // still arrives and does the handle's bookkeeping.
 //
-// rawWrap.Open asks for it only while no reader is attached to
+// rawHooks.Open asks for it only while no reader is attached to
 // .rubino/accesslog: a handle opened while one is shows its closes there as
 // FLUSH lines, under the session that opened it.
 // docs/DESIGN.md#noflush-read-only

@@ -12,7 +12,7 @@ import (
 // default POSIX ACL gives new entries that ACL instead of the umask, and
 // only the daemon can see the backing directory's ACL. The kernel sends
 // the unmasked mode and the umask with CREATE, MKDIR, MKNOD and TMPFILE;
-// go-fuse's node API passes on the mode only, so rawWrap keeps the umask
+// go-fuse's node API passes on the mode only, so rawHooks keeps the umask
 // of each such request by its cancel channel (unique among in-flight
 // requests; the bridge hands it to the node as fuse.Context.Cancel) until
 // the request returns.
@@ -21,14 +21,14 @@ import (
 var requestUmasks sync.Map // <-chan struct{} -> uint32
 
 // withUmask records umask for the request whose cancel channel is cancel
-// and returns the function that forgets it (deferred by rawWrap).
+// and returns the function that forgets it (deferred by rawHooks).
 func withUmask(cancel <-chan struct{}, umask uint32) func() {
 	requestUmasks.Store(cancel, umask)
 	return func() { requestUmasks.Delete(cancel) }
 }
 
 // fallbackUmask is applied when a request's umask is unknown (a node
-// method reached without rawWrap, which the mount never does): the
+// method reached without rawHooks, which the mount never does): the
 // common default, on the safe side.
 const fallbackUmask = 0o022
 

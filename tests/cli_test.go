@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/internal/mounttest"
 )
 
 // cliFailsafe bounds every wait on the CLI binary, its daemons and the
@@ -58,14 +60,10 @@ func rubinofsBin(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "rubinofs")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/rubinofs").CombinedOutput()
-		if err != nil {
-			binErr = err
-			binPath = string(out)
-		}
+		binErr = mounttest.BuildCLI(binPath) // its error carries go build's output
 	})
 	if binErr != nil {
-		t.Fatalf("building rubinofs: %v\n%s", binErr, binPath)
+		t.Fatalf("building rubinofs: %v", binErr)
 	}
 	return binPath
 }

@@ -46,15 +46,13 @@ func TestIoctlSetflagsIsOwnChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.waitApplied(mark, "marker")
-	m.appliedMu.Lock()
-	for _, evs := range m.applied {
+	for _, evs := range m.mt.Applied() {
 		for _, ev := range evs {
 			if ev.Path == "f" {
 				t.Errorf("the watcher took an own change of f for an external one: %+v", ev)
 			}
 		}
 	}
-	m.appliedMu.Unlock()
 	if _, err := unix.Pwrite(fd, []byte("still mine\n"), 0); err != nil {
 		t.Errorf("write after own chattr: %v", err)
 	}

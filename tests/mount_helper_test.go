@@ -1,7 +1,8 @@
 // Package tests holds the cross-package real-mount tests. Every test mounts
-// through newMount, the one shared helper: it starts the same assembly as
-// `rubinofs mount` (package daemon), unmounts in t.Cleanup, waits for the
-// server to stop and fails on leaked descriptors of the daemon.
+// through newMount, the one shared helper: thin wrappers over
+// internal/mounttest (which bench/ shares) that start the same assembly as
+// `rubinofs mount` (package daemon), unmount in t.Cleanup, wait for the
+// server to stop and fail on leaked descriptors of the daemon.
 //
 // Commands run with their working directory outside the mount and `cd` in
 // the shell: a fork whose child chdirs into a mount served by the same
@@ -9,7 +10,6 @@
 package tests
 
 import (
-	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -25,7 +25,7 @@ import (
 	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/guard"
-	"github.com/rubinofs/rubinofs/watcher"
+	"github.com/rubinofs/rubinofs/internal/mounttest"
 )
 
 // requireFuse skips a real-mount test where /dev/fuse is absent, and fails
@@ -57,16 +57,11 @@ type mount struct {
 	state string
 	tmp   string
 	d     *daemon.Daemon
+	mt    *mounttest.Mount
 
 	// mappedStores: the tool under test stores through shared mappings,
 	// which inotify may report as outside edits (assertUntouched).
 	mappedStores bool
-
-	// applied records the watcher batches the mount has applied (nil
-	// entries are full invalidations), for waitApplied.
-	appliedMu sync.Mutex
-	applied   [][]watcher.Event
-	appliedCh chan struct{}
 
 	// stdLogDropped counts the standard logger's lines dropped while a
 	// mount made with Debug lives (routeStdLog).
@@ -119,30 +114,17 @@ func newMount(t testing.TB, files map[string]string, adjust func(*daemon.Config)
 	if cfg.Debug {
 		m.routeStdLog(lw)
 	}
-	before := daemonFds(t, m.ws, m.mnt)
-	d, err := daemon.Start(cfg)
+	mt, err := mounttest.Start(cfg, m.tmp)
 	if err != nil {
 		t.Fatalf("mount: %v", err)
 	}
-	m.d = d
-	m.appliedCh = make(chan struct{}, 1)
-	if d.Invalidation != nil {
-		d.Invalidation.SetBatchHook(func(evs []watcher.Event) {
-			m.appliedMu.Lock()
-			m.applied = append(m.applied, evs)
-			m.appliedMu.Unlock()
-			select {
-			case m.appliedCh <- struct{}{}:
-			default:
-			}
-		})
-	}
+	m.mt, m.d = mt, mt.D
 	t.Cleanup(func() {
-		if err := d.Close(); err != nil {
+		leaked, err := mt.Close()
+		if err != nil {
 			t.Errorf("unmount: %v", err)
 		}
-		<-d.Done()
-		if leaked := diffFds(before, daemonFds(t, m.ws, m.mnt)); len(leaked) > 0 {
+		if len(leaked) > 0 {
 			t.Errorf("descriptors leaked by the mount: %v", leaked)
 		}
 	})
@@ -216,48 +198,21 @@ func (c *lineCounter) Write(p []byte) (int, error) {
 }
 
 // daemonFds lists this process's descriptors that point into the workspace,
-// the mountpoint or /dev/fuse (fd -> target).
+// the mountpoint or /dev/fuse (fd -> target; mounttest.DaemonFds).
 func daemonFds(t testing.TB, roots ...string) map[string]string {
-	out := map[string]string{}
-	ents, err := os.ReadDir("/proc/self/fd")
+	fds, err := mounttest.DaemonFds(roots...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range ents {
-		target, err := os.Readlink("/proc/self/fd/" + e.Name())
-		if err != nil {
-			continue
-		}
-		interesting := target == "/dev/fuse"
-		for _, r := range roots {
-			if target == r || strings.HasPrefix(target, r+"/") {
-				interesting = true
-			}
-		}
-		if interesting {
-			out[e.Name()] = target
-		}
-	}
-	return out
+	return fds
 }
 
-func diffFds(before, after map[string]string) []string {
-	var leaked []string
-	for fd, target := range after {
-		if before[fd] != target {
-			leaked = append(leaked, fd+" -> "+target)
-		}
-	}
-	return leaked
-}
+// diffFds is mounttest.DiffFds: the entries of after that before lacks.
+func diffFds(before, after map[string]string) []string { return mounttest.DiffFds(before, after) }
 
 // appliedMark returns a mark for waitApplied: take it before making an
-// external change.
-func (m *mount) appliedMark() int {
-	m.appliedMu.Lock()
-	defer m.appliedMu.Unlock()
-	return len(m.applied)
-}
+// external change (mounttest.Mount.AppliedMark).
+func (m *mount) appliedMark() int { return m.mt.AppliedMark() }
 
 // waitApplied waits until a watcher batch applied after mark names rel (or
 // invalidated everything), and returns how long it waited. It synchronises
@@ -265,29 +220,11 @@ func (m *mount) appliedMark() int {
 // deadline.
 func (m *mount) waitApplied(mark int, rel string) time.Duration {
 	m.t.Helper()
-	start := time.Now()
-	deadline := time.After(20 * time.Second)
-	for {
-		m.appliedMu.Lock()
-		for _, evs := range m.applied[mark:] {
-			if evs == nil {
-				m.appliedMu.Unlock()
-				return time.Since(start)
-			}
-			for _, ev := range evs {
-				if ev.Path == rel {
-					m.appliedMu.Unlock()
-					return time.Since(start)
-				}
-			}
-		}
-		m.appliedMu.Unlock()
-		select {
-		case <-m.appliedCh:
-		case <-deadline:
-			m.t.Fatalf("the watcher applied no change of %s", rel)
-		}
+	d, err := m.mt.WaitApplied(mark, rel, 20*time.Second)
+	if err != nil {
+		m.t.Fatal(err)
 	}
+	return d
 }
 
 // path returns the path of rel through the mount.
@@ -300,11 +237,7 @@ func (m *mount) backing(rel string) string { return filepath.Join(m.ws, rel) }
 // edit, bypassing the mount).
 func (m *mount) writeBacking(rel, content string) {
 	m.t.Helper()
-	p := m.backing(rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		m.t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+	if err := mounttest.WriteFile(m.backing(rel), content); err != nil {
 		m.t.Fatal(err)
 	}
 }
@@ -328,11 +261,7 @@ func (m *mount) sh(script string, env ...string) (string, error) {
 // shIn runs script in the mount's subdirectory dir.
 func (m *mount) shIn(dir, script string, env ...string) (string, error) {
 	m.t.Helper()
-	cmd := exec.Command("/bin/sh", "-c", fmt.Sprintf("cd %s && %s", shq(m.path(dir)), script))
-	cmd.Dir = m.tmp
-	cmd.Env = append(testEnv(m.tmp), env...)
-	b, err := cmd.CombinedOutput()
-	return string(b), err
+	return m.mt.Sh(dir, script, env...)
 }
 
 // mustSh runs script and fails the test when it fails.
@@ -355,43 +284,13 @@ func (m *mount) mustFail(script string) string {
 	return out
 }
 
-// testEnv is a minimal, reproducible environment for tools run by tests: no
-// user git config, a fixed identity for commits, and the run's own
-// temporary directory (TestMain) as TMPDIR.
-func testEnv(home string) []string {
-	return []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + home,
-		"TMPDIR=" + os.TempDir(),
-		"LANG=C",
-		"GIT_CONFIG_NOSYSTEM=1",
-		"GIT_AUTHOR_NAME=rubinofs test", "GIT_AUTHOR_EMAIL=test@rubinofs.invalid",
-		"GIT_COMMITTER_NAME=rubinofs test", "GIT_COMMITTER_EMAIL=test@rubinofs.invalid",
-		"GOFLAGS=" + os.Getenv("GOFLAGS"),
-		"GOPATH=" + goEnv("GOPATH"),
-		"GOMODCACHE=" + goEnv("GOMODCACHE"),
-		"GOCACHE=" + goEnv("GOCACHE"),
-		"GOPROXY=" + goEnv("GOPROXY"),
-	}
-}
-
-var goEnvCache = map[string]string{}
-
-func goEnv(key string) string {
-	if v, ok := goEnvCache[key]; ok {
-		return v
-	}
-	out, err := exec.Command("go", "env", key).Output()
-	v := ""
-	if err == nil {
-		v = strings.TrimSpace(string(out))
-	}
-	goEnvCache[key] = v
-	return v
-}
+// testEnv is a minimal, reproducible environment for tools run by tests
+// (mounttest.Env): no user git config, a fixed identity for commits, and
+// the run's own temporary directory (TestMain) as TMPDIR.
+func testEnv(home string) []string { return mounttest.Env(home) }
 
 // shq quotes s for /bin/sh.
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+func shq(s string) string { return mounttest.Shq(s) }
 
 // sharedMode returns the mount's shared mode from .rubino/status: "on"
 // (--shared, --watch=poll), "peer" (another mount of its backing

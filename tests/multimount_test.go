@@ -152,9 +152,7 @@ func TestMultiMountPollInvalidates(t *testing.T) {
 	mark = a.appliedMark()
 	a.mustSh("cat f.txt >/dev/null && echo v3 > f.txt")
 	a.waitPasses(2)
-	a.appliedMu.Lock()
-	defer a.appliedMu.Unlock()
-	for _, evs := range a.applied[mark:] {
+	for _, evs := range a.mt.Applied()[mark:] {
 		for _, ev := range evs {
 			if ev.Path == "f.txt" {
 				t.Fatalf("the mount's own write was reported as another's: %v", ev)

@@ -370,10 +370,8 @@ func stressTail(name string, n int) string {
 // externalEvents renders the watcher batches the mount applied (changes it
 // took as external), for a failure report.
 func (m *mount) externalEvents() string {
-	m.appliedMu.Lock()
-	defer m.appliedMu.Unlock()
 	var out strings.Builder
-	for i, evs := range m.applied {
+	for i, evs := range m.mt.Applied() {
 		if evs == nil {
 			fmt.Fprintf(&out, "  batch %d: everything (overflow)\n", i)
 		}
@@ -1656,15 +1654,13 @@ func TestStressDirRenameKeepsHandles(t *testing.T) {
 	}
 	// Neither the own write's event under the old path nor the scan of the
 	// moved directory is an external change.
-	m.appliedMu.Lock()
-	for _, evs := range m.applied[mark:] {
+	for _, evs := range m.mt.Applied()[mark:] {
 		for _, ev := range evs {
 			if ev.Path != "barrier" {
 				t.Errorf("the watcher applied an own change as external: %s %v", ev.Path, ev.Op)
 			}
 		}
 	}
-	m.appliedMu.Unlock()
 
 	// An external touch changes no byte: the handle keeps its right (the
 	// hash is authoritative, README "The watcher"). The barrier first lets

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/rubinofs/rubinofs/bench/internal/benchkit"
+	"github.com/rubinofs/rubinofs/internal/mounttest"
 )
 
 var (
@@ -105,35 +106,20 @@ func main() {
 		logLines(filepath.Join(rfs.Dir, ".rubino", "guard", "denials")))
 }
 
-// mountCLI builds the CLI and mounts tmp/rubinofs-back at tmp/rubinofs
-// with `rubinofs mount --daemon`; it returns the target and the daemon's
-// pid. Teardown unmounts it.
+// mountCLI builds the CLI (mounttest.BuildCLI) and mounts
+// tmp/rubinofs-back at tmp/rubinofs with it, as benchkit's bin: targets do
+// (benchkit.Binary: `rubinofs mount --daemon`); it returns the target and
+// the daemon's pid. Teardown unmounts it.
 func mountCLI(tmp string) (*benchkit.Target, int) {
 	bin := filepath.Join(tmp, "rubinofs-bin")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/rubinofs").CombinedOutput(); err != nil {
-		benchkit.Fatal(fmt.Errorf("go build (run from the repository root): %v: %s", err, out))
+	if err := mounttest.BuildCLI(bin); err != nil {
+		benchkit.Fatal(err)
 	}
-	back, mnt, state := filepath.Join(tmp, "rubinofs-back"), filepath.Join(tmp, "rubinofs"), filepath.Join(tmp, "rubinofs-state")
-	for _, d := range []string{back, mnt} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			benchkit.Fatal(err)
-		}
-	}
-	out, err := exec.Command(bin, "mount", "--daemon", "--state-dir", state, back, mnt).CombinedOutput()
+	t, err := benchkit.Binary(tmp, benchkit.BinarySpec{Label: "rubinofs", Bin: bin})
 	if err != nil {
-		benchkit.Fatal(fmt.Errorf("mount: %v: %s", err, out))
+		benchkit.Fatal(err)
 	}
-	benchkit.AtExit(func() {
-		if err := exec.Command(bin, "unmount", mnt).Run(); err != nil {
-			exec.Command("umount", "-l", mnt).Run()
-		}
-	})
-	_, rest, _ := strings.Cut(string(out), "(pid ")
-	pid, err := strconv.Atoi(strings.TrimRightFunc(strings.Fields(rest + " ")[0], func(r rune) bool { return r < '0' || r > '9' }))
-	if err != nil {
-		benchkit.Fatal(fmt.Errorf("no daemon pid in %q", out))
-	}
-	return &benchkit.Target{Name: "rubinofs", Dir: mnt, Back: back, State: state}, pid
+	return t, t.Pid
 }
 
 // pySeconds runs python3 -c script in dir with args and returns the

@@ -59,12 +59,7 @@ func (t *Tree) baseTree() *ctltree.Dir {
 		{Name: "status", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: t.readStatus}},
 		{Name: "errors", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: t.readErrors}},
 	}
-	if t.cfg.Metrics != nil {
-		entries = append(entries, ctltree.Entry{Name: "metrics", Node: t.cfg.Metrics})
-	}
-	if t.cfg.AccessLog != nil {
-		entries = append(entries, ctltree.Entry{Name: "accesslog", Node: t.cfg.AccessLog})
-	}
+	entries = append(entries, t.cfg.Observed...) // metrics, accesslog (internal/observe)
 	entries = append(entries, ctltree.Entry{Name: "guard", Node: ctltree.NewDir(
 		ctltree.Entry{Name: "denials", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: t.Denials("")}},
 		ctltree.Entry{Name: "denials.summary", Node: &ctltree.File{Kind: ctltree.ReadOnly, Read: t.DenialSummary("")}},

@@ -70,9 +70,10 @@ type Config struct {
 	// Errors is /.rubino/errors, shared with the mount, which records
 	// its own failures there too (nil: the tree's own ring).
 	Errors *ctltree.ErrorRing
-	// Metrics and AccessLog are .rubino/metrics and .rubino/accesslog,
-	// listed after errors (nil: absent).
-	Metrics, AccessLog ctltree.Node
+	// Observed are the observability room's files (.rubino/metrics and
+	// .rubino/accesslog, docs/DESIGN.md#observe-room), listed after
+	// errors in this order (nil: absent).
+	Observed []ctltree.Entry
 }
 
 // StatusFunc contributes one top-level key to .rubino/status. It must be

@@ -123,3 +123,30 @@ func TestUnescapeMountField(t *testing.T) {
 		}
 	}
 }
+
+// TestMountpointsIn: a mount point is found unescaped, the type is the
+// topmost mount's, and a device is found by major:minor.
+func TestMountpointsIn(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "mountinfo")
+	os.WriteFile(f, []byte("22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"+
+		"50 22 0:45 / /mnt/a\\040b rw,nosuid - fuse.rubinofs /ws rw,user_id=0\n"+
+		"51 50 0:46 / /mnt/a\\040b rw,nosuid - fuse.other x rw\n"), 0o644)
+	if ok, err := isMountpointIn(f, "/mnt/a b"); !ok || err != nil {
+		t.Errorf("isMountpointIn(/mnt/a b) = %v, %v", ok, err)
+	}
+	if ok, _ := isMountpointIn(f, "/mnt"); ok {
+		t.Error("/mnt is no mount point")
+	}
+	if typ, ok := mountTypeIn(f, "/mnt/a b"); !ok || typ != "fuse.other" {
+		t.Errorf("mountTypeIn = %q, %v, want the top mount's fuse.other", typ, ok)
+	}
+	if _, ok := mountTypeIn(f, "/none"); ok {
+		t.Error("mountTypeIn(/none) found a mount")
+	}
+	if !deviceMountedIn(f, 0, 45) || deviceMountedIn(f, 0, 47) {
+		t.Error("deviceMountedIn: want 0:45 listed, 0:47 not")
+	}
+	if !deviceMountedIn(filepath.Join(t.TempDir(), "none"), 0, 47) {
+		t.Error("an unreadable table counts as mounted")
+	}
+}

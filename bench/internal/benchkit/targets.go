@@ -14,6 +14,7 @@ import (
 	"github.com/rubinofs/rubinofs/config"
 	"github.com/rubinofs/rubinofs/daemon"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/mounttest"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
@@ -142,17 +143,22 @@ func RubinofsAt(name, back, mnt, state string, mode guard.Mode, progress func(di
 	for _, a := range adjust {
 		a(&cfg)
 	}
-	d, err := daemon.Start(cfg)
+	m, err := mounttest.Start(cfg, filepath.Dir(mnt)) // the mount the real-mount tests use
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	d := m.D
 	t := &Target{Name: name, Dir: mnt, Back: back, State: state, Daemon: d}
 	t.close = func() {
 		if n := len(d.Guard.Denials("")); n > 0 {
 			log.Printf("%s: %d denials during the workload, the first: %v", name, n, d.Guard.Denials("")[0])
 		}
-		if err := d.Close(); err != nil {
+		leaked, err := m.Close()
+		if err != nil {
 			log.Printf("%s: close: %v", name, err)
+		}
+		if len(leaked) > 0 {
+			log.Printf("%s: descriptors leaked by the mount: %v", name, leaked)
 		}
 	}
 	AtExit(t.Close)

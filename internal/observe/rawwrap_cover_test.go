@@ -1,4 +1,4 @@
-package fusefs
+package observe
 
 import (
 	"path/filepath"

@@ -1,4 +1,4 @@
-package fusefs
+package observe
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // also one that fails, allocates nothing while no access-log reader is
 // attached.
 func TestRecordAllocs(t *testing.T) {
-	w := &rawWrap{m: newFSMetrics(&FS{})}
+	w := &rawWrap{m: newFSMetrics(nil)}
 	w.done(opLookup, time.Now(), fuse.ENOENT) // first ENOENT of lookup resolves its counter
 	allocs := testing.AllocsPerRun(1000, func() {
 		if _, ok := w.done(opGetattr, time.Now(), fuse.OK); ok {
@@ -34,7 +34,7 @@ func TestRecordAllocs(t *testing.T) {
 // BenchmarkRecord measures the per-request cost of rawWrap's bookkeeping
 // with no access-log reader.
 func BenchmarkRecord(b *testing.B) {
-	w := &rawWrap{m: newFSMetrics(&FS{})}
+	w := &rawWrap{m: newFSMetrics(nil)}
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			w.done(opGetattr, time.Now(), fuse.OK)

@@ -1,4 +1,4 @@
-package fusefs
+package observe
 
 // .rubino/accesslog, in the style of JuiceFS's .accesslog: every open
 // handle is a reader with its own bounded buffer of lines; rawWrap
@@ -22,6 +22,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -244,27 +245,26 @@ func (r *alogReader) Close() {
 
 // openAccessLog is the Open of the Stream file .rubino/accesslog: any
 // caller may read it, and sees the lines of the sessions it may see
-// (mayActOn, decided per line as it is published): the mount's owner and
+// (Host.MayActOn, decided per line as it is published): the mount's owner and
 // root from outside every session see every line; anyone else sees its own
 // session's, and from outside every session those of the sessions its uid
 // owns. A line naming no session ("-": pid 0, or a handle opened while no
 // reader was attached) is shown to such a reader only when it is the
 // reader's uid's and the reader is outside every session.
-func (f *FS) openAccessLog(c ctltree.Caller) (ctltree.Feed, error) {
-	if f.owners.Admin(c) {
-		return f.observe().alog.open(nil), nil
+func (o *Observer) openAccessLog(c ctltree.Caller) (ctltree.Feed, error) {
+	h := o.host
+	if h == nil {
+		return nil, ctltree.Errorf(syscall.EIO, "the access log has no mount to ask who may see its lines")
+	}
+	outside := h.Outside(c)
+	if c.Privileged && outside { // the mount's owner or root, outside every session
+		return o.m.alog.open(nil), nil
 	}
 	see := func(sess string, uid uint32) bool {
 		if sess == "-" || sess == guard.UnknownSession {
-			return uid == c.Uid && f.owners.Outside(c)
+			return uid == c.Uid && outside
 		}
-		return f.owners.MayActOn(c, sess)
+		return h.MayActOn(c, sess)
 	}
-	return f.observe().alog.open(see), nil
+	return o.m.alog.open(see), nil
 }
-
-// CloseStreams ends every reader of the stream control files (the access
-// log): their blocked reads return end-of-file, so a `cat` exits and
-// releases the mount. The daemon calls it before unmounting; it is also
-// called when the server stops. Later opens read end-of-file at once.
-func (f *FS) CloseStreams() { f.observe().alog.close() }

@@ -1,4 +1,4 @@
-package fusefs
+package observe
 
 // .rubino/metrics: one Prometheus registry per FS, rendered in the
 // Prometheus text format (expfmt) when the file is read.
@@ -8,7 +8,7 @@ package fusefs
 // histogram observation, with no label lookup and no allocation. The guard's
 // and the hash cache's families are read from their own counters at scrape
 // time (no double bookkeeping); the daemon registers the watcher's, the task
-// registry's and the compressor's the same way (Metrics).
+// registry's and the compressor's the same way (Observer.Registry).
 
 import (
 	"bytes"
@@ -21,16 +21,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/expfmt"
+	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/ctltree"
 )
-
-// observability is the FS's metrics registry, per-op observers and access
-// log. The zero value is ready: everything is built on first use (observe).
-type observability struct {
-	once sync.Once
-	m    *fsMetrics
-}
 
 // opID numbers the FUSE operations rawWrap times; opNames gives their
 // label values (the opcodes' names, lower case, as JuiceFS's access log).
@@ -100,7 +94,7 @@ const maxCachedErrno = 136
 // about 2.6 s in steps of 4 (a cached getattr to a hash of a large file).
 var opBuckets = prometheus.ExponentialBuckets(10e-6, 4, 10)
 
-// fsMetrics is the built observability state of one FS.
+// fsMetrics is the observability state of one mount (Observer).
 type fsMetrics struct {
 	reg  *prometheus.Registry
 	ops  [numOps]opMetrics
@@ -123,20 +117,7 @@ type opMetrics struct {
 	errs  [maxCachedErrno]atomic.Pointer[prometheus.Counter]
 }
 
-// observe returns the FS's observability state, building it on first use.
-func (f *FS) observe() *fsMetrics {
-	f.obs.once.Do(func() { f.obs.m = newFSMetrics(f) })
-	return f.obs.m
-}
-
-// Metrics returns the FS's Prometheus registry, which .rubino/metrics
-// renders at every open. Register collectors that read existing counters at
-// scrape time (prometheus.NewCounterFunc, a custom Collector); Register's
-// error (a duplicate or inconsistent family) is the registry's. Safe for
-// concurrent use.
-func (f *FS) Metrics() *prometheus.Registry { return f.observe().reg }
-
-func newFSMetrics(f *FS) *fsMetrics {
+func newFSMetrics(g GuardStats) *fsMetrics {
 	m := &fsMetrics{reg: prometheus.NewRegistry(), alog: newAccessLog()}
 	count := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rubinofs_fuse_ops_total",
@@ -155,8 +136,11 @@ func newFSMetrics(f *FS) *fsMetrics {
 		m.ops[op].count = count.WithLabelValues(opNames[op])
 		m.ops[op].dur = dur.WithLabelValues(opNames[op])
 	}
-	m.reg.MustRegister(count, dur, m.errs, &guardCollector{f: f}, m.alog.dropped,
+	m.reg.MustRegister(count, dur, m.errs, m.alog.dropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if g != nil {
+		m.reg.MustRegister(&guardCollector{g: g})
+	}
 	return m
 }
 
@@ -181,6 +165,15 @@ func (m *fsMetrics) record(op opID, seconds float64, st fuse.Status) {
 		c = &cnt
 	}
 	(*c).Inc()
+}
+
+// errnoName returns the symbolic name of an errno (EINVAL), for the
+// errno label and the access log.
+func errnoName(e syscall.Errno) string {
+	if name := unix.ErrnoName(e); name != "" {
+		return name
+	}
+	return e.Error()
 }
 
 // markQuiet marks the request whose cancel channel is done as a stream read
@@ -210,8 +203,8 @@ func (m *fsMetrics) takeQuiet(done <-chan struct{}) bool {
 // Prometheus text exposition format (version 0.0.4). A collector's error
 // is EIO to the reader (via ctltree's error mapping), with the reason in
 // the handle's "error:" line and .rubino/errors.
-func (f *FS) readMetrics(_ context.Context, _ ctltree.Caller) ([]byte, error) {
-	mfs, err := f.observe().reg.Gather()
+func (o *Observer) readMetrics(_ context.Context, _ ctltree.Caller) ([]byte, error) {
+	mfs, err := o.m.reg.Gather()
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +220,7 @@ func (f *FS) readMetrics(_ context.Context, _ ctltree.Caller) ([]byte, error) {
 
 // guardCollector exposes the guard's and the hash cache's counters, read at
 // scrape time.
-type guardCollector struct{ f *FS }
+type guardCollector struct{ g GuardStats }
 
 var (
 	descDecisions = prometheus.NewDesc("rubinofs_guard_decisions_total",
@@ -278,7 +271,7 @@ func (g *guardCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (g *guardCollector) Collect(ch chan<- prometheus.Metric) {
-	gd := g.f.cfg.Guard
+	gd := g.g
 	c, dc := gd.Counts(), gd.DecisionCounts()
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)

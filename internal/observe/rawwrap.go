@@ -1,8 +1,9 @@
-package fusefs
+package observe
 
 // rawWrap times, counts and logs every FUSE request without touching the
-// node types: it wraps the fuse.RawFileSystem that fs.NewNodeFS builds (the
-// bridge to our nodes) and overrides each operation. Per request it costs
+// node types: it wraps the fuse.RawFileSystem the mount serves (the
+// adapter's layer over go-fuse's node bridge, fusefs.FS.Mount) and
+// overrides each operation. Per request it costs
 // two time.Now calls, a counter increment and a histogram observation on
 // observers resolved once per op; an access-log line is built only while a
 // reader of .rubino/accesslog is attached (one atomic load otherwise).
@@ -24,47 +25,20 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rubinofs/rubinofs/guard"
 )
 
-// nodeFS builds go-fuse's node bridge over f.root and then lets the
-// invalidator walk the inode tree (FS.bridged): NewNodeFS initialises the
-// root inode's children without a lock, so no walk may run before it.
-func (f *FS) nodeFS(opts *fs.Options) fuse.RawFileSystem {
-	raw := fs.NewNodeFS(f.root, opts)
-	f.bridgedOnce.Do(func() { close(f.bridged) })
-	return raw
-}
-
-// serve is fs.Mount with the raw file system wrapped in rawWrap: it builds
-// the node bridge over f.root, starts the server and returns once the
-// kernel answers (WaitMount). Errors: those of fuse.NewServer (mount(2),
-// fusermount3) and of WaitMount; as in fs.Mount, a failed WaitMount leaves
-// the serve loop to end by itself.
-func (f *FS) serve(mountpoint string, opts *fs.Options) (*fuse.Server, error) {
-	raw := &rawWrap{RawFileSystem: f.nodeFS(opts), fs: f, m: f.observe()}
-	server, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
-	if err != nil {
-		return nil, err
-	}
-	go server.Serve()
-	if err := server.WaitMount(); err != nil {
-		return nil, err
-	}
-	return server, nil
-}
-
-// rawWrap is the timing, counting and logging layer over go-fuse's bridge.
+// rawWrap is the timing, counting and logging layer over the adapter's raw
+// file system (Observer.Wrap).
 // Methods it does not override (String, SetDebug, Init) pass through;
 // TestRawWrapCoversEveryOp fails when any other fuse.RawFileSystem method
 // is not wrapped here.
 type rawWrap struct {
 	fuse.RawFileSystem
-	fs *FS
-	m  *fsMetrics
+	o *Observer
+	m *fsMetrics
 
 	// handles maps an open file or directory handle (its Fh) to the
 	// session its opening line named; entries are made only while a
@@ -103,22 +77,16 @@ func (w *rawWrap) emit(op opID, d time.Duration, st fuse.Status, c *fuse.Caller,
 }
 
 // session names the session of caller c for the access log ("-" for pid
-// 0: RELEASE and FORGET-like requests carry none); a caller outside every
-// session is its uid's default session (sessionctl.Owners.Default). The registry
-// answers within guard.ProcBound: guard.UnknownSession ("-") when the
-// caller's /proc files did not answer by then.
+// 0: RELEASE and FORGET-like requests carry none, and "-" without a Host);
+// a caller outside every session is its uid's default session
+// (Host.RequestSession). The registry answers within guard.ProcBound:
+// guard.UnknownSession ("-") when the caller's /proc files did not answer
+// by then.
 func (w *rawWrap) session(c *fuse.Caller) string {
-	if c.Pid == 0 {
+	if c.Pid == 0 || w.o.host == nil {
 		return "-"
 	}
-	sess := DefaultSession
-	if w.fs.cfg.Sessions != nil {
-		sess = w.fs.cfg.Sessions.Resolve(c.Pid)
-	}
-	if sess == DefaultSession {
-		sess = w.fs.owners.Default(c.Uid)
-	}
-	return sess
+	return w.o.host.RequestSession(c.Pid, c.Uid)
 }
 
 // handleSession names the session of the open handle fh for the access
@@ -190,9 +158,7 @@ func (w *rawWrap) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.
 
 func (w *rawWrap) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, n string, out *fuse.EntryOut) fuse.Status {
 	start := time.Now()
-	forget := withUmask(cancel, in.Umask) // umaskmode.go
 	st := w.RawFileSystem.Mknod(cancel, in, n, out)
-	forget()
 	if d, ok := w.done(opMknod, start, st); ok {
 		w.emit(opMknod, d, st, &in.Caller, w.session(&in.Caller), int64(out.NodeId), "(%d,%s,%o,0x%x)", in.NodeId, name(n), in.Mode, in.Rdev)
 	}
@@ -201,9 +167,7 @@ func (w *rawWrap) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, n string, out 
 
 func (w *rawWrap) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, n string, out *fuse.EntryOut) fuse.Status {
 	start := time.Now()
-	forget := withUmask(cancel, in.Umask) // umaskmode.go
 	st := w.RawFileSystem.Mkdir(cancel, in, n, out)
-	forget()
 	if d, ok := w.done(opMkdir, start, st); ok {
 		w.emit(opMkdir, d, st, &in.Caller, w.session(&in.Caller), int64(out.NodeId), "(%d,%s,%o)", in.NodeId, name(n), in.Mode)
 	}
@@ -212,9 +176,7 @@ func (w *rawWrap) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, n string, out 
 
 func (w *rawWrap) Unlink(cancel <-chan struct{}, h *fuse.InHeader, n string) fuse.Status {
 	start := time.Now()
-	done := w.fs.names.changing() // until the bridge updated its tree (names.go)
 	st := w.RawFileSystem.Unlink(cancel, h, n)
-	done()
 	if d, ok := w.done(opUnlink, start, st); ok {
 		w.emit(opUnlink, d, st, &h.Caller, w.session(&h.Caller), -1, "(%d,%s)", h.NodeId, name(n))
 	}
@@ -223,9 +185,7 @@ func (w *rawWrap) Unlink(cancel <-chan struct{}, h *fuse.InHeader, n string) fus
 
 func (w *rawWrap) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, n string) fuse.Status {
 	start := time.Now()
-	done := w.fs.names.changing() // until the bridge updated its tree (names.go)
 	st := w.RawFileSystem.Rmdir(cancel, h, n)
-	done()
 	if d, ok := w.done(opRmdir, start, st); ok {
 		w.emit(opRmdir, d, st, &h.Caller, w.session(&h.Caller), -1, "(%d,%s)", h.NodeId, name(n))
 	}
@@ -234,9 +194,7 @@ func (w *rawWrap) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, n string) fuse
 
 func (w *rawWrap) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
 	start := time.Now()
-	done := w.fs.names.changing() // until the bridge updated its tree (names.go)
 	st := w.RawFileSystem.Rename(cancel, in, oldName, newName)
-	done()
 	if d, ok := w.done(opRename, start, st); ok {
 		w.emit(opRename, d, st, &in.Caller, w.session(&in.Caller), -1, "(%d,%s,%d,%s,%d)", in.NodeId, name(oldName), in.Newdir, name(newName), in.Flags)
 	}
@@ -317,9 +275,7 @@ func (w *rawWrap) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr str
 
 func (w *rawWrap) Create(cancel <-chan struct{}, in *fuse.CreateIn, n string, out *fuse.CreateOut) fuse.Status {
 	start := time.Now()
-	forget := withUmask(cancel, in.Umask) // umaskmode.go
 	st := w.RawFileSystem.Create(cancel, in, n, out)
-	forget()
 	if d, ok := w.done(opCreate, start, st); ok {
 		w.emit(opCreate, d, st, &in.Caller, w.opened(st, &in.Caller, out.Fh), int64(out.NodeId), "(%d,%s,%o,0x%x)", in.NodeId, name(n), in.Mode, in.Flags)
 	}
@@ -328,9 +284,7 @@ func (w *rawWrap) Create(cancel <-chan struct{}, in *fuse.CreateIn, n string, ou
 
 func (w *rawWrap) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
 	start := time.Now()
-	forget := withUmask(cancel, in.Umask) // umaskmode.go
 	st := w.RawFileSystem.Tmpfile(cancel, in, out)
-	forget()
 	if d, ok := w.done(opTmpfile, start, st); ok {
 		w.emit(opTmpfile, d, st, &in.Caller, w.opened(st, &in.Caller, out.Fh), int64(out.NodeId), "(%d,%o,0x%x)", in.NodeId, in.Mode, in.Flags)
 	}
@@ -340,9 +294,6 @@ func (w *rawWrap) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.C
 func (w *rawWrap) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	start := time.Now()
 	st := w.RawFileSystem.Open(cancel, in, out)
-	if st == fuse.OK && !w.m.alog.active() {
-		out.OpenFlags |= noFlushFlag(in.Flags) // noflush.go
-	}
 	if d, ok := w.done(opOpen, start, st); ok {
 		w.emit(opOpen, d, st, &in.Caller, w.opened(st, &in.Caller, out.Fh), int64(out.Fh), "(%d,0x%x)", in.NodeId, in.Flags)
 	}
@@ -353,9 +304,7 @@ func (w *rawWrap) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOu
 // (the access log itself): see fsMetrics.quiet.
 func (w *rawWrap) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
 	start := time.Now()
-	forget := markPageIn(cancel, in) // mmap_pagein.go
 	res, st := w.RawFileSystem.Read(cancel, in, buf)
-	forget()
 	if w.m.takeQuiet(cancel) {
 		return res, st
 	}
@@ -406,7 +355,6 @@ func (w *rawWrap) SetLkw(cancel <-chan struct{}, in *fuse.LkIn) fuse.Status {
 func (w *rawWrap) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	start := time.Now()
 	w.RawFileSystem.Release(cancel, in)
-	w.fs.releaseDone(cancel) // after go-fuse's own release bookkeeping (iomode.go)
 	sess, _ := w.handles.LoadAndDelete(in.Fh)
 	if d, ok := w.done(opRelease, start, fuse.OK); ok {
 		w.emit(opRelease, d, fuse.OK, &in.Caller, sessName(sess), -1, "(%d,%d)", in.NodeId, in.Fh)
@@ -578,5 +526,5 @@ func (w *rawWrap) Statx(cancel <-chan struct{}, in *fuse.StatxIn, out *fuse.Stat
 // request.
 func (w *rawWrap) OnUnmount() {
 	w.RawFileSystem.OnUnmount()
-	w.fs.CloseStreams()
+	w.o.CloseStreams()
 }

@@ -1,0 +1,110 @@
+package fusefs
+
+// rawHooks is the adapter's own layer over go-fuse's node bridge: the few
+// requests whose bookkeeping needs what only the raw request carries (the
+// umask, the cancel channel of a page-in READ or of a RELEASE) or must
+// bracket the bridge's update of its tree. The observability room's
+// wrapper (Config.Observe, internal/observe) goes over it.
+
+import (
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// nodeFS builds go-fuse's node bridge over f.root and then lets the
+// invalidator walk the inode tree (FS.bridged): NewNodeFS initialises the
+// root inode's children without a lock, so no walk may run before it.
+func (f *FS) nodeFS(opts *fs.Options) fuse.RawFileSystem {
+	raw := fs.NewNodeFS(f.root, opts)
+	f.bridgedOnce.Do(func() { close(f.bridged) })
+	return raw
+}
+
+// serve is fs.Mount with the raw file system wrapped in rawHooks and then
+// in the observability room's wrapper (Observer.Wrap): it builds the node
+// bridge over f.root, starts the server and returns once the kernel
+// answers (WaitMount). Errors: those of fuse.NewServer (mount(2),
+// fusermount3) and of WaitMount; as in fs.Mount, a failed WaitMount leaves
+// the serve loop to end by itself.
+func (f *FS) serve(mountpoint string, opts *fs.Options) (*fuse.Server, error) {
+	raw := f.cfg.Observe.Wrap(&rawHooks{RawFileSystem: f.nodeFS(opts), fs: f})
+	server, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
+	if err != nil {
+		return nil, err
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		return nil, err
+	}
+	return server, nil
+}
+
+// rawHooks overrides the requests named in the file comment; every other
+// method is the bridge's.
+type rawHooks struct {
+	fuse.RawFileSystem
+	fs *FS
+}
+
+func (r *rawHooks) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, n string, out *fuse.EntryOut) fuse.Status {
+	forget := withUmask(cancel, in.Umask) // umaskmode.go
+	defer forget()
+	return r.RawFileSystem.Mknod(cancel, in, n, out)
+}
+
+func (r *rawHooks) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, n string, out *fuse.EntryOut) fuse.Status {
+	forget := withUmask(cancel, in.Umask) // umaskmode.go
+	defer forget()
+	return r.RawFileSystem.Mkdir(cancel, in, n, out)
+}
+
+func (r *rawHooks) Create(cancel <-chan struct{}, in *fuse.CreateIn, n string, out *fuse.CreateOut) fuse.Status {
+	forget := withUmask(cancel, in.Umask) // umaskmode.go
+	defer forget()
+	return r.RawFileSystem.Create(cancel, in, n, out)
+}
+
+func (r *rawHooks) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
+	forget := withUmask(cancel, in.Umask) // umaskmode.go
+	defer forget()
+	return r.RawFileSystem.Tmpfile(cancel, in, out)
+}
+
+func (r *rawHooks) Unlink(cancel <-chan struct{}, h *fuse.InHeader, n string) fuse.Status {
+	done := r.fs.names.changing() // until the bridge updated its tree (names.go)
+	defer done()
+	return r.RawFileSystem.Unlink(cancel, h, n)
+}
+
+func (r *rawHooks) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, n string) fuse.Status {
+	done := r.fs.names.changing() // until the bridge updated its tree (names.go)
+	defer done()
+	return r.RawFileSystem.Rmdir(cancel, h, n)
+}
+
+func (r *rawHooks) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	done := r.fs.names.changing() // until the bridge updated its tree (names.go)
+	defer done()
+	return r.RawFileSystem.Rename(cancel, in, oldName, newName)
+}
+
+// Open asks for FOPEN_NOFLUSH on a read-only open (noflush.go) while no
+// reader of .rubino/accesslog is attached.
+func (r *rawHooks) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	st := r.RawFileSystem.Open(cancel, in, out)
+	if st == fuse.OK && !r.fs.cfg.Observe.AccessLogActive() {
+		out.OpenFlags |= noFlushFlag(in.Flags) // noflush.go
+	}
+	return st
+}
+
+func (r *rawHooks) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	forget := markPageIn(cancel, in) // mmap_pagein.go
+	defer forget()
+	return r.RawFileSystem.Read(cancel, in, buf)
+}
+
+func (r *rawHooks) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	r.RawFileSystem.Release(cancel, in)
+	r.fs.releaseDone(cancel) // after go-fuse's own release bookkeeping (iomode.go)
+}
