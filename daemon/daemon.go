@@ -381,7 +381,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	}
 	d.startStateRetention() // retention.go
 	cfg.Slog.Info("mounted", "workspace", cfg.Workspace, "mountpoint", cfg.Mountpoint,
-		"mode", cfg.Mode.String(), "watch", mode, "backing_fs", kind, "shared", d.FS.SharedMode(), "uncached", remote != "", "state_dir", cfg.StateDir)
+		"mode", cfg.Mode.String(), "watch", mode, "backing_fs", kind, "shared", d.FS.CrossMount().SharedMode(), "uncached", remote != "", "state_dir", cfg.StateDir)
 	return d, nil
 }
 

@@ -39,6 +39,7 @@ import (
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/ignore"
+	"github.com/rubinofs/rubinofs/internal/crossmount"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
@@ -114,7 +115,7 @@ type Config struct {
 	// by the daemon with direct I/O, never by passthrough or the page
 	// cache, and registers exactly the bytes of its first READ, under the
 	// cross-mount lock. Without it, the mount is shared from the first
-	// decision that finds a peer through Peers (FS.shared).
+	// decision that finds a peer through Peers (crossmount.Mode.Shared).
 	Shared bool
 	// Uncached: the backing filesystem's clients cache what other hosts
 	// change (a network or FUSE filesystem: GlusterFS, NFS, CephFS,
@@ -128,7 +129,7 @@ type Config struct {
 	// host (docs/DESIGN.md#peer-mounts): the mount turns shared, as with
 	// Shared, at the first decision that sees one, and stays shared. nil:
 	// only Shared decides.
-	Peers PeerProbe
+	Peers crossmount.PeerProbe
 	// Journal, when set, records every change a session makes through
 	// the mount, with its pre-images, before the change is made
 	// (docs/DESIGN.md#journal-hook); nil: no journal call at all.
@@ -142,14 +143,16 @@ type Config struct {
 // FS is one rubinofs file system: the root node, the guard and the
 // control tree. Its methods are safe for concurrent use.
 type FS struct {
-	cfg        Config
-	root       *Node
-	rootDev    uint64 // st_dev of the backing root (stableAttr)
-	ctlRoot    *ctltree.Dir
-	started    time.Time
-	log        *slog.Logger
-	crossState // cross-mount locks (crossmount_lock.go)
-	peerState  // peer mounts (peer_mode.go)
+	cfg     Config
+	root    *Node
+	rootDev uint64 // st_dev of the backing root (stableAttr)
+	ctlRoot *ctltree.Dir
+	started time.Time
+	log     *slog.Logger
+	// cross is the mount's state towards other mounts of the backing
+	// directory: shared mode, the cross-mount lock, own-change stats, the
+	// uncached view (internal/crossmount).
+	cross *crossmount.Mode
 
 	// mountpoint is where the mount is (setMountpoint), for resolving the
 	// paths callers write to control files.
@@ -259,6 +262,8 @@ func New(cfg Config) (*FS, error) {
 		flux:    make(map[guard.FileID]int),
 		ctlInos: make(map[string]uint64),
 		bridged: make(chan struct{}),
+		cross: crossmount.New(crossmount.Config{Shared: cfg.Shared, Uncached: cfg.Uncached, Peers: cfg.Peers,
+			Workspace: cfg.Workspace, Guard: cfg.Guard, Logger: cfg.Logger}),
 	}
 	rootFd, err := openRoot(cfg.BackingPath)
 	if err != nil {
@@ -281,7 +286,9 @@ func New(cfg Config) (*FS, error) {
 		f.addCtl(f.policyEntry()) // ctl_policy.go
 		f.AddStatus(f.policyStatus)
 	}
-	f.addSharedStatus() // peer_mode.go
+	for _, st := range f.cross.Status() { // shared, uncached, cross_mount
+		f.AddStatus(st)
+	}
 	return f, nil
 }
 
@@ -394,8 +401,8 @@ func (f *FS) LookupTarget(rel string) (guard.Target, error) {
 func fdTarget(rel string, fd int) (guard.Target, error) {
 	var st syscall.Stat_t
 	stat := syscall.Fstat
-	if fdDirect(fd) != 0 {
-		stat = fstatSync // an uncached backing's read handle: the server's stat (docs/DESIGN.md#uncached-view)
+	if crossmount.FdDirect(fd) != 0 {
+		stat = crossmount.FstatSync // an uncached backing's read handle: the server's stat (docs/DESIGN.md#uncached-view)
 	}
 	if err := stat(fd, &st); err != nil {
 		return guard.Target{}, err
@@ -408,7 +415,9 @@ func fdTargetOf(rel string, fd int, st *syscall.Stat_t) guard.Target {
 	return guard.Target{
 		Path: rel,
 		Stat: guard.StatOf(st),
-		Open: func() (*os.File, error) { return openForHash(fmt.Sprintf("/proc/self/fd/%d", fd), fdDirect(fd)) },
+		Open: func() (*os.File, error) {
+			return openForHash(fmt.Sprintf("/proc/self/fd/%d", fd), crossmount.FdDirect(fd))
+		},
 	}
 }
 
@@ -426,7 +435,7 @@ func openForHash(p string, flags int) (*os.File, error) {
 	}
 	if err == nil && flags&syscall.O_DIRECT != 0 {
 		var st syscall.Stat_t
-		fstatSync(int(f.Fd()), &st) // reads run to the real end (docs/DESIGN.md#uncached-view)
+		crossmount.FstatSync(int(f.Fd()), &st) // reads run to the real end (docs/DESIGN.md#uncached-view)
 	}
 	return f, err
 }
