@@ -24,6 +24,7 @@ import (
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/gitsafe"
 	"github.com/rubinofs/rubinofs/guard/ignore"
+	"github.com/rubinofs/rubinofs/internal/invalidate"
 	"github.com/rubinofs/rubinofs/internal/journalctl"
 	"github.com/rubinofs/rubinofs/journal"
 	"github.com/rubinofs/rubinofs/tasks"
@@ -118,7 +119,7 @@ type Daemon struct {
 	// Invalidation its feed into the mount.
 	Watcher      *watcher.Watcher
 	Poller       *watcher.Poller // with --watch=poll (watchmode.go)
-	Invalidation *fusefs.Invalidation
+	Invalidation *invalidate.Invalidation
 	// Compact serves .rubino/compact over the compaction store
 	// (StateDir/compact.db, a temporary store without a StateDir).
 	Compact *compact.Service

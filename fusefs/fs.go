@@ -40,6 +40,7 @@ import (
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/internal/crossmount"
+	"github.com/rubinofs/rubinofs/internal/invalidate"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
@@ -203,17 +204,13 @@ type FS struct {
 
 	// inv applies external changes (nil without a watcher); shortTimeout
 	// is the cache timeout of subtrees it cannot vouch for.
-	inv          *invalidator
+	inv          *invalidate.Invalidation
 	shortTimeout time.Duration
 	// bridged is closed once go-fuse's node bridge has initialised the
 	// root inode (serve): the invalidator walks the inode tree only after
 	// it, since NewNodeFS writes the root's children map unlocked.
 	bridged     chan struct{}
 	bridgedOnce sync.Once
-
-	// ownTracker, when set (the watcher's Begin), brackets every change
-	// the daemon makes, so its events are not taken for external edits.
-	ownTracker atomic.Pointer[func(rels ...string) (end func())]
 
 	// handles is every open handle with a backing descriptor, closed by
 	// Close when their RELEASE never came (handles.go).
@@ -565,10 +562,10 @@ func comm(pid uint32) string {
 func (f *FS) ownChange(rels ...string) (end func()) {
 	f.pinRules(rels...)
 	endOwn := func() {}
-	if tr := f.ownTracker.Load(); tr != nil {
+	if tr := f.inv.OwnTracker(); tr != nil { // the watcher's Begin
 		// One bracket for all names: a file moving between them is
 		// recorded where it ends up (watcher.Watcher.Begin).
-		endOwn = (*tr)(rels...)
+		endOwn = tr(rels...)
 	}
 	return func() {
 		endOwn()

@@ -543,7 +543,7 @@ func (n *Node) Statx(ctx context.Context, fh fs.FileHandle, flags uint32, mask u
 		out.FromStatx(&x)
 		return 0
 	})
-	if errno == 0 && n.fs.shortTimeouts(rel) {
+	if errno == 0 && n.fs.inv.Short(rel) {
 		out.SetTimeout(n.fs.shortTimeout)
 	}
 	return errno
