@@ -16,7 +16,7 @@ package fusefs
 //
 // The model is gocryptfs' prepareAtSyscall (internal/fusefrontend): one
 // function gives a directory descriptor and a leaf name, and each operation
-// is the matching *at syscall. The watcher (watch.go, package watcher) still
+// is the matching *at syscall. The watcher (package watcher, and internal/invalidate) still
 // uses paths: it only watches, it serves no request.
 
 import (
@@ -272,7 +272,7 @@ func (f *FS) openForHashAt(rel string) (*os.File, error) {
 }
 
 // openForHashIn is openForHashAt for leaf in the directory d (rel names
-// the file) with the extra open flags extra (FS.hashFlags).
+// the file) with the extra open flags extra (crossmount.Mode.HashFlags).
 func openForHashIn(d dirFd, leaf, rel string, extra int) (*os.File, error) {
 	flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | extra
 	open := func(flags int) (int, error) { return unix.Openat(d.fd, leaf, flags, 0) }

@@ -171,10 +171,8 @@ type FS struct {
 	// names orders operations by node after name changes (names.go).
 	names nameChanges
 
-	// flux counts, per identity, changes the daemon made to the backing
-	// file that the kernel may not have applied to its page cache yet.
-	fluxMu sync.Mutex
-	flux   map[guard.FileID]int
+	// flux counts changes the kernel may not have applied yet (flux.go).
+	flux fluxCounts
 
 	// ctlInos hands out stable inode numbers to control-tree paths.
 	ctlInoMu sync.Mutex
@@ -256,7 +254,6 @@ func New(cfg Config) (*FS, error) {
 		cfg:     cfg,
 		started: time.Now(),
 		log:     cfg.Logger,
-		flux:    make(map[guard.FileID]int),
 		ctlInos: make(map[string]uint64),
 		bridged: make(chan struct{}),
 		cross: crossmount.New(crossmount.Config{Shared: cfg.Shared, Uncached: cfg.Uncached, Peers: cfg.Peers,
@@ -486,26 +483,6 @@ func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
 		return d.Errno
 	}
 	return syscall.EACCES
-}
-
-// addFlux counts (+1) or uncounts (-1) a change of id that the daemon made
-// to the backing file before the kernel updates its page cache: an O_TRUNC
-// open, a truncate, fallocate or copy_file_range. The kernel applies such a
-// change to its cache only after our reply, so until then a reader may be
-// served older bytes from the cache than any hash taken now describes.
-func (f *FS) addFlux(id guard.FileID, delta int) {
-	f.fluxMu.Lock()
-	defer f.fluxMu.Unlock()
-	if f.flux[id] += delta; f.flux[id] <= 0 {
-		delete(f.flux, id)
-	}
-}
-
-// inFlux reports whether id has a change the kernel may not have applied.
-func (f *FS) inFlux(id guard.FileID) bool {
-	f.fluxMu.Lock()
-	defer f.fluxMu.Unlock()
-	return f.flux[id] > 0
 }
 
 // guardCaller describes c to the guard: its session, and its process facts

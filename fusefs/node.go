@@ -79,7 +79,7 @@ func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 
 // cacheFlags returns the open flags that keep the page cache across opens:
 // only with a watcher vouching for rel, and never on a shared mount
-// (FS.shared: close-to-open, docs/DESIGN.md#close-to-open).
+// (crossmount.Mode.Shared: close-to-open, docs/DESIGN.md#close-to-open).
 func (n *Node) cacheFlags(rel string) uint32 {
 	if n.fs.keepCache && !n.fs.inv.Short(rel) && !n.fs.cross.Shared() {
 		return fuse.FOPEN_KEEP_CACHE

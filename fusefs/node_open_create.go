@@ -143,7 +143,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	// for nothing else, and a write-only direct-I/O one loses nothing as a
 	// passthrough handle: both prefer passthrough (iomode.go).
 	read := !writable && inTree && (h.check || !n.fs.cfg.AllowUnregistered)
-	shared := n.fs.cross.Shared() // one probe for the open's decisions (peer_mode.go)
+	shared := n.fs.cross.Shared() // one probe for the open's decisions (internal/crossmount)
 	if shared && !writable {
 		// Served and registered by the daemon at its first READ
 		// (shared_read.go).
