@@ -209,6 +209,11 @@ type FS struct {
 	// it, since NewNodeFS writes the root's children map unlocked.
 	bridged     chan struct{}
 	bridgedOnce sync.Once
+	// served is closed once the mount has its server (SetServer, after
+	// the bridge and its Init): the invalidator notifies the kernel only
+	// after it, since every notification reads the server Init wrote.
+	served     chan struct{}
+	servedOnce sync.Once
 
 	// handles is every open handle with a backing descriptor, closed by
 	// Close when their RELEASE never came (handles.go).
@@ -256,6 +261,7 @@ func New(cfg Config) (*FS, error) {
 		log:     cfg.Logger,
 		ctlInos: make(map[string]uint64),
 		bridged: make(chan struct{}),
+		served:  make(chan struct{}),
 		cross: crossmount.New(crossmount.Config{Shared: cfg.Shared, Uncached: cfg.Uncached, Peers: cfg.Peers,
 			Workspace: cfg.Workspace, Guard: cfg.Guard, Logger: cfg.Logger}),
 	}
@@ -304,8 +310,12 @@ func (f *FS) AddStatus(fn StatusFunc) {
 	f.statusMu.Unlock()
 }
 
-// SetServer records the mounted server, for kernel notifications.
-func (f *FS) SetServer(s *fuse.Server) { f.server.Store(s) }
+// SetServer records the mounted server, for kernel notifications, and
+// lets the invalidator start (FS.served).
+func (f *FS) SetServer(s *fuse.Server) {
+	f.server.Store(s)
+	f.servedOnce.Do(func() { close(f.served) })
+}
 
 // caller describes who issued a FUSE request.
 type caller struct {

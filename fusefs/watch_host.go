@@ -74,8 +74,10 @@ func lookupInode(root *fs.Inode, rel string) (*fs.Inode, bool) {
 // invalidate.Tree; used from the invalidation goroutine only.
 type inodeTree struct{ f *FS }
 
-// Bridged is closed once go-fuse's node bridge has initialised the root.
-func (t inodeTree) Bridged() <-chan struct{} { return t.f.bridged }
+// Bridged is closed once the mount has its server (FS.served): go-fuse's
+// node bridge has initialised the root (FS.bridged) and learnt its
+// server in Init, which every notification reads.
+func (t inodeTree) Bridged() <-chan struct{} { return t.f.served }
 
 // Root is the root inode.
 func (t inodeTree) Root() invalidate.Node {
