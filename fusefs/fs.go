@@ -106,7 +106,7 @@ type Config struct {
 	// text records to stderr): a shadowed .rubino and a read or write that
 	// could not be registered at level warn, subtrees skipped by
 	// configuration at info, lost watcher events at warn (at most one
-	// record per overflowLogEvery, with the count). go-fuse's own messages
+	// record a minute, with the count: internal/invalidate). go-fuse's own messages
 	// go through a *log.Logger bridged to it (see Mount).
 	Logger *slog.Logger
 	// Passthrough allows kernel passthrough for handles on exempt files.
