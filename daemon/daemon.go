@@ -24,6 +24,7 @@ import (
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/gitsafe"
 	"github.com/rubinofs/rubinofs/guard/ignore"
+	"github.com/rubinofs/rubinofs/internal/invalidate"
 	"github.com/rubinofs/rubinofs/internal/journalctl"
 	"github.com/rubinofs/rubinofs/internal/observe"
 	"github.com/rubinofs/rubinofs/internal/procfs"
@@ -124,7 +125,7 @@ type Daemon struct {
 	// Invalidation its feed into the mount.
 	Watcher      *watcher.Watcher
 	Poller       *watcher.Poller // with --watch=poll (watchmode.go)
-	Invalidation *fusefs.Invalidation
+	Invalidation *invalidate.Invalidation
 	// Compact serves .rubino/compact over the compaction store
 	// (StateDir/compact.db, a temporary store without a StateDir).
 	Compact *compact.Service
@@ -394,7 +395,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	}
 	d.startStateRetention() // retention.go
 	cfg.Slog.Info("mounted", "workspace", cfg.Workspace, "mountpoint", cfg.Mountpoint,
-		"mode", cfg.Mode.String(), "watch", mode, "backing_fs", kind, "shared", d.FS.SharedMode(), "uncached", remote != "", "state_dir", cfg.StateDir)
+		"mode", cfg.Mode.String(), "watch", mode, "backing_fs", kind, "shared", d.FS.CrossMount().SharedMode(), "uncached", remote != "", "state_dir", cfg.StateDir)
 	return d, nil
 }
 

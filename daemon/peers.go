@@ -7,7 +7,7 @@ package daemon
 import (
 	"time"
 
-	"github.com/rubinofs/rubinofs/fusefs"
+	"github.com/rubinofs/rubinofs/internal/crossmount"
 	"github.com/rubinofs/rubinofs/peers"
 )
 
@@ -24,7 +24,7 @@ type peerReg struct {
 // (Cache.NoPeerDetect, --peer-detect=false) or the registry cannot be
 // used (logged: the mount then neither sees nor is seen by its peers, as
 // with detection off). The registration is dropped by closeFd.
-func (d *Daemon) registerPeers(root string) fusefs.PeerProbe {
+func (d *Daemon) registerPeers(root string) crossmount.PeerProbe {
 	if d.cfg.NoPeerDetect {
 		return nil
 	}
@@ -39,12 +39,12 @@ func (d *Daemon) registerPeers(root string) fusefs.PeerProbe {
 }
 
 // awaitPeers waits, before the mount serves its first request, until
-// fusefs.PeerRecheck has passed since the registration: another mount
+// crossmount.PeerRecheck has passed since the registration: another mount
 // that probed just before it and found no peer probes again before this
 // mount can change anything (at most 1 ms, once, at mount time).
 func (d *Daemon) awaitPeers() {
 	if d.peers.reg != nil {
-		time.Sleep(time.Until(d.peers.at.Add(fusefs.PeerRecheck)))
+		time.Sleep(time.Until(d.peers.at.Add(crossmount.PeerRecheck)))
 	}
 }
 

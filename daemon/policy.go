@@ -53,7 +53,7 @@ func (d *Daemon) acceptExternal(m *ignore.Matcher, evs []watcher.Event) {
 			rels = append(rels, ev.Path)
 		}
 	}
-	if len(rels) > 0 && d.FS.SharedMode() == "off" {
+	if len(rels) > 0 && d.FS.CrossMount().SharedMode() == "off" {
 		p.External(rels...)
 	}
 }

@@ -127,7 +127,7 @@ func watchSkip(cfg *Config) (func(rel string) bool, error) {
 // the inotify watcher (--watch=poll): each pass's changes drop the
 // guard's state and the kernel's caches of the changed names, as the
 // watcher's events do; the daemon's own changes are recognised by the
-// stat they left (fusefs.FS.OwnStat).
+// stat they left (crossmount.Mode.OwnStat).
 func (d *Daemon) startPoller(backing string, matcher, jmatcher *ignore.Matcher) error {
 	cfg := d.cfg
 	skip, err := watchSkip(&cfg)
@@ -139,7 +139,7 @@ func (d *Daemon) startPoller(backing string, matcher, jmatcher *ignore.Matcher) 
 		Root:     backing,
 		Interval: cfg.PollInterval,
 		Skip:     skip,
-		Own:      d.FS.OwnStat,
+		Own:      d.FS.CrossMount().OwnStat,
 		OnEvents: func(evs []watcher.Event) {
 			d.acceptExternal(matcher, evs) // policy.go
 			invalidateIgnores(matcher, evs)

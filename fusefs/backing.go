@@ -16,7 +16,7 @@ package fusefs
 //
 // The model is gocryptfs' prepareAtSyscall (internal/fusefrontend): one
 // function gives a directory descriptor and a leaf name, and each operation
-// is the matching *at syscall. The watcher (watch.go, package watcher) still
+// is the matching *at syscall. The watcher (package watcher, and internal/invalidate) still
 // uses paths: it only watches, it serves no request.
 
 import (
@@ -29,6 +29,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/internal/crossmount"
 )
 
 // walkPiece is the longest path string handed to one openat2 call. openat2
@@ -205,43 +207,17 @@ func statAt(d dirFd, leaf string, st *syscall.Stat_t) (gen uint64, errno syscall
 		if err := unix.Fstatat(d.fd, leaf, &ust, flags); err != nil {
 			return 0, fs.ToErrno(err)
 		}
-		statFromUnix(&ust, st)
+		crossmount.StatFromUnix(&ust, st)
 		return 1, 0
 	}
 	if err != nil {
 		return 0, fs.ToErrno(err)
 	}
-	statFromStatx(&x, st)
+	crossmount.StatFromStatx(&x, st)
 	if x.Mask&unix.STATX_BTIME == 0 || (x.Btime.Sec == 0 && x.Btime.Nsec == 0) {
 		return 1, 0 // go-fuse's genFromBtime
 	}
 	return uint64(x.Btime.Sec)*1e9 + uint64(x.Btime.Nsec), 0
-}
-
-// statFromStatx fills st from x (go-fuse fs/loopback_linux.go statFromStatx).
-func statFromStatx(x *unix.Statx_t, st *syscall.Stat_t) {
-	*st = syscall.Stat_t{}
-	st.Dev = unix.Mkdev(x.Dev_major, x.Dev_minor)
-	st.Ino = x.Ino
-	st.Nlink = uint64(x.Nlink)
-	st.Mode = uint32(x.Mode)
-	st.Uid, st.Gid = x.Uid, x.Gid
-	st.Rdev = unix.Mkdev(x.Rdev_major, x.Rdev_minor)
-	st.Size = int64(x.Size)
-	st.Blksize = int64(x.Blksize)
-	st.Blocks = int64(x.Blocks)
-	st.Atim = syscall.Timespec{Sec: x.Atime.Sec, Nsec: int64(x.Atime.Nsec)}
-	st.Mtim = syscall.Timespec{Sec: x.Mtime.Sec, Nsec: int64(x.Mtime.Nsec)}
-	st.Ctim = syscall.Timespec{Sec: x.Ctime.Sec, Nsec: int64(x.Ctime.Nsec)}
-}
-
-// statFromUnix copies a unix.Stat_t into a syscall.Stat_t.
-func statFromUnix(u *unix.Stat_t, st *syscall.Stat_t) {
-	*st = syscall.Stat_t{
-		Dev: u.Dev, Ino: u.Ino, Nlink: u.Nlink, Mode: u.Mode, Uid: u.Uid, Gid: u.Gid,
-		Rdev: u.Rdev, Size: u.Size, Blksize: u.Blksize, Blocks: u.Blocks,
-		Atim: syscall.Timespec(u.Atim), Mtim: syscall.Timespec(u.Mtim), Ctim: syscall.Timespec(u.Ctim),
-	}
 }
 
 // lstatRel stats the workspace-relative path rel without following any
@@ -292,17 +268,17 @@ func (f *FS) openForHashAt(rel string) (*os.File, error) {
 		return nil, errno
 	}
 	defer d.close()
-	return openForHashIn(d, leaf, rel, f.hashFlags())
+	return openForHashIn(d, leaf, rel, f.cross.HashFlags())
 }
 
 // openForHashIn is openForHashAt for leaf in the directory d (rel names
-// the file) with the extra open flags extra (FS.hashFlags).
+// the file) with the extra open flags extra (crossmount.Mode.HashFlags).
 func openForHashIn(d dirFd, leaf, rel string, extra int) (*os.File, error) {
 	flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | extra
 	open := func(flags int) (int, error) { return unix.Openat(d.fd, leaf, flags, 0) }
-	fd, err := openRetryDirect(flags|unix.O_NOATIME, open)
+	fd, err := crossmount.OpenRetryDirect(flags|unix.O_NOATIME, open)
 	if err == unix.EPERM {
-		fd, err = openRetryDirect(flags, open)
+		fd, err = crossmount.OpenRetryDirect(flags, open)
 	}
 	if err != nil {
 		return nil, err

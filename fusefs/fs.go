@@ -39,8 +39,10 @@ import (
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/ignore"
+	"github.com/rubinofs/rubinofs/internal/crossmount"
 	"github.com/rubinofs/rubinofs/internal/ctlfs"
 	"github.com/rubinofs/rubinofs/internal/ctlhost"
+	"github.com/rubinofs/rubinofs/internal/invalidate"
 	"github.com/rubinofs/rubinofs/internal/sessionctl"
 	"github.com/rubinofs/rubinofs/journal"
 )
@@ -109,7 +111,7 @@ type Config struct {
 	// text records to stderr): a shadowed .rubino and a read or write that
 	// could not be registered at level warn, subtrees skipped by
 	// configuration at info, lost watcher events at warn (at most one
-	// record per overflowLogEvery, with the count). go-fuse's own messages
+	// record a minute, with the count: internal/invalidate). go-fuse's own messages
 	// go through a *log.Logger bridged to it (see Mount).
 	Logger *slog.Logger
 	// Passthrough allows kernel passthrough for handles on exempt files.
@@ -124,7 +126,7 @@ type Config struct {
 	// by the daemon with direct I/O, never by passthrough or the page
 	// cache, and registers exactly the bytes of its first READ, under the
 	// cross-mount lock. Without it, the mount is shared from the first
-	// decision that finds a peer through Peers (FS.shared).
+	// decision that finds a peer through Peers (crossmount.Mode.Shared).
 	Shared bool
 	// Uncached: the backing filesystem's clients cache what other hosts
 	// change (a network or FUSE filesystem: GlusterFS, NFS, CephFS,
@@ -138,7 +140,7 @@ type Config struct {
 	// host (docs/DESIGN.md#peer-mounts): the mount turns shared, as with
 	// Shared, at the first decision that sees one, and stays shared. nil:
 	// only Shared decides.
-	Peers PeerProbe
+	Peers crossmount.PeerProbe
 	// Journal, when set, records every change a session makes through
 	// the mount, with its pre-images, before the change is made
 	// (docs/DESIGN.md#journal-hook); nil: no journal call at all.
@@ -152,14 +154,16 @@ type Config struct {
 // FS is one rubinofs file system: the root node, the guard and the
 // control tree. Its methods are safe for concurrent use.
 type FS struct {
-	cfg        Config
-	root       *Node
-	rootDev    uint64 // st_dev of the backing root (stableAttr)
-	ctl        *ctlfs.Tree
-	started    time.Time
-	log        *slog.Logger
-	crossState // cross-mount locks (crossmount_lock.go)
-	peerState  // peer mounts (peer_mode.go)
+	cfg     Config
+	root    *Node
+	rootDev uint64 // st_dev of the backing root (stableAttr)
+	ctl     *ctlfs.Tree
+	started time.Time
+	log     *slog.Logger
+	// cross is the mount's state towards other mounts of the backing
+	// directory: shared mode, the cross-mount lock, own-change stats, the
+	// uncached view (internal/crossmount).
+	cross *crossmount.Mode
 
 	// mountpoint is where the mount is (Mount sets it), for resolving the
 	// paths callers write to control files (CtlHost.CallerRel).
@@ -175,10 +179,8 @@ type FS struct {
 	// names orders operations by node after name changes (names.go).
 	names nameChanges
 
-	// flux counts, per identity, changes the daemon made to the backing
-	// file that the kernel may not have applied to its page cache yet.
-	fluxMu sync.Mutex
-	flux   map[guard.FileID]int
+	// flux counts changes the kernel may not have applied yet (flux.go).
+	flux fluxCounts
 
 	// errs is /.rubino/errors, shared with the control tree
 	// (ctlfs.Config.Errors).
@@ -197,17 +199,13 @@ type FS struct {
 
 	// inv applies external changes (nil without a watcher); shortTimeout
 	// is the cache timeout of subtrees it cannot vouch for.
-	inv          *invalidator
+	inv          *invalidate.Invalidation
 	shortTimeout time.Duration
-	// bridged is closed once go-fuse's node bridge has initialised the
-	// root inode (serve): the invalidator walks the inode tree only after
-	// it, since NewNodeFS writes the root's children map unlocked.
-	bridged     chan struct{}
-	bridgedOnce sync.Once
-
-	// ownTracker, when set (the watcher's Begin), brackets every change
-	// the daemon makes, so its events are not taken for external edits.
-	ownTracker atomic.Pointer[func(rels ...string) (end func())]
+	// served is closed once the mount has its server (SetServer, after
+	// the bridge and its Init): the invalidator notifies the kernel only
+	// after it, since every notification reads the server Init wrote.
+	served     chan struct{}
+	servedOnce sync.Once
 
 	// handles is every open handle with a backing descriptor, closed by
 	// Close when their RELEASE never came (handles.go).
@@ -256,8 +254,9 @@ func New(cfg Config) (*FS, error) {
 		cfg:     cfg,
 		started: time.Now(),
 		log:     cfg.Logger,
-		flux:    make(map[guard.FileID]int),
-		bridged: make(chan struct{}),
+		served:  make(chan struct{}),
+		cross: crossmount.New(crossmount.Config{Shared: cfg.Shared, Uncached: cfg.Uncached, Peers: cfg.Peers,
+			Workspace: cfg.Workspace, Guard: cfg.Guard, Logger: cfg.Logger}),
 	}
 	ownerReg, _ := cfg.Sessions.(sessionctl.OwnerRegistry)
 	f.owners = sessionctl.NewOwners(cfg.Owner, ownerReg)
@@ -278,7 +277,9 @@ func New(cfg Config) (*FS, error) {
 	if cfg.Journal != nil {
 		f.AddStatus(f.journalStatus)
 	}
-	f.addSharedStatus() // peer_mode.go
+	for _, st := range f.cross.Status() { // shared, uncached, cross_mount
+		f.AddStatus(st)
+	}
 	return f, nil
 }
 
@@ -292,8 +293,12 @@ func (f *FS) Guard() *guard.Guard { return f.cfg.Guard }
 // control tree.
 func (f *FS) Shadowed() bool { return f.shadowed }
 
-// SetServer records the mounted server, for kernel notifications.
-func (f *FS) SetServer(s *fuse.Server) { f.server.Store(s) }
+// SetServer records the mounted server, for kernel notifications, and
+// lets the invalidator start (FS.served).
+func (f *FS) SetServer(s *fuse.Server) {
+	f.server.Store(s)
+	f.servedOnce.Do(func() { close(f.served) })
+}
 
 // caller describes who issued a FUSE request.
 type caller struct {
@@ -383,8 +388,8 @@ func (f *FS) LookupTarget(rel string) (guard.Target, error) {
 func fdTarget(rel string, fd int) (guard.Target, error) {
 	var st syscall.Stat_t
 	stat := syscall.Fstat
-	if fdDirect(fd) != 0 {
-		stat = fstatSync // an uncached backing's read handle: the server's stat (docs/DESIGN.md#uncached-view)
+	if crossmount.FdDirect(fd) != 0 {
+		stat = crossmount.FstatSync // an uncached backing's read handle: the server's stat (docs/DESIGN.md#uncached-view)
 	}
 	if err := stat(fd, &st); err != nil {
 		return guard.Target{}, err
@@ -397,7 +402,9 @@ func fdTargetOf(rel string, fd int, st *syscall.Stat_t) guard.Target {
 	return guard.Target{
 		Path: rel,
 		Stat: guard.StatOf(st),
-		Open: func() (*os.File, error) { return openForHash(fmt.Sprintf("/proc/self/fd/%d", fd), fdDirect(fd)) },
+		Open: func() (*os.File, error) {
+			return openForHash(fmt.Sprintf("/proc/self/fd/%d", fd), crossmount.FdDirect(fd))
+		},
 	}
 }
 
@@ -415,7 +422,7 @@ func openForHash(p string, flags int) (*os.File, error) {
 	}
 	if err == nil && flags&syscall.O_DIRECT != 0 {
 		var st syscall.Stat_t
-		fstatSync(int(f.Fd()), &st) // reads run to the real end (docs/DESIGN.md#uncached-view)
+		crossmount.FstatSync(int(f.Fd()), &st) // reads run to the real end (docs/DESIGN.md#uncached-view)
 	}
 	return f, err
 }
@@ -469,26 +476,6 @@ func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
 		return d.Errno
 	}
 	return syscall.EACCES
-}
-
-// addFlux counts (+1) or uncounts (-1) a change of id that the daemon made
-// to the backing file before the kernel updates its page cache: an O_TRUNC
-// open, a truncate, fallocate or copy_file_range. The kernel applies such a
-// change to its cache only after our reply, so until then a reader may be
-// served older bytes from the cache than any hash taken now describes.
-func (f *FS) addFlux(id guard.FileID, delta int) {
-	f.fluxMu.Lock()
-	defer f.fluxMu.Unlock()
-	if f.flux[id] += delta; f.flux[id] <= 0 {
-		delete(f.flux, id)
-	}
-}
-
-// inFlux reports whether id has a change the kernel may not have applied.
-func (f *FS) inFlux(id guard.FileID) bool {
-	f.fluxMu.Lock()
-	defer f.fluxMu.Unlock()
-	return f.flux[id] > 0
 }
 
 // guardCaller describes c to the guard: its session, and its process facts
@@ -545,10 +532,10 @@ func comm(pid uint32) string {
 func (f *FS) ownChange(rels ...string) (end func()) {
 	f.pinRules(rels...)
 	endOwn := func() {}
-	if tr := f.ownTracker.Load(); tr != nil {
+	if tr := f.inv.OwnTracker(); tr != nil { // the watcher's Begin
 		// One bracket for all names: a file moving between them is
 		// recorded where it ends up (watcher.Watcher.Begin).
-		endOwn = (*tr)(rels...)
+		endOwn = tr(rels...)
 	}
 	return func() {
 		endOwn()

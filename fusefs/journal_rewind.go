@@ -122,7 +122,7 @@ func (f *FS) invalidateKernel(rels []string) <-chan struct{} {
 		defer close(done)
 		for _, rel := range rels {
 			dir, name := path.Split(rel)
-			parent, ok := f.lookupInode(strings.TrimSuffix(dir, "/"))
+			parent, ok := lookupInode(f.root.EmbeddedInode(), strings.TrimSuffix(dir, "/"))
 			if !ok {
 				continue // the kernel knows nothing below it
 			}

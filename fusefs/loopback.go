@@ -20,6 +20,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/internal/crossmount"
 )
 
 // newChild makes the inode of a backing entry just looked up or created
@@ -234,7 +236,7 @@ func (n *Node) setattrAt(ctx context.Context, rel string, fh fs.FileHandle, in *
 // offset), and FMODE_EXEC is no open(2) flag.
 func openFileAt(d dirFd, leaf string, flags uint32) (*fs.LoopbackFile, syscall.Errno) {
 	flags &^= syscall.O_APPEND | fuse.FMODE_EXEC
-	fd, err := openRetryDirect(int(flags)|unix.O_NOFOLLOW|unix.O_CLOEXEC, func(fl int) (int, error) { return unix.Openat(d.fd, leaf, fl, 0) })
+	fd, err := crossmount.OpenRetryDirect(int(flags)|unix.O_NOFOLLOW|unix.O_CLOEXEC, func(fl int) (int, error) { return unix.Openat(d.fd, leaf, fl, 0) })
 	if err != nil {
 		return nil, fs.ToErrno(err)
 	}
@@ -263,7 +265,7 @@ func (n *Node) createAt(ctx context.Context, dirRel, name string, flags, mode ui
 	defer d.close()
 	flags &^= syscall.O_APPEND
 	mode = createMode(ctx, d, mode)
-	fd, err := openRetryDirect(int(n.fs.directFlags(flags))|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, func(fl int) (int, error) {
+	fd, err := crossmount.OpenRetryDirect(int(n.fs.cross.DirectFlags(flags))|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, func(fl int) (int, error) {
 		return unix.Openat(d.fd, name, fl, mode&07777)
 	})
 	if err != nil {
@@ -541,7 +543,7 @@ func (n *Node) Statx(ctx context.Context, fh fs.FileHandle, flags uint32, mask u
 		out.FromStatx(&x)
 		return 0
 	})
-	if errno == 0 && n.fs.shortTimeouts(rel) {
+	if errno == 0 && n.fs.inv.Short(rel) {
 		out.SetTimeout(n.fs.shortTimeout)
 	}
 	return errno

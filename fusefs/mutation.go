@@ -83,7 +83,7 @@ type mutation struct {
 	// watcher follows a moved directory.
 	move bool
 	// flux: a daemon-first size change (truncate by path): the guarded
-	// names are in flux (FS.addFlux) from before the decision to the end.
+	// names are in flux (FS.flux) from before the decision to the end.
 	flux bool
 	// credit: credit the caller's session with the content of names[0]
 	// afterwards (creditWrite), when it is guarded.
@@ -153,7 +153,7 @@ type mutation struct {
 // only bracketed for the watcher. Errors besides those: the errno of
 // fstat(2) of m.fd. Safe for concurrent use.
 func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
-	gs, unlock, errno := f.lockCross(&m) // crossmount_lock.go
+	gs, unlock, errno := m.lockCross(f) // crossmount_step.go
 	if errno != 0 {
 		return errno
 	}
@@ -174,8 +174,8 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 	if m.flux {
 		for _, g := range gs {
 			if g.ok {
-				f.addFlux(g.id, 1)
-				defer f.addFlux(g.id, -1)
+				f.flux.add(g.id, 1)
+				defer f.flux.add(g.id, -1)
 			}
 		}
 	}
@@ -218,7 +218,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 			f.cfg.Guard.RenameBy(gs[i].id, nm.to, c.session)
 		}
 	}
-	f.noteOwnAfter(&m, gs) // crossmount_lock.go
+	m.noteOwnAfter(f, gs) // crossmount_step.go
 	var seq uint64
 	for i, nm := range m.names {
 		if gs[i].ok {
@@ -275,7 +275,7 @@ func (f *FS) lock(m *mutation) ([]guardedChild, func(), syscall.Errno) {
 	}
 	g.ok, g.id = true, guard.StatOf(&g.st).ID
 	unlock := f.cfg.Guard.Lock(g.id)
-	if err := f.fstatView(m.fd, &g.st); err != nil { // the stat decided on is taken under the lock
+	if err := f.cross.FstatView(m.fd, &g.st); err != nil { // the stat decided on is taken under the lock
 		unlock()
 		return nil, nil, fs.ToErrno(err)
 	}
@@ -291,7 +291,7 @@ func (m *mutation) target(f *FS, g *guardedChild) guard.Target {
 	if g.inDir {
 		d, leaf := g.at, g.leaf
 		t := f.target(g.rel, &g.st)
-		t.Open = func() (*os.File, error) { return openForHashIn(d, leaf, g.rel, f.hashFlags()) }
+		t.Open = func() (*os.File, error) { return openForHashIn(d, leaf, g.rel, f.cross.HashFlags()) }
 		return t
 	}
 	return f.target(g.rel, &g.st)

@@ -50,7 +50,7 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	}
 	rel := n.rel()
 	ch, errno := n.lookupAt(ctx, rel, name, out)
-	if (errno == 0 || errno == syscall.ENOENT) && n.fs.shortTimeouts(childPath(rel, name)) {
+	if (errno == 0 || errno == syscall.ENOENT) && n.fs.inv.Short(childPath(rel, name)) {
 		// Also for ENOENT: go-fuse keeps a negative entry's timeout set
 		// here instead of the mount-wide NegativeTimeout.
 		out.SetEntryTimeout(n.fs.shortTimeout)
@@ -71,7 +71,7 @@ func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	if errno == 0 && n.isRoot() {
 		n.fs.hideShadowedLink(&out.Attr)
 	}
-	if errno == 0 && n.fs.shortTimeouts(rel) {
+	if errno == 0 && n.fs.inv.Short(rel) {
 		out.SetTimeout(n.fs.shortTimeout)
 	}
 	return errno
@@ -79,9 +79,9 @@ func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 
 // cacheFlags returns the open flags that keep the page cache across opens:
 // only with a watcher vouching for rel, and never on a shared mount
-// (FS.shared: close-to-open, docs/DESIGN.md#close-to-open).
+// (crossmount.Mode.Shared: close-to-open, docs/DESIGN.md#close-to-open).
 func (n *Node) cacheFlags(rel string) uint32 {
-	if n.fs.keepCache && !n.fs.shortTimeouts(rel) && !n.fs.shared() {
+	if n.fs.keepCache && !n.fs.inv.Short(rel) && !n.fs.cross.Shared() {
 		return fuse.FOPEN_KEEP_CACHE
 	}
 	return 0

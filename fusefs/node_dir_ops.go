@@ -48,7 +48,7 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 // symlink, link, unlink, rmdir, rename: fs/fuse/dir.c fuse_dir_changed
 // bumps the inode version that the cache is checked against at offset 0),
 // and by the invalidator on external ones (its NotifyContent of the parent
-// drops the cache's pages, which resets it: watch.go apply).
+// drops the cache's pages, which resets it: internal/invalidate apply).
 func (n *Node) dirCacheFlags(rel string) uint32 {
 	if n.cacheFlags(rel) != 0 {
 		return fuse.FOPEN_CACHE_DIR

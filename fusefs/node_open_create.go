@@ -91,10 +91,10 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 
 	var lf *fs.LoopbackFile
 	open := func() (errno syscall.Errno) {
-		if lf, errno = openFileAt(d, leaf, n.fs.directFlags(flags)); errno == 0 {
+		if lf, errno = openFileAt(d, leaf, n.fs.cross.DirectFlags(flags)); errno == 0 {
 			killPrivOnTrunc(ctx, flags, mustFd(lf))
 			if trunc {
-				n.fs.syncBeforeUnlock(mustFd(lf)) // the truncation reaches the server under the locks
+				n.fs.cross.SyncBeforeUnlock(mustFd(lf)) // the truncation reaches the server under the locks
 			}
 		}
 		return errno
@@ -143,7 +143,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	// for nothing else, and a write-only direct-I/O one loses nothing as a
 	// passthrough handle: both prefer passthrough (iomode.go).
 	read := !writable && inTree && (h.check || !n.fs.cfg.AllowUnregistered)
-	shared := n.fs.shared() // one probe for the open's decisions (peer_mode.go)
+	shared := n.fs.cross.Shared() // one probe for the open's decisions (internal/crossmount)
 	if shared && !writable {
 		// Served and registered by the daemon at its first READ
 		// (shared_read.go).
@@ -284,7 +284,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	// path is rel: the child joins go-fuse's tree only when Create returns.
 	h.seq = n.fs.cfg.Guard.NoteCreate(c.session, guard.Target{Path: rel, Stat: guard.StatOf(&st)})
 	h.own = ownStat{ok: true, st: guard.StatOf(&st)}
-	n.fs.noteOwn(h.id, h.own.st)
+	n.fs.cross.NoteOwn(h.id, h.own.st)
 	fh, fl := guardedHandle(h, pt, true, false, dio)
 	return ch, fh, fl, 0
 }

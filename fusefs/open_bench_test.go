@@ -74,7 +74,7 @@ func peerSetup(b *testing.B, others bool) func(*FS) {
 			}
 			b.Cleanup(func() { o.Close() })
 		}
-		f.cfg.Peers = reg
+		setPeers(f, reg)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/crossmount"
 )
 
 // settleDeferred takes, before a change through the mount that sets the
@@ -61,7 +62,7 @@ func (f *FS) settleDeferredOf(m *mutation, gs []guardedChild) {
 		switch {
 		case g.inDir:
 			at, leaf, rel := g.at, g.leaf, g.rel
-			via = func() (*os.File, error) { return openForHashIn(at, leaf, rel, f.hashFlags()) }
+			via = func() (*os.File, error) { return openForHashIn(at, leaf, rel, f.cross.HashFlags()) }
 		case m.viaFd:
 			via = fdOpener(m.fd)
 		default:
@@ -111,5 +112,7 @@ func (n *Node) ownOpener() func() (*os.File, error) {
 // while the opener is called, read-only for hashing and with its own
 // offset (through its /proc/self/fd link, never fd itself).
 func fdOpener(fd int) func() (*os.File, error) {
-	return func() (*os.File, error) { return openForHash(fmt.Sprintf("/proc/self/fd/%d", fd), fdDirect(fd)) }
+	return func() (*os.File, error) {
+		return openForHash(fmt.Sprintf("/proc/self/fd/%d", fd), crossmount.FdDirect(fd))
+	}
 }

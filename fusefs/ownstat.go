@@ -4,10 +4,7 @@ package fusefs
 // (docs/DESIGN.md#close-to-open).
 
 import (
-	"sync"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/guard"
 )
@@ -48,7 +45,7 @@ func (h *File) noteOwnStat() {
 		var st syscall.Stat_t
 		if syscall.Fstat(fd, &st) == nil {
 			h.own = ownStat{ok: true, st: guard.StatOf(&st)}
-			h.fs.noteOwn(h.id, h.own.st)
+			h.fs.cross.NoteOwn(h.id, h.own.st)
 		}
 		return 0
 	})
@@ -84,23 +81,23 @@ func (h *File) adoptLateExternal(last guard.Mutation) guard.Mutation {
 // crossLock takes the cross-mount lock through the handle's own
 // descriptor (docs/DESIGN.md#cross-mount-lock) for one mutation through
 // it, then tells the guard of a change another mount made since this
-// mount's own last change (FS.noteUnseen), so the handle's right is
+// mount's own last change (crossmount.Mode.NoteUnseen), so the handle's right is
 // decided again by hash. Called under h.mu and the identity lock.
-// Errors: EAGAIN (FS.crossLockFd).
+// Errors: EAGAIN (crossmount.Mode.LockFd).
 func (h *File) crossLock() (func(), syscall.Errno) {
-	if !h.fs.shared() {
+	if !h.fs.cross.Shared() {
 		return func() {}, 0
 	}
 	var unlock func()
 	var errno syscall.Errno
 	h.fd(func(fd int) syscall.Errno {
-		unlock, errno = h.fs.crossLockFd(fd, h.node.rel())
+		unlock, errno = h.fs.cross.LockFd(fd, h.node.rel())
 		if errno != 0 {
 			return 0
 		}
 		var st syscall.Stat_t
-		if h.fs.fstatView(fd, &st) == nil {
-			h.fs.noteUnseen(h.id, guard.StatOf(&st))
+		if h.fs.cross.FstatView(fd, &st) == nil {
+			h.fs.cross.NoteUnseen(h.id, guard.StatOf(&st))
 		}
 		return 0
 	})
@@ -108,56 +105,4 @@ func (h *File) crossLock() (func(), syscall.Errno) {
 		unlock = func() {} // EBADF: no descriptor, nothing locked
 	}
 	return unlock, errno
-}
-
-// ownStats maps each file identity this mount changed to the stat its
-// last change through this mount left (FS.noteOwn). Concurrency: a
-// sync.Map; an entry is written and compared under the identity's lock.
-type ownStats struct{ m sync.Map } // guard.FileID -> guard.Stat
-
-// noteOwn records st, the stat of id right after a change of it through
-// this mount, on a mount that is or may become shared (FS.ownTracked;
-// nothing else changes files behind an unshared one's back but what its
-// watcher reports). Called under id's identity lock.
-func (f *FS) noteOwn(id guard.FileID, st guard.Stat) {
-	if f.ownTracked() {
-		f.own.m.Store(id, st)
-	}
-}
-
-// noteUnseen tells the guard of a change of id that did not come through
-// this mount and that no watcher has reported yet: cur, id's stat taken
-// under the identity lock and the cross-mount lock, has another size or
-// mtime than this mount's own last change of the content left
-// (ownStat.sameContent). Such a change is another mount's (or any
-// writer's on the backing filesystem). It is noted as an external
-// mutation (guard.ExternalSession), which ends every session's own-write
-// exemption for id (docs/DESIGN.md#own-write-refresh): without it a
-// session whose last change of the file was its own would be judged fresh
-// without a hash, and would overwrite the other mount's change (a lost
-// update). The hash then decides. cur is recorded as seen.
-func (f *FS) noteUnseen(id guard.FileID, cur guard.Stat) {
-	v, ok := f.own.m.Load(id)
-	if !ok {
-		return // this mount never changed it: no own-write exemption to end
-	}
-	if (ownStat{ok: true, st: v.(guard.Stat)}).sameContent(cur) {
-		return // the same content; an attribute change leaves it to the hash
-	}
-	f.own.m.Store(id, cur)
-	f.crossUnseen.Add(1)
-	f.cfg.Guard.NoteMutation(id, guard.ExternalSession)
-}
-
-// OwnStat reports whether st, a backing file's stat, is the one this
-// mount's own last change of its content left (same identity, size and
-// mtime: ownStat.sameContent): the poller does not report it as another
-// mount's change. Safe for concurrent use.
-func (f *FS) OwnStat(st *unix.Stat_t) bool {
-	v, ok := f.own.m.Load(guard.FileID{Dev: uint64(st.Dev), Ino: st.Ino})
-	if !ok {
-		return false
-	}
-	o := v.(guard.Stat)
-	return o.Size == st.Size && o.MtimeNs == st.Mtim.Nano()
 }

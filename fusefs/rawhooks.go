@@ -11,15 +11,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// nodeFS builds go-fuse's node bridge over f.root and then lets the
-// invalidator walk the inode tree (FS.bridged): NewNodeFS initialises the
-// root inode's children without a lock, so no walk may run before it.
-func (f *FS) nodeFS(opts *fs.Options) fuse.RawFileSystem {
-	raw := fs.NewNodeFS(f.root, opts)
-	f.bridgedOnce.Do(func() { close(f.bridged) })
-	return raw
-}
-
 // serve is fs.Mount with the raw file system wrapped in rawHooks and then
 // in the observability room's wrapper (Observer.Wrap): it builds the node
 // bridge over f.root, starts the server and returns once the kernel
@@ -27,7 +18,7 @@ func (f *FS) nodeFS(opts *fs.Options) fuse.RawFileSystem {
 // fusermount3) and of WaitMount; as in fs.Mount, a failed WaitMount leaves
 // the serve loop to end by itself.
 func (f *FS) serve(mountpoint string, opts *fs.Options) (*fuse.Server, error) {
-	raw := f.cfg.Observe.Wrap(&rawHooks{RawFileSystem: f.nodeFS(opts), fs: f})
+	raw := f.cfg.Observe.Wrap(&rawHooks{RawFileSystem: fs.NewNodeFS(f.root, opts), fs: f})
 	server, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
 	if err != nil {
 		return nil, err

@@ -12,7 +12,7 @@ package fusefs
 // change it back to the hashed bytes before the session writes (an empty
 // file during another writer's truncate-then-write is the common case),
 // and the session writes a value derived from bytes the guard never saw.
-// So on a shared mount (Config.Shared, or a peer seen: FS.shared) a guarded read-only handle is a direct-I/O handle
+// So on a shared mount (Config.Shared, or a peer seen: crossmount.Mode.Shared) a guarded read-only handle is a direct-I/O handle
 // whose READs reach the daemon, and the first READ registers the bytes it
 // serves, hashed and read under the identity lock and a cross-mount read
 // lock, as one step against other mounts' guarded mutations.
@@ -20,19 +20,11 @@ package fusefs
 import (
 	"context"
 	"syscall"
-	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
-)
 
-// ofdReadLock takes a read lock on the cross-mount byte of fd's open file
-// description (ofdLock's range), retrying for at most wait: it excludes
-// every other mount's guarded mutation, not other readers. fd must be
-// open for reading. Errors: EAGAIN on timeout, else fcntl(2)'s.
-func ofdReadLock(fd int, wait time.Duration) syscall.Errno {
-	return ofdTake(fd, unix.F_RDLCK, wait)
-}
+	"github.com/rubinofs/rubinofs/internal/crossmount"
+)
 
 // readShared serves one READ of h, a shared read handle: under the
 // identity lock and the cross-mount read lock, the first READ registers
@@ -51,10 +43,8 @@ func (h *File) readShared(ctx context.Context, buf []byte, off int64) (fuse.Read
 	defer unlock()
 	var n int
 	errno := h.fd(func(fd int) syscall.Errno {
-		locked := !h.fs.crossOff.Load() && ofdReadLock(fd, h.fs.crossWait()) == 0
-		if locked {
-			defer ofdUnlockAny(fd)
-		}
+		unlockR, locked := h.fs.cross.ReadLock(fd)
+		defer unlockR()
 		t, err := fdTarget(h.node.rel(), fd)
 		if err != nil {
 			return toErrno(err)
@@ -73,7 +63,7 @@ func (h *File) readShared(ctx context.Context, buf []byte, off int64) (fuse.Read
 			h.fs.cfg.Guard.NoteReadInFluxBy(gc, t)
 		}
 		var e error
-		n, e = preadDirect(fd, buf, off)
+		n, e = crossmount.PreadDirect(fd, buf, off)
 		return toErrno(e)
 	})
 	if errno != 0 {

@@ -1,4 +1,4 @@
-package fusefs
+package crossmount
 
 import (
 	"os"
@@ -23,12 +23,12 @@ func TestPreadDirect(t *testing.T) {
 		t.Skipf("the test directory's filesystem refuses O_DIRECT: %v", err)
 	}
 	defer syscall.Close(fd)
-	if fdDirect(fd) == 0 {
-		t.Fatal("fdDirect: the descriptor's O_DIRECT not seen")
+	if FdDirect(fd) == 0 {
+		t.Fatal("FdDirect: the descriptor's O_DIRECT not seen")
 	}
 	for _, c := range []struct{ off, n int }{{0, 3}, {3, 5000}, {4095, 2}, {9990, 100}, {10000, 10}, {20000, 10}} {
 		buf := make([]byte, c.n)
-		n, err := preadDirect(fd, buf[:c.n], int64(c.off))
+		n, err := PreadDirect(fd, buf[:c.n], int64(c.off))
 		if err != nil {
 			t.Fatalf("off %d: %v", c.off, err)
 		}
