@@ -60,4 +60,4 @@ func (h CtlHost) CurrentBytes(p string) ([]byte, error) { return currentBytes(h.
 
 // Checkpointed starts a new generation of the open handles' journal
 // records (journal_hook.go): call it after every checkpoint.
-func (h CtlHost) Checkpointed() { h.f.journalCheckpointed() }
+func (h CtlHost) Checkpointed() { h.f.jh.Checkpointed() }

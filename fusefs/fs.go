@@ -39,6 +39,7 @@ import (
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/ignore"
+	"github.com/rubinofs/rubinofs/internal/journalhook"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
@@ -220,10 +221,9 @@ type FS struct {
 	// has served it (FS.afterRelease, iomode.go).
 	released sync.Map // <-chan struct{} -> func()
 
-	// jgaps counts changes made unrecorded by the journal, and jgen the
-	// checkpoints taken through the mount (journal_hook.go).
-	jgaps journalGaps
-	jgen  atomic.Uint64
+	// jh is the journal's hook (internal/journalhook; nil: the journal
+	// is off, and no journal code runs beyond a nil check).
+	jh *journalhook.Hook
 }
 
 // StatusFunc contributes one top-level key to .rubino/status. It must be
@@ -274,8 +274,10 @@ func New(cfg Config) (*FS, error) {
 			"path", filepath.Join(cfg.Workspace, ctltree.DirName))
 	}
 	f.ctlRoot = f.buildControlTree()
-	if cfg.Journal != nil {
-		f.AddStatus(f.journalStatus)
+	f.jh = journalhook.New(journalhook.Config{Journal: cfg.Journal, Exempt: cfg.JournalExempt,
+		Mount: journalMount{f}, Guard: cfg.Guard, Logger: f.log, Report: f.errs.Add})
+	if f.jh != nil {
+		f.AddStatus(f.jh.Status)
 	}
 	if cfg.Policy != nil {
 		f.addCtl(f.policyEntry()) // ctl_policy.go

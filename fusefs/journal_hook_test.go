@@ -139,23 +139,6 @@ func TestMutateJournalFailureRefuses(t *testing.T) {
 	}
 }
 
-// TestJournalsExclusions: which paths are journaled.
-func TestJournalsExclusions(t *testing.T) {
-	f, _, _ := journalFS(t, guard.ModeEnforce, nil)
-	for rel, want := range map[string]bool{
-		"a": true, "a/b.go": true, ".gitignore": true, ".github/x": true,
-		".git": false, ".git/index": false, "sub/.git/HEAD": false, ".rubino": false, ".rubino/x": false, "": false,
-		// go-fuse's placeholder of a nameless node, and workspace names
-		// that only look like it.
-		".go-fuse.12/deleted": false, ".go-fuse.12/deleted/x": false,
-		".go-fuse.x": true, ".go-fuse.12": true, ".go-fuse./deleted": true, ".go-fuse.12/deletedx": true, "a/.go-fuse.1/deleted": true,
-	} {
-		if got := f.journals(rel, false); got != want {
-			t.Errorf("journals(%q) = %v, want %v", rel, got, want)
-		}
-	}
-}
-
 // BenchmarkMutateJournal measures a fresh mutation (as mkdir or a create
 // of a new name: no lock step) whose backing operation is a no-op, with
 // the journal off and on: the journal's share (a record, fdatasync'ed,
@@ -166,7 +149,7 @@ func BenchmarkMutateJournal(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			f, _, _ := journalFS(b, guard.ModeEnforce, map[string]string{"a/b/keep": ""})
 			if !on {
-				f.cfg.Journal = nil
+				f.jh = nil
 			}
 			c := caller{session: "bench"}
 			m := mutation{names: []mutName{{rel: "a/b/new"}}, fresh: true, jop: jMkdir, by: &c,

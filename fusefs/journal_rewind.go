@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/internal/journalhook"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
@@ -36,7 +37,7 @@ func (i fsInspector) Lstat(p string) (journal.After, error) {
 	var st syscall.Stat_t
 	switch errno := i.f.lstatRel(p, &st); errno {
 	case 0:
-		return afterOf(p, &st), nil
+		return journalhook.AfterOf(p, &st), nil
 	case syscall.ENOENT, syscall.ENOTDIR:
 		return journal.After{Path: p, Kind: journal.KindAbsent}, nil
 	default:
@@ -103,7 +104,7 @@ func (h CtlHost) Rewind(session, to string, opt journal.RewindOptions, dryRun bo
 	}
 	a := &rewindApplier{f: f, by: caller{session: session, uid: c.Uid, gid: c.Gid}, checks: checks}
 	res, err := j.Rewind(plan, a)
-	f.journalCheckpointed() // its automatic checkpoint
+	f.jh.Checkpointed() // its automatic checkpoint
 	<-f.invalidateKernel(a.touchedPaths())
 	return plan, res, err
 }
