@@ -25,6 +25,7 @@ import (
 	"github.com/rubinofs/rubinofs/guard/gitsafe"
 	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/internal/journalctl"
+	"github.com/rubinofs/rubinofs/internal/rewind"
 	"github.com/rubinofs/rubinofs/journal"
 	"github.com/rubinofs/rubinofs/tasks"
 	"github.com/rubinofs/rubinofs/watcher"
@@ -283,7 +284,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		return nil, err
 	}
 	d.Guard.SetHarnessRoots(d.Sessions)
-	d.FS.Plug(journalctl.New(d.Journal, d.FS.CtlHost())) // per-session journal files; off: EOPNOTSUPP
+	d.FS.Plug(journalctl.New(d.Journal, d.FS.CtlHost(), rewind.New(d.Journal, d.FS.RewindMount(), d.Guard))) // per-session journal files; off: EOPNOTSUPP
 	d.FS.AttachSessions(d.Sessions)
 	if cfg.PersistReads && cfg.StateDir != "" {
 		d.loadReads()

@@ -176,7 +176,7 @@ func (f *FS) readTracked(_ context.Context, c ctltree.Caller) ([]byte, error) {
 // too), docs/DESIGN.md#as-caller.
 func (f *FS) trackedText(c ctltree.Caller, session string) []byte {
 	recs := f.cfg.Guard.Tracked(session, f.LookupTarget)
-	if cr := credsOf(c); cr.uid != 0 && len(recs) > 0 {
+	if cr := credsOf(c); cr.Uid != 0 && len(recs) > 0 {
 		rels := make([]string, len(recs))
 		for i, r := range recs {
 			rels[i] = r.Path

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/rewind"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
@@ -185,7 +186,7 @@ func TestRewindApplierSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &rewindApplier{f: f, by: caller{session: "s1", uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}}
+	a := rewind.NewApplier(f.RewindMount(), rewind.By{Session: "s1", Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())})
 	steps := []func() error{
 		func() error {
 			return a.Restore("edited", journal.PreImage{Kind: journal.KindFile, Mode: syscall.S_IFREG | 0o755, Size: 10, Blob: blob.Addr}, j.Blobs())
@@ -238,7 +239,7 @@ func TestRewindApplierSteps(t *testing.T) {
 			t.Fatalf("journaled %q, want %q", ops, want)
 		}
 	}
-	if got := a.touchedPaths(); len(got) != 8 {
+	if got := a.Touched(); len(got) != 8 {
 		t.Errorf("touched %q", got)
 	}
 }

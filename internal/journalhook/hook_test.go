@@ -18,4 +18,3 @@ func TestJournalsExclusions(t *testing.T) {
 		}
 	}
 }
-
