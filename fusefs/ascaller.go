@@ -20,13 +20,13 @@ func credsOf(c ctltree.Caller) creds { return ascaller.Of(c) }
 // accessAs checks, as cr, access mode to the workspace-relative path rel
 // without following a final symlink (ascaller.Access). Errors: the
 // kernel's errno, or ascaller.ErrNotAsCaller.
-func (f *FS) accessAs(cr creds, rel string, mode uint32) error {
+func accessAs(f *FS, cr creds, rel string, mode uint32) error {
 	return ascaller.Access(journalMount{f}, cr, rel, mode)
 }
 
 // accessAll is accessAs for each of rels in one thread switch
 // (ascaller.AccessAll).
-func (f *FS) accessAll(cr creds, rels []string, mode uint32, res func(i int, err error)) {
+func accessAll(f *FS, cr creds, rels []string, mode uint32, res func(i int, err error)) {
 	ascaller.AccessAll(journalMount{f}, cr, rels, mode, res)
 }
 

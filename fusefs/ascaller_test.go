@@ -68,7 +68,7 @@ func TestAccessAs(t *testing.T) {
 		{creds{Uid: 65534, Gid: 65534, Groups: []uint32{100}}, "grp", unix.R_OK, nil}, // a supplementary group
 		{nobody, "grp", unix.R_OK, syscall.EACCES},
 	} {
-		if err := f.accessAs(c.cr, c.rel, c.mode); !errors.Is(err, c.want) && err != c.want {
+		if err := accessAs(f, c.cr, c.rel, c.mode); !errors.Is(err, c.want) && err != c.want {
 			t.Errorf("accessAs(%d, %s, %o) = %v, want %v", c.cr.Uid, c.rel, c.mode, err, c.want)
 		}
 	}
@@ -88,7 +88,7 @@ func TestAsCallerRestores(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < 20; j++ {
-				f.accessAs(creds{Uid: 65534, Gid: 65534, Groups: []uint32{7, 8}}, "secret", unix.R_OK)
+				accessAs(f, creds{Uid: 65534, Gid: 65534, Groups: []uint32{7, 8}}, "secret", unix.R_OK)
 			}
 		}()
 	}
@@ -136,7 +136,7 @@ func BenchmarkAccessAs(b *testing.B) {
 	cr := creds{Uid: 65534, Gid: 65534}
 	b.Run("one", func(b *testing.B) {
 		for range b.N {
-			if err := f.accessAs(cr, "d/f", unix.R_OK); err != nil {
+			if err := accessAs(f, cr, "d/f", unix.R_OK); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -147,7 +147,7 @@ func BenchmarkAccessAs(b *testing.B) {
 			rels[i] = "d/f"
 		}
 		for range b.N {
-			f.accessAll(cr, rels, unix.R_OK, func(int, error) {})
+			accessAll(f, cr, rels, unix.R_OK, func(int, error) {})
 		}
 	})
 }

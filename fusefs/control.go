@@ -181,7 +181,7 @@ func (f *FS) trackedText(c ctltree.Caller, session string) []byte {
 		for i, r := range recs {
 			rels[i] = r.Path
 		}
-		f.accessAll(cr, rels, unix.R_OK, func(i int, err error) {
+		accessAll(f, cr, rels, unix.R_OK, func(i int, err error) {
 			if err != nil {
 				recs[i].Hash = "-"
 			}

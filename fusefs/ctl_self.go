@@ -144,7 +144,7 @@ func (f *FS) selfCtl(name string) func(c ctltree.Caller, cmd []byte) error {
 		case "read":
 			// Only what the writer could read itself (docs/DESIGN.md#as-caller):
 			// a declaration records the file's hash, which tracked shows.
-			if err := f.accessAs(credsOf(c), rel, unix.R_OK); err != nil {
+			if err := accessAs(f, credsOf(c), rel, unix.R_OK); err != nil {
 				e := denyReason(credsOf(c), "read", rel, err)
 				e.Msg += "; declare only files the writer can open for reading"
 				return e
