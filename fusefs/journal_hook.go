@@ -56,8 +56,9 @@ func journalRecord(h *journalhook.Hook, m *mutation, gs []guardedChild, session 
 }
 
 // journalMount is the mount as the journal's rooms see it
-// (journalhook.Mount, rewind.Mount): the backing workspace, the mutation
-// path for a rewind's steps, the kernel's caches. Safe for concurrent use.
+// (journalhook.Mount, rewind.Mount, and ascaller.Walker for the as-caller
+// checks): the backing workspace, the mutation path for a rewind's steps
+// (rewind_step.go), the kernel's caches. Safe for concurrent use.
 type journalMount struct{ f *FS }
 
 // OpenParent is prepareAt with its descriptor's release.
