@@ -28,6 +28,7 @@ import (
 	"github.com/rubinofs/rubinofs/internal/journalctl"
 	"github.com/rubinofs/rubinofs/internal/observe"
 	"github.com/rubinofs/rubinofs/internal/procfs"
+	"github.com/rubinofs/rubinofs/internal/rewind"
 	"github.com/rubinofs/rubinofs/internal/sessionctl"
 	"github.com/rubinofs/rubinofs/journal"
 	"github.com/rubinofs/rubinofs/tasks"
@@ -294,7 +295,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		return nil, err
 	}
 	d.Obs.SetHost(d.FS.CtlHost())
-	d.FS.Plug(journalctl.New(d.Journal, d.FS.CtlHost())) // per-session journal files; off: EOPNOTSUPP
+	d.FS.Plug(journalctl.New(d.Journal, d.FS.CtlHost(), rewind.New(d.Journal, d.FS.RewindMount(), d.Guard))) // per-session journal files; off: EOPNOTSUPP
 	// .rubino/sessions and .rubino/self (docs/DESIGN.md#sessions).
 	d.FS.Plug(sessionctl.New(sessionctl.Config{
 		Registry: d.Sessions, Guard: d.Guard, AllowUnregistered: cfg.AllowUnregistered,

@@ -11,9 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
-	"github.com/rubinofs/rubinofs/journal"
 )
 
 // asCallerFS is an FS over a workspace of root's files: open (0644), secret
@@ -52,7 +50,7 @@ func asCallerFS(t *testing.T) *FS {
 // TestAccessAs: the kernel's answer for uid 65534 and for root.
 func TestAccessAs(t *testing.T) {
 	f := asCallerFS(t)
-	nobody, root := creds{uid: 65534, gid: 65534}, creds{}
+	nobody, root := creds{Uid: 65534, Gid: 65534}, creds{}
 	for _, c := range []struct {
 		cr   creds
 		rel  string
@@ -67,25 +65,12 @@ func TestAccessAs(t *testing.T) {
 		{nobody, "missing", unix.R_OK, syscall.ENOENT},
 		{root, "secret", unix.R_OK | unix.W_OK, nil},
 		{root, "locked/in", unix.R_OK, nil},
-		{creds{uid: 65534, gid: 65534, groups: []uint32{100}}, "grp", unix.R_OK, nil}, // a supplementary group
+		{creds{Uid: 65534, Gid: 65534, Groups: []uint32{100}}, "grp", unix.R_OK, nil}, // a supplementary group
 		{nobody, "grp", unix.R_OK, syscall.EACCES},
 	} {
-		if err := f.accessAs(c.cr, c.rel, c.mode); !errors.Is(err, c.want) && err != c.want {
-			t.Errorf("accessAs(%d, %s, %o) = %v, want %v", c.cr.uid, c.rel, c.mode, err, c.want)
+		if err := accessAs(f, c.cr, c.rel, c.mode); !errors.Is(err, c.want) && err != c.want {
+			t.Errorf("accessAs(%d, %s, %o) = %v, want %v", c.cr.Uid, c.rel, c.mode, err, c.want)
 		}
-	}
-	// The sticky rule: nobody may not remove root's tmp/r, though it may
-	// write tmp.
-	checks := &asChecks{f: f, cr: nobody}
-	defer checks.close()
-	if err := checks.mayWriteEntry("tmp/r"); ctltree.ErrnoOf(err) != syscall.EACCES {
-		t.Errorf("mayWriteEntry(nobody, tmp/r) = %v, want EACCES", err)
-	}
-	if err := checks.mayWriteEntry("tmp/new"); err != nil {
-		t.Errorf("mayWriteEntry(nobody, tmp/new) = %v, want nil", err)
-	}
-	if err := checks.mayWriteEntry("secret"); ctltree.ErrnoOf(err) != syscall.EACCES {
-		t.Errorf("mayWriteEntry(nobody, secret) = %v, want EACCES (root's 0755 workspace)", err)
 	}
 }
 
@@ -103,7 +88,7 @@ func TestAsCallerRestores(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < 20; j++ {
-				f.accessAs(creds{uid: 65534, gid: 65534, groups: []uint32{7, 8}}, "secret", unix.R_OK)
+				accessAs(f, creds{Uid: 65534, Gid: 65534, Groups: []uint32{7, 8}}, "secret", unix.R_OK)
 			}
 		}()
 	}
@@ -133,43 +118,6 @@ func TestAsCallerRestores(t *testing.T) {
 	})
 }
 
-// TestCredsOf: the groups come from the caller's status when its fs ids
-// match the request's, and not otherwise.
-func TestCredsOf(t *testing.T) {
-	gs, _ := unix.Getgroups()
-	c := ctltree.Caller{Pid: uint32(os.Getpid()), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
-	if got := credsOf(c); len(got.groups) != len(gs) {
-		t.Errorf("credsOf(self) groups %v, want %v", got.groups, gs)
-	}
-	c.Uid++ // a reused pid: another uid's process
-	if got := credsOf(c); got.groups != nil {
-		t.Errorf("credsOf with a mismatching uid took groups %v", got.groups)
-	}
-	if got := credsOf(ctltree.Caller{Uid: 5, Gid: 6}); got.uid != 5 || got.gid != 6 || got.groups != nil {
-		t.Errorf("credsOf(no pid) = %+v", got)
-	}
-}
-
-// TestModeGrants: the pre-image rule's mode-bit check.
-func TestModeGrants(t *testing.T) {
-	nobody := creds{uid: 65534, gid: 65534, groups: []uint32{100}}
-	for _, c := range []struct {
-		uid, gid, mode uint32
-		want           bool
-	}{
-		{0, 0, 0o600, false},
-		{0, 0, 0o604, true},
-		{65534, 0, 0o400, true},
-		{65534, 0, 0o044, false}, // the owner class decides for the owner
-		{0, 100, 0o640, true},
-		{0, 65534, 0o604, false}, // the group class decides for the group
-	} {
-		if got := modeGrants(nobody, c.uid, c.gid, c.mode, 4); got != c.want {
-			t.Errorf("modeGrants(%d:%d %o) = %v, want %v", c.uid, c.gid, c.mode, got, c.want)
-		}
-	}
-}
-
 // BenchmarkAccessAs: one as-caller check of a file one directory down, as
 // uid 65534 (a thread switch, the walk and faccessat2).
 func BenchmarkAccessAs(b *testing.B) {
@@ -185,10 +133,10 @@ func BenchmarkAccessAs(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	cr := creds{uid: 65534, gid: 65534}
+	cr := creds{Uid: 65534, Gid: 65534}
 	b.Run("one", func(b *testing.B) {
 		for range b.N {
-			if err := f.accessAs(cr, "d/f", unix.R_OK); err != nil {
+			if err := accessAs(f, cr, "d/f", unix.R_OK); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -199,10 +147,7 @@ func BenchmarkAccessAs(b *testing.B) {
 			rels[i] = "d/f"
 		}
 		for range b.N {
-			f.accessAll(cr, rels, unix.R_OK, func(int, error) {})
+			accessAll(f, cr, rels, unix.R_OK, func(int, error) {})
 		}
 	})
 }
-
-// The diff's inspector is a journal.ContentGate as Diff receives it.
-var _ journal.ContentGate = gateInspector{}

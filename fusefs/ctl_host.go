@@ -1,10 +1,11 @@
 package fusefs
 
 // The mount as the control tree sees it (docs/DESIGN.md#ctl-room):
-// CtlHost implements ctlhost.Host, the renderer's ctlfs.Host, the
-// journal feature's journalctl.Host and the sessions feature's
-// sessionctl.Host, so the control tree's room and its features reach the
-// mount through an interface and never import this package.
+// CtlHost implements ctlhost.Host, the renderer's ctlfs.Host and the
+// sessions feature's sessionctl.Host, so the control tree's room and its
+// features reach the mount through an interface and never import this
+// package (the journal's files also take the workspace side of
+// internal/rewind, over FS.RewindMount).
 
 import (
 	"context"
@@ -16,9 +17,7 @@ import (
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/internal/ctlfs"
 	"github.com/rubinofs/rubinofs/internal/ctlhost"
-	"github.com/rubinofs/rubinofs/internal/journalctl"
 	"github.com/rubinofs/rubinofs/internal/sessionctl"
-	"github.com/rubinofs/rubinofs/journal"
 )
 
 // CtlHost is the host a control-tree feature is given (FS.CtlHost). Its
@@ -29,7 +28,6 @@ var (
 	_ ctlhost.Host    = CtlHost{}
 	_ ctlhost.Room    = CtlHost{}
 	_ ctlfs.Host      = CtlHost{}
-	_ journalctl.Host = CtlHost{}
 	_ sessionctl.Host = CtlHost{}
 )
 
@@ -63,42 +61,16 @@ func (h CtlHost) LookupTarget(rel string) (guard.Target, error) { return h.f.Loo
 // (accessAs, docs/DESIGN.md#as-caller): nil, or denyReason's refusal.
 func (h CtlHost) Readable(c ctltree.Caller, rel string) *ctltree.Error {
 	cr := credsOf(c)
-	if err := h.f.accessAs(cr, rel, unix.R_OK); err != nil {
+	if err := accessAs(h.f, cr, rel, unix.R_OK); err != nil {
 		return denyReason(cr, "read", rel, err)
 	}
 	return nil
 }
 
-// Inspector is the journal.Inspector of the backing workspace
-// (journal_rewind.go).
-func (h CtlHost) Inspector() journal.Inspector { return fsInspector{h.f} }
-
-// ReaderGate is the workspace's Inspector gated for c: a diff shows the
-// bytes c could read itself (docs/DESIGN.md#as-caller); done ends the
-// credential-switched thread the checks started.
-func (h CtlHost) ReaderGate(c ctltree.Caller) (journal.Inspector, func()) {
-	gate := gateInspector{fsInspector{h.f}, &asChecks{f: h.f, cr: credsOf(c)}}
-	return gate, gate.close
-}
-
-// Redactor returns redactChanges for c (journal_authz.go), c's groups read
-// once from /proc within guard.ProcBound.
-func (h CtlHost) Redactor(c ctltree.Caller) func([]journal.PathChange) {
-	cr := credsOf(c)
-	return func(batch []journal.PathChange) { redactChanges(h.f, cr, batch) }
-}
-
-// CurrentBytes reads a workspace path's current bytes for a diff
-// (journal_rewind.go).
-func (h CtlHost) CurrentBytes(p string) ([]byte, error) { return currentBytes(h.f, p) }
-
-// Checkpointed starts a new generation of the open handles' journal
-// records (journal_hook.go): call it after every checkpoint.
-func (h CtlHost) Checkpointed() { h.f.journalCheckpointed() }
-
 // newCtlTree builds the mount's control tree (internal/ctlfs) over its
-// host, with the observability room's files (metrics, accesslog). Errors recorded by the mount (a journal failure) share
-// the tree's ring, f.errs.
+// host, with the observability room's files (metrics, accesslog).
+// Errors recorded by the mount (a journal failure) share the tree's
+// ring, f.errs.
 func newCtlTree(f *FS) *ctlfs.Tree {
 	return ctlfs.New(ctlfs.Config{
 		Guard:             f.cfg.Guard,
@@ -155,12 +127,12 @@ func (h CtlHost) Admin(c ctltree.Caller) bool { return h.f.owners.Admin(c) }
 func (h CtlHost) Tracked(c ctltree.Caller, session string) []guard.TrackedRecord {
 	f := h.f
 	recs := f.cfg.Guard.Tracked(session, f.LookupTarget)
-	if cr := credsOf(c); cr.uid != 0 && len(recs) > 0 {
+	if cr := credsOf(c); cr.Uid != 0 && len(recs) > 0 {
 		rels := make([]string, len(recs))
 		for i, r := range recs {
 			rels[i] = r.Path
 		}
-		f.accessAll(cr, rels, unix.R_OK, func(i int, err error) {
+		accessAll(f, cr, rels, unix.R_OK, func(i int, err error) {
 			if err != nil {
 				recs[i].Hash = "-"
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/journalhook"
 )
 
 // loopbackOps is every file operation of fs.LoopbackFile except
@@ -62,7 +63,7 @@ type File struct {
 	drop func(context.Context)
 	// hj is the handle's journal state (nil: not writable, or no
 	// journal): its first change is recorded, its file noted at release.
-	hj *handleJournal
+	hj *journalhook.Handle
 
 	mu         sync.Mutex
 	registered bool   // the read has been registered
@@ -229,7 +230,7 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 			h.granted = true
 		}
 	}
-	if errno := h.fs.journalHandleChange(h.hj, jOpOf(gop), h.node.rel()); errno != 0 {
+	if errno := h.hj.Change(journalhook.OpOf(gop), h.node.rel()); errno != 0 {
 		return errno
 	}
 	end := h.fs.ownChange(h.node.rel())
@@ -363,6 +364,6 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 	h.mu.Unlock()
 	h.node.dropPtWriter(h)
 	h.fs.cfg.Guard.NoteHandleRelease(h.id)
-	h.fs.journalHandleRelease(h.hj, h.node.rel())
+	h.hj.Release(h.node.rel())
 	return h.loopbackOps.Release(ctx)
 }

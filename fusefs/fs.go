@@ -43,6 +43,7 @@ import (
 	"github.com/rubinofs/rubinofs/internal/ctlfs"
 	"github.com/rubinofs/rubinofs/internal/ctlhost"
 	"github.com/rubinofs/rubinofs/internal/invalidate"
+	"github.com/rubinofs/rubinofs/internal/journalhook"
 	"github.com/rubinofs/rubinofs/internal/sessionctl"
 	"github.com/rubinofs/rubinofs/journal"
 )
@@ -215,10 +216,9 @@ type FS struct {
 	// has served it (FS.afterRelease, iomode.go).
 	released sync.Map // <-chan struct{} -> func()
 
-	// jgaps counts changes made unrecorded by the journal, and jgen the
-	// checkpoints taken through the mount (journal_hook.go).
-	jgaps journalGaps
-	jgen  atomic.Uint64
+	// jh is the journal's hook (internal/journalhook; nil: the journal
+	// is off, and no journal code runs beyond a nil check).
+	jh *journalhook.Hook
 }
 
 // StatusFunc contributes one top-level key to .rubino/status. It must be
@@ -274,8 +274,10 @@ func New(cfg Config) (*FS, error) {
 			"path", filepath.Join(cfg.Workspace, ctltree.DirName))
 	}
 	f.ctl = newCtlTree(f) // ctl_host.go
-	if cfg.Journal != nil {
-		f.AddStatus(f.journalStatus)
+	f.jh = journalhook.New(journalhook.Config{Journal: cfg.Journal, Exempt: cfg.JournalExempt,
+		Mount: journalMount{f}, Guard: cfg.Guard, Logger: f.log, Report: f.errs.Add})
+	if f.jh != nil {
+		f.AddStatus(f.jh.Status)
 	}
 	for _, st := range f.cross.Status() { // shared, uncached, cross_mount
 		f.AddStatus(st)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/rewind"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
@@ -139,23 +140,6 @@ func TestMutateJournalFailureRefuses(t *testing.T) {
 	}
 }
 
-// TestJournalsExclusions: which paths are journaled.
-func TestJournalsExclusions(t *testing.T) {
-	f, _, _ := journalFS(t, guard.ModeEnforce, nil)
-	for rel, want := range map[string]bool{
-		"a": true, "a/b.go": true, ".gitignore": true, ".github/x": true,
-		".git": false, ".git/index": false, "sub/.git/HEAD": false, ".rubino": false, ".rubino/x": false, "": false,
-		// go-fuse's placeholder of a nameless node, and workspace names
-		// that only look like it.
-		".go-fuse.12/deleted": false, ".go-fuse.12/deleted/x": false,
-		".go-fuse.x": true, ".go-fuse.12": true, ".go-fuse./deleted": true, ".go-fuse.12/deletedx": true, "a/.go-fuse.1/deleted": true,
-	} {
-		if got := f.journals(rel, false); got != want {
-			t.Errorf("journals(%q) = %v, want %v", rel, got, want)
-		}
-	}
-}
-
 // BenchmarkMutateJournal measures a fresh mutation (as mkdir or a create
 // of a new name: no lock step) whose backing operation is a no-op, with
 // the journal off and on: the journal's share (a record, fdatasync'ed,
@@ -166,7 +150,7 @@ func BenchmarkMutateJournal(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			f, _, _ := journalFS(b, guard.ModeEnforce, map[string]string{"a/b/keep": ""})
 			if !on {
-				f.cfg.Journal = nil
+				f.jh = nil
 			}
 			c := caller{session: "bench"}
 			m := mutation{names: []mutName{{rel: "a/b/new"}}, fresh: true, jop: jMkdir, by: &c,
@@ -202,7 +186,7 @@ func TestRewindApplierSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &rewindApplier{f: f, by: caller{session: "s1", uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}}
+	a := rewind.NewApplier(f.RewindMount(), rewind.By{Session: "s1", Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())})
 	steps := []func() error{
 		func() error {
 			return a.Restore("edited", journal.PreImage{Kind: journal.KindFile, Mode: syscall.S_IFREG | 0o755, Size: 10, Blob: blob.Addr}, j.Blobs())
@@ -255,7 +239,7 @@ func TestRewindApplierSteps(t *testing.T) {
 			t.Fatalf("journaled %q, want %q", ops, want)
 		}
 	}
-	if got := a.touchedPaths(); len(got) != 8 {
+	if got := a.Touched(); len(got) != 8 {
 		t.Errorf("touched %q", got)
 	}
 }

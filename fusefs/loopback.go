@@ -511,9 +511,9 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	out.FromStat(&st)
 	lf := fs.NewLoopbackFileFromOS(os.NewFile(uintptr(fd), ""))
 	child := ch.Operations().(*Node)
-	if n.fs.journaling() {
+	if n.fs.jh != nil {
 		_, drop := child.openHandle(lf, flags, false)
-		hj := &handleJournal{session: n.fs.callerOf(ctx).session}
+		hj := n.fs.jh.NewHandle(n.fs.callerOf(ctx).session)
 		return ch, &plainFile{loopbackOps: lf, node: child, drop: drop, hj: hj}, 0, 0
 	}
 	return ch, child.keep(lf, flags), 0, 0

@@ -31,7 +31,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/guard"
-	"github.com/rubinofs/rubinofs/journal"
+	"github.com/rubinofs/rubinofs/internal/journalhook"
 )
 
 // change is what a mutation did to the file at one of its names, as the
@@ -163,7 +163,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 	for _, g := range gs {
 		anyGuarded = anyGuarded || g.ok
 	}
-	journaled := !m.viaFd && f.journalsAny(m.jop, m.names)
+	journaled := journalsAny(f.jh, &m)
 	if anyGuarded || journaled {
 		if m.by != nil {
 			c = *m.by
@@ -193,26 +193,21 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 			defer f.pinInodeOf(&gs[i])() // until the guard is told (pinInode)
 		}
 	}
-	f.settleDeferredOf(&m, gs) // ownattr.go: before the change sets a ctime
-	var j *jDirs
-	var rec journal.Record
+	f.settleDeferredOf(&m, gs)  // ownattr.go: before the change sets a ctime
+	var jp *journalhook.Pending // nil: not journaled
 	if journaled {
-		j = f.journalDirs(&m, gs)
-		defer j.close()
 		var errno syscall.Errno
-		if rec, journaled, errno = f.journalBefore(&m, j, c.session); errno != 0 {
+		jp, errno = journalRecord(f.jh, &m, gs, c.session)
+		defer jp.Close()
+		if errno != 0 {
 			return errno
 		}
 	}
 	if errno := m.runOwn(f, gs); errno != 0 {
-		if journaled {
-			f.journalUnshare(&m, rec)
-		}
+		jp.Abort()
 		return errno
 	}
-	if journaled {
-		f.journalAfter(&m, j, c.session, rec)
-	}
+	jp.Commit()
 	for i, nm := range m.names {
 		if gs[i].ok && nm.to != "" {
 			f.cfg.Guard.RenameBy(gs[i].id, nm.to, c.session)

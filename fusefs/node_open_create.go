@@ -8,6 +8,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/journalhook"
 )
 
 // tracks reports whether the guard keeps state for rel at all: the guard is
@@ -67,8 +68,8 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	acc := flags & syscall.O_ACCMODE
 	writable := acc != syscall.O_RDONLY
 	h := &File{node: n, fs: n.fs, who: c, track: true, check: n.fs.guarded(c)}
-	if writable && n.fs.journaling() {
-		h.hj = &handleJournal{session: c.session}
+	if writable && n.fs.jh != nil {
+		h.hj = n.fs.jh.NewHandle(c.session)
 	}
 
 	// One walk to the parent directory serves the stat and the open. Only
@@ -100,7 +101,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 		return errno
 	}
 	if writable && trunc && regular(&st) {
-		gen := n.fs.jgen.Load() // before the record (handleJournal.gen)
+		gen := n.fs.jh.Gen() // before the record (journalhook.Handle)
 		// A guarded mutation (docs/DESIGN.md#mutation-path), decided on
 		// the file as stat'ed again under its identity lock.
 		errno = n.fs.mutate(ctx, mutation{
@@ -117,7 +118,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 				h.seq = seq
 				h.lf = lf
 				h.noteOwnStat()     // the stat the truncation left (ownstat.go)
-				h.hj.truncated(gen) // the open's record is the handle's first
+				h.hj.Truncated(gen) // the open's record is the handle's first
 			},
 		})
 	} else {
@@ -219,13 +220,13 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	rel := childPath(dirRel, name)
 	tracked := n.fs.tracks(rel)
 	var c caller
-	if tracked || n.fs.journals(rel, false) {
+	if tracked || n.fs.jh.Journals(rel, false) {
 		c = n.fs.callerOf(ctx)
 	}
 	var st syscall.Stat_t
 	var ch *fs.Inode
 	var lf *fs.LoopbackFile
-	gen := n.fs.jgen.Load() // before the record (handleJournal.gen)
+	gen := n.fs.jh.Gen() // before the record (journalhook.Handle)
 	// One fresh mutation (docs/DESIGN.md#journal-hook): O_EXCL fails on
 	// an existing name, so no guarded file's identity needs its lock.
 	errno := n.fs.mutate(ctx, mutation{
@@ -259,7 +260,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno
 	}
 	child := ch.Operations().(*Node)
-	hj := n.fs.createdJournal(rel, c.session, gen)
+	hj := n.fs.jh.Created(rel, c.session, gen)
 	if !tracked {
 		pt, drop := child.openHandle(lf, flags, n.fs.cfg.Passthrough && hj == nil)
 		if !pt {
@@ -297,9 +298,11 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 // journaled file is one fresh mutation, journaled as a truncate.
 func (n *Node) openUntracked(ctx context.Context, rel string, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	writable := flags&syscall.O_ACCMODE != syscall.O_RDONLY
-	var hj *handleJournal
-	if writable && n.fs.journals(rel, false) {
-		hj = &handleJournal{session: n.fs.callerOf(ctx).session}
+	var hj *journalhook.Handle
+	var session string
+	if writable && n.fs.jh.Journals(rel, false) {
+		session = n.fs.callerOf(ctx).session
+		hj = n.fs.jh.NewHandle(session)
 	}
 	var lf *fs.LoopbackFile
 	open := func() (errno syscall.Errno) {
@@ -311,10 +314,10 @@ func (n *Node) openUntracked(ctx context.Context, rel string, flags uint32) (fs.
 	var errno syscall.Errno
 	switch {
 	case flags&syscall.O_TRUNC != 0 && hj != nil:
-		c := caller{session: hj.session}
-		gen := n.fs.jgen.Load() // before the record (handleJournal.gen)
+		c := caller{session: session}
+		gen := n.fs.jh.Gen() // before the record (journalhook.Handle)
 		errno = n.fs.mutate(ctx, mutation{names: []mutName{{rel: rel}}, fresh: true, by: &c, jop: jTruncate, run: open})
-		hj.truncated(gen)
+		hj.Truncated(gen)
 	case flags&syscall.O_TRUNC != 0:
 		end := n.fs.ownChange(rel)
 		errno = open()
@@ -333,7 +336,7 @@ func (n *Node) openUntracked(ctx context.Context, rel string, flags uint32) (fs.
 		// Forced into passthrough by another handle of the inode: its
 		// writes never reach the daemon, so its first change is
 		// journaled now, before any.
-		if errno := n.fs.journalHandleChange(hj, jWrite, rel); errno != 0 {
+		if errno := hj.Change(jWrite, rel); errno != 0 {
 			drop(ctx)
 			lf.Release(ctx)
 			return nil, 0, errno
@@ -349,13 +352,13 @@ type plainFile struct {
 	loopbackOps
 	node *Node
 	drop func(context.Context) // drops the handle from its node (Node.openHandle)
-	hj   *handleJournal        // nil: not journaled
+	hj   *journalhook.Handle   // nil: not journaled
 }
 
 // Release drops the handle from its node, then closes it.
 func (p *plainFile) Release(ctx context.Context) syscall.Errno {
 	p.drop(ctx)
-	p.node.fs.journalHandleRelease(p.hj, p.node.rel())
+	p.hj.Release(p.node.rel())
 	return p.loopbackOps.Release(ctx)
 }
 
@@ -368,12 +371,12 @@ type ptWriter struct {
 	drop func(context.Context) // drops the handle from its node (Node.openHandle)
 	rel  string
 	fs   *FS
-	hj   *handleJournal // journaled at open (nil: not journaled)
+	hj   *journalhook.Handle // journaled at open (nil: not journaled)
 }
 
 // passthroughWriter wraps a writable passthrough handle on rel; drop is
 // its node's Node.openHandle result, hj its journal state (or nil).
-func (f *FS) passthroughWriter(lf *fs.LoopbackFile, rel string, drop func(context.Context), hj *handleJournal) *ptWriter {
+func (f *FS) passthroughWriter(lf *fs.LoopbackFile, rel string, drop func(context.Context), hj *journalhook.Handle) *ptWriter {
 	return &ptWriter{LoopbackFile: lf, end: f.ownChange(rel), drop: drop, rel: rel, fs: f, hj: hj}
 }
 
@@ -382,14 +385,14 @@ func (p *ptWriter) Release(ctx context.Context) syscall.Errno {
 	p.drop(ctx)
 	errno := p.LoopbackFile.Release(ctx)
 	p.end()
-	p.fs.journalHandleRelease(p.hj, p.rel)
+	p.hj.Release(p.rel)
 	return errno
 }
 
 // journalChange journals the handle's first change (op jop) before it is
 // made; its errno refuses the change.
 func (p *plainFile) journalChange(jop string) syscall.Errno {
-	return p.node.fs.journalHandleChange(p.hj, jop, p.node.rel())
+	return p.hj.Change(jop, p.node.rel())
 }
 
 // Write writes through the loopback handle as an own change, journaled.

@@ -18,10 +18,10 @@
 //
 // Tokens are separated by spaces; a token may be a Go-quoted string
 // (strconv.Quote) for a name with spaces or odd bytes. A PATH is absolute
-// inside the mount or relative to the writer's cwd (Host.CallerRel).
+// inside the mount or relative to the writer's cwd (ctlhost.Host.CallerRel).
 // Errors: EINVAL with a reason naming the option; ENOENT for an unknown
 // checkpoint; EOPNOTSUPP "the journal is off (--journal=false)"; EPERM for
-// a caller that may not act on the session (Host.MayActOn), for every
+// a caller that may not act on the session (ctlhost.Host.MayActOn), for every
 // file; EACCES for a rewind step the requester could not make itself;
 // EFBIG for a request over 64 KiB. A diff withholds the bytes, and changes
 // the hashes, the requester could not read itself
@@ -40,11 +40,10 @@ import (
 	"github.com/rubinofs/rubinofs/journal"
 )
 
-// Host is what the journal's files need from the mount beyond
-// ctlhost.Host; package fusefs implements it. Every method is safe for
-// concurrent use.
-type Host interface {
-	ctlhost.Host
+// Workspace is what the journal's files need of the backing workspace
+// beyond ctlhost.Host; *rewind.Room implements it over the mount
+// (internal/rewind). Every method is safe for concurrent use.
+type Workspace interface {
 	// Inspector is the journal.Inspector of the backing workspace, as
 	// the mount journals it.
 	Inspector() journal.Inspector
@@ -73,12 +72,17 @@ type Host interface {
 // Safe for concurrent use.
 type Feature struct {
 	j    *journal.Journal
-	host Host
+	host ctlhost.Host
+	ws   Workspace
 }
 
-// New returns the journal's feature over j (nil when the journal is off)
-// and host; plug it with fusefs.FS.Plug before mounting.
-func New(j *journal.Journal, host Host) *Feature { return &Feature{j: j, host: host} }
+// New returns the journal's feature over j (nil when the journal is off),
+// host (who may act on a session, a caller's paths) and ws (the
+// workspace: changes, diff, rewind); plug it with fusefs.FS.Plug before
+// mounting.
+func New(j *journal.Journal, host ctlhost.Host, ws Workspace) *Feature {
+	return &Feature{j: j, host: host, ws: ws}
+}
 
 var _ ctltree.SessionFeature = (*Feature)(nil)
 
@@ -129,7 +133,7 @@ func errOff() error {
 }
 
 // mayUse authorises c for session's journal files, requests and ctl
-// commands: Host.MayActOn; EPERM otherwise (docs/DESIGN.md#as-caller).
+// commands: ctlhost.Host.MayActOn; EPERM otherwise (docs/DESIGN.md#as-caller).
 func (f *Feature) mayUse(c ctltree.Caller, session string) error {
 	if f.host.MayActOn(c, session) {
 		return nil

@@ -50,7 +50,7 @@ func journalErr(err error) error {
 // since ("": the session start) and returns what writes the changes as
 // JSON lines of journal.PathChange, one path at a time
 // (docs/DESIGN.md#ctl-render), without the hashes c may not see
-// (Host.Redactor, a batch of redactBatch paths at a time).
+// (Workspace.Redactor, a batch of redactBatch paths at a time).
 func (f *Feature) changesRender(c ctltree.Caller, session, since string) (func(io.Writer) error, error) {
 	if f.j == nil {
 		return nil, errOff()
@@ -69,7 +69,7 @@ func (f *Feature) changesRender(c ctltree.Caller, session, since string) (func(i
 	return func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
-		redact := f.host.Redactor(c)
+		redact := f.ws.Redactor(c)
 		batch := make([]journal.PathChange, 0, redactBatch)
 		flush := func() error {
 			redact(batch) // docs/DESIGN.md#as-caller
@@ -81,7 +81,7 @@ func (f *Feature) changesRender(c ctltree.Caller, session, since string) (func(i
 			batch = batch[:0]
 			return nil
 		}
-		err := f.j.EachChange(session, since, f.host.Inspector(), func(pc journal.PathChange) error {
+		err := f.j.EachChange(session, since, f.ws.Inspector(), func(pc journal.PathChange) error {
 			if batch = append(batch, pc); len(batch) == redactBatch {
 				return flush()
 			}
@@ -246,7 +246,7 @@ func (f *Feature) checkpoint(session, rest string) (string, error) {
 		return "", ctltree.Errorf(syscall.EINVAL, "session %q cannot have a journal", ctltree.Clip(session))
 	}
 	rec, err := f.j.Checkpoint(session, label)
-	f.host.Checkpointed()
+	f.ws.Checkpointed()
 	if err != nil {
 		return "", ctltree.Errorf(syscall.EIO, "checkpoint of %s: %v", session, err)
 	}
@@ -288,9 +288,9 @@ func (f *Feature) diff(c ctltree.Caller, session string, a args) (func(io.Writer
 		return noReply, nil
 	}
 	return func(w io.Writer) error {
-		gate, done := f.host.ReaderGate(c) // bytes c may read only (docs/DESIGN.md#as-caller)
+		gate, done := f.ws.ReaderGate(c) // bytes c may read only (docs/DESIGN.md#as-caller)
 		defer done()
-		if err := f.j.DiffTo(w, session, a.since, paths, gate, f.host.CurrentBytes); err != nil {
+		if err := f.j.DiffTo(w, session, a.since, paths, gate, f.ws.CurrentBytes); err != nil {
 			return journalErr(err)
 		}
 		return nil
@@ -320,7 +320,7 @@ func (f *Feature) rewind(c ctltree.Caller, session string, a args) (string, erro
 		if err != nil {
 			return "", err
 		}
-		plan, res, err = f.host.Rewind(session, a.to, journal.RewindOptions{Paths: paths, Force: a.force}, a.dryRun, c)
+		plan, res, err = f.ws.Rewind(session, a.to, journal.RewindOptions{Paths: paths, Force: a.force}, a.dryRun, c)
 		if err != nil {
 			return "", journalErr(err)
 		}

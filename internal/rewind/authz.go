@@ -1,11 +1,11 @@
-package fusefs
+package rewind
 
 // Who may see and change what through the journal's requests
 // (docs/DESIGN.md#as-caller): a requester sees a file's bytes (diff) or
 // hash (changes) only where it could read them itself, and a rewind
 // writes no file and no directory entry the requester could not write
-// itself. Every check is accessAs's (ascaller.go), the kernel's own as
-// the requester.
+// itself. Every check is internal/ascaller's, the kernel's own as the
+// requester.
 
 import (
 	"errors"
@@ -15,37 +15,38 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/internal/ascaller"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
 // asChecks are the as-caller checks of one request for requester cr,
-// sharing one callerThread, started at the first check and ended by
+// sharing one ascaller.Thread, started at the first check and ended by
 // close. Not safe for concurrent use.
 type asChecks struct {
-	f  *FS
-	cr creds
-	t  *callerThread
+	r  *Room
+	cr ascaller.Creds
+	t  *ascaller.Thread
 }
 
-// access is accessAs on the request's thread.
+// access is ascaller.Access on the request's thread.
 func (a *asChecks) access(rel string, mode uint32) error {
 	if a.t == nil {
-		a.t = newCallerThread(a.cr)
+		a.t = ascaller.NewThread(a.cr)
 	}
-	return a.t.do(func() error { return accessHere(a.f, rel, mode) })
+	return a.t.Do(func() error { return ascaller.Here(a.r.m, rel, mode) })
 }
 
 // close ends the request's thread, if it started one.
 func (a *asChecks) close() {
 	if a.t != nil {
-		a.t.close()
+		a.t.Close()
 	}
 }
 
-// gateInspector is fsInspector with journal.ContentGate for a requester:
-// Diff shows a side's bytes only where it may read them.
+// gateInspector is the workspace's inspector with journal.ContentGate for
+// a requester: Diff shows a side's bytes only where it may read them.
 type gateInspector struct {
-	fsInspector
+	inspector
 	*asChecks
 }
 
@@ -53,7 +54,7 @@ type gateInspector struct {
 // may open path for reading itself; as pre says when mayReadPre. Root
 // may always.
 func (g gateInspector) MayShow(p string, pre *journal.PreImage) bool {
-	if g.cr.uid == 0 {
+	if g.cr.Uid == 0 {
 		return true
 	}
 	if pre == nil {
@@ -63,20 +64,20 @@ func (g gateInspector) MayShow(p string, pre *journal.PreImage) bool {
 }
 
 // mayReadPre reports whether cr may see the bytes of pre, path's state at
-// a checkpoint, with access an accessAs for cr: root may; otherwise the
-// pre-image's own owner, group and mode must grant cr reading (mode bits:
-// the file's ACL at the time is not kept), and cr must be able to search
-// the directory that holds path now (its nearest existing ancestor). A
-// pre-image from before owners were recorded is shown only when cr may
-// read path as it is now.
-func mayReadPre(access func(rel string, mode uint32) error, cr creds, p string, pre journal.PreImage) bool {
-	if cr.uid == 0 {
+// a checkpoint, with access an ascaller.Access for cr: root may; otherwise
+// the pre-image's own owner, group and mode must grant cr reading (mode
+// bits: the file's ACL at the time is not kept), and cr must be able to
+// search the directory that holds path now (its nearest existing
+// ancestor). A pre-image from before owners were recorded is shown only
+// when cr may read path as it is now.
+func mayReadPre(access func(rel string, mode uint32) error, cr ascaller.Creds, p string, pre journal.PreImage) bool {
+	if cr.Uid == 0 {
 		return true
 	}
 	if pre.Uid == nil || pre.Gid == nil {
 		return access(p, unix.R_OK) == nil
 	}
-	if !modeGrants(cr, *pre.Uid, *pre.Gid, pre.Mode, 4) {
+	if !ascaller.ModeGrants(cr, *pre.Uid, *pre.Gid, pre.Mode, 4) {
 		return false
 	}
 	for dir := path.Dir(p); ; dir = path.Dir(dir) {
@@ -90,105 +91,83 @@ func mayReadPre(access func(rel string, mode uint32) error, cr creds, p string, 
 	}
 }
 
-// modeGrants reports whether mode's permission bits, for a file owned by
-// uid:gid, grant cr the access bit (4 read, 2 write, 1 execute) by the
-// owner, group and other classes.
-func modeGrants(cr creds, uid, gid, mode uint32, bit uint32) bool {
-	switch {
-	case cr.uid == uid:
-		return mode>>6&bit != 0
-	case cr.gid == gid || containsU32(cr.groups, gid):
-		return mode>>3&bit != 0
-	}
-	return mode&bit != 0
-}
-
-// containsU32 reports whether v is in s.
-func containsU32(s []uint32, v uint32) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
 // redactChanges blanks the hashes in list that cr may not see: the
 // current one (After.Hash) unless cr may read the path now, the one of the
 // state at the checkpoint (Before.Hash) too (a change list does not carry
 // the pre-image's owner; docs/DESIGN.md#as-caller). Root sees all.
-func redactChanges(f *FS, cr creds, list []journal.PathChange) {
-	if cr.uid == 0 {
+func (r *Room) redactChanges(cr ascaller.Creds, list []journal.PathChange) {
+	if cr.Uid == 0 {
 		return
 	}
 	rels := make([]string, len(list))
 	for i, pc := range list {
 		rels[i] = pc.Path
 	}
-	f.accessAll(cr, rels, unix.R_OK, func(i int, err error) {
+	ascaller.AccessAll(r.m, cr, rels, unix.R_OK, func(i int, err error) {
 		if err != nil {
 			list[i].After.Hash, list[i].Before.Hash = "", ""
 		}
 	})
 }
 
-// mayWriteEntry checks that the requester (a.cr) could create or remove the name rel
-// itself: write and search permission on its directory (as cr), and the
-// sticky bit's rule (the name's or the directory's owner, or root).
-// Errors: *ctltree.Error, EACCES with the reason (ENOENT when the
+// mayWriteEntry checks that the requester (a.cr) could create or remove
+// the name rel itself: write and search permission on its directory (as
+// cr), and the sticky bit's rule (the name's or the directory's owner, or
+// root). Errors: *ctltree.Error, EACCES with the reason (ENOENT when the
 // directory is missing).
 func (a *asChecks) mayWriteEntry(rel string) error {
-	f, cr := a.f, a.cr
+	m, cr := a.r.m, a.cr
 	dir := path.Dir(rel)
 	if dir == "." {
 		dir = ""
 	}
 	if err := a.access(dir, unix.W_OK|unix.X_OK); err != nil {
-		return denyReason(cr, "write the directory entry", rel, err)
+		return ascaller.DenyReason(cr, "write the directory entry", rel, err)
 	}
-	if cr.uid == 0 {
+	if cr.Uid == 0 {
 		return nil
 	}
 	var dst, st syscall.Stat_t
-	if f.lstatRel(dir, &dst) != 0 || dst.Mode&syscall.S_ISVTX == 0 || f.lstatRel(rel, &st) != 0 {
+	if m.Lstat(dir, &dst) != 0 || dst.Mode&syscall.S_ISVTX == 0 || m.Lstat(rel, &st) != 0 {
 		return nil
 	}
-	if st.Uid != cr.uid && dst.Uid != cr.uid {
-		return denyReason(cr, "remove or replace", rel, errors.New("its directory is sticky and neither is the requester's"))
+	if st.Uid != cr.Uid && dst.Uid != cr.Uid {
+		return ascaller.DenyReason(cr, "remove or replace", rel, errors.New("its directory is sticky and neither is the requester's"))
 	}
 	return nil
 }
 
-// mayRewrite checks that the requester could write the existing file rel itself (as
-// cr, write permission) and, when mode (permission bits) differs from its
-// own, change its mode (its owner, or root). Errors as mayWriteEntry's.
+// mayRewrite checks that the requester could write the existing file rel
+// itself (as cr, write permission) and, when mode (permission bits)
+// differs from its own, change its mode (its owner, or root). Errors as
+// mayWriteEntry's.
 func (a *asChecks) mayRewrite(rel string, mode uint32, chmod bool) error {
-	f, cr := a.f, a.cr
+	m, cr := a.r.m, a.cr
 	if !chmod {
 		if err := a.access(rel, unix.W_OK); err != nil {
-			return denyReason(cr, "write", rel, err)
+			return ascaller.DenyReason(cr, "write", rel, err)
 		}
 	}
 	var st syscall.Stat_t
-	if errno := f.lstatRel(rel, &st); errno != 0 {
-		return denyReason(cr, "write", rel, errno)
+	if errno := m.Lstat(rel, &st); errno != 0 {
+		return ascaller.DenyReason(cr, "write", rel, errno)
 	}
-	if st.Mode&07777 != mode&07777 && cr.uid != 0 && st.Uid != cr.uid {
-		return denyReason(cr, "change the mode of", rel, errors.New("it is not the requester's"))
+	if st.Mode&07777 != mode&07777 && cr.Uid != 0 && st.Uid != cr.Uid {
+		return ascaller.DenyReason(cr, "change the mode of", rel, errors.New("it is not the requester's"))
 	}
 	return nil
 }
 
-// mayApplyStep checks that the requester could make step s itself, against the
-// workspace as it is now: a rename or exchange writes both names' entries;
-// a removal writes the entry; a restore over a regular file rewrites it
-// (mayRewrite), over a directory changes its mode, and otherwise writes
-// the entry. Root is not checked (it passes them all). Errors:
-// *ctltree.Error (EACCES; ENOENT when a directory on the way is missing,
-// which an earlier step of the rewind may create).
+// mayApplyStep checks that the requester could make step s itself,
+// against the workspace as it is now: a rename or exchange writes both
+// names' entries; a removal writes the entry; a restore over a regular
+// file rewrites it (mayRewrite), over a directory changes its mode, and
+// otherwise writes the entry. Root is not checked (it passes them all).
+// Errors: *ctltree.Error (EACCES; ENOENT when a directory on the way is
+// missing, which an earlier step of the rewind may create).
 func (a *asChecks) mayApplyStep(s journal.Step) error {
-	f, cr := a.f, a.cr
-	if cr.uid == 0 {
+	cr := a.cr
+	if cr.Uid == 0 {
 		return nil // root passes every permission check these make
 	}
 	switch s.Kind {
@@ -198,9 +177,9 @@ func (a *asChecks) mayApplyStep(s journal.Step) error {
 		}
 		return a.mayWriteEntry(s.Path)
 	}
-	cur, err := fsInspector{f}.Lstat(s.Path)
+	cur, err := lstat(a.r.m, s.Path)
 	if err != nil {
-		return denyReason(cr, "write", s.Path, err)
+		return ascaller.DenyReason(cr, "write", s.Path, err)
 	}
 	switch {
 	case s.Kind == journal.StepRemove || s.Pre.Kind == journal.KindAbsent:

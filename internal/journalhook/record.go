@@ -1,0 +1,178 @@
+package journalhook
+
+// One journaled change by name (docs/DESIGN.md#journal-hook): recorded
+// with its pre-images before the backing operation (Hook.Record), its
+// after-states noted after a success (Pending.Commit), a linked pre-image
+// unshared after a failure (Pending.Abort).
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/journal"
+)
+
+// Name is one name of a journaled change: names[0] is the record's path,
+// names[1] (a rename's or exchange's target, a link's new name) its path2.
+type Name struct {
+	// Rel is the workspace-relative path.
+	Rel string
+	// Dir is the descriptor of Rel's parent directory when the caller
+	// holds one (the mutation's lock step), borrowed until Pending.Close;
+	// -1: the hook opens it (Mount.OpenParent).
+	Dir int
+	// Leaf is Rel's last element in Dir (ignored when Dir < 0).
+	Leaf string
+	// Doomed: the change removes or replaces the name (an unlink, a
+	// rename's target; never an exchange's), whose file the journal may
+	// then keep by linking its inode rather than copying it
+	// (journal.CaptureOptions, docs/DESIGN.md#journal-sync).
+	Doomed bool
+}
+
+// Pending is one recorded change between its record and the end of its
+// backing operation. A nil *Pending is a change not journaled: its
+// methods do nothing. Not safe for concurrent use.
+type Pending struct {
+	h       *Hook
+	session string
+	op      string
+	names   []Name
+	owned   []func() // the directories the hook opened
+	rec     journal.Record
+	ok      bool // recorded (false: a gap, nothing to note)
+}
+
+// Record records the change op on names for session before its backing
+// operation (journal.Journal.Record, the pre-images taken through the
+// names' parent directories): the pre-images are durable when it returns
+// errno 0 (docs/DESIGN.md#journal-store). Call Close on the Pending
+// (nil-safe) once the backing operation is over, after Commit or Abort.
+// A failure refuses the change: EIO (the reason is logged and listed in
+// .rubino/errors), or EAGAIN for a caller whose session could not be
+// resolved in time (guard.UnknownSession), whose change cannot be
+// attributed (docs/DESIGN.md#no-wait-on-caller). A full state directory
+// (ENOSPC, EDQUOT) or a stopped session's journal (the budget is spent)
+// refuses nothing: the change goes ahead unrecorded and is counted
+// (Status). The caller decides first that the change is journaled
+// (JournalsAny). names must not be empty.
+func (h *Hook) Record(session, op string, names []Name) (*Pending, syscall.Errno) {
+	p := &Pending{h: h, session: session, op: op, names: names}
+	if session == guard.UnknownSession {
+		return p, syscall.EAGAIN
+	}
+	for i := range p.names {
+		if p.names[i].Dir >= 0 {
+			continue
+		}
+		fd, leaf, done, errno := h.cfg.Mount.OpenParent(p.names[i].Rel)
+		if errno != 0 {
+			p.names[i].Dir, p.names[i].Leaf = -1, path.Base(p.names[i].Rel)
+			continue
+		}
+		p.names[i].Dir, p.names[i].Leaf = fd, leaf
+		p.owned = append(p.owned, done)
+	}
+	path2 := ""
+	if len(names) > 1 {
+		path2 = names[1].Rel
+	}
+	rel := names[0].Rel
+	rec, err := h.cfg.Journal.Record(session, op, rel, path2, p.capture)
+	p.rec = rec
+	switch {
+	case err == nil:
+		p.ok = true
+		return p, 0
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		h.gap(session, op, rel, err)
+		return p, 0
+	case errors.Is(err, journal.ErrStopped):
+		// The budget is spent: the session's journal is stopped, the
+		// change goes ahead unrecorded (docs/DESIGN.md#journal-budget).
+		h.stoppedGap(session, op, rel, err)
+		return p, 0
+	}
+	h.failed(session, op, rel, err)
+	return p, syscall.EIO
+}
+
+// Recorded reports whether the change was recorded (false for nil, and
+// for a change let through unrecorded: no after-note follows).
+func (p *Pending) Recorded() bool { return p != nil && p.ok }
+
+// capture is the journal.Capture of p: the pre-image of one of its names,
+// through its parent directory.
+func (p *Pending) capture(rel string) (journal.PreImage, error) {
+	for i, nm := range p.names {
+		if nm.Rel != rel {
+			continue
+		}
+		if nm.Dir < 0 {
+			return journal.PreImage{}, fmt.Errorf("the parent directory of %s could not be opened", rel)
+		}
+		return journal.CaptureWith(p.h.cfg.Journal.Blobs(), nm.Dir, nm.Leaf,
+			journal.CaptureOptions{Doomed: p.names[i].Doomed, MayLink: p.h.cfg.Mount.NotOpen, KnownHash: p.h.knownHash})
+	}
+	return journal.PreImage{}, fmt.Errorf("%s is none of the mutation's names", rel)
+}
+
+// knownHash is the guard's hash-cache entry for the backing file st, in
+// the journal's address form, or "" when it has none it trusts for st
+// (guard.HashCache.Lookup): the journal then neither reads nor copies a
+// file it already stored (journal.CaptureOptions).
+func (h *Hook) knownHash(st *unix.Stat_t) string {
+	hs, ok := h.cfg.Guard.Hashes().Lookup(guard.StatOf(&syscall.Stat_t{Dev: st.Dev, Ino: st.Ino,
+		Size: st.Size, Mtim: syscall.Timespec(st.Mtim), Ctim: syscall.Timespec(st.Ctim), Mode: st.Mode, Nlink: st.Nlink}))
+	if !ok {
+		return ""
+	}
+	return hs.String()
+}
+
+// Commit notes the state the change left its names in
+// (journal.Journal.NoteAfter), after a successful backing operation. A
+// failure is logged at warn: the next rewind takes the paths for
+// conflicts, never restores over a change.
+func (p *Pending) Commit() {
+	if !p.Recorded() {
+		return
+	}
+	afters := make([]journal.After, len(p.names))
+	for i, nm := range p.names {
+		afters[i] = afterAt(nm.Dir, nm.Leaf, nm.Rel)
+	}
+	if err := p.h.cfg.Journal.NoteAfter(p.session, p.rec.Seq, afters); err != nil {
+		p.h.cfg.Logger.Warn("journal: an after-note was lost: a rewind will report the path as a conflict", "path", p.names[0].Rel, "session", p.session, "err", err)
+	}
+}
+
+// Abort runs after the backing operation failed: a pre-image captured by
+// linking a doomed file's inode would otherwise share the inode of a file
+// that lives on (journal.Journal.Unshare). A failure is logged at warn: a
+// later change of the file would make the blob fail its check at a rewind
+// (reported unrecoverable, never restored wrong).
+func (p *Pending) Abort() {
+	if !p.Recorded() || len(p.rec.Pre) == 0 || !(p.names[0].Doomed || len(p.names) > 1 && p.names[1].Doomed) {
+		return
+	}
+	if err := p.h.cfg.Journal.Unshare(p.rec); err != nil {
+		p.h.cfg.Logger.Warn("journal: a pre-image still shares its file's inode after a failed removal", "path", p.names[0].Rel, "err", err)
+	}
+}
+
+// Close releases the directories the hook opened. nil-safe.
+func (p *Pending) Close() {
+	if p == nil {
+		return
+	}
+	for _, done := range p.owned {
+		done()
+	}
+	p.owned = nil
+}
