@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/rubinofs/rubinofs/ctltree"
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // ctlReadme is .rubino/compact/README.
@@ -236,8 +236,8 @@ func (s *Service) Node() *ctltree.Dir {
 // the mount owner). Anyone else uses only the transcripts its uid owns
 // (docs/DESIGN.md#compact-bounds).
 func Admin(c ctltree.Caller) bool {
-	return c.Privileged && (c.Session == guard.DefaultSession ||
-		c.Session == guard.DefaultSession+"-"+strconv.FormatUint(uint64(c.Uid), 10))
+	return c.Privileged && (c.Session == sessions.Default ||
+		c.Session == sessions.Default+"-"+strconv.FormatUint(uint64(c.Uid), 10))
 }
 
 // ScopeOf is the Scope of caller c: AllScope for an Admin, else c's uid.

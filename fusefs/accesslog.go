@@ -27,7 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rubinofs/rubinofs/ctltree"
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // accessLogBuffer is a reader's buffer, in lines. A `cat` keeps up with
@@ -255,7 +255,7 @@ func (f *FS) openAccessLog(c ctltree.Caller) (ctltree.Feed, error) {
 		return f.observe().alog.open(nil), nil
 	}
 	see := func(sess string, uid uint32) bool {
-		if sess == "-" || sess == guard.UnknownSession {
+		if sess == "-" || sess == sessions.Unknown {
 			return uid == c.Uid && f.outside(c)
 		}
 		return f.mayActOn(c, sess)

@@ -27,7 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/ctltree"
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 // creds are the credentials an access is checked with: fs uid, fs gid and
@@ -39,7 +39,7 @@ type creds struct {
 
 // credsOf returns the credentials of caller c: its fs uid and gid as the
 // kernel reported them and its supplementary groups from
-// /proc/PID/status, read within guard.ProcBound (docs/DESIGN.md#no-wait-on-caller).
+// /proc/PID/status, read within procfs.Bound (docs/DESIGN.md#no-wait-on-caller).
 // When the groups cannot be had (no pid, a slow or vanished process, a
 // status whose fs ids are not c's, so a reused pid) the credentials have no
 // supplementary groups: the check may then refuse what the caller could do
@@ -49,7 +49,7 @@ func credsOf(c ctltree.Caller) creds {
 	if c.Pid == 0 || c.Uid == 0 { // root's checks do not depend on its groups
 		return cr
 	}
-	b, err := guard.ReadProc("/proc/" + strconv.FormatUint(uint64(c.Pid), 10) + "/status")
+	b, err := procfs.ReadFile("/proc/" + strconv.FormatUint(uint64(c.Pid), 10) + "/status")
 	if err != nil {
 		return cr
 	}

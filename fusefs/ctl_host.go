@@ -48,7 +48,7 @@ func (h CtlHost) ReaderGate(c ctltree.Caller) (journal.Inspector, func()) {
 }
 
 // Redactor returns redactChanges for c (journal_authz.go), c's groups read
-// once from /proc within guard.ProcBound.
+// once from /proc within procfs.Bound.
 func (h CtlHost) Redactor(c ctltree.Caller) func([]journal.PathChange) {
 	cr := credsOf(c)
 	return func(batch []journal.PathChange) { redactChanges(h.f, cr, batch) }

@@ -22,7 +22,7 @@ package fusefs
 // could not open for reading itself (docs/DESIGN.md#as-caller), with the
 // reason; EPERM for a PATH outside the mount
 // or a caller outside the session (below); EAGAIN when the caller's cwd
-// could not be read within guard.ProcBound (it is in execve).
+// could not be read within procfs.Bound (it is in execve).
 //
 // Authorisation follows the other session control files (FS.mayActOn):
 // the session's own processes (the harness and its descendants, such as
@@ -42,6 +42,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 // maxSelfCommand bounds one sessions/NAME/ctl write, in bytes (PATH_MAX
@@ -166,14 +167,14 @@ func (f *FS) selfCtl(name string) func(c ctltree.Caller, cmd []byte) error {
 // callerRel resolves p, as the caller c names it, to a workspace-relative
 // path: an absolute p must lie inside the mount (as seen from the daemon's
 // mount namespace), a relative one is joined to the caller's cwd
-// (/proc/PID/cwd, read within guard.ProcBound). Errors are *ctltree.Error:
+// (/proc/PID/cwd, read within procfs.Bound). Errors are *ctltree.Error:
 // EPERM for a path outside the mount or inside .rubino, EAGAIN when the
 // cwd did not answer in time, ESRCH when the caller is gone.
 func (f *FS) callerRel(c ctltree.Caller, p string) (string, error) {
 	if !filepath.IsAbs(p) {
-		cwd, err := guard.ReadlinkProc("/proc/" + strconv.FormatUint(uint64(c.Pid), 10) + "/cwd")
+		cwd, err := procfs.Readlink("/proc/" + strconv.FormatUint(uint64(c.Pid), 10) + "/cwd")
 		switch {
-		case errors.Is(err, guard.ErrProcSlow):
+		case errors.Is(err, procfs.ErrSlow):
 			return "", ctltree.Errorf(syscall.EAGAIN, "the caller's cwd did not answer in time: %v", err)
 		case err != nil:
 			return "", ctltree.Errorf(syscall.ESRCH, "the caller's cwd: %v", err)

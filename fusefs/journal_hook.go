@@ -17,6 +17,7 @@ import (
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/journal"
+	"github.com/rubinofs/rubinofs/sessions"
 	"golang.org/x/sys/unix"
 )
 
@@ -214,7 +215,7 @@ func (f *FS) journalUnshare(m *mutation, rec journal.Record) {
 // directory (ENOSPC, EDQUOT) refuses nothing: the change goes ahead
 // unrecorded (ok false; journalGap).
 func (f *FS) journalBefore(m *mutation, j *jDirs, session string) (rec journal.Record, ok bool, errno syscall.Errno) {
-	if session == guard.UnknownSession {
+	if session == sessions.Unknown {
 		return journal.Record{}, false, syscall.EAGAIN
 	}
 	path2 := ""

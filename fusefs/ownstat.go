@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // ownStat is the stat identity a guarded handle's own last change left
@@ -64,7 +65,7 @@ func (h *File) noteOwnStat() {
 // file to write it, and the file is left empty. Any other mutation is
 // returned as is. Called under h.mu and the identity lock.
 func (h *File) adoptLateExternal(last guard.Mutation) guard.Mutation {
-	if last.Seq == h.seq || last.Session != guard.ExternalSession || !h.own.ok {
+	if last.Seq == h.seq || last.Session != sessions.External || !h.own.ok {
 		return last
 	}
 	same := false
@@ -131,7 +132,7 @@ func (f *FS) noteOwn(id guard.FileID, st guard.Stat) {
 // mtime than this mount's own last change of the content left
 // (ownStat.sameContent). Such a change is another mount's (or any
 // writer's on the backing filesystem). It is noted as an external
-// mutation (guard.ExternalSession), which ends every session's own-write
+// mutation (sessions.External), which ends every session's own-write
 // exemption for id (docs/DESIGN.md#own-write-refresh): without it a
 // session whose last change of the file was its own would be judged fresh
 // without a hash, and would overwrite the other mount's change (a lost
@@ -146,7 +147,7 @@ func (f *FS) noteUnseen(id guard.FileID, cur guard.Stat) {
 	}
 	f.own.m.Store(id, cur)
 	f.crossUnseen.Add(1)
-	f.cfg.Guard.NoteMutation(id, guard.ExternalSession)
+	f.cfg.Guard.NoteMutation(id, sessions.External)
 }
 
 // OwnStat reports whether st, a backing file's stat, is the one this

@@ -15,7 +15,7 @@ package fusefs
 // attached); FLUSH in particular is sent from inside execve when the exec
 // closes a descriptor on the mount. Other requests resolve the caller
 // through the session registry, whose /proc reads are bounded
-// (guard.ProcBound).
+// (procfs.Bound).
 
 import (
 	"fmt"
@@ -27,7 +27,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // nodeFS builds go-fuse's node bridge over f.root and then lets the
@@ -105,7 +105,7 @@ func (w *rawWrap) emit(op opID, d time.Duration, st fuse.Status, c *fuse.Caller,
 // session names the session of caller c for the access log ("-" for pid
 // 0: RELEASE and FORGET-like requests carry none); a caller outside every
 // session is its uid's default session (FS.defaultSession). The registry
-// answers within guard.ProcBound: guard.UnknownSession ("-") when the
+// answers within procfs.Bound: sessions.Unknown ("-") when the
 // caller's /proc files did not answer by then.
 func (w *rawWrap) session(c *fuse.Caller) string {
 	if c.Pid == 0 {
@@ -128,7 +128,7 @@ func (w *rawWrap) handleSession(fh uint64) string {
 	if v, ok := w.handles.Load(fh); ok {
 		return v.(string)
 	}
-	return guard.UnknownSession
+	return sessions.Unknown
 }
 
 // opened records the session of a handle just opened by a request of
@@ -526,7 +526,7 @@ func sessName(v any) string {
 	if s, ok := v.(string); ok {
 		return s
 	}
-	return guard.UnknownSession
+	return sessions.Unknown
 }
 
 // setattrSession names the session of a SETATTR: its handle's when it

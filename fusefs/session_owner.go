@@ -9,19 +9,19 @@ import (
 	"syscall"
 
 	"github.com/rubinofs/rubinofs/ctltree"
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // MaxDefaultSessions bounds the default sessions of uids other than the
 // mount's owner, in sessions (each has its own tracker): a caller of one
-// more uid, outside every session, resolves to guard.UnknownSession (its
+// more uid, outside every session, resolves to sessions.Unknown (its
 // guarded mutations are refused with EAGAIN, its reads credit nothing)
 // rather than share another uid's default session.
 const MaxDefaultSessions = 256
 
 // defaultSession returns the session of a caller with uid uid that is
-// under no registered session root: guard.DefaultSessionFor (DefaultSession
-// for the mount's owner, "default-U" for uid U), or guard.UnknownSession
+// under no registered session root: sessions.DefaultFor (DefaultSession
+// for the mount's owner, "default-U" for uid U), or sessions.Unknown
 // for a new uid past MaxDefaultSessions. On the FUSE hot path: one map
 // load for a uid seen before, nothing for the mount's owner. Safe for
 // concurrent use.
@@ -34,9 +34,9 @@ func (f *FS) defaultSession(uid uint32) string {
 	}
 	if f.ndefaults.Add(1) > MaxDefaultSessions {
 		f.ndefaults.Add(-1)
-		return guard.UnknownSession
+		return sessions.Unknown
 	}
-	name := guard.DefaultSessionFor(uid, f.cfg.Owner)
+	name := sessions.DefaultFor(uid, f.cfg.Owner)
 	if v, loaded := f.defaults.LoadOrStore(uid, name); loaded {
 		f.ndefaults.Add(-1)
 		return v.(string)
@@ -58,14 +58,14 @@ func (f *FS) defaultSessions() []string {
 // isDefaultSession reports whether session is a default session: the one
 // of some uid's callers outside every session.
 func (f *FS) isDefaultSession(session string) bool {
-	_, ok := guard.DefaultSessionUID(session, f.cfg.Owner)
+	_, ok := sessions.DefaultUID(session, f.cfg.Owner)
 	return ok
 }
 
 // outside reports whether c is outside every session: its session is its
 // own uid's default session.
 func (f *FS) outside(c ctltree.Caller) bool {
-	return c.Session == guard.DefaultSessionFor(c.Uid, f.cfg.Owner)
+	return c.Session == sessions.DefaultFor(c.Uid, f.cfg.Owner)
 }
 
 // admin reports whether c may administer every session: the mount's
@@ -75,16 +75,16 @@ func (f *FS) admin(c ctltree.Caller) bool {
 }
 
 // ownerRegistry is the part of the session registry that knows owners
-// (guard.Sessions implements it).
+// (sessions.Registry implements it).
 type ownerRegistry interface {
 	OwnerOf(name string) (uint32, bool)
 }
 
 // sessionOwner returns the uid session name belongs to: the uid of a
-// default session (guard.DefaultSessionUID), else the owner the registry
+// default session (sessions.DefaultUID), else the owner the registry
 // recorded for a live or listed ended session; false when nobody knows.
 func (f *FS) sessionOwner(name string) (uint32, bool) {
-	if uid, ok := guard.DefaultSessionUID(name, f.cfg.Owner); ok {
+	if uid, ok := sessions.DefaultUID(name, f.cfg.Owner); ok {
 		return uid, true
 	}
 	if reg, ok := f.cfg.Sessions.(ownerRegistry); ok {

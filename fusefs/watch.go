@@ -15,6 +15,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 	"github.com/rubinofs/rubinofs/watcher"
 )
 
@@ -338,7 +339,7 @@ func (inv *invalidator) invalidateGuard(rel string, child *fs.Inode, op watcher.
 	for _, id := range ids {
 		f.cfg.Guard.Invalidate(id)
 		if op != watcher.Chmod {
-			f.cfg.Guard.NoteMutation(id, guard.ExternalSession)
+			f.cfg.Guard.NoteMutation(id, sessions.External)
 		}
 	}
 }
@@ -368,7 +369,7 @@ func (inv *invalidator) invalidateAll() {
 			walk(ch)
 			ch.NotifyContent(0, 0)
 			if id, ok := f.inodeID(ch); ok {
-				f.cfg.Guard.NoteMutation(id, guard.ExternalSession)
+				f.cfg.Guard.NoteMutation(id, sessions.External)
 			}
 			in.NotifyEntry(name)
 		}
