@@ -25,7 +25,7 @@ const (
 	Unknown = "-"
 
 	// External attributes a change made outside the mount (reported by the
-	// watcher) in guard.NoteMutation.
+	// watcher) in (*guard.Guard).NoteMutation.
 	External = "(external)"
 
 	// TaskPrefix starts the session names of background tasks ("task-ID").
