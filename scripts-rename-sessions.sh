@@ -57,6 +57,7 @@ guard.ReadFacts sessions.ReadFacts
 guard.CgroupPath sessions.CgroupPath
 guard.ValidCgroupGlob sessions.ValidCgroupGlob
 guard.Cgroup2Mount procfs.Cgroup2Mount
+fusefs.DefaultSession sessions.Default
 guard.ProcBound procfs.Bound
 guard.ErrProcSlow procfs.ErrSlow
 guard.ReadlinkProc procfs.Readlink
@@ -86,6 +87,10 @@ gexpr=$(echo "$inguard" | awk 'NF==2 { printf "s/(?<![A-Za-z0-9_.])%s\\b/%s/g;",
 for f in $files; do
 	if head -50 "$f" | grep -q '^package guard$'; then
 		perl -pi -e "$gexpr" "$f"
+	fi
+	# fusefs's alias of the default session's name is gone too.
+	if head -50 "$f" | grep -q '^package fusefs$'; then
+		perl -pi -e 's/(?<![A-Za-z0-9_.])DefaultSession\b/sessions.Default/g' "$f"
 	fi
 done
 

@@ -265,7 +265,7 @@ func FuzzSessionCommand(f *testing.F) {
 			t.Fatalf("verb %q", c.Verb)
 		}
 		for _, n := range names {
-			if n != DefaultSession && sessions.ValidName(n) != nil {
+			if n != sessions.Default && sessions.ValidName(n) != nil {
 				t.Fatalf("accepted name %q", n)
 			}
 		}

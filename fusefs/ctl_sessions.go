@@ -98,7 +98,7 @@ func (s sessionsFeature) CtlEntries() []ctltree.Entry {
 				out = append(out, name)
 			}
 		}
-		add(DefaultSession)
+		add(sessions.Default)
 		add(c.Session)
 		defs := f.defaultSessions()
 		sort.Strings(defs)
@@ -386,7 +386,7 @@ func parseSessionCommand(line string) (sessionCmd, error) {
 		return sessionCmd{}, ctltree.Errorf(syscall.EINVAL, "empty command: %s", sessionCmdUsage)
 	}
 	existing := func(name string) error {
-		if name == DefaultSession {
+		if name == sessions.Default {
 			return nil
 		}
 		if err := sessions.ValidName(name); err != nil {

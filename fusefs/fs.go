@@ -44,11 +44,6 @@ import (
 	"github.com/rubinofs/rubinofs/sessions"
 )
 
-// DefaultSession is the session of callers that belong to no registered
-// session: every caller outside the process trees of the registered
-// sessions belongs to it (docs/DESIGN.md#sessions).
-const DefaultSession = sessions.Default
-
 // Resolver maps a caller's pid to its guard session name. It must be safe for
 // concurrent use and cheap: it runs on every guarded FUSE request. It must
 // never wait on the caller's state (docs/DESIGN.md#no-wait-on-caller):
@@ -92,9 +87,9 @@ type Config struct {
 	// only when the guard would refuse. nil: none.
 	Tools *ignore.Tools
 	// Sessions resolves caller pids to sessions; nil puts everyone in
-	// DefaultSession.
+	// sessions.Default.
 	Sessions Resolver
-	// AllowUnregistered leaves callers of DefaultSession unguarded
+	// AllowUnregistered leaves callers of sessions.Default unguarded
 	// (--unregistered allow).
 	AllowUnregistered bool
 	// Version is shown in .rubino/status.
@@ -317,7 +312,7 @@ type caller struct {
 
 // callerOf resolves the request's caller. A caller under no registered
 // session root gets its own uid's default session (FS.defaultSession:
-// DefaultSession for the mount's owner, "default-U" for uid U); the uid
+// sessions.Default for the mount's owner, "default-U" for uid U); the uid
 // comes from the request header, so this costs no /proc read
 // (docs/DESIGN.md#sessions). RELEASE and some other requests arrive with
 // pid 0; they resolve to that default session and must not be used for
@@ -329,14 +324,14 @@ type caller struct {
 // refused every guarded mutation with EAGAIN and credits no read
 // (docs/DESIGN.md#no-wait-on-caller).
 func (f *FS) callerOf(ctx context.Context) caller {
-	c := caller{session: DefaultSession}
+	c := caller{session: sessions.Default}
 	if fc, ok := fuse.FromContext(ctx); ok {
 		c.pid, c.uid, c.gid = fc.Pid, fc.Uid, fc.Gid
 	}
 	if c.pid != 0 && f.cfg.Sessions != nil {
 		c.session = f.cfg.Sessions.Resolve(c.pid)
 	}
-	if c.session == DefaultSession {
+	if c.session == sessions.Default {
 		// Outside every session: the caller's own uid's default session,
 		// never another uid's (docs/DESIGN.md#sessions).
 		c.session = f.defaultSession(c.uid)

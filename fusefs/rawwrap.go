@@ -111,11 +111,11 @@ func (w *rawWrap) session(c *fuse.Caller) string {
 	if c.Pid == 0 {
 		return "-"
 	}
-	sess := DefaultSession
+	sess := sessions.Default
 	if w.fs.cfg.Sessions != nil {
 		sess = w.fs.cfg.Sessions.Resolve(c.Pid)
 	}
-	if sess == DefaultSession {
+	if sess == sessions.Default {
 		sess = w.fs.defaultSession(c.Uid)
 	}
 	return sess

@@ -20,14 +20,14 @@ import (
 const MaxDefaultSessions = 256
 
 // defaultSession returns the session of a caller with uid uid that is
-// under no registered session root: sessions.DefaultFor (DefaultSession
+// under no registered session root: sessions.DefaultFor (sessions.Default
 // for the mount's owner, "default-U" for uid U), or sessions.Unknown
 // for a new uid past MaxDefaultSessions. On the FUSE hot path: one map
 // load for a uid seen before, nothing for the mount's owner. Safe for
 // concurrent use.
 func (f *FS) defaultSession(uid uint32) string {
 	if uid == f.cfg.Owner {
-		return DefaultSession
+		return sessions.Default
 	}
 	if v, ok := f.defaults.Load(uid); ok {
 		return v.(string)
