@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -236,8 +235,10 @@ func (s *Service) Node() *ctltree.Dir {
 // the mount owner). Anyone else uses only the transcripts its uid owns
 // (docs/DESIGN.md#compact-bounds).
 func Admin(c ctltree.Caller) bool {
-	return c.Privileged && (c.Session == sessions.Default ||
-		c.Session == sessions.Default+"-"+strconv.FormatUint(uint64(c.Uid), 10))
+	// DefaultUID with c's own uid as the owner: "default" answers c.Uid,
+	// "default-U" answers U.
+	uid, outside := sessions.DefaultUID(c.Session, c.Uid)
+	return c.Privileged && outside && uid == c.Uid
 }
 
 // ScopeOf is the Scope of caller c: AllScope for an Admin, else c's uid.
