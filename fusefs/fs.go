@@ -49,7 +49,7 @@ import (
 // never wait on the caller's state (docs/DESIGN.md#no-wait-on-caller):
 // when it cannot tell in time it answers sessions.Unknown.
 type Resolver interface {
-	Resolve(pid uint32) string
+	Resolve(pid uint32) sessions.Session
 }
 
 // Exempter reports whether a workspace-relative path (slash-separated, no
@@ -329,7 +329,7 @@ func (f *FS) callerOf(ctx context.Context) caller {
 		c.pid, c.uid, c.gid = fc.Pid, fc.Uid, fc.Gid
 	}
 	if c.pid != 0 && f.cfg.Sessions != nil {
-		c.session = f.cfg.Sessions.Resolve(c.pid)
+		c.session = string(f.cfg.Sessions.Resolve(c.pid))
 	}
 	if c.session == sessions.Default {
 		// Outside every session: the caller's own uid's default session,

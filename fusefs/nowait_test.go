@@ -19,7 +19,9 @@ import (
 // switchResolver answers the session stored in it, for every pid.
 type switchResolver struct{ name atomic.Value }
 
-func (r *switchResolver) Resolve(uint32) string { return r.name.Load().(string) }
+func (r *switchResolver) Resolve(uint32) sessions.Session {
+	return sessions.Session(r.name.Load().(string))
+}
 
 // TestRawUnknownCaller: a caller the resolver could not resolve in time
 // (sessions.Unknown, docs/DESIGN.md#no-wait-on-caller) may read and

@@ -113,7 +113,7 @@ func (w *rawWrap) session(c *fuse.Caller) string {
 	}
 	sess := sessions.Default
 	if w.fs.cfg.Sessions != nil {
-		sess = w.fs.cfg.Sessions.Resolve(c.Pid)
+		sess = string(w.fs.cfg.Sessions.Resolve(c.Pid))
 	}
 	if sess == sessions.Default {
 		sess = w.fs.defaultSession(c.Uid)

@@ -22,14 +22,14 @@ const maxDepth = 128
 // did not answer in time (it is in execve) resolves to its cached session
 // when that is still valid for the current set of sessions, else to
 // Unknown.
-func (s *Registry) Resolve(tid uint32) string {
+func (s *Registry) Resolve(tid uint32) Session {
 	s.mu.Lock()
 	if s.count == 0 && len(s.auto) == 0 && len(s.left) == 0 {
 		s.mu.Unlock()
 		return Default
 	}
 	s.mu.Unlock()
-	name, ok := procfs.Bounded(fmt.Sprintf("resolve:%p:%d", s, tid), func() string { return s.resolve(tid) })
+	name, ok := procfs.Bounded(fmt.Sprintf("resolve:%p:%d", s, tid), func() Session { return s.resolve(tid) })
 	if ok {
 		return name
 	}
@@ -48,7 +48,7 @@ func (s *Registry) Resolve(tid uint32) string {
 // resolve is Resolve's /proc work, unbounded: on a cache hit one read of
 // the thread's kept comm descriptor (keptAlive) or of its stat, the walk
 // otherwise.
-func (s *Registry) resolve(tid uint32) string {
+func (s *Registry) resolve(tid uint32) Session {
 	s.mu.Lock()
 	c, ok := s.cache[tid]
 	gen := s.gen
@@ -81,7 +81,7 @@ func (s *Registry) resolve(tid uint32) string {
 // thread's cgroup session is found first (callerCgroup, one read of
 // /proc/<tid>/cgroup) and is the answer unless a pid root on the walk
 // nests in it (docs/DESIGN.md#cgroup-sessions).
-func (s *Registry) walk(tid uint32, st procStat) string {
+func (s *Registry) walk(tid uint32, st procStat) Session {
 	cgSess := s.callerCgroup(tid) // sessions_cgroup.go; Default without one
 	pid, st, err := s.leader(tid, st)
 	if err != nil {
@@ -117,7 +117,7 @@ func (s *Registry) walk(tid uint32, st procStat) string {
 		}
 		s.mu.Unlock()
 		if ok {
-			return sess.info.Name
+			return Session(sess.info.Name)
 		}
 		parent := st.ppid
 		next, err := s.stat(parent)
@@ -145,7 +145,7 @@ func (s *Registry) walk(tid uint32, st procStat) string {
 // while a process is in the session, so the process was started in the
 // root's session. The leader must be older than the process and nest in
 // its cgroup session.
-func (s *Registry) bySid(sid uint32, start uint64, cgSess string) (string, bool) {
+func (s *Registry) bySid(sid uint32, start uint64, cgSess Session) (Session, bool) {
 	if sid <= 1 {
 		return "", false
 	}
@@ -160,7 +160,7 @@ func (s *Registry) bySid(sid uint32, start uint64, cgSess string) (string, bool)
 	if !ok || !s.nestsLocked(key, sess, cgSess) {
 		return "", false
 	}
-	return sess.info.Name, true
+	return Session(sess.info.Name), true
 }
 
 // IsDescendant reports whether the process of thread pid is the process of

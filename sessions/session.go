@@ -4,7 +4,8 @@ package sessions
 // (docs/DESIGN.md#sessions). A registered session's name is ValidName's
 // (1 to MaxName of [A-Za-z0-9._-], starting alphanumeric); the special
 // values below are the only others, and each lives here alone
-// (docs/DESIGN.md#session-room).
+// (docs/DESIGN.md#session-room). Registry.Resolve answers one; the
+// registry's other methods still take and give names as string.
 type Session string
 
 // The special session values. They are untyped constants, so they compare

@@ -84,7 +84,7 @@ type session struct {
 
 type cached struct {
 	start   uint64
-	session string
+	session Session
 	gen     uint64
 }
 

@@ -271,7 +271,7 @@ func (s *Registry) dropRootsLocked(sess *session) {
 // automatic session made now when a --session-cgroups glob matches a
 // deeper one; Default when neither. With no cgroup session and no
 // glob it reads nothing. Unbounded: Resolve runs it inside procfs.Bounded.
-func (s *Registry) callerCgroup(tid uint32) string {
+func (s *Registry) callerCgroup(tid uint32) Session {
 	s.mu.Lock()
 	active := len(s.byCgroup) > 0 || len(s.auto) > 0
 	s.mu.Unlock()
@@ -289,7 +289,7 @@ func (s *Registry) callerCgroup(tid uint32) string {
 	s.mu.Unlock()
 	if match != "" && mdepth > depth && live < MaxAuto {
 		if name, err := s.registerAuto(match); err == nil {
-			return name
+			return Session(name)
 		}
 		s.mu.Lock()
 		sess, _ = s.deepestLocked(cg) // another request made it first
@@ -298,7 +298,7 @@ func (s *Registry) callerCgroup(tid uint32) string {
 	if sess == nil {
 		return Default
 	}
-	return sess.info.Name
+	return Session(sess.info.Name)
 }
 
 // deepestLocked returns the session of the deepest registered cgroup at
@@ -349,15 +349,15 @@ func cgroupDepth(cg string) int {
 // inside a container nests in the container's session), or sess is
 // cgSess itself. With no cgroup session every root counts, as before
 // cgroups.
-func (s *Registry) nestsLocked(key proc, sess *session, cgSess string) bool {
-	if len(s.byCgroup) == 0 || sess.info.Name == cgSess {
+func (s *Registry) nestsLocked(key proc, sess *session, cgSess Session) bool {
+	if len(s.byCgroup) == 0 || Session(sess.info.Name) == cgSess {
 		return true
 	}
 	outer, _ := s.deepestLocked(s.rootCg[key])
 	if outer == nil {
 		return cgSess == Default
 	}
-	return outer.info.Name == cgSess
+	return Session(outer.info.Name) == cgSess
 }
 
 // registerAuto registers the automatic session of cgroup cg, named after

@@ -117,7 +117,7 @@ func TestKeptSessionJoinAndRestore(t *testing.T) {
 	s.End("k")
 	// The joined process left k: a fresh session of its own, never the
 	// default one (docs/DESIGN.md#sessions).
-	if got, want := s.Resolve(uint32(os.Getpid())), fmt.Sprintf("%s%d", LeftPrefix, os.Getpid()); got != want {
+	if got, want := s.Resolve(uint32(os.Getpid())), Session(fmt.Sprintf("%s%d", LeftPrefix, os.Getpid())); got != want {
 		t.Fatalf("after the end: %q, want %q", got, want)
 	}
 	if si, ok := s.Lookup(fmt.Sprintf("%s%d", LeftPrefix, os.Getpid())); !ok || si.Command != "(left k)" {

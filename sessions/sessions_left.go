@@ -104,7 +104,7 @@ func (s *Registry) pruneLeft() {
 // key was the ended session's. When none can be made (the owner's cap, the
 // process gone or busy) it is Unknown: its guarded mutations are
 // refused and its reads credit nothing, and it is never a default session.
-func (s *Registry) leftSession(key proc, e leftEntry) string {
+func (s *Registry) leftSession(key proc, e leftEntry) Session {
 	base := LeftPrefix + strconv.FormatUint(uint64(key.pid), 10)
 	for i := 0; i < 4; i++ {
 		name := base
@@ -113,13 +113,13 @@ func (s *Registry) leftSession(key proc, e leftEntry) string {
 		}
 		err := s.registerLeft(key, name, e)
 		if err == nil {
-			return name
+			return Session(name)
 		}
 		s.mu.Lock()
 		sess, ok := s.byRoot[key]
 		s.mu.Unlock()
 		if ok {
-			return sess.info.Name // another request made it first
+			return Session(sess.info.Name) // another request made it first
 		}
 		if err != ErrSessionExists {
 			return Unknown

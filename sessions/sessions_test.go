@@ -259,7 +259,7 @@ func TestSessionBySid(t *testing.T) {
 	sess := &session{info: Info{Name: "task-1", RootPid: 100, RootStart: 50, Live: true}, stop: make(chan struct{})}
 	s.byName["task-1"], s.byRoot[proc{100, 50}] = sess, sess
 	s.count, s.gen = 1, 1
-	for pid, want := range map[uint32]string{
+	for pid, want := range map[uint32]Session{
 		300: "task-1", // double-forked, still in the root's POSIX session
 		400: Default,  // left the POSIX session too (setsid)
 		500: Default,  // older than the session's leader: not started in it

@@ -60,10 +60,10 @@ func TestResolveStuckProc(t *testing.T) {
 	}
 	stuckFile(t, filepath.Join(s.procDir, "200", "stat"))
 	stuckFile(t, filepath.Join(s.procDir, "300", "stat"))
-	if got := within(t, "Resolve (cached)", func() string { return s.Resolve(200) }); got != "a" {
+	if got := within(t, "Resolve (cached)", func() Session { return s.Resolve(200) }); got != "a" {
 		t.Errorf("stuck thread with a valid cache entry: %q, want a", got)
 	}
-	if got := within(t, "Resolve (uncached)", func() string { return s.Resolve(300) }); got != Unknown {
+	if got := within(t, "Resolve (uncached)", func() Session { return s.Resolve(300) }); got != Unknown {
 		t.Errorf("stuck thread without a cache entry: %q, want %q", got, Unknown)
 	}
 	// A new generation (a session registered or ended) invalidates the
@@ -71,7 +71,7 @@ func TestResolveStuckProc(t *testing.T) {
 	s.mu.Lock()
 	s.gen++
 	s.mu.Unlock()
-	if got := within(t, "Resolve (stale cache)", func() string { return s.Resolve(200) }); got != Unknown {
+	if got := within(t, "Resolve (stale cache)", func() Session { return s.Resolve(200) }); got != Unknown {
 		t.Errorf("stuck thread with a cache entry of another generation: %q, want %q", got, Unknown)
 	}
 	if within(t, "IsDescendant", func() bool { return s.IsDescendant(300, 100) }) {
