@@ -16,9 +16,17 @@
 # goimports is not used (it is not installable offline here); the import fix
 # is a small stdlib-only Go program (go/parser) embedded below.
 #
-# Not handled: a file with a local variable or parameter named `sessions`
-# that now also uses package sessions (the compiler says "sessions.X
-# undefined (type ... has no field or method X)"): rename the variable.
+# Merging a branch written against the old names: merge this branch first;
+# where a file conflicts, take the other branch's side (git checkout --ours
+# FILE while on it; a file it deleted or moved stays deleted: git rm), then
+# run this script over the whole tree. This branch's edits to files it
+# does not own are exactly what the script produces, so nothing is lost.
+#
+# Not handled: a test fake that implements fusefs.Resolver
+# (Resolve(uint32) string) must answer sessions.Session; and a file with a
+# local variable or parameter named `sessions` that now also uses package
+# sessions (the compiler says "sessions.X undefined (type ... has no field
+# or method X)"): rename the variable.
 set -eu
 
 [ $# -eq 0 ] && set -- .
@@ -88,9 +96,15 @@ for f in $files; do
 	if head -50 "$f" | grep -q '^package guard$'; then
 		perl -pi -e "$gexpr" "$f"
 	fi
-	# fusefs's alias of the default session's name is gone too.
+	# fusefs's alias of the default session's name is gone too (its
+	# declaration, then its uses), and its Resolver answers a
+	# sessions.Session: where its answer is stored or returned as a string
+	# (`x = ....cfg.Sessions.Resolve(pid)`, `return ...`), it is converted.
 	if head -50 "$f" | grep -q '^package fusefs$'; then
-		perl -pi -e 's/(?<![A-Za-z0-9_.])DefaultSession\b/sessions.Default/g' "$f"
+		perl -0pi -e 's{(?:^//[^\n]*\n)*^const DefaultSession = (?:guard|sessions)\.Default(?:Session)?\n\n?}{}mg' "$f"
+		perl -pi -e 's/(?<![A-Za-z0-9_.])DefaultSession\b/sessions.Default/g;
+			s/^(\tResolve\(pid uint32\)) string$/$1 sessions.Session/;
+			s/^(\t+[\w.]+ = |\t+return )((?:[\w.]+\.)?cfg\.Sessions\.Resolve\([\w.]*\))$/$1string($2)/' "$f"
 	fi
 done
 
