@@ -7,14 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rubinofs/rubinofs/ctltree"
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // ctlReadme is .rubino/compact/README.
@@ -236,8 +235,10 @@ func (s *Service) Node() *ctltree.Dir {
 // the mount owner). Anyone else uses only the transcripts its uid owns
 // (docs/DESIGN.md#compact-bounds).
 func Admin(c ctltree.Caller) bool {
-	return c.Privileged && (c.Session == guard.DefaultSession ||
-		c.Session == guard.DefaultSession+"-"+strconv.FormatUint(uint64(c.Uid), 10))
+	// DefaultUID with c's own uid as the owner: "default" answers c.Uid,
+	// "default-U" answers U.
+	uid, outside := sessions.DefaultUID(c.Session, c.Uid)
+	return c.Privileged && outside && uid == c.Uid
 }
 
 // ScopeOf is the Scope of caller c: AllScope for an Admin, else c's uid.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 
-	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/ignore"
+	"github.com/rubinofs/rubinofs/sessions"
 	"github.com/rubinofs/rubinofs/tasks"
 )
 
@@ -277,10 +277,10 @@ func subset(a, b []string) bool {
 }
 
 // cgroupGlobs checks sessions.cgroup_auto: absolute doublestar globs of
-// cgroup paths (guard.ValidCgroupGlob).
+// cgroup paths (sessions.ValidCgroupGlob).
 func cgroupGlobs(v any) error {
 	for _, g := range v.([]string) {
-		if err := guard.ValidCgroupGlob(g); err != nil {
+		if err := sessions.ValidCgroupGlob(g); err != nil {
 			return err
 		}
 	}

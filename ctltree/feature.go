@@ -4,12 +4,6 @@ package ctltree
 // reachable by name but not listed (docs/DESIGN.md#control-tree-visibility).
 const DirName = ".rubino"
 
-// TaskSessionPrefix starts the guard-session names of background tasks
-// ("task-ID"). Only the task registry registers such sessions: a caller whose
-// session is task-ID may act as task ID, and the session control files refuse
-// to create one (EPERM).
-const TaskSessionPrefix = "task-"
-
 // Feature is one part of the control tree: the way every feature (sessions,
 // agents, compaction) plugs into /.rubino. internal/ctlfs (Tree.Plug) calls
 // CtlEntries once, when the feature is plugged in before mounting, and adds

@@ -31,6 +31,7 @@ import (
 	"github.com/rubinofs/rubinofs/internal/rewind"
 	"github.com/rubinofs/rubinofs/internal/sessionctl"
 	"github.com/rubinofs/rubinofs/journal"
+	"github.com/rubinofs/rubinofs/sessions"
 	"github.com/rubinofs/rubinofs/tasks"
 	"github.com/rubinofs/rubinofs/watcher"
 )
@@ -121,7 +122,7 @@ type Daemon struct {
 	// wrapper, .rubino/metrics and .rubino/accesslog.
 	Obs *observe.Observer
 	// Sessions maps callers to guard sessions (.rubino/sessions).
-	Sessions *guard.Sessions
+	Sessions *sessions.Registry
 	// Watcher is the running watcher (nil without Config.Watch) and
 	// Invalidation its feed into the mount.
 	Watcher      *watcher.Watcher
@@ -278,7 +279,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	}
 	// Sessions: callers resolve by process tree; an ended session's
 	// tracker is dropped at once (no process can resolve to it again).
-	d.Sessions = guard.NewSessions()
+	d.Sessions = sessions.NewRegistry()
 	d.Sessions.MountOwner = uint32(os.Getuid()) // owns what is registered without an owner (docs/DESIGN.md#sessions)
 	d.Sessions.MaxPerOwner = cfg.MaxLive        // sessions.max_live, per uid (0: the default)
 	d.Sessions.OnEnd = func(name string) {

@@ -114,7 +114,7 @@ func (h *File) registerRead() {
 	h.registered = true
 	// Whose reads these are (the session's, a scanner process's, or no
 	// one's: docs/DESIGN.md#scanner-reads) is read from /proc before the
-	// identity lock is taken, bounded by guard.ProcBound.
+	// identity lock is taken, bounded by procfs.Bound.
 	gc := h.fs.guardCaller(h.who)
 	if h.fs.cfg.Guard.WantsFacts(h.who.session) {
 		gc.Facts()

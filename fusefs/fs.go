@@ -44,21 +44,18 @@ import (
 	"github.com/rubinofs/rubinofs/internal/ctlhost"
 	"github.com/rubinofs/rubinofs/internal/invalidate"
 	"github.com/rubinofs/rubinofs/internal/journalhook"
+	"github.com/rubinofs/rubinofs/internal/procfs"
 	"github.com/rubinofs/rubinofs/internal/sessionctl"
 	"github.com/rubinofs/rubinofs/journal"
+	"github.com/rubinofs/rubinofs/sessions"
 )
-
-// DefaultSession is the session of callers that belong to no registered
-// session: every caller outside the process trees of the registered
-// sessions belongs to it (docs/DESIGN.md#sessions).
-const DefaultSession = guard.DefaultSession
 
 // Resolver maps a caller's pid to its guard session name. It must be safe for
 // concurrent use and cheap: it runs on every guarded FUSE request. It must
 // never wait on the caller's state (docs/DESIGN.md#no-wait-on-caller):
-// when it cannot tell in time it answers guard.UnknownSession.
+// when it cannot tell in time it answers sessions.Unknown.
 type Resolver interface {
-	Resolve(pid uint32) string
+	Resolve(pid uint32) sessions.Session
 }
 
 // Exempter reports whether a workspace-relative path (slash-separated, no
@@ -100,7 +97,7 @@ type Config struct {
 	// sessionctl.OwnerRegistry, it says whose a registered session is
 	// (sessionctl.Owners.MayActOn). Set it here: it is read from New on.
 	Sessions Resolver
-	// AllowUnregistered leaves callers of DefaultSession unguarded
+	// AllowUnregistered leaves callers of sessions.Default unguarded
 	// (--unregistered allow).
 	AllowUnregistered bool
 	// Version is shown in .rubino/status.
@@ -311,26 +308,26 @@ type caller struct {
 
 // callerOf resolves the request's caller. A caller under no registered
 // session root gets its own uid's default session (sessionctl.Owners.Default:
-// DefaultSession for the mount's owner, "default-U" for uid U); the uid
+// sessions.Default for the mount's owner, "default-U" for uid U); the uid
 // comes from the request header, so this costs no /proc read
 // (docs/DESIGN.md#sessions). RELEASE and some other requests arrive with
 // pid 0; they resolve to that default session and must not be used for
 // attribution (the handle keeps the session seen at open). Requests on an
 // open handle (READ, WRITE, FLUSH, FSYNC, RELEASE, ftruncate) never call it:
 // they use the handle's session. The resolver never waits longer than
-// guard.ProcBound; a caller it could not resolve by then has session
-// guard.UnknownSession, which is guarded (even with AllowUnregistered), is
+// procfs.Bound; a caller it could not resolve by then has session
+// sessions.Unknown, which is guarded (even with AllowUnregistered), is
 // refused every guarded mutation with EAGAIN and credits no read
 // (docs/DESIGN.md#no-wait-on-caller).
 func (f *FS) callerOf(ctx context.Context) caller {
-	c := caller{session: DefaultSession}
+	c := caller{session: sessions.Default}
 	if fc, ok := fuse.FromContext(ctx); ok {
 		c.pid, c.uid, c.gid = fc.Pid, fc.Uid, fc.Gid
 	}
 	if c.pid != 0 && f.cfg.Sessions != nil {
-		c.session = f.cfg.Sessions.Resolve(c.pid)
+		c.session = string(f.cfg.Sessions.Resolve(c.pid))
 	}
-	if c.session == DefaultSession {
+	if c.session == sessions.Default {
 		// Outside every session: the caller's own uid's default session,
 		// never another uid's (docs/DESIGN.md#sessions).
 		c.session = f.owners.Default(c.uid)
@@ -438,7 +435,7 @@ func openForHash(p string, flags int) (*os.File, error) {
 // ("Permission denied"), and editors/shells already report it well. EPERM is
 // the configurable alternative (guard.errno) for tools that misread EACCES;
 // EBUSY/ETXTBSY would invite retries, so guard.ParseErrno refuses them.
-// A caller of guard.UnknownSession gets EAGAIN instead: nothing was decided
+// A caller of sessions.Unknown gets EAGAIN instead: nothing was decided
 // about it, and a retry once its exec is over is exactly right.
 //
 // The caller's program name (comm, for the guard's git-safe policy and the
@@ -481,18 +478,18 @@ func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
 }
 
 // guardCaller describes c to the guard: its session, and its process facts
-// (guard.ReadFacts) and comm, each read from /proc at most once and only
-// when the guard asks, bounded by guard.ProcBound. Not safe for concurrent
+// (sessions.ReadFacts) and comm, each read from /proc at most once and only
+// when the guard asks, bounded by procfs.Bound. Not safe for concurrent
 // use: one request's goroutine uses it.
 func (f *FS) guardCaller(c caller) guard.Caller {
-	var facts guard.ProcFacts
+	var facts sessions.ProcFacts
 	var name string
 	haveFacts, haveName := false, false
 	return guard.Caller{
 		Session: c.session,
-		Facts: func() guard.ProcFacts {
+		Facts: func() sessions.ProcFacts {
 			if !haveFacts {
-				facts, haveFacts = guard.ReadFacts(c.pid), true
+				facts, haveFacts = sessions.ReadFacts(c.pid), true
 			}
 			return facts
 		},
@@ -511,7 +508,7 @@ func (f *FS) guardCaller(c caller) guard.Caller {
 
 // comm returns the command name of thread pid (/proc/<pid>/comm), or ""
 // when the thread is gone or its /proc files did not answer within
-// guard.ProcBound (it is in execve: docs/DESIGN.md#no-wait-on-caller). It
+// procfs.Bound (it is in execve: docs/DESIGN.md#no-wait-on-caller). It
 // is read afresh every time, never cached by (pid, start time): execve
 // changes the name and keeps both, and `sh` becoming `git` is exactly what
 // callers of comm ask about.
@@ -519,7 +516,7 @@ func comm(pid uint32) string {
 	if pid == 0 {
 		return ""
 	}
-	b, err := guard.ReadProc("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/comm")
+	b, err := procfs.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/comm")
 	if err != nil {
 		return ""
 	}

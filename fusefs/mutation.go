@@ -139,7 +139,7 @@ type mutation struct {
 //     guarded names in flux;
 //  3. ask the guard each of m.asks whose name is guarded, when it decides
 //     for the caller: a refusal is returned (EACCES, the configured errno,
-//     or EAGAIN for guard.UnknownSession: FS.decide) and nothing changes;
+//     or EAGAIN for sessions.Unknown: FS.decide) and nothing changes;
 //  4. pin the guarded names marked pin, and take the deferred read hashes
 //     of the names' files still pending (settleDeferredOf);
 //  5. run the backing operation as the daemon's own change of every name

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // BenchmarkMutateUnlink measures the daemon's cost of one guarded unlink
@@ -33,7 +34,7 @@ func BenchmarkMutateUnlink(b *testing.B) {
 			}
 			defer f.Close()
 			if t, err := f.LookupTarget("a/b/f.go"); err == nil {
-				f.Guard().NoteWriteHashed(DefaultSession, t, guard.Hash{})
+				f.Guard().NoteWriteHashed(sessions.Default, t, guard.Hash{})
 			}
 			ctx := context.Background()
 			m := mutation{

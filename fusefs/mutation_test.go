@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // mutFS builds a FS over a temp workspace holding files, with the guard
-// enforcing; requests from a plain context are DefaultSession's.
+// enforcing; requests from a plain context are sessions.Default's.
 func mutFS(t *testing.T, files map[string]string) (*FS, string) {
 	t.Helper()
 	ws := t.TempDir()
@@ -70,7 +71,7 @@ func TestMutateOrder(t *testing.T) {
 	if ran != 0 || g.LastMutation(id).Seq != 0 {
 		t.Fatalf("a refused mutation ran %d times, last mutation %+v", ran, g.LastMutation(id))
 	}
-	if err := g.NoteRead(DefaultSession, f.target("f", &st)); err != nil {
+	if err := g.NoteRead(sessions.Default, f.target("f", &st)); err != nil {
 		t.Fatal(err)
 	}
 	if errno := f.mutate(ctx, trunc(syscall.EIO)); errno != syscall.EIO || ran != 1 {
@@ -82,8 +83,8 @@ func TestMutateOrder(t *testing.T) {
 	if errno := f.mutate(ctx, trunc(0)); errno != 0 || ran != 2 {
 		t.Fatalf("read file: %v after %d runs, want 0 after 2", errno, ran)
 	}
-	if m := g.LastMutation(id); m.Seq != 1 || m.Session != DefaultSession {
-		t.Fatalf("last mutation %+v, want seq 1 by %s", m, DefaultSession)
+	if m := g.LastMutation(id); m.Seq != 1 || m.Session != sessions.Default {
+		t.Fatalf("last mutation %+v, want seq 1 by %s", m, sessions.Default)
 	}
 	if err := os.Mkdir(filepath.Join(ws, "d"), 0o755); err != nil {
 		t.Fatal(err)

@@ -13,15 +13,18 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // switchResolver answers the session stored in it, for every pid.
 type switchResolver struct{ name atomic.Value }
 
-func (r *switchResolver) Resolve(uint32) string { return r.name.Load().(string) }
+func (r *switchResolver) Resolve(uint32) sessions.Session {
+	return sessions.Session(r.name.Load().(string))
+}
 
 // TestRawUnknownCaller: a caller the resolver could not resolve in time
-// (guard.UnknownSession, docs/DESIGN.md#no-wait-on-caller) may read and
+// (sessions.Unknown, docs/DESIGN.md#no-wait-on-caller) may read and
 // create, but a guarded mutation is EAGAIN, even with unregistered callers
 // allowed, and its read credits nobody: the session it really belongs to
 // is still refused a blind overwrite afterwards.
@@ -31,7 +34,7 @@ func TestRawUnknownCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := &switchResolver{}
-	res.name.Store(guard.UnknownSession)
+	res.name.Store(sessions.Unknown)
 	f, err := New(Config{Workspace: ws, Guard: guard.New(guard.Config{Mode: guard.ModeEnforce}),
 		Sessions: res, AllowUnregistered: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

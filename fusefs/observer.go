@@ -9,6 +9,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // Observer is the hook the FS holds into the observability room
@@ -46,15 +47,15 @@ func (h CtlHost) Outside(c ctltree.Caller) bool { return h.f.owners.Outside(c) }
 // RequestSession names the session of a FUSE request's caller with pid
 // pid and uid uid as the adapter resolves callers (FS.callerOf): the
 // registered session of its process tree, else its uid's default session;
-// guard.UnknownSession when its /proc files did not answer within
-// guard.ProcBound (docs/DESIGN.md#no-wait-on-caller). For pid 0 it is the
+// sessions.Unknown when its /proc files did not answer within
+// procfs.Bound (docs/DESIGN.md#no-wait-on-caller). For pid 0 it is the
 // uid's default session.
 func (h CtlHost) RequestSession(pid, uid uint32) string {
-	sess := DefaultSession
+	sess := sessions.Default
 	if pid != 0 && h.f.cfg.Sessions != nil {
-		sess = h.f.cfg.Sessions.Resolve(pid)
+		sess = string(h.f.cfg.Sessions.Resolve(pid))
 	}
-	if sess == DefaultSession {
+	if sess == sessions.Default {
 		sess = h.f.owners.Default(uid)
 	}
 	return sess

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/peers"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // BenchmarkRawOpenRelease measures the daemon's cost of one read-only OPEN
@@ -27,7 +28,7 @@ func BenchmarkRawOpenRelease(b *testing.B) {
 	// resolves it (Sessions.Resolve).
 	b.Run("enforce-session", func(b *testing.B) {
 		benchOpenRelease(b, guard.ModeEnforce, func(f *FS) {
-			s := guard.NewSessions()
+			s := sessions.NewRegistry()
 			if err := s.Register("agent", uint32(os.Getpid()), "bench"); err != nil {
 				b.Fatal(err)
 			}
@@ -38,7 +39,7 @@ func BenchmarkRawOpenRelease(b *testing.B) {
 	// a cache hit costs what a pid root's does.
 	b.Run("enforce-cgroup-session", func(b *testing.B) {
 		benchOpenRelease(b, guard.ModeEnforce, func(f *FS) {
-			s := guard.NewSessions()
+			s := sessions.NewRegistry()
 			cg, err := s.CgroupOf(uint32(os.Getpid()))
 			if err != nil {
 				b.Skip(err)

@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // ownStat is the stat identity a guarded handle's own last change left
@@ -61,7 +62,7 @@ func (h *File) noteOwnStat() {
 // file to write it, and the file is left empty. Any other mutation is
 // returned as is. Called under h.mu and the identity lock.
 func (h *File) adoptLateExternal(last guard.Mutation) guard.Mutation {
-	if last.Seq == h.seq || last.Session != guard.ExternalSession || !h.own.ok {
+	if last.Seq == h.seq || last.Session != sessions.External || !h.own.ok {
 		return last
 	}
 	same := false

@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // ptWriters are the open read-write passthrough handles of one inode
@@ -162,7 +163,7 @@ func (h *File) notePtStores() {
 	h.pt.base = cur
 	last := h.fs.cfg.Guard.LastMutation(h.id)
 	if h.pt.mixed.Load() {
-		h.pt.seq = h.fs.cfg.Guard.NoteMutation(h.id, guard.ExternalSession)
+		h.pt.seq = h.fs.cfg.Guard.NoteMutation(h.id, sessions.External)
 		return
 	}
 	if last.Seq != h.pt.seq && last.Session != h.who.session {

@@ -1,6 +1,10 @@
 package guard
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/rubinofs/rubinofs/sessions"
+)
 
 // byPathOps are the decisions made by path on a file while a handle on it
 // may still be open.
@@ -106,12 +110,12 @@ func TestCreatedFileStaleAfterOthersChange(t *testing.T) {
 		{"external write", func(g *Guard, f *file, id FileID) {
 			f.write("external\n")
 			g.Invalidate(id)
-			g.NoteMutation(id, ExternalSession)
+			g.NoteMutation(id, sessions.External)
 		}},
 		{"external write, then an own write", func(g *Guard, f *file, id FileID) {
 			f.write("external\n")
 			g.Invalidate(id)
-			g.NoteMutation(id, ExternalSession)
+			g.NoteMutation(id, sessions.External)
 			g.NoteMutation(id, "s")
 			f.write("external\nmine\n")
 		}},

@@ -3,6 +3,8 @@ package guard
 import (
 	"fmt"
 	"syscall"
+
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // Decide decides op by session on the existing regular file t, for a caller
@@ -46,7 +48,7 @@ func (g *Guard) DecideBy(c Caller, op Op, t Target) Decision {
 		g.allowed.Add(1)
 		return Decision{Allow: true}
 	}
-	if session == UnknownSession {
+	if session == sessions.Unknown {
 		// EAGAIN, not the configured errno: nothing was decided about this
 		// caller and this file, the refusal is transient (the caller's exec
 		// ends within moments), and "try again" is what it should do.

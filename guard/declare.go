@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // Declared reads: a harness tells the guard what its model was shown
@@ -34,9 +36,9 @@ import (
 //     other than the harness root) to refresh it.
 //
 // Errors are those of hashing (nothing is then recorded). A no-op in
-// ModeOff and for UnknownSession. Safe for concurrent use.
+// ModeOff and for sessions.Unknown. Safe for concurrent use.
 func (g *Guard) DeclareRead(session string, t Target, h Hash, full bool) error {
-	if g.mode == ModeOff || session == UnknownSession {
+	if g.mode == ModeOff || session == sessions.Unknown {
 		return nil
 	}
 	tr := g.ForSession(session)
@@ -67,9 +69,9 @@ func (g *Guard) DeclareRead(session string, t Target, h Hash, full bool) error {
 
 // DeclareEditFailed flags that the model's last edit of id failed in the
 // harness (Tracker.NoteEditFailure): the session's next DuplicateRead of
-// it serves fresh content once. A no-op in ModeOff and for UnknownSession.
+// it serves fresh content once. A no-op in ModeOff and for sessions.Unknown.
 func (g *Guard) DeclareEditFailed(session string, id FileID) {
-	if g.mode == ModeOff || session == UnknownSession {
+	if g.mode == ModeOff || session == sessions.Unknown {
 		return
 	}
 	g.ForSession(session).NoteEditFailure(id)

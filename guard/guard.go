@@ -26,6 +26,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // Decision is Decide's answer. Allow means the caller may proceed. WouldDeny
@@ -281,10 +283,10 @@ func (g *Guard) tracker(session string) *Tracker {
 }
 
 // NoteRead registers that session was served t's content (Tracker.Register).
-// Errors are those of hashing. A no-op in ModeOff and for UnknownSession
+// Errors are those of hashing. A no-op in ModeOff and for sessions.Unknown
 // (a read nobody can be credited with).
 func (g *Guard) NoteRead(session string, t Target) error {
-	if g.mode == ModeOff || session == UnknownSession {
+	if g.mode == ModeOff || session == sessions.Unknown {
 		return nil
 	}
 	g.reads.Add(1)
@@ -294,7 +296,7 @@ func (g *Guard) NoteRead(session string, t Target) error {
 // NoteReadInFlux registers a read of t served while another session was
 // changing it (Tracker.RegisterInFlux). A no-op in ModeOff.
 func (g *Guard) NoteReadInFlux(session string, t Target) {
-	if g.mode == ModeOff || session == UnknownSession {
+	if g.mode == ModeOff || session == sessions.Unknown {
 		return
 	}
 	g.reads.Add(1)
@@ -303,9 +305,9 @@ func (g *Guard) NoteReadInFlux(session string, t Target) {
 
 // NoteWrite credits session with writing t's current content
 // (Tracker.NoteWrite). Errors are those of hashing. A no-op in ModeOff and
-// for UnknownSession.
+// for sessions.Unknown.
 func (g *Guard) NoteWrite(session string, t Target) error {
-	if g.mode == ModeOff || session == UnknownSession {
+	if g.mode == ModeOff || session == sessions.Unknown {
 		return nil
 	}
 	g.writes.Add(1)

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // Deferred hashing of reads (docs/DESIGN.md#lazy-hash). A read registers
@@ -271,9 +273,9 @@ func (q *hashQueue) wait() {
 // it is not taken at all when the session's record already describes this
 // stat with no mutation through the mount since (the read adds nothing).
 // Errors are those of hashing at once. A no-op in ModeOff and for
-// UnknownSession.
+// sessions.Unknown.
 func (g *Guard) NoteReadDeferred(c Caller, t Target, later func() (*os.File, error)) (*PendingHash, error) {
-	if g.mode == ModeOff || c.Session == UnknownSession {
+	if g.mode == ModeOff || c.Session == sessions.Unknown {
 		return nil, nil
 	}
 	tr := g.readsOf(c)

@@ -1,8 +1,6 @@
 package guard
 
-// ExternalSession attributes a change made outside the mount (reported by
-// the watcher) in NoteMutation.
-const ExternalSession = "(external)"
+import "github.com/rubinofs/rubinofs/sessions"
 
 // Mutation is the last mutation of a file identity: a sequence number that
 // grows with every mutation, and who made it.
@@ -21,7 +19,7 @@ type Mutation struct {
 // by session A leaves B's record stale (docs/DESIGN.md#freshness). Without it a session that
 // read while another was mid-write could be judged fresh when the content
 // came back to the bytes it was registered with (ABA), and an update was
-// lost. An ExternalSession change leaves records to the hash, which stays
+// lost. An sessions.External change leaves records to the hash, which stays
 // authoritative (an external touch keeps them fresh), and ends every
 // session's own-write exemption (record.ownWritesSince) for id: the bytes
 // may now differ from a record by more than the session's own writes.
@@ -35,7 +33,7 @@ func (g *Guard) NoteMutation(id FileID, session string) uint64 {
 	if g.mode == ModeOff {
 		return m.Seq
 	}
-	if session == ExternalSession {
+	if session == sessions.External {
 		for _, t := range g.allTrackers() {
 			t.markMixed(id)
 		}

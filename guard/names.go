@@ -154,7 +154,7 @@ const (
 	// CodeStale: the file changed (by content) since the session read it.
 	CodeStale Code = "stale"
 	// CodeUnknownSession: the caller's session could not be resolved in
-	// time (UnknownSession: its /proc files did not answer, it is in
+	// time (sessions.Unknown: its /proc files did not answer, it is in
 	// execve), so there is no read to check against.
 	CodeUnknownSession Code = "unknown-session"
 )

@@ -3,6 +3,8 @@ package guard
 import (
 	"os"
 	"testing"
+
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // decideCode returns "" when op by session is allowed, else the refusal's
@@ -47,7 +49,7 @@ func TestOwnWritesKeepRecordFresh(t *testing.T) {
 		{"external change first", func(g *Guard, f *file, id FileID) {
 			f.write("an editor's bytes\n")
 			g.Invalidate(id)
-			g.NoteMutation(id, ExternalSession)
+			g.NoteMutation(id, sessions.External)
 		}, CodeStale},
 	}
 	for _, c := range cases {
@@ -120,7 +122,7 @@ func TestOwnWritesKeepRecordFresh(t *testing.T) {
 			// The watcher reports an external change while the
 			// read's hash is being taken: the hash may be of the
 			// bytes before or after it.
-			g.NoteMutation(id, ExternalSession)
+			g.NoteMutation(id, sessions.External)
 			return open()
 		}
 		must(t, g.NoteRead("s", tg))

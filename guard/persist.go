@@ -7,6 +7,8 @@ import (
 	"io"
 	"sort"
 	"time"
+
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // savedState is the JSON form of the guard's read state (Save, Load).
@@ -14,7 +16,7 @@ type savedState struct {
 	Version  int                      `json:"version"` // 1
 	Saved    time.Time                `json:"saved"`
 	Sessions map[string][]savedRecord `json:"sessions"`
-	Roots    []SessionInfo            `json:"roots,omitempty"`
+	Roots    []sessions.Info          `json:"roots,omitempty"`
 }
 
 type savedRecord struct {
@@ -30,11 +32,11 @@ type savedRecord struct {
 // as JSON, so a restarted daemon can keep them (Load). Records made stale by
 // another session's write are not saved. Concurrency: a snapshot; safe
 // while the guard is in use.
-func (g *Guard) Save(w io.Writer, roots []SessionInfo) error {
+func (g *Guard) Save(w io.Writer, roots []sessions.Info) error {
 	head, err := json.Marshal(struct {
-		Version int           `json:"version"`
-		Saved   time.Time     `json:"saved"`
-		Roots   []SessionInfo `json:"roots,omitempty"`
+		Version int             `json:"version"`
+		Saved   time.Time       `json:"saved"`
+		Roots   []sessions.Info `json:"roots,omitempty"`
 	}{1, g.now().UTC(), roots})
 	if err != nil {
 		return err
@@ -113,7 +115,7 @@ func (e *errWriter) write(b []byte) {
 // saved session roots (the caller re-registers those still alive) and how
 // many records were kept and dropped. Errors: malformed JSON or an unknown
 // version; nothing is loaded then.
-func (g *Guard) Load(r io.Reader, lookup func(path string) (Target, error)) (roots []SessionInfo, kept, dropped int, err error) {
+func (g *Guard) Load(r io.Reader, lookup func(path string) (Target, error)) (roots []sessions.Info, kept, dropped int, err error) {
 	var st savedState
 	if err := json.NewDecoder(r).Decode(&st); err != nil {
 		return nil, 0, 0, fmt.Errorf("read state: %w", err)

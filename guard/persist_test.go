@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // TestSaveLoad: records survive a restart when their file is unchanged; a
@@ -38,7 +40,7 @@ func TestSaveLoad(t *testing.T) {
 	tg, _ = lookup("foreign")
 	g.NoteMutation(tg.Stat.ID, "other")
 	var buf bytes.Buffer
-	must(t, g.Save(&buf, []SessionInfo{{Name: "second"}}))
+	must(t, g.Save(&buf, []sessions.Info{{Name: "second"}}))
 	var doc savedState
 	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil || len(doc.Sessions) != 2 || len(doc.Roots) != 1 {
 		t.Fatalf("saved state %s: %v (%d sessions, %d roots)", buf.Bytes(), err, len(doc.Sessions), len(doc.Roots))

@@ -3,19 +3,14 @@ package guard
 // Whose reads count (docs/DESIGN.md#scanner-reads): a read by a tree
 // scanner counts for its own process only, and a harness root's own reads
 // do not count at all. fusefs supplies the facts about the reading process
-// (ProcFacts); the guard alone decides what they mean.
+// (sessions.ProcFacts); the guard alone decides what they mean.
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rubinofs/rubinofs/internal/procfs"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // DefaultScanners are the programs whose reads count for their own process
@@ -37,92 +32,13 @@ const commLen = 15
 var interpreters = map[string]bool{"sh": true, "bash": true, "dash": true, "perl": true,
 	"python": true, "python3": true, "ruby": true, "node": true, "busybox": true}
 
-// ProcKey identifies a process across pid reuse: its thread-group id and
-// its start time (clock ticks since boot, /proc/<pid>/stat field 22).
-type ProcKey struct {
-	Pid   uint32
-	Start uint64
-}
-
-// ProcFacts is what the guard needs to know of the process a read or a
-// mutation comes from. ReadFacts reads them from /proc.
-type ProcFacts struct {
-	// Known is true when Proc and Comm were read in time; the other
-	// fields are meaningless otherwise.
-	Known bool
-	Proc  ProcKey
-	// Comm is the process's command name (its thread-group leader's
-	// comm), at most 15 bytes.
-	Comm string
-	// Exe is the base name of /proc/<pid>/exe (the program file; "" when
-	// unreadable), Argv0 the base name of the first word of its command
-	// line ("" when empty).
-	Exe, Argv0 string
-}
-
-// ReadFacts reads the facts of the process of thread tid (a FUSE request's
-// pid is the calling thread's id): its thread group from
-// /proc/<tid>/status, then the leader's stat, comm, exe link and cmdline.
-// It never waits longer than ProcBound (docs/DESIGN.md#no-wait-on-caller);
-// Known is false when the reads did not finish in time or the thread is
-// gone. Safe for concurrent use.
-func ReadFacts(tid uint32) ProcFacts {
-	if tid == 0 {
-		return ProcFacts{}
-	}
-	f, ok := procfs.Bounded("facts:"+strconv.FormatUint(uint64(tid), 10), func() ProcFacts { return readFacts("/proc", tid) })
-	if !ok {
-		return ProcFacts{}
-	}
-	return f
-}
-
-// readFacts is ReadFacts' /proc work, unbounded. For the real /proc the
-// facts are kept per thread and validated by one read of its comm
-// (readFactsKept); any other procDir (tests) is read afresh.
-func readFacts(procDir string, tid uint32) ProcFacts {
-	if procDir == "/proc" {
-		return readFactsKept(tid)
-	}
-	s := &Sessions{procDir: procDir}
-	st, err := s.stat(tid)
-	if err != nil {
-		return ProcFacts{}
-	}
-	return readFactsUncached(s, tid, st)
-}
-
-// readFactsUncached reads the facts of thread tid, whose stat is st.
-func readFactsUncached(s *Sessions, tid uint32, st procStat) ProcFacts {
-	procDir := s.procDir
-	pid, st, err := s.leader(tid, st)
-	if err != nil {
-		return ProcFacts{}
-	}
-	dir := fmt.Sprintf("%s/%d", procDir, pid)
-	comm, err := os.ReadFile(dir + "/comm")
-	if err != nil {
-		return ProcFacts{}
-	}
-	f := ProcFacts{Known: true, Proc: ProcKey{pid, st.start}, Comm: strings.TrimSpace(string(comm))}
-	if exe, err := os.Readlink(dir + "/exe"); err == nil {
-		f.Exe = filepath.Base(strings.TrimSuffix(exe, " (deleted)"))
-	}
-	if cl, err := os.ReadFile(dir + "/cmdline"); err == nil {
-		if a0, _, _ := strings.Cut(string(cl), "\x00"); a0 != "" {
-			f.Argv0 = filepath.Base(a0)
-		}
-	}
-	return f
-}
-
 // Caller is the process a read or a mutation comes from, as fusefs knows
 // it: its session, and lazily its facts and command name. The guard calls
 // Facts and Comm only when its decision depends on them, at most once each
 // per call; either may be nil (unknown).
 type Caller struct {
 	Session string
-	Facts   func() ProcFacts
+	Facts   func() sessions.ProcFacts
 	Comm    func() string
 	// MayName reports whether a refusal of this caller may name session
 	// other (it replaced the file: docs/DESIGN.md#stale-replaced): true
@@ -131,9 +47,9 @@ type Caller struct {
 	MayName func(other string) bool
 }
 
-func (c Caller) facts() ProcFacts {
+func (c Caller) facts() sessions.ProcFacts {
 	if c.Facts == nil {
-		return ProcFacts{}
+		return sessions.ProcFacts{}
 	}
 	return c.Facts()
 }
@@ -166,7 +82,7 @@ func clipComm(s string) string {
 // interpreter running a script of that name), or its exe or argv[0] names a
 // scanner whatever its comm (a multi-call binary run as a scanner). A
 // process whose facts are unknown is not a scanner.
-func (g *Guard) IsScanner(f ProcFacts) bool {
+func (g *Guard) IsScanner(f sessions.ProcFacts) bool {
 	if !f.Known {
 		return false
 	}
@@ -178,10 +94,10 @@ func (g *Guard) IsScanner(f ProcFacts) bool {
 }
 
 // HarnessRoots tells which process is the harness root of a session
-// (guard.Sessions implements it): ok is false for a session not started in
+// (sessions.Registry implements it): ok is false for a session not started in
 // harness mode.
 type HarnessRoots interface {
-	HarnessRoot(session string) (root ProcKey, ok bool)
+	HarnessRoot(session string) (root sessions.ProcKey, ok bool)
 }
 
 // SetHarnessRoots installs the registry of harness roots; until then no
@@ -199,14 +115,14 @@ const MaxProcTrackers = 4096
 // through a pidfd).
 type procTrackers struct {
 	mu sync.Mutex
-	m  map[ProcKey]*Tracker
+	m  map[sessions.ProcKey]*Tracker
 }
 
 // NoteReadBy registers that c was served t's content (Tracker.Register),
 // counting it where c's reads count (readsOf). Errors are those of
-// hashing. A no-op in ModeOff and for UnknownSession.
+// hashing. A no-op in ModeOff and for sessions.Unknown.
 func (g *Guard) NoteReadBy(c Caller, t Target) error {
-	if g.mode == ModeOff || c.Session == UnknownSession {
+	if g.mode == ModeOff || c.Session == sessions.Unknown {
 		return nil
 	}
 	tr := g.readsOf(c)
@@ -219,9 +135,9 @@ func (g *Guard) NoteReadBy(c Caller, t Target) error {
 
 // NoteReadInFluxBy registers a read of t served while another session was
 // changing it (Tracker.RegisterInFlux), where c's reads count (readsOf).
-// A no-op in ModeOff and for UnknownSession.
+// A no-op in ModeOff and for sessions.Unknown.
 func (g *Guard) NoteReadInFluxBy(c Caller, t Target) {
-	if g.mode == ModeOff || c.Session == UnknownSession {
+	if g.mode == ModeOff || c.Session == sessions.Unknown {
 		return
 	}
 	if tr := g.readsOf(c); tr != nil {
@@ -244,9 +160,9 @@ func (g *Guard) NoteReadInFluxBy(c Caller, t Target) {
 // c.Facts is called at most once, and only when a harness-mode session or
 // a non-empty scanner list makes the answer depend on it.
 func (g *Guard) readsOf(c Caller) *Tracker {
-	var f ProcFacts
+	var f sessions.ProcFacts
 	known := false
-	facts := func() ProcFacts {
+	facts := func() sessions.ProcFacts {
 		if !known {
 			f, known = c.facts(), true
 		}
@@ -268,7 +184,7 @@ func (g *Guard) readsOf(c Caller) *Tracker {
 // procTracker returns the tracker of process p (of session), creating it
 // and watching the process's exit; nil when the process is gone or
 // MaxProcTrackers are in use.
-func (g *Guard) procTracker(p ProcKey, session string) *Tracker {
+func (g *Guard) procTracker(p sessions.ProcKey, session string) *Tracker {
 	g.procs.mu.Lock()
 	if t, ok := g.procs.m[p]; ok {
 		g.procs.mu.Unlock()
@@ -293,7 +209,7 @@ func (g *Guard) procTracker(p ProcKey, session string) *Tracker {
 		return t
 	}
 	if g.procs.m == nil {
-		g.procs.m = map[ProcKey]*Tracker{}
+		g.procs.m = map[sessions.ProcKey]*Tracker{}
 	}
 	t := newTracker(session, g.hashes, g.now, g.LastMutation)
 	g.procs.m[p] = t
@@ -302,7 +218,7 @@ func (g *Guard) procTracker(p ProcKey, session string) *Tracker {
 }
 
 // watchProc drops the records of process p when it exits.
-func (g *Guard) watchProc(p ProcKey, pidfd int) {
+func (g *Guard) watchProc(p sessions.ProcKey, pidfd int) {
 	defer unix.Close(pidfd)
 	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
 	for {
@@ -318,7 +234,7 @@ func (g *Guard) watchProc(p ProcKey, pidfd int) {
 }
 
 // procTrackerOf returns the tracker of process p without creating one.
-func (g *Guard) procTrackerOf(p ProcKey) *Tracker {
+func (g *Guard) procTrackerOf(p sessions.ProcKey) *Tracker {
 	g.procs.mu.Lock()
 	defer g.procs.mu.Unlock()
 	return g.procs.m[p]
@@ -333,7 +249,7 @@ func (g *Guard) hasProcTrackers() bool {
 
 // ProcRecordCount returns how many files process p has records of
 // (0 when it has none).
-func (g *Guard) ProcRecordCount(p ProcKey) int {
+func (g *Guard) ProcRecordCount(p sessions.ProcKey) int {
 	return g.procTrackerOf(p).count()
 }
 
@@ -357,7 +273,7 @@ func (g *Guard) procTrackerList() []*Tracker {
 // depends on their process facts (a scanner list is set, or the session is
 // in harness mode), so fusefs can read them before taking locks.
 func (g *Guard) WantsFacts(session string) bool {
-	if g.mode == ModeOff || session == UnknownSession {
+	if g.mode == ModeOff || session == sessions.Unknown {
 		return false
 	}
 	if len(g.scanners) > 0 {

@@ -3,16 +3,17 @@ package guard
 import (
 	"os"
 	"os/exec"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // selfFacts returns this test process's real facts with comm and exe set
 // to name (the pidfd watch needs a live process).
-func selfFacts(t *testing.T, name string) ProcFacts {
+func selfFacts(t *testing.T, name string) sessions.ProcFacts {
 	t.Helper()
-	f := readFacts("/proc", uint32(os.Getpid()))
+	f := sessions.ReadFacts(uint32(os.Getpid()))
 	if !f.Known {
 		t.Fatal("cannot read this process's facts")
 	}
@@ -20,8 +21,8 @@ func selfFacts(t *testing.T, name string) ProcFacts {
 	return f
 }
 
-func callerWith(session string, f ProcFacts) Caller {
-	return Caller{Session: session, Facts: func() ProcFacts { return f }}
+func callerWith(session string, f sessions.ProcFacts) Caller {
+	return Caller{Session: session, Facts: func() sessions.ProcFacts { return f }}
 }
 
 func codeOf(d Decision) Code { return d.Code }
@@ -82,12 +83,12 @@ func TestIsScanner(t *testing.T) {
 	g := New(Config{})
 	custom := New(Config{Scanners: []string{"sed", "averyveryverylongname"}})
 	none := New(Config{Scanners: []string{}})
-	k := func(comm, exe, argv0 string) ProcFacts {
-		return ProcFacts{Known: true, Comm: comm, Exe: exe, Argv0: argv0}
+	k := func(comm, exe, argv0 string) sessions.ProcFacts {
+		return sessions.ProcFacts{Known: true, Comm: comm, Exe: exe, Argv0: argv0}
 	}
 	cases := []struct {
 		g    *Guard
-		f    ProcFacts
+		f    sessions.ProcFacts
 		want bool
 	}{
 		{g, k("grep", "grep", "grep"), true},
@@ -100,7 +101,7 @@ func TestIsScanner(t *testing.T) {
 		{g, k("grep", "busybox", "grep"), true},
 		{g, k("cat", "cat", "cat"), false},
 		{g, k("sed", "sed", "sed"), false},
-		{g, ProcFacts{Comm: "grep", Exe: "grep"}, false}, // facts unknown
+		{g, sessions.ProcFacts{Comm: "grep", Exe: "grep"}, false}, // facts unknown
 		{custom, k("sed", "sed", "sed"), true},
 		{custom, k("grep", "grep", "grep"), false},
 		{custom, k("averyveryverylo", "averyveryverylongname", ""), true}, // comm is clipped to 15 bytes
@@ -121,7 +122,7 @@ func TestScannerRecordsDroppedAtExit(t *testing.T) {
 	cmd := exec.Command("sleep", "1000")
 	must(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	facts := readFacts("/proc", uint32(cmd.Process.Pid))
+	facts := sessions.ReadFacts(uint32(cmd.Process.Pid))
 	if !facts.Known || facts.Comm != "sleep" {
 		t.Fatalf("facts of sleep: %+v", facts)
 	}
@@ -141,9 +142,9 @@ func TestScannerRecordsDroppedAtExit(t *testing.T) {
 	}
 }
 
-type fakeRoots map[string]ProcKey
+type fakeRoots map[string]sessions.ProcKey
 
-func (r fakeRoots) HarnessRoot(s string) (ProcKey, bool) { k, ok := r[s]; return k, ok }
+func (r fakeRoots) HarnessRoot(s string) (sessions.ProcKey, bool) { k, ok := r[s]; return k, ok }
 
 // TestHarnessRootReadsDoNotCount: in a harness-mode session the root's own
 // reads count for nothing, its children's count for the session, and a
@@ -151,11 +152,11 @@ func (r fakeRoots) HarnessRoot(s string) (ProcKey, bool) { k, ok := r[s]; return
 func TestHarnessRootReadsDoNotCount(t *testing.T) {
 	f := newFile(t, "original\n")
 	g := New(Config{})
-	root := ProcFacts{Known: true, Proc: ProcKey{100, 7}, Comm: "claude", Exe: "claude"}
-	child := ProcFacts{Known: true, Proc: ProcKey{101, 8}, Comm: "cat", Exe: "cat"}
+	root := sessions.ProcFacts{Known: true, Proc: sessions.ProcKey{Pid: 100, Start: 7}, Comm: "claude", Exe: "claude"}
+	child := sessions.ProcFacts{Known: true, Proc: sessions.ProcKey{Pid: 101, Start: 8}, Comm: "cat", Exe: "cat"}
 	g.SetHarnessRoots(fakeRoots{"h": root.Proc})
 	must(t, g.NoteReadBy(callerWith("h", root), f.target()))
-	must(t, g.NoteReadBy(callerWith("h", ProcFacts{}), f.target()))
+	must(t, g.NoteReadBy(callerWith("h", sessions.ProcFacts{}), f.target()))
 	if c := codeOf(g.DecideBy(callerWith("h", root), OpOpenTrunc, f.target())); c != CodeUnread {
 		t.Fatalf("after the root's own read: %q, want unread", c)
 	}
@@ -263,62 +264,5 @@ func TestParseHash(t *testing.T) {
 		if _, err := ParseHash(bad); err == nil {
 			t.Errorf("ParseHash(%q) accepted", bad)
 		}
-	}
-}
-
-// TestSessionsHarnessRoot: a harness registration is shown and answers
-// HarnessRoot with the root's (pid, start time); a plain one does not.
-func TestSessionsHarnessRoot(t *testing.T) {
-	s := NewSessions()
-	cmd := exec.Command("sleep", "1000")
-	must(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	pid := uint32(cmd.Process.Pid)
-	must(t, s.RegisterAs("h", pid, "claude", true))
-	must(t, s.Register("plain", uint32(os.Getpid()), "sh"))
-	root, ok := s.HarnessRoot("h")
-	facts := readFacts("/proc", pid)
-	if !ok || root != facts.Proc {
-		t.Fatalf("HarnessRoot(h) = %v, %v; want %v", root, ok, facts.Proc)
-	}
-	if _, ok := s.HarnessRoot("plain"); ok {
-		t.Fatal("a plain session is in harness mode")
-	}
-	if info, _ := s.Lookup("h"); !info.Harness {
-		t.Fatal("info does not show harness")
-	}
-	s.End("h")
-	s.End("plain")
-	if _, ok := s.HarnessRoot("h"); ok {
-		t.Fatal("an ended session is still in harness mode")
-	}
-}
-
-// TestReadFactsFollowsExec: a thread's cached facts are read afresh once
-// it has exec'd another program (its comm changed).
-func TestReadFactsFollowsExec(t *testing.T) {
-	cmd := exec.Command("sh", "-c", "read x; exec sleep 1000")
-	in, err := cmd.StdinPipe()
-	must(t, err)
-	must(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	pid := uint32(cmd.Process.Pid)
-	if f := ReadFacts(pid); !f.Known || f.Comm != "sh" {
-		t.Fatalf("facts before exec: %+v", f)
-	}
-	in.Write([]byte("go\n"))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/comm")
-		if string(b) == "sleep\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("sh did not exec sleep")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if f := ReadFacts(pid); !f.Known || f.Comm != "sleep" || f.Exe != "sleep" {
-		t.Fatalf("facts after exec: %+v", f)
 	}
 }

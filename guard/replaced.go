@@ -1,6 +1,10 @@
 package guard
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/rubinofs/rubinofs/sessions"
+)
 
 // What a session read at a name that now names another file
 // (docs/DESIGN.md#stale-replaced). Records follow file identities, so a
@@ -66,7 +70,7 @@ func (t *Tracker) noteGone(path, by string) {
 
 // replacedBy reports whether the session read a file at path that is not
 // the file id now there, and who replaced it: a session name,
-// ExternalSession, or "" when not known. O(1): two map lookups.
+// sessions.External, or "" when not known. O(1): two map lookups.
 func (t *Tracker) replacedBy(path string, id FileID) (by string, replaced bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -89,7 +93,7 @@ func replacer(by string, may func(string) bool) string {
 	switch {
 	case by == "":
 		return ""
-	case by == ExternalSession:
+	case by == sessions.External:
 		return ReplacedOutside
 	case may != nil && may(by):
 		return "session " + by

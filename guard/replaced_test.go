@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // TestReplacedIsStale: a session that read a file whose name another
@@ -54,7 +56,7 @@ func TestReplacedIsStale(t *testing.T) {
 	must(t, g.NoteRead("a", eOld))
 	must(t, os.WriteFile(q+".tmp", []byte("v2\n"), 0o644))
 	must(t, os.Rename(q+".tmp", q))
-	g.NoteMutation(eOld.Stat.ID, ExternalSession)
+	g.NoteMutation(eOld.Stat.ID, sessions.External)
 	if d := g.Decide("a", OpUnlink, targetOf(t, q, "e")); d.Code != CodeStale || d.ReplacedBy != ReplacedOutside {
 		t.Fatalf("replaced outside: %+v, want stale outside the mount", d)
 	}

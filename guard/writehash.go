@@ -1,6 +1,10 @@
 package guard
 
-import "github.com/zeebo/xxh3"
+import (
+	"github.com/zeebo/xxh3"
+
+	"github.com/rubinofs/rubinofs/sessions"
+)
 
 // WriteHash hashes the bytes one handle writes while it writes the file in
 // order from offset 0, so that its own write can be credited without
@@ -79,12 +83,12 @@ func (w *WriteHash) Sum(st Stat) (Hash, bool) {
 // NoteWriteHashed credits session with writing t's current content, whose
 // hash h the caller took from the bytes as they were written (WriteHash):
 // Tracker.NoteWrite without reading the file back. A zero h reads it back
-// (NoteWrite). A no-op in ModeOff and for UnknownSession.
+// (NoteWrite). A no-op in ModeOff and for sessions.Unknown.
 func (g *Guard) NoteWriteHashed(session string, t Target, h Hash) error {
 	if h.IsZero() {
 		return g.NoteWrite(session, t)
 	}
-	if g.mode == ModeOff || session == UnknownSession {
+	if g.mode == ModeOff || session == sessions.Unknown {
 		return nil
 	}
 	g.writes.Add(1)

@@ -5,7 +5,7 @@ import (
 	"syscall"
 
 	"github.com/rubinofs/rubinofs/ctltree"
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // who is a control-file caller as the authority rules see it, resolved
@@ -30,11 +30,11 @@ func (rn *Runner) whoIs(c ctltree.Caller) who {
 }
 
 // outside reports whether session is a default session
-// (guard.DefaultSessionUID): the one of callers outside every session.
+// (sessions.DefaultUID): the one of callers outside every session.
 // Which uid a caller there acts as is its own c.Uid, never the session's
 // name: before per-uid default sessions every uid shares "default".
 func (rn *Runner) outside(session string) bool {
-	_, ok := guard.DefaultSessionUID(session, rn.cfg.MountOwner)
+	_, ok := sessions.DefaultUID(session, rn.cfg.MountOwner)
 	return ok
 }
 
@@ -128,7 +128,7 @@ func (rn *Runner) visible(c ctltree.Caller, ts []Task) []Task {
 // and true, or false for a non-task caller (see Runner for the rules). Its
 // /proc read is bounded by procfs.Bound.
 func (rn *Runner) CallerTask(c ctltree.Caller) (string, bool) {
-	if id, ok := strings.CutPrefix(c.Session, ctltree.TaskSessionPrefix); ok {
+	if id, ok := strings.CutPrefix(c.Session, sessions.TaskPrefix); ok {
 		return id, true
 	}
 	if rn.cfg.Sessions != nil || c.Pid == 0 {

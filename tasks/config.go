@@ -143,7 +143,7 @@ type Config struct {
 	// spawner's root directory (docs/DESIGN.md#task-credentials).
 	Shell string `json:"-"`
 	// MountOwner is the uid that mounted: it names the default session
-	// "default" (guard.DefaultSessionUID), and with root it may act on
+	// "default" (sessions.DefaultUID), and with root it may act on
 	// every task from outside every session (docs/DESIGN.md#task-authority).
 	MountOwner uint32 `json:"-"`
 	// Umask is the umask the start-up wrapper sets before it starts the

@@ -3,7 +3,7 @@ package tasks
 import (
 	"regexp"
 
-	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // Task ids and the session names derived from them.
@@ -18,7 +18,7 @@ var idRE = regexp.MustCompile(`^[1-9][0-9]{0,18}$`)
 func ValidID(s string) bool { return idRE.MatchString(s) }
 
 // SessionName returns the guard-session name of task id,
-// ctltree.TaskSessionPrefix + id ("task-7"): the runner registers the
+// sessions.TaskPrefix + id ("task-7"): the runner registers the
 // task's process as the root of that session, and a control-file caller in
 // it is that task (docs/DESIGN.md#task-authority).
-func SessionName(id string) string { return ctltree.TaskSessionPrefix + id }
+func SessionName(id string) string { return sessions.TaskPrefix + id }

@@ -35,7 +35,7 @@ type Sessions interface {
 }
 
 // ownedSessions is a Sessions that records who a session belongs to
-// (guard.Sessions): a task's session is registered as owned by its
+// (sessions.Registry): a task's session is registered as owned by its
 // spawner's uid (docs/DESIGN.md#task-credentials), and counts against that
 // uid's live-session cap.
 type ownedSessions interface {

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/rubinofs/rubinofs/daemon"
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 // cgroupRoot creates this test's own cgroup under the v2 hierarchy and
@@ -24,7 +24,7 @@ import (
 // hierarchy.
 func cgroupRoot(t *testing.T) (string, string) {
 	t.Helper()
-	mnt, err := guard.Cgroup2Mount()
+	mnt, err := procfs.Cgroup2Mount()
 	if err != nil || os.Geteuid() != 0 {
 		t.Skipf("needs root and a cgroup v2 hierarchy: %v", err)
 	}

@@ -16,8 +16,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/procfs"
 	"github.com/rubinofs/rubinofs/internal/sessionctl"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 func sessionCommand() *cli.Command {
@@ -164,7 +165,7 @@ func runSessionSpec(c *cli.Context, mnt string) (spec string, undo func(), after
 // ownCgroup returns this process's cgroup v2 directory and the hierarchy's
 // mount point.
 func ownCgroup() (dir, mnt string, err error) {
-	mnt, err = guard.Cgroup2Mount()
+	mnt, err = procfs.Cgroup2Mount()
 	if err != nil {
 		return "", "", err
 	}
@@ -191,7 +192,7 @@ func makeSessionCgroup(parent, name string) (from, dir string, err error) {
 	}
 	base := from
 	if parent != "" {
-		p, err := guard.CgroupPath(parent, mnt)
+		p, err := sessions.CgroupPath(parent, mnt)
 		if err != nil {
 			return "", "", fmt.Errorf("--cgroup-parent: %v", err)
 		}
@@ -234,7 +235,7 @@ func joinSessionCgroup(mnt, name string) error {
 	if info.RootKind != "cgroup" {
 		return fmt.Errorf("session %s is rooted at a %s, not a cgroup: join it without --cgroup", name, info.RootKind)
 	}
-	mntCg, err := guard.Cgroup2Mount()
+	mntCg, err := procfs.Cgroup2Mount()
 	if err != nil {
 		return fmt.Errorf("--cgroup: %v", err)
 	}

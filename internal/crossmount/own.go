@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // sameContent reports whether cur has the identity, size and mtime own
@@ -36,7 +37,7 @@ func (x *Mode) Forget(id guard.FileID) { x.own.Delete(id) }
 // under the identity lock and the cross-mount lock, has another size or
 // mtime than this mount's own last change of the content left. Such a
 // change is another mount's (or any writer's on the backing filesystem).
-// It is noted as an external mutation (guard.ExternalSession), which ends
+// It is noted as an external mutation (sessions.External), which ends
 // every session's own-write exemption for id
 // (docs/DESIGN.md#own-write-refresh): without it a session whose last
 // change of the file was its own would be judged fresh without a hash,
@@ -52,7 +53,7 @@ func (x *Mode) NoteUnseen(id guard.FileID, cur guard.Stat) {
 	}
 	x.own.Store(id, cur)
 	x.unseen.Add(1)
-	x.cfg.Guard.NoteMutation(id, guard.ExternalSession)
+	x.cfg.Guard.NoteMutation(id, sessions.External)
 }
 
 // OwnStat reports whether st, a backing file's stat, is the one this

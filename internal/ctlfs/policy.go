@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/rubinofs/rubinofs/ctltree"
-	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/ignore"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // policyHint is what the status and the policy file tell a reader to do
@@ -70,7 +70,7 @@ func (t *Tree) writePolicy(c ctltree.Caller, cmd []byte) error {
 	if !c.Privileged {
 		return ctltree.Errorf(syscall.EPERM, "only the mount owner (uid %d) or root may accept exemption rules; you are uid %d", t.cfg.Owner, c.Uid)
 	}
-	if c.Session != guard.DefaultSession && c.Session != guard.DefaultSessionFor(c.Uid, t.cfg.Owner) {
+	if c.Session != sessions.Default && c.Session != sessions.DefaultFor(c.Uid, t.cfg.Owner) {
 		return ctltree.Errorf(syscall.EPERM, "session %s may not accept exemption rules: run `rubinofs policy reload` from outside every session", c.Session)
 	}
 	accepted, err := t.cfg.Policy.Reload()

@@ -9,7 +9,7 @@ import (
 	"syscall"
 
 	"github.com/rubinofs/rubinofs/ctltree"
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 // Mountpoint is where the mount is, for resolving the paths callers write
@@ -33,15 +33,15 @@ func (m *Mountpoint) Set(mountpoint string) {
 // CallerRel resolves p, as the caller c names it, to a workspace-relative
 // path: an absolute p must lie inside the mount (as seen from the daemon's
 // mount namespace), a relative one is joined to the caller's cwd
-// (/proc/PID/cwd, read within guard.ProcBound:
+// (/proc/PID/cwd, read within procfs.Bound:
 // docs/DESIGN.md#no-wait-on-caller). Errors are *ctltree.Error: EPERM for
 // a path outside the mount or inside .rubino, EAGAIN when the cwd did not
 // answer in time, ESRCH when the caller is gone.
 func (m *Mountpoint) CallerRel(c ctltree.Caller, p string) (string, error) {
 	if !filepath.IsAbs(p) {
-		cwd, err := guard.ReadlinkProc("/proc/" + strconv.FormatUint(uint64(c.Pid), 10) + "/cwd")
+		cwd, err := procfs.Readlink("/proc/" + strconv.FormatUint(uint64(c.Pid), 10) + "/cwd")
 		switch {
-		case errors.Is(err, guard.ErrProcSlow):
+		case errors.Is(err, procfs.ErrSlow):
 			return "", ctltree.Errorf(syscall.EAGAIN, "the caller's cwd did not answer in time: %v", err)
 		case err != nil:
 			return "", ctltree.Errorf(syscall.ESRCH, "the caller's cwd: %v", err)

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 	"github.com/rubinofs/rubinofs/watcher"
 )
 
@@ -108,7 +109,7 @@ func (inv *Invalidation) invalidateGuard(rel string, child Node, op watcher.Op) 
 	for _, id := range ids {
 		inv.o.Guard.Invalidate(id)
 		if op != watcher.Chmod {
-			inv.o.Guard.NoteMutation(id, guard.ExternalSession)
+			inv.o.Guard.NoteMutation(id, sessions.External)
 		}
 	}
 }
@@ -129,7 +130,7 @@ func (inv *Invalidation) invalidateAll() {
 			walk(ch, false)
 			ch.NotifyContent()
 			if id, ok := ch.ID(); ok {
-				inv.o.Guard.NoteMutation(id, guard.ExternalSession)
+				inv.o.Guard.NoteMutation(id, sessions.External)
 			}
 			in.NotifyEntry(name)
 		}

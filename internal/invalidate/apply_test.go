@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 	"github.com/rubinofs/rubinofs/watcher"
 )
 
@@ -102,7 +103,7 @@ func TestApply(t *testing.T) {
 	if want := []string{"content f", "entry d/f", "content d"}; !slices.Equal(tr.log, want) {
 		t.Fatalf("write: %q, want %q", tr.log, want)
 	}
-	if m := inv.o.Guard.LastMutation(id); m.Session != guard.ExternalSession {
+	if m := inv.o.Guard.LastMutation(id); m.Session != sessions.External {
 		t.Fatalf("write noted by %q, want external", m.Session)
 	}
 	tr.log = nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/journal"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // Name is one name of a journaled change: names[0] is the record's path,
@@ -55,7 +56,7 @@ type Pending struct {
 // (nil-safe) once the backing operation is over, after Commit or Abort.
 // A failure refuses the change: EIO (the reason is logged and listed in
 // .rubino/errors), or EAGAIN for a caller whose session could not be
-// resolved in time (guard.UnknownSession), whose change cannot be
+// resolved in time (sessions.Unknown), whose change cannot be
 // attributed (docs/DESIGN.md#no-wait-on-caller). A full state directory
 // (ENOSPC, EDQUOT) or a stopped session's journal (the budget is spent)
 // refuses nothing: the change goes ahead unrecorded and is counted
@@ -63,7 +64,7 @@ type Pending struct {
 // (JournalsAny). names must not be empty.
 func (h *Hook) Record(session, op string, names []Name) (*Pending, syscall.Errno) {
 	p := &Pending{h: h, session: session, op: op, names: names}
-	if session == guard.UnknownSession {
+	if session == sessions.Unknown {
 		return p, syscall.EAGAIN
 	}
 	for i := range p.names {

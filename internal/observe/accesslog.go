@@ -28,7 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rubinofs/rubinofs/ctltree"
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // accessLogBuffer is a reader's buffer, in lines. A `cat` keeps up with
@@ -261,7 +261,7 @@ func (o *Observer) openAccessLog(c ctltree.Caller) (ctltree.Feed, error) {
 		return o.m.alog.open(nil), nil
 	}
 	see := func(sess string, uid uint32) bool {
-		if sess == "-" || sess == guard.UnknownSession {
+		if sess == "-" || sess == sessions.Unknown {
 			return uid == c.Uid && outside
 		}
 		return h.MayActOn(c, sess)

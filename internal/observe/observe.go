@@ -20,7 +20,7 @@ import (
 
 // Host is the mount as the observability room asks it. Every method is
 // safe for concurrent use and never waits on the calling process longer
-// than guard.ProcBound (docs/DESIGN.md#no-wait-on-caller).
+// than procfs.Bound (docs/DESIGN.md#no-wait-on-caller).
 type Host interface {
 	// MayActOn reports whether c may see session's files and lines
 	// (docs/DESIGN.md#sessions): an access-log reader sees the lines of
@@ -32,8 +32,8 @@ type Host interface {
 	// RequestSession names the session of a FUSE request's caller with
 	// pid pid (not 0) and uid uid, as the adapter resolves it: the
 	// registered session of its process tree, else its uid's default
-	// session; guard.UnknownSession when its /proc files did not answer
-	// within guard.ProcBound.
+	// session; sessions.Unknown when its /proc files did not answer
+	// within procfs.Bound.
 	RequestSession(pid, uid uint32) string
 }
 

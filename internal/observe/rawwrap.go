@@ -16,7 +16,7 @@ package observe
 // attached); FLUSH in particular is sent from inside execve when the exec
 // closes a descriptor on the mount. Other requests resolve the caller
 // through the session registry, whose /proc reads are bounded
-// (guard.ProcBound).
+// (procfs.Bound).
 
 import (
 	"fmt"
@@ -27,7 +27,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // rawWrap is the timing, counting and logging layer over the adapter's raw
@@ -79,8 +79,8 @@ func (w *rawWrap) emit(op opID, d time.Duration, st fuse.Status, c *fuse.Caller,
 // session names the session of caller c for the access log ("-" for pid
 // 0: RELEASE and FORGET-like requests carry none, and "-" without a Host);
 // a caller outside every session is its uid's default session
-// (Host.RequestSession). The registry answers within guard.ProcBound:
-// guard.UnknownSession ("-") when the caller's /proc files did not answer
+// (Host.RequestSession). The registry answers within procfs.Bound:
+// sessions.Unknown ("-") when the caller's /proc files did not answer
 // by then.
 func (w *rawWrap) session(c *fuse.Caller) string {
 	if c.Pid == 0 || w.o.host == nil {
@@ -96,7 +96,7 @@ func (w *rawWrap) handleSession(fh uint64) string {
 	if v, ok := w.handles.Load(fh); ok {
 		return v.(string)
 	}
-	return guard.UnknownSession
+	return sessions.Unknown
 }
 
 // opened records the session of a handle just opened by a request of
@@ -474,7 +474,7 @@ func sessName(v any) string {
 	if s, ok := v.(string); ok {
 		return s
 	}
-	return guard.UnknownSession
+	return sessions.Unknown
 }
 
 // setattrSession names the session of a SETATTR: its handle's when it

@@ -27,25 +27,25 @@ import (
 	"syscall"
 
 	"github.com/rubinofs/rubinofs/ctltree"
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // CgroupRegistry is what the rootless fields of sessions/clone need from
-// the session registry beyond Registry (guard.Sessions implements
+// the session registry beyond Registry (sessions.Registry implements
 // it). A registry without it refuses them with ENOTSUP.
 type CgroupRegistry interface {
 	// RegisterCgroupFor roots session name, owned by uid owner, at
-	// cgroup cg (guard.Sessions.RegisterCgroupFor).
+	// cgroup cg (sessions.Registry.RegisterCgroupFor).
 	RegisterCgroupFor(owner uint32, name, cg, cmd string, removeEmpty bool) error
 	// RegisterKeptFor registers a session with no root, owned by uid
-	// owner (guard.Sessions.RegisterKeptFor).
+	// owner (sessions.Registry.RegisterKeptFor).
 	RegisterKeptFor(owner uint32, name, cmd string) error
-	// Join makes pid's process an extra root of session name (guard.Sessions.Join).
+	// Join makes pid's process an extra root of session name (sessions.Registry.Join).
 	Join(name string, pid uint32) error
-	// CgroupOf returns pid's cgroup, bounded (guard.Sessions.CgroupOf).
+	// CgroupOf returns pid's cgroup, bounded (sessions.Registry.CgroupOf).
 	CgroupOf(pid uint32) (string, error)
 	// CgroupProcs lists the processes of cg and below it, at most max
-	// (guard.Sessions.CgroupProcs).
+	// (sessions.Registry.CgroupProcs).
 	CgroupProcs(cg string, max int) ([]uint32, error)
 }
 
@@ -112,7 +112,7 @@ func (r *rootlessSpec) parse(k, v string) error {
 		if len(v) > maxCgroupPath || strings.ContainsFunc(v, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
 			return ctltree.Errorf(syscall.EINVAL, "cgroup %q: want self or an absolute cgroup path", ctltree.Clip(v))
 		}
-		if r.Cgroup, err = guard.CgroupPath(v, ""); err != nil {
+		if r.Cgroup, err = sessions.CgroupPath(v, ""); err != nil {
 			return ctltree.Errorf(syscall.EINVAL, "%v", err)
 		}
 	case "remove":
@@ -120,7 +120,7 @@ func (r *rootlessSpec) parse(k, v string) error {
 	case "keep":
 		r.Keep, err = flag()
 	case "join":
-		if err := guard.ValidSessionName(v); err != nil {
+		if err := sessions.ValidName(v); err != nil {
 			return ctltree.Errorf(syscall.EINVAL, "%v", err)
 		}
 		r.Join = v
@@ -222,7 +222,7 @@ func (s *Feature) registerRootless(c ctltree.Caller, sp sessionSpec) (string, er
 func (s *Feature) ownCgroup(creg CgroupRegistry, cg string, pid uint32) error {
 	procs, err := creg.CgroupProcs(cg, maxCgroupCheck)
 	if err != nil {
-		if errors.Is(err, guard.ErrNoCgroup) || errors.Is(err, guard.ErrInvalidCgroup) {
+		if errors.Is(err, sessions.ErrNoCgroup) || errors.Is(err, sessions.ErrInvalidCgroup) {
 			return sessionErrnos.Map(err)
 		}
 		return ctltree.Errorf(syscall.EPERM, "%v", err)
@@ -238,7 +238,7 @@ func (s *Feature) ownCgroup(creg CgroupRegistry, cg string, pid uint32) error {
 // rootInfo adds what sessions/<name>/info says about the root of si:
 // root_kind (pid, cgroup or none) and, for a cgroup, root_path; keep and
 // auto when set.
-func rootInfo(doc map[string]any, si guard.SessionInfo) {
+func rootInfo(doc map[string]any, si sessions.Info) {
 	doc["root_kind"] = si.RootKind()
 	switch si.RootKind() {
 	case "cgroup":

@@ -31,7 +31,7 @@
 //     --unregistered allow would leave its processes unguarded: EPERM.
 //   - sessions/NAME/ and the end and rename verbs answer only callers
 //     MayActOn allows; the sessions/ listing shows only those sessions.
-//   - Each uid has at most guard.DefaultMaxPerOwner live sessions (EAGAIN).
+//   - Each uid has at most sessions.DefaultMaxPerOwner live sessions (EAGAIN).
 //   - Names are never "default", "default-UID" or an existing session's
 //     (joining a session would share its reads): EEXIST.
 package sessionctl
@@ -52,22 +52,23 @@ import (
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/internal/ctlhost"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // Registry is what the session control files need from the session
-// registry (guard.Sessions implements it). Every method is safe for
+// registry (sessions.Registry implements it). Every method is safe for
 // concurrent use.
 type Registry interface {
 	// RegisterFor registers pid as the root of session name owned by uid
 	// owner, an agent harness when harness is set
-	// (guard.Sessions.RegisterFor).
+	// (sessions.Registry.RegisterFor).
 	RegisterFor(owner uint32, name string, pid uint32, cmd string, harness bool) error
 	// OwnerOf returns the owner uid of a live or listed session
-	// (guard.Sessions.OwnerOf).
+	// (sessions.Registry.OwnerOf).
 	OwnerOf(name string) (uint32, bool)
 	End(name string) error
 	Rename(oldName, newName string) error
-	List() []guard.SessionInfo
+	List() []sessions.Info
 	IsDescendant(pid, ancestor uint32) bool
 }
 
@@ -146,7 +147,7 @@ func (s *Feature) CtlEntries() []ctltree.Entry {
 				out = append(out, name)
 			}
 		}
-		add(guard.DefaultSession)
+		add(sessions.Default)
 		add(c.Session)
 		defs := owners.Defaults()
 		sort.Strings(defs)
@@ -217,11 +218,11 @@ const (
 	// command fails with EFBIG.
 	maxSessionCommand = 1 << 10
 	// MaxSessions is the default bound of the live sessions of one owner
-	// uid, in entries (sessions.max_live sets guard.Sessions.MaxPerOwner):
+	// uid, in entries (sessions.max_live sets sessions.Registry.MaxPerOwner):
 	// a registration beyond it fails with EAGAIN until one of that uid's
 	// ends (each live session holds a pidfd and a goroutine in the
 	// daemon). Another uid's sessions never count.
-	MaxSessions = guard.DefaultMaxPerOwner
+	MaxSessions = sessions.DefaultMaxPerOwner
 )
 
 // sessionSpec is a parsed sessions/clone write.
@@ -259,7 +260,7 @@ func (s sessionSpec) String() string {
 // parseSessionSpec parses "name=NAME pid=PID cmd=COMMAND": space-separated
 // key=value fields, each at most once and each optional; cmd takes the rest
 // of the input (it may hold spaces and newlines) and is clipped to
-// maxSessionCmd bytes. A name must pass guard.ValidSessionName and not be
+// maxSessionCmd bytes. A name must pass sessions.ValidName and not be
 // reserved for tasks. Errors are *ctltree.Error: EFBIG over maxSessionSpec;
 // EPERM for a reserved name; EINVAL (with the reason) for anything else
 // malformed, NUL bytes and invalid UTF-8 included.
@@ -291,7 +292,7 @@ func parseSessionSpec(spec []byte) (sessionSpec, error) {
 		seen[k] = true
 		switch k {
 		case "name":
-			if err := guard.ValidSessionName(v); err != nil {
+			if err := sessions.ValidName(v); err != nil {
 				return sessionSpec{}, ctltree.Errorf(syscall.EINVAL, "%v", err)
 			}
 			if err := reservedName(v); err != nil {
@@ -363,11 +364,11 @@ func (s *Feature) register(c ctltree.Caller, spec []byte) (string, error) {
 // reservedName refuses names the control files may not give (EPERM):
 // those of tasks and of the sessions of processes that left theirs.
 func reservedName(name string) error {
-	if strings.HasPrefix(name, ctltree.TaskSessionPrefix) {
-		return ctltree.Errorf(syscall.EPERM, "session names starting with %q are reserved for tasks (.rubino/agents)", ctltree.TaskSessionPrefix)
+	if strings.HasPrefix(name, sessions.TaskPrefix) {
+		return ctltree.Errorf(syscall.EPERM, "session names starting with %q are reserved for tasks (.rubino/agents)", sessions.TaskPrefix)
 	}
-	if strings.HasPrefix(name, guard.LeftSessionPrefix) {
-		return ctltree.Errorf(syscall.EPERM, "session names starting with %q are reserved for processes that left their session", guard.LeftSessionPrefix)
+	if strings.HasPrefix(name, sessions.LeftPrefix) {
+		return ctltree.Errorf(syscall.EPERM, "session names starting with %q are reserved for processes that left their session", sessions.LeftPrefix)
 	}
 	return nil
 }
@@ -381,13 +382,13 @@ func reservedName(name string) error {
 // never applies here.
 var sessionErrnos = ctltree.ErrnoTable{
 	Rules: []ctltree.ErrnoRule{
-		ctltree.Is(guard.ErrSessionExists, syscall.EEXIST),
-		ctltree.Is(guard.ErrNoSession, syscall.ENOENT),
-		ctltree.Is(guard.ErrProcessGone, syscall.ESRCH),
-		ctltree.Is(guard.ErrAlreadyRooted, syscall.EBUSY),
-		ctltree.Is(guard.ErrProcessBusy, syscall.EAGAIN),
-		ctltree.Is(guard.ErrNoCgroup, syscall.ENOENT),
-		ctltree.Is(guard.ErrTooManySessions, syscall.EAGAIN),
+		ctltree.Is(sessions.ErrSessionExists, syscall.EEXIST),
+		ctltree.Is(sessions.ErrNoSession, syscall.ENOENT),
+		ctltree.Is(sessions.ErrProcessGone, syscall.ESRCH),
+		ctltree.Is(sessions.ErrAlreadyRooted, syscall.EBUSY),
+		ctltree.Is(sessions.ErrProcessBusy, syscall.EAGAIN),
+		ctltree.Is(sessions.ErrNoCgroup, syscall.ENOENT),
+		ctltree.Is(sessions.ErrTooManySessions, syscall.EAGAIN),
 	},
 	Default: syscall.EINVAL,
 }
@@ -411,7 +412,7 @@ const sessionCmdUsage = "want `end NAME` or `rename OLD NEW`"
 
 // parseSessionCommand parses "end NAME" or "rename OLD NEW" (fields split
 // on white space). NAME and OLD are "default" or a valid session name;
-// NEW must pass guard.ValidSessionName and not be reserved. Errors are
+// NEW must pass sessions.ValidName and not be reserved. Errors are
 // *ctltree.Error: EFBIG over maxSessionCommand bytes, EPERM for a reserved
 // new name, EINVAL with the reason for anything else.
 func parseSessionCommand(line string) (sessionCmd, error) {
@@ -426,10 +427,10 @@ func parseSessionCommand(line string) (sessionCmd, error) {
 		return sessionCmd{}, ctltree.Errorf(syscall.EINVAL, "empty command: %s", sessionCmdUsage)
 	}
 	existing := func(name string) error {
-		if name == guard.DefaultSession {
+		if name == sessions.Default {
 			return nil
 		}
-		if err := guard.ValidSessionName(name); err != nil {
+		if err := sessions.ValidName(name); err != nil {
 			return ctltree.Errorf(syscall.EINVAL, "%v", err)
 		}
 		return nil
@@ -444,7 +445,7 @@ func parseSessionCommand(line string) (sessionCmd, error) {
 		if err := existing(fields[1]); err != nil {
 			return sessionCmd{}, err
 		}
-		if err := guard.ValidSessionName(fields[2]); err != nil {
+		if err := sessions.ValidName(fields[2]); err != nil {
 			return sessionCmd{}, ctltree.Errorf(syscall.EINVAL, "%v", err)
 		}
 		if err := reservedName(fields[2]); err != nil {
@@ -485,7 +486,7 @@ func (s *Feature) command(c ctltree.Caller, line string) error {
 // info renders sessions/<name>/info.
 func (s *Feature) info(name string) string {
 	doc := map[string]any{"name": name}
-	if uid, ok := guard.DefaultSessionUID(name, s.owners.MountOwner()); ok {
+	if uid, ok := sessions.DefaultUID(name, s.owners.MountOwner()); ok {
 		doc["root_pid"] = 0
 		doc["owner"] = uid
 		doc["command"] = fmt.Sprintf("(callers of uid %d under no session)", uid)

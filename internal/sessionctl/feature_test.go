@@ -8,6 +8,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // fakeRegistry is a Registry over fixed sessions; End records its calls.
@@ -24,10 +25,10 @@ func (r *fakeRegistry) OwnerOf(name string) (uint32, bool) {
 func (r *fakeRegistry) End(name string) error         { r.ended = append(r.ended, name); return nil }
 func (r *fakeRegistry) Rename(string, string) error   { return nil }
 func (r *fakeRegistry) IsDescendant(_, _ uint32) bool { return false }
-func (r *fakeRegistry) List() []guard.SessionInfo {
-	var out []guard.SessionInfo
+func (r *fakeRegistry) List() []sessions.Info {
+	var out []sessions.Info
 	for _, n := range []string{"a", "b"} {
-		out = append(out, guard.SessionInfo{Name: n, Owner: r.owners[n], Live: true})
+		out = append(out, sessions.Info{Name: n, Owner: r.owners[n], Live: true})
 	}
 	return out
 }
@@ -58,11 +59,11 @@ func TestFeatureThroughHost(t *testing.T) {
 	}
 	dir := entries[0].Node.(*ctltree.Dir)
 	u2 := ctltree.Caller{Uid: 2000, Session: "default-2000"}
-	owner := ctltree.Caller{Uid: 1000, Session: guard.DefaultSession, Privileged: true}
+	owner := ctltree.Caller{Uid: 1000, Session: sessions.Default, Privileged: true}
 	if got, want := dir.List(u2), []string{"default-2000", "a"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("uid 2000 lists %q, want %q", got, want)
 	}
-	if got, want := dir.List(owner), []string{guard.DefaultSession, "a", "b"}; !reflect.DeepEqual(got, want) {
+	if got, want := dir.List(owner), []string{sessions.Default, "a", "b"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("the owner lists %q, want %q", got, want)
 	}
 	if dir.Child(u2, "b") != nil || dir.Child(u2, "a") == nil {

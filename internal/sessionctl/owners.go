@@ -12,21 +12,21 @@ import (
 	"syscall"
 
 	"github.com/rubinofs/rubinofs/ctltree"
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // MaxDefaultSessions bounds the default sessions of uids other than the
 // mount's owner, in sessions (each has its own tracker): a caller of one
-// more uid, outside every session, resolves to guard.UnknownSession (its
+// more uid, outside every session, resolves to sessions.Unknown (its
 // guarded mutations are refused with EAGAIN, its reads credit nothing)
 // rather than share another uid's default session.
 const MaxDefaultSessions = 256
 
 // OwnerRegistry is the part of the session registry that knows owners
-// (guard.Sessions implements it).
+// (sessions.Registry implements it).
 type OwnerRegistry interface {
 	// OwnerOf returns the owner uid of a live or listed session
-	// (guard.Sessions.OwnerOf).
+	// (sessions.Registry.OwnerOf).
 	OwnerOf(name string) (uint32, bool)
 }
 
@@ -56,22 +56,22 @@ func NewOwners(owner uint32, reg OwnerRegistry) *Owners {
 func (o *Owners) MountOwner() uint32 { return o.owner }
 
 // Default returns the session of a caller with uid uid that is under no
-// registered session root: guard.DefaultSessionFor (guard.DefaultSession
-// for the mount's owner, "default-U" for uid U), or guard.UnknownSession
+// registered session root: sessions.DefaultFor (sessions.Default
+// for the mount's owner, "default-U" for uid U), or sessions.Unknown
 // for a new uid past MaxDefaultSessions. On the FUSE hot path: one map
 // load for a uid seen before, nothing for the mount's owner.
 func (o *Owners) Default(uid uint32) string {
 	if uid == o.owner {
-		return guard.DefaultSession
+		return sessions.Default
 	}
 	if v, ok := o.defaults.Load(uid); ok {
 		return v.(string)
 	}
 	if o.ndefaults.Add(1) > MaxDefaultSessions {
 		o.ndefaults.Add(-1)
-		return guard.UnknownSession
+		return sessions.Unknown
 	}
-	name := guard.DefaultSessionFor(uid, o.owner)
+	name := sessions.DefaultFor(uid, o.owner)
 	if v, loaded := o.defaults.LoadOrStore(uid, name); loaded {
 		o.ndefaults.Add(-1)
 		return v.(string)
@@ -93,14 +93,14 @@ func (o *Owners) Defaults() []string {
 // IsDefault reports whether session is a default session: the one of
 // some uid's callers outside every session.
 func (o *Owners) IsDefault(session string) bool {
-	_, ok := guard.DefaultSessionUID(session, o.owner)
+	_, ok := sessions.DefaultUID(session, o.owner)
 	return ok
 }
 
 // Outside reports whether c is outside every session: its session is its
 // own uid's default session.
 func (o *Owners) Outside(c ctltree.Caller) bool {
-	return c.Session == guard.DefaultSessionFor(c.Uid, o.owner)
+	return c.Session == sessions.DefaultFor(c.Uid, o.owner)
 }
 
 // Admin reports whether c may administer every session: the mount's
@@ -110,10 +110,10 @@ func (o *Owners) Admin(c ctltree.Caller) bool {
 }
 
 // Owner returns the uid session name belongs to: the uid of a default
-// session (guard.DefaultSessionUID), else the owner the registry recorded
+// session (sessions.DefaultUID), else the owner the registry recorded
 // for a live or listed ended session; false when nobody knows.
 func (o *Owners) Owner(name string) (uint32, bool) {
-	if uid, ok := guard.DefaultSessionUID(name, o.owner); ok {
+	if uid, ok := sessions.DefaultUID(name, o.owner); ok {
 		return uid, true
 	}
 	if o.reg != nil {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/rubinofs/rubinofs/ctltree"
-	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // ownerMap is an OwnerRegistry over a fixed map.
@@ -19,7 +19,7 @@ func (m ownerMap) OwnerOf(name string) (uint32, bool) { uid, ok := m[name]; retu
 // UnknownSession while the ones seen keep theirs.
 func TestOwnersDefault(t *testing.T) {
 	o := NewOwners(1000, nil)
-	if got := o.Default(1000); got != guard.DefaultSession {
+	if got := o.Default(1000); got != sessions.Default {
 		t.Fatalf("owner's default session %q", got)
 	}
 	if got := o.Default(2000); got != "default-2000" || !o.IsDefault(got) {
@@ -28,7 +28,7 @@ func TestOwnersDefault(t *testing.T) {
 	for uid := uint32(3000); uid < 3000+MaxDefaultSessions; uid++ {
 		o.Default(uid)
 	}
-	if got := o.Default(9999); got != guard.UnknownSession {
+	if got := o.Default(9999); got != sessions.Unknown {
 		t.Fatalf("uid past the cap: %q", got)
 	}
 	if got := o.Default(2000); got != "default-2000" {
@@ -45,7 +45,7 @@ func TestOwnersDefault(t *testing.T) {
 // another.
 func TestOwnersMayActOn(t *testing.T) {
 	o := NewOwners(1000, ownerMap{"a": 2000, "b": 3000})
-	owner := ctltree.Caller{Uid: 1000, Session: guard.DefaultSession, Privileged: true}
+	owner := ctltree.Caller{Uid: 1000, Session: sessions.Default, Privileged: true}
 	u2 := ctltree.Caller{Uid: 2000, Session: "default-2000"}
 	inA := ctltree.Caller{Uid: 2000, Session: "a"}
 	inAOwner := ctltree.Caller{Uid: 1000, Session: "a", Privileged: true}
@@ -55,10 +55,10 @@ func TestOwnersMayActOn(t *testing.T) {
 		want    bool
 	}{
 		{owner, "a", true}, {owner, "default-2000", true}, {owner, "nobody-knows", true},
-		{u2, "a", true}, {u2, "default-2000", true}, {u2, "b", false}, {u2, guard.DefaultSession, false},
+		{u2, "a", true}, {u2, "default-2000", true}, {u2, "b", false}, {u2, sessions.Default, false},
 		{u2, "nobody-knows", false},
 		{inA, "a", true}, {inA, "default-2000", false}, {inA, "b", false},
-		{inAOwner, "b", false}, {inAOwner, guard.DefaultSession, false},
+		{inAOwner, "b", false}, {inAOwner, sessions.Default, false},
 	}
 	for _, tc := range cases {
 		if got := o.MayActOn(tc.c, tc.session); got != tc.want {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // wantCtlError checks that err reaches a control-file caller as a chosen
@@ -64,10 +65,10 @@ func FuzzSessionSpec(f *testing.F) {
 			return
 		}
 		if sp.Name != "" {
-			if err := guard.ValidSessionName(sp.Name); err != nil {
+			if err := sessions.ValidName(sp.Name); err != nil {
 				t.Fatalf("accepted name %q: %v", sp.Name, err)
 			}
-			if strings.HasPrefix(sp.Name, ctltree.TaskSessionPrefix) {
+			if strings.HasPrefix(sp.Name, sessions.TaskPrefix) {
 				t.Fatalf("accepted reserved name %q", sp.Name)
 			}
 		}
@@ -105,7 +106,7 @@ func FuzzSessionCommand(f *testing.F) {
 				t.Fatalf("end with a new name: %+v", c)
 			}
 		case "rename":
-			if err := guard.ValidSessionName(c.New); err != nil || strings.HasPrefix(c.New, ctltree.TaskSessionPrefix) {
+			if err := sessions.ValidName(c.New); err != nil || strings.HasPrefix(c.New, sessions.TaskPrefix) {
 				t.Fatalf("accepted new name %q", c.New)
 			}
 			names = append(names, c.New)
@@ -113,7 +114,7 @@ func FuzzSessionCommand(f *testing.F) {
 			t.Fatalf("verb %q", c.Verb)
 		}
 		for _, n := range names {
-			if n != guard.DefaultSession && guard.ValidSessionName(n) != nil {
+			if n != sessions.Default && sessions.ValidName(n) != nil {
 				t.Fatalf("accepted name %q", n)
 			}
 		}

@@ -22,7 +22,7 @@ package sessionctl
 // could not open for reading itself (docs/DESIGN.md#as-caller), with the
 // reason; EPERM for a PATH outside the mount
 // or a caller outside the session (below); EAGAIN when the caller's cwd
-// could not be read within guard.ProcBound (it is in execve).
+// could not be read within procfs.Bound (it is in execve).
 //
 // Authorisation follows the other session control files (Owners.MayActOn):
 // the session's own processes (the harness and its descendants, such as

@@ -1,4 +1,4 @@
-package guard
+package sessions
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 // stuckFile replaces path with a FIFO nobody writes: opening it for reading
@@ -29,7 +31,7 @@ func stuckFile(t *testing.T, path string) {
 
 // within runs fn and fails the test if it has not returned after a
 // generous liveness deadline (a hang, not a slow run: the bound under test
-// is ProcBound, far below it).
+// is procfs.Bound, far below it).
 func within[T any](t *testing.T, what string, fn func() T) T {
 	t.Helper()
 	ch := make(chan T, 1)
@@ -45,12 +47,12 @@ func within[T any](t *testing.T, what string, fn func() T) T {
 
 // TestResolveStuckProc: a caller whose /proc files do not answer (it is in
 // execve) resolves within the bound: to its cached session while that is
-// valid, else to UnknownSession; IsDescendant says no and Register says
+// valid, else to Unknown; IsDescendant says no and Register says
 // busy instead of hanging.
 func TestResolveStuckProc(t *testing.T) {
-	s := NewSessions()
+	s := NewRegistry()
 	s.procDir = fakeProc(t, map[uint32][2]uint64{100: {1, 50}, 200: {100, 60}, 300: {100, 70}})
-	sess := &session{info: SessionInfo{Name: "a", RootPid: 100, RootStart: 50, Live: true}, stop: make(chan struct{})}
+	sess := &session{info: Info{Name: "a", RootPid: 100, RootStart: 50, Live: true}, stop: make(chan struct{})}
 	s.byName["a"], s.byRoot[proc{100, 50}] = sess, sess
 	s.count, s.gen = 1, 1
 	if got := s.Resolve(200); got != "a" {
@@ -58,19 +60,19 @@ func TestResolveStuckProc(t *testing.T) {
 	}
 	stuckFile(t, filepath.Join(s.procDir, "200", "stat"))
 	stuckFile(t, filepath.Join(s.procDir, "300", "stat"))
-	if got := within(t, "Resolve (cached)", func() string { return s.Resolve(200) }); got != "a" {
+	if got := within(t, "Resolve (cached)", func() Session { return s.Resolve(200) }); got != "a" {
 		t.Errorf("stuck thread with a valid cache entry: %q, want a", got)
 	}
-	if got := within(t, "Resolve (uncached)", func() string { return s.Resolve(300) }); got != UnknownSession {
-		t.Errorf("stuck thread without a cache entry: %q, want %q", got, UnknownSession)
+	if got := within(t, "Resolve (uncached)", func() Session { return s.Resolve(300) }); got != Unknown {
+		t.Errorf("stuck thread without a cache entry: %q, want %q", got, Unknown)
 	}
 	// A new generation (a session registered or ended) invalidates the
 	// cached entry: it may name an ended session or miss a new one.
 	s.mu.Lock()
 	s.gen++
 	s.mu.Unlock()
-	if got := within(t, "Resolve (stale cache)", func() string { return s.Resolve(200) }); got != UnknownSession {
-		t.Errorf("stuck thread with a cache entry of another generation: %q, want %q", got, UnknownSession)
+	if got := within(t, "Resolve (stale cache)", func() Session { return s.Resolve(200) }); got != Unknown {
+		t.Errorf("stuck thread with a cache entry of another generation: %q, want %q", got, Unknown)
 	}
 	if within(t, "IsDescendant", func() bool { return s.IsDescendant(300, 100) }) {
 		t.Error("IsDescendant of a stuck process: true")
@@ -84,36 +86,10 @@ func TestResolveStuckProc(t *testing.T) {
 		t.Errorf("Register of a stuck process: %v, want ErrProcessBusy", err)
 	}
 	err := within(t, "ReadProc", func() error {
-		_, err := ReadProc(filepath.Join(s.procDir, "300", "stat"))
+		_, err := procfs.ReadFile(filepath.Join(s.procDir, "300", "stat"))
 		return err
 	})
-	if !errors.Is(err, ErrProcSlow) {
-		t.Errorf("ReadProc of a file that does not answer: %v, want ErrProcSlow", err)
-	}
-}
-
-// TestDecideUnknownSession: a caller of UnknownSession gets EAGAIN for a
-// guarded mutation (warn mode allows and logs it), and its reads and
-// writes credit nobody: no tracker is made for it.
-func TestDecideUnknownSession(t *testing.T) {
-	f := newFile(t, "x\n")
-	g := New(Config{Errno: syscall.EPERM})
-	if err := g.NoteRead(UnknownSession, f.target()); err != nil {
-		t.Fatal(err)
-	}
-	g.NoteReadInFlux(UnknownSession, f.target())
-	if err := g.NoteWrite(UnknownSession, f.target()); err != nil {
-		t.Fatal(err)
-	}
-	d := g.Decide(UnknownSession, OpOpenTrunc, f.target())
-	if d.Allow || d.Code != CodeUnknownSession || d.Errno != syscall.EAGAIN {
-		t.Errorf("enforce: %+v, want a refusal with EAGAIN", d)
-	}
-	if s := g.Sessions(); len(s) != 0 {
-		t.Errorf("trackers made for the unknown session: %v", s)
-	}
-	w := New(Config{Mode: ModeWarn})
-	if d := w.Decide(UnknownSession, OpWrite, f.target()); !d.Allow || !d.WouldDeny || d.Code != CodeUnknownSession {
-		t.Errorf("warn: %+v, want allowed and flagged", d)
+	if !errors.Is(err, procfs.ErrSlow) {
+		t.Errorf("ReadProc of a file that does not answer: %v, want procfs.ErrSlow", err)
 	}
 }

@@ -1,4 +1,4 @@
-package guard
+package sessions
 
 // The cgroup v2 hierarchy, as session roots see it (docs/DESIGN.md#cgroup-sessions):
 // where it is mounted, which cgroup a process is in, and whether a cgroup
@@ -15,11 +15,6 @@ import (
 
 	"github.com/rubinofs/rubinofs/internal/procfs"
 )
-
-// Cgroup2Mount is procfs.Cgroup2Mount: the mount point of the cgroup v2
-// hierarchy (/sys/fs/cgroup on most hosts). Errors: procfs.ErrNoCgroup2.
-// Safe for concurrent use.
-func Cgroup2Mount() (string, error) { return procfs.Cgroup2Mount() }
 
 // CgroupPath cleans a cgroup path as a session names it: the path of the
 // cgroup in the v2 hierarchy as /proc/<pid>/cgroup shows it ("/" for the
@@ -114,7 +109,7 @@ func ValidCgroupGlob(g string) error {
 // to the last '-' when what follows is a hex id of 12 digits or more
 // ("docker-ID.scope", "libpod-ID.scope", "cri-containerd-ID.scope" give
 // ID); characters a session name may not hold become '_', and the name is
-// clipped to MaxSessionName bytes. It may still be invalid (a reserved
+// clipped to MaxName bytes. It may still be invalid (a reserved
 // name): the caller checks.
 func autoSessionName(cg string) string {
 	el := path.Base(cg)
@@ -131,8 +126,8 @@ func autoSessionName(cg string) string {
 			b[i] = '_'
 		}
 	}
-	if len(b) > MaxSessionName {
-		b = b[:MaxSessionName]
+	if len(b) > MaxName {
+		b = b[:MaxName]
 	}
 	return string(b)
 }

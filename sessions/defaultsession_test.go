@@ -1,4 +1,4 @@
-package guard
+package sessions
 
 import (
 	"errors"
@@ -12,19 +12,19 @@ func TestDefaultSessionNames(t *testing.T) {
 		uid, owner uint32
 		name       string
 	}{{1000, 1000, "default"}, {0, 1000, "default-0"}, {65534, 0, "default-65534"}, {4294967295, 0, "default-4294967295"}} {
-		if got := DefaultSessionFor(c.uid, c.owner); got != c.name {
-			t.Errorf("DefaultSessionFor(%d, %d) = %q, want %q", c.uid, c.owner, got, c.name)
+		if got := DefaultFor(c.uid, c.owner); got != c.name {
+			t.Errorf("DefaultFor(%d, %d) = %q, want %q", c.uid, c.owner, got, c.name)
 		}
-		if uid, ok := DefaultSessionUID(c.name, c.owner); !ok || uid != c.uid {
-			t.Errorf("DefaultSessionUID(%q, %d) = %d, %v", c.name, c.owner, uid, ok)
+		if uid, ok := DefaultUID(c.name, c.owner); !ok || uid != c.uid {
+			t.Errorf("DefaultUID(%q, %d) = %d, %v", c.name, c.owner, uid, ok)
 		}
-		if ValidSessionName(c.name) == nil {
+		if ValidName(c.name) == nil {
 			t.Errorf("%q is accepted as a session name", c.name)
 		}
 	}
 	for _, n := range []string{"default-", "default-01", "default-+1", "default-4294967296", "default-x", "defaults", "default-1a"} {
-		if _, ok := DefaultSessionUID(n, 0); ok {
-			t.Errorf("DefaultSessionUID(%q) ok", n)
+		if _, ok := DefaultUID(n, 0); ok {
+			t.Errorf("DefaultUID(%q) ok", n)
 		}
 	}
 }
@@ -33,7 +33,7 @@ func TestDefaultSessionNames(t *testing.T) {
 // never refuse another's; ending one frees a place; OwnerOf answers for
 // live and ended sessions.
 func TestSessionCapPerOwner(t *testing.T) {
-	s := NewSessions()
+	s := NewRegistry()
 	s.MaxPerOwner = 2
 	s.MountOwner = 0
 	for _, n := range []string{"a", "b"} {

@@ -1,4 +1,4 @@
-package guard
+package sessions
 
 // Sessions rooted at a cgroup, kept sessions and joined roots
 // (docs/DESIGN.md#cgroup-sessions).
@@ -27,11 +27,11 @@ var (
 	ErrInvalidCgroup = errors.New("invalid cgroup")
 )
 
-// MaxAutoSessions bounds the live sessions of the mount's owner (who owns
+// MaxAuto bounds the live sessions of the mount's owner (who owns
 // the automatic sessions), in entries, past which no automatic session is
 // made: a caller from a matching cgroup then resolves as if the glob did
 // not match. Other uids' sessions do not count.
-const MaxAutoSessions = 1024
+const MaxAuto = 1024
 
 // cgroupCheckTicks is how many 500 ms polls pass between two checks that
 // a watched cgroup still exists, should its removal event be missed: 10 s.
@@ -42,14 +42,14 @@ const cgroupCheckTicks = 20
 // deepest such cgroup, made on first contact and named after the cgroup's
 // last path element (docs/DESIGN.md#cgroup-sessions). Errors: a glob
 // ValidCgroupGlob refuses (nothing is set then). Call before serving.
-func (s *Sessions) SetAutoCgroups(globs []string) error {
+func (s *Registry) SetAutoCgroups(globs []string) error {
 	for _, g := range globs {
 		if err := ValidCgroupGlob(g); err != nil {
 			return err
 		}
 	}
 	if len(globs) > 0 {
-		if _, err := Cgroup2Mount(); err != nil {
+		if _, err := procfs.Cgroup2Mount(); err != nil {
 			return fmt.Errorf("--session-cgroups: %w", err)
 		}
 	}
@@ -61,17 +61,17 @@ func (s *Sessions) SetAutoCgroups(globs []string) error {
 }
 
 // CgroupOf returns the v2 cgroup of thread pid as the daemon sees it,
-// waiting at most ProcBound on /proc. Errors: ErrProcessGone,
+// waiting at most procfs.Bound on /proc. Errors: ErrProcessGone,
 // ErrProcessBusy, ErrInvalidCgroup (no v2 hierarchy).
-func (s *Sessions) CgroupOf(pid uint32) (string, error) {
-	if _, err := Cgroup2Mount(); err != nil {
+func (s *Registry) CgroupOf(pid uint32) (string, error) {
+	if _, err := procfs.Cgroup2Mount(); err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalidCgroup, err)
 	}
 	cg, err := procfs.BoundedErr(fmt.Sprintf("cgroup:%p:%d", s, pid), "", func() (string, error) {
 		return procCgroup(s.procDir, pid)
 	})
 	switch {
-	case errors.Is(err, ErrProcSlow):
+	case errors.Is(err, procfs.ErrSlow):
 		return "", fmt.Errorf("%w: pid %d: %v", ErrProcessBusy, pid, err)
 	case errors.Is(err, procfs.ErrNoCgroup2):
 		return "", fmt.Errorf("%w: pid %d: %v", ErrInvalidCgroup, pid, err)
@@ -82,7 +82,7 @@ func (s *Sessions) CgroupOf(pid uint32) (string, error) {
 }
 
 // cgroupOfBounded is CgroupOf without the reason: "" when unknown.
-func (s *Sessions) cgroupOfBounded(pid uint32) string {
+func (s *Registry) cgroupOfBounded(pid uint32) string {
 	cg, _ := s.CgroupOf(pid)
 	return cg
 }
@@ -95,22 +95,22 @@ func (s *Sessions) cgroupOfBounded(pid uint32) string {
 // daemon removes the cgroup once it has held a process and is empty again.
 // Errors: ErrInvalidSession, ErrInvalidCgroup, ErrNoCgroup,
 // ErrSessionExists, ErrAlreadyRooted (the cgroup roots another session).
-func (s *Sessions) RegisterCgroup(name, cg, cmd string, removeEmpty bool) error {
+func (s *Registry) RegisterCgroup(name, cg, cmd string, removeEmpty bool) error {
 	return s.RegisterCgroupFor(s.MountOwner, name, cg, cmd, removeEmpty)
 }
 
 // RegisterCgroupFor is RegisterCgroup for a session owned by uid owner.
 // Errors: those of RegisterCgroup and ErrTooManySessions.
-func (s *Sessions) RegisterCgroupFor(owner uint32, name, cg, cmd string, removeEmpty bool) error {
-	return s.registerCgroup(SessionInfo{Name: name, Owner: owner, Cgroup: cg, Command: cmd, RemoveEmpty: removeEmpty})
+func (s *Registry) RegisterCgroupFor(owner uint32, name, cg, cmd string, removeEmpty bool) error {
+	return s.registerCgroup(Info{Name: name, Owner: owner, Cgroup: cg, Command: cmd, RemoveEmpty: removeEmpty})
 }
 
 // registerCgroup registers the cgroup session info describes.
-func (s *Sessions) registerCgroup(info SessionInfo) error {
-	if err := ValidSessionName(info.Name); err != nil {
+func (s *Registry) registerCgroup(info Info) error {
+	if err := ValidName(info.Name); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidSession, err)
 	}
-	mnt, err := Cgroup2Mount()
+	mnt, err := procfs.Cgroup2Mount()
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidCgroup, err)
 	}
@@ -153,18 +153,18 @@ func (s *Sessions) registerCgroup(info SessionInfo) error {
 // RegisterKept registers a session with no root: it stays until End, and
 // processes become part of it by Join (rubinofs session new --keep).
 // Errors: ErrInvalidSession, ErrSessionExists.
-func (s *Sessions) RegisterKept(name, cmd string) error {
+func (s *Registry) RegisterKept(name, cmd string) error {
 	return s.RegisterKeptFor(s.MountOwner, name, cmd)
 }
 
 // RegisterKeptFor is RegisterKept for a session owned by uid owner.
 // Errors: those of RegisterKept and ErrTooManySessions.
-func (s *Sessions) RegisterKeptFor(owner uint32, name, cmd string) error {
-	return s.registerKept(SessionInfo{Name: name, Owner: owner, Command: cmd})
+func (s *Registry) RegisterKeptFor(owner uint32, name, cmd string) error {
+	return s.registerKept(Info{Name: name, Owner: owner, Command: cmd})
 }
 
-func (s *Sessions) registerKept(info SessionInfo) error {
-	if err := ValidSessionName(info.Name); err != nil {
+func (s *Registry) registerKept(info Info) error {
+	if err := ValidName(info.Name); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidSession, err)
 	}
 	info.RootPid, info.RootStart, info.Cgroup, info.Live, info.Keep = 0, 0, "", true, true
@@ -190,7 +190,7 @@ func (s *Sessions) registerKept(info SessionInfo) error {
 // the control files allow it only to the mount's owner. Errors:
 // ErrNoSession, ErrProcessGone, ErrProcessBusy, ErrAlreadyRooted (the
 // process roots another session).
-func (s *Sessions) Join(name string, pid uint32) error {
+func (s *Registry) Join(name string, pid uint32) error {
 	key, pidfd, err := s.identify(pid)
 	if err != nil {
 		return err
@@ -238,7 +238,7 @@ func (s *Sessions) Join(name string, pid uint32) error {
 }
 
 // restoreRootless re-registers a saved cgroup or kept session (Restore).
-func (s *Sessions) restoreRootless(info SessionInfo) error {
+func (s *Registry) restoreRootless(info Info) error {
 	if info.Cgroup != "" {
 		return s.registerCgroup(info)
 	}
@@ -249,7 +249,7 @@ func (s *Sessions) restoreRootless(info SessionInfo) error {
 }
 
 // dropRootsLocked removes every root of sess from the maps (s.mu held).
-func (s *Sessions) dropRootsLocked(sess *session) {
+func (s *Registry) dropRootsLocked(sess *session) {
 	if sess.info.RootPid != 0 {
 		k := proc{sess.info.RootPid, sess.info.RootStart}
 		delete(s.byRoot, k)
@@ -269,41 +269,41 @@ func (s *Sessions) dropRootsLocked(sess *session) {
 // callerCgroup returns the cgroup session of thread tid: the session of
 // the deepest registered cgroup at or above the thread's cgroup, or an
 // automatic session made now when a --session-cgroups glob matches a
-// deeper one; DefaultSession when neither. With no cgroup session and no
+// deeper one; Default when neither. With no cgroup session and no
 // glob it reads nothing. Unbounded: Resolve runs it inside procfs.Bounded.
-func (s *Sessions) callerCgroup(tid uint32) string {
+func (s *Registry) callerCgroup(tid uint32) Session {
 	s.mu.Lock()
 	active := len(s.byCgroup) > 0 || len(s.auto) > 0
 	s.mu.Unlock()
 	if !active {
-		return DefaultSession
+		return Default
 	}
 	cg, err := procCgroup(s.procDir, tid)
 	if err != nil {
-		return DefaultSession
+		return Default
 	}
 	s.mu.Lock()
 	sess, depth := s.deepestLocked(cg)
 	match, mdepth := s.autoMatchLocked(cg)
 	live := s.perOwner[s.MountOwner] // automatic sessions are the mount owner's: another uid's never block them
 	s.mu.Unlock()
-	if match != "" && mdepth > depth && live < MaxAutoSessions {
+	if match != "" && mdepth > depth && live < MaxAuto {
 		if name, err := s.registerAuto(match); err == nil {
-			return name
+			return Session(name)
 		}
 		s.mu.Lock()
 		sess, _ = s.deepestLocked(cg) // another request made it first
 		s.mu.Unlock()
 	}
 	if sess == nil {
-		return DefaultSession
+		return Default
 	}
-	return sess.info.Name
+	return Session(sess.info.Name)
 }
 
 // deepestLocked returns the session of the deepest registered cgroup at
 // or above cg and that cgroup's depth (path elements; -1 for none).
-func (s *Sessions) deepestLocked(cg string) (*session, int) {
+func (s *Registry) deepestLocked(cg string) (*session, int) {
 	if cg == "" || len(s.byCgroup) == 0 {
 		return nil, -1
 	}
@@ -319,7 +319,7 @@ func (s *Sessions) deepestLocked(cg string) (*session, int) {
 
 // autoMatchLocked returns the deepest cgroup at or above cg that matches
 // a --session-cgroups glob, and its depth ("" and -1 for none).
-func (s *Sessions) autoMatchLocked(cg string) (string, int) {
+func (s *Registry) autoMatchLocked(cg string) (string, int) {
 	if len(s.auto) == 0 {
 		return "", -1
 	}
@@ -349,35 +349,35 @@ func cgroupDepth(cg string) int {
 // inside a container nests in the container's session), or sess is
 // cgSess itself. With no cgroup session every root counts, as before
 // cgroups.
-func (s *Sessions) nestsLocked(key proc, sess *session, cgSess string) bool {
-	if len(s.byCgroup) == 0 || sess.info.Name == cgSess {
+func (s *Registry) nestsLocked(key proc, sess *session, cgSess Session) bool {
+	if len(s.byCgroup) == 0 || Session(sess.info.Name) == cgSess {
 		return true
 	}
 	outer, _ := s.deepestLocked(s.rootCg[key])
 	if outer == nil {
-		return cgSess == DefaultSession
+		return cgSess == Default
 	}
-	return outer.info.Name == cgSess
+	return Session(outer.info.Name) == cgSess
 }
 
 // registerAuto registers the automatic session of cgroup cg, named after
 // its last path element (autoSessionName); a name already taken, or not a
 // valid session name, gets a suffix or prefix from the path's hash.
-func (s *Sessions) registerAuto(cg string) (string, error) {
+func (s *Registry) registerAuto(cg string) (string, error) {
 	name := autoSessionName(cg)
 	h := fnv.New32a()
 	h.Write([]byte(cg))
 	sum := fmt.Sprintf("%08x", h.Sum32())
-	if ValidSessionName(name) != nil || strings.HasPrefix(name, "task-") {
+	if ValidName(name) != nil || strings.HasPrefix(name, TaskPrefix) {
 		name = "cg-" + sum
 	}
-	err := s.registerCgroup(SessionInfo{Name: name, Owner: s.MountOwner, Cgroup: cg, Command: "(cgroup " + cg + ")", Auto: true})
+	err := s.registerCgroup(Info{Name: name, Owner: s.MountOwner, Cgroup: cg, Command: "(cgroup " + cg + ")", Auto: true})
 	if errors.Is(err, ErrSessionExists) {
-		if len(name) > MaxSessionName-9 {
-			name = name[:MaxSessionName-9]
+		if len(name) > MaxName-9 {
+			name = name[:MaxName-9]
 		}
 		name += "-" + sum
-		err = s.registerCgroup(SessionInfo{Name: name, Owner: s.MountOwner, Cgroup: cg, Command: "(cgroup " + cg + ")", Auto: true})
+		err = s.registerCgroup(Info{Name: name, Owner: s.MountOwner, Cgroup: cg, Command: "(cgroup " + cg + ")", Auto: true})
 	}
 	return name, err
 }
@@ -385,8 +385,8 @@ func (s *Sessions) registerAuto(cg string) (string, error) {
 // CgroupProcs returns the processes in cgroup cg and below it (at most
 // max; more is an error), for the control files' authorisation. Errors:
 // ErrInvalidCgroup, ErrNoCgroup, and a cgroup holding more than max.
-func (s *Sessions) CgroupProcs(cg string, max int) ([]uint32, error) {
-	mnt, err := Cgroup2Mount()
+func (s *Registry) CgroupProcs(cg string, max int) ([]uint32, error) {
+	mnt, err := procfs.Cgroup2Mount()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidCgroup, err)
 	}

@@ -1,10 +1,12 @@
-package guard
+package sessions
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 func TestCgroupPathAndNames(t *testing.T) {
@@ -45,7 +47,7 @@ func TestCgroupPathAndNames(t *testing.T) {
 // TestCgroupSessionEndsOnRemoval needs a writable cgroup v2 hierarchy
 // (root): the session of a cgroup ends when the cgroup is removed.
 func TestCgroupSessionEndsOnRemoval(t *testing.T) {
-	mnt, err := Cgroup2Mount()
+	mnt, err := procfs.Cgroup2Mount()
 	if err != nil || os.Geteuid() != 0 {
 		t.Skip("needs root and a cgroup v2 hierarchy")
 	}
@@ -55,7 +57,7 @@ func TestCgroupSessionEndsOnRemoval(t *testing.T) {
 		t.Skip(err)
 	}
 	t.Cleanup(func() { os.Remove(dir) })
-	s := NewSessions()
+	s := NewRegistry()
 	ended := make(chan string, 1)
 	s.OnEnd = func(n string) { ended <- n }
 	if err := s.RegisterCgroup("c1", dir, "", false); err != nil {
@@ -68,7 +70,7 @@ func TestCgroupSessionEndsOnRemoval(t *testing.T) {
 		t.Fatal("a cgroup rooted two sessions")
 	}
 	// Saved and restored while the cgroup exists (a daemon restart).
-	r := NewSessions()
+	r := NewRegistry()
 	for _, si := range s.Live() {
 		if err := r.Restore(si); err != nil {
 			t.Fatal(err)
@@ -92,14 +94,14 @@ func TestCgroupSessionEndsOnRemoval(t *testing.T) {
 // TestKeptSessionJoinAndRestore: a kept session has no root and stays; a
 // joined process resolves to it; a saved kept session is restored.
 func TestKeptSessionJoinAndRestore(t *testing.T) {
-	s := NewSessions()
+	s := NewRegistry()
 	if err := s.RegisterKept("k", "harness"); err != nil {
 		t.Fatal(err)
 	}
 	if si, _ := s.Lookup("k"); si.RootKind() != "none" || !si.Keep || !si.Live {
 		t.Fatalf("kept: %+v", si)
 	}
-	if got := s.Resolve(uint32(os.Getpid())); got != DefaultSession {
+	if got := s.Resolve(uint32(os.Getpid())); got != Default {
 		t.Fatalf("before joining: %q", got)
 	}
 	if err := s.Join("k", uint32(os.Getpid())); err != nil {
@@ -115,13 +117,13 @@ func TestKeptSessionJoinAndRestore(t *testing.T) {
 	s.End("k")
 	// The joined process left k: a fresh session of its own, never the
 	// default one (docs/DESIGN.md#sessions).
-	if got, want := s.Resolve(uint32(os.Getpid())), fmt.Sprintf("%s%d", LeftSessionPrefix, os.Getpid()); got != want {
+	if got, want := s.Resolve(uint32(os.Getpid())), Session(fmt.Sprintf("%s%d", LeftPrefix, os.Getpid())); got != want {
 		t.Fatalf("after the end: %q, want %q", got, want)
 	}
-	if si, ok := s.Lookup(fmt.Sprintf("%s%d", LeftSessionPrefix, os.Getpid())); !ok || si.Command != "(left k)" {
+	if si, ok := s.Lookup(fmt.Sprintf("%s%d", LeftPrefix, os.Getpid())); !ok || si.Command != "(left k)" {
 		t.Fatalf("the left session: %+v %v", si, ok)
 	}
-	r := NewSessions()
+	r := NewRegistry()
 	for _, si := range saved {
 		if err := r.Restore(si); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package guard
+package sessions
 
 import (
 	"path/filepath"
@@ -9,8 +9,8 @@ import (
 
 // FuzzValidSessionName: an accepted session name is one path element that
 // stays where it is put (never "", ".", "..", never with '/', NUL, white
-// space or a non-ASCII byte), at most MaxSessionName bytes, not
-// DefaultSession; a refused one has a readable, bounded reason. Seeds are in
+// space or a non-ASCII byte), at most MaxName bytes, not
+// Default; a refused one has a readable, bounded reason. Seeds are in
 // testdata/fuzz/FuzzValidSessionName; search further with
 // `go test -run='^$' -fuzz='^FuzzValidSessionName$' -fuzztime=25s ./guard`.
 func FuzzValidSessionName(f *testing.F) {
@@ -21,14 +21,14 @@ func FuzzValidSessionName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		err := ValidSessionName(name)
+		err := ValidName(name)
 		if err != nil {
 			if msg := err.Error(); msg == "" || !utf8.ValidString(msg) || len(msg) > 300 {
 				t.Fatalf("reason %q", msg)
 			}
 			return
 		}
-		if name == DefaultSession || name == "" || name == "." || name == ".." || len(name) > MaxSessionName {
+		if name == Default || name == "" || name == "." || name == ".." || len(name) > MaxName {
 			t.Fatalf("accepted %q", name)
 		}
 		if filepath.Base(name) != name || filepath.Clean("/x/"+name) != "/x/"+name {

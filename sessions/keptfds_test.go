@@ -1,4 +1,4 @@
-package guard
+package sessions
 
 import (
 	"bufio"
@@ -26,7 +26,7 @@ func TestReadProcStatKeptFd(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := uint32(cmd.Process.Pid)
-	s := &Sessions{procDir: "/proc"}
+	s := &Registry{procDir: "/proc"}
 	before, err := s.stat(pid)
 	if err != nil || before.comm != "sh" {
 		t.Fatalf("stat before exec: %+v, %v; want comm sh", before, err)

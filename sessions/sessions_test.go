@@ -1,4 +1,4 @@
-package guard
+package sessions
 
 import (
 	"bufio"
@@ -46,10 +46,10 @@ func startChild(t *testing.T, script string) (*exec.Cmd, func()) {
 // session; the caller (not under it) is default; after the root exits the
 // session ends and OnEnd runs.
 func TestSessionResolve(t *testing.T) {
-	s := NewSessions()
+	s := NewRegistry()
 	ended := make(chan string, 1)
 	s.OnEnd = func(name string) { ended <- name }
-	if got := s.Resolve(uint32(os.Getpid())); got != DefaultSession {
+	if got := s.Resolve(uint32(os.Getpid())); got != Default {
 		t.Fatalf("no sessions: %s", got)
 	}
 	// The root runs a grandchild (sh -> sh -> cat) so the walk has depth.
@@ -80,7 +80,7 @@ func TestSessionResolve(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("no live descendant to check")
 	}
-	if got := s.Resolve(uint32(os.Getpid())); got != DefaultSession {
+	if got := s.Resolve(uint32(os.Getpid())); got != Default {
 		t.Errorf("the test process resolves to %q", got)
 	}
 	if err := s.Register("agent-a", uint32(os.Getpid()), ""); !errors.Is(err, ErrSessionExists) {
@@ -131,7 +131,7 @@ func descendants(t *testing.T, pid int) []int {
 // TestSessionThreads: a thread other than the leader resolves through its
 // thread group (its own stat names the process's parent as ppid).
 func TestSessionThreads(t *testing.T) {
-	s := NewSessions()
+	s := NewRegistry()
 	if err := s.Register("self", uint32(os.Getpid()), "go test"); err != nil {
 		t.Fatal(err)
 	}
@@ -179,10 +179,10 @@ func fakeProc(t *testing.T, procs map[uint32][2]uint64) string {
 // time) is not the root any more, and neither its new children nor the
 // cache inherit the session.
 func TestSessionPidReuse(t *testing.T) {
-	s := NewSessions()
+	s := NewRegistry()
 	// Root 100 started at tick 50; its child 200 started at tick 60.
 	s.procDir = fakeProc(t, map[uint32][2]uint64{100: {1, 50}, 200: {100, 60}})
-	sess := &session{info: SessionInfo{Name: "a", RootPid: 100, RootStart: 50, Live: true}, stop: make(chan struct{})}
+	sess := &session{info: Info{Name: "a", RootPid: 100, RootStart: 50, Live: true}, stop: make(chan struct{})}
 	s.byName["a"], s.byRoot[proc{100, 50}] = sess, sess
 	s.count, s.gen = 1, 1
 	if got := s.Resolve(200); got != "a" {
@@ -191,12 +191,12 @@ func TestSessionPidReuse(t *testing.T) {
 	// The root exits and pid 100 is reused by a process started at tick
 	// 900, parent of a new 200 (also reused).
 	s.procDir = fakeProc(t, map[uint32][2]uint64{100: {1, 900}, 200: {100, 950}})
-	if got := s.Resolve(200); got != DefaultSession {
+	if got := s.Resolve(200); got != Default {
 		t.Fatalf("child of a recycled root pid: %q, want default", got)
 	}
 	// A child whose parent pid was reused by a younger process is orphaned.
 	s.procDir = fakeProc(t, map[uint32][2]uint64{100: {1, 900}, 300: {100, 70}})
-	if got := s.Resolve(300); got != DefaultSession {
+	if got := s.Resolve(300); got != Default {
 		t.Fatalf("process whose parent pid was reused: %q, want default", got)
 	}
 }
@@ -224,7 +224,7 @@ func TestRegisterThreadID(t *testing.T) {
 			tid = got
 		}
 	}
-	s := NewSessions()
+	s := NewRegistry()
 	if err := s.Register("threaded", uint32(tid), "test"); err != nil {
 		t.Fatalf("Register by thread id %d: %v", tid, err)
 	}
@@ -241,7 +241,7 @@ func TestRegisterThreadID(t *testing.T) {
 // POSIX session too (setsid), or whose session leader is younger than
 // itself, does not.
 func TestSessionBySid(t *testing.T) {
-	s := NewSessions()
+	s := NewRegistry()
 	dir := t.TempDir()
 	// pid -> ppid, sid, start
 	for pid, p := range map[uint32][3]uint64{100: {1, 100, 50}, 300: {1, 100, 70}, 400: {1, 400, 80}, 500: {1, 100, 40}, 600: {1, 200, 90}, 200: {1, 200, 10}} {
@@ -256,14 +256,14 @@ func TestSessionBySid(t *testing.T) {
 		os.WriteFile(filepath.Join(d, "status"), []byte(fmt.Sprintf("Name:\ta\nTgid:\t%d\nPPid:\t%d\n", pid, p[0])), 0o644)
 	}
 	s.procDir = dir
-	sess := &session{info: SessionInfo{Name: "task-1", RootPid: 100, RootStart: 50, Live: true}, stop: make(chan struct{})}
+	sess := &session{info: Info{Name: "task-1", RootPid: 100, RootStart: 50, Live: true}, stop: make(chan struct{})}
 	s.byName["task-1"], s.byRoot[proc{100, 50}] = sess, sess
 	s.count, s.gen = 1, 1
-	for pid, want := range map[uint32]string{
-		300: "task-1",       // double-forked, still in the root's POSIX session
-		400: DefaultSession, // left the POSIX session too (setsid)
-		500: DefaultSession, // older than the session's leader: not started in it
-		600: DefaultSession, // the leader of its session is no root
+	for pid, want := range map[uint32]Session{
+		300: "task-1", // double-forked, still in the root's POSIX session
+		400: Default,  // left the POSIX session too (setsid)
+		500: Default,  // older than the session's leader: not started in it
+		600: Default,  // the leader of its session is no root
 	} {
 		if got := s.Resolve(pid); got != want {
 			t.Errorf("pid %d: %q, want %q", pid, got, want)

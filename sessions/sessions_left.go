@@ -1,4 +1,4 @@
-package guard
+package sessions
 
 // Leaving a session never gains reads (docs/DESIGN.md#sessions): the
 // processes a session still had when it ended are recorded as having left
@@ -35,7 +35,7 @@ type leftEntry struct {
 // noteMemberLocked remembers key, a process whose walk found sess through
 // one of its roots, as a member of sess (s.mu held): should it outlive the
 // session's root, it is recorded as having left (leaveLocked).
-func (s *Sessions) noteMemberLocked(sess *session, key proc) {
+func (s *Registry) noteMemberLocked(sess *session, key proc) {
 	if sess.members == nil {
 		sess.members = map[proc]struct{}{}
 	}
@@ -49,7 +49,7 @@ func (s *Sessions) noteMemberLocked(sess *session, key proc) {
 // the members seen through it; their descendants find them on the walk.
 // An automatic cgroup session's processes are left alone: their next
 // contact makes a new automatic session, which has read nothing either.
-func (s *Sessions) leaveLocked(sess *session, rootGone bool) {
+func (s *Registry) leaveLocked(sess *session, rootGone bool) {
 	if sess.info.Auto {
 		return
 	}
@@ -73,7 +73,7 @@ func (s *Sessions) leaveLocked(sess *session, rootGone bool) {
 // pruneLeft drops the left entries of processes that are gone (their
 // /proc stat is missing or shows another start time), once the map is
 // half full. Runs outside s.mu; reads other processes' stat files only.
-func (s *Sessions) pruneLeft() {
+func (s *Registry) pruneLeft() {
 	s.mu.Lock()
 	if len(s.left) < MaxLeft/2 {
 		s.mu.Unlock()
@@ -102,10 +102,10 @@ func (s *Sessions) pruneLeft() {
 // already made for key, else a new one, "left-PID" (a suffix when taken),
 // rooted at key's process and owned by e.owner, a harness root again when
 // key was the ended session's. When none can be made (the owner's cap, the
-// process gone or busy) it is UnknownSession: its guarded mutations are
+// process gone or busy) it is Unknown: its guarded mutations are
 // refused and its reads credit nothing, and it is never a default session.
-func (s *Sessions) leftSession(key proc, e leftEntry) string {
-	base := LeftSessionPrefix + strconv.FormatUint(uint64(key.pid), 10)
+func (s *Registry) leftSession(key proc, e leftEntry) Session {
+	base := LeftPrefix + strconv.FormatUint(uint64(key.pid), 10)
 	for i := 0; i < 4; i++ {
 		name := base
 		if i > 0 {
@@ -113,25 +113,25 @@ func (s *Sessions) leftSession(key proc, e leftEntry) string {
 		}
 		err := s.registerLeft(key, name, e)
 		if err == nil {
-			return name
+			return Session(name)
 		}
 		s.mu.Lock()
 		sess, ok := s.byRoot[key]
 		s.mu.Unlock()
 		if ok {
-			return sess.info.Name // another request made it first
+			return Session(sess.info.Name) // another request made it first
 		}
 		if err != ErrSessionExists {
-			return UnknownSession
+			return Unknown
 		}
 	}
-	return UnknownSession
+	return Unknown
 }
 
 // registerLeft registers session name rooted at key's process, when that
 // process is still key (same start time). Errors: ErrSessionExists (the
 // name is taken: try another), any other to give up.
-func (s *Sessions) registerLeft(key proc, name string, e leftEntry) error {
+func (s *Registry) registerLeft(key proc, name string, e leftEntry) error {
 	got, pidfd, err := s.identify(key.pid)
 	if err != nil {
 		return err
@@ -157,7 +157,7 @@ func (s *Sessions) registerLeft(key proc, name string, e leftEntry) error {
 		unix.Close(pidfd)
 		return err
 	}
-	sess := &session{info: SessionInfo{Name: name, Owner: e.owner, RootPid: key.pid, RootStart: key.start,
+	sess := &session{info: Info{Name: name, Owner: e.owner, RootPid: key.pid, RootStart: key.start,
 		Command: "(left " + e.from + ")", Started: time.Now(), Live: true, Harness: e.harness},
 		stop: make(chan struct{}), leftFrom: e.from}
 	s.byName[name] = sess
@@ -173,9 +173,9 @@ func (s *Sessions) registerLeft(key proc, name string, e leftEntry) error {
 // cgroupMembers returns the processes in the cgroup of sess (and below),
 // when sess is rooted at a cgroup and not automatic: ended by End while
 // they live, they leave it. Reads the cgroup's cgroup.procs files and
-// each process's stat (bounded by ProcBound); a process that does not
+// each process's stat (bounded by procfs.Bound); a process that does not
 // answer in time is skipped. Runs outside s.mu.
-func (s *Sessions) cgroupMembers(sess *session) []proc {
+func (s *Registry) cgroupMembers(sess *session) []proc {
 	s.mu.Lock()
 	cg, auto := sess.info.Cgroup, sess.info.Auto
 	s.mu.Unlock()

@@ -1,4 +1,4 @@
-package guard
+package sessions
 
 // A process's identity in /proc for the session walk: its parent, start
 // time and thread group leader (docs/DESIGN.md#sessions), read through the
@@ -25,7 +25,7 @@ type procStat struct {
 // leader returns the thread group leader of thread tid (whose stat is st)
 // and the leader's stat. A non-leader thread's stat gives the process's
 // parent as ppid, which would skip the process itself in a walk.
-func (s *Sessions) leader(tid uint32, st procStat) (uint32, procStat, error) {
+func (s *Registry) leader(tid uint32, st procStat) (uint32, procStat, error) {
 	b, err := os.ReadFile(fmt.Sprintf("%s/%d/status", s.procDir, tid))
 	if err != nil {
 		return 0, st, err
@@ -45,7 +45,7 @@ func (s *Sessions) leader(tid uint32, st procStat) (uint32, procStat, error) {
 
 // stat reads ppid and start time (clock ticks since boot) from
 // /proc/<pid>/stat; pid may be any thread's id.
-func (s *Sessions) stat(pid uint32) (procStat, error) {
+func (s *Registry) stat(pid uint32) (procStat, error) {
 	var b []byte
 	var err error
 	if s.procDir == "/proc" {
@@ -80,16 +80,16 @@ func (s *Sessions) stat(pid uint32) (procStat, error) {
 	return procStat{ppid: uint32(ppid), sid: uint32(sid), start: start, comm: comm}, nil
 }
 
-// statBounded is stat waiting at most ProcBound: ErrProcSlow after that.
-func (s *Sessions) statBounded(pid uint32) (procStat, error) {
+// statBounded is stat waiting at most procfs.Bound: procfs.ErrSlow after that.
+func (s *Registry) statBounded(pid uint32) (procStat, error) {
 	return procfs.BoundedErr(fmt.Sprintf("stat:%p:%d", s, pid), procStat{}, func() (procStat, error) {
 		return s.stat(pid)
 	})
 }
 
 // leaderBounded returns the thread group leader (the process id) of thread
-// tid, waiting at most ProcBound on /proc (ErrProcSlow past it).
-func (s *Sessions) leaderBounded(tid uint32) (uint32, error) {
+// tid, waiting at most procfs.Bound on /proc (procfs.ErrSlow past it).
+func (s *Registry) leaderBounded(tid uint32) (uint32, error) {
 	return procfs.BoundedErr(fmt.Sprintf("leader:%p:%d", s, tid), tid, func() (uint32, error) {
 		st, err := s.stat(tid)
 		if err != nil {

@@ -1,4 +1,4 @@
-package guard
+package sessions
 
 // Noticing that a session's cgroup was removed, or emptied
 // (docs/DESIGN.md#cgroup-sessions).
@@ -9,6 +9,8 @@ import (
 	"path"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 // cgroupWatcher notices removed cgroups for every cgroup session of one
@@ -25,7 +27,7 @@ type cgroupWatcher struct {
 
 // watchCgroupLocked starts watching the directory dir of the new session
 // sess (s.mu held). Errors: the directory is missing, or inotify failed.
-func (s *Sessions) watchCgroupLocked(sess *session, dir string) error {
+func (s *Registry) watchCgroupLocked(sess *session, dir string) error {
 	if s.cgw == nil {
 		fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 		if err != nil {
@@ -50,7 +52,7 @@ func (s *Sessions) watchCgroupLocked(sess *session, dir string) error {
 }
 
 // runCgroupWatcher is w's goroutine.
-func (s *Sessions) runCgroupWatcher(w *cgroupWatcher) {
+func (s *Registry) runCgroupWatcher(w *cgroupWatcher) {
 	ticks := 0
 	stop := make(chan struct{})
 	pollUntil(stop, w.fd, func(readable bool) bool {
@@ -89,8 +91,8 @@ func (s *Sessions) runCgroupWatcher(w *cgroupWatcher) {
 // cgroupGone reports whether the cgroup of sess was removed; with
 // RemoveEmpty it first removes the cgroup when it has held a process and
 // is empty again.
-func (s *Sessions) cgroupGone(sess *session) bool {
-	mnt, _ := Cgroup2Mount()
+func (s *Registry) cgroupGone(sess *session) bool {
+	mnt, _ := procfs.Cgroup2Mount()
 	dir := cgroupDir(mnt, sess.info.Cgroup)
 	if sess.info.RemoveEmpty {
 		b, err := os.ReadFile(dir + "/cgroup.events")

@@ -1,4 +1,4 @@
-package guard
+package sessions
 
 import (
 	"errors"
@@ -14,14 +14,11 @@ import (
 	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
-// DefaultSession is the session of callers under no registered session root.
-const DefaultSession = "default"
-
-// SessionInfo describes one registered session.
-type SessionInfo struct {
+// Info describes one registered session.
+type Info struct {
 	Name string `json:"name"`
 	// Owner is the uid the session belongs to: the caller that registered
-	// it (a task's spawner; Sessions.MountOwner for automatic cgroup
+	// it (a task's spawner; Registry.MountOwner for automatic cgroup
 	// sessions and for registrations that name none). Only callers of
 	// that uid from outside every session, the mount's owner and root may
 	// see or act on it through the control files (docs/DESIGN.md#sessions).
@@ -53,7 +50,7 @@ type SessionInfo struct {
 
 // RootKind names what a session is rooted at: "pid", "cgroup" or "none"
 // (a kept session with no root).
-func (si SessionInfo) RootKind() string {
+func (si Info) RootKind() string {
 	switch {
 	case si.Cgroup != "":
 		return "cgroup"
@@ -70,7 +67,7 @@ type proc struct {
 }
 
 type session struct {
-	info SessionInfo
+	info Info
 	stop chan struct{} // closed to stop the exit watcher
 	// joined are the extra root processes that joined the session (Join);
 	// each leaves byRoot when it exits, without ending the session.
@@ -87,18 +84,18 @@ type session struct {
 
 type cached struct {
 	start   uint64
-	session string
+	session Session
 	gen     uint64
 }
 
-// Sessions maps callers to guard sessions by process tree: a caller belongs
+// Registry maps callers to guard sessions by process tree: a caller belongs
 // to the session whose registered root is its nearest ancestor (itself
 // included), found by walking parent pids in /proc. Every process on the
 // walk is identified by (pid, start time), so a recycled pid never inherits
-// a session. Callers under no root belong to DefaultSession.
+// a session. Callers under no root belong to Default.
 //
 // A descendant that daemonises (double-forks and is reparented to init or a
-// subreaper) leaves the tree and from then on resolves to DefaultSession, as
+// subreaper) leaves the tree and from then on resolves to Default, as
 // does every former member once the root has exited.
 //
 // A session ends when its root process exits (noticed at once through a
@@ -111,8 +108,8 @@ type cached struct {
 // FUSE hot path: with no session registered it reads nothing; otherwise a
 // cache hit costs one read of /proc/<tid>/stat to validate the start time.
 // Every /proc read of Resolve, Register and IsDescendant is bounded by
-// ProcBound (procstat.go), since they run while serving a request.
-type Sessions struct {
+// procfs.Bound (internal/procfs), since they run while serving a request.
+type Registry struct {
 	// OnEnd is called (outside locks) with the name of each session that
 	// ends; the daemon drops its tracker. Set before use.
 	OnEnd func(name string)
@@ -140,7 +137,7 @@ type Sessions struct {
 	byCgroup map[string]*session
 	auto     []string
 	cgw      *cgroupWatcher // nil while no cgroup session is registered
-	ended    []SessionInfo
+	ended    []Info
 	cache    map[uint32]cached
 	gen      uint64
 	count    int            // live sessions, read without the lock on the fast path
@@ -150,30 +147,30 @@ type Sessions struct {
 	left map[proc]leftEntry
 }
 
-// DefaultMaxPerOwner is the default of Sessions.MaxPerOwner, in live
+// DefaultMaxPerOwner is the default of Registry.MaxPerOwner, in live
 // sessions per owner uid.
 const DefaultMaxPerOwner = 1024
 
-// NewSessions returns an empty registry reading /proc.
-func NewSessions() *Sessions {
-	return &Sessions{MaxEnded: 64, procDir: "/proc", byName: map[string]*session{},
+// NewRegistry returns an empty registry reading /proc.
+func NewRegistry() *Registry {
+	return &Registry{MaxEnded: 64, procDir: "/proc", byName: map[string]*session{},
 		byRoot: map[proc]*session{}, cache: map[uint32]cached{}, rootCg: map[proc]string{},
 		byCgroup: map[string]*session{}, perOwner: map[uint32]int{}, left: map[proc]leftEntry{}}
 }
 
-// MaxSessionName is the longest session name, in bytes.
-const MaxSessionName = 64
+// MaxName is the longest session name, in bytes.
+const MaxName = 64
 
 // sessionName is what a session may be called: it becomes a directory name
 // under .rubino/sessions and an environment value, so never a path: no
 // '/', no NUL, no white space, never "." or ".." (it starts alphanumeric).
 var sessionName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// ValidSessionName reports whether name can name a session: 1 to
-// MaxSessionName of [A-Za-z0-9._-], starting alphanumeric, and not
+// ValidName reports whether name can name a session: 1 to
+// MaxName of [A-Za-z0-9._-], starting alphanumeric, and not
 // "default". The error quotes a bad name in ASCII, clipped to 80 bytes.
-func ValidSessionName(name string) error {
-	if _, ok := DefaultSessionUID(name, 0); ok {
+func ValidName(name string) error {
+	if _, ok := DefaultUID(name, 0); ok {
 		return fmt.Errorf("%q is a session of unregistered callers (default, default-UID)", name)
 	}
 	if !sessionName.MatchString(name) {
@@ -181,7 +178,7 @@ func ValidSessionName(name string) error {
 		if len(shown) > 80 {
 			shown = shown[:80] + "..."
 		}
-		return fmt.Errorf("invalid session name %s: want 1-%d of [A-Za-z0-9._-], starting with a letter or digit", shown, MaxSessionName)
+		return fmt.Errorf("invalid session name %s: want 1-%d of [A-Za-z0-9._-], starting with a letter or digit", shown, MaxName)
 	}
 	return nil
 }
@@ -192,7 +189,7 @@ var (
 	ErrNoSession     = errors.New("no such session") // ENOENT
 	ErrProcessGone   = errors.New("no such process") // ESRCH
 	// ErrProcessBusy: the process's /proc files did not answer within
-	// ProcBound (it is in execve); trying again shortly will work.
+	// procfs.Bound (it is in execve); trying again shortly will work.
 	ErrProcessBusy    = errors.New("process busy")
 	ErrAlreadyRooted  = errors.New("process is already a session root")
 	ErrInvalidSession = errors.New("invalid session name")
@@ -203,7 +200,7 @@ var (
 
 // reserveLocked counts one more live session of owner, or refuses with
 // ErrTooManySessions past MaxPerOwner (s.mu held). end releases it.
-func (s *Sessions) reserveLocked(owner uint32) error {
+func (s *Registry) reserveLocked(owner uint32) error {
 	max := s.MaxPerOwner
 	if max <= 0 {
 		max = DefaultMaxPerOwner
@@ -217,7 +214,7 @@ func (s *Sessions) reserveLocked(owner uint32) error {
 }
 
 // unreserveLocked undoes reserveLocked (s.mu held).
-func (s *Sessions) unreserveLocked(owner uint32) {
+func (s *Registry) unreserveLocked(owner uint32) {
 	s.count--
 	if s.perOwner[owner]--; s.perOwner[owner] <= 0 {
 		delete(s.perOwner, owner)
@@ -226,7 +223,7 @@ func (s *Sessions) unreserveLocked(owner uint32) {
 
 // OwnerOf returns the owner uid of session name, live or ended and still
 // listed; false for a name the registry does not know.
-func (s *Sessions) OwnerOf(name string) (uint32, bool) {
+func (s *Registry) OwnerOf(name string) (uint32, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sess, ok := s.byName[name]; ok {
@@ -245,22 +242,22 @@ func (s *Sessions) OwnerOf(name string) (uint32, bool) {
 // ends when it exits. Errors: ErrInvalidSession (wrapped, with the reason),
 // ErrSessionExists (joining an existing session would share its reads),
 // ErrProcessGone, ErrProcessBusy (the process's /proc files did not answer
-// within ProcBound), ErrAlreadyRooted.
-func (s *Sessions) Register(name string, pid uint32, cmd string) error {
+// within procfs.Bound), ErrAlreadyRooted.
+func (s *Registry) Register(name string, pid uint32, cmd string) error {
 	return s.RegisterFor(s.MountOwner, name, pid, cmd, false)
 }
 
 // RegisterAs is Register, marking the root as an agent harness when
-// harness is set (SessionInfo.Harness, HarnessRoot).
-func (s *Sessions) RegisterAs(name string, pid uint32, cmd string, harness bool) error {
+// harness is set (Info.Harness, HarnessRoot).
+func (s *Registry) RegisterAs(name string, pid uint32, cmd string, harness bool) error {
 	return s.RegisterFor(s.MountOwner, name, pid, cmd, harness)
 }
 
 // RegisterFor is RegisterAs for a session owned by uid owner
-// (SessionInfo.Owner). Errors: those of Register, and ErrTooManySessions
+// (Info.Owner). Errors: those of Register, and ErrTooManySessions
 // when owner has MaxPerOwner live sessions.
-func (s *Sessions) RegisterFor(owner uint32, name string, pid uint32, cmd string, harness bool) error {
-	if err := ValidSessionName(name); err != nil {
+func (s *Registry) RegisterFor(owner uint32, name string, pid uint32, cmd string, harness bool) error {
+	if err := ValidName(name); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidSession, err)
 	}
 	key, pidfd, err := s.identify(pid)
@@ -285,7 +282,7 @@ func (s *Sessions) RegisterFor(owner uint32, name string, pid uint32, cmd string
 		unix.Close(pidfd)
 		return err
 	}
-	sess := &session{info: SessionInfo{Name: name, Owner: owner, RootPid: pid, RootStart: key.start, Command: cmd,
+	sess := &session{info: Info{Name: name, Owner: owner, RootPid: pid, RootStart: key.start, Command: cmd,
 		Started: time.Now(), Live: true, Harness: harness}, stop: make(chan struct{})}
 	s.byName[name] = sess
 	s.byRoot[key] = sess
@@ -298,15 +295,15 @@ func (s *Sessions) RegisterFor(owner uint32, name string, pid uint32, cmd string
 
 // identify returns the process of thread pid as (pid, start time) with a
 // pidfd open on it (the caller closes it). Errors: ErrProcessGone,
-// ErrProcessBusy (its /proc files did not answer within ProcBound).
-func (s *Sessions) identify(pid uint32) (proc, int, error) {
+// ErrProcessBusy (its /proc files did not answer within procfs.Bound).
+func (s *Registry) identify(pid uint32) (proc, int, error) {
 	// pid may be any thread's id (FUSE reports the calling thread, and a
 	// multi-threaded caller such as a Go program writes from any of
 	// them); the root is its process. pidfd_open of a non-leader thread
 	// fails (ENOENT since Linux 6.9).
 	pid, err := s.leaderBounded(pid)
 	if err != nil {
-		if errors.Is(err, ErrProcSlow) {
+		if errors.Is(err, procfs.ErrSlow) {
 			return proc{}, -1, fmt.Errorf("%w: pid %d: %v", ErrProcessBusy, pid, err)
 		}
 		return proc{}, -1, fmt.Errorf("%w: pid %d: %v", ErrProcessGone, pid, err)
@@ -321,7 +318,7 @@ func (s *Sessions) identify(pid uint32) (proc, int, error) {
 	st, err := s.statBounded(pid)
 	if err != nil {
 		unix.Close(pidfd)
-		if errors.Is(err, ErrProcSlow) {
+		if errors.Is(err, procfs.ErrSlow) {
 			return proc{}, -1, fmt.Errorf("%w: pid %d: %v", ErrProcessBusy, pid, err)
 		}
 		return proc{}, -1, fmt.Errorf("%w: pid %d", ErrProcessGone, pid)
@@ -330,7 +327,7 @@ func (s *Sessions) identify(pid uint32) (proc, int, error) {
 }
 
 // watchExit ends sess when its root exits (the pidfd becomes readable).
-func (s *Sessions) watchExit(sess *session, pidfd int) {
+func (s *Registry) watchExit(sess *session, pidfd int) {
 	defer unix.Close(pidfd)
 	if pollUntil(sess.stop, pidfd, func(readable bool) bool { return readable }) {
 		s.end(sess, true)
@@ -362,7 +359,7 @@ func pollUntil(stop <-chan struct{}, fd int, done func(readable bool) bool) bool
 // root process is still alive: same pid and same start time (a recycled pid
 // is not the same root). Errors: those of Register, or ErrProcessGone when
 // the root is gone or was replaced.
-func (s *Sessions) Restore(info SessionInfo) error {
+func (s *Registry) Restore(info Info) error {
 	if info.RootKind() != "pid" {
 		return s.restoreRootless(info) // sessions_cgroup.go
 	}
@@ -386,8 +383,8 @@ func (s *Sessions) Restore(info SessionInfo) error {
 }
 
 // Live returns the live sessions (for saving them).
-func (s *Sessions) Live() []SessionInfo {
-	var out []SessionInfo
+func (s *Registry) Live() []Info {
+	var out []Info
 	for _, si := range s.List() {
 		if si.Live {
 			out = append(out, si)
@@ -397,7 +394,7 @@ func (s *Sessions) Live() []SessionInfo {
 }
 
 // End ends the session name now. Errors: ErrNoSession.
-func (s *Sessions) End(name string) error {
+func (s *Registry) End(name string) error {
 	s.mu.Lock()
 	sess, ok := s.byName[name]
 	s.mu.Unlock()
@@ -411,7 +408,7 @@ func (s *Sessions) End(name string) error {
 // end ends sess; rootGone says its root process has exited. The
 // processes it still has, and also, are recorded as having left it
 // (leaveLocked).
-func (s *Sessions) end(sess *session, rootGone bool, also ...proc) {
+func (s *Registry) end(sess *session, rootGone bool, also ...proc) {
 	defer s.pruneLeft()
 	s.mu.Lock()
 	if !sess.info.Live {
@@ -442,8 +439,8 @@ func (s *Sessions) end(sess *session, rootGone bool, also ...proc) {
 
 // Rename renames a live session. Errors: ErrInvalidSession, ErrNoSession,
 // ErrSessionExists.
-func (s *Sessions) Rename(from, to string) error {
-	if err := ValidSessionName(to); err != nil {
+func (s *Registry) Rename(from, to string) error {
+	if err := ValidName(to); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidSession, err)
 	}
 	s.mu.Lock()
@@ -464,10 +461,10 @@ func (s *Sessions) Rename(from, to string) error {
 
 // List returns the live sessions by name, then the ended ones kept for
 // display, oldest first.
-func (s *Sessions) List() []SessionInfo {
+func (s *Registry) List() []Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]SessionInfo, 0, len(s.byName)+len(s.ended))
+	out := make([]Info, 0, len(s.byName)+len(s.ended))
 	for _, sess := range s.byName {
 		out = append(out, sess.info)
 	}
@@ -476,215 +473,22 @@ func (s *Sessions) List() []SessionInfo {
 }
 
 // Lookup returns the live session name.
-func (s *Sessions) Lookup(name string) (SessionInfo, bool) {
+func (s *Registry) Lookup(name string) (Info, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sess, ok := s.byName[name]; ok {
 		return sess.info, true
 	}
-	return SessionInfo{}, false
+	return Info{}, false
 }
 
 // HarnessRoot returns the root process of session when the session is
 // live and in harness mode (guard.HarnessRoots).
-func (s *Sessions) HarnessRoot(session string) (ProcKey, bool) {
+func (s *Registry) HarnessRoot(session string) (ProcKey, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sess, ok := s.byName[session]; ok && sess.info.Harness {
 		return ProcKey{sess.info.RootPid, sess.info.RootStart}, true
 	}
 	return ProcKey{}, false
-}
-
-// maxDepth bounds the parent walk (a cycle cannot happen in /proc, but a
-// racing reparent could make a walk long).
-const maxDepth = 128
-
-// Resolve returns the session of the thread tid (a FUSE request's pid is
-// the calling thread's id). It never fails and never waits longer than
-// ProcBound on /proc (docs/DESIGN.md#no-wait-on-caller): a thread that
-// cannot be read (gone) resolves to DefaultSession; one whose /proc files
-// did not answer in time (it is in execve) resolves to its cached session
-// when that is still valid for the current set of sessions, else to
-// UnknownSession.
-func (s *Sessions) Resolve(tid uint32) string {
-	s.mu.Lock()
-	if s.count == 0 && len(s.auto) == 0 && len(s.left) == 0 {
-		s.mu.Unlock()
-		return DefaultSession
-	}
-	s.mu.Unlock()
-	name, ok := procfs.Bounded(fmt.Sprintf("resolve:%p:%d", s, tid), func() string { return s.resolve(tid) })
-	if ok {
-		return name
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// The cached entry cannot be validated (its start time is what did not
-	// answer); a recycled tid within the bound is far less likely than the
-	// exec this thread is in. An entry from another generation may name an
-	// ended session or miss a new one: unknown then.
-	if c, hit := s.cache[tid]; hit && c.gen == s.gen {
-		return c.session
-	}
-	return UnknownSession
-}
-
-// resolve is Resolve's /proc work, unbounded: on a cache hit one read of
-// the thread's kept comm descriptor (keptAlive) or of its stat, the walk
-// otherwise.
-func (s *Sessions) resolve(tid uint32) string {
-	s.mu.Lock()
-	c, ok := s.cache[tid]
-	gen := s.gen
-	s.mu.Unlock()
-	if ok && c.gen == gen && s.procDir == "/proc" && keptAlive(tid, c.start) {
-		return c.session // the same thread: its start time is c.start
-	}
-	st, err := s.stat(tid)
-	if err != nil {
-		return DefaultSession
-	}
-	if ok && c.gen == gen && c.start == st.start {
-		return c.session
-	}
-	name := s.walk(tid, st)
-	s.mu.Lock()
-	if s.gen == gen {
-		if len(s.cache) > 1<<14 {
-			s.cache = map[uint32]cached{}
-		}
-		s.cache[tid] = cached{start: st.start, session: name, gen: gen}
-	}
-	s.mu.Unlock()
-	return name
-}
-
-// walk finds the session of tid by its thread group and ancestors.
-//
-// With cgroup sessions registered (or --session-cgroups globs), the
-// thread's cgroup session is found first (callerCgroup, one read of
-// /proc/<tid>/cgroup) and is the answer unless a pid root on the walk
-// nests in it (docs/DESIGN.md#cgroup-sessions).
-func (s *Sessions) walk(tid uint32, st procStat) string {
-	cgSess := s.callerCgroup(tid) // sessions_cgroup.go; DefaultSession without one
-	pid, st, err := s.leader(tid, st)
-	if err != nil {
-		return cgSess
-	}
-	callerSid, callerStart := st.sid, st.start
-	var walked []proc
-	// A process that left a session (or descends from one that did)
-	// resolves to a left session: the topmost left process of the same
-	// ended session on the walk roots it (sessions_left.go).
-	var leftKey proc
-	var leftE leftEntry
-	found := false
-	for i := 0; i < maxDepth && pid > 1; i++ {
-		s.mu.Lock()
-		key := proc{pid, st.start}
-		sess, ok := s.byRoot[key]
-		ok = ok && s.nestsLocked(key, sess, cgSess)
-		if ok && found && sess.leftFrom != leftE.from {
-			s.mu.Unlock()
-			return s.leftSession(leftKey, leftE) // a session above the one it left
-		}
-		if ok && !found {
-			for _, k := range walked { // the processes below the root
-				s.noteMemberLocked(sess, k)
-			}
-		}
-		walked = append(walked, key)
-		if !ok {
-			if e, isLeft := s.left[key]; isLeft && (!found || e.from == leftE.from) {
-				leftKey, leftE, found = key, e, true
-			}
-		}
-		s.mu.Unlock()
-		if ok {
-			return sess.info.Name
-		}
-		parent := st.ppid
-		next, err := s.stat(parent)
-		if err != nil || next.start > st.start {
-			// The parent is gone, or parent's pid was reused by a process
-			// younger than its supposed child.
-			break
-		}
-		pid, st = parent, next
-	}
-	if found {
-		return s.leftSession(leftKey, leftE)
-	}
-	if name, ok := s.bySid(callerSid, callerStart, cgSess); ok {
-		return name
-	}
-	return cgSess
-}
-
-// bySid is the walk's last resort for a process whose ancestry reaches no
-// root (it was reparented: a double fork): the session rooted at the
-// leader of its POSIX session, when that leader is a registered root, as
-// a task is (docs/DESIGN.md#sessions). A POSIX session cannot be joined,
-// only left (setsid), and its id stays the leader's pid, never reused
-// while a process is in the session, so the process was started in the
-// root's session. The leader must be older than the process and nest in
-// its cgroup session.
-func (s *Sessions) bySid(sid uint32, start uint64, cgSess string) (string, bool) {
-	if sid <= 1 {
-		return "", false
-	}
-	lst, err := s.stat(sid)
-	if err != nil || lst.sid != sid || lst.start > start {
-		return "", false
-	}
-	key := proc{sid, lst.start}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess, ok := s.byRoot[key]
-	if !ok || !s.nestsLocked(key, sess, cgSess) {
-		return "", false
-	}
-	return sess.info.Name, true
-}
-
-// IsDescendant reports whether the process of thread pid is the process of
-// thread ancestor or descends from it, by the same (pid, start time) walk as
-// Resolve. Both may be thread ids (FUSE reports the calling thread). It
-// waits at most ProcBound on /proc, and reports false when the walk did not
-// finish by then (one of the processes is in execve).
-func (s *Sessions) IsDescendant(pid, ancestor uint32) bool {
-	yes, ok := procfs.Bounded(fmt.Sprintf("descendant:%p:%d:%d", s, pid, ancestor), func() bool {
-		return s.isDescendant(pid, ancestor)
-	})
-	return ok && yes
-}
-
-// isDescendant is IsDescendant's /proc walk, unbounded.
-func (s *Sessions) isDescendant(pid, ancestor uint32) bool {
-	ast, err := s.stat(ancestor)
-	if err != nil {
-		return false
-	}
-	if ancestor, _, err = s.leader(ancestor, ast); err != nil {
-		return false
-	}
-	st, err := s.stat(pid)
-	if err != nil {
-		return false
-	}
-	if pid, st, err = s.leader(pid, st); err != nil {
-		return false
-	}
-	for i := 0; i < maxDepth && pid > 1; i++ {
-		if pid == ancestor {
-			return true
-		}
-		next, err := s.stat(st.ppid)
-		if err != nil || next.start > st.start {
-			return false
-		}
-		pid, st = st.ppid, next
-	}
-	return false
 }

@@ -1,4 +1,4 @@
-package guard
+package sessions
 
 // Kept /proc descriptors: the /proc read that validates a cached session or
 // cached process facts on every request by name costs one pread(2) instead
@@ -41,7 +41,7 @@ type keptFds struct {
 	m    map[uint32]*keptFd
 }
 
-// statFds keeps /proc/<pid>/stat descriptors (Sessions.stat); commFds keeps
+// statFds keeps /proc/<pid>/stat descriptors (Registry.stat); commFds keeps
 // /proc/<tid>/comm descriptors with the facts they vouch for (readFacts).
 var (
 	statFds = &keptFds{file: "stat", m: map[uint32]*keptFd{}}
@@ -190,7 +190,7 @@ func readFactsFresh(tid uint32) ProcFacts {
 		return ProcFacts{}
 	}
 	before := string(buf[:n])
-	s := &Sessions{procDir: "/proc"}
+	s := &Registry{procDir: "/proc"}
 	f := ProcFacts{}
 	st, err := s.stat(tid)
 	if err == nil {

@@ -1,0 +1,95 @@
+package sessions
+
+// A process's identity and facts for the guard's scanner and harness rules
+// (docs/DESIGN.md#scanner-reads): which process a read comes from, and what
+// it runs. The guard decides what the facts mean; this file only reads
+// them, bounded (docs/DESIGN.md#no-wait-on-caller).
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/rubinofs/rubinofs/internal/procfs"
+)
+
+// ProcKey identifies a process across pid reuse: its thread-group id and
+// its start time (clock ticks since boot, /proc/<pid>/stat field 22).
+type ProcKey struct {
+	Pid   uint32
+	Start uint64
+}
+
+// ProcFacts is what the guard needs to know of the process a read or a
+// mutation comes from. ReadFacts reads them from /proc.
+type ProcFacts struct {
+	// Known is true when Proc and Comm were read in time; the other
+	// fields are meaningless otherwise.
+	Known bool
+	Proc  ProcKey
+	// Comm is the process's command name (its thread-group leader's
+	// comm), at most 15 bytes.
+	Comm string
+	// Exe is the base name of /proc/<pid>/exe (the program file; "" when
+	// unreadable), Argv0 the base name of the first word of its command
+	// line ("" when empty).
+	Exe, Argv0 string
+}
+
+// ReadFacts reads the facts of the process of thread tid (a FUSE request's
+// pid is the calling thread's id): its thread group from
+// /proc/<tid>/status, then the leader's stat, comm, exe link and cmdline.
+// It never waits longer than procfs.Bound (docs/DESIGN.md#no-wait-on-caller);
+// Known is false when the reads did not finish in time or the thread is
+// gone. Safe for concurrent use.
+func ReadFacts(tid uint32) ProcFacts {
+	if tid == 0 {
+		return ProcFacts{}
+	}
+	f, ok := procfs.Bounded("facts:"+strconv.FormatUint(uint64(tid), 10), func() ProcFacts { return readFacts("/proc", tid) })
+	if !ok {
+		return ProcFacts{}
+	}
+	return f
+}
+
+// readFacts is ReadFacts' /proc work, unbounded. For the real /proc the
+// facts are kept per thread and validated by one read of its comm
+// (readFactsKept); any other procDir (tests) is read afresh.
+func readFacts(procDir string, tid uint32) ProcFacts {
+	if procDir == "/proc" {
+		return readFactsKept(tid)
+	}
+	s := &Registry{procDir: procDir}
+	st, err := s.stat(tid)
+	if err != nil {
+		return ProcFacts{}
+	}
+	return readFactsUncached(s, tid, st)
+}
+
+// readFactsUncached reads the facts of thread tid, whose stat is st.
+func readFactsUncached(s *Registry, tid uint32, st procStat) ProcFacts {
+	procDir := s.procDir
+	pid, st, err := s.leader(tid, st)
+	if err != nil {
+		return ProcFacts{}
+	}
+	dir := fmt.Sprintf("%s/%d", procDir, pid)
+	comm, err := os.ReadFile(dir + "/comm")
+	if err != nil {
+		return ProcFacts{}
+	}
+	f := ProcFacts{Known: true, Proc: ProcKey{pid, st.start}, Comm: strings.TrimSpace(string(comm))}
+	if exe, err := os.Readlink(dir + "/exe"); err == nil {
+		f.Exe = filepath.Base(strings.TrimSuffix(exe, " (deleted)"))
+	}
+	if cl, err := os.ReadFile(dir + "/cmdline"); err == nil {
+		if a0, _, _ := strings.Cut(string(cl), "\x00"); a0 != "" {
+			f.Argv0 = filepath.Base(a0)
+		}
+	}
+	return f
+}
