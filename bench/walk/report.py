@@ -20,6 +20,35 @@ import os
 import sys
 
 
+def room(pkg):
+    parts = pkg.split("/")
+    return "/".join(parts[:2]) if parts[0] == "internal" else parts[0]
+
+
+def summary(label, pkgs, home):
+    """Print the packages of the walk outside home and the bounces to each:
+    the excursions out of home that visit it and come back to home."""
+    seq = []  # consecutive stays in one package folded
+    for pkg in pkgs:
+        if not seq or seq[-1] != pkg:
+            seq.append(pkg)
+    bounces, excursion, outside = {}, None, []
+    for pkg in seq:
+        if pkg == home:
+            for p in excursion or ():
+                bounces[p] = bounces.get(p, 0) + 1
+            excursion = set()
+        else:
+            if excursion is not None:
+                excursion.add(pkg)
+            if pkg not in outside:
+                outside.append(pkg)
+    print("%-12s %d, %d outside %s: %s" % (label, len(set(seq)), len(outside), home, " ".join(outside) or "-"))
+    print("  bounces    %s" % (" ".join("%s %d" % (p, bounces.get(p, 0)) for p in outside) or "-"))
+    print("  max bounce %d (%s -> P -> %s, the most for one P)" % (max([0] + list(bounces.values())), home, home))
+    print("  path       %s" % " > ".join(seq))
+
+
 def main():
     path, root = sys.argv[1], os.path.realpath(sys.argv[2])
     home = sys.argv[3] if len(sys.argv) > 3 else "fusefs"
@@ -80,33 +109,15 @@ def main():
         shown = ", ".join(funcs[:4]) + (", ... (%d)" % len(funcs) if len(funcs) > 4 else "")
         print("  %3d  %-36s %s" % (i, rel, shown))
 
-    # The package sequence, consecutive stays in one package folded.
-    seq = []
-    for _, pkg, _ in stays:
-        if not seq or seq[-1] != pkg:
-            seq.append(pkg)
-    bounces, excursion = {}, None
-    for pkg in seq:
-        if pkg == home:
-            for p in excursion or ():
-                bounces[p] = bounces.get(p, 0) + 1
-            excursion = set()
-        elif excursion is not None:
-            excursion.add(pkg)
-    outside = []
-    for pkg in seq:
-        if pkg != home and pkg not in outside:
-            outside.append(pkg)
     files = {rel for rel, _, _ in stays}
     print()
     print("calls        %d (on the request goroutine; %d compiler wrappers left out)" % (len(walk), auto))
     print("stays        %d" % len(stays))
     print("files        %d" % len(files))
-    print("packages     %d: %s" % (len(set(seq)), " ".join(sorted(set(seq)))))
-    print("outside      %d (outside %s): %s" % (len(outside), home, " ".join(outside) or "-"))
-    print("bounces      %s" % (" ".join("%s->%s->%s %d" % (home, p, home, bounces.get(p, 0)) for p in outside) or "-"))
-    print("max bounce   %d" % max([0] + list(bounces.values())))
-    print("package path %s" % " > ".join(seq))
+    summary("packages", [pkg for _, pkg, _ in stays], home)
+    # The same by room: a top-level directory (guard/ignore counts as
+    # guard), internal/X as itself.
+    summary("rooms", [room(pkg) for _, pkg, _ in stays], home)
     print("background   %d calls on %d other goroutines in the window, left out%s" % (
         other, len(other_g), "".join("\n             goroutine %d: %d calls from %s" % (g, n, f) for g, (n, f) in sorted(other_g.items()))))
     print("probes       %d functions and markers; armed in %.1f s, window %.1f s" % (d["probes"], d["arm_seconds"], d["window_seconds"]))
