@@ -12,7 +12,7 @@
 # The goroutine id is read from the g register (R14 on amd64: Go's
 # register ABI keeps the current g there in every Go function), so calls
 # are attributed to the goroutine, not the OS thread a goroutine happens
-# to run on.
+# to run on; runtime.g.parentGoid names the goroutine that started each.
 import json
 import os
 import time
@@ -41,12 +41,15 @@ for cmd in (
     gdb.execute(cmd, to_string=True)
 
 inferior = gdb.selected_inferior()
-goid_off = None
+goid_off = parent_off = None
 for f in gdb.lookup_type("runtime.g").fields():
     if f.name == "goid":
         goid_off = f.bitpos // 8
+    elif f.name == "parentGoid":
+        parent_off = f.bitpos // 8
 if goid_off is None:
     raise gdb.GdbError("no runtime.g.goid in the binary's DWARF")
+parents = {}  # goid -> the goid of the goroutine that started it
 
 events = []  # [goid, kind, index]: kind "f" = module function, "m" = marker
 names = []   # index -> (kind, name, file)
@@ -62,6 +65,8 @@ class Probe(gdb.Breakpoint):
     def stop(self):
         g = int(gdb.newest_frame().read_register("r14"))
         goid = int.from_bytes(bytes(inferior.read_memory(g + goid_off, 8)), "little")
+        if parent_off is not None and goid not in parents:
+            parents[goid] = int.from_bytes(bytes(inferior.read_memory(g + parent_off, 8)), "little")
         events.append((goid, self.kind, self.idx))
         return False
 
@@ -119,6 +124,7 @@ with open(out_file, "w") as fh:
     json.dump({
         "names": names,
         "events": events,
+        "parents": {str(k): v for k, v in parents.items()},
         "error": error,
         "probes": len(names),
         "arm_seconds": round(t_armed - t0, 2),

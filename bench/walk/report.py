@@ -7,7 +7,7 @@ goroutine id. The walk is the calls on the goroutine that ran fuse.do<OP>
 (OP Unlink by default), from that marker to the goroutine's next marker (or
 the end of the window): the request goroutine only. Calls on other
 goroutines in the window (the watcher, timers, goroutines the request
-started) are counted apart and left out.
+started, marked as such) are counted apart and left out.
 
 A stay is a run of consecutive calls in one source file; a package is a
 file's directory relative to ROOT; a bounce to P is an excursion out of
@@ -71,6 +71,7 @@ def main():
     if len(starts) != 1:
         sys.exit("walk: want exactly one %s in the window, have %d" % (marker, len(starts)))
     goid = events[starts[0]][0]
+    parents = d.get("parents", {})
     walk, other, other_g, auto = [], 0, {}, 0
     ended = False
     for i, (g, k, x) in enumerate(events):
@@ -119,7 +120,9 @@ def main():
     # guard), internal/X as itself.
     summary("rooms", [room(pkg) for _, pkg, _ in stays], home)
     print("background   %d calls on %d other goroutines in the window, left out%s" % (
-        other, len(other_g), "".join("\n             goroutine %d: %d calls from %s" % (g, n, f) for g, (n, f) in sorted(other_g.items()))))
+        other, len(other_g), "".join("\n             goroutine %d: %d calls from %s%s" % (
+            g, n, f, " (started by the request)" if parents.get(str(g)) == goid else "")
+            for g, (n, f) in sorted(other_g.items()))))
     print("probes       %d functions and markers; armed in %.1f s, window %.1f s" % (d["probes"], d["arm_seconds"], d["window_seconds"]))
 
 

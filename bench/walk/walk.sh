@@ -33,23 +33,21 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/walk.XXXXXX")
 DPID= RPID= GPID=
 cleanup() {
 	set +e
-	[ -n "$GPID" ] && kill "$GPID" 2>/dev/null
+	[ -n "$GPID" ] && kill "$GPID" 2>/dev/null && wait "$GPID"
 	# A session still waiting for the go line gets "stop" and removes nothing
 	# (a fifo opened read-write never blocks).
-	if [ -n "$RPID" ]; then
-		exec 3<>"$T/go" && echo stop >&3 && exec 3>&-
-		wait "$RPID"
-	fi
+	[ -n "$RPID" ] && { exec 3<>"$T/go" && echo stop >&3 && exec 3>&-; }
 	if grep -q " $T/mnt " /proc/mounts; then
-		"$BIN" unmount "$T/mnt" >/dev/null 2>&1 || umount -l "$T/mnt"
+		timeout 20 "$BIN" unmount "$T/mnt" >/dev/null 2>&1 || umount -l "$T/mnt"
 	fi
-	# The daemon exits once unmounted; a daemon gdb left stopped or broken
-	# is ours to kill (by its pid, from the mount's own answer).
+	# The daemon exits once unmounted; one gdb left stopped or broken is ours
+	# to kill (by its pid, from the mount's own answer).
 	if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
 		n=0
 		while [ $n -lt 50 ] && kill -0 "$DPID" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
 		kill -9 "$DPID" 2>/dev/null
 	fi
+	[ -n "$RPID" ] && wait "$RPID"
 	if [ -n "$KEEP" ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
