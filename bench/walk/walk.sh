@@ -107,5 +107,5 @@ t3=$(date +%s)
 [ "$(cat "$T/rm.status")" = 0 ] || { echo "walk: rm failed (status $(cat "$T/rm.status"))" >&2; exit 1; }
 [ ! -e "$T/ws/victim" ] || { echo "walk: the file is still in the workspace" >&2; exit 1; }
 
-python3 "$HERE/report.py" "$T/events.json" "$ROOT" "$HOME_PKG" Unlink
+python3 "$HERE/report.py" "$T/events.json" "$HOME_PKG" Unlink
 echo "time         build $((t1 - t0)) s, mount and read $((t2 - t1)) s, gdb $((t3 - t2)) s"
