@@ -124,7 +124,7 @@ func (f *FS) crossWait() time.Duration {
 }
 
 // crossLock takes the cross-mount lock of every guarded name of gs (by
-// their locked identities) for FS.mutate, in inode-number order (the
+// their locked identities) for FS.mutate (crossHold), in inode-number order (the
 // same on every host of a network filesystem), and returns one unlock.
 // Each file is opened for writing through the parent directory it was
 // stat'ed in; one that cannot be opened for writing (permissions), or
@@ -218,56 +218,11 @@ func (f *FS) CrossLockStats() map[string]any {
 	}
 }
 
-// lockCross is FS.lock, then, unless m is fresh or the mount is not
-// shared (FS.shared), the cross-mount lock of
-// its guarded names (crossLock), and a stat of each of them again under
-// it: another mount may have changed a file between lock's stat and the
-// cross-mount lock, and the guard must decide on the stat taken under
-// both locks (a hash-cache hit on the older stat would vouch for bytes
-// that are gone). When a name's identity changed meanwhile, both locks
-// are dropped and taken again (at most 16 times, then the newcomer is
-// treated as unguarded, as lockFresh does). Errors: lock's, and EAGAIN
-// from crossLock.
-func (f *FS) lockCross(m *mutation) ([]guardedChild, func(), syscall.Errno) {
-	for attempt := 0; ; attempt++ {
-		gs, unlock, errno := f.lock(m)
-		if errno != 0 || m.fresh || !f.shared() {
-			return gs, unlock, errno
-		}
-		unlockX, errno := f.crossLock(gs, m.viaFd, m.fd)
-		if errno != 0 {
-			unlock()
-			return nil, nil, errno
-		}
-		both := func() { unlockX(); unlock() }
-		same := true
-		for i := range gs {
-			if !gs[i].ok {
-				continue
-			}
-			var st syscall.Stat_t
-			if err := f.restat(m, &gs[i], &st); err != nil || st.Ino != gs[i].st.Ino || uint64(st.Dev) != gs[i].id.Dev {
-				same = false
-				if attempt >= 16 {
-					gs[i].ok = false
-				}
-				continue
-			}
-			gs[i].st = st
-			f.noteUnseen(gs[i].id, guard.StatOf(&st))
-		}
-		if same || attempt >= 16 {
-			return gs, both, 0
-		}
-		both()
-	}
-}
-
 // noteOwnAfter records, after m's backing operation succeeded, the stat
 // each guarded name whose content it rewrote now has, as this mount's own
 // last change (FS.noteOwn), for the next mutation's FS.noteUnseen, and
 // forgets a file whose last name it removed.
-// Called under the locks of lockCross.
+// Called under the locks of the lock step (locked.begin).
 func (f *FS) noteOwnAfter(m *mutation, gs []guardedChild) {
 	if !f.ownTracked() {
 		return
@@ -277,7 +232,7 @@ func (f *FS) noteOwnAfter(m *mutation, gs []guardedChild) {
 		if !g.ok {
 			continue
 		}
-		if nm.change != rewritten {
+		if nm.change.guard() != guard.Rewritten {
 			if (nm.change == unlinked || nm.change == replaced) && g.st.Nlink <= 1 {
 				f.own.m.Delete(g.id) // gone: its inode number may be reused
 			}
@@ -299,7 +254,7 @@ func (f *FS) noteOwnAfter(m *mutation, gs []guardedChild) {
 func (f *FS) restat(m *mutation, g *guardedChild, st *syscall.Stat_t) error {
 	if f.cfg.Uncached {
 		switch {
-		case m.viaFd:
+		case m.via == byFd:
 			return fstatSync(m.fd, st)
 		case g.inDir:
 			return statSync(g.at.fd, g.leaf, unix.AT_SYMLINK_NOFOLLOW, st)
@@ -307,7 +262,7 @@ func (f *FS) restat(m *mutation, g *guardedChild, st *syscall.Stat_t) error {
 		return statSync(unix.AT_FDCWD, f.backing(g.rel), unix.AT_SYMLINK_NOFOLLOW, st)
 	}
 	switch {
-	case m.viaFd:
+	case m.via == byFd:
 		return syscall.Fstat(m.fd, st)
 	case g.inDir:
 		return unix.Fstatat(g.at.fd, g.leaf, (*unix.Stat_t)(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW)

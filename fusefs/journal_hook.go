@@ -420,7 +420,7 @@ func (f *FS) journalHandleChange(hj *handleJournal, jop, rel string) syscall.Err
 		hj.skip = true // decided once per handle, like the guard's right
 		return 0
 	}
-	m := mutation{names: []mutName{{rel: rel}}, jop: jop}
+	m := mutation{subject: subject{names: []mutName{{rel: rel}}}, jop: jop}
 	j := f.journalDirs(&m, make([]guardedChild, 1))
 	defer j.close()
 	_, ok, errno := f.journalBefore(&m, j, hj.session)

@@ -174,7 +174,10 @@ func (a *rewindApplier) touchedPaths() []string {
 // mutate runs m as the session's change, without asking the guard.
 func (a *rewindApplier) mutate(m mutation) error {
 	by := a.by
-	m.by, m.noAsk = &by, true
+	m.by = &by
+	if m.kind == guarded {
+		m.kind = rewind // the conflict rule decided: never asked
+	}
 	a.mu.Lock()
 	if a.touched == nil {
 		a.touched = map[string]bool{}
@@ -252,7 +255,7 @@ func (a *rewindApplier) Restore(rel string, pre journal.PreImage, blobs *journal
 			if cur.Mode&07777 == pre.Mode&07777 {
 				return nil
 			}
-			return a.mutate(mutation{names: []mutName{{rel: rel}}, fresh: true, jop: jChmod, run: func() syscall.Errno {
+			return a.mutate(mutation{kind: fresh, subject: subject{names: []mutName{{rel: rel}}}, jop: jChmod, run: func([]dirFd) syscall.Errno {
 				return a.inParent(rel, func(d dirFd, leaf string) error { return journal.RestoreAt(d.fd, leaf, pre, blobs) })
 			}})
 		}
@@ -277,7 +280,7 @@ func (a *rewindApplier) Restore(rel string, pre journal.PreImage, blobs *journal
 // change nobody bracketed), owned by the requester (own), as one
 // FS.mutate call journaled as op.
 func (a *rewindApplier) create(rel string, op string, pre journal.PreImage, blobs *journal.Blobs) error {
-	return a.mutate(mutation{names: []mutName{{rel: rel}}, fresh: true, jop: op, run: func() syscall.Errno {
+	return a.mutate(mutation{kind: fresh, subject: subject{names: []mutName{{rel: rel}}}, jop: op, run: func([]dirFd) syscall.Errno {
 		return a.inParent(rel, func(d dirFd, leaf string) error {
 			var err error
 			if pre.Kind == journal.KindDir {
@@ -303,8 +306,8 @@ func (a *rewindApplier) restoreFile(rel string, pre journal.PreImage, cur journa
 		return fmt.Errorf("%s: its state at the checkpoint is unrecoverable (%s)", rel, pre.Unrecoverable)
 	}
 	if cur.Kind == journal.KindFile {
-		return a.mutate(mutation{names: []mutName{{rel: rel, change: rewritten}}, flux: true, credit: true, jop: jWrite,
-			run: func() syscall.Errno {
+		return a.mutate(mutation{subject: subject{names: []mutName{{rel: rel, change: truncated}}}, jop: jWrite,
+			run: func([]dirFd) syscall.Errno {
 				return a.inParent(rel, func(d dirFd, leaf string) error {
 					fd, err := unix.Openat(d.fd, leaf, unix.O_WRONLY|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 					if err != nil {
@@ -332,12 +335,12 @@ func (a *rewindApplier) remove(rel string, cur journal.After) error {
 	case journal.KindAbsent:
 		return nil
 	case journal.KindDir:
-		return a.mutate(mutation{names: []mutName{{rel: rel}}, fresh: true, jop: jRmdir, run: func() syscall.Errno {
+		return a.mutate(mutation{kind: fresh, subject: subject{names: []mutName{{rel: rel}}}, jop: jRmdir, run: func([]dirFd) syscall.Errno {
 			return a.inParent(rel, func(d dirFd, leaf string) error { return unix.Unlinkat(d.fd, leaf, unix.AT_REMOVEDIR) })
 		}})
 	}
-	return a.mutate(mutation{names: []mutName{{rel: rel, change: unlinked, pin: true}}, jop: jUnlink,
-		runIn: func(at []dirFd) syscall.Errno {
+	return a.mutate(mutation{subject: subject{names: []mutName{{rel: rel, change: unlinked, pin: true}}}, jop: jUnlink,
+		run: func(at []dirFd) syscall.Errno {
 			if at[0].fd >= 0 {
 				return fs.ToErrno(unix.Unlinkat(at[0].fd, path.Base(rel), 0))
 			}
@@ -369,16 +372,15 @@ func (a *rewindApplier) Exchange(x, y string) error {
 // expect there fails (EISDIR, ENOTDIR) rather than removing it.
 func (a *rewindApplier) rename(from, to string, flags uint) error {
 	m := mutation{
-		names: []mutName{{rel: from, change: unchanged, to: to}, {rel: to, change: replaced, pin: true}},
-		move:  true,
-		jop:   jRename,
+		subject: subject{names: []mutName{{rel: from, change: unchanged, to: to}, {rel: to, change: replaced, pin: true}}},
+		jop:     jRename,
 	}
 	if flags&unix.RENAME_EXCHANGE != 0 {
 		m.jop = jExchange
 		m.names[0].change = rewritten
 		m.names[1].change, m.names[1].to = rewritten, from
 	}
-	m.runIn = func(at []dirFd) syscall.Errno {
+	m.run = func([]dirFd) syscall.Errno {
 		d1, l1, e1 := a.f.prepareAt(from)
 		if e1 != 0 {
 			return e1

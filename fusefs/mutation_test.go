@@ -47,9 +47,9 @@ func TestMutateOrder(t *testing.T) {
 	ran := 0
 	trunc := func(errno syscall.Errno) mutation {
 		return mutation{
-			names: []mutName{{rel: "f", change: rewritten}},
-			asks:  []ask{{0, guard.OpTruncate}},
-			run: func() syscall.Errno {
+			subject: subject{names: []mutName{{rel: "f", change: rewritten}}},
+			asks:    []ask{{0, guard.OpTruncate}},
+			run: func([]dirFd) syscall.Errno {
 				ran++
 				// The identity is locked while the operation runs.
 				locked := make(chan struct{})
@@ -89,44 +89,11 @@ func TestMutateOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := mutation{
-		names: []mutName{{rel: "d", change: unlinked}},
-		asks:  []ask{{0, guard.OpUnlink}},
-		run:   func() syscall.Errno { ran++; return 0 },
+		subject: subject{names: []mutName{{rel: "d", change: unlinked}}},
+		asks:    []ask{{0, guard.OpUnlink}},
+		run:     func([]dirFd) syscall.Errno { ran++; return 0 },
 	}
 	if errno := f.mutate(ctx, dir); errno != 0 || ran != 3 {
 		t.Fatalf("directory: %v after %d runs, want 0 after 3", errno, ran)
-	}
-}
-
-// TestNoteChange checks what the guard is told for each change.
-func TestNoteChange(t *testing.T) {
-	f, _ := mutFS(t, nil)
-	g := f.Guard()
-	for i, c := range []struct {
-		name   string
-		ch     change
-		nlink  uint64
-		noted  bool // NoteMutation: the sequence grows
-		forget bool // NoteLastNameGone without open handles: the identity is forgotten
-	}{
-		{"unchanged", unchanged, 1, false, false},
-		{"rewritten", rewritten, 1, true, false},
-		{"unlinked last", unlinked, 1, false, true},
-		{"unlinked one of two", unlinked, 2, true, false},
-		{"replaced last", replaced, 1, false, true},
-		{"replaced one of two", replaced, 2, false, false},
-	} {
-		id := guard.FileID{Dev: 1, Ino: uint64(100 + i)}
-		g.NoteMutation(id, "other") // seq 1
-		f.noteChange(id, "s", c.ch, c.nlink)
-		m := g.LastMutation(id)
-		switch {
-		case c.forget && m.Seq != 0:
-			t.Errorf("%s: %+v, want the identity forgotten", c.name, m)
-		case c.noted && (m.Seq != 2 || m.Session != "s"):
-			t.Errorf("%s: %+v, want seq 2 by s", c.name, m)
-		case !c.forget && !c.noted && (m.Seq != 1 || m.Session != "other"):
-			t.Errorf("%s: %+v, want it untouched", c.name, m)
-		}
 	}
 }
