@@ -100,7 +100,7 @@ func (h *File) fd(fn func(fd int) syscall.Errno) syscall.Errno {
 
 // registerRead registers the content of the handle as read by its session,
 // under the identity lock so no guarded mutation is half-done. While a
-// daemon-first change of the file is pending in the kernel (inFlux: an
+// daemon-first change of the file is pending in the kernel (flux.in: an
 // O_TRUNC open whose handle has not been used since), the kernel may serve
 // this reader older bytes from its page cache than the hash taken now, so
 // the read is registered in flux and will not vouch for a write. Without
@@ -114,7 +114,7 @@ func (h *File) registerRead() {
 	// Whose reads these are (the session's, a scanner process's, or no
 	// one's: docs/DESIGN.md#scanner-reads) is read from /proc before the
 	// identity lock is taken, bounded by guard.ProcBound.
-	gc := h.fs.guardCaller(h.who)
+	gc := h.who.guardCaller(h.fs)
 	if h.fs.cfg.Guard.WantsFacts(h.who.session) {
 		gc.Facts()
 	}
@@ -130,7 +130,7 @@ func (h *File) registerRead() {
 		// handle may be gone by then.
 		rel := t.Path
 		later := func() (*os.File, error) { return h.fs.openForHashAt(rel) }
-		if h.fs.inFlux(h.id) {
+		if h.fs.flux.in(h.id) {
 			h.fs.cfg.Guard.NoteReadInFluxBy(gc, t)
 		} else if _, err := h.fs.cfg.Guard.NoteReadDeferred(gc, t, later); err != nil {
 			h.fs.log.Warn("registering a read failed: the session must read the file again", "path", t.Path, "session", h.who.session, "err", err)
@@ -145,7 +145,7 @@ func (h *File) registerRead() {
 func (h *File) beginFlux() {
 	if !h.fluxPending {
 		h.fluxPending = true
-		h.fs.addFlux(h.id, 1)
+		h.fs.flux.add(h.id, 1)
 	}
 }
 
@@ -154,7 +154,7 @@ func (h *File) beginFlux() {
 func (h *File) settle() {
 	if h.fluxPending {
 		h.fluxPending = false
-		h.fs.addFlux(h.id, -1)
+		h.fs.flux.add(h.id, -1)
 	}
 }
 
@@ -196,7 +196,7 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.settle()
-	seq, errno := h.fs.mutateSeq(context.Background(), mutation{
+	seq, errno := mutation{
 		subject: onHandle(h),
 		asks:    []ask{{0, gop}},
 		jop:     jOpOf(gop),
@@ -208,7 +208,7 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 			h.dirty = true
 			h.noteOwnStat()
 		},
-	})
+	}.apply(context.Background(), h.fs)
 	if errno == 0 && h.track {
 		h.seq = seq
 		h.ptOwnChange(h.seq)

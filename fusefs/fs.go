@@ -169,8 +169,7 @@ type FS struct {
 
 	// flux counts, per identity, changes the daemon made to the backing
 	// file that the kernel may not have applied to its page cache yet.
-	fluxMu sync.Mutex
-	flux   map[guard.FileID]int
+	flux fluxCounts
 
 	// ctlInos hands out stable inode numbers to control-tree paths.
 	ctlInoMu sync.Mutex
@@ -273,7 +272,6 @@ func New(cfg Config) (*FS, error) {
 		cfg:     cfg,
 		started: time.Now(),
 		log:     cfg.Logger,
-		flux:    make(map[guard.FileID]int),
 		ctlInos: make(map[string]uint64),
 		bridged: make(chan struct{}),
 	}
@@ -470,34 +468,44 @@ func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
 // asker describes c to f's guard for a decision (guard.Asker): its
 // guardCaller, uid, pid, and the tool trees (Config.Tools).
 func (c caller) asker(f *FS) guard.Asker {
-	return guard.Asker{Caller: f.guardCaller(c), Uid: c.uid, Pid: c.pid, Tools: f.cfg.Tools}
+	return guard.Asker{Caller: c.guardCaller(f), Uid: c.uid, Pid: c.pid, Tools: f.cfg.Tools}
 }
 
-// addFlux counts (+1) or uncounts (-1) a change of id that the daemon made
+// fluxCounts counts, per identity, the daemon-first changes in flux.
+// Concurrency: mu.
+type fluxCounts struct {
+	mu sync.Mutex
+	n  map[guard.FileID]int
+}
+
+// add counts (+1) or uncounts (-1) a change of id that the daemon made
 // to the backing file before the kernel updates its page cache: an O_TRUNC
 // open, a truncate, fallocate or copy_file_range. The kernel applies such a
 // change to its cache only after our reply, so until then a reader may be
 // served older bytes from the cache than any hash taken now describes.
-func (f *FS) addFlux(id guard.FileID, delta int) {
-	f.fluxMu.Lock()
-	defer f.fluxMu.Unlock()
-	if f.flux[id] += delta; f.flux[id] <= 0 {
-		delete(f.flux, id)
+func (fc *fluxCounts) add(id guard.FileID, delta int) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if fc.n == nil {
+		fc.n = make(map[guard.FileID]int)
+	}
+	if fc.n[id] += delta; fc.n[id] <= 0 {
+		delete(fc.n, id)
 	}
 }
 
-// inFlux reports whether id has a change the kernel may not have applied.
-func (f *FS) inFlux(id guard.FileID) bool {
-	f.fluxMu.Lock()
-	defer f.fluxMu.Unlock()
-	return f.flux[id] > 0
+// in reports whether id has a change the kernel may not have applied.
+func (fc *fluxCounts) in(id guard.FileID) bool {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return fc.n[id] > 0
 }
 
 // guardCaller describes c to the guard: its session, and its process facts
 // (guard.ReadFacts) and comm, each read from /proc at most once and only
 // when the guard asks, bounded by guard.ProcBound. Not safe for concurrent
 // use: one request's goroutine uses it.
-func (f *FS) guardCaller(c caller) guard.Caller {
+func (c caller) guardCaller(f *FS) guard.Caller {
 	var facts guard.ProcFacts
 	var name string
 	haveFacts, haveName := false, false

@@ -35,7 +35,7 @@ const (
 	// truncated: a size change the daemon makes before the kernel's page
 	// cache (truncate by path or through a descriptor, a rewind's
 	// restore): guard.Rewritten, the guarded file is in flux
-	// (FS.addFlux) from before the decision to the note, and the
+	// (fluxCounts.add) from before the decision to the note, and the
 	// session is credited with the content it left.
 	truncated
 	// unlinked: the name was removed: guard.Unlinked.
@@ -167,13 +167,13 @@ func (m *mutation) moves() bool {
 	return m.via == byName && len(m.names) == 2 && m.names[0].to != ""
 }
 
-// mutate runs m (mutateSeq) and returns its errno.
+// mutate runs m (mutation.apply) and returns its errno.
 func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
-	_, errno := f.mutateSeq(ctx, m)
+	_, errno := m.apply(ctx, f)
 	return errno
 }
 
-// mutateSeq runs m, one change through the mount, in this order
+// apply runs m, one change through f, in this order
 // (docs/DESIGN.md#mutation-path):
 //
 //  1. answer each name's policy once (policyOf);
@@ -201,7 +201,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 // gave names[0]'s change (0 when none). Errors besides those: the errno
 // of fstat(2) of the subject's descriptor, EAGAIN from the cross-mount
 // lock. Safe for concurrent use.
-func (f *FS) mutateSeq(ctx context.Context, m mutation) (uint64, syscall.Errno) {
+func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
 	pols := m.policies(f)
 	journaled := m.via == byName && m.jop != "" && anyJournals(pols)
 	lk := &locked{f: f, m: &m, ctx: ctx}

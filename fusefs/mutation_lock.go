@@ -16,7 +16,7 @@ import (
 	"github.com/rubinofs/rubinofs/guard"
 )
 
-// locked is one mutation's lock state, from FS.mutateSeq's lock step to
+// locked is one mutation's lock state, from mutation.apply's lock step to
 // its release. Not safe for concurrent use: one request's goroutine.
 type locked struct {
 	f   *FS
@@ -84,7 +84,7 @@ func (l *locked) done(notes []guard.Noted, credit *guard.Credit) uint64 {
 // endFlux ends the flux of the truncated names.
 func (l *locked) endFlux() {
 	for _, id := range l.fluxed {
-		l.f.addFlux(id, -1)
+		l.f.flux.add(id, -1)
 	}
 	l.fluxed = nil
 }
@@ -293,7 +293,7 @@ func (l *locked) look(attempt int) guard.Look {
 			continue
 		}
 		if m.names[i].change == truncated {
-			f.addFlux(g.id, 1)
+			f.flux.add(g.id, 1)
 			l.fluxed = append(l.fluxed, g.id)
 		}
 		lk.Settle = append(lk.Settle, m.target(f, &l.gs[i]))

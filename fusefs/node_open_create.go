@@ -99,7 +99,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 		// A guarded mutation (docs/DESIGN.md#mutation-path), decided on
 		// the file as stat'ed again under its identity lock.
 		var seq uint64
-		seq, errno = n.fs.mutateSeq(ctx, mutation{
+		seq, errno = mutation{
 			subject: subject{names: []mutName{{rel: rel, change: rewritten}}},
 			asks:    []ask{{0, guard.OpOpenTrunc}},
 			was:     &guardedChild{ok: true, rel: rel, st: st, id: h.id},
@@ -114,7 +114,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 				h.noteOwnStat()     // the stat the truncation left (ownstat.go)
 				h.hj.truncated(gen) // the open's record is the handle's first
 			},
-		})
+		}.apply(ctx, n.fs)
 		if errno == 0 {
 			h.seq = seq // the handle is no one's but this open's yet
 		}
