@@ -109,8 +109,9 @@ type jDirs struct {
 	owned  []dirFd
 }
 
-// journalDirs returns the parent directories of m's names: those lockFresh
-// holds, the others opened (fd < 0 when they cannot be).
+// journalDirs returns the parent directories of m's names: those the
+// lock step (locked.begin) holds, the others opened (fd < 0 when they
+// cannot be).
 func (f *FS) journalDirs(m *mutation, gs []guardedChild) *jDirs {
 	j := &jDirs{dirs: make([]dirFd, len(m.names)), leaves: make([]string, len(m.names))}
 	for i, nm := range m.names {
