@@ -202,7 +202,8 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 // of fstat(2) of the subject's descriptor, EAGAIN from the cross-mount
 // lock. Safe for concurrent use.
 func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
-	pols := m.policies(f)
+	var pbuf [2]policy // a rename's two names need no allocation
+	pols := m.policies(f, pbuf[:0])
 	journaled := m.via == byName && m.jop != "" && anyJournals(pols)
 	lk := &locked{f: f, m: &m, ctx: ctx}
 	defer lk.release()
@@ -261,18 +262,16 @@ func (m *mutation) rels() []string {
 	return rels
 }
 
-// policies is the policy of each of m's names (a handle's was answered
-// at its open: only the journal's flag is asked again, by
+// policies appends to ps the policy of each of m's names (a handle's
+// was answered at its open: only the journal's flag is asked again, by
 // journalHandleChange).
-func (m *mutation) policies(f *FS) []policy {
-	ps := make([]policy, len(m.names))
+func (m *mutation) policies(f *FS, ps []policy) []policy {
 	if m.via == byHandle {
-		ps[0].tracks = m.h.track
-		return ps
+		return append(ps, policy{tracks: m.h.track})
 	}
 	isDir := m.jop == jMkdir || m.jop == jRmdir
-	for i, nm := range m.names {
-		ps[i] = f.policyOf(nm.rel, isDir)
+	for _, nm := range m.names {
+		ps = append(ps, f.policyOf(nm.rel, isDir))
 	}
 	return ps
 }
