@@ -85,22 +85,6 @@ func orphanRel(rel string) bool {
 	return ok && (rest == "" || rest[0] == '/')
 }
 
-// journalsAny reports whether a mutation with op jop on names is
-// journaled: when any of its names is (a file renamed from an ignored
-// temporary name over a tracked one changes the tracked one).
-func (f *FS) journalsAny(jop string, names []mutName) bool {
-	if f.cfg.Journal == nil || jop == "" {
-		return false
-	}
-	isDir := jop == jMkdir || jop == jRmdir
-	for _, nm := range names {
-		if f.journals(nm.rel, isDir) {
-			return true
-		}
-	}
-	return false
-}
-
 // jDirs holds the parent directory of each name of a journaled mutation,
 // from the lock step (guardedChild.at) or opened here, until close.
 type jDirs struct {
