@@ -197,7 +197,7 @@ func (l *locked) beginFd(p policy) syscall.Errno {
 	if !regular(&st) {
 		return 0
 	}
-	id := guard.StatOf(&st).ID
+	id := guard.FileID{Dev: uint64(st.Dev), Ino: st.Ino}
 	for attempt := 0; ; attempt++ {
 		tk, errno := l.plan(guard.Plan{IDs: []guard.FileID{id}, Under: func() guard.Look {
 			*g = guardedChild{ok: true, rel: g.rel, id: id}
@@ -387,7 +387,7 @@ func (l *locked) guardedIn(d dirFd, leaf, rel string, tracked bool) guardedChild
 	if _, errno := statAt(d, leaf, &st); errno != 0 || !regular(&st) {
 		return guardedChild{rel: rel}
 	}
-	return guardedChild{ok: true, rel: rel, st: st, id: guard.StatOf(&st).ID, at: d, leaf: leaf, inDir: true}
+	return guardedChild{ok: true, rel: rel, st: st, id: guard.FileID{Dev: uint64(st.Dev), Ino: st.Ino}, at: d, leaf: leaf, inDir: true}
 }
 
 // parentDirs opens the parent directory of each tracked name of rels

@@ -134,8 +134,8 @@ func (d *listDir) Releasedir(ctx context.Context, releaseFlags uint32) { d.list 
 // Unlink removes a name. Removing an existing regular file is a guarded
 // mutation (op unlink; docs/DESIGN.md#mutation-path); other types are
 // always allowed. When the last link is gone the guard is told
-// (Guard.NoteLastNameGone), and forgets the identity once no handle on it
-// is open any more.
+// (guard.Ticket.Done: NoteLastNameGone), and forgets the identity once no
+// handle on it is open any more.
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	dirRel := n.rel()
 	return n.fs.mutate(ctx, mutation{
