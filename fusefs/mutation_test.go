@@ -97,3 +97,56 @@ func TestMutateOrder(t *testing.T) {
 		t.Fatalf("directory: %v after %d runs, want 0 after 3", errno, ran)
 	}
 }
+
+// TestMutateThenBeforeDone checks the pipeline's last steps
+// (docs/DESIGN.md#mutation-path): a truncated name's then runs after the
+// backing operation and before the guard is told, the sequence the guard
+// gave the change is returned, and the session is credited with what
+// the truncate left, so its next truncate passes without another read.
+func TestMutateThenBeforeDone(t *testing.T) {
+	f, ws := mutFS(t, map[string]string{"f": "x\n"})
+	g := f.Guard()
+	var st syscall.Stat_t
+	if errno := f.lstatRel("f", &st); errno != 0 {
+		t.Fatal(errno)
+	}
+	id := guard.StatOf(&st).ID
+	if err := g.NoteRead(DefaultSession, f.target("f", &st)); err != nil {
+		t.Fatal(err)
+	}
+	trunc := func(then func(guardedChild)) mutation {
+		return mutation{
+			subject: subject{names: []mutName{{rel: "f", change: truncated}}},
+			asks:    []ask{{0, guard.OpTruncate}},
+			run: func([]dirFd) syscall.Errno {
+				return syscall.Errno(errnoOrZero(os.Truncate(filepath.Join(ws, "f"), 0)))
+			},
+			then: then,
+		}
+	}
+	thenRan := false
+	seq, errno := trunc(func(g0 guardedChild) {
+		thenRan = true
+		if !g0.ok || g0.id != id {
+			t.Errorf("then got %+v, want the locked file", g0)
+		}
+		if m := g.LastMutation(id); m.Seq != 0 {
+			t.Errorf("the guard was told before then: %+v", m)
+		}
+		if !f.flux.in(id) {
+			t.Error("a truncated file is not in flux before the guard is told")
+		}
+	}).apply(context.Background(), f)
+	if errno != 0 || !thenRan || seq != 1 {
+		t.Fatalf("truncate: errno %v, then ran %v, seq %d; want 0, true, 1", errno, thenRan, seq)
+	}
+	if f.flux.in(id) {
+		t.Error("the flux outlived the mutation")
+	}
+	// An outside change report ends the own-write exemption: the hash
+	// decides, and only a credited record has the truncated content's.
+	g.NoteMutation(id, guard.ExternalSession)
+	if _, errno := trunc(nil).apply(context.Background(), f); errno != 0 {
+		t.Fatalf("the session's second truncate: %v, want 0 (credited with the first)", errno)
+	}
+}
