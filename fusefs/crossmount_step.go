@@ -14,51 +14,6 @@ import (
 	"github.com/rubinofs/rubinofs/internal/crossmount"
 )
 
-// lockCross is FS.lock, then, unless m is fresh or the mount is not
-// shared (crossmount.Mode.Shared), the cross-mount lock of its guarded
-// names (crossmount.Mode.LockAll, in inode-number order), and a stat of
-// each of them again under it: another mount may have changed a file
-// between lock's stat and the cross-mount lock, and the guard must decide
-// on the stat taken under both locks (a hash-cache hit on the older stat
-// would vouch for bytes that are gone). When a name's identity changed
-// meanwhile, both locks are dropped and taken again (at most 16 times,
-// then the newcomer is treated as unguarded, as lockFresh does). Errors:
-// lock's, and EAGAIN from the cross-mount lock.
-func (m *mutation) lockCross(f *FS) ([]guardedChild, func(), syscall.Errno) {
-	for attempt := 0; ; attempt++ {
-		gs, unlock, errno := f.lock(m)
-		if errno != 0 || m.fresh || !f.cross.Shared() {
-			return gs, unlock, errno
-		}
-		unlockX, errno := f.cross.LockAll(m.crossTargets(f, gs))
-		if errno != 0 {
-			unlock()
-			return nil, nil, errno
-		}
-		both := func() { unlockX(); unlock() }
-		same := true
-		for i := range gs {
-			if !gs[i].ok {
-				continue
-			}
-			var st syscall.Stat_t
-			if err := m.restat(f, &gs[i], &st); err != nil || st.Ino != gs[i].st.Ino || uint64(st.Dev) != gs[i].id.Dev {
-				same = false
-				if attempt >= 16 {
-					gs[i].ok = false
-				}
-				continue
-			}
-			gs[i].st = st
-			f.cross.NoteUnseen(gs[i].id, guard.StatOf(&st))
-		}
-		if same || attempt >= 16 {
-			return gs, both, 0
-		}
-		both()
-	}
-}
-
 // crossTargets lists the guarded names of gs for the cross-mount lock:
 // each is opened for writing, without following a symlink or blocking,
 // through the parent directory it was stat'ed in, through m.fd for a
@@ -73,7 +28,7 @@ func (m *mutation) crossTargets(f *FS, gs []guardedChild) []crossmount.Target {
 		}
 		t := crossmount.Target{ID: guard.FileID{Dev: g.id.Dev, Ino: g.st.Ino}, Rel: g.rel}
 		switch {
-		case m.viaFd:
+		case m.via == byFd:
 			fd := m.fd
 			t.Open = func() (int, error) {
 				return unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
@@ -94,7 +49,7 @@ func (m *mutation) crossTargets(f *FS, gs []guardedChild) []crossmount.Target {
 // each guarded name whose content it rewrote now has, as this mount's own
 // last change (crossmount.Mode.NoteOwn), for the next mutation's
 // NoteUnseen, and forgets a file whose last name it removed.
-// Called under the locks of lockCross.
+// Called under the locks of the lock step (locked.begin).
 func (m *mutation) noteOwnAfter(f *FS, gs []guardedChild) {
 	if !f.cross.OwnTracked() {
 		return
@@ -104,7 +59,7 @@ func (m *mutation) noteOwnAfter(f *FS, gs []guardedChild) {
 		if !g.ok {
 			continue
 		}
-		if nm.change != rewritten {
+		if nm.change.guard() != guard.Rewritten {
 			if (nm.change == unlinked || nm.change == replaced) && g.st.Nlink <= 1 {
 				f.cross.Forget(g.id) // gone: its inode number may be reused
 			}
@@ -126,7 +81,7 @@ func (m *mutation) noteOwnAfter(f *FS, gs []guardedChild) {
 // (crossmount.StatSync).
 func (m *mutation) restat(f *FS, g *guardedChild, st *syscall.Stat_t) error {
 	switch {
-	case m.viaFd:
+	case m.via == byFd:
 		return f.cross.FstatView(m.fd, st)
 	case g.inDir:
 		return f.cross.StatView(g.at.fd, g.leaf, unix.AT_SYMLINK_NOFOLLOW, st)

@@ -101,7 +101,7 @@ func (h *File) fd(fn func(fd int) syscall.Errno) syscall.Errno {
 
 // registerRead registers the content of the handle as read by its session,
 // under the identity lock so no guarded mutation is half-done. While a
-// daemon-first change of the file is pending in the kernel (FS.flux: an
+// daemon-first change of the file is pending in the kernel (flux.in: an
 // O_TRUNC open whose handle has not been used since), the kernel may serve
 // this reader older bytes from its page cache than the hash taken now, so
 // the read is registered in flux and will not vouch for a write. Without
@@ -115,7 +115,7 @@ func (h *File) registerRead() {
 	// Whose reads these are (the session's, a scanner process's, or no
 	// one's: docs/DESIGN.md#scanner-reads) is read from /proc before the
 	// identity lock is taken, bounded by procfs.Bound.
-	gc := h.fs.guardCaller(h.who)
+	gc := h.who.guardCaller(h.fs)
 	if h.fs.cfg.Guard.WantsFacts(h.who.session) {
 		gc.Facts()
 	}
@@ -185,64 +185,33 @@ func (h *File) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult
 	return h.loopbackOps.Read(ctx, buf, off)
 }
 
-// mutate runs op, one guarded mutation through this handle, under the file
-// identity lock. The first mutation asks the guard; later ones re-ask only if
-// another session mutated the file since (the handle then loses its right:
-// its session's record is stale, and the file is not half-overwritten).
+// mutate runs op, one guarded mutation through this handle (gop), as an
+// FS.mutate of the handle (onHandle; docs/DESIGN.md#mutation-path): under
+// the file identity lock, the first mutation asks the guard; later ones
+// re-ask only if another session mutated the file since (the handle then
+// loses its right: its session's record is stale, and the file is not
+// half-overwritten). After a success the handle is dirty (credited at
+// flush and release), a change other than a plain write is in flux until
+// the handle's next request, and the handle keeps the mutation sequence.
 func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.settle()
-	if !h.track {
-		defer h.fs.ownChange(h.node.rel())()
-		return op()
-	}
-	unlock := h.fs.cfg.Guard.Lock(h.id)
-	defer unlock()
-	unlockX, errno := h.crossLock() // ownstat.go
-	if errno != 0 {
-		return errno
-	}
-	defer unlockX()
-	last := h.adoptLateExternal(h.fs.cfg.Guard.LastMutation(h.id))
-	if gop != guard.OpWrite {
-		h.wh.Break() // only plain writes are hashed as they pass
-	} else if last.Seq != h.seq {
-		h.wh.Interleaved() // someone changed the file since this handle's last change
-	}
-	if h.check {
-		needAsk := !h.granted || (last.Seq != h.seq && last.Session != h.who.session)
-		if needAsk {
-			var errno syscall.Errno
-			h.fd(func(fd int) syscall.Errno {
-				t, err := fdTarget(h.node.rel(), fd)
-				if err != nil {
-					errno = fs.ToErrno(err)
-					return 0
-				}
-				errno = h.fs.decide(h.who, gop, t)
-				return 0
-			})
-			if errno != 0 {
-				h.granted = false
-				return errno
+	seq, errno := mutation{
+		subject: onHandle(h),
+		asks:    []ask{{0, gop}},
+		jop:     journalhook.OpOf(gop),
+		run:     func([]dirFd) syscall.Errno { return op() },
+		then: func(guardedChild) {
+			if gop != guard.OpWrite {
+				h.beginFlux() // truncate, fallocate, copy_file_range: daemon first
 			}
-			h.granted = true
-		}
-	}
-	if errno := h.hj.Change(journalhook.OpOf(gop), h.node.rel()); errno != 0 {
-		return errno
-	}
-	end := h.fs.ownChange(h.node.rel())
-	errno = op()
-	end()
-	if errno == 0 {
-		if gop != guard.OpWrite {
-			h.beginFlux() // truncate, fallocate, copy_file_range: daemon first
-		}
-		h.dirty = true
-		h.seq = h.fs.noteChange(h.id, h.who.session, rewritten, 0)
-		h.noteOwnStat()
+			h.dirty = true
+			h.noteOwnStat()
+		},
+	}.apply(context.Background(), h.fs)
+	if errno == 0 && h.track {
+		h.seq = seq
 		h.ptOwnChange(h.seq)
 	}
 	return errno

@@ -184,9 +184,7 @@ type FS struct {
 	// (ctlfs.Config.Errors).
 	errs ctltree.ErrorRing
 
-	counters struct {
-		opens, creates, denials, warned atomic.Uint64
-	}
+	counters fsCounters
 
 	// rootFd is the backing root as an O_PATH descriptor, the start of
 	// every backing access (backing.go); -1 after Close.
@@ -194,6 +192,9 @@ type FS struct {
 
 	shadowed  bool // a real .rubino exists in the workspace
 	keepCache bool // keep the page cache across opens (watcher attached)
+	// guardMode is cfg.Guard.Mode(), fixed for the guard's life
+	// (policyOf).
+	guardMode guard.Mode
 
 	// inv applies external changes (nil without a watcher); shortTimeout
 	// is the cache timeout of subtrees it cannot vouch for.
@@ -216,6 +217,22 @@ type FS struct {
 	// jh is the journal's hook (internal/journalhook; nil: the journal
 	// is off, and no journal code runs beyond a nil check).
 	jh *journalhook.Hook
+}
+
+// fsCounters counts opens, creates, refusals and warnings for
+// .rubino/status and the metrics. Concurrency: atomics.
+type fsCounters struct {
+	opens, creates, denials, warned atomic.Uint64
+}
+
+// decided counts the warned allowed ops of a decision and a refusal.
+func (c *fsCounters) decided(warned int, denied bool) {
+	if warned > 0 {
+		c.warned.Add(uint64(warned))
+	}
+	if denied {
+		c.denials.Add(1)
+	}
 }
 
 // StatusFunc contributes one top-level key to .rubino/status. It must be
@@ -257,6 +274,9 @@ func New(cfg Config) (*FS, error) {
 	}
 	ownerReg, _ := cfg.Sessions.(sessionctl.OwnerRegistry)
 	f.owners = sessionctl.NewOwners(cfg.Owner, ownerReg)
+	if cfg.Guard != nil {
+		f.guardMode = cfg.Guard.Mode()
+	}
 	rootFd, err := openRoot(cfg.BackingPath)
 	if err != nil {
 		return nil, fmt.Errorf("workspace %s: %w", cfg.Workspace, err)
@@ -337,7 +357,7 @@ func (f *FS) callerOf(ctx context.Context) caller {
 
 // guarded reports whether the guard applies to this caller at all.
 func (f *FS) guarded(c caller) bool {
-	if f.cfg.Guard.Mode() == guard.ModeOff {
+	if f.guardMode == guard.ModeOff {
 		return false
 	}
 	return !(f.cfg.AllowUnregistered && f.owners.IsDefault(c.session))
@@ -426,62 +446,33 @@ func openForHash(p string, flags int) (*os.File, error) {
 	return f, err
 }
 
-// decide asks the guard about op on target for caller c, records a denial
-// (or a warning) and returns the errno to give the caller: 0, or the guard's
-// configured errno (Decision.Errno, guard.Config.Errno).
-//
-// EACCES by default, not EPERM: the refusal is a permission decision about
-// this caller and this file, which is what EACCES means to tools
-// ("Permission denied"), and editors/shells already report it well. EPERM is
-// the configurable alternative (guard.errno) for tools that misread EACCES;
-// EBUSY/ETXTBSY would invite retries, so guard.ParseErrno refuses them.
-// A caller of sessions.Unknown gets EAGAIN instead: nothing was decided
-// about it, and a retry once its exec is over is exactly right.
-//
-// The caller's program name (comm, for the guard's git-safe policy and the
-// denial log) is looked up at most once, and only when the read-before-write
-// policy refuses: an allowed mutation reads nothing of the caller. A
-// refusal of a file that Config.Tools exempts for the caller's uid is no
-// refusal: 0, nothing recorded (docs/DESIGN.md#tool-trees).
+// decide asks the guard about op on target for caller c outside the
+// mutation pipeline (a mapping's page-in, a passthrough read-write open):
+// guard.Guard.Check, which records a denial (or a warning), counted for
+// the metrics. It returns the errno to give the caller: 0, the guard's
+// configured errno (EACCES by default), or EAGAIN for
+// sessions.Unknown.
 func (f *FS) decide(c caller, op guard.Op, t guard.Target) syscall.Errno {
-	gc := f.guardCaller(c)
-	commOf := gc.Comm
-	f.cfg.Tools.Changing(t.Path) // a marker about to go: keep its tree's exemption
-	d := f.cfg.Guard.DecideBy(gc, op, t)
-	if d.Allow && !d.WouldDeny {
-		return 0
+	errno, warned := f.cfg.Guard.Check(c.asker(f), op, t)
+	n := 0
+	if warned {
+		n = 1
 	}
-	if f.cfg.Tools.Exempt(t.Path, c.uid, t.Stat.ID.Dev, t.Stat.ID.Ino) { // docs/DESIGN.md#tool-trees
-		return 0
-	}
-	f.cfg.Guard.RecordDenial(guard.Denial{
-		Warned:     d.Allow,
-		Time:       time.Now(),
-		Session:    c.session,
-		Pid:        c.pid,
-		Comm:       commOf(),
-		Op:         op,
-		Path:       t.Path,
-		Code:       d.Code,
-		Message:    d.Message,
-		ReplacedBy: d.ReplacedBy,
-	})
-	if d.Allow {
-		f.counters.warned.Add(1)
-		return 0
-	}
-	f.counters.denials.Add(1)
-	if d.Errno != 0 {
-		return d.Errno
-	}
-	return syscall.EACCES
+	f.counters.decided(n, errno != 0)
+	return errno
+}
+
+// asker describes c to f's guard for a decision (guard.Asker): its
+// guardCaller, uid, pid, and the tool trees (Config.Tools).
+func (c caller) asker(f *FS) guard.Asker {
+	return guard.Asker{Caller: c.guardCaller(f), Uid: c.uid, Pid: c.pid, Tools: f.cfg.Tools}
 }
 
 // guardCaller describes c to the guard: its session, and its process facts
 // (sessions.ReadFacts) and comm, each read from /proc at most once and only
 // when the guard asks, bounded by procfs.Bound. Not safe for concurrent
 // use: one request's goroutine uses it.
-func (f *FS) guardCaller(c caller) guard.Caller {
+func (c caller) guardCaller(f *FS) guard.Caller {
 	var facts sessions.ProcFacts
 	var name string
 	haveFacts, haveName := false, false

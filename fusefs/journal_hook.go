@@ -31,13 +31,6 @@ const (
 	jMknod    = journalhook.OpMknod
 )
 
-// journalsAny reports whether m is journaled (journalhook.Hook.JournalsAny
-// over its names): never through a descriptor (m.viaFd), whose name may
-// lead to another file by now.
-func journalsAny(h *journalhook.Hook, m *mutation) bool {
-	return h != nil && !m.viaFd && h.JournalsAny(m.jop, len(m.names), func(i int) string { return m.names[i].rel })
-}
-
 // journalRecord records m (op m.jop) for session before its backing
 // operation, with the pre-images taken through the parent directories the
 // lock step holds (gs[i].at; the hook opens the others): mutate's one

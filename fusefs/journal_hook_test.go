@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/guard"
-	"github.com/rubinofs/rubinofs/internal/rewind"
+	rewindroom "github.com/rubinofs/rubinofs/internal/rewind"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
@@ -61,9 +61,9 @@ func changeRecords(t testing.TB, j *journal.Journal, session string) []journal.R
 // unlinkMutation is Node.Unlink's mutation of rel, run in ws.
 func unlinkMutation(ws, rel string) mutation {
 	return mutation{
-		names: []mutName{{rel: rel, change: unlinked, pin: true}},
-		jop:   jUnlink,
-		run:   func() syscall.Errno { return syscall.Errno(errnoOrZero(unix.Unlink(filepath.Join(ws, rel)))) },
+		subject: subject{names: []mutName{{rel: rel, change: unlinked, pin: true}}},
+		jop:     jUnlink,
+		run:     func([]dirFd) syscall.Errno { return syscall.Errno(errnoOrZero(unix.Unlink(filepath.Join(ws, rel)))) },
 	}
 }
 
@@ -88,14 +88,14 @@ func TestMutateJournalRecords(t *testing.T) {
 			c := caller{session: "s1"}
 			m := unlinkMutation(ws, "a/f")
 			m.by = &c
-			m.noAsk = true
+			m.kind = rewind
 			inner := m.run
-			m.run = func() syscall.Errno {
+			m.run = func(at []dirFd) syscall.Errno {
 				recs := changeRecords(t, j, "s1")
 				if len(recs) != 2 || recs[1].Op != jUnlink {
 					t.Errorf("the record is not there before the backing operation: %+v", recs)
 				}
-				return inner()
+				return inner(at)
 			}
 			if errno := f.mutate(context.Background(), m); errno != 0 {
 				t.Fatal(errno)
@@ -127,7 +127,7 @@ func TestMutateJournalFailureRefuses(t *testing.T) {
 	m := unlinkMutation(ws, "f")
 	m.by = &c
 	ran := false
-	m.run = func() syscall.Errno { ran = true; return 0 }
+	m.run = func([]dirFd) syscall.Errno { ran = true; return 0 }
 	if errno := f.mutate(context.Background(), m); errno != syscall.EIO {
 		t.Fatalf("errno = %v, want EIO", errno)
 	}
@@ -153,8 +153,8 @@ func BenchmarkMutateJournal(b *testing.B) {
 				f.jh = nil
 			}
 			c := caller{session: "bench"}
-			m := mutation{names: []mutName{{rel: "a/b/new"}}, fresh: true, jop: jMkdir, by: &c,
-				run: func() syscall.Errno { return 0 }}
+			m := mutation{kind: fresh, subject: subject{names: []mutName{{rel: "a/b/new"}}}, jop: jMkdir, by: &c,
+				run: func([]dirFd) syscall.Errno { return 0 }}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -186,7 +186,7 @@ func TestRewindApplierSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := rewind.NewApplier(f.RewindMount(), rewind.By{Session: "s1", Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())})
+	a := rewindroom.NewApplier(f.RewindMount(), rewindroom.By{Session: "s1", Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())})
 	steps := []func() error{
 		func() error {
 			return a.Restore("edited", journal.PreImage{Kind: journal.KindFile, Mode: syscall.S_IFREG | 0o755, Size: 10, Blob: blob.Addr}, j.Blobs())

@@ -364,7 +364,7 @@ func (n *Node) removeAt(dirRel, name string, flags int) syscall.Errno {
 // renameIn renames name in n (at dirRel, whose descriptor is d1) to
 // newName in np (at newDirRel, d2). A descriptor whose fd is < 0 is
 // opened from its path here; FS.mutate passes those it resolved for the
-// decision (lockFresh).
+// decision (locked.begin).
 // With flags (RENAME_EXCHANGE, RENAME_NOREPLACE) it first checks, as the
 // loopback's rename2 does, that both directories are still the inodes the
 // kernel knows, and answers EBUSY when one was replaced.

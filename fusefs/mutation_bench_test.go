@@ -38,9 +38,9 @@ func BenchmarkMutateUnlink(b *testing.B) {
 			}
 			ctx := context.Background()
 			m := mutation{
-				names: []mutName{{rel: "a/b/f.go", change: unchanged, pin: true}},
-				asks:  []ask{{0, guard.OpUnlink}},
-				run:   func() syscall.Errno { return 0 },
+				subject: subject{names: []mutName{{rel: "a/b/f.go", change: unchanged, pin: true}}},
+				asks:    []ask{{0, guard.OpUnlink}},
+				run:     func([]dirFd) syscall.Errno { return 0 },
 			}
 			b.ReportAllocs()
 			b.ResetTimer()

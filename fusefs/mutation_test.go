@@ -48,9 +48,9 @@ func TestMutateOrder(t *testing.T) {
 	ran := 0
 	trunc := func(errno syscall.Errno) mutation {
 		return mutation{
-			names: []mutName{{rel: "f", change: rewritten}},
-			asks:  []ask{{0, guard.OpTruncate}},
-			run: func() syscall.Errno {
+			subject: subject{names: []mutName{{rel: "f", change: rewritten}}},
+			asks:    []ask{{0, guard.OpTruncate}},
+			run: func([]dirFd) syscall.Errno {
 				ran++
 				// The identity is locked while the operation runs.
 				locked := make(chan struct{})
@@ -90,44 +90,64 @@ func TestMutateOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := mutation{
-		names: []mutName{{rel: "d", change: unlinked}},
-		asks:  []ask{{0, guard.OpUnlink}},
-		run:   func() syscall.Errno { ran++; return 0 },
+		subject: subject{names: []mutName{{rel: "d", change: unlinked}}},
+		asks:    []ask{{0, guard.OpUnlink}},
+		run:     func([]dirFd) syscall.Errno { ran++; return 0 },
 	}
 	if errno := f.mutate(ctx, dir); errno != 0 || ran != 3 {
 		t.Fatalf("directory: %v after %d runs, want 0 after 3", errno, ran)
 	}
 }
 
-// TestNoteChange checks what the guard is told for each change.
-func TestNoteChange(t *testing.T) {
-	f, _ := mutFS(t, nil)
+// TestMutateThenBeforeDone checks the pipeline's last steps
+// (docs/DESIGN.md#mutation-path): a truncated name's then runs after the
+// backing operation and before the guard is told, the sequence the guard
+// gave the change is returned, and the session is credited with what
+// the truncate left, so its next truncate passes without another read.
+func TestMutateThenBeforeDone(t *testing.T) {
+	f, ws := mutFS(t, map[string]string{"f": "x\n"})
 	g := f.Guard()
-	for i, c := range []struct {
-		name   string
-		ch     change
-		nlink  uint64
-		noted  bool // NoteMutation: the sequence grows
-		forget bool // NoteLastNameGone without open handles: the identity is forgotten
-	}{
-		{"unchanged", unchanged, 1, false, false},
-		{"rewritten", rewritten, 1, true, false},
-		{"unlinked last", unlinked, 1, false, true},
-		{"unlinked one of two", unlinked, 2, true, false},
-		{"replaced last", replaced, 1, false, true},
-		{"replaced one of two", replaced, 2, false, false},
-	} {
-		id := guard.FileID{Dev: 1, Ino: uint64(100 + i)}
-		g.NoteMutation(id, "other") // seq 1
-		f.noteChange(id, "s", c.ch, c.nlink)
-		m := g.LastMutation(id)
-		switch {
-		case c.forget && m.Seq != 0:
-			t.Errorf("%s: %+v, want the identity forgotten", c.name, m)
-		case c.noted && (m.Seq != 2 || m.Session != "s"):
-			t.Errorf("%s: %+v, want seq 2 by s", c.name, m)
-		case !c.forget && !c.noted && (m.Seq != 1 || m.Session != "other"):
-			t.Errorf("%s: %+v, want it untouched", c.name, m)
+	var st syscall.Stat_t
+	if errno := f.lstatRel("f", &st); errno != 0 {
+		t.Fatal(errno)
+	}
+	id := guard.StatOf(&st).ID
+	if err := g.NoteRead(sessions.Default, f.target("f", &st)); err != nil {
+		t.Fatal(err)
+	}
+	trunc := func(then func(guardedChild)) mutation {
+		return mutation{
+			subject: subject{names: []mutName{{rel: "f", change: truncated}}},
+			asks:    []ask{{0, guard.OpTruncate}},
+			run: func([]dirFd) syscall.Errno {
+				return syscall.Errno(errnoOrZero(os.Truncate(filepath.Join(ws, "f"), 0)))
+			},
+			then: then,
 		}
+	}
+	thenRan := false
+	seq, errno := trunc(func(g0 guardedChild) {
+		thenRan = true
+		if !g0.ok || g0.id != id {
+			t.Errorf("then got %+v, want the locked file", g0)
+		}
+		if m := g.LastMutation(id); m.Seq != 0 {
+			t.Errorf("the guard was told before then: %+v", m)
+		}
+		if !f.flux.in(id) {
+			t.Error("a truncated file is not in flux before the guard is told")
+		}
+	}).apply(context.Background(), f)
+	if errno != 0 || !thenRan || seq != 1 {
+		t.Fatalf("truncate: errno %v, then ran %v, seq %d; want 0, true, 1", errno, thenRan, seq)
+	}
+	if f.flux.in(id) {
+		t.Error("the flux outlived the mutation")
+	}
+	// An outside change report ends the own-write exemption: the hash
+	// decides, and only a credited record has the truncated content's.
+	g.NoteMutation(id, sessions.External)
+	if _, errno := trunc(nil).apply(context.Background(), f); errno != 0 {
+		t.Fatalf("the session's second truncate: %v, want 0 (credited with the first)", errno)
 	}
 }

@@ -81,10 +81,7 @@ func (n *Node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 // only with a watcher vouching for rel, and never on a shared mount
 // (crossmount.Mode.Shared: close-to-open, docs/DESIGN.md#close-to-open).
 func (n *Node) cacheFlags(rel string) uint32 {
-	if n.fs.keepCache && !n.fs.inv.Short(rel) && !n.fs.cross.Shared() {
-		return fuse.FOPEN_KEEP_CACHE
-	}
-	return 0
+	return policy{cache: n.fs.cachesPages(rel, n.fs.cross.Shared())}.cacheFlag()
 }
 
 // Statfs reports the statistics of the filesystem holding the workspace

@@ -66,25 +66,23 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			jop = jChmod
 		}
 		return n.fs.mutate(ctx, mutation{
-			names: []mutName{{rel: rel}},
-			fresh: true,
-			jop:   jop,
-			run:   func() syscall.Errno { return n.setattrAt(ctx, rel, unwrapHandle(fh), in, out) },
+			kind:    fresh,
+			subject: subject{names: []mutName{{rel: rel}}},
+			jop:     jop,
+			run:     func([]dirFd) syscall.Errno { return n.setattrAt(ctx, rel, unwrapHandle(fh), in, out) },
 		})
 	}
 	// A truncate by path is a guarded mutation
 	// (docs/DESIGN.md#mutation-path). It changes the backing file before
 	// the kernel's cache, so readers registering meanwhile are in flux
-	// (flux). After our reply the kernel updates its cache within the same
+	// (change truncated). After our reply the kernel updates its cache within the same
 	// syscall; a reader registering in that last window is not covered: no
 	// later request of this caller tells us it is done.
 	return n.fs.mutate(ctx, mutation{
-		names:  []mutName{{rel: rel, change: rewritten}},
-		asks:   []ask{{0, guard.OpTruncate}},
-		flux:   true,
-		credit: true,
-		jop:    jTruncate,
-		run: func() syscall.Errno {
+		subject: subject{names: []mutName{{rel: rel, change: truncated}}},
+		asks:    []ask{{0, guard.OpTruncate}},
+		jop:     jTruncate,
+		run: func([]dirFd) syscall.Errno {
 			return n.setattrAt(ctx, rel, unwrapHandle(fh), in, out)
 		},
 	})
@@ -115,13 +113,9 @@ func (n *Node) nameErrno(rel string) syscall.Errno {
 // display and exemption only.
 func (n *Node) truncateFd(ctx context.Context, rel string, fd int, writable bool, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	return n.fs.mutate(ctx, mutation{
-		names:  []mutName{{rel: rel, change: rewritten}},
-		asks:   []ask{{0, guard.OpTruncate}},
-		viaFd:  true,
-		fd:     fd,
-		flux:   true,
-		credit: true,
-		run:    func() syscall.Errno { return setattrFd(fd, writable, in, out) },
+		subject: onFd(rel, fd),
+		asks:    []ask{{0, guard.OpTruncate}},
+		run:     func([]dirFd) syscall.Errno { return setattrFd(fd, writable, in, out) },
 	})
 }
 

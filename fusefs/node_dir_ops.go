@@ -134,15 +134,15 @@ func (d *listDir) Releasedir(ctx context.Context, releaseFlags uint32) { d.list 
 // Unlink removes a name. Removing an existing regular file is a guarded
 // mutation (op unlink; docs/DESIGN.md#mutation-path); other types are
 // always allowed. When the last link is gone the guard is told
-// (Guard.NoteLastNameGone), and forgets the identity once no handle on it
-// is open any more.
+// (guard.Ticket.Done: NoteLastNameGone), and forgets the identity once no
+// handle on it is open any more.
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	dirRel := n.rel()
 	return n.fs.mutate(ctx, mutation{
-		names: []mutName{{rel: childPath(dirRel, name), change: unlinked, pin: true}},
-		asks:  []ask{{0, guard.OpUnlink}},
-		jop:   jUnlink,
-		runIn: func(at []dirFd) syscall.Errno {
+		subject: subject{names: []mutName{{rel: childPath(dirRel, name), change: unlinked, pin: true}}},
+		asks:    []ask{{0, guard.OpUnlink}},
+		jop:     jUnlink,
+		run: func(at []dirFd) syscall.Errno {
 			if at[0].fd >= 0 {
 				return fs.ToErrno(unix.Unlinkat(at[0].fd, name, 0))
 			}
@@ -165,13 +165,12 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	dirRel, newDirRel := n.rel(), np.rel()
 	srcRel, dstRel := childPath(dirRel, name), childPath(newDirRel, newName)
 	m := mutation{
-		names: []mutName{
+		subject: subject{names: []mutName{
 			{rel: srcRel, change: unchanged, to: dstRel},
 			{rel: dstRel, change: replaced, pin: true},
-		},
-		move: true,
-		jop:  jRename,
-		runIn: func(at []dirFd) syscall.Errno {
+		}},
+		jop: jRename,
+		run: func(at []dirFd) syscall.Errno {
 			errno := n.renameIn(at[0], dirRel, name, np, at[1], newDirRel, newName, flags)
 			if errno == 0 && flags&unix.RENAME_WHITEOUT != 0 {
 				n.ownWhiteout(ctx, at[0], dirRel, name) // posixattr.go
@@ -198,7 +197,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 
 // Mkdir, Rmdir, Symlink, Link and Mknod are never guarded: they change no
 // existing file's content (docs/DESIGN.md#guarded-ops). Each is one
-// FS.mutate call without asks and without the lock step (mutation.fresh),
+// FS.mutate call without asks and without the lock step (kind fresh),
 // so the journal records it in the one place (docs/DESIGN.md#journal-hook)
 // and the backing call is bracketed as the daemon's own change for the
 // watcher; the backing calls are descriptor-relative (loopback.go).
@@ -206,8 +205,8 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 // makeNew runs run, a change of the names rels that no guarded file's
 // identity lock need cover, as one fresh mutation journaled as jop.
 func (n *Node) makeNew(ctx context.Context, jop string, run func() syscall.Errno, rels ...string) syscall.Errno {
-	names := freshNames(rels)
-	return n.fs.mutate(ctx, mutation{names: names, fresh: true, jop: jop, run: run})
+	return n.fs.mutate(ctx, mutation{kind: fresh, subject: subject{names: freshNames(rels)}, jop: jop,
+		run: func([]dirFd) syscall.Errno { return run() }})
 }
 
 // freshNames is the unchanged mutNames of rels.

@@ -11,12 +11,6 @@ import (
 	"github.com/rubinofs/rubinofs/internal/journalhook"
 )
 
-// tracks reports whether the guard keeps state for rel at all: the guard is
-// not off and rel is not exempt.
-func (f *FS) tracks(rel string) bool {
-	return f.cfg.Guard.Mode() != guard.ModeOff && !f.exempt(rel, false)
-}
-
 // Open opens an existing file.
 //
 //   - Exempt files (and every file with the guard off) get the loopback's
@@ -61,8 +55,9 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // ENOENT. Such a read-only handle registers its read at its first READ
 // (File.Read), once the node has its name, instead of under a placeholder.
 func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree bool) (fs.FileHandle, uint32, syscall.Errno) {
-	if !n.fs.tracks(rel) {
-		return n.openUntracked(ctx, rel, flags)
+	pol := n.fs.policyOf(rel, false) // one answer for the open's decisions
+	if !pol.tracks {
+		return n.openUntracked(ctx, rel, flags, pol)
 	}
 	c := n.fs.callerOf(ctx)
 	acc := flags & syscall.O_ACCMODE
@@ -104,23 +99,26 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 		gen := n.fs.jh.Gen() // before the record (journalhook.Handle)
 		// A guarded mutation (docs/DESIGN.md#mutation-path), decided on
 		// the file as stat'ed again under its identity lock.
-		errno = n.fs.mutate(ctx, mutation{
-			names: []mutName{{rel: rel, change: rewritten}},
-			asks:  []ask{{0, guard.OpOpenTrunc}},
-			was:   &guardedChild{ok: true, rel: rel, st: st, id: h.id},
-			by:    &c,
-			jop:   jTruncate,
-			run:   open,
-			done: func(g guardedChild, seq uint64) {
+		var seq uint64
+		seq, errno = mutation{
+			subject: subject{names: []mutName{{rel: rel, change: rewritten}}},
+			asks:    []ask{{0, guard.OpOpenTrunc}},
+			was:     &guardedChild{ok: true, rel: rel, st: st, id: h.id},
+			by:      &c,
+			jop:     jTruncate,
+			run:     func([]dirFd) syscall.Errno { return open() },
+			then: func(g guardedChild) {
 				h.id = g.id
 				h.granted, h.dirty = true, true
 				h.beginFlux()
-				h.seq = seq
 				h.lf = lf
 				h.noteOwnStat()     // the stat the truncation left (ownstat.go)
 				h.hj.Truncated(gen) // the open's record is the handle's first
 			},
-		})
+		}.apply(ctx, n.fs)
+		if errno == 0 {
+			h.seq = seq // the handle is no one's but this open's yet
+		}
 	} else {
 		if trunc {
 			defer n.fs.ownChange(rel)()
@@ -144,7 +142,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	// for nothing else, and a write-only direct-I/O one loses nothing as a
 	// passthrough handle: both prefer passthrough (iomode.go).
 	read := !writable && inTree && (h.check || !n.fs.cfg.AllowUnregistered)
-	shared := n.fs.cross.Shared() // one probe for the open's decisions (internal/crossmount)
+	shared := pol.shared
 	if shared && !writable {
 		// Served and registered by the daemon at its first READ
 		// (shared_read.go).
@@ -176,11 +174,8 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	if read {
 		h.registerRead()
 	}
-	cache := n.cacheFlags(rel)
-	if shared {
-		cache = 0 // close-to-open: the kernel drops its pages at every open
-	}
-	fh, fl := guardedHandle(h, pt, writable, read, cache|dio)
+	// Shared: close-to-open, the kernel drops its pages at every open.
+	fh, fl := guardedHandle(h, pt, writable, read, pol.cacheFlag()|dio)
 	return fh, fl, 0
 }
 
@@ -218,9 +213,10 @@ func (f *FS) refusableIO(writable, check bool) uint32 {
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	dirRel := n.rel()
 	rel := childPath(dirRel, name)
-	tracked := n.fs.tracks(rel)
+	pol := n.fs.policyOf(rel, false)
+	tracked := pol.tracks
 	var c caller
-	if tracked || n.fs.jh.Journals(rel, false) {
+	if tracked || pol.journals {
 		c = n.fs.callerOf(ctx)
 	}
 	var st syscall.Stat_t
@@ -230,11 +226,11 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	// One fresh mutation (docs/DESIGN.md#journal-hook): O_EXCL fails on
 	// an existing name, so no guarded file's identity needs its lock.
 	errno := n.fs.mutate(ctx, mutation{
-		names: []mutName{{rel: rel}},
-		fresh: true,
-		by:    &c,
-		jop:   jCreate,
-		run: func() (e syscall.Errno) {
+		kind:    fresh,
+		subject: subject{names: []mutName{{rel: rel}}},
+		by:      &c,
+		jop:     jCreate,
+		run: func([]dirFd) (e syscall.Errno) {
 			ch, lf, e = n.createAt(ctx, dirRel, name, flags|syscall.O_EXCL, mode, out, &st)
 			return e
 		},
@@ -296,11 +292,11 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 // the journal records (docs/DESIGN.md#journal-hook), which stays a
 // plainFile so its writes reach the daemon. An O_TRUNC open of a
 // journaled file is one fresh mutation, journaled as a truncate.
-func (n *Node) openUntracked(ctx context.Context, rel string, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+func (n *Node) openUntracked(ctx context.Context, rel string, flags uint32, pol policy) (fs.FileHandle, uint32, syscall.Errno) {
 	writable := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	var hj *journalhook.Handle
 	var session string
-	if writable && n.fs.jh.Journals(rel, false) {
+	if writable && pol.journals {
 		session = n.fs.callerOf(ctx).session
 		hj = n.fs.jh.NewHandle(session)
 	}
@@ -316,7 +312,8 @@ func (n *Node) openUntracked(ctx context.Context, rel string, flags uint32) (fs.
 	case flags&syscall.O_TRUNC != 0 && hj != nil:
 		c := caller{session: session}
 		gen := n.fs.jh.Gen() // before the record (journalhook.Handle)
-		errno = n.fs.mutate(ctx, mutation{names: []mutName{{rel: rel}}, fresh: true, by: &c, jop: jTruncate, run: open})
+		errno = n.fs.mutate(ctx, mutation{kind: fresh, subject: subject{names: []mutName{{rel: rel}}}, by: &c, jop: jTruncate,
+			run: func([]dirFd) syscall.Errno { return open() }})
 		hj.Truncated(gen)
 	case flags&syscall.O_TRUNC != 0:
 		end := n.fs.ownChange(rel)
@@ -330,7 +327,7 @@ func (n *Node) openUntracked(ctx context.Context, rel string, flags uint32) (fs.
 	}
 	pt, drop := n.openHandle(lf, flags, n.fs.cfg.Passthrough && hj == nil)
 	if !pt {
-		return &plainFile{loopbackOps: lf, node: n, drop: drop, hj: hj}, n.cacheFlags(rel), 0
+		return &plainFile{loopbackOps: lf, node: n, drop: drop, hj: hj}, pol.cacheFlag(), 0
 	}
 	if writable {
 		// Forced into passthrough by another handle of the inode: its

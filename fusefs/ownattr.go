@@ -40,39 +40,6 @@ func (f *FS) settleDeferred(rels ...string) {
 	}
 }
 
-// settleDeferredOf is settleDeferred for a mutation's names: the locked
-// identities of the guarded ones (gs), each opened in the parent directory
-// it was stat'ed in (or through the mutation's own descriptor), and for a
-// fresh mutation (nothing locked: chmod, chown, utimens, link) every name.
-func (f *FS) settleDeferredOf(m *mutation, gs []guardedChild) {
-	if !f.cfg.Guard.HasDeferred() {
-		return
-	}
-	if m.fresh {
-		for _, nm := range m.names {
-			f.settleDeferred(nm.rel)
-		}
-		return
-	}
-	for _, g := range gs {
-		if !g.ok {
-			continue
-		}
-		var via func() (*os.File, error)
-		switch {
-		case g.inDir:
-			at, leaf, rel := g.at, g.leaf, g.rel
-			via = func() (*os.File, error) { return openForHashIn(at, leaf, rel, f.cross.HashFlags()) }
-		case m.viaFd:
-			via = fdOpener(m.fd)
-		default:
-			rel := g.rel
-			via = func() (*os.File, error) { return f.openForHashAt(rel) }
-		}
-		f.cfg.Guard.SettleDeferred(g.id, via)
-	}
-}
-
 // settleDeferredNode is settleDeferred for n's own inode, found by its
 // identity rather than by a name, and hashed through the change's own
 // file: a duplicate of the descriptor of one of n's open handles when it

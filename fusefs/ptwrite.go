@@ -169,7 +169,7 @@ func (h *File) notePtStores() {
 	if last.Seq != h.pt.seq && last.Session != h.who.session {
 		return // another session changed it through the mount: the hash decides
 	}
-	h.seq = h.fs.noteChange(h.id, h.who.session, rewritten, 0)
+	h.seq = h.fs.cfg.Guard.NoteMutation(h.id, h.who.session) // the session's rewrite
 	h.pt.seq = h.seq
 	h.dirty = true
 	h.wh.Break() // the stores were not hashed as they passed

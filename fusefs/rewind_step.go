@@ -1,6 +1,6 @@
 package fusefs
 
-// The mount as internal/rewind sees it (rewind.Mount, on journalMount):
+// The mount as internal/rewind sees it (rewindroom.Mount, on journalMount):
 // the backing workspace, the kernel's caches, and Apply, the one entry of
 // a rewind's step into the mutation path (docs/DESIGN.md#journal-hook).
 
@@ -12,12 +12,12 @@ import (
 	"syscall"
 
 	"github.com/rubinofs/rubinofs/guard"
-	"github.com/rubinofs/rubinofs/internal/rewind"
+	rewindroom "github.com/rubinofs/rubinofs/internal/rewind"
 )
 
 // RewindMount is the mount as the journal's rewind and diff see it, to
 // pass to rewind.New in daemon assembly (docs/DESIGN.md#ctl-room).
-func (f *FS) RewindMount() rewind.Mount { return journalMount{f} }
+func (f *FS) RewindMount() rewindroom.Mount { return journalMount{f} }
 
 // Lstat is lstatRel: rel's stat without following a symlink.
 func (m journalMount) Lstat(rel string, st *syscall.Stat_t) syscall.Errno {
@@ -35,16 +35,15 @@ func (m journalMount) OpenForHash(rel string) (*os.File, error) { return m.f.ope
 func (m journalMount) Checkpointed() { m.f.jh.Checkpointed() }
 
 // Apply runs ch as one mutation of the rewind kind: by's session's own
-// change, without the guard's decision (noAsk: the conflict rule replaced
-// it), journaled, bracketed for the watcher, noted to the guard and
+// change, without the guard's decision (the conflict rule replaced it), journaled, bracketed for the watcher, noted to the guard and
 // credited (docs/DESIGN.md#journal-hook). A write rewrites ch.Rel in place
 // (in flux, credited, as a truncate by path); an unlink removes a name
 // whose file may lose its last link (pinned); a rename or exchange moves
 // ch.Rel and ch.To; every other op (chmod, mkdir, symlink, create, rmdir)
 // is a fresh mutation of ch.Rel.
-func (m journalMount) Apply(by rewind.By, ch rewind.Change) syscall.Errno {
+func (m journalMount) Apply(by rewindroom.By, ch rewindroom.Change) syscall.Errno {
 	c := caller{session: by.Session, uid: by.Uid, gid: by.Gid}
-	mu := mutation{by: &c, noAsk: true, jop: ch.Op, runIn: func(at []dirFd) syscall.Errno {
+	mu := mutation{kind: rewind, by: &c, jop: ch.Op, run: func(at []dirFd) syscall.Errno {
 		fds := make([]int, len(at))
 		for i, d := range at {
 			fds[i] = d.fd
@@ -53,19 +52,16 @@ func (m journalMount) Apply(by rewind.By, ch rewind.Change) syscall.Errno {
 	}}
 	switch ch.Op {
 	case jWrite:
-		mu.names = []mutName{{rel: ch.Rel, change: rewritten}}
-		mu.flux, mu.credit = true, true
+		mu.names = []mutName{{rel: ch.Rel, change: truncated}}
 	case jUnlink:
 		mu.names = []mutName{{rel: ch.Rel, change: unlinked, pin: true}}
 	case jRename:
 		mu.names = []mutName{{rel: ch.Rel, change: unchanged, to: ch.To}, {rel: ch.To, change: replaced, pin: true}}
-		mu.move = true
 	case jExchange:
 		mu.names = []mutName{{rel: ch.Rel, change: rewritten, to: ch.To}, {rel: ch.To, change: rewritten, pin: true, to: ch.Rel}}
-		mu.move = true
 	default:
 		mu.names = []mutName{{rel: ch.Rel}}
-		mu.fresh = true
+		mu.kind = fresh
 	}
 	return m.f.mutate(context.Background(), mu)
 }

@@ -35,7 +35,7 @@ import (
 // change of content (ownStat.sameContent). The bytes are read into buf
 // before the locks are dropped (not spliced later). Errors: pread(2)'s.
 func (h *File) readShared(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	gc := h.fs.guardCaller(h.who)
+	gc := h.who.guardCaller(h.fs)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.settle()
