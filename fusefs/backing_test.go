@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/syscallcompat"
 )
 
 // backingFS builds a FS over a temp workspace holding dir/f, a symlink
@@ -69,9 +70,9 @@ func TestBackingWalk(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			if fallback {
-				old := noOpenat2.Load()
-				noOpenat2.Store(true)
-				t.Cleanup(func() { noOpenat2.Store(old) })
+				old := syscallcompat.NoOpenat2.Load()
+				syscallcompat.NoOpenat2.Store(true)
+				t.Cleanup(func() { syscallcompat.NoOpenat2.Store(old) })
 			}
 			f, _, deep := backingFS(t)
 			var st syscall.Stat_t

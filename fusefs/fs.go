@@ -20,7 +20,6 @@ package fusefs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -405,25 +404,6 @@ func fdTargetOf(rel string, fd int, st *syscall.Stat_t) guard.Target {
 			return openForHash(fmt.Sprintf("/proc/self/fd/%d", fd), crossmount.FdDirect(fd))
 		},
 	}
-}
-
-// openForHash opens p read-only for hashing without touching its atime (the
-// guard's own reads must be invisible: stat through the mount shows what the
-// caller's reads did). O_NOATIME needs ownership or CAP_FOWNER; without them
-// the open is retried plainly.
-func openForHash(p string, flags int) (*os.File, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|flags|syscall.O_NOATIME, 0)
-	if errors.Is(err, syscall.EPERM) {
-		f, err = os.OpenFile(p, os.O_RDONLY|flags, 0)
-	}
-	if errors.Is(err, syscall.EINVAL) && flags&syscall.O_DIRECT != 0 {
-		return openForHash(p, flags&^syscall.O_DIRECT)
-	}
-	if err == nil && flags&syscall.O_DIRECT != 0 {
-		var st syscall.Stat_t
-		crossmount.FstatSync(int(f.Fd()), &st) // reads run to the real end (docs/DESIGN.md#uncached-view)
-	}
-	return f, err
 }
 
 // decide asks the guard about op on target for caller c, records a denial

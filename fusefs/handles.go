@@ -19,7 +19,6 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
@@ -94,56 +93,6 @@ func (n *Node) sameInode(st *syscall.Stat_t, gen uint64) bool {
 	}
 	want, got := n.StableAttr(), n.fs.stableAttr(st, gen)
 	return want.Ino == got.Ino && want.Gen == got.Gen
-}
-
-// setattrFd applies a SETATTR to the open descriptor fd: mode, owner, size
-// and times (in that order, as setattrAt), then fstats into out. A size
-// change uses ftruncate when fd is writable, else truncate(2) of the
-// descriptor's /proc/self/fd link (write permission, as by name). Times go
-// through the /proc/self/fd link too (futimens has no x/sys/unix wrapper);
-// fd is a regular file's descriptor, never a symlink's, so following the
-// link reaches fd's own inode. Errors: those of the syscalls, as errno.
-func setattrFd(fd int, writable bool, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	self := procPath(dirFd{fd: fd}, "")
-	if m, ok := in.GetMode(); ok {
-		if err := unix.Fchmod(fd, m); err != nil {
-			return fs.ToErrno(err)
-		}
-	}
-	if suid, sgid, ok := setattrOwner(in); ok {
-		if err := unix.Fchown(fd, suid, sgid); err != nil {
-			return fs.ToErrno(err)
-		}
-	}
-	if sz, ok := in.GetSize(); ok {
-		var err error
-		if writable {
-			err = unix.Ftruncate(fd, int64(sz))
-		} else {
-			err = unix.Truncate(self, int64(sz))
-		}
-		if err != nil {
-			return fs.ToErrno(err)
-		}
-	}
-	if ts, ok, errno := setattrTimes(in); errno != 0 {
-		return errno
-	} else if ok {
-		if err := unix.UtimesNanoAt(unix.AT_FDCWD, self, ts, 0); err != nil {
-			return fs.ToErrno(err)
-		}
-	}
-	if onlyCtime(in) {
-		if errno := touchCtimeAt(dirFd{fd: fd}, ""); errno != 0 {
-			return errno
-		}
-	}
-	var st syscall.Stat_t
-	if _, errno := statAt(dirFd{fd: fd}, "", &st); errno != 0 {
-		return errno
-	}
-	out.FromStat(&st)
-	return 0
 }
 
 // keptFile is a loopback handle handed to the kernel as it is (a read-only

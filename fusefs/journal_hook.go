@@ -49,7 +49,7 @@ func journalRecord(h *journalhook.Hook, m *mutation, gs []guardedChild, session 
 	for i, nm := range m.names {
 		names[i] = journalhook.Name{Rel: nm.rel, Dir: -1, Doomed: nm.pin && m.jop != jExchange}
 		if gs[i].inDir {
-			names[i].Dir, names[i].Leaf = gs[i].at.fd, gs[i].leaf
+			names[i].Dir, names[i].Leaf = gs[i].at.FD, gs[i].leaf
 		}
 	}
 	return h.Record(session, m.jop, names)
@@ -67,7 +67,7 @@ func (m journalMount) OpenParent(rel string) (int, string, func(), syscall.Errno
 	if errno != 0 {
 		return -1, leaf, func() {}, errno
 	}
-	return d.fd, leaf, d.close, 0
+	return d.FD, leaf, d.Close, 0
 }
 
 // NotOpen reports whether no handle through the mount is open on the

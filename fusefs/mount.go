@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rubinofs/rubinofs/internal/procfs"
+	"github.com/rubinofs/rubinofs/internal/syscallcompat"
 )
 
 // MountOptions are the kernel-facing options of a mount.
@@ -117,7 +117,7 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 	}
 	server, err := f.serve(mountpoint, opts) // rawwrap.go: fs.Mount with per-op metrics and access log
 	if mo.DirectMount {
-		cloexecFuseFds()
+		syscallcompat.CloexecFuseFds()
 		syscall.ForkLock.RUnlock()
 	}
 	if err != nil {
@@ -125,24 +125,6 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 	}
 	f.SetServer(server)
 	return server, nil
-}
-
-// cloexecFuseFds sets close-on-exec on every descriptor of this process
-// that is open on /dev/fuse (see Mount).
-func cloexecFuseFds() {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && target == "/dev/fuse" {
-			syscall.CloseOnExec(fd)
-		}
-	}
 }
 
 // CheckMountpoint reports a clear error for a missing mountpoint, one that

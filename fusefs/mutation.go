@@ -389,13 +389,13 @@ type guardedChild struct {
 
 // noDir stands for a parent directory not resolved yet (parentDirs,
 // mutation.runIn).
-var noDir = dirFd{fd: -1}
+var noDir = dirFd{FD: -1}
 
 // guardedIn stats leaf in d (rel's parent) and reports whether the guard
 // applies to mutating rel; tracked is f.tracks(rel). A d whose fd is < 0
 // (its parent could not be opened) finds nothing.
 func (f *FS) guardedIn(d dirFd, leaf, rel string, tracked bool) guardedChild {
-	if !tracked || d.fd < 0 {
+	if !tracked || d.FD < 0 {
 		return guardedChild{rel: rel}
 	}
 	var st syscall.Stat_t
@@ -438,7 +438,7 @@ func (f *FS) parentDirs(rels []string, tracked []bool) ([]dirFd, []string, func(
 	}
 	return dirs, leaves, func() {
 		for _, d := range owned {
-			d.close()
+			d.Close()
 		}
 	}
 }
@@ -544,7 +544,7 @@ func (f *FS) pinInode(rel string) (unpin func()) {
 	if errno != 0 {
 		return func() {}
 	}
-	defer d.close()
+	defer d.Close()
 	return pinIn(d, leaf)
 }
 
@@ -561,7 +561,7 @@ func (f *FS) pinInodeOf(g *guardedChild) (unpin func()) {
 // symlink) and returns the function that closes it; nothing is pinned
 // when it cannot be opened.
 func pinIn(d dirFd, leaf string) (unpin func()) {
-	fd, err := unix.Openat(d.fd, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(d.FD, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return func() {}
 	}

@@ -98,7 +98,7 @@ func (n *Node) nameErrno(rel string) syscall.Errno {
 	if errno != 0 {
 		return errno
 	}
-	defer d.close()
+	defer d.Close()
 	var st syscall.Stat_t
 	gen, errno := statAt(d, leaf, &st)
 	if errno == 0 && !n.sameInode(&st, gen) {

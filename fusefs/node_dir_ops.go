@@ -143,8 +143,8 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 		asks:  []ask{{0, guard.OpUnlink}},
 		jop:   jUnlink,
 		runIn: func(at []dirFd) syscall.Errno {
-			if at[0].fd >= 0 {
-				return fs.ToErrno(unix.Unlinkat(at[0].fd, name, 0))
+			if at[0].FD >= 0 {
+				return fs.ToErrno(unix.Unlinkat(at[0].FD, name, 0))
 			}
 			return n.unlinkAt(dirRel, name)
 		},

@@ -80,7 +80,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	defer d.close()
+	defer d.Close()
 	trunc := flags&syscall.O_TRUNC != 0
 	var st syscall.Stat_t
 	if trunc {

@@ -47,7 +47,7 @@ func (m journalMount) Apply(by rewind.By, ch rewind.Change) syscall.Errno {
 	mu := mutation{by: &c, noAsk: true, jop: ch.Op, runIn: func(at []dirFd) syscall.Errno {
 		fds := make([]int, len(at))
 		for i, d := range at {
-			fds[i] = d.fd
+			fds[i] = d.FD
 		}
 		return ch.Run(fds)
 	}}
