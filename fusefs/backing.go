@@ -23,10 +23,13 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/internal/crossmount"
 )
 
 // walkPiece is the longest path string handed to one openat2 call. openat2
@@ -42,15 +45,24 @@ const walkPiece = 2000
 // running could otherwise use a descriptor number reused for another file.
 // Later backing accesses fail with EBADF. Idempotent; never fails.
 func (f *FS) Close() error {
-	f.closeHandles() // handles whose RELEASE never came (handles.go)
-	if fd := f.rootFd.Swap(-1); fd >= 0 {
+	f.handles.closeHandles() // handles whose RELEASE never came (handles.go)
+	if fd := f.bk.rootFd.Swap(-1); fd >= 0 {
 		unix.Close(int(fd))
 	}
 	return nil
 }
 
+// backing is the mount's way to its backing directory: the root
+// descriptor every access starts from, walked beneath with openat2
+// (docs/DESIGN.md#dirfd-walk). Safe for concurrent use once New set it.
+type backing struct {
+	rootFd  atomic.Int64     // O_PATH descriptor of the root; -1 after Close
+	rootDev uint64           // st_dev of the root (stableAttr)
+	cross   *crossmount.Mode // the open flags of hashing reads (openForHashAt)
+}
+
 // rootDir returns the backing root descriptor, not owned (-1 after Close).
-func (f *FS) rootDir() dirFd { return dirFd{FD: int(f.rootFd.Load())} }
+func (b *backing) rootDir() dirFd { return dirFd{FD: int(b.rootFd.Load())} }
 
 // openDir opens the workspace-relative directory rel ("" is the root) for
 // *at calls. Errors (as errno): ELOOP when a component is a symlink (also
@@ -58,8 +70,8 @@ func (f *FS) rootDir() dirFd { return dirFd{FD: int(f.rootFd.Load())} }
 // never follows it), ENOTDIR when one is not a directory, ENOENT, EACCES,
 // EXDEV for a ".." escaping the root (never built by go-fuse's tree). The
 // caller closes the result.
-func (f *FS) openDir(rel string) (dirFd, syscall.Errno) {
-	d := f.rootDir()
+func (b *backing) openDir(rel string) (dirFd, syscall.Errno) {
+	d := b.rootDir()
 	if d.FD < 0 {
 		return dirFd{FD: -1}, syscall.EBADF
 	}
@@ -89,23 +101,23 @@ func (f *FS) openDir(rel string) (dirFd, syscall.Errno) {
 // workspace-relative path rel and returns it with the leaf name, for an *at
 // call that must not follow a final symlink. The root itself ("") is "."
 // in the root descriptor. Errors: those of openDir.
-func (f *FS) prepareAt(rel string) (dirFd, string, syscall.Errno) {
+func (b *backing) prepareAt(rel string) (dirFd, string, syscall.Errno) {
 	if rel == "" {
-		d := f.rootDir()
+		d := b.rootDir()
 		if d.FD < 0 {
 			return d, "", syscall.EBADF
 		}
 		return d, ".", 0
 	}
 	dir, leaf := path.Split(rel)
-	d, errno := f.openDir(strings.TrimSuffix(dir, "/"))
+	d, errno := b.openDir(strings.TrimSuffix(dir, "/"))
 	return d, leaf, errno
 }
 
 // lstatRel stats the workspace-relative path rel without following any
 // symlink on the way or at the end. Errors: those of prepareAt and statx.
-func (f *FS) lstatRel(rel string, st *syscall.Stat_t) syscall.Errno {
-	d, leaf, errno := f.prepareAt(rel)
+func (b *backing) lstatRel(rel string, st *syscall.Stat_t) syscall.Errno {
+	d, leaf, errno := b.prepareAt(rel)
 	if errno != 0 {
 		return errno
 	}
@@ -122,9 +134,9 @@ func (f *FS) lstatRel(rel string, st *syscall.Stat_t) syscall.Errno {
 // workspace) the device, its 32-bit halves swapped, is XORed in: it lands
 // above the inode numbers filesystems hand out in practice, so equal
 // numbers on two devices stay apart.
-func (f *FS) stableAttr(st *syscall.Stat_t, gen uint64) fs.StableAttr {
+func (b *backing) stableAttr(st *syscall.Stat_t, gen uint64) fs.StableAttr {
 	swapped := (uint64(st.Dev) << 32) | (uint64(st.Dev) >> 32)
-	swappedRootDev := (f.rootDev << 32) | (f.rootDev >> 32)
+	swappedRootDev := (b.rootDev << 32) | (b.rootDev >> 32)
 	return fs.StableAttr{Mode: uint32(st.Mode), Gen: gen, Ino: (swapped ^ swappedRootDev) ^ st.Ino}
 }
 
@@ -132,11 +144,11 @@ func (f *FS) stableAttr(st *syscall.Stat_t, gen uint64) fs.StableAttr {
 // guard's hashing, beneath the root and through no symlink (a final
 // symlink fails with ELOOP), without touching its atime when permitted
 // (see openForHash).
-func (f *FS) openForHashAt(rel string) (*os.File, error) {
-	d, leaf, errno := f.prepareAt(rel)
+func (b *backing) openForHashAt(rel string) (*os.File, error) {
+	d, leaf, errno := b.prepareAt(rel)
 	if errno != 0 {
 		return nil, errno
 	}
 	defer d.Close()
-	return openForHashIn(d, leaf, rel, f.cross.HashFlags())
+	return openForHashIn(d, leaf, rel, b.cross.HashFlags())
 }

@@ -130,7 +130,7 @@ func (h *File) registerRead() {
 		// the background worker opens it by its backing path, since this
 		// handle may be gone by then.
 		rel := t.Path
-		later := func() (*os.File, error) { return h.fs.openForHashAt(rel) }
+		later := func() (*os.File, error) { return h.fs.bk.openForHashAt(rel) }
 		if h.fs.flux.in(h.id) {
 			h.fs.cfg.Guard.NoteReadInFluxBy(gc, t)
 		} else if _, err := h.fs.cfg.Guard.NoteReadDeferred(gc, t, later); err != nil {
@@ -194,7 +194,7 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 	defer h.mu.Unlock()
 	h.settle()
 	if !h.track {
-		defer h.fs.ownChange(h.node.rel())()
+		defer h.fs.oc.ownChange(h.node.rel())()
 		return op()
 	}
 	unlock := h.fs.cfg.Guard.Lock(h.id)
@@ -233,7 +233,7 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 	if errno := h.hj.Change(journalhook.OpOf(gop), h.node.rel()); errno != 0 {
 		return errno
 	}
-	end := h.fs.ownChange(h.node.rel())
+	end := h.fs.oc.ownChange(h.node.rel())
 	errno = op()
 	end()
 	if errno == 0 {

@@ -43,7 +43,7 @@ func (n *Node) keepHandle(lf *fs.LoopbackFile, flags uint32) (drop func()) {
 	}
 	o.set[lf] = flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	o.mu.Unlock()
-	untrack := n.fs.trackFile(lf, n) // FS-wide, for FS.Close
+	untrack := n.fs.handles.trackFile(lf, n) // FS-wide, for FS.Close
 	return func() {
 		o.mu.Lock()
 		delete(o.set, lf)
@@ -91,7 +91,7 @@ func (n *Node) sameInode(st *syscall.Stat_t, gen uint64) bool {
 	if n.isRoot() {
 		return true
 	}
-	want, got := n.StableAttr(), n.fs.stableAttr(st, gen)
+	want, got := n.StableAttr(), n.fs.bk.stableAttr(st, gen)
 	return want.Ino == got.Ino && want.Gen == got.Gen
 }
 
@@ -136,8 +136,7 @@ type fsHandles struct {
 // trackFile registers lf, a handle of n, FS-wide and returns the function
 // that drops it (idempotent). After closeHandles it closes lf instead (the
 // server has stopped: nothing will use or release it).
-func (f *FS) trackFile(lf *fs.LoopbackFile, n *Node) (drop func()) {
-	h := &f.handles
+func (h *fsHandles) trackFile(lf *fs.LoopbackFile, n *Node) (drop func()) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -161,8 +160,7 @@ func (f *FS) trackFile(lf *fs.LoopbackFile, n *Node) (drop func()) {
 // FUSE server has stopped (FS.Close): the kernel can no longer use the
 // handles. A RELEASE still being served meanwhile closes its descriptor a
 // second time, which the loopback handles report as EBADF and nothing else.
-func (f *FS) closeHandles() {
-	h := &f.handles
+func (h *fsHandles) closeHandles() {
 	h.mu.Lock()
 	h.closed = true
 	files, dirs := h.files, h.dirs
@@ -196,19 +194,18 @@ type loopbackDir interface {
 // keptDir is a directory handle registered FS-wide until RELEASEDIR.
 type keptDir struct {
 	loopbackDir
-	f *FS
+	h *fsHandles
 }
 
 // keepDir registers ds, a directory stream handed to the kernel as a
 // directory handle, so FS.Close can close its descriptor; a stream that is
 // not go-fuse's descriptor-based one is returned as it is.
-func (f *FS) keepDir(ds fs.DirStream) fs.DirStream {
+func (h *fsHandles) keepDir(ds fs.DirStream) fs.DirStream {
 	ld, ok := ds.(loopbackDir)
 	if !ok {
 		return ds
 	}
-	k := &keptDir{loopbackDir: ld, f: f}
-	h := &f.handles
+	k := &keptDir{loopbackDir: ld, h: h}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -224,7 +221,7 @@ func (f *FS) keepDir(ds fs.DirStream) fs.DirStream {
 
 // Releasedir drops the handle from the FS, then closes it.
 func (k *keptDir) Releasedir(ctx context.Context, flags uint32) {
-	h := &k.f.handles
+	h := k.h
 	h.mu.Lock()
 	delete(h.dirs, k)
 	h.mu.Unlock()

@@ -63,7 +63,7 @@ type journalMount struct{ f *FS }
 
 // OpenParent is prepareAt with its descriptor's release.
 func (m journalMount) OpenParent(rel string) (int, string, func(), syscall.Errno) {
-	d, leaf, errno := m.f.prepareAt(rel)
+	d, leaf, errno := m.f.bk.prepareAt(rel)
 	if errno != 0 {
 		return -1, leaf, func() {}, errno
 	}
@@ -76,7 +76,7 @@ func (m journalMount) OpenParent(rel string) (int, string, func(), syscall.Errno
 // file keep st_nlink 1 after its removal. O(open handles).
 func (m journalMount) NotOpen(st *unix.Stat_t) bool {
 	f := m.f
-	ino := f.stableAttr(&syscall.Stat_t{Dev: st.Dev, Ino: st.Ino}, 0).Ino
+	ino := f.bk.stableAttr(&syscall.Stat_t{Dev: st.Dev, Ino: st.Ino}, 0).Ino
 	h := &f.handles
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -27,7 +27,7 @@ import (
 // newChild makes the inode of a backing entry just looked up or created
 // under n: a Node of the same FS, identified by stableAttr.
 func (n *Node) newChild(ctx context.Context, st *syscall.Stat_t, gen uint64) *fs.Inode {
-	return n.NewInode(ctx, &Node{fs: n.fs}, n.fs.stableAttr(st, gen))
+	return n.NewInode(ctx, &Node{fs: n.fs}, n.fs.bk.stableAttr(st, gen))
 }
 
 // preserveOwner gives an entry the daemon just created to the caller, when
@@ -79,7 +79,7 @@ func preserveOwner(ctx context.Context, parent, d dirFd, name string) {
 
 // lookupAt looks up name in the directory dirRel.
 func (n *Node) lookupAt(ctx context.Context, dirRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	d, errno := n.fs.openDir(dirRel)
+	d, errno := n.fs.bk.openDir(dirRel)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -101,7 +101,7 @@ func (n *Node) getattrAt(ctx context.Context, rel string, fh fs.FileHandle, out 
 		return fga.Getattr(ctx, out)
 	}
 	var st syscall.Stat_t
-	if errno := n.fs.lstatRel(rel, &st); errno != 0 {
+	if errno := n.fs.bk.lstatRel(rel, &st); errno != 0 {
 		return errno
 	}
 	out.FromStat(&st)
@@ -128,7 +128,7 @@ func (n *Node) setattrAt(ctx context.Context, rel string, fh fs.FileHandle, in *
 		}
 		return 0
 	}
-	d, leaf, errno := n.fs.prepareAt(rel)
+	d, leaf, errno := n.fs.bk.prepareAt(rel)
 	if errno == 0 {
 		defer d.Close()
 		var st syscall.Stat_t
@@ -191,7 +191,7 @@ func openFileAt(d dirFd, leaf string, flags uint32) (*fs.LoopbackFile, syscall.E
 
 // openAt opens the file at rel.
 func (n *Node) openAt(rel string, flags uint32) (*fs.LoopbackFile, syscall.Errno) {
-	d, leaf, errno := n.fs.prepareAt(rel)
+	d, leaf, errno := n.fs.bk.prepareAt(rel)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -204,7 +204,7 @@ func (n *Node) openAt(rel string, flags uint32) (*fs.LoopbackFile, syscall.Errno
 // loopback's os.OpenFile drops them; open(2) does not).
 // st receives the new file's stat.
 func (n *Node) createAt(ctx context.Context, dirRel, name string, flags, mode uint32, out *fuse.EntryOut, st *syscall.Stat_t) (*fs.Inode, *fs.LoopbackFile, syscall.Errno) {
-	d, errno := n.fs.openDir(dirRel)
+	d, errno := n.fs.bk.openDir(dirRel)
 	if errno != 0 {
 		return nil, nil, errno
 	}
@@ -232,7 +232,7 @@ func (n *Node) createAt(ctx context.Context, dirRel, name string, flags, mode ui
 // dirRel), gives the entry to the caller, and looks it up. When the new
 // entry cannot be stat'ed it is removed again (as the loopback does).
 func (n *Node) makeAt(ctx context.Context, dirRel, name string, rmFlags int, owner bool, out *fuse.EntryOut, mk func(d dirFd) error) (*fs.Inode, syscall.Errno) {
-	d, errno := n.fs.openDir(dirRel)
+	d, errno := n.fs.bk.openDir(dirRel)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -280,7 +280,7 @@ func (n *Node) symlinkAt(ctx context.Context, dirRel, target, name string, out *
 // srcRel (a tn without a name is linked by Node.Link through one of its
 // open handles, linkfd.go: LINK carries no descriptor).
 func (n *Node) linkAt(ctx context.Context, dirRel string, tn *Node, srcRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	src, srcLeaf, errno := n.fs.prepareAt(srcRel)
+	src, srcLeaf, errno := n.fs.bk.prepareAt(srcRel)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -299,7 +299,7 @@ func (n *Node) rmdirAt(dirRel, name string) syscall.Errno {
 }
 
 func (n *Node) removeAt(dirRel, name string, flags int) syscall.Errno {
-	d, errno := n.fs.openDir(dirRel)
+	d, errno := n.fs.bk.openDir(dirRel)
 	if errno != 0 {
 		return errno
 	}
@@ -317,7 +317,7 @@ func (n *Node) removeAt(dirRel, name string, flags int) syscall.Errno {
 func (n *Node) renameIn(d1 dirFd, dirRel, name string, np *Node, d2 dirFd, newDirRel, newName string, flags uint32) syscall.Errno {
 	var errno syscall.Errno
 	if d1.FD < 0 {
-		if d1, errno = n.fs.openDir(dirRel); errno != 0 {
+		if d1, errno = n.fs.bk.openDir(dirRel); errno != 0 {
 			return errno
 		}
 		defer d1.Close()
@@ -326,7 +326,7 @@ func (n *Node) renameIn(d1 dirFd, dirRel, name string, np *Node, d2 dirFd, newDi
 		if newDirRel == dirRel {
 			d2 = d1
 		} else {
-			if d2, errno = n.fs.openDir(newDirRel); errno != 0 {
+			if d2, errno = n.fs.bk.openDir(newDirRel); errno != 0 {
 				return errno
 			}
 			defer d2.Close()
@@ -346,7 +346,7 @@ func (n *Node) renameIn(d1 dirFd, dirRel, name string, np *Node, d2 dirFd, newDi
 		if _, errno := statAt(c.d, "", &st); errno != 0 {
 			return errno
 		}
-		if c.node.StableAttr().Ino != n.fs.stableAttr(&st, 0).Ino {
+		if c.node.StableAttr().Ino != n.fs.bk.stableAttr(&st, 0).Ino {
 			return syscall.EBUSY
 		}
 	}
@@ -358,7 +358,7 @@ func (n *Node) renameIn(d1 dirFd, dirRel, name string, np *Node, d2 dirFd, newDi
 // O_DIRECTORY on other kernels' order of checks), and go-fuse's
 // descriptor-based stream reads it.
 func (n *Node) openDirStreamAt(rel string) (fs.DirStream, syscall.Errno) {
-	d, leaf, errno := n.fs.prepareAt(rel)
+	d, leaf, errno := n.fs.bk.prepareAt(rel)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -387,7 +387,7 @@ func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 // Readlink returns a symlink's target as stored; the daemon never
 // resolves it (the kernel does, in the caller's view of the mount).
 func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	d, leaf, errno := n.fs.prepareAt(n.rel())
+	d, leaf, errno := n.fs.bk.prepareAt(n.rel())
 	if errno != 0 {
 		return nil, errno
 	}
@@ -407,7 +407,7 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 // xattrAt runs fn on the directory and leaf of the node at rel (see
 // prepareAt); fn must not follow the leaf (syscallcompat xattr.go).
 func (n *Node) xattrAt(rel string, fn func(d dirFd, leaf string) error) syscall.Errno {
-	d, leaf, errno := n.fs.prepareAt(rel)
+	d, leaf, errno := n.fs.bk.prepareAt(rel)
 	if errno != 0 {
 		return errno
 	}
@@ -435,7 +435,7 @@ func (n *Node) removexattrAt(rel, attr string) syscall.Errno {
 // and once linkat names it they are, like any named file's
 // (docs/DESIGN.md#journal-hook).
 func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	d, errno := n.fs.openDir(n.rel())
+	d, errno := n.fs.bk.openDir(n.rel())
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
@@ -475,7 +475,7 @@ func (n *Node) Statx(ctx context.Context, fh fs.FileHandle, flags uint32, mask u
 		if fsx, ok := unwrapHandle(fh).(fs.FileStatxer); ok && fsx != nil {
 			return fsx.Statx(ctx, flags, mask, out)
 		}
-		d, leaf, errno := n.fs.prepareAt(rel)
+		d, leaf, errno := n.fs.bk.prepareAt(rel)
 		if errno != 0 {
 			return errno
 		}

@@ -193,8 +193,8 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 			defer f.pinInodeOf(&gs[i])() // until the guard is told (pinInode)
 		}
 	}
-	f.settleDeferredOf(&m, gs)  // ownattr.go: before the change sets a ctime
-	var jp *journalhook.Pending // nil: not journaled
+	f.oc.settleDeferredOf(&m, gs) // ownattr.go: before the change sets a ctime
+	var jp *journalhook.Pending   // nil: not journaled
 	if journaled {
 		var errno syscall.Errno
 		jp, errno = journalRecord(f.jh, &m, gs, c.session)
@@ -301,7 +301,7 @@ func (m *mutation) current(f *FS) (guard.Target, bool) {
 		return t, err == nil
 	}
 	var st syscall.Stat_t
-	if f.lstatRel(rel, &st) != 0 {
+	if f.bk.lstatRel(rel, &st) != 0 {
 		return guard.Target{}, false
 	}
 	return f.target(rel, &st), true
@@ -329,7 +329,7 @@ func (m *mutation) runOwn(f *FS, gs []guardedChild) syscall.Errno {
 	case m.viaFd:
 		return run()
 	case m.move:
-		end := f.ownMove(m.names[0].rel, m.names[1].rel)
+		end := f.oc.ownMove(m.names[0].rel, m.names[1].rel)
 		errno := run()
 		end(errno == 0)
 		return errno
@@ -338,7 +338,7 @@ func (m *mutation) runOwn(f *FS, gs []guardedChild) syscall.Errno {
 	for i, nm := range m.names {
 		rels[i] = nm.rel
 	}
-	defer f.ownChange(rels...)()
+	defer f.oc.ownChange(rels...)()
 	return run()
 }
 
@@ -431,7 +431,7 @@ func (f *FS) parentDirs(rels []string, tracked []bool) ([]dirFd, []string, func(
 		if shared {
 			continue
 		}
-		if d, errno := f.openDir(strings.TrimSuffix(dir, "/")); errno == 0 {
+		if d, errno := f.bk.openDir(strings.TrimSuffix(dir, "/")); errno == 0 {
 			dirs[i] = d
 			owned = append(owned, d)
 		}
@@ -540,7 +540,7 @@ func (f *FS) lockAll(ids ...guard.FileID) func() {
 // marked as another session's mutation. When rel cannot be opened nothing is
 // pinned (the removal will fail or find nothing to forget).
 func (f *FS) pinInode(rel string) (unpin func()) {
-	d, leaf, errno := f.prepareAt(rel)
+	d, leaf, errno := f.bk.prepareAt(rel)
 	if errno != 0 {
 		return func() {}
 	}

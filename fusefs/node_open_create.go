@@ -76,7 +76,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	// a truncating open needs the stat before the open (the guard decides
 	// on it); every other open takes the identity from its descriptor
 	// (fstat), one path lookup fewer.
-	d, leaf, errno := n.fs.prepareAt(rel)
+	d, leaf, errno := n.fs.bk.prepareAt(rel)
 	if errno != 0 {
 		return nil, 0, errno
 	}
@@ -123,7 +123,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 		})
 	} else {
 		if trunc {
-			defer n.fs.ownChange(rel)()
+			defer n.fs.oc.ownChange(rel)()
 		}
 		errno = open()
 		if errno == 0 && !trunc {
@@ -319,7 +319,7 @@ func (n *Node) openUntracked(ctx context.Context, rel string, flags uint32) (fs.
 		errno = n.fs.mutate(ctx, mutation{names: []mutName{{rel: rel}}, fresh: true, by: &c, jop: jTruncate, run: open})
 		hj.Truncated(gen)
 	case flags&syscall.O_TRUNC != 0:
-		end := n.fs.ownChange(rel)
+		end := n.fs.oc.ownChange(rel)
 		errno = open()
 		end()
 	default:
@@ -377,7 +377,7 @@ type ptWriter struct {
 // passthroughWriter wraps a writable passthrough handle on rel; drop is
 // its node's Node.openHandle result, hj its journal state (or nil).
 func (f *FS) passthroughWriter(lf *fs.LoopbackFile, rel string, drop func(context.Context), hj *journalhook.Handle) *ptWriter {
-	return &ptWriter{LoopbackFile: lf, end: f.ownChange(rel), drop: drop, rel: rel, fs: f, hj: hj}
+	return &ptWriter{LoopbackFile: lf, end: f.oc.ownChange(rel), drop: drop, rel: rel, fs: f, hj: hj}
 }
 
 // Release closes the handle and ends its own change.
@@ -400,7 +400,7 @@ func (p *plainFile) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	if errno := p.journalChange(jWrite); errno != 0 {
 		return 0, errno
 	}
-	defer p.node.fs.ownChange(p.node.rel())()
+	defer p.node.fs.oc.ownChange(p.node.rel())()
 	return p.loopbackOps.Write(ctx, data, off)
 }
 
@@ -409,7 +409,7 @@ func (p *plainFile) Allocate(ctx context.Context, off uint64, size uint64, mode 
 	if errno := p.journalChange(jWrite); errno != 0 {
 		return errno
 	}
-	defer p.node.fs.ownChange(p.node.rel())()
+	defer p.node.fs.oc.ownChange(p.node.rel())()
 	return p.loopbackOps.Allocate(ctx, off, size, mode)
 }
 

@@ -17,7 +17,7 @@ import (
 func (n *Node) ownWhiteout(ctx context.Context, d dirFd, dirRel, name string) {
 	if d.FD < 0 {
 		var errno syscall.Errno
-		if d, errno = n.fs.openDir(dirRel); errno != 0 {
+		if d, errno = n.fs.bk.openDir(dirRel); errno != 0 {
 			return
 		}
 		defer d.Close()

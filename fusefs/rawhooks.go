@@ -97,5 +97,5 @@ func (r *rawHooks) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fu
 
 func (r *rawHooks) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	r.RawFileSystem.Release(cancel, in)
-	r.fs.releaseDone(cancel) // after go-fuse's own release bookkeeping (iomode.go)
+	r.fs.released.releaseDone(cancel) // after go-fuse's own release bookkeeping (iomode.go)
 }
