@@ -30,53 +30,6 @@ func (n *Node) newChild(ctx context.Context, st *syscall.Stat_t, gen uint64) *fs
 	return n.NewInode(ctx, &Node{fs: n.fs}, n.fs.bk.stableAttr(st, gen))
 }
 
-// preserveOwner gives an entry the daemon just created to the caller, when
-// the daemon runs as root (go-fuse's LoopbackNode.preserveOwner, done with
-// fchownat relative to the directory and without following a symlink).
-// Like the loopback, a failure is ignored: the entry exists either way.
-// name "" is d itself (a file just created and open).
-//
-// chown(2) clears the setuid and setgid bits of a non-directory, even when
-// root calls it and even when the owner does not change (chown_common in
-// fs/open.c), but the creator asked for them: natively a file created with
-// mode 04777 keeps its setuid bit. So an entry already owned by the caller
-// is left alone, and bits the chown cleared are set again from the mode
-// the entry was created with. In a set-group-ID directory parent the entry
-// keeps the directory's group, as natively (entryGid); parent is d itself
-// when name is not "".
-func preserveOwner(ctx context.Context, parent, d dirFd, name string) {
-	if os.Getuid() != 0 {
-		return
-	}
-	c, ok := fuse.FromContext(ctx)
-	if !ok {
-		return
-	}
-	var st syscall.Stat_t
-	if _, errno := statAt(d, name, &st); errno != 0 {
-		return
-	}
-	gid := entryGid(parent, c.Gid)
-	if st.Uid == c.Uid && (gid == -1 || st.Gid == uint32(gid)) {
-		return
-	}
-	flags := unix.AT_SYMLINK_NOFOLLOW
-	if name == "" {
-		flags |= unix.AT_EMPTY_PATH
-	}
-	if unix.Fchownat(d.FD, name, int(c.Uid), gid, flags) != nil {
-		return
-	}
-	if st.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 || st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		return
-	}
-	if name == "" {
-		unix.Fchmod(d.FD, st.Mode&07777)
-	} else {
-		chmodAt(d, name, st.Mode&07777) // refuses a symlink (never setuid)
-	}
-}
-
 // lookupAt looks up name in the directory dirRel.
 func (n *Node) lookupAt(ctx context.Context, dirRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	d, errno := n.fs.bk.openDir(dirRel)

@@ -28,9 +28,9 @@ var (
 	childPath       = syscallcompat.ChildPath
 	setattrTimes    = syscallcompat.SetattrTimes
 	setattrOwner    = syscallcompat.SetattrOwner
-)
-
-var (
-	setattrFd   = syscallcompat.SetattrFd
-	openForHash = syscallcompat.OpenForHash
+	setattrFd       = syscallcompat.SetattrFd
+	preserveOwner   = syscallcompat.PreserveOwner
+	openForHash     = syscallcompat.OpenForHash
+	markPageIn      = syscallcompat.MarkPageIn
+	isPageIn        = syscallcompat.IsPageIn
 )
