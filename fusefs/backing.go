@@ -1,7 +1,7 @@
 package fusefs
 
 // The single backing-access layer. Every access of the daemon to a
-// backing file starts from the workspace root descriptor (FS.rootFd), opened
+// backing file starts from the workspace root descriptor (backing.rootFd, FS.bk), opened
 // once at New: the directory of the file is reached with openat2(2) under
 // RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, and the file itself with an *at call
 // on its name that does not follow a final symlink (AT_SYMLINK_NOFOLLOW,

@@ -27,7 +27,7 @@ import (
 //
 // A count is taken when the daemon decides an open, before the kernel sees
 // the reply, and dropped once go-fuse has served the handle's RELEASE
-// (FS.releaseDone), after the kernel has left the mode (it does so before
+// (releases.releaseDone), after the kernel has left the mode (it does so before
 // it sends RELEASE), so the counts never miss a mode the kernel holds.
 type ioModes struct {
 	mu    sync.Mutex
@@ -77,7 +77,7 @@ func (n *Node) ioOpen(prefer bool) (pt bool, done func()) {
 // flags, with n's open handles (keepHandle) and decides its io mode
 // (ioOpen). The handle's Release calls the returned drop with its context
 // before it closes lf: lf leaves n's open handles at once, and the io-mode
-// count once go-fuse has served the RELEASE (FS.afterRelease).
+// count once go-fuse has served the RELEASE (releases.afterRelease).
 func (n *Node) openHandle(lf *fs.LoopbackFile, flags uint32, prefer bool) (pt bool, drop func(ctx context.Context)) {
 	pt, done := n.ioOpen(prefer)
 	keepDrop := n.keepHandle(lf, flags)
@@ -93,7 +93,7 @@ func (n *Node) openHandle(lf *fs.LoopbackFile, flags uint32, prefer bool) (pt bo
 type releases struct{ m sync.Map } // <-chan struct{} -> func()
 
 // afterRelease runs done once go-fuse has finished serving the RELEASE
-// whose context is ctx (rawHooks.Release calls FS.releaseDone), or at once
+// whose context is ctx (rawHooks.Release calls releases.releaseDone), or at once
 // when ctx is no request's. Only go-fuse drops its own count of the node's
 // backing-file users after the handle's Release returns: an io-mode count
 // dropped before it could let a passthrough open register a backing file

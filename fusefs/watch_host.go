@@ -103,7 +103,7 @@ func (t inodeTree) Ino(st *syscall.Stat_t) uint64 { return t.f.bk.stableAttr(st,
 func (t inodeTree) ControlDir() string { return ctltree.DirName }
 
 // inodeNode is one go-fuse inode as an invalidate.Node; rootDev is the
-// backing root's st_dev (FS.rootDev).
+// backing root's st_dev (backing.rootDev).
 type inodeNode struct {
 	in      *fs.Inode
 	rootDev uint64
