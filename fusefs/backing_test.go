@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/syscallcompat"
 )
 
 // backingFS builds a FS over a temp workspace holding dir/f, a symlink
@@ -69,36 +70,36 @@ func TestBackingWalk(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			if fallback {
-				old := noOpenat2.Load()
-				noOpenat2.Store(true)
-				t.Cleanup(func() { noOpenat2.Store(old) })
+				old := syscallcompat.NoOpenat2.Load()
+				syscallcompat.NoOpenat2.Store(true)
+				t.Cleanup(func() { syscallcompat.NoOpenat2.Store(old) })
 			}
 			f, _, deep := backingFS(t)
 			var st syscall.Stat_t
-			if errno := f.lstatRel("dir/f", &st); errno != 0 || st.Size != 7 {
+			if errno := f.bk.lstatRel("dir/f", &st); errno != 0 || st.Size != 7 {
 				t.Errorf("lstat dir/f: %v, size %d", errno, st.Size)
 			}
 			// A final symlink is stat'ed itself.
-			if errno := f.lstatRel("dir/link", &st); errno != 0 || st.Mode&syscall.S_IFMT != syscall.S_IFLNK {
+			if errno := f.bk.lstatRel("dir/link", &st); errno != 0 || st.Mode&syscall.S_IFMT != syscall.S_IFLNK {
 				t.Errorf("lstat dir/link: %v, mode %o; want the symlink itself", errno, st.Mode)
 			}
 			// A symlink on the way is an error, never followed.
 			for _, rel := range []string{"dir/link/etc/passwd", "up/" + filepath.Base(f.cfg.Workspace) + "/dir/f", "dir/link/tmp"} {
-				errno := f.lstatRel(rel, &st)
+				errno := f.bk.lstatRel(rel, &st)
 				if errno != syscall.ELOOP && errno != syscall.ENOTDIR {
 					t.Errorf("lstat %s: %v, want ELOOP or ENOTDIR", rel, errno)
 				}
 			}
-			if _, errno := f.openDir("dir/../.."); errno != syscall.EXDEV {
+			if _, errno := f.bk.openDir("dir/../.."); errno != syscall.EXDEV {
 				t.Errorf("openDir dir/../..: %v, want EXDEV", errno)
 			}
 			if len(deep) <= unix.PathMax {
 				t.Fatalf("deep path only %d bytes", len(deep))
 			}
-			if errno := f.lstatRel(deep+"/leaf", &st); errno != 0 || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			if errno := f.bk.lstatRel(deep+"/leaf", &st); errno != 0 || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 				t.Errorf("lstat of a %d-byte path: %v", len(deep)+5, errno)
 			}
-			h, err := f.openForHashAt("dir/f")
+			h, err := f.bk.openForHashAt("dir/f")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,11 +108,11 @@ func TestBackingWalk(t *testing.T) {
 			if string(b) != "inside\n" {
 				t.Errorf("openForHashAt read %q", b)
 			}
-			if _, err := f.openForHashAt("dir/link"); !errors.Is(err, syscall.ELOOP) {
+			if _, err := f.bk.openForHashAt("dir/link"); !errors.Is(err, syscall.ELOOP) {
 				t.Errorf("openForHashAt of a symlink: %v, want ELOOP", err)
 			}
 			f.Close()
-			if errno := f.lstatRel("dir/f", &st); errno != syscall.EBADF {
+			if errno := f.bk.lstatRel("dir/f", &st); errno != syscall.EBADF {
 				t.Errorf("lstat after Close: %v, want EBADF", errno)
 			}
 		})

@@ -34,7 +34,7 @@ func (m *mutation) crossTargets(f *FS, gs []guardedChild) []crossmount.Target {
 				return unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 			}
 		case g.inDir:
-			at, leaf := g.at.fd, g.leaf
+			at, leaf := g.at.FD, g.leaf
 			t.Open = func() (int, error) { return unix.Openat(at, leaf, flags, 0) }
 		default:
 			p := f.backing(g.rel)
@@ -84,7 +84,7 @@ func (m *mutation) restat(f *FS, g *guardedChild, st *syscall.Stat_t) error {
 	case m.via == byFd:
 		return f.cross.FstatView(m.fd, st)
 	case g.inDir:
-		return f.cross.StatView(g.at.fd, g.leaf, unix.AT_SYMLINK_NOFOLLOW, st)
+		return f.cross.StatView(g.at.FD, g.leaf, unix.AT_SYMLINK_NOFOLLOW, st)
 	}
 	return f.cross.StatView(unix.AT_FDCWD, f.backing(g.rel), unix.AT_SYMLINK_NOFOLLOW, st)
 }

@@ -107,15 +107,17 @@ func (h CtlHost) GuardFiles(session string) []ctltree.Entry {
 }
 
 // ctlCaller converts a FUSE caller for ctltree handlers: Privileged is
-// root or the mount's owner.
-func (f *FS) ctlCaller(c caller) ctltree.Caller {
+// root or the mount's owner (uid owner, Config.Owner).
+func ctlCaller(owner uint32, c caller) ctltree.Caller {
 	return ctltree.Caller{Pid: c.pid, Uid: c.uid, Gid: c.gid, Session: c.session,
-		Privileged: c.uid == 0 || c.uid == f.cfg.Owner}
+		Privileged: c.uid == 0 || c.uid == owner}
 }
 
 // Caller is the caller of the FUSE request ctx carries (FS.callerOf), its
 // session resolved.
-func (h CtlHost) Caller(ctx context.Context) ctltree.Caller { return h.f.ctlCaller(h.f.callerOf(ctx)) }
+func (h CtlHost) Caller(ctx context.Context) ctltree.Caller {
+	return ctlCaller(h.f.cfg.Owner, h.f.callerOf(ctx))
+}
 
 // Admin is sessionctl.Owners.Admin: the mount's owner or root, from
 // outside every session.

@@ -130,7 +130,7 @@ func (h *File) registerRead() {
 		// the background worker opens it by its backing path, since this
 		// handle may be gone by then.
 		rel := t.Path
-		later := func() (*os.File, error) { return h.fs.openForHashAt(rel) }
+		later := func() (*os.File, error) { return h.fs.bk.openForHashAt(rel) }
 		if h.fs.flux.in(h.id) {
 			h.fs.cfg.Guard.NoteReadInFluxBy(gc, t)
 		} else if _, err := h.fs.cfg.Guard.NoteReadDeferred(gc, t, later); err != nil {

@@ -20,7 +20,6 @@ package fusefs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -154,7 +153,6 @@ type Config struct {
 type FS struct {
 	cfg     Config
 	root    *Node
-	rootDev uint64 // st_dev of the backing root (stableAttr)
 	ctl     *ctlfs.Tree
 	started time.Time
 	log     *slog.Logger
@@ -186,9 +184,9 @@ type FS struct {
 
 	counters fsCounters
 
-	// rootFd is the backing root as an O_PATH descriptor, the start of
-	// every backing access (backing.go); -1 after Close.
-	rootFd atomic.Int64
+	// bk is the backing root every backing access starts from
+	// (backing.go).
+	bk backing
 
 	shadowed  bool // a real .rubino exists in the workspace
 	keepCache bool // keep the page cache across opens (watcher attached)
@@ -211,8 +209,11 @@ type FS struct {
 	handles fsHandles
 
 	// released holds, by RELEASE request, what is left to do once go-fuse
-	// has served it (FS.afterRelease, iomode.go).
-	released sync.Map // <-chan struct{} -> func()
+	// has served it (releases.afterRelease, iomode.go).
+	released releases
+
+	// oc brackets the daemon's own changes (ownChanges).
+	oc ownChanges
 
 	// jh is the journal's hook (internal/journalhook; nil: the journal
 	// is off, and no journal code runs beyond a nil check).
@@ -281,11 +282,12 @@ func New(cfg Config) (*FS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace %s: %w", cfg.Workspace, err)
 	}
-	f.rootFd.Store(int64(rootFd))
-	f.rootDev = uint64(st.Dev)
+	f.bk.rootFd.Store(int64(rootFd))
+	f.bk.rootDev, f.bk.cross = uint64(st.Dev), f.cross
 	f.root = &Node{fs: f}
+	f.oc = ownChanges{f}
 	var ctlSt syscall.Stat_t
-	if f.lstatRel(ctltree.DirName, &ctlSt) == 0 {
+	if f.bk.lstatRel(ctltree.DirName, &ctlSt) == 0 {
 		f.shadowed = true
 		f.log.Warn("the workspace has its own "+ctltree.DirName+"; the control tree shadows it",
 			"path", filepath.Join(cfg.Workspace, ctltree.DirName))
@@ -384,7 +386,7 @@ func (f *FS) target(rel string, st *syscall.Stat_t) guard.Target {
 		Path: rel,
 		Stat: guard.StatOf(st),
 		Open: func() (*os.File, error) {
-			return f.openForHashAt(rel)
+			return f.bk.openForHashAt(rel)
 		},
 	}
 }
@@ -396,7 +398,7 @@ func (f *FS) target(rel string, st *syscall.Stat_t) guard.Target {
 // symlink on the way).
 func (f *FS) LookupTarget(rel string) (guard.Target, error) {
 	var st syscall.Stat_t
-	if errno := f.lstatRel(rel, &st); errno != 0 {
+	if errno := f.bk.lstatRel(rel, &st); errno != 0 {
 		return guard.Target{}, errno
 	}
 	return f.target(rel, &st), nil
@@ -425,25 +427,6 @@ func fdTargetOf(rel string, fd int, st *syscall.Stat_t) guard.Target {
 			return openForHash(fmt.Sprintf("/proc/self/fd/%d", fd), crossmount.FdDirect(fd))
 		},
 	}
-}
-
-// openForHash opens p read-only for hashing without touching its atime (the
-// guard's own reads must be invisible: stat through the mount shows what the
-// caller's reads did). O_NOATIME needs ownership or CAP_FOWNER; without them
-// the open is retried plainly.
-func openForHash(p string, flags int) (*os.File, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|flags|syscall.O_NOATIME, 0)
-	if errors.Is(err, syscall.EPERM) {
-		f, err = os.OpenFile(p, os.O_RDONLY|flags, 0)
-	}
-	if errors.Is(err, syscall.EINVAL) && flags&syscall.O_DIRECT != 0 {
-		return openForHash(p, flags&^syscall.O_DIRECT)
-	}
-	if err == nil && flags&syscall.O_DIRECT != 0 {
-		var st syscall.Stat_t
-		crossmount.FstatSync(int(f.Fd()), &st) // reads run to the real end (docs/DESIGN.md#uncached-view)
-	}
-	return f, err
 }
 
 // decide asks the guard about op on target for caller c outside the
@@ -493,7 +476,7 @@ func (c caller) guardCaller(f *FS) guard.Caller {
 		// A refusal names the session that replaced the file only for a
 		// caller that may see it (docs/DESIGN.md#stale-replaced): every
 		// reader of this session's denials may then see it too.
-		MayName: func(other string) bool { return f.owners.MayActOn(f.ctlCaller(c), other) },
+		MayName: func(other string) bool { return f.owners.MayActOn(ctlCaller(f.cfg.Owner, c), other) },
 	}
 }
 
@@ -514,13 +497,22 @@ func comm(pid uint32) string {
 	return strings.TrimSpace(string(b))
 }
 
+// ownChanges is what the daemon's own changes owe the others: the
+// watcher's brackets (so their events are not taken for external edits),
+// the pinned and reloaded ignore rules, and the guard's deferred hashes
+// settled before a change sets a ctime (ownattr.go). It holds only its FS,
+// which gives it the watcher, the rules and the guard; safe for concurrent
+// use.
+type ownChanges struct{ f *FS }
+
 // ownChange brackets a change the daemon is about to make to rels: it
 // tells the watcher (when attached) so the change's fsnotify events are not
 // taken for external edits. The returned end must be called once the change
 // is done, successful or not; it also reloads the ignore rules when a
 // .gitignore changed.
-func (f *FS) ownChange(rels ...string) (end func()) {
-	f.pinRules(rels...)
+func (o ownChanges) ownChange(rels ...string) (end func()) {
+	f := o.f
+	f.oc.pinRules(rels...)
 	endOwn := func() {}
 	if tr := f.inv.OwnTracker(); tr != nil { // the watcher's Begin
 		// One bracket for all names: a file moving between them is
@@ -529,7 +521,7 @@ func (f *FS) ownChange(rels ...string) (end func()) {
 	}
 	return func() {
 		endOwn()
-		f.invalidateRules(rels...)
+		f.oc.invalidateRules(rels...)
 	}
 }
 
@@ -538,7 +530,8 @@ func (f *FS) ownChange(rels ...string) (end func()) {
 // accepted, what the change writes waits for the owner. A .gitignore in an
 // exempt directory is skipped: its rules count for nothing while the
 // directory is exempt, and a package install writes thousands of them.
-func (f *FS) pinRules(rels ...string) {
+func (o ownChanges) pinRules(rels ...string) {
+	f := o.f
 	if f.cfg.Policy == nil {
 		return
 	}
@@ -554,7 +547,8 @@ func (f *FS) pinRules(rels ...string) {
 
 // invalidateRules reloads the ignore rules of the rule files among rels
 // (a .gitignore, .git/info/exclude) in both matchers.
-func (f *FS) invalidateRules(rels ...string) {
+func (o ownChanges) invalidateRules(rels ...string) {
+	f := o.f
 	for _, rel := range rels {
 		if !ignore.IsRuleFile(rel) {
 			continue

@@ -19,7 +19,6 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,7 +43,7 @@ func (n *Node) keepHandle(lf *fs.LoopbackFile, flags uint32) (drop func()) {
 	}
 	o.set[lf] = flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	o.mu.Unlock()
-	untrack := n.fs.trackFile(lf, n) // FS-wide, for FS.Close
+	untrack := n.fs.handles.trackFile(lf, n) // FS-wide, for FS.Close
 	return func() {
 		o.mu.Lock()
 		delete(o.set, lf)
@@ -92,58 +91,8 @@ func (n *Node) sameInode(st *syscall.Stat_t, gen uint64) bool {
 	if n.isRoot() {
 		return true
 	}
-	want, got := n.StableAttr(), n.fs.stableAttr(st, gen)
+	want, got := n.StableAttr(), n.fs.bk.stableAttr(st, gen)
 	return want.Ino == got.Ino && want.Gen == got.Gen
-}
-
-// setattrFd applies a SETATTR to the open descriptor fd: mode, owner, size
-// and times (in that order, as setattrAt), then fstats into out. A size
-// change uses ftruncate when fd is writable, else truncate(2) of the
-// descriptor's /proc/self/fd link (write permission, as by name). Times go
-// through the /proc/self/fd link too (futimens has no x/sys/unix wrapper);
-// fd is a regular file's descriptor, never a symlink's, so following the
-// link reaches fd's own inode. Errors: those of the syscalls, as errno.
-func setattrFd(fd int, writable bool, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	self := procPath(dirFd{fd: fd}, "")
-	if m, ok := in.GetMode(); ok {
-		if err := unix.Fchmod(fd, m); err != nil {
-			return fs.ToErrno(err)
-		}
-	}
-	if suid, sgid, ok := setattrOwner(in); ok {
-		if err := unix.Fchown(fd, suid, sgid); err != nil {
-			return fs.ToErrno(err)
-		}
-	}
-	if sz, ok := in.GetSize(); ok {
-		var err error
-		if writable {
-			err = unix.Ftruncate(fd, int64(sz))
-		} else {
-			err = unix.Truncate(self, int64(sz))
-		}
-		if err != nil {
-			return fs.ToErrno(err)
-		}
-	}
-	if ts, ok, errno := setattrTimes(in); errno != 0 {
-		return errno
-	} else if ok {
-		if err := unix.UtimesNanoAt(unix.AT_FDCWD, self, ts, 0); err != nil {
-			return fs.ToErrno(err)
-		}
-	}
-	if onlyCtime(in) {
-		if errno := touchCtimeAt(dirFd{fd: fd}, ""); errno != 0 {
-			return errno
-		}
-	}
-	var st syscall.Stat_t
-	if _, errno := statAt(dirFd{fd: fd}, "", &st); errno != 0 {
-		return errno
-	}
-	out.FromStat(&st)
-	return 0
 }
 
 // keptFile is a loopback handle handed to the kernel as it is (a read-only
@@ -187,8 +136,7 @@ type fsHandles struct {
 // trackFile registers lf, a handle of n, FS-wide and returns the function
 // that drops it (idempotent). After closeHandles it closes lf instead (the
 // server has stopped: nothing will use or release it).
-func (f *FS) trackFile(lf *fs.LoopbackFile, n *Node) (drop func()) {
-	h := &f.handles
+func (h *fsHandles) trackFile(lf *fs.LoopbackFile, n *Node) (drop func()) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -212,8 +160,7 @@ func (f *FS) trackFile(lf *fs.LoopbackFile, n *Node) (drop func()) {
 // FUSE server has stopped (FS.Close): the kernel can no longer use the
 // handles. A RELEASE still being served meanwhile closes its descriptor a
 // second time, which the loopback handles report as EBADF and nothing else.
-func (f *FS) closeHandles() {
-	h := &f.handles
+func (h *fsHandles) closeHandles() {
 	h.mu.Lock()
 	h.closed = true
 	files, dirs := h.files, h.dirs
@@ -247,19 +194,18 @@ type loopbackDir interface {
 // keptDir is a directory handle registered FS-wide until RELEASEDIR.
 type keptDir struct {
 	loopbackDir
-	f *FS
+	h *fsHandles
 }
 
 // keepDir registers ds, a directory stream handed to the kernel as a
 // directory handle, so FS.Close can close its descriptor; a stream that is
 // not go-fuse's descriptor-based one is returned as it is.
-func (f *FS) keepDir(ds fs.DirStream) fs.DirStream {
+func (h *fsHandles) keepDir(ds fs.DirStream) fs.DirStream {
 	ld, ok := ds.(loopbackDir)
 	if !ok {
 		return ds
 	}
-	k := &keptDir{loopbackDir: ld, f: f}
-	h := &f.handles
+	k := &keptDir{loopbackDir: ld, h: h}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -275,7 +221,7 @@ func (f *FS) keepDir(ds fs.DirStream) fs.DirStream {
 
 // Releasedir drops the handle from the FS, then closes it.
 func (k *keptDir) Releasedir(ctx context.Context, flags uint32) {
-	h := &k.f.handles
+	h := k.h
 	h.mu.Lock()
 	delete(h.dirs, k)
 	h.mu.Unlock()

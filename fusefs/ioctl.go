@@ -30,14 +30,14 @@ import (
 
 // ownIoctl runs an ioctl of a handle of rel's file as an own change.
 func (f *FS) ownIoctl(rel string, h fs.FileIoctler, ctx context.Context, cmd uint32, arg uint64, input, output []byte) (int32, syscall.Errno) {
-	defer f.ownChange(rel)()
+	defer f.oc.ownChange(rel)()
 	return h.Ioctl(ctx, cmd, arg, input, output)
 }
 
 // Ioctl runs an ioctl on the handle's backing descriptor as an own change
 // (see above); the errno is the backing file system's.
 func (h *File) Ioctl(ctx context.Context, cmd uint32, arg uint64, input, output []byte) (int32, syscall.Errno) {
-	h.fs.settleDeferredNode(h.node) // ownattr.go: FS_IOC_SETFLAGS and the like set the ctime
+	h.fs.oc.settleDeferredNode(h.node) // ownattr.go: FS_IOC_SETFLAGS and the like set the ctime
 	return h.fs.ownIoctl(h.node.rel(), h.loopbackOps, ctx, cmd, arg, input, output)
 }
 

@@ -27,7 +27,7 @@ import (
 //
 // A count is taken when the daemon decides an open, before the kernel sees
 // the reply, and dropped once go-fuse has served the handle's RELEASE
-// (FS.releaseDone), after the kernel has left the mode (it does so before
+// (releases.releaseDone), after the kernel has left the mode (it does so before
 // it sends RELEASE), so the counts never miss a mode the kernel holds.
 type ioModes struct {
 	mu    sync.Mutex
@@ -77,26 +77,31 @@ func (n *Node) ioOpen(prefer bool) (pt bool, done func()) {
 // flags, with n's open handles (keepHandle) and decides its io mode
 // (ioOpen). The handle's Release calls the returned drop with its context
 // before it closes lf: lf leaves n's open handles at once, and the io-mode
-// count once go-fuse has served the RELEASE (FS.afterRelease).
+// count once go-fuse has served the RELEASE (releases.afterRelease).
 func (n *Node) openHandle(lf *fs.LoopbackFile, flags uint32, prefer bool) (pt bool, drop func(ctx context.Context)) {
 	pt, done := n.ioOpen(prefer)
 	keepDrop := n.keepHandle(lf, flags)
 	return pt, func(ctx context.Context) {
 		keepDrop()
-		n.fs.afterRelease(ctx, done)
+		n.fs.released.afterRelease(ctx, done)
 	}
 }
 
+// releases holds, by RELEASE request (its cancel channel), what is left
+// to do once go-fuse has served it. The zero value is ready; safe for
+// concurrent use.
+type releases struct{ m sync.Map } // <-chan struct{} -> func()
+
 // afterRelease runs done once go-fuse has finished serving the RELEASE
-// whose context is ctx (rawHooks.Release calls FS.releaseDone), or at once
+// whose context is ctx (rawHooks.Release calls releases.releaseDone), or at once
 // when ctx is no request's. Only go-fuse drops its own count of the node's
 // backing-file users after the handle's Release returns: an io-mode count
 // dropped before it could let a passthrough open register a backing file
 // that this release then unregisters.
-func (f *FS) afterRelease(ctx context.Context, done func()) {
+func (r *releases) afterRelease(ctx context.Context, done func()) {
 	if c, ok := ctx.(*fuse.Context); ok && c.Cancel != nil {
 		// A leftover of a request whose releaseDone never came runs now.
-		if old, loaded := f.released.Swap(c.Cancel, done); loaded {
+		if old, loaded := r.m.Swap(c.Cancel, done); loaded {
 			old.(func())()
 		}
 		return
@@ -106,8 +111,8 @@ func (f *FS) afterRelease(ctx context.Context, done func()) {
 
 // releaseDone runs what afterRelease left for the RELEASE request whose
 // cancel channel is cancel (unique among the requests in flight).
-func (f *FS) releaseDone(cancel <-chan struct{}) {
-	if done, ok := f.released.LoadAndDelete(cancel); ok {
+func (r *releases) releaseDone(cancel <-chan struct{}) {
+	if done, ok := r.m.LoadAndDelete(cancel); ok {
 		done.(func())()
 	}
 }

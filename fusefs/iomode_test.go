@@ -49,20 +49,20 @@ func TestAfterReleaseWaitsForReleaseDone(t *testing.T) {
 	f := &FS{}
 	ran := 0
 	cancel := make(chan struct{})
-	f.afterRelease(&fuse.Context{Cancel: cancel}, func() { ran++ })
+	f.released.afterRelease(&fuse.Context{Cancel: cancel}, func() { ran++ })
 	if ran != 0 {
 		t.Fatal("ran before releaseDone")
 	}
-	f.releaseDone(make(chan struct{}))
+	f.released.releaseDone(make(chan struct{}))
 	if ran != 0 {
 		t.Fatal("ran for another request")
 	}
-	f.releaseDone(cancel)
-	f.releaseDone(cancel)
+	f.released.releaseDone(cancel)
+	f.released.releaseDone(cancel)
 	if ran != 1 {
 		t.Fatalf("ran %d times, want 1", ran)
 	}
-	f.afterRelease(context.Background(), func() { ran++ })
+	f.released.afterRelease(context.Background(), func() { ran++ })
 	if ran != 2 {
 		t.Fatal("no request context: did not run at once")
 	}

@@ -42,7 +42,7 @@ func journalRecord(h *journalhook.Hook, m *mutation, gs []guardedChild, session 
 	for i, nm := range m.names {
 		names[i] = journalhook.Name{Rel: nm.rel, Dir: -1, Doomed: nm.pin && m.jop != jExchange}
 		if gs[i].inDir {
-			names[i].Dir, names[i].Leaf = gs[i].at.fd, gs[i].leaf
+			names[i].Dir, names[i].Leaf = gs[i].at.FD, gs[i].leaf
 		}
 	}
 	return h.Record(session, m.jop, names)
@@ -56,11 +56,11 @@ type journalMount struct{ f *FS }
 
 // OpenParent is prepareAt with its descriptor's release.
 func (m journalMount) OpenParent(rel string) (int, string, func(), syscall.Errno) {
-	d, leaf, errno := m.f.prepareAt(rel)
+	d, leaf, errno := m.f.bk.prepareAt(rel)
 	if errno != 0 {
 		return -1, leaf, func() {}, errno
 	}
-	return d.fd, leaf, d.close, 0
+	return d.FD, leaf, d.Close, 0
 }
 
 // NotOpen reports whether no handle through the mount is open on the
@@ -69,7 +69,7 @@ func (m journalMount) OpenParent(rel string) (int, string, func(), syscall.Errno
 // file keep st_nlink 1 after its removal. O(open handles).
 func (m journalMount) NotOpen(st *unix.Stat_t) bool {
 	f := m.f
-	ino := f.stableAttr(&syscall.Stat_t{Dev: st.Dev, Ino: st.Ino}, 0).Ino
+	ino := f.bk.stableAttr(&syscall.Stat_t{Dev: st.Dev, Ino: st.Ino}, 0).Ino
 	h := &f.handles
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -24,36 +24,11 @@ import (
 // it, every other uid not to (go-fuse's node API passes neither the WRITE's
 // nor the OPEN's kill flags).
 
-// killPrivMode returns mode (permission and set-id bits) with the bits a
-// write or truncation by a caller without CAP_FSETID removes through FUSE.
-func killPrivMode(mode uint32) uint32 {
-	kill := mode &^ syscall.S_ISUID
-	if mode&syscall.S_IXGRP != 0 {
-		kill &^= syscall.S_ISGID
-	}
-	return kill
-}
-
 // callerKillsPriv reports whether the caller of ctx is taken to lack
 // CAP_FSETID: a FUSE request by a uid other than 0.
 func callerKillsPriv(ctx context.Context) bool {
 	c, ok := ctx.(*fuse.Context)
 	return ok && c.Uid != 0
-}
-
-// killPrivFd removes from the file open at fd the set-id bits a write or
-// truncation by a caller without CAP_FSETID removes. Errors are ignored:
-// the write or truncation itself has succeeded, and natively it does not
-// fail for this either.
-func killPrivFd(fd int) {
-	var st syscall.Stat_t
-	if syscall.Fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return
-	}
-	mode := st.Mode & 0o7777
-	if kill := killPrivMode(mode); kill != mode {
-		syscall.Fchmod(fd, kill)
-	}
 }
 
 // killPrivOnTrunc completes an O_TRUNC open of lf by the caller of ctx:

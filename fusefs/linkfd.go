@@ -28,8 +28,8 @@ func (n *Node) linkByHandle(ctx context.Context, dirRel string, tn *Node, name s
 		return nil, syscall.EXDEV
 	}
 	defer unix.Close(fd)
-	src := procPath(dirFd{fd: fd}, "")
+	src := procPath(dirFd{FD: fd}, "")
 	return n.makeAt(ctx, dirRel, name, 0, false, out, func(d dirFd) error {
-		return unix.Linkat(unix.AT_FDCWD, src, d.fd, name, unix.AT_SYMLINK_FOLLOW)
+		return unix.Linkat(unix.AT_FDCWD, src, d.FD, name, unix.AT_SYMLINK_FOLLOW)
 	})
 }

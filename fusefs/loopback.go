@@ -27,63 +27,16 @@ import (
 // newChild makes the inode of a backing entry just looked up or created
 // under n: a Node of the same FS, identified by stableAttr.
 func (n *Node) newChild(ctx context.Context, st *syscall.Stat_t, gen uint64) *fs.Inode {
-	return n.NewInode(ctx, &Node{fs: n.fs}, n.fs.stableAttr(st, gen))
-}
-
-// preserveOwner gives an entry the daemon just created to the caller, when
-// the daemon runs as root (go-fuse's LoopbackNode.preserveOwner, done with
-// fchownat relative to the directory and without following a symlink).
-// Like the loopback, a failure is ignored: the entry exists either way.
-// name "" is d itself (a file just created and open).
-//
-// chown(2) clears the setuid and setgid bits of a non-directory, even when
-// root calls it and even when the owner does not change (chown_common in
-// fs/open.c), but the creator asked for them: natively a file created with
-// mode 04777 keeps its setuid bit. So an entry already owned by the caller
-// is left alone, and bits the chown cleared are set again from the mode
-// the entry was created with. In a set-group-ID directory parent the entry
-// keeps the directory's group, as natively (entryGid); parent is d itself
-// when name is not "".
-func preserveOwner(ctx context.Context, parent, d dirFd, name string) {
-	if os.Getuid() != 0 {
-		return
-	}
-	c, ok := fuse.FromContext(ctx)
-	if !ok {
-		return
-	}
-	var st syscall.Stat_t
-	if _, errno := statAt(d, name, &st); errno != 0 {
-		return
-	}
-	gid := entryGid(parent, c.Gid)
-	if st.Uid == c.Uid && (gid == -1 || st.Gid == uint32(gid)) {
-		return
-	}
-	flags := unix.AT_SYMLINK_NOFOLLOW
-	if name == "" {
-		flags |= unix.AT_EMPTY_PATH
-	}
-	if unix.Fchownat(d.fd, name, int(c.Uid), gid, flags) != nil {
-		return
-	}
-	if st.Mode&(syscall.S_ISUID|syscall.S_ISGID) == 0 || st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		return
-	}
-	if name == "" {
-		unix.Fchmod(d.fd, st.Mode&07777)
-	} else {
-		chmodAt(d, name, st.Mode&07777) // refuses a symlink (never setuid)
-	}
+	return n.NewInode(ctx, &Node{fs: n.fs}, n.fs.bk.stableAttr(st, gen))
 }
 
 // lookupAt looks up name in the directory dirRel.
 func (n *Node) lookupAt(ctx context.Context, dirRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	d, errno := n.fs.openDir(dirRel)
+	d, errno := n.fs.bk.openDir(dirRel)
 	if errno != 0 {
 		return nil, errno
 	}
-	defer d.close()
+	defer d.Close()
 	var st syscall.Stat_t
 	gen, errno := statAt(d, name, &st)
 	if errno != 0 {
@@ -101,65 +54,11 @@ func (n *Node) getattrAt(ctx context.Context, rel string, fh fs.FileHandle, out 
 		return fga.Getattr(ctx, out)
 	}
 	var st syscall.Stat_t
-	if errno := n.fs.lstatRel(rel, &st); errno != 0 {
+	if errno := n.fs.bk.lstatRel(rel, &st); errno != 0 {
 		return errno
 	}
 	out.FromStat(&st)
 	return 0
-}
-
-// pathFdAt opens leaf in d as an O_PATH descriptor without following it (a
-// symlink is opened as itself) and stats it.
-func pathFdAt(d dirFd, leaf string, st *syscall.Stat_t) (int, syscall.Errno) {
-	fd, err := unix.Openat(d.fd, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, fs.ToErrno(err)
-	}
-	if _, errno := statAt(dirFd{fd: fd}, "", st); errno != 0 {
-		unix.Close(fd)
-		return -1, errno
-	}
-	return fd, 0
-}
-
-// chmodAt changes the mode of leaf in d, never of a symlink's target:
-// fchmodat2(AT_SYMLINK_NOFOLLOW) (Linux 6.6, chmodat.go). Before 6.6
-// chmod(2) has no working "do not follow" form, and fchmod refuses O_PATH
-// descriptors, so this is then glibc's fchmodat(AT_SYMLINK_NOFOLLOW): open
-// the leaf itself with O_PATH, refuse a symlink with EOPNOTSUPP (what Linux
-// answers: a symlink's mode cannot be changed), and chmod the descriptor's
-// /proc/self/fd magic link.
-func chmodAt(d dirFd, leaf string, mode uint32) syscall.Errno {
-	if errno, ok := fchmodat2(d, leaf, mode); ok {
-		return errno
-	}
-	return leafAt(d, leaf, syscall.EOPNOTSUPP, func(p string) error { return unix.Chmod(p, mode) })
-}
-
-// truncateAt sets the size of leaf in d, with truncate(2)'s permission
-// check (write permission, not an open for writing, so a fifo or device
-// is never opened) through the leaf's O_PATH descriptor. A symlink is not
-// followed: ELOOP, as an O_NOFOLLOW open for writing answers. (The kernel
-// never sends a size change for a symlink node: it truncates the target.)
-func truncateAt(d dirFd, leaf string, size uint64) syscall.Errno {
-	return leafAt(d, leaf, syscall.ELOOP, func(p string) error { return unix.Truncate(p, int64(size)) })
-}
-
-// leafAt runs fn on the /proc/self/fd magic link of leaf in d, opened
-// itself as an O_PATH descriptor (pathFdAt), for path calls that would
-// follow a final symlink: a symlink leaf is refused with onLink instead.
-// Errors: those of pathFdAt, onLink, and fn's as errno.
-func leafAt(d dirFd, leaf string, onLink syscall.Errno, fn func(p string) error) syscall.Errno {
-	var st syscall.Stat_t
-	fd, errno := pathFdAt(d, leaf, &st)
-	if errno != 0 {
-		return errno
-	}
-	defer unix.Close(fd)
-	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
-		return onLink
-	}
-	return fs.ToErrno(fn(procPath(dirFd{fd: fd}, "")))
 }
 
 // setattrAt is the loopback's Setattr: through the handle when there is
@@ -182,9 +81,9 @@ func (n *Node) setattrAt(ctx context.Context, rel string, fh fs.FileHandle, in *
 		}
 		return 0
 	}
-	d, leaf, errno := n.fs.prepareAt(rel)
+	d, leaf, errno := n.fs.bk.prepareAt(rel)
 	if errno == 0 {
-		defer d.close()
+		defer d.Close()
 		var st syscall.Stat_t
 		var gen uint64
 		if gen, errno = statAt(d, leaf, &st); errno == 0 && !n.sameInode(&st, gen) {
@@ -200,7 +99,7 @@ func (n *Node) setattrAt(ctx context.Context, rel string, fh fs.FileHandle, in *
 		}
 	}
 	if suid, sgid, ok := setattrOwner(in); ok {
-		if err := unix.Fchownat(d.fd, leaf, suid, sgid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.Fchownat(d.FD, leaf, suid, sgid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return fs.ToErrno(err)
 		}
 	}
@@ -212,7 +111,7 @@ func (n *Node) setattrAt(ctx context.Context, rel string, fh fs.FileHandle, in *
 	if ts, ok, errno := setattrTimes(in); errno != 0 {
 		return errno
 	} else if ok {
-		if err := unix.UtimesNanoAt(d.fd, leaf, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.UtimesNanoAt(d.FD, leaf, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return fs.ToErrno(err)
 		}
 	}
@@ -236,7 +135,7 @@ func (n *Node) setattrAt(ctx context.Context, rel string, fh fs.FileHandle, in *
 // offset), and FMODE_EXEC is no open(2) flag.
 func openFileAt(d dirFd, leaf string, flags uint32) (*fs.LoopbackFile, syscall.Errno) {
 	flags &^= syscall.O_APPEND | fuse.FMODE_EXEC
-	fd, err := crossmount.OpenRetryDirect(int(flags)|unix.O_NOFOLLOW|unix.O_CLOEXEC, func(fl int) (int, error) { return unix.Openat(d.fd, leaf, fl, 0) })
+	fd, err := crossmount.OpenRetryDirect(int(flags)|unix.O_NOFOLLOW|unix.O_CLOEXEC, func(fl int) (int, error) { return unix.Openat(d.FD, leaf, fl, 0) })
 	if err != nil {
 		return nil, fs.ToErrno(err)
 	}
@@ -245,11 +144,11 @@ func openFileAt(d dirFd, leaf string, flags uint32) (*fs.LoopbackFile, syscall.E
 
 // openAt opens the file at rel.
 func (n *Node) openAt(rel string, flags uint32) (*fs.LoopbackFile, syscall.Errno) {
-	d, leaf, errno := n.fs.prepareAt(rel)
+	d, leaf, errno := n.fs.bk.prepareAt(rel)
 	if errno != 0 {
 		return nil, errno
 	}
-	defer d.close()
+	defer d.Close()
 	return openFileAt(d, leaf, flags)
 }
 
@@ -258,21 +157,21 @@ func (n *Node) openAt(rel string, flags uint32) (*fs.LoopbackFile, syscall.Errno
 // loopback's os.OpenFile drops them; open(2) does not).
 // st receives the new file's stat.
 func (n *Node) createAt(ctx context.Context, dirRel, name string, flags, mode uint32, out *fuse.EntryOut, st *syscall.Stat_t) (*fs.Inode, *fs.LoopbackFile, syscall.Errno) {
-	d, errno := n.fs.openDir(dirRel)
+	d, errno := n.fs.bk.openDir(dirRel)
 	if errno != 0 {
 		return nil, nil, errno
 	}
-	defer d.close()
+	defer d.Close()
 	flags &^= syscall.O_APPEND
 	mode = createMode(ctx, d, mode)
 	fd, err := crossmount.OpenRetryDirect(int(n.fs.cross.DirectFlags(flags))|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, func(fl int) (int, error) {
-		return unix.Openat(d.fd, name, fl, mode&07777)
+		return unix.Openat(d.FD, name, fl, mode&07777)
 	})
 	if err != nil {
 		return nil, nil, fs.ToErrno(err)
 	}
-	preserveOwner(ctx, d, dirFd{fd: fd}, "")
-	gen, errno := statAt(dirFd{fd: fd}, "", st)
+	preserveOwner(ctx, d, dirFd{FD: fd}, "")
+	gen, errno := statAt(dirFd{FD: fd}, "", st)
 	if errno != 0 {
 		unix.Close(fd)
 		return nil, nil, errno
@@ -286,11 +185,11 @@ func (n *Node) createAt(ctx context.Context, dirRel, name string, flags, mode ui
 // dirRel), gives the entry to the caller, and looks it up. When the new
 // entry cannot be stat'ed it is removed again (as the loopback does).
 func (n *Node) makeAt(ctx context.Context, dirRel, name string, rmFlags int, owner bool, out *fuse.EntryOut, mk func(d dirFd) error) (*fs.Inode, syscall.Errno) {
-	d, errno := n.fs.openDir(dirRel)
+	d, errno := n.fs.bk.openDir(dirRel)
 	if errno != 0 {
 		return nil, errno
 	}
-	defer d.close()
+	defer d.Close()
 	if err := mk(d); err != nil {
 		return nil, fs.ToErrno(err)
 	}
@@ -300,7 +199,7 @@ func (n *Node) makeAt(ctx context.Context, dirRel, name string, rmFlags int, own
 	var st syscall.Stat_t
 	gen, errno := statAt(d, name, &st)
 	if errno != 0 {
-		unix.Unlinkat(d.fd, name, rmFlags)
+		unix.Unlinkat(d.FD, name, rmFlags)
 		return nil, errno
 	}
 	out.Attr.FromStat(&st)
@@ -311,14 +210,14 @@ func (n *Node) makeAt(ctx context.Context, dirRel, name string, rmFlags int, own
 // setgid bits (the loopback's os.Mkdir drops them; mkdir(2) does not).
 func (n *Node) mkdirAt(ctx context.Context, dirRel, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	return n.makeAt(ctx, dirRel, name, unix.AT_REMOVEDIR, true, out, func(d dirFd) error {
-		return unix.Mkdirat(d.fd, name, createMode(ctx, d, mode)&07777)
+		return unix.Mkdirat(d.FD, name, createMode(ctx, d, mode)&07777)
 	})
 }
 
 // mknodAt creates a device node, fifo or socket name in dirRel.
 func (n *Node) mknodAt(ctx context.Context, dirRel, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	return n.makeAt(ctx, dirRel, name, 0, true, out, func(d dirFd) error {
-		return unix.Mknodat(d.fd, name, createMode(ctx, d, mode), int(rdev))
+		return unix.Mknodat(d.FD, name, createMode(ctx, d, mode), int(rdev))
 	})
 }
 
@@ -326,7 +225,7 @@ func (n *Node) mknodAt(ctx context.Context, dirRel, name string, mode, rdev uint
 // as given and never resolved by the daemon.
 func (n *Node) symlinkAt(ctx context.Context, dirRel, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	return n.makeAt(ctx, dirRel, name, 0, true, out, func(d dirFd) error {
-		return unix.Symlinkat(target, d.fd, name)
+		return unix.Symlinkat(target, d.FD, name)
 	})
 }
 
@@ -334,14 +233,14 @@ func (n *Node) symlinkAt(ctx context.Context, dirRel, target, name string, out *
 // srcRel (a tn without a name is linked by Node.Link through one of its
 // open handles, linkfd.go: LINK carries no descriptor).
 func (n *Node) linkAt(ctx context.Context, dirRel string, tn *Node, srcRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	src, srcLeaf, errno := n.fs.prepareAt(srcRel)
+	src, srcLeaf, errno := n.fs.bk.prepareAt(srcRel)
 	if errno != 0 {
 		return nil, errno
 	}
-	defer src.close()
+	defer src.Close()
 	// flags 0: linkat(2) links a symlink itself, never its target.
 	return n.makeAt(ctx, dirRel, name, 0, false, out, func(d dirFd) error {
-		return unix.Linkat(src.fd, srcLeaf, d.fd, name, 0)
+		return unix.Linkat(src.FD, srcLeaf, d.FD, name, 0)
 	})
 }
 
@@ -353,12 +252,12 @@ func (n *Node) rmdirAt(dirRel, name string) syscall.Errno {
 }
 
 func (n *Node) removeAt(dirRel, name string, flags int) syscall.Errno {
-	d, errno := n.fs.openDir(dirRel)
+	d, errno := n.fs.bk.openDir(dirRel)
 	if errno != 0 {
 		return errno
 	}
-	defer d.close()
-	return fs.ToErrno(unix.Unlinkat(d.fd, name, flags))
+	defer d.Close()
+	return fs.ToErrno(unix.Unlinkat(d.FD, name, flags))
 }
 
 // renameIn renames name in n (at dirRel, whose descriptor is d1) to
@@ -370,24 +269,24 @@ func (n *Node) removeAt(dirRel, name string, flags int) syscall.Errno {
 // kernel knows, and answers EBUSY when one was replaced.
 func (n *Node) renameIn(d1 dirFd, dirRel, name string, np *Node, d2 dirFd, newDirRel, newName string, flags uint32) syscall.Errno {
 	var errno syscall.Errno
-	if d1.fd < 0 {
-		if d1, errno = n.fs.openDir(dirRel); errno != 0 {
+	if d1.FD < 0 {
+		if d1, errno = n.fs.bk.openDir(dirRel); errno != 0 {
 			return errno
 		}
-		defer d1.close()
+		defer d1.Close()
 	}
-	if d2.fd < 0 {
+	if d2.FD < 0 {
 		if newDirRel == dirRel {
 			d2 = d1
 		} else {
-			if d2, errno = n.fs.openDir(newDirRel); errno != 0 {
+			if d2, errno = n.fs.bk.openDir(newDirRel); errno != 0 {
 				return errno
 			}
-			defer d2.close()
+			defer d2.Close()
 		}
 	}
 	if flags == 0 {
-		return fs.ToErrno(unix.Renameat(d1.fd, name, d2.fd, newName))
+		return fs.ToErrno(unix.Renameat(d1.FD, name, d2.FD, newName))
 	}
 	for _, c := range []struct {
 		node *Node
@@ -400,11 +299,11 @@ func (n *Node) renameIn(d1 dirFd, dirRel, name string, np *Node, d2 dirFd, newDi
 		if _, errno := statAt(c.d, "", &st); errno != 0 {
 			return errno
 		}
-		if c.node.StableAttr().Ino != n.fs.stableAttr(&st, 0).Ino {
+		if c.node.StableAttr().Ino != n.fs.bk.stableAttr(&st, 0).Ino {
 			return syscall.EBUSY
 		}
 	}
-	return fs.ToErrno(unix.Renameat2(d1.fd, name, d2.fd, newName, uint(flags)))
+	return fs.ToErrno(unix.Renameat2(d1.FD, name, d2.FD, newName, uint(flags)))
 }
 
 // openDirStreamAt opens the directory at rel for listing: O_NOFOLLOW, so a
@@ -412,12 +311,12 @@ func (n *Node) renameIn(d1 dirFd, dirRel, name string, np *Node, d2 dirFd, newDi
 // O_DIRECTORY on other kernels' order of checks), and go-fuse's
 // descriptor-based stream reads it.
 func (n *Node) openDirStreamAt(rel string) (fs.DirStream, syscall.Errno) {
-	d, leaf, errno := n.fs.prepareAt(rel)
+	d, leaf, errno := n.fs.bk.prepareAt(rel)
 	if errno != 0 {
 		return nil, errno
 	}
-	defer d.close()
-	fd, err := unix.Openat(d.fd, leaf, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	defer d.Close()
+	fd, err := unix.Openat(d.FD, leaf, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fs.ToErrno(err)
 	}
@@ -441,14 +340,14 @@ func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 // Readlink returns a symlink's target as stored; the daemon never
 // resolves it (the kernel does, in the caller's view of the mount).
 func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	d, leaf, errno := n.fs.prepareAt(n.rel())
+	d, leaf, errno := n.fs.bk.prepareAt(n.rel())
 	if errno != 0 {
 		return nil, errno
 	}
-	defer d.close()
+	defer d.Close()
 	for l := 256; ; l *= 2 {
 		buf := make([]byte, l)
-		sz, err := unix.Readlinkat(d.fd, leaf, buf)
+		sz, err := unix.Readlinkat(d.FD, leaf, buf)
 		if err != nil {
 			return nil, fs.ToErrno(err)
 		}
@@ -459,13 +358,13 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 }
 
 // xattrAt runs fn on the directory and leaf of the node at rel (see
-// prepareAt); fn must not follow the leaf (xattrat.go).
+// prepareAt); fn must not follow the leaf (syscallcompat xattr.go).
 func (n *Node) xattrAt(rel string, fn func(d dirFd, leaf string) error) syscall.Errno {
-	d, leaf, errno := n.fs.prepareAt(rel)
+	d, leaf, errno := n.fs.bk.prepareAt(rel)
 	if errno != 0 {
 		return errno
 	}
-	defer d.close()
+	defer d.Close()
 	return fs.ToErrno(fn(d, leaf))
 }
 
@@ -489,20 +388,20 @@ func (n *Node) removexattrAt(rel, attr string) syscall.Errno {
 // and once linkat names it they are, like any named file's
 // (docs/DESIGN.md#journal-hook).
 func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	d, errno := n.fs.openDir(n.rel())
+	d, errno := n.fs.bk.openDir(n.rel())
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	defer d.close()
+	defer d.Close()
 	flags &^= syscall.O_APPEND
 	mode = createMode(ctx, d, mode)
-	fd, err := unix.Openat(d.fd, ".", int(flags)|unix.O_TMPFILE|unix.O_CLOEXEC, mode&07777)
+	fd, err := unix.Openat(d.FD, ".", int(flags)|unix.O_TMPFILE|unix.O_CLOEXEC, mode&07777)
 	if err != nil {
 		return nil, nil, 0, fs.ToErrno(err)
 	}
-	preserveOwner(ctx, d, dirFd{fd: fd}, "") // the caller's file, as natively
+	preserveOwner(ctx, d, dirFd{FD: fd}, "") // the caller's file, as natively
 	var st syscall.Stat_t
-	gen, errno := statAt(dirFd{fd: fd}, "", &st)
+	gen, errno := statAt(dirFd{FD: fd}, "", &st)
 	if errno != 0 {
 		unix.Close(fd)
 		return nil, nil, 0, errno
@@ -529,15 +428,15 @@ func (n *Node) Statx(ctx context.Context, fh fs.FileHandle, flags uint32, mask u
 		if fsx, ok := unwrapHandle(fh).(fs.FileStatxer); ok && fsx != nil {
 			return fsx.Statx(ctx, flags, mask, out)
 		}
-		d, leaf, errno := n.fs.prepareAt(rel)
+		d, leaf, errno := n.fs.bk.prepareAt(rel)
 		if errno != 0 {
 			return errno
 		}
-		defer d.close()
+		defer d.Close()
 		var x unix.Statx_t
 		// Only the sync-type flags of the request apply to a name.
 		sf := int(flags)&atStatxSyncType | unix.AT_SYMLINK_NOFOLLOW
-		if err := unix.Statx(d.fd, leaf, sf, int(mask), &x); err != nil {
+		if err := unix.Statx(d.FD, leaf, sf, int(mask), &x); err != nil {
 			return fs.ToErrno(err)
 		}
 		out.FromStatx(&x)
@@ -549,53 +448,6 @@ func (n *Node) Statx(ctx context.Context, fh fs.FileHandle, flags uint32, mask u
 	return errno
 }
 
-// childPath is path.Join for a directory's workspace-relative path and a
-// child name ("" is the root).
-func childPath(dirRel, name string) string {
-	if dirRel == "" {
-		return name
-	}
-	return dirRel + "/" + name
-}
-
 // atStatxSyncType is AT_STATX_SYNC_TYPE (linux/fcntl.h), which x/sys/unix
 // does not name: the FORCE_SYNC and DONT_SYNC bits.
 const atStatxSyncType = unix.AT_STATX_FORCE_SYNC | unix.AT_STATX_DONT_SYNC
-
-// setattrTimes turns SETATTR's atime and mtime into utimensat(2)'s pair
-// (UTIME_OMIT for the one not set; the kernel has already resolved
-// UTIME_NOW to a time). ok is false when neither is set. Errors: ERANGE from
-// a time that does not fit a timespec, as errno.
-func setattrTimes(in *fuse.SetAttrIn) (ts []unix.Timespec, ok bool, errno syscall.Errno) {
-	mtime, mok := in.GetMTime()
-	atime, aok := in.GetATime()
-	if !mok && !aok {
-		return nil, false, 0
-	}
-	ts = []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
-	var err error
-	if aok {
-		if ts[0], err = unix.TimeToTimespec(atime); err != nil {
-			return nil, false, fs.ToErrno(err)
-		}
-	}
-	if mok {
-		if ts[1], err = unix.TimeToTimespec(mtime); err != nil {
-			return nil, false, fs.ToErrno(err)
-		}
-	}
-	return ts, true, 0
-}
-
-// setattrOwner turns SETATTR's owner and group into chown(2)'s pair (-1 for
-// the one not set). ok is false when neither is set.
-func setattrOwner(in *fuse.SetAttrIn) (uid, gid int, ok bool) {
-	uid, gid = -1, -1
-	if u, uok := in.GetUID(); uok {
-		uid, ok = int(u), true
-	}
-	if g, gok := in.GetGID(); gok {
-		gid, ok = int(g), true
-	}
-	return uid, gid, ok
-}

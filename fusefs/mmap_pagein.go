@@ -1,11 +1,7 @@
 package fusefs
 
 import (
-	"context"
-	"sync"
 	"syscall"
-
-	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rubinofs/rubinofs/guard"
 )
@@ -22,32 +18,7 @@ import (
 // on only the offset, so rawHooks keeps each page-cache READ's cancel
 // channel (unique among in-flight requests; the bridge hands it to the
 // node as fuse.Context.Cancel) until the request returns, as it does for
-// umasks (umaskmode.go).
-
-// pageInReads holds the cancel channels of in-flight page-cache READs.
-var pageInReads sync.Map // <-chan struct{} -> struct{}
-
-// markPageIn records in as a page-cache READ when it carries no lock owner
-// and returns the function that forgets it (deferred by rawHooks).
-func markPageIn(cancel <-chan struct{}, in *fuse.ReadIn) func() {
-	if in.ReadFlags&fuse.READ_LOCKOWNER != 0 {
-		return func() {}
-	}
-	pageInReads.Store(cancel, struct{}{})
-	return func() { pageInReads.Delete(cancel) }
-}
-
-// isPageIn reports whether the READ of ctx fills the kernel's page cache
-// rather than a caller's buffer. A request that did not pass rawHooks
-// (never on the mount) counts as a read(2).
-func isPageIn(ctx context.Context) bool {
-	c, ok := ctx.(*fuse.Context)
-	if !ok {
-		return false
-	}
-	_, ok = pageInReads.Load(c.Cancel)
-	return ok
-}
+// umasks (syscallcompat.MarkPageIn, IsPageIn).
 
 // mapPageIn decides a page-in through this direct-I/O (guarded, writable)
 // handle: the fault of a mapping of it, which may be the first store

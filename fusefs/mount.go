@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rubinofs/rubinofs/internal/procfs"
+	"github.com/rubinofs/rubinofs/internal/syscallcompat"
 )
 
 // MountOptions are the kernel-facing options of a mount.
@@ -62,7 +62,7 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 		DirectMount:       os.Geteuid() == 0,
 		EnableLocks:       false,
 		Debug:             o.Debug,
-		Logger:            f.fuseLogger(o.Debug), // the server's request trace (Debug) and read errors
+		Logger:            fuseLogger(f.log, o.Debug), // the server's request trace (Debug) and read errors
 		MaxWrite:          1 << 20,
 		ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
 		Options:           []string{"default_permissions"},
@@ -96,7 +96,7 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 		// Show mode 0000 as 0000: go-fuse would otherwise report it as
 		// 0644, and default_permissions would then let anyone read it.
 		NullPermissions: true,
-		Logger:          f.fuseLogger(false), // the node bridge's diagnostics: anomalies only
+		Logger:          fuseLogger(f.log, false), // the node bridge's diagnostics: anomalies only
 	}
 	// go-fuse (v2.12.1, mountDirect) opens /dev/fuse without O_CLOEXEC and,
 	// for a direct mount, never sets close-on-exec on it: every process
@@ -117,7 +117,7 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 	}
 	server, err := f.serve(mountpoint, opts) // rawwrap.go: fs.Mount with per-op metrics and access log
 	if mo.DirectMount {
-		cloexecFuseFds()
+		syscallcompat.CloexecFuseFds()
 		syscall.ForkLock.RUnlock()
 	}
 	if err != nil {
@@ -125,24 +125,6 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 	}
 	f.SetServer(server)
 	return server, nil
-}
-
-// cloexecFuseFds sets close-on-exec on every descriptor of this process
-// that is open on /dev/fuse (see Mount).
-func cloexecFuseFds() {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && target == "/dev/fuse" {
-			syscall.CloseOnExec(fd)
-		}
-	}
 }
 
 // CheckMountpoint reports a clear error for a missing mountpoint, one that
@@ -338,16 +320,16 @@ func DeadMount(abs string) (fstype string, dead bool) {
 	}
 }
 
-// fuseLogger bridges the FS's structured logger to a *log.Logger for
+// fuseLogger bridges the FS's structured logger lg to a *log.Logger for
 // go-fuse, which takes only that (fuse.MountOptions.Logger for the server,
 // fs.Options.Logger for the node bridge). With debug the server writes its
 // per-request trace there, and every line is a debug record; otherwise
 // go-fuse writes only anomalies (a failed read from or reply to the
 // kernel, a bad request), which are warn records.
-func (f *FS) fuseLogger(debug bool) *log.Logger {
+func fuseLogger(lg *slog.Logger, debug bool) *log.Logger {
 	level := slog.LevelWarn
 	if debug {
 		level = slog.LevelDebug
 	}
-	return slog.NewLogLogger(f.log.Handler(), level)
+	return slog.NewLogLogger(lg.Handler(), level)
 }

@@ -219,7 +219,7 @@ func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
 		}
 	}
 	if m.kind == fresh {
-		f.settleDeferred(m.rels()...) // ownattr.go: before the change sets a ctime
+		f.oc.settleDeferred(m.rels()...) // ownattr.go: before the change sets a ctime
 	}
 	var jp *journalhook.Pending // nil: not journaled
 	if journaled {
@@ -329,7 +329,7 @@ func (m *mutation) current(f *FS) (guard.Target, bool) {
 		return t, err == nil
 	}
 	var st syscall.Stat_t
-	if f.lstatRel(rel, &st) != 0 {
+	if f.bk.lstatRel(rel, &st) != 0 {
 		return guard.Target{}, false
 	}
 	return f.target(rel, &st), true
@@ -351,12 +351,12 @@ func (m *mutation) runOwn(f *FS, gs []guardedChild) syscall.Errno {
 	case m.via == byFd:
 		return m.run(at)
 	case m.moves():
-		end := f.ownMove(m.names[0].rel, m.names[1].rel)
+		end := f.oc.ownMove(m.names[0].rel, m.names[1].rel)
 		errno := m.run(at)
 		end(errno == 0)
 		return errno
 	}
-	defer f.ownChange(m.rels()...)()
+	defer f.oc.ownChange(m.rels()...)()
 	return m.run(at)
 }
 

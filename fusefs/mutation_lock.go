@@ -374,13 +374,13 @@ type guardedChild struct {
 
 // noDir stands for a parent directory not resolved yet (parentDirs,
 // mutation.run).
-var noDir = dirFd{fd: -1}
+var noDir = dirFd{FD: -1}
 
 // guardedIn stats leaf in d (rel's parent) and reports whether the guard
 // applies to mutating rel; tracked is policy.tracks of rel. A d whose fd
 // is < 0 (its parent could not be opened) finds nothing.
 func (l *locked) guardedIn(d dirFd, leaf, rel string, tracked bool) guardedChild {
-	if !tracked || d.fd < 0 {
+	if !tracked || d.FD < 0 {
 		return guardedChild{rel: rel}
 	}
 	var st syscall.Stat_t
@@ -416,14 +416,14 @@ func (l *locked) parentDirs(rels []string, tracked []bool) ([]dirFd, []string, f
 		if shared {
 			continue
 		}
-		if d, errno := l.f.openDir(strings.TrimSuffix(dir, "/")); errno == 0 {
+		if d, errno := l.f.bk.openDir(strings.TrimSuffix(dir, "/")); errno == 0 {
 			dirs[i] = d
 			owned = append(owned, d)
 		}
 	}
 	return dirs, leaves, func() {
 		for _, d := range owned {
-			d.close()
+			d.Close()
 		}
 	}
 }
@@ -437,11 +437,11 @@ func (l *locked) parentDirs(rels []string, tracked []bool) ([]dirFd, []string, f
 // marked as another session's mutation. When rel cannot be opened nothing is
 // pinned (the removal will fail or find nothing to forget).
 func (l *locked) pinInode(rel string) (unpin func()) {
-	d, leaf, errno := l.f.prepareAt(rel)
+	d, leaf, errno := l.f.bk.prepareAt(rel)
 	if errno != 0 {
 		return func() {}
 	}
-	defer d.close()
+	defer d.Close()
 	return pinIn(d, leaf)
 }
 
@@ -458,7 +458,7 @@ func (l *locked) pinInodeOf(g *guardedChild) (unpin func()) {
 // symlink) and returns the function that closes it; nothing is pinned
 // when it cannot be opened.
 func pinIn(d dirFd, leaf string) (unpin func()) {
-	fd, err := unix.Openat(d.fd, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(d.FD, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return func() {}
 	}

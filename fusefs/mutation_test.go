@@ -41,7 +41,7 @@ func TestMutateOrder(t *testing.T) {
 	f, ws := mutFS(t, map[string]string{"f": "x\n"})
 	g := f.Guard()
 	var st syscall.Stat_t
-	if errno := f.lstatRel("f", &st); errno != 0 {
+	if errno := f.bk.lstatRel("f", &st); errno != 0 {
 		t.Fatal(errno)
 	}
 	id := guard.StatOf(&st).ID
@@ -108,7 +108,7 @@ func TestMutateThenBeforeDone(t *testing.T) {
 	f, ws := mutFS(t, map[string]string{"f": "x\n"})
 	g := f.Guard()
 	var st syscall.Stat_t
-	if errno := f.lstatRel("f", &st); errno != 0 {
+	if errno := f.bk.lstatRel("f", &st); errno != 0 {
 		t.Fatal(errno)
 	}
 	id := guard.StatOf(&st).ID

@@ -88,7 +88,7 @@ func (n *Node) cacheFlags(rel string) uint32 {
 // root (fstatfs of the root descriptor). Errors: EBADF after Close.
 func (n *Node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	var s syscall.Statfs_t
-	if err := syscall.Fstatfs(int(n.fs.rootFd.Load()), &s); err != nil {
+	if err := syscall.Fstatfs(int(n.fs.bk.rootFd.Load()), &s); err != nil {
 		return fs.ToErrno(err)
 	}
 	out.FromStatfsT(&s)

@@ -53,12 +53,12 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			if sizing {
 				return n.truncateFd(ctx, rel, fd, writable, in, out)
 			}
-			n.fs.settleDeferredNode(n) // ownattr.go: the change sets the ctime
+			n.fs.oc.settleDeferredNode(n) // ownattr.go: the change sets the ctime
 			return setattrFd(fd, writable, in, out)
 		}
 	}
 	if !sizing {
-		n.fs.settleDeferredNode(n) // ownattr.go: the change sets the ctime
+		n.fs.oc.settleDeferredNode(n) // ownattr.go: the change sets the ctime
 		// A mode change is journaled (chmod); chown and utimens are not
 		// (docs/DESIGN.md#journal-hook). Neither is guarded.
 		jop := ""
@@ -92,11 +92,11 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 // else why not: the lookup's errno (ENOENT when the name is gone), or
 // ESTALE when it leads to another file.
 func (n *Node) nameErrno(rel string) syscall.Errno {
-	d, leaf, errno := n.fs.prepareAt(rel)
+	d, leaf, errno := n.fs.bk.prepareAt(rel)
 	if errno != 0 {
 		return errno
 	}
-	defer d.close()
+	defer d.Close()
 	var st syscall.Stat_t
 	gen, errno := statAt(d, leaf, &st)
 	if errno == 0 && !n.sameInode(&st, gen) {
@@ -172,8 +172,8 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 // (fsetxattr on a descriptor of a file unlinked while open).
 func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
 	rel := n.rel()
-	n.fs.settleDeferredNode(n) // ownattr.go: the change sets the ctime
-	defer n.fs.ownChange(rel)()
+	n.fs.oc.settleDeferredNode(n) // ownattr.go: the change sets the ctime
+	defer n.fs.oc.ownChange(rel)()
 	if _, errno, ok := n.withOpenFd(func(fd int) (int, error) {
 		return 0, unix.Fsetxattr(fd, attr, data, int(flags))
 	}); ok {
@@ -186,8 +186,8 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 // open handle when there is one (as Setxattr).
 func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	rel := n.rel()
-	n.fs.settleDeferredNode(n) // ownattr.go: the change sets the ctime
-	defer n.fs.ownChange(rel)()
+	n.fs.oc.settleDeferredNode(n) // ownattr.go: the change sets the ctime
+	defer n.fs.oc.ownChange(rel)()
 	if _, errno, ok := n.withOpenFd(func(fd int) (int, error) { return 0, unix.Fremovexattr(fd, attr) }); ok {
 		return errno
 	}

@@ -30,7 +30,7 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 		if errno != 0 {
 			return nil, 0, errno
 		}
-		return n.fs.keepDir(ds), n.dirCacheFlags(rel), 0 // FS.Close closes it if RELEASEDIR never comes
+		return n.fs.handles.keepDir(ds), n.dirCacheFlags(rel), 0 // FS.Close closes it if RELEASEDIR never comes
 	}
 	list, errno := n.rootEntries()
 	if errno != 0 {
@@ -91,7 +91,7 @@ func (f *FS) hideShadowedLink(a *fuse.Attr) {
 		return
 	}
 	var st syscall.Stat_t
-	if f.lstatRel(ctltree.DirName, &st) == 0 && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+	if f.bk.lstatRel(ctltree.DirName, &st) == 0 && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		a.Nlink--
 	}
 }
@@ -143,8 +143,8 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 		asks:    []ask{{0, guard.OpUnlink}},
 		jop:     jUnlink,
 		run: func(at []dirFd) syscall.Errno {
-			if at[0].fd >= 0 {
-				return fs.ToErrno(unix.Unlinkat(at[0].fd, name, 0))
+			if at[0].FD >= 0 {
+				return fs.ToErrno(unix.Unlinkat(at[0].FD, name, 0))
 			}
 			return n.unlinkAt(dirRel, name)
 		},
@@ -266,7 +266,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		}, childPath(dirRel, name))
 		return ch, errno
 	}
-	n.fs.settleDeferredNode(tn) // ownattr.go: the link sets the target's ctime
+	n.fs.oc.settleDeferredNode(tn) // ownattr.go: the link sets the target's ctime
 	errno := tn.byNode(func(srcRel string) syscall.Errno {
 		// The target's link count and ctime change too: both names are
 		// bracketed.

@@ -71,11 +71,11 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	// a truncating open needs the stat before the open (the guard decides
 	// on it); every other open takes the identity from its descriptor
 	// (fstat), one path lookup fewer.
-	d, leaf, errno := n.fs.prepareAt(rel)
+	d, leaf, errno := n.fs.bk.prepareAt(rel)
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	defer d.close()
+	defer d.Close()
 	trunc := flags&syscall.O_TRUNC != 0
 	var st syscall.Stat_t
 	if trunc {
@@ -121,7 +121,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 		}
 	} else {
 		if trunc {
-			defer n.fs.ownChange(rel)()
+			defer n.fs.oc.ownChange(rel)()
 		}
 		errno = open()
 		if errno == 0 && !trunc {
@@ -316,7 +316,7 @@ func (n *Node) openUntracked(ctx context.Context, rel string, flags uint32, pol 
 			run: func([]dirFd) syscall.Errno { return open() }})
 		hj.Truncated(gen)
 	case flags&syscall.O_TRUNC != 0:
-		end := n.fs.ownChange(rel)
+		end := n.fs.oc.ownChange(rel)
 		errno = open()
 		end()
 	default:
@@ -374,7 +374,7 @@ type ptWriter struct {
 // passthroughWriter wraps a writable passthrough handle on rel; drop is
 // its node's Node.openHandle result, hj its journal state (or nil).
 func (f *FS) passthroughWriter(lf *fs.LoopbackFile, rel string, drop func(context.Context), hj *journalhook.Handle) *ptWriter {
-	return &ptWriter{LoopbackFile: lf, end: f.ownChange(rel), drop: drop, rel: rel, fs: f, hj: hj}
+	return &ptWriter{LoopbackFile: lf, end: f.oc.ownChange(rel), drop: drop, rel: rel, fs: f, hj: hj}
 }
 
 // Release closes the handle and ends its own change.
@@ -397,7 +397,7 @@ func (p *plainFile) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	if errno := p.journalChange(jWrite); errno != 0 {
 		return 0, errno
 	}
-	defer p.node.fs.ownChange(p.node.rel())()
+	defer p.node.fs.oc.ownChange(p.node.rel())()
 	return p.loopbackOps.Write(ctx, data, off)
 }
 
@@ -406,7 +406,7 @@ func (p *plainFile) Allocate(ctx context.Context, off uint64, size uint64, mode 
 	if errno := p.journalChange(jWrite); errno != 0 {
 		return errno
 	}
-	defer p.node.fs.ownChange(p.node.rel())()
+	defer p.node.fs.oc.ownChange(p.node.rel())()
 	return p.loopbackOps.Allocate(ctx, off, size, mode)
 }
 

@@ -25,7 +25,8 @@ import (
 // or not regular files are skipped; with no hash pending it costs one
 // atomic load. Errors are none: a name that cannot be stat'ed has nothing
 // to settle.
-func (f *FS) settleDeferred(rels ...string) {
+func (o ownChanges) settleDeferred(rels ...string) {
+	f := o.f
 	if !f.cfg.Guard.HasDeferred() {
 		return
 	}
@@ -34,8 +35,8 @@ func (f *FS) settleDeferred(rels ...string) {
 			continue
 		}
 		var st syscall.Stat_t
-		if f.lstatRel(rel, &st) == 0 && regular(&st) {
-			f.cfg.Guard.SettleDeferred(guard.StatOf(&st).ID, func() (*os.File, error) { return f.openForHashAt(rel) })
+		if f.bk.lstatRel(rel, &st) == 0 && regular(&st) {
+			f.cfg.Guard.SettleDeferred(guard.StatOf(&st).ID, func() (*os.File, error) { return f.bk.openForHashAt(rel) })
 		}
 	}
 }
@@ -49,14 +50,15 @@ func (f *FS) settleDeferred(rels ...string) {
 // the read's own name; the guard uses an opener only when it opens the
 // read's file (same device and inode). Used by Setattr, Setxattr,
 // Removexattr, Link and ioctls, before they change the file.
-func (f *FS) settleDeferredNode(n *Node) {
+func (o ownChanges) settleDeferredNode(n *Node) {
+	f := o.f
 	if !f.cfg.Guard.HasDeferred() || n.isRoot() {
 		return
 	}
 	want := n.StableAttr().Ino
 	f.cfg.Guard.SettleDeferredWhere(func(id guard.FileID) bool {
 		st := syscall.Stat_t{Dev: id.Dev, Ino: id.Ino}
-		return f.stableAttr(&st, 0).Ino == want
+		return f.bk.stableAttr(&st, 0).Ino == want
 	}, n.ownOpener())
 }
 
@@ -71,7 +73,7 @@ func (n *Node) ownOpener() func() (*os.File, error) {
 			defer unix.Close(fd)
 			return fdOpener(fd)()
 		}
-		return n.fs.openForHashAt(n.rel())
+		return n.fs.bk.openForHashAt(n.rel())
 	}
 }
 

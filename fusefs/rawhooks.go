@@ -38,25 +38,25 @@ type rawHooks struct {
 }
 
 func (r *rawHooks) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, n string, out *fuse.EntryOut) fuse.Status {
-	forget := withUmask(cancel, in.Umask) // umaskmode.go
+	forget := withUmask(cancel, in.Umask) // syscallcompat requests.go
 	defer forget()
 	return r.RawFileSystem.Mknod(cancel, in, n, out)
 }
 
 func (r *rawHooks) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, n string, out *fuse.EntryOut) fuse.Status {
-	forget := withUmask(cancel, in.Umask) // umaskmode.go
+	forget := withUmask(cancel, in.Umask) // syscallcompat requests.go
 	defer forget()
 	return r.RawFileSystem.Mkdir(cancel, in, n, out)
 }
 
 func (r *rawHooks) Create(cancel <-chan struct{}, in *fuse.CreateIn, n string, out *fuse.CreateOut) fuse.Status {
-	forget := withUmask(cancel, in.Umask) // umaskmode.go
+	forget := withUmask(cancel, in.Umask) // syscallcompat requests.go
 	defer forget()
 	return r.RawFileSystem.Create(cancel, in, n, out)
 }
 
 func (r *rawHooks) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
-	forget := withUmask(cancel, in.Umask) // umaskmode.go
+	forget := withUmask(cancel, in.Umask) // syscallcompat requests.go
 	defer forget()
 	return r.RawFileSystem.Tmpfile(cancel, in, out)
 }
@@ -90,12 +90,12 @@ func (r *rawHooks) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenO
 }
 
 func (r *rawHooks) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
-	forget := markPageIn(cancel, in) // mmap_pagein.go
+	forget := markPageIn(cancel, in) // syscallcompat requests.go
 	defer forget()
 	return r.RawFileSystem.Read(cancel, in, buf)
 }
 
 func (r *rawHooks) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	r.RawFileSystem.Release(cancel, in)
-	r.fs.releaseDone(cancel) // after go-fuse's own release bookkeeping (iomode.go)
+	r.fs.released.releaseDone(cancel) // after go-fuse's own release bookkeeping (iomode.go)
 }

@@ -40,7 +40,7 @@ func (n *Node) reopenGone(ctx context.Context, flags uint32) (fh fs.FileHandle, 
 		return nil, 0, 0, false
 	}
 	flags &^= syscall.O_APPEND | syscall.O_CREAT | syscall.O_EXCL | fuse.FMODE_EXEC
-	nfd, err := unix.Open(procPath(dirFd{fd: fd}, ""), int(flags)|unix.O_CLOEXEC, 0)
+	nfd, err := unix.Open(procPath(dirFd{FD: fd}, ""), int(flags)|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, 0, fs.ToErrno(err), true
 	}

@@ -21,14 +21,14 @@ func (f *FS) RewindMount() rewindroom.Mount { return journalMount{f} }
 
 // Lstat is lstatRel: rel's stat without following a symlink.
 func (m journalMount) Lstat(rel string, st *syscall.Stat_t) syscall.Errno {
-	return m.f.lstatRel(rel, st)
+	return m.f.bk.lstatRel(rel, st)
 }
 
 // LookupTarget is FS.LookupTarget.
 func (m journalMount) LookupTarget(rel string) (guard.Target, error) { return m.f.LookupTarget(rel) }
 
 // OpenForHash is openForHashAt.
-func (m journalMount) OpenForHash(rel string) (*os.File, error) { return m.f.openForHashAt(rel) }
+func (m journalMount) OpenForHash(rel string) (*os.File, error) { return m.f.bk.openForHashAt(rel) }
 
 // Checkpointed starts a new generation of the open handles' journal
 // records (journalhook.Hook.Checkpointed).
@@ -46,7 +46,7 @@ func (m journalMount) Apply(by rewindroom.By, ch rewindroom.Change) syscall.Errn
 	mu := mutation{kind: rewind, by: &c, jop: ch.Op, run: func(at []dirFd) syscall.Errno {
 		fds := make([]int, len(at))
 		for i, d := range at {
-			fds[i] = d.fd
+			fds[i] = d.FD
 		}
 		return ch.Run(fds)
 	}}
@@ -88,7 +88,7 @@ func (m journalMount) Invalidate(rels []string) <-chan struct{} {
 			if child := parent.GetChild(name); child != nil {
 				child.NotifyContent(0, 0)
 				var st syscall.Stat_t
-				if f.lstatRel(rel, &st) != 0 {
+				if f.bk.lstatRel(rel, &st) != 0 {
 					parent.RmChild(name)
 				}
 			}

@@ -2,9 +2,10 @@ package fusefs
 
 import (
 	"context"
-	"sync"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rubinofs/rubinofs/internal/syscallcompat"
 )
 
 // The caller's umask is applied by the daemon, not by the kernel
@@ -16,16 +17,6 @@ import (
 // of each such request by its cancel channel (unique among in-flight
 // requests; the bridge hands it to the node as fuse.Context.Cancel) until
 // the request returns.
-
-// requestUmasks maps an in-flight request's cancel channel to its umask.
-var requestUmasks sync.Map // <-chan struct{} -> uint32
-
-// withUmask records umask for the request whose cancel channel is cancel
-// and returns the function that forgets it (deferred by rawHooks).
-func withUmask(cancel <-chan struct{}, umask uint32) func() {
-	requestUmasks.Store(cancel, umask)
-	return func() { requestUmasks.Delete(cancel) }
-}
 
 // fallbackUmask is applied when a request's umask is unknown (a node
 // method reached without rawHooks, which the mount never does): the
@@ -39,19 +30,12 @@ const fallbackUmask = 0o022
 func createMode(ctx context.Context, d dirFd, mode uint32) uint32 {
 	umask := uint32(fallbackUmask)
 	if c, ok := ctx.(*fuse.Context); ok {
-		if v, ok := requestUmasks.Load(c.Cancel); ok {
-			umask = v.(uint32)
+		if v, ok := syscallcompat.UmaskOf(c.Cancel); ok {
+			umask = v
 		}
 	}
-	if umask&0o777 == 0 || hasDefaultACL(d) {
+	if umask&0o777 == 0 || syscallcompat.HasDefaultACL(d) {
 		return mode
 	}
 	return mode &^ (umask & 0o777)
-}
-
-// hasDefaultACL reports whether the directory d has a default POSIX ACL
-// (system.posix_acl_default exists and is not empty).
-func hasDefaultACL(d dirFd) bool {
-	n, err := getxattrAt(d, ".", "system.posix_acl_default", nil)
-	return err == nil && n > 0
 }

@@ -38,7 +38,8 @@ func (f *FS) AttachWatcher(o WatchOptions) *invalidate.Invalidation {
 // ownChange(from, to); the returned end must be called once, after the
 // rename, with moved set when it succeeded (RENAME_EXCHANGE included).
 // Without a move tracker it is ownChange.
-func (f *FS) ownMove(from, to string) (end func(moved bool)) {
+func (o ownChanges) ownMove(from, to string) (end func(moved bool)) {
+	f := o.f
 	moved := func(ok bool) {
 		// Rule files below an exempt name are never read: a package
 		// manager's renames inside node_modules/ need no record.
@@ -47,16 +48,16 @@ func (f *FS) ownMove(from, to string) (end func(moved bool)) {
 		}
 	}
 	if tr := f.inv.MoveTracker(); tr != nil {
-		f.pinRules(from, to)
+		f.oc.pinRules(from, to)
 		endMove := tr(from, to)
 		return func(ok bool) {
 			endMove(ok)
 			moved(ok)
 			// As ownChange's end: a moved rule file changes the rules.
-			f.invalidateRules(from, to)
+			f.oc.invalidateRules(from, to)
 		}
 	}
-	e := f.ownChange(from, to)
+	e := f.oc.ownChange(from, to)
 	return func(ok bool) {
 		moved(ok)
 		e()
@@ -82,7 +83,7 @@ func (t inodeTree) Bridged() <-chan struct{} { return t.f.served }
 
 // Root is the root inode.
 func (t inodeTree) Root() invalidate.Node {
-	return inodeNode{in: t.f.root.EmbeddedInode(), rootDev: t.f.rootDev}
+	return inodeNode{in: t.f.root.EmbeddedInode(), rootDev: t.f.bk.rootDev}
 }
 
 // Lstat stats the backing path of rel (FS.backing), not following a
@@ -96,13 +97,13 @@ func (t inodeTree) Lstat(rel string) (*syscall.Stat_t, error) {
 }
 
 // Ino is the inode number the loopback gives a backing stat (stableAttr).
-func (t inodeTree) Ino(st *syscall.Stat_t) uint64 { return t.f.stableAttr(st, 0).Ino }
+func (t inodeTree) Ino(st *syscall.Stat_t) uint64 { return t.f.bk.stableAttr(st, 0).Ino }
 
 // ControlDir is the control tree's name at the root.
 func (t inodeTree) ControlDir() string { return ctltree.DirName }
 
 // inodeNode is one go-fuse inode as an invalidate.Node; rootDev is the
-// backing root's st_dev (FS.rootDev).
+// backing root's st_dev (backing.rootDev).
 type inodeNode struct {
 	in      *fs.Inode
 	rootDev uint64

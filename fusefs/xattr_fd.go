@@ -36,7 +36,7 @@ func (n *Node) withOpenFd(fn func(fd int) (int, error)) (sz int, errno syscall.E
 // the kernel's security.capability probe on write and chown, and fgetxattr
 // on a descriptor of a file unlinked while open, arrive while a handle is
 // open), else by name (byName on the directory and leaf from prepareAt; see
-// xattrat.go). Errors: the backing call's, as errno.
+// syscallcompat xattr.go). Errors: the backing call's, as errno.
 // docs/DESIGN.md#xattr-probes
 func (n *Node) readXattr(byFd func(fd int) (int, error), byName func(d dirFd, leaf string) (int, error)) (uint32, syscall.Errno) {
 	if sz, errno, ok := n.withOpenFd(byFd); ok {

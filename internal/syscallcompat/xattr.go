@@ -1,11 +1,11 @@
-package fusefs
+package syscallcompat
 
 // By-name extended-attribute calls relative to a directory descriptor:
 // getxattrat(2), listxattrat(2), setxattrat(2) and removexattrat(2) (Linux
 // 6.13) with AT_SYMLINK_NOFOLLOW are one syscall on the directory
 // descriptor and the leaf name. Before 6.13 (ENOSYS, remembered) they fall
 // back to l*xattr of the leaf's
-// /proc/self/fd name (procPath), which resolves the same file (the
+// /proc/self/fd name (ProcPath), which resolves the same file (the
 // descriptor's directory, then leaf, not followed) at several times the
 // cost: the magic link is looked up through procfs on every call.
 
@@ -28,31 +28,31 @@ type xattrArgs struct {
 	flags uint32
 }
 
-// getxattrAt reads attribute attr of leaf in d into dest (size only when
+// GetxattrAt reads attribute attr of leaf in d into dest (size only when
 // dest is empty), without following leaf. Errors: those of getxattr(2)
 // (ENODATA, ERANGE, ...), as returned by the kernel.
-func getxattrAt(d dirFd, leaf, attr string, dest []byte) (int, error) {
+func GetxattrAt(d Dir, leaf, attr string, dest []byte) (int, error) {
 	if !noXattrat.Load() {
-		sz, err := getxattrat(d.fd, leaf, attr, dest)
+		sz, err := getxattrat(d.FD, leaf, attr, dest)
 		if err != unix.ENOSYS {
 			return sz, err
 		}
 		noXattrat.Store(true)
 	}
-	return unix.Lgetxattr(procPath(d, leaf), attr, dest)
+	return unix.Lgetxattr(ProcPath(d, leaf), attr, dest)
 }
 
-// listxattrAt lists the attribute names of leaf in d into dest, without
+// ListxattrAt lists the attribute names of leaf in d into dest, without
 // following leaf. Errors: those of listxattr(2).
-func listxattrAt(d dirFd, leaf string, dest []byte) (int, error) {
+func ListxattrAt(d Dir, leaf string, dest []byte) (int, error) {
 	if !noXattrat.Load() {
-		sz, err := listxattrat(d.fd, leaf, dest)
+		sz, err := listxattrat(d.FD, leaf, dest)
 		if err != unix.ENOSYS {
 			return sz, err
 		}
 		noXattrat.Store(true)
 	}
-	return unix.Llistxattr(procPath(d, leaf), dest)
+	return unix.Llistxattr(ProcPath(d, leaf), dest)
 }
 
 // getxattrat is the raw getxattrat(2) with AT_SYMLINK_NOFOLLOW.
@@ -109,31 +109,31 @@ func listxattrat(dirfd int, path string, dest []byte) (int, error) {
 	return int(r), nil
 }
 
-// setxattrLeaf sets attribute attr of leaf in d to data with setxattr(2)'s
+// SetxattrLeaf sets attribute attr of leaf in d to data with setxattr(2)'s
 // flags (XATTR_CREATE, XATTR_REPLACE), without following leaf. Errors:
 // those of setxattr(2).
-func setxattrLeaf(d dirFd, leaf, attr string, data []byte, flags int) error {
+func SetxattrLeaf(d Dir, leaf, attr string, data []byte, flags int) error {
 	if !noXattrat.Load() {
-		err := setxattrat(d.fd, leaf, attr, data, flags)
+		err := setxattrat(d.FD, leaf, attr, data, flags)
 		if err != unix.ENOSYS {
 			return err
 		}
 		noXattrat.Store(true)
 	}
-	return unix.Lsetxattr(procPath(d, leaf), attr, data, flags)
+	return unix.Lsetxattr(ProcPath(d, leaf), attr, data, flags)
 }
 
-// removexattrLeaf removes attribute attr of leaf in d, without following
+// RemovexattrLeaf removes attribute attr of leaf in d, without following
 // leaf. Errors: those of removexattr(2).
-func removexattrLeaf(d dirFd, leaf, attr string) error {
+func RemovexattrLeaf(d Dir, leaf, attr string) error {
 	if !noXattrat.Load() {
-		err := removexattrat(d.fd, leaf, attr)
+		err := removexattrat(d.FD, leaf, attr)
 		if err != unix.ENOSYS {
 			return err
 		}
 		noXattrat.Store(true)
 	}
-	return unix.Lremovexattr(procPath(d, leaf), attr)
+	return unix.Lremovexattr(ProcPath(d, leaf), attr)
 }
 
 // setxattrat is the raw setxattrat(2) with AT_SYMLINK_NOFOLLOW.

@@ -1,4 +1,4 @@
-package fusefs
+package syscallcompat
 
 import (
 	"os"
@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// TestChmodAtBothWays: chmodAt changes a file's and a directory's mode
+// TestChmodAtBothWays: ChmodAt changes a file's and a directory's mode
 // (setuid and sticky bits included) and refuses a symlink with EOPNOTSUPP,
-// leaving its target alone, with fchmodat2(2) and with its fallback.
+// leaving its target alone, with Fchmodat2(2) and with its fallback.
 func TestChmodAtBothWays(t *testing.T) {
 	dir := t.TempDir()
 	f, sub := filepath.Join(dir, "f"), filepath.Join(dir, "sub")
@@ -22,12 +22,12 @@ func TestChmodAtBothWays(t *testing.T) {
 	if err := os.Symlink("f", filepath.Join(dir, "l")); err != nil {
 		t.Fatal(err)
 	}
-	fd, err := openRoot(dir)
+	fd, err := OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer syscall.Close(fd)
-	d := dirFd{fd: fd}
+	d := Dir{FD: fd}
 	defer noFchmodat2.Store(false)
 	mode := func(p string) uint32 {
 		var st syscall.Stat_t
@@ -39,16 +39,16 @@ func TestChmodAtBothWays(t *testing.T) {
 	for i, fallback := range []bool{false, true} {
 		noFchmodat2.Store(fallback)
 		want := []uint32{0o4755, 0o600}[i]
-		if errno := chmodAt(d, "f", want); errno != 0 || mode(f) != want {
+		if errno := ChmodAt(d, "f", want); errno != 0 || mode(f) != want {
 			t.Errorf("fallback=%v: chmod f: %v, mode %o, want %o", fallback, errno, mode(f), want)
 		}
-		if errno := chmodAt(d, "sub", 0o1777); errno != 0 || mode(sub) != 0o1777 {
+		if errno := ChmodAt(d, "sub", 0o1777); errno != 0 || mode(sub) != 0o1777 {
 			t.Errorf("fallback=%v: chmod sub: %v, mode %o", fallback, errno, mode(sub))
 		}
-		if errno := chmodAt(d, "l", 0o777); errno != syscall.EOPNOTSUPP || mode(f) != want {
+		if errno := ChmodAt(d, "l", 0o777); errno != syscall.EOPNOTSUPP || mode(f) != want {
 			t.Errorf("fallback=%v: chmod of a symlink: %v (want EOPNOTSUPP), target mode %o", fallback, errno, mode(f))
 		}
-		if errno := chmodAt(d, "missing", 0o644); errno != syscall.ENOENT {
+		if errno := ChmodAt(d, "missing", 0o644); errno != syscall.ENOENT {
 			t.Errorf("fallback=%v: chmod missing: %v, want ENOENT", fallback, errno)
 		}
 	}
