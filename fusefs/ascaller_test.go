@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"errors"
+	"github.com/rubinofs/rubinofs/internal/ascaller"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -150,4 +151,16 @@ func BenchmarkAccessAs(b *testing.B) {
 			accessAll(f, cr, rels, unix.R_OK, func(int, error) {})
 		}
 	})
+}
+
+// creds, accessAs and accessAll are the as-caller checks over f's
+// workspace (internal/ascaller), as the tests here name them.
+type creds = ascaller.Creds
+
+func accessAs(f *FS, cr creds, rel string, mode uint32) error {
+	return ascaller.Access(journalMount{f}, cr, rel, mode)
+}
+
+func accessAll(f *FS, cr creds, rels []string, mode uint32, res func(i int, err error)) {
+	ascaller.AccessAll(journalMount{f}, cr, rels, mode, res)
 }

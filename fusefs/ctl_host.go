@@ -9,12 +9,12 @@ package fusefs
 
 import (
 	"context"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/internal/ascaller"
 	"github.com/rubinofs/rubinofs/internal/ctlfs"
 	"github.com/rubinofs/rubinofs/internal/ctlhost"
 	"github.com/rubinofs/rubinofs/internal/sessionctl"
@@ -60,9 +60,9 @@ func (h CtlHost) LookupTarget(rel string) (guard.Target, error) { return h.f.Loo
 // Readable reports whether c could open rel for reading itself
 // (accessAs, docs/DESIGN.md#as-caller): nil, or denyReason's refusal.
 func (h CtlHost) Readable(c ctltree.Caller, rel string) *ctltree.Error {
-	cr := credsOf(c)
-	if err := accessAs(h.f, cr, rel, unix.R_OK); err != nil {
-		return denyReason(cr, "read", rel, err)
+	cr := ascaller.Of(c)
+	if err := ascaller.Access(journalMount{h.f}, cr, rel, unix.R_OK); err != nil {
+		return ascaller.DenyReason(cr, "read", rel, err)
 	}
 	return nil
 }
@@ -129,12 +129,12 @@ func (h CtlHost) Admin(c ctltree.Caller) bool { return h.f.owners.Admin(c) }
 func (h CtlHost) Tracked(c ctltree.Caller, session string) []guard.TrackedRecord {
 	f := h.f
 	recs := f.cfg.Guard.Tracked(session, f.LookupTarget)
-	if cr := credsOf(c); cr.Uid != 0 && len(recs) > 0 {
+	if cr := ascaller.Of(c); cr.Uid != 0 && len(recs) > 0 {
 		rels := make([]string, len(recs))
 		for i, r := range recs {
 			rels[i] = r.Path
 		}
-		accessAll(f, cr, rels, unix.R_OK, func(i int, err error) {
+		ascaller.AccessAll(journalMount{f}, cr, rels, unix.R_OK, func(i int, err error) {
 			if err != nil {
 				recs[i].Hash = "-"
 			}
@@ -146,7 +146,3 @@ func (h CtlHost) Tracked(c ctltree.Caller, session string) []guard.TrackedRecord
 // Quiet marks the request ctx carries quiet: the observability room
 // neither times nor logs it (Observer.MarkQuiet).
 func (h CtlHost) Quiet(ctx context.Context) { h.f.cfg.Observe.MarkQuiet(ctx.Done()) }
-
-// errnoName returns the symbolic name of an errno (EINVAL), for logs
-// (ctltree.ErrnoName).
-func errnoName(e syscall.Errno) string { return ctltree.ErrnoName(e) }

@@ -423,9 +423,7 @@ func fdTargetOf(rel string, fd int, st *syscall.Stat_t) guard.Target {
 	return guard.Target{
 		Path: rel,
 		Stat: guard.StatOf(st),
-		Open: func() (*os.File, error) {
-			return openForHash(fmt.Sprintf("/proc/self/fd/%d", fd), crossmount.FdDirect(fd))
-		},
+		Open: fdOpener(fd), // ownattr.go
 	}
 }
 

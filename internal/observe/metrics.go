@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/expfmt"
-	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/ctltree"
 )
@@ -167,14 +166,8 @@ func (m *fsMetrics) record(op opID, seconds float64, st fuse.Status) {
 	(*c).Inc()
 }
 
-// errnoName returns the symbolic name of an errno (EINVAL), for the
-// errno label and the access log.
-func errnoName(e syscall.Errno) string {
-	if name := unix.ErrnoName(e); name != "" {
-		return name
-	}
-	return e.Error()
-}
+// errnoName is ctltree.ErrnoName, for the errno label and the access log.
+var errnoName = ctltree.ErrnoName
 
 // markQuiet marks the request whose cancel channel is done as a stream read
 // (see fsMetrics.quiet).
