@@ -78,7 +78,7 @@ func (m *mutation) noteOwnAfter(f *FS, gs []guardedChild) {
 // mutation via a descriptor, else through the parent directory it was
 // stat'ed in (not following a symlink), else by its backing path.
 // On an uncached backing the stat is the filesystem's own
-// (crossmount.StatSync).
+// (syscallcompat.StatSync).
 func (m *mutation) restat(f *FS, g *guardedChild, st *syscall.Stat_t) error {
 	switch {
 	case m.via == byFd:

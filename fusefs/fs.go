@@ -45,6 +45,7 @@ import (
 	"github.com/rubinofs/rubinofs/internal/journalhook"
 	"github.com/rubinofs/rubinofs/internal/procfs"
 	"github.com/rubinofs/rubinofs/internal/sessionctl"
+	"github.com/rubinofs/rubinofs/internal/syscallcompat"
 	"github.com/rubinofs/rubinofs/journal"
 	"github.com/rubinofs/rubinofs/sessions"
 )
@@ -409,8 +410,8 @@ func (f *FS) LookupTarget(rel string) (guard.Target, error) {
 func fdTarget(rel string, fd int) (guard.Target, error) {
 	var st syscall.Stat_t
 	stat := syscall.Fstat
-	if crossmount.FdDirect(fd) != 0 {
-		stat = crossmount.FstatSync // an uncached backing's read handle: the server's stat (docs/DESIGN.md#uncached-view)
+	if syscallcompat.FdDirect(fd) != 0 {
+		stat = syscallcompat.FstatSync // an uncached backing's read handle: the server's stat (docs/DESIGN.md#uncached-view)
 	}
 	if err := stat(fd, &st); err != nil {
 		return guard.Target{}, err

@@ -21,7 +21,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/rubinofs/rubinofs/internal/crossmount"
+	"github.com/rubinofs/rubinofs/internal/syscallcompat"
 )
 
 // newChild makes the inode of a backing entry just looked up or created
@@ -135,7 +135,7 @@ func (n *Node) setattrAt(ctx context.Context, rel string, fh fs.FileHandle, in *
 // offset), and FMODE_EXEC is no open(2) flag.
 func openFileAt(d dirFd, leaf string, flags uint32) (*fs.LoopbackFile, syscall.Errno) {
 	flags &^= syscall.O_APPEND | fuse.FMODE_EXEC
-	fd, err := crossmount.OpenRetryDirect(int(flags)|unix.O_NOFOLLOW|unix.O_CLOEXEC, func(fl int) (int, error) { return unix.Openat(d.FD, leaf, fl, 0) })
+	fd, err := syscallcompat.OpenRetryDirect(int(flags)|unix.O_NOFOLLOW|unix.O_CLOEXEC, func(fl int) (int, error) { return unix.Openat(d.FD, leaf, fl, 0) })
 	if err != nil {
 		return nil, fs.ToErrno(err)
 	}
@@ -164,7 +164,7 @@ func (n *Node) createAt(ctx context.Context, dirRel, name string, flags, mode ui
 	defer d.Close()
 	flags &^= syscall.O_APPEND
 	mode = createMode(ctx, d, mode)
-	fd, err := crossmount.OpenRetryDirect(int(n.fs.cross.DirectFlags(flags))|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, func(fl int) (int, error) {
+	fd, err := syscallcompat.OpenRetryDirect(int(n.fs.cross.DirectFlags(flags))|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, func(fl int) (int, error) {
 		return unix.Openat(d.FD, name, fl, mode&07777)
 	})
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/guard"
-	"github.com/rubinofs/rubinofs/internal/crossmount"
+	"github.com/rubinofs/rubinofs/internal/syscallcompat"
 )
 
 // settleDeferred takes, before a change through the mount that sets the
@@ -82,6 +82,6 @@ func (n *Node) ownOpener() func() (*os.File, error) {
 // offset (through its /proc/self/fd link, never fd itself).
 func fdOpener(fd int) func() (*os.File, error) {
 	return func() (*os.File, error) {
-		return openForHash(fmt.Sprintf("/proc/self/fd/%d", fd), crossmount.FdDirect(fd))
+		return openForHash(fmt.Sprintf("/proc/self/fd/%d", fd), syscallcompat.FdDirect(fd))
 	}
 }

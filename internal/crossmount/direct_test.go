@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/rubinofs/rubinofs/internal/syscallcompat"
 )
 
 // TestPreadDirect: a read at an unaligned offset and length through a
@@ -23,7 +25,7 @@ func TestPreadDirect(t *testing.T) {
 		t.Skipf("the test directory's filesystem refuses O_DIRECT: %v", err)
 	}
 	defer syscall.Close(fd)
-	if FdDirect(fd) == 0 {
+	if syscallcompat.FdDirect(fd) == 0 {
 		t.Fatal("FdDirect: the descriptor's O_DIRECT not seen")
 	}
 	for _, c := range []struct{ off, n int }{{0, 3}, {3, 5000}, {4095, 2}, {9990, 100}, {10000, 10}, {20000, 10}} {

@@ -12,8 +12,6 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/rubinofs/rubinofs/internal/crossmount"
 )
 
 // resolveBeneath is how every directory of the walk is resolved: below the
@@ -123,13 +121,13 @@ func StatAt(d Dir, leaf string, st *syscall.Stat_t) (gen uint64, errno syscall.E
 		if err := unix.Fstatat(d.FD, leaf, &ust, flags); err != nil {
 			return 0, toErrno(err)
 		}
-		crossmount.StatFromUnix(&ust, st)
+		StatFromUnix(&ust, st)
 		return 1, 0
 	}
 	if err != nil {
 		return 0, toErrno(err)
 	}
-	crossmount.StatFromStatx(&x, st)
+	StatFromStatx(&x, st)
 	if x.Mask&unix.STATX_BTIME == 0 || (x.Btime.Sec == 0 && x.Btime.Nsec == 0) {
 		return 1, 0 // go-fuse's genFromBtime
 	}
@@ -159,9 +157,9 @@ func PathFdAt(d Dir, leaf string, st *syscall.Stat_t) (int, syscall.Errno) {
 func OpenForHashIn(d Dir, leaf, rel string, extra int) (*os.File, error) {
 	flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | extra
 	open := func(flags int) (int, error) { return unix.Openat(d.FD, leaf, flags, 0) }
-	fd, err := crossmount.OpenRetryDirect(flags|unix.O_NOATIME, open)
+	fd, err := OpenRetryDirect(flags|unix.O_NOATIME, open)
 	if err == unix.EPERM {
-		fd, err = crossmount.OpenRetryDirect(flags, open)
+		fd, err = OpenRetryDirect(flags, open)
 	}
 	if err != nil {
 		return nil, err

@@ -5,8 +5,6 @@ import (
 	"os"
 	"strconv"
 	"syscall"
-
-	"github.com/rubinofs/rubinofs/internal/crossmount"
 )
 
 // OpenForHash opens p read-only for hashing without touching its atime (the
@@ -26,7 +24,7 @@ func OpenForHash(p string, flags int) (*os.File, error) {
 	}
 	if err == nil && flags&syscall.O_DIRECT != 0 {
 		var st syscall.Stat_t
-		crossmount.FstatSync(int(f.Fd()), &st) // reads run to the real end (docs/DESIGN.md#uncached-view)
+		FstatSync(int(f.Fd()), &st) // reads run to the real end (docs/DESIGN.md#uncached-view)
 	}
 	return f, err
 }
