@@ -309,18 +309,21 @@ const hashBufBytes = 64 << 10
 // its WriteTo) allocates a fresh 32 KiB buffer per call, which on the
 // mutation path (a decision hashes the file: docs/DESIGN.md#mutation-path)
 // was most of a guarded unlink's garbage.
-var hashBufs = sync.Pool{New: func() any { b := alignedBuf(hashBufBytes); return &b }}
+var hashBufs = sync.Pool{New: func() any { b := AlignedBuf(hashBufBytes); return &b }}
 
-// directAlign is the alignment (bytes) of the hashing buffer, so a file
-// opened with O_DIRECT (docs/DESIGN.md#uncached-view) can be read into it.
-const directAlign = 4096
+// DirectAlign is the alignment (bytes) of O_DIRECT buffers and offsets:
+// the hashing buffer's, so a file opened with O_DIRECT
+// (docs/DESIGN.md#uncached-view) can be read into it, and a direct read's
+// (internal/crossmount).
+const DirectAlign = 4096
 
-// alignedBuf returns n bytes starting at a multiple of directAlign.
-func alignedBuf(n int) []byte {
-	b := make([]byte, n+directAlign)
-	off := int(uintptr(unsafe.Pointer(&b[0])) & (directAlign - 1))
+// AlignedBuf returns n bytes starting at a multiple of DirectAlign. Safe
+// for concurrent use.
+func AlignedBuf(n int) []byte {
+	b := make([]byte, n+DirectAlign)
+	off := int(uintptr(unsafe.Pointer(&b[0])) & (DirectAlign - 1))
 	if off != 0 {
-		off = directAlign - off
+		off = DirectAlign - off
 	}
 	return b[off : off+n : off+n]
 }

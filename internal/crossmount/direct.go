@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/internal/syscallcompat"
 )
 
@@ -76,25 +77,12 @@ func PreadDirect(fd int, buf []byte, off int64) (int, error) {
 	if syscallcompat.FdDirect(fd) == 0 {
 		return syscall.Pread(fd, buf, off)
 	}
-	start := off &^ (directAlign - 1)
-	end := (off + int64(len(buf)) + directAlign - 1) &^ (directAlign - 1)
-	win := alignedBuf(int(end - start))
+	start := off &^ (guard.DirectAlign - 1)
+	end := (off + int64(len(buf)) + guard.DirectAlign - 1) &^ (guard.DirectAlign - 1)
+	win := guard.AlignedBuf(int(end - start)) // direct reads need an aligned buffer
 	n, err := syscall.Pread(fd, win, start)
 	if n <= int(off-start) {
 		return 0, err
 	}
 	return copy(buf, win[off-start:n]), err
-}
-
-// directAlign is the alignment (bytes) of O_DIRECT buffers and offsets.
-const directAlign = 4096
-
-// alignedBuf returns n bytes starting at a multiple of directAlign.
-func alignedBuf(n int) []byte {
-	b := make([]byte, n+directAlign)
-	off := int(uintptr(unsafe.Pointer(&b[0])) & (directAlign - 1))
-	if off != 0 {
-		off = directAlign - off
-	}
-	return b[off : off+n : off+n]
 }
