@@ -27,7 +27,7 @@
 // (internal/observe's wrapper, read in-process: no request of the
 // harness's own). Per phase it prints native, the floor (native plus,
 // per request the floor mount received, its price: Costs.Cost), the
-// floor mount's own measured time, rubinofs and rubinofs over the floor;
+// floor mount's own measured time, rubinofs, and rubinofs over each;
 // then the requests of each mount by opcode and the ones rubinofs sent
 // beyond the floor's (medians of the runs, per opcode).
 //
@@ -35,6 +35,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
@@ -54,6 +55,7 @@ var (
 	probeN      = flag.Int("n", 20000, "calls per round-trip probe")
 	probeRounds = flag.Int("probe-rounds", 3, "round-trip probe rounds before the phases, and as many after")
 	skipRubino  = flag.Bool("no-rubinofs", false, "leave rubinofs out (native and the floor only)")
+	rawJSON     = flag.String("json", "", "also write the costs, every run's seconds and requests by op to `FILE`")
 
 	// The child side of a probe (runProbe).
 	probeKind = flag.String("probe", "", "internal: time `KIND` calls (fstat, open) on -file and exit")
@@ -153,6 +155,35 @@ func main() {
 	fmt.Printf("load average at the end: %s", loadavg())
 	costs := printCosts(rounds)
 	report(targets, costs, times, counts)
+	if *rawJSON != "" {
+		writeJSON(*rawJSON, costs, times, counts)
+	}
+}
+
+// writeJSON writes the run's raw figures to path (-json): the costs in
+// µs, {target: {phase: [seconds of each run]}} and {target: {phase:
+// [requests by op of each run]}}.
+func writeJSON(path string, c Costs, times map[string]map[string][]time.Duration, counts map[string]map[string][]map[string]float64) {
+	secs := map[string]map[string][]float64{}
+	for t, phases := range times {
+		secs[t] = map[string][]float64{}
+		for p, ds := range phases {
+			for _, d := range ds {
+				secs[t][p] = append(secs[t][p], d.Seconds())
+			}
+		}
+	}
+	out := map[string]any{
+		"getattr_us": float64(c.Getattr) / 1e3, "open_release_us": float64(c.OpenPair) / 1e3,
+		"seconds": secs, "requests": counts,
+	}
+	b, err := json.MarshalIndent(out, "", " ")
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		log.Printf("-json: %v", err)
+	}
 }
 
 // loadavg is /proc/loadavg.
@@ -174,7 +205,7 @@ func report(targets []*target, c Costs, times map[string]map[string][]time.Durat
 		has[t.name] = true
 	}
 	fmt.Printf("\nper phase, medians of %d runs, seconds; floor = native + Σ requests × cost (floor mount's requests)\n\n", *runs)
-	fmt.Print("| phase | native | floor | floor mount, measured | rubinofs | rubinofs / floor | rubinofs / native | requests, floor | requests, rubinofs |\n|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Print("| phase | native | floor | floor mount, measured | rubinofs | rubinofs / floor | rubinofs / floor mount | rubinofs / native | requests, floor | requests, rubinofs |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	var tn, tf, tm, tr time.Duration
 	var qf, qr float64
 	for _, s := range benchkit.AgentSteps {
@@ -189,25 +220,33 @@ func report(targets []*target, c Costs, times map[string]map[string][]time.Durat
 			rb := median(times["rubinofs"][p])
 			rc := medianCounts(counts["rubinofs"][p])
 			tr, qr = tr+rb, qr+total(rc)
-			fmt.Printf(" %.3f | %.2f× | %.2f× | %.0f | %.0f |\n", rb.Seconds(), rb.Seconds()/floor.Seconds(), rb.Seconds()/nat.Seconds(), total(fc), total(rc))
+			fmt.Printf(" %.3f | %.2f× | %.2f× | %.2f× | %.0f | %.0f |\n", rb.Seconds(), rb.Seconds()/floor.Seconds(), rb.Seconds()/meas.Seconds(), rb.Seconds()/nat.Seconds(), total(fc), total(rc))
 		} else {
-			fmt.Printf(" - | - | - | %.0f | - |\n", total(fc))
+			fmt.Printf(" - | - | - | - | %.0f | - |\n", total(fc))
 		}
 	}
 	fmt.Printf("| total | %.3f | %.3f | %.3f |", tn.Seconds(), tf.Seconds(), tm.Seconds())
 	if has["rubinofs"] {
-		fmt.Printf(" %.3f | %.2f× | %.2f× | %.0f | %.0f |\n", tr.Seconds(), tr.Seconds()/tf.Seconds(), tr.Seconds()/tn.Seconds(), qf, qr)
+		fmt.Printf(" %.3f | %.2f× | %.2f× | %.2f× | %.0f | %.0f |\n", tr.Seconds(), tr.Seconds()/tf.Seconds(), tr.Seconds()/tm.Seconds(), tr.Seconds()/tn.Seconds(), qf, qr)
 	} else {
-		fmt.Printf(" - | - | - | %.0f | - |\n", qf)
+		fmt.Printf(" - | - | - | - | %.0f | - |\n", qf)
 	}
 	fmt.Printf("\n(totals are sums of the phases' medians; requests leave FORGET out)\n")
 
 	fmt.Printf("\nrequests per phase by opcode (median of %d runs per opcode)\n\n", *runs)
-	fmt.Print("| phase | floor | rubinofs | rubinofs beyond the floor |\n|---|---|---|---|\n")
+	if has["rubinofs"] {
+		fmt.Print("| phase | floor | rubinofs | rubinofs beyond the floor | the floor beyond rubinofs |\n|---|---|---|---|---|\n")
+	} else {
+		fmt.Print("| phase | floor |\n|---|---|\n")
+	}
 	for _, s := range benchkit.AgentSteps {
 		fc := medianCounts(counts["floor"][s.Name])
+		if !has["rubinofs"] {
+			fmt.Printf("| %s | %s |\n", s.Name, format(fc))
+			continue
+		}
 		rc := medianCounts(counts["rubinofs"][s.Name])
-		fmt.Printf("| %s | %s | %s | %s |\n", s.Name, format(fc), format(rc), format(excess(rc, fc)))
+		fmt.Printf("| %s | %s | %s | %s | %s |\n", s.Name, format(fc), format(rc), format(excess(rc, fc)), format(excess(fc, rc)))
 	}
 	fmt.Printf("\nspread of the phases, seconds (fastest-slowest)\n\n| phase |")
 	for _, t := range targets {
