@@ -83,24 +83,9 @@ var (
 	cpuprof = flag.String("cpuprofile", "", "write a CPU profile of this process (the in-process daemons, not the bin: targets') to `FILE`")
 )
 
-type step struct{ name, script string }
-
-// steps is the workload; each runs with /bin/sh in the target directory.
-var steps = []step{
-	// file:// makes git pack and unpack on every target; a plain local
-	// path would hardlink objects on native only.
-	{"clone", "git clone -q \"file://$ORIGIN\" work"},
-	{"status", "cd work && git status --porcelain >/dev/null"},
-	{"git-grep", "cd work && git grep -n 'func New' >/dev/null"},
-	{"grep-rn", "cd work && grep -rn --exclude-dir=.git 'func New' . >/dev/null"},
-	{"read-all", "cd work && git ls-files -z | xargs -0 cat >/dev/null"},
-	{"find", "find . >/dev/null"},
-	{"edit", "cd work && git ls-files '*.go' | head -300 | while read f; do cat \"$f\" >/dev/null; sed -i 's/^package /package /; 1s/^/\\/\\/ edited\\n/' \"$f\"; done"},
-	{"diff", "cd work && git diff --stat >/dev/null"},
-	{"status-dirty", "cd work && git status --porcelain >/dev/null"},
-	{"restore", "cd work && git checkout -q -- ."},
-	{"rm", "rm -rf work"},
-}
+// steps is the workload (benchkit.AgentSteps, shared with bench/floor);
+// each runs with /bin/sh in the target directory.
+var steps = benchkit.AgentSteps
 
 func main() {
 	flag.Usage = func() {
@@ -161,12 +146,12 @@ func main() {
 					before, _ = benchkit.Ops(t.Dir)
 				}
 				cpu0 := daemonTime(t)
-				d, err := benchkit.Run(t.Dir, s.script, "ORIGIN="+origin)
+				d, err := benchkit.Run(t.Dir, s.Script, "ORIGIN="+origin)
 				if t.Pid != 0 {
-					cpu[t.Name][s.name] = append(cpu[t.Name][s.name], daemonTime(t)-cpu0)
+					cpu[t.Name][s.Name] = append(cpu[t.Name][s.Name], daemonTime(t)-cpu0)
 				}
 				if err != nil {
-					msg := fmt.Sprintf("%s/%s: %v", t.Name, s.name, err)
+					msg := fmt.Sprintf("%s/%s: %v", t.Name, s.Name, err)
 					if !*keepGoing {
 						benchkit.Fatal(msg)
 					}
@@ -174,12 +159,12 @@ func main() {
 				}
 				if before != nil {
 					if after, err := benchkit.Ops(t.Dir); err == nil {
-						ops[t.Name][s.name] = benchkit.OpsDelta(before, after)
+						ops[t.Name][s.Name] = benchkit.OpsDelta(before, after)
 					}
 				}
-				times[t.Name][s.name] = append(times[t.Name][s.name], d)
+				times[t.Name][s.Name] = append(times[t.Name][s.Name], d)
 				total += d
-				if s.name == "clone" && t.Journaled() {
+				if s.Name == "clone" && t.Journaled() {
 					// The agent's prompt, untimed: the repository exists,
 					// and what follows changes it.
 					if err := benchkit.Checkpoint(t.Dir, fmt.Sprintf("run %d", r+1)); err != nil {
@@ -212,7 +197,7 @@ func main() {
 		fmt.Println("| phase | requests |")
 		fmt.Println("|---|---|")
 		for _, s := range steps {
-			fmt.Printf("| %s | %s |\n", s.name, ops[t.Name][s.name])
+			fmt.Printf("| %s | %s |\n", s.Name, ops[t.Name][s.Name])
 		}
 	}
 	for _, t := range targets {
@@ -276,13 +261,13 @@ func daemonCPU(targets []*benchkit.Target, cpu map[string]map[string][]time.Dura
 	}
 	fmt.Printf("\n|---|%s\n", strings.Repeat("---|", 2*len(bins)-1))
 	for _, s := range steps {
-		fmt.Printf("| %s |", s.name)
+		fmt.Printf("| %s |", s.Name)
 		for _, b := range bins {
-			ds := cpu[b][s.name]
+			ds := cpu[b][s.Name]
 			fmt.Printf(" %.2f [%.2f-%.2f] |", benchkit.Median(ds).Seconds(), slices.Min(ds).Seconds(), slices.Max(ds).Seconds())
 		}
 		for _, b := range bins[1:] {
-			fmt.Printf(" %.2f× |", benchkit.Median(cpu[bins[0]][s.name]).Seconds()/benchkit.Median(cpu[b][s.name]).Seconds())
+			fmt.Printf(" %.2f× |", benchkit.Median(cpu[bins[0]][s.Name]).Seconds()/benchkit.Median(cpu[b][s.Name]).Seconds())
 		}
 		fmt.Println()
 	}
@@ -302,7 +287,7 @@ func daemonTime(t *benchkit.Target) time.Duration {
 func stepNames() []string {
 	var names []string
 	for _, s := range steps {
-		names = append(names, s.name)
+		names = append(names, s.Name)
 	}
 	return names
 }
