@@ -176,7 +176,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 // apply runs m, one change through f, in this order
 // (docs/DESIGN.md#mutation-path):
 //
-//  1. answer each name's policy once (policyOf);
+//  1. answer each name's policy once (pathPolicy), shared mode once;
 //  2. lock the identities of the guarded files at m's subject, look at
 //     them again under the locks (and the cross-mount lock on a shared
 //     mount), resolve the caller, put truncated names in flux, and ask
@@ -257,16 +257,17 @@ func (m *mutation) rels() []string {
 	return rels
 }
 
-// policies appends to ps the policy of each of m's names (a handle's
-// was answered at its open: only the journal's flag is asked again, by
-// journalhook.Handle.Change).
+// policies appends to ps the policy of each of m's names, with shared
+// mode asked once for all (a handle's was answered at its open: only the
+// journal's flag is asked again, by journalhook.Handle.Change; its
+// cross-mount lock follows the handle's own mode: File.crossLock).
 func (m *mutation) policies(f *FS, ps []policy) []policy {
 	if m.via == byHandle {
 		return append(ps, policy{tracks: m.h.track})
 	}
-	isDir := m.jop == jMkdir || m.jop == jRmdir
+	isDir, shared := m.jop == jMkdir || m.jop == jRmdir, f.cross.Shared() // shared: asked once
 	for _, nm := range m.names {
-		ps = append(ps, f.policyOf(nm.rel, isDir))
+		ps = append(ps, f.pathPolicy(nm.rel, isDir, shared))
 	}
 	return ps
 }

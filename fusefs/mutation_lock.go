@@ -27,6 +27,11 @@ type locked struct {
 	gs []guardedChild
 	// tk holds the identity locks (nil: nothing locked).
 	tk *guard.Ticket
+	// shared is the mount's shared mode as the mutation's policy found it
+	// (policy.shared: asked once per mutation; shared mode is sticky once
+	// a peer is seen, so a peer appearing between that ask and the lock
+	// is the same race as one appearing just after).
+	shared bool
 	// c is the caller once resolved (haveC).
 	c     caller
 	haveC bool
@@ -111,6 +116,7 @@ func (l *locked) release() {
 func (l *locked) begin(pols []policy) syscall.Errno {
 	m := l.m
 	l.gs = make([]guardedChild, len(m.names))
+	l.shared = len(pols) > 0 && pols[0].shared
 	for i, nm := range m.names {
 		l.gs[i] = guardedChild{rel: nm.rel}
 	}
@@ -273,7 +279,7 @@ func (l *locked) beginHandle() syscall.Errno {
 // the files whose deferred hashes to take.
 func (l *locked) look(attempt int) guard.Look {
 	m, f := l.m, l.f
-	if f.cross.Shared() {
+	if l.shared {
 		unlockX, again, errno := l.crossHold(attempt)
 		if errno != 0 {
 			return guard.Look{Errno: errno}

@@ -7,7 +7,7 @@ import (
 )
 
 // policy is what the mount does with one workspace path, answered in one
-// place (policyOf) and once per name of a request
+// place (policyOf, pathPolicy) and once per name of a request
 // (docs/DESIGN.md#path-policy).
 type policy struct {
 	// tracks: the guard keeps state for the path (the guard is not off
@@ -23,17 +23,23 @@ type policy struct {
 	cache bool
 }
 
-// policyOf answers the policy of rel; isDir is for journal ignore
-// patterns ending in "/" (exemption from the guard is of files). Safe for
-// concurrent use.
-func (f *FS) policyOf(rel string, isDir bool) policy {
-	p := policy{
-		tracks:   f.tracks(rel),
-		journals: f.jh.Journals(rel, isDir),
-		shared:   f.cross.Shared(),
-	}
+// policyOf answers the policy of rel for an open or a create: every
+// flag, shared mode asked now. Safe for concurrent use.
+func (f *FS) policyOf(rel string) policy {
+	p := f.pathPolicy(rel, false, f.cross.Shared())
 	p.cache = f.cachesPages(rel, p.shared)
 	return p
+}
+
+// pathPolicy is the policy of rel without cache (what a mutation asks:
+// mutation.policies) on a mount whose shared mode is shared, asked once
+// per request; isDir is for journal ignore patterns ending in "/"
+// (exemption from the guard is of files). The guard's exemption and the
+// journal's are two matchers with rule sets of their own (Config.Exempt,
+// Config.JournalExempt), so they are two questions. Safe for concurrent
+// use.
+func (f *FS) pathPolicy(rel string, isDir, shared bool) policy {
+	return policy{tracks: f.tracks(rel), journals: f.jh.Journals(rel, isDir), shared: shared}
 }
 
 // cachesPages is policy.cache of rel on a mount whose shared mode is
