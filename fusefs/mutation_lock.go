@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
@@ -389,8 +390,8 @@ func (l *locked) guardedIn(d dirFd, leaf, rel string, tracked bool) guardedChild
 	if !tracked || d.FD < 0 {
 		return guardedChild{rel: rel}
 	}
-	var st syscall.Stat_t
-	if _, errno := statAt(d, leaf, &st); errno != 0 || !regular(&st) {
+	var st syscall.Stat_t // unix.Stat_t is the same kernel struct stat (as crossmount.Mode.StatView)
+	if unix.Fstatat(d.FD, leaf, (*unix.Stat_t)(unsafe.Pointer(&st)), unix.AT_SYMLINK_NOFOLLOW) != nil || !regular(&st) {
 		return guardedChild{rel: rel}
 	}
 	return guardedChild{ok: true, rel: rel, st: st, id: guard.FileID{Dev: uint64(st.Dev), Ino: st.Ino}, at: d, leaf: leaf, inDir: true}
@@ -404,7 +405,7 @@ func (l *locked) parentDirs(rels []string, tracked []bool) ([]dirFd, []string, f
 	dirs := make([]dirFd, len(rels))
 	leaves := make([]string, len(rels))
 	parents := make([]string, len(rels))
-	var owned []dirFd
+	var owned []int // the descriptors opened here (not the root's)
 	for i, rel := range rels {
 		dirs[i] = noDir
 		if !tracked[i] || rel == "" {
@@ -424,12 +425,14 @@ func (l *locked) parentDirs(rels []string, tracked []bool) ([]dirFd, []string, f
 		}
 		if d, errno := l.f.bk.openDir(strings.TrimSuffix(dir, "/")); errno == 0 {
 			dirs[i] = d
-			owned = append(owned, d)
+			if d.Own {
+				owned = append(owned, d.FD)
+			}
 		}
 	}
 	return dirs, leaves, func() {
-		for _, d := range owned {
-			d.Close()
+		for _, fd := range owned {
+			unix.Close(fd)
 		}
 	}
 }

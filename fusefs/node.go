@@ -40,6 +40,15 @@ func (n *Node) rel() string {
 	return n.Path(n.fs.root.EmbeddedInode())
 }
 
+// childPath is path.Join for a directory's workspace-relative path and a
+// child name ("" is the root).
+func childPath(dirRel, name string) string {
+	if dirRel == "" {
+		return name
+	}
+	return dirRel + "/" + name
+}
+
 // Lookup resolves a name. At the root, ctltree.DirName resolves to the control
 // tree and shadows a real entry of that name (the root's listing shows
 // neither: docs/DESIGN.md#control-tree-visibility); everything else is
