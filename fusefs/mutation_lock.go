@@ -295,6 +295,7 @@ func (l *locked) look(attempt int) guard.Look {
 		return lk
 	}
 	c := l.who()
+	ts := make([]guard.Target, len(l.gs)) // each locked name's target, built once
 	for i, g := range l.gs {
 		if !g.ok {
 			continue
@@ -303,13 +304,14 @@ func (l *locked) look(attempt int) guard.Look {
 			f.flux.add(g.id, 1)
 			l.fluxed = append(l.fluxed, g.id)
 		}
-		lk.Settle = append(lk.Settle, m.target(f, &l.gs[i]))
+		ts[i] = m.target(f, &l.gs[i])
+		lk.Settle = append(lk.Settle, ts[i])
 	}
 	if m.kind == guarded && f.guarded(c) {
 		lk.Who = c.asker(f)
 		for _, a := range m.asks {
-			if g := &l.gs[a.i]; g.ok {
-				lk.Asks = append(lk.Asks, guard.Ask{Op: a.op, Target: m.target(f, g)})
+			if l.gs[a.i].ok {
+				lk.Asks = append(lk.Asks, guard.Ask{Op: a.op, Target: ts[a.i]})
 			}
 		}
 	}
