@@ -110,7 +110,9 @@ func (l *locked) release() {
 	}
 }
 
-// begin is the lock step: it finds the guarded files of the subject and
+// begin is the lock step: it finds the guarded files of the subject,
+// resolves the caller when it found one (before the locks: the bounded
+// /proc read of its session is not waited on while they are held), and
 // hands them to the guard (guard.Begin), which locks them, has look
 // check them again under the locks, and decides. Errors: the decision's
 // errno, EAGAIN from the cross-mount lock, fstat(2)'s of a descriptor.
@@ -155,6 +157,9 @@ func (l *locked) begin(pols []policy) syscall.Errno {
 			if g.ok {
 				ids = append(ids, g.id)
 			}
+		}
+		if len(ids) > 0 || m.was != nil {
+			l.who() // before the locks: a bounded /proc read is not waited on under them
 		}
 		tk, errno := l.plan(guard.Plan{IDs: ids, Under: func() guard.Look {
 			after := probe()
@@ -205,6 +210,7 @@ func (l *locked) beginFd(p policy) syscall.Errno {
 		return 0
 	}
 	id := guard.FileID{Dev: uint64(st.Dev), Ino: st.Ino}
+	l.who() // before the lock, as begin
 	for attempt := 0; ; attempt++ {
 		tk, errno := l.plan(guard.Plan{IDs: []guard.FileID{id}, Under: func() guard.Look {
 			*g = guardedChild{ok: true, rel: g.rel, id: id}
