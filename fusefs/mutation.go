@@ -224,8 +224,7 @@ func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
 	var jp *journalhook.Pending // nil: not journaled
 	if journaled {
 		var errno syscall.Errno
-		jp, errno = journalRecord(f.jh, &m, lk.gs, lk.c.session) // journal_hook.go
-		defer jp.Close()
+		jp, errno = journalRecord(f.jh, &m, lk.gs, lk.c.session) // journal_hook.go; Commit or Abort releases it
 		if errno != 0 {
 			return 0, errno
 		}
