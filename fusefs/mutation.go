@@ -65,7 +65,7 @@ type mutName struct {
 	// "" for none. names[0] with a to is a rename of names[0] to
 	// names[1] (mutation.moves).
 	to string
-	// pin holds the file's inode until the guard has been told (pinInode):
+	// pin holds the file's inode until the guard has been told (pinIn):
 	// for a name whose file may lose its last link.
 	pin bool
 }
@@ -214,8 +214,8 @@ func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
 		lk.who()
 	}
 	for i, nm := range m.names {
-		if nm.pin && lk.gs[i].ok {
-			defer lk.pinInodeOf(&lk.gs[i])() // until the guard is told (pinInode)
+		if g := &lk.gs[i]; nm.pin && g.ok && g.inDir {
+			defer pinIn(g.at, g.leaf)() // until the guard is told
 		}
 	}
 	if m.kind == fresh {
@@ -256,10 +256,9 @@ func (m *mutation) rels() []string {
 	return rels
 }
 
-// policies appends to ps the policy of each of m's names, with shared
-// mode asked once for all (a handle's was answered at its open: only the
-// journal's flag is asked again, by journalhook.Handle.Change; its
-// cross-mount lock follows the handle's own mode: File.crossLock).
+// policies appends to ps the policy of each of m's names, shared mode
+// asked once (a handle's was answered at its open: only the journal's
+// flag is asked again, by journalhook.Handle.Change).
 func (m *mutation) policies(f *FS, ps []policy) []policy {
 	if m.via == byHandle {
 		return append(ps, policy{tracks: m.h.track})

@@ -28,10 +28,7 @@ type locked struct {
 	gs []guardedChild
 	// tk holds the identity locks (nil: nothing locked).
 	tk *guard.Ticket
-	// shared is the mount's shared mode as the mutation's policy found it
-	// (policy.shared: asked once per mutation; shared mode is sticky once
-	// a peer is seen, so a peer appearing between that ask and the lock
-	// is the same race as one appearing just after).
+	// shared is policy.shared, asked once per mutation (docs/DESIGN.md#path-policy).
 	shared bool
 	// c is the caller once resolved (haveC).
 	c     caller
@@ -111,9 +108,8 @@ func (l *locked) release() {
 }
 
 // begin is the lock step: it finds the guarded files of the subject,
-// resolves the caller when it found one (before the locks: the bounded
-// /proc read of its session is not waited on while they are held), and
-// hands them to the guard (guard.Begin), which locks them, has look
+// resolves the caller when it found one (before the locks), and hands
+// them to the guard (guard.Begin), which locks them, has look
 // check them again under the locks, and decides. Errors: the decision's
 // errno, EAGAIN from the cross-mount lock, fstat(2)'s of a descriptor.
 func (l *locked) begin(pols []policy) syscall.Errno {
@@ -413,7 +409,7 @@ func (l *locked) parentDirs(rels []string, tracked []bool) ([]dirFd, []string, f
 	dirs := make([]dirFd, len(rels))
 	leaves := make([]string, len(rels))
 	parents := make([]string, len(rels))
-	var owned []int // the descriptors opened here (not the root's)
+	var owned []int // opened here (not the root)
 	for i, rel := range rels {
 		dirs[i] = noDir
 		if !tracked[i] || rel == "" {
@@ -445,35 +441,15 @@ func (l *locked) parentDirs(rels []string, tracked []bool) ([]dirFd, []string, f
 	}
 }
 
-// pinInode opens the workspace path rel as an O_PATH descriptor (not
-// following a final symlink) and returns the function that closes it. While
-// it is open the inode cannot be freed, so its number cannot be reused by a
-// new file: Unlink and Rename hold it until the guard has been told the
-// name is gone (guard.Ticket.Done), so that a file created meanwhile
-// with the same inode number never has its fresh guard state dropped or
-// marked as another session's mutation. When rel cannot be opened nothing is
-// pinned (the removal will fail or find nothing to forget).
-func (l *locked) pinInode(rel string) (unpin func()) {
-	d, leaf, errno := l.f.bk.prepareAt(rel)
-	if errno != 0 {
-		return func() {}
-	}
-	defer d.Close()
-	return pinIn(d, leaf)
-}
-
-// pinInodeOf is pinInode for a locked child, through the parent
-// descriptor it was stat'ed in when it has one.
-func (l *locked) pinInodeOf(g *guardedChild) (unpin func()) {
-	if !g.inDir {
-		return l.pinInode(g.rel)
-	}
-	return pinIn(g.at, g.leaf)
-}
-
 // pinIn opens leaf in d as an O_PATH descriptor (not following a
-// symlink) and returns the function that closes it; nothing is pinned
-// when it cannot be opened.
+// symlink) and returns the function that closes it. While it is open the
+// inode cannot be freed, so its number cannot be reused by a new file:
+// Unlink and Rename pin a guarded name (mutName.pin, always reached by
+// name and stat'ed in its parent, guardedChild.at) until the guard has
+// been told the name is gone (guard.Ticket.Done), so that a file created
+// meanwhile with the same inode number never has its fresh guard state
+// dropped or marked as another session's mutation. Nothing is pinned when
+// leaf cannot be opened (the removal will fail or find nothing to forget).
 func pinIn(d dirFd, leaf string) (unpin func()) {
 	fd, err := unix.Openat(d.FD, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {

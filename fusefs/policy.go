@@ -31,13 +31,9 @@ func (f *FS) policyOf(rel string) policy {
 	return p
 }
 
-// pathPolicy is the policy of rel without cache (what a mutation asks:
-// mutation.policies) on a mount whose shared mode is shared, asked once
-// per request; isDir is for journal ignore patterns ending in "/"
-// (exemption from the guard is of files). The guard's exemption and the
-// journal's are two matchers with rule sets of their own (Config.Exempt,
-// Config.JournalExempt), so they are two questions. Safe for concurrent
-// use.
+// pathPolicy is rel's policy but cache (what a mutation asks), shared
+// mode given; isDir is for journal ignore patterns ending in "/". Safe
+// for concurrent use.
 func (f *FS) pathPolicy(rel string, isDir, shared bool) policy {
 	return policy{tracks: f.tracks(rel), journals: f.jh.Journals(rel, isDir), shared: shared}
 }
