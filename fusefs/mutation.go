@@ -176,7 +176,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 // apply runs m, one change through f, in this order
 // (docs/DESIGN.md#mutation-path):
 //
-//  1. answer each name's policy once (pathPolicy), shared mode once;
+//  1. answer each name's policy once (policyOf), shared mode once;
 //  2. lock the identities of the guarded files at m's subject, look at
 //     them again under the locks (and the cross-mount lock on a shared
 //     mount), resolve the caller, put truncated names in flux, and ask
@@ -265,7 +265,7 @@ func (m *mutation) policies(f *FS, ps []policy) []policy {
 	}
 	isDir, shared := m.jop == jMkdir || m.jop == jRmdir, f.cross.Shared() // shared: asked once
 	for _, nm := range m.names {
-		ps = append(ps, f.pathPolicy(nm.rel, isDir, shared))
+		ps = append(ps, f.policyOf(nm.rel, isDir, shared))
 	}
 	return ps
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // policy is what the mount does with one workspace path, answered in one
-// place (policyOf, pathPolicy) and once per name of a request
+// place (policyOf) and once per name of a request
 // (docs/DESIGN.md#path-policy).
 type policy struct {
 	// tracks: the guard keeps state for the path (the guard is not off
@@ -23,18 +23,11 @@ type policy struct {
 	cache bool
 }
 
-// policyOf answers the policy of rel for an open or a create: every
-// flag, shared mode asked now. Safe for concurrent use.
-func (f *FS) policyOf(rel string) policy {
-	p := f.pathPolicy(rel, false, f.cross.Shared())
-	p.cache = f.cachesPages(rel, p.shared)
-	return p
-}
-
-// pathPolicy is rel's policy but cache (what a mutation asks), shared
-// mode given; isDir is for journal ignore patterns ending in "/". Safe
-// for concurrent use.
-func (f *FS) pathPolicy(rel string, isDir, shared bool) policy {
+// policyOf answers the policy of rel but cache (what a mutation asks; an
+// open adds it: cachesPages) on a mount whose shared mode is shared,
+// asked once per request; isDir is for journal ignore patterns ending in
+// "/". Safe for concurrent use.
+func (f *FS) policyOf(rel string, isDir, shared bool) policy {
 	return policy{tracks: f.tracks(rel), journals: f.jh.Journals(rel, isDir), shared: shared}
 }
 
