@@ -51,7 +51,7 @@ func (m *mutation) crossTargets(f *FS, gs []guardedChild) []crossmount.Target {
 // NoteUnseen, and forgets a file whose last name it removed.
 // Called under the locks of the lock step (locked.begin).
 func (m *mutation) noteOwnAfter(f *FS, gs []guardedChild) {
-	if !f.cross.OwnTracked() {
+	if !f.oc.crossOwn { // crossmount.Mode.OwnTracked, read once
 		return
 	}
 	for i, nm := range m.names {

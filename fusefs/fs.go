@@ -286,7 +286,7 @@ func New(cfg Config) (*FS, error) {
 	f.bk.rootFd.Store(int64(rootFd))
 	f.bk.rootDev, f.bk.cross = uint64(st.Dev), f.cross
 	f.root = &Node{fs: f}
-	f.oc = ownChanges{f}
+	f.oc = ownChanges{f: f, crossOwn: f.cross.OwnTracked()}
 	var ctlSt syscall.Stat_t
 	if f.bk.lstatRel(ctltree.DirName, &ctlSt) == 0 {
 		f.shadowed = true
@@ -497,12 +497,17 @@ func comm(pid uint32) string {
 }
 
 // ownChanges is what the daemon's own changes owe the others: the
-// watcher's brackets (so their events are not taken for external edits),
-// the pinned and reloaded ignore rules, and the guard's deferred hashes
-// settled before a change sets a ctime (ownattr.go). It holds only its FS,
-// which gives it the watcher, the rules and the guard; safe for concurrent
-// use.
-type ownChanges struct{ f *FS }
+// watcher's brackets begin and move (the invalidator's trackers, taken
+// once by Mount; nil: no watcher), the pinned and reloaded ignore rules,
+// the deferred hashes settled before a change sets a ctime (ownattr.go),
+// the stat left for the cross-mount lock when crossOwn
+// (crossmount.Mode.OwnTracked, read in New). Safe for concurrent use.
+type ownChanges struct {
+	f        *FS
+	crossOwn bool
+	begin    func(rels ...string) (end func())
+	move     func(from, to string) (end func(moved bool))
+}
 
 // ownChange brackets a change the daemon is about to make to rels: it
 // tells the watcher (when attached) so the change's fsnotify events are not
@@ -510,48 +515,44 @@ type ownChanges struct{ f *FS }
 // is done, successful or not; it also reloads the ignore rules when a
 // .gitignore changed.
 func (o ownChanges) ownChange(rels ...string) (end func()) {
-	f := o.f
-	f.oc.pinRules(rels...)
+	rules := o.pinRules(rels)
 	endOwn := func() {}
-	if tr := f.inv.OwnTracker(); tr != nil { // the watcher's Begin
+	if o.begin != nil { // the watcher's Begin
 		// One bracket for all names: a file moving between them is
 		// recorded where it ends up (watcher.Watcher.Begin).
-		endOwn = tr(rels...)
+		endOwn = o.begin(rels...)
 	}
 	return func() {
 		endOwn()
-		f.oc.invalidateRules(rels...)
+		o.invalidateRules(rules)
 	}
 }
 
 // pinRules pins, before the FS changes them, the rule files among rels
-// that git reads (docs/DESIGN.md#exempt-widening): what each held stays
-// accepted, what the change writes waits for the owner. A .gitignore in an
-// exempt directory is skipped: its rules count for nothing while the
-// directory is exempt, and a package install writes thousands of them.
-func (o ownChanges) pinRules(rels ...string) {
+// that git reads (docs/DESIGN.md#exempt-widening), and returns them (nil
+// for none: ignore.IsRuleFile is asked once per name and change): what
+// each held stays accepted, what the change writes waits for the owner. A
+// .gitignore in an exempt directory is skipped: its rules count for
+// nothing while the directory is exempt, and a package install writes
+// thousands of them.
+func (o ownChanges) pinRules(rels []string) (rules []string) {
 	f := o.f
-	if f.cfg.Policy == nil {
-		return
-	}
 	for _, rel := range rels {
 		if !ignore.IsRuleFile(rel) {
 			continue
 		}
-		if dir := path.Dir(rel); rel == ".git/info/exclude" || dir == "." || !f.exempt(dir, true) {
+		rules = append(rules, rel)
+		if dir := path.Dir(rel); f.cfg.Policy != nil && (rel == ".git/info/exclude" || dir == "." || !f.exempt(dir, true)) {
 			f.cfg.Policy.Pin(rel)
 		}
 	}
+	return rules
 }
 
-// invalidateRules reloads the ignore rules of the rule files among rels
-// (a .gitignore, .git/info/exclude) in both matchers.
-func (o ownChanges) invalidateRules(rels ...string) {
+// invalidateRules reloads the ignore rules of rules (ruleFiles) in both matchers.
+func (o ownChanges) invalidateRules(rules []string) {
 	f := o.f
-	for _, rel := range rels {
-		if !ignore.IsRuleFile(rel) {
-			continue
-		}
+	for _, rel := range rules {
 		for _, m := range []Exempter{f.cfg.Exempt, f.cfg.JournalExempt} {
 			if m != nil {
 				m.Invalidate(path.Dir(rel))

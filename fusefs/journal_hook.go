@@ -35,8 +35,8 @@ const (
 // operation, with the pre-images taken through the parent directories the
 // lock step holds (gs[i].at; the hook opens the others): mutate's one
 // journal step (docs/DESIGN.md#mutation-path, step 4a). The caller runs
-// the backing operation, then Commit (success) or Abort (failure), and
-// Close. Its errno refuses the mutation (journalhook.Hook.Record).
+// the backing operation, then Commit (success) or Abort (failure). Its
+// errno refuses the mutation (journalhook.Hook.Record).
 func journalRecord(h *journalhook.Hook, m *mutation, gs []guardedChild, session string) (*journalhook.Pending, syscall.Errno) {
 	names := make([]journalhook.Name, len(m.names))
 	for i, nm := range m.names {

@@ -48,6 +48,7 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 		return nil, err
 	}
 	f.mountpoint.Set(mountpoint)
+	f.oc.begin, f.oc.move = f.inv.OwnTracker(), f.inv.MoveTracker() // installed before the mount (ownChanges)
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return nil, fmt.Errorf("no /dev/fuse: %w (load the fuse module, or run the container with --device /dev/fuse)", err)
 	}

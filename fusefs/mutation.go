@@ -65,7 +65,7 @@ type mutName struct {
 	// "" for none. names[0] with a to is a rename of names[0] to
 	// names[1] (mutation.moves).
 	to string
-	// pin holds the file's inode until the guard has been told (pinInode):
+	// pin holds the file's inode until the guard has been told (pinIn):
 	// for a name whose file may lose its last link.
 	pin bool
 }
@@ -176,7 +176,7 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 // apply runs m, one change through f, in this order
 // (docs/DESIGN.md#mutation-path):
 //
-//  1. answer each name's policy once (policyOf);
+//  1. answer each name's policy once (policyOf), shared mode once;
 //  2. lock the identities of the guarded files at m's subject, look at
 //     them again under the locks (and the cross-mount lock on a shared
 //     mount), resolve the caller, put truncated names in flux, and ask
@@ -214,8 +214,8 @@ func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
 		lk.who()
 	}
 	for i, nm := range m.names {
-		if nm.pin && lk.gs[i].ok {
-			defer lk.pinInodeOf(&lk.gs[i])() // until the guard is told (pinInode)
+		if g := &lk.gs[i]; nm.pin && g.ok && g.inDir {
+			defer pinIn(g.at, g.leaf)() // until the guard is told
 		}
 	}
 	if m.kind == fresh {
@@ -224,8 +224,7 @@ func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
 	var jp *journalhook.Pending // nil: not journaled
 	if journaled {
 		var errno syscall.Errno
-		jp, errno = journalRecord(f.jh, &m, lk.gs, lk.c.session) // journal_hook.go
-		defer jp.Close()
+		jp, errno = journalRecord(f.jh, &m, lk.gs, lk.c.session) // journal_hook.go; Commit or Abort releases it
 		if errno != 0 {
 			return 0, errno
 		}
@@ -257,16 +256,16 @@ func (m *mutation) rels() []string {
 	return rels
 }
 
-// policies appends to ps the policy of each of m's names (a handle's
-// was answered at its open: only the journal's flag is asked again, by
-// journalhook.Handle.Change).
+// policies appends to ps the policy of each of m's names, shared mode
+// asked once (a handle's was answered at its open: only the journal's
+// flag is asked again, by journalhook.Handle.Change).
 func (m *mutation) policies(f *FS, ps []policy) []policy {
 	if m.via == byHandle {
 		return append(ps, policy{tracks: m.h.track})
 	}
-	isDir := m.jop == jMkdir || m.jop == jRmdir
+	isDir, shared := m.jop == jMkdir || m.jop == jRmdir, f.cross.Shared() // shared: asked once
 	for _, nm := range m.names {
-		ps = append(ps, f.policyOf(nm.rel, isDir))
+		ps = append(ps, f.policyOf(nm.rel, isDir, shared))
 	}
 	return ps
 }

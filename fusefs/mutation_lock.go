@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
@@ -27,6 +28,8 @@ type locked struct {
 	gs []guardedChild
 	// tk holds the identity locks (nil: nothing locked).
 	tk *guard.Ticket
+	// shared is policy.shared, asked once per mutation (docs/DESIGN.md#path-policy).
+	shared bool
 	// c is the caller once resolved (haveC).
 	c     caller
 	haveC bool
@@ -104,13 +107,15 @@ func (l *locked) release() {
 	}
 }
 
-// begin is the lock step: it finds the guarded files of the subject and
-// hands them to the guard (guard.Begin), which locks them, has look
+// begin is the lock step: it finds the guarded files of the subject,
+// resolves the caller when it found one (before the locks), and hands
+// them to the guard (guard.Begin), which locks them, has look
 // check them again under the locks, and decides. Errors: the decision's
 // errno, EAGAIN from the cross-mount lock, fstat(2)'s of a descriptor.
 func (l *locked) begin(pols []policy) syscall.Errno {
 	m := l.m
 	l.gs = make([]guardedChild, len(m.names))
+	l.shared = len(pols) > 0 && pols[0].shared
 	for i, nm := range m.names {
 		l.gs[i] = guardedChild{rel: nm.rel}
 	}
@@ -148,6 +153,9 @@ func (l *locked) begin(pols []policy) syscall.Errno {
 			if g.ok {
 				ids = append(ids, g.id)
 			}
+		}
+		if len(ids) > 0 || m.was != nil {
+			l.who() // before the locks: a bounded /proc read is not waited on under them
 		}
 		tk, errno := l.plan(guard.Plan{IDs: ids, Under: func() guard.Look {
 			after := probe()
@@ -198,6 +206,7 @@ func (l *locked) beginFd(p policy) syscall.Errno {
 		return 0
 	}
 	id := guard.FileID{Dev: uint64(st.Dev), Ino: st.Ino}
+	l.who() // before the lock, as begin
 	for attempt := 0; ; attempt++ {
 		tk, errno := l.plan(guard.Plan{IDs: []guard.FileID{id}, Under: func() guard.Look {
 			*g = guardedChild{ok: true, rel: g.rel, id: id}
@@ -273,7 +282,7 @@ func (l *locked) beginHandle() syscall.Errno {
 // the files whose deferred hashes to take.
 func (l *locked) look(attempt int) guard.Look {
 	m, f := l.m, l.f
-	if f.cross.Shared() {
+	if l.shared {
 		unlockX, again, errno := l.crossHold(attempt)
 		if errno != 0 {
 			return guard.Look{Errno: errno}
@@ -288,6 +297,7 @@ func (l *locked) look(attempt int) guard.Look {
 		return lk
 	}
 	c := l.who()
+	ts := make([]guard.Target, len(l.gs)) // each locked name's target, built once
 	for i, g := range l.gs {
 		if !g.ok {
 			continue
@@ -296,13 +306,14 @@ func (l *locked) look(attempt int) guard.Look {
 			f.flux.add(g.id, 1)
 			l.fluxed = append(l.fluxed, g.id)
 		}
-		lk.Settle = append(lk.Settle, m.target(f, &l.gs[i]))
+		ts[i] = m.target(f, &l.gs[i])
+		lk.Settle = append(lk.Settle, ts[i])
 	}
 	if m.kind == guarded && f.guarded(c) {
 		lk.Who = c.asker(f)
 		for _, a := range m.asks {
-			if g := &l.gs[a.i]; g.ok {
-				lk.Asks = append(lk.Asks, guard.Ask{Op: a.op, Target: m.target(f, g)})
+			if l.gs[a.i].ok {
+				lk.Asks = append(lk.Asks, guard.Ask{Op: a.op, Target: ts[a.i]})
 			}
 		}
 	}
@@ -383,8 +394,8 @@ func (l *locked) guardedIn(d dirFd, leaf, rel string, tracked bool) guardedChild
 	if !tracked || d.FD < 0 {
 		return guardedChild{rel: rel}
 	}
-	var st syscall.Stat_t
-	if _, errno := statAt(d, leaf, &st); errno != 0 || !regular(&st) {
+	var st syscall.Stat_t // unix.Stat_t is the same kernel struct stat (as crossmount.Mode.StatView)
+	if unix.Fstatat(d.FD, leaf, (*unix.Stat_t)(unsafe.Pointer(&st)), unix.AT_SYMLINK_NOFOLLOW) != nil || !regular(&st) {
 		return guardedChild{rel: rel}
 	}
 	return guardedChild{ok: true, rel: rel, st: st, id: guard.FileID{Dev: uint64(st.Dev), Ino: st.Ino}, at: d, leaf: leaf, inDir: true}
@@ -398,7 +409,7 @@ func (l *locked) parentDirs(rels []string, tracked []bool) ([]dirFd, []string, f
 	dirs := make([]dirFd, len(rels))
 	leaves := make([]string, len(rels))
 	parents := make([]string, len(rels))
-	var owned []dirFd
+	var owned []int // opened here (not the root)
 	for i, rel := range rels {
 		dirs[i] = noDir
 		if !tracked[i] || rel == "" {
@@ -418,45 +429,27 @@ func (l *locked) parentDirs(rels []string, tracked []bool) ([]dirFd, []string, f
 		}
 		if d, errno := l.f.bk.openDir(strings.TrimSuffix(dir, "/")); errno == 0 {
 			dirs[i] = d
-			owned = append(owned, d)
+			if d.Own {
+				owned = append(owned, d.FD)
+			}
 		}
 	}
 	return dirs, leaves, func() {
-		for _, d := range owned {
-			d.Close()
+		for _, fd := range owned {
+			unix.Close(fd)
 		}
 	}
 }
 
-// pinInode opens the workspace path rel as an O_PATH descriptor (not
-// following a final symlink) and returns the function that closes it. While
-// it is open the inode cannot be freed, so its number cannot be reused by a
-// new file: Unlink and Rename hold it until the guard has been told the
-// name is gone (guard.Ticket.Done), so that a file created meanwhile
-// with the same inode number never has its fresh guard state dropped or
-// marked as another session's mutation. When rel cannot be opened nothing is
-// pinned (the removal will fail or find nothing to forget).
-func (l *locked) pinInode(rel string) (unpin func()) {
-	d, leaf, errno := l.f.bk.prepareAt(rel)
-	if errno != 0 {
-		return func() {}
-	}
-	defer d.Close()
-	return pinIn(d, leaf)
-}
-
-// pinInodeOf is pinInode for a locked child, through the parent
-// descriptor it was stat'ed in when it has one.
-func (l *locked) pinInodeOf(g *guardedChild) (unpin func()) {
-	if !g.inDir {
-		return l.pinInode(g.rel)
-	}
-	return pinIn(g.at, g.leaf)
-}
-
 // pinIn opens leaf in d as an O_PATH descriptor (not following a
-// symlink) and returns the function that closes it; nothing is pinned
-// when it cannot be opened.
+// symlink) and returns the function that closes it. While it is open the
+// inode cannot be freed, so its number cannot be reused by a new file:
+// Unlink and Rename pin a guarded name (mutName.pin, always reached by
+// name and stat'ed in its parent, guardedChild.at) until the guard has
+// been told the name is gone (guard.Ticket.Done), so that a file created
+// meanwhile with the same inode number never has its fresh guard state
+// dropped or marked as another session's mutation. Nothing is pinned when
+// leaf cannot be opened (the removal will fail or find nothing to forget).
 func pinIn(d dirFd, leaf string) (unpin func()) {
 	fd, err := unix.Openat(d.FD, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -39,6 +40,10 @@ func (n *Node) isRoot() bool { return n.EmbeddedInode() == n.fs.root.EmbeddedIno
 func (n *Node) rel() string {
 	return n.Path(n.fs.root.EmbeddedInode())
 }
+
+// childPath is path.Join of a directory's workspace-relative path ("" is
+// the root) and a child name.
+func childPath(dirRel, name string) string { return strings.TrimPrefix(dirRel+"/"+name, "/") }
 
 // Lookup resolves a name. At the root, ctltree.DirName resolves to the control
 // tree and shadows a real entry of that name (the root's listing shows

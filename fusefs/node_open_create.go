@@ -55,7 +55,8 @@ func (n *Node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // ENOENT. Such a read-only handle registers its read at its first READ
 // (File.Read), once the node has its name, instead of under a placeholder.
 func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree bool) (fs.FileHandle, uint32, syscall.Errno) {
-	pol := n.fs.policyOf(rel, false) // one answer for the open's decisions
+	pol := n.fs.policyOf(rel, false, n.fs.cross.Shared()) // one answer for the open's decisions
+	pol.cache = n.fs.cachesPages(rel, pol.shared)
 	if !pol.tracks {
 		return n.openUntracked(ctx, rel, flags, pol)
 	}
@@ -213,7 +214,8 @@ func (f *FS) refusableIO(writable, check bool) uint32 {
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	dirRel := n.rel()
 	rel := childPath(dirRel, name)
-	pol := n.fs.policyOf(rel, false)
+	pol := n.fs.policyOf(rel, false, n.fs.cross.Shared())
+	pol.cache = n.fs.cachesPages(rel, pol.shared)
 	tracked := pol.tracks
 	var c caller
 	if tracked || pol.journals {

@@ -23,17 +23,12 @@ type policy struct {
 	cache bool
 }
 
-// policyOf answers the policy of rel; isDir is for journal ignore
-// patterns ending in "/" (exemption from the guard is of files). Safe for
-// concurrent use.
-func (f *FS) policyOf(rel string, isDir bool) policy {
-	p := policy{
-		tracks:   f.tracks(rel),
-		journals: f.jh.Journals(rel, isDir),
-		shared:   f.cross.Shared(),
-	}
-	p.cache = f.cachesPages(rel, p.shared)
-	return p
+// policyOf answers the policy of rel but cache (what a mutation asks; an
+// open adds it: cachesPages) on a mount whose shared mode is shared,
+// asked once per request; isDir is for journal ignore patterns ending in
+// "/". Safe for concurrent use.
+func (f *FS) policyOf(rel string, isDir, shared bool) policy {
+	return policy{tracks: f.tracks(rel), journals: f.jh.Journals(rel, isDir), shared: shared}
 }
 
 // cachesPages is policy.cache of rel on a mount whose shared mode is

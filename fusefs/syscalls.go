@@ -25,7 +25,6 @@ var (
 	touchCtimeAt    = syscallcompat.TouchCtimeAt
 	onlyCtime       = syscallcompat.OnlyCtime
 	withUmask       = syscallcompat.WithUmask
-	childPath       = syscallcompat.ChildPath
 	setattrTimes    = syscallcompat.SetattrTimes
 	setattrOwner    = syscallcompat.SetattrOwner
 	setattrFd       = syscallcompat.SetattrFd

@@ -47,17 +47,17 @@ func (o ownChanges) ownMove(from, to string) (end func(moved bool)) {
 			f.cfg.Policy.Moved(from, to) // docs/DESIGN.md#exempt-widening
 		}
 	}
-	if tr := f.inv.MoveTracker(); tr != nil {
-		f.oc.pinRules(from, to)
-		endMove := tr(from, to)
+	if o.move != nil {
+		rules := o.pinRules([]string{from, to})
+		endMove := o.move(from, to)
 		return func(ok bool) {
 			endMove(ok)
 			moved(ok)
 			// As ownChange's end: a moved rule file changes the rules.
-			f.oc.invalidateRules(from, to)
+			o.invalidateRules(rules)
 		}
 	}
-	e := f.oc.ownChange(from, to)
+	e := o.ownChange(from, to)
 	return func(ok bool) {
 		moved(ok)
 		e()

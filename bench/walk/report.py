@@ -45,6 +45,16 @@ def summary(label, pkgs, home):
             if pkg not in outside:
                 outside.append(pkg)
     print("%-12s %d, %d outside %s: %s" % (label, len(set(seq)), len(outside), home, " ".join(outside) or "-"))
+    # Apart: the packages around home (the request enters them before
+    # home's first stay and leaves through them after its last: a wrapper
+    # such as internal/observe), and the ones home calls into (visited
+    # between its first and last stay).
+    at = [i for i, p in enumerate(seq) if p == home]
+    inner = set(seq[at[0]:at[-1] + 1]) if at else set()
+    around = [p for p in outside if p not in inner]
+    calls = [p for p in outside if p in inner]
+    print("  around %s %d: %s" % (home, len(around), " ".join(around) or "-"))
+    print("  called from %s %d: %s" % (home, len(calls), " ".join(calls) or "-"))
     print("  bounces    %s" % (" ".join("%s %d" % (p, bounces.get(p, 0)) for p in outside) or "-"))
     print("  max bounce %d (%s -> P -> %s, the most for one P)" % (max([0] + list(bounces.values())), home, home))
     print("  path       %s" % " > ".join(seq))

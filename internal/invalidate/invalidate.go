@@ -211,7 +211,8 @@ func (inv *Invalidation) Short(rel string) bool {
 
 // SetOwnTracker installs the function that brackets every change the
 // daemon makes itself (the watcher's Begin): it is called once per change
-// with every name the change touches (OwnTracker).
+// with every name the change touches (OwnTracker). Install it before the
+// mount: the mount takes it once (fusefs.FS.Mount).
 func (inv *Invalidation) SetOwnTracker(begin func(rels ...string) (end func())) {
 	inv.ownTracker.Store(&begin)
 }
@@ -231,7 +232,8 @@ func (inv *Invalidation) OwnTracker() func(rels ...string) (end func()) {
 // SetMoveTracker installs the function that brackets every rename the
 // daemon makes itself (the watcher's BeginMove): its end, told whether the
 // rename succeeded, lets the watcher follow a moved directory's own changes
-// to their new paths (watcher.Watcher.BeginMove).
+// to their new paths (watcher.Watcher.BeginMove). Install it before the
+// mount, as SetOwnTracker.
 func (inv *Invalidation) SetMoveTracker(begin func(from, to string) (end func(moved bool))) {
 	inv.moveTracker.Store(&begin)
 }

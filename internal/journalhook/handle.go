@@ -82,7 +82,7 @@ func (hj *Handle) Change(op, rel string) syscall.Errno {
 		return 0
 	}
 	p, errno := h.Record(hj.session, op, []Name{{Rel: rel, Dir: -1}})
-	p.Close()
+	p.release() // no after-note here: Release notes the state
 	if errno != 0 {
 		return errno
 	}

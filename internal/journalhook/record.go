@@ -24,7 +24,8 @@ type Name struct {
 	// Rel is the workspace-relative path.
 	Rel string
 	// Dir is the descriptor of Rel's parent directory when the caller
-	// holds one (the mutation's lock step), borrowed until Pending.Close;
+	// holds one (the mutation's lock step), borrowed until Pending.Commit
+	// or Pending.Abort;
 	// -1: the hook opens it (Mount.OpenParent).
 	Dir int
 	// Leaf is Rel's last element in Dir (ignored when Dir < 0).
@@ -52,9 +53,10 @@ type Pending struct {
 // Record records the change op on names for session before its backing
 // operation (journal.Journal.Record, the pre-images taken through the
 // names' parent directories): the pre-images are durable when it returns
-// errno 0 (docs/DESIGN.md#journal-store). Call Close on the Pending
-// (nil-safe) once the backing operation is over, after Commit or Abort.
-// A failure refuses the change: EIO (the reason is logged and listed in
+// errno 0 (docs/DESIGN.md#journal-store). With errno 0, call Commit or
+// Abort on the Pending (nil-safe) once the backing operation is over:
+// either releases the directories the hook opened (with an errno they
+// are released already). A failure refuses the change: EIO (the reason is logged and listed in
 // .rubino/errors), or EAGAIN for a caller whose session could not be
 // resolved in time (sessions.Unknown), whose change cannot be
 // attributed (docs/DESIGN.md#no-wait-on-caller). A full state directory
@@ -100,6 +102,7 @@ func (h *Hook) Record(session, op string, names []Name) (*Pending, syscall.Errno
 		return p, 0
 	}
 	h.failed(session, op, rel, err)
+	p.release()
 	return p, syscall.EIO
 }
 
@@ -139,9 +142,14 @@ func (h *Hook) knownHash(st *unix.Stat_t) string {
 // Commit notes the state the change left its names in
 // (journal.Journal.NoteAfter), after a successful backing operation. A
 // failure is logged at warn: the next rewind takes the paths for
-// conflicts, never restores over a change.
+// conflicts, never restores over a change. It releases the directories
+// the hook opened.
 func (p *Pending) Commit() {
-	if !p.Recorded() {
+	if p == nil {
+		return
+	}
+	defer p.release()
+	if !p.ok {
 		return
 	}
 	afters := make([]journal.After, len(p.names))
@@ -157,9 +165,14 @@ func (p *Pending) Commit() {
 // linking a doomed file's inode would otherwise share the inode of a file
 // that lives on (journal.Journal.Unshare). A failure is logged at warn: a
 // later change of the file would make the blob fail its check at a rewind
-// (reported unrecoverable, never restored wrong).
+// (reported unrecoverable, never restored wrong). It releases the
+// directories the hook opened.
 func (p *Pending) Abort() {
-	if !p.Recorded() || len(p.rec.Pre) == 0 || !(p.names[0].Doomed || len(p.names) > 1 && p.names[1].Doomed) {
+	if p == nil {
+		return
+	}
+	defer p.release()
+	if !p.ok || len(p.rec.Pre) == 0 || !(p.names[0].Doomed || len(p.names) > 1 && p.names[1].Doomed) {
 		return
 	}
 	if err := p.h.cfg.Journal.Unshare(p.rec); err != nil {
@@ -167,11 +180,8 @@ func (p *Pending) Abort() {
 	}
 }
 
-// Close releases the directories the hook opened. nil-safe.
-func (p *Pending) Close() {
-	if p == nil {
-		return
-	}
+// release releases the directories the hook opened.
+func (p *Pending) release() {
 	for _, done := range p.owned {
 		done()
 	}

@@ -88,15 +88,6 @@ func KillPrivFd(fd int) {
 	}
 }
 
-// ChildPath is path.Join for a directory's workspace-relative path and a
-// child name ("" is the root).
-func ChildPath(dirRel, name string) string {
-	if dirRel == "" {
-		return name
-	}
-	return dirRel + "/" + name
-}
-
 // SetattrFd applies a SETATTR to the open descriptor fd: mode, owner, size
 // and times (in that order, as by name), then fstats into out. A size
 // change uses ftruncate when fd is writable, else truncate(2) of the
