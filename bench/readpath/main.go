@@ -36,7 +36,7 @@ var (
 	cpuprof = flag.String("cpuprofile", "", "write a CPU profile of this process (both in-process targets) to `FILE`")
 	which   = flag.String("only", "loop,rubinofs", "targets")
 	nojour  = flag.Bool("nojournal", false, "rubinofs without its journal")
-	paged   = flag.Int("paged", -1, "cache.paged_read_max (-1: the default)")
+	paged   = flag.Int("paged", -1, "cache.paged_read_max of the rubinofs target (-1: the shipped default)")
 )
 
 var steps = []struct{ name, script string }{
