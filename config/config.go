@@ -228,6 +228,12 @@ type Cache struct {
 	// PollInterval is the pause between two passes of the poller
 	// (cache.poll_interval, --poll-interval; 100 ms to 1 h).
 	PollInterval time.Duration
+	// PagedReadMax is the size in bytes under which a read-only open of
+	// a watched file keeps the kernel's page cache instead of kernel
+	// passthrough (cache.paged_read_max, --paged-read-max; 0:
+	// passthrough at every size, as a daemon.Config built by hand has it;
+	// docs/DESIGN.md#paged-reads).
+	PagedReadMax int
 	// PersistReads keeps the guard's read state across restarts in
 	// STATE_DIR/reads.json: saved at unmount, revalidated by hash at the
 	// next mount (a record whose file changed is dropped). Sessions whose

@@ -158,6 +158,8 @@ const (
 	MaxWorkspaceCacheTimeout   = time.Hour
 	MaxWorkspaceShortTimeout   = 10 * time.Second
 	MaxWatchesLimit            = 1 << 24
+	DefaultPagedReadMax        = 1 << 20
+	MaxPagedReadMax            = 1 << 30
 	MaxAskTimeout              = 7 * 24 * time.Hour
 	MaxStopGrace               = time.Minute
 	MaxKeepFinished            = tasks.MaxKeepFinished

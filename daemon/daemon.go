@@ -259,6 +259,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		Owner:             uint32(os.Getuid()),
 		Logger:            cfg.Slog,
 		Passthrough:       os.Geteuid() == 0,
+		PagedReadMax:      int64(cfg.PagedReadMax),
 		Shared:            shared,
 		Uncached:          remote != "",
 		Peers:             d.registerPeers(ws), // peers.go: before serving

@@ -112,8 +112,10 @@ type Config struct {
 	// record a minute, with the count: internal/invalidate). go-fuse's own messages
 	// go through a *log.Logger bridged to it (see Mount).
 	Logger *slog.Logger
-	// Passthrough allows kernel passthrough for handles on exempt files.
-	Passthrough bool
+	// Passthrough allows kernel passthrough; a read-only handle of a file
+	// under PagedReadMax bytes keeps kept pages instead (FS.pagedRead).
+	Passthrough  bool
+	PagedReadMax int64
 	// Observe is the observability room (internal/observe: per-op
 	// metrics, access log, .rubino/metrics and .rubino/accesslog), the
 	// one hook the FS holds into it (docs/DESIGN.md#observe-room). nil:

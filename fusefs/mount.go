@@ -52,11 +52,9 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return nil, fmt.Errorf("no /dev/fuse: %w (load the fuse module, or run the container with --device /dev/fuse)", err)
 	}
-	// Locks stay in the kernel (no CAP_POSIX_LOCKS/CAP_FLOCK_LOCKS):
-	// exact POSIX, OFD and flock semantics between the mount's users.
-	// Forwarded, go-fuse's loopback would take every fcntl lock as an
-	// OFD lock of the daemon (wrong owner, l_pid 0, no release on
-	// close of another fd). docs/POSIX.md.
+	// Locks stay in the kernel (EnableLocks false): exact POSIX, OFD and
+	// flock semantics; go-fuse's loopback would take every fcntl lock as
+	// an OFD lock of the daemon (wrong owner, l_pid 0). docs/POSIX.md.
 	mo := fuse.MountOptions{
 		FsName:            f.cfg.Workspace,
 		Name:              "rubinofs",
@@ -68,16 +66,13 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 		ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
 		Options:           []string{"default_permissions"},
 	}
-	// A MAP_SHARED mmap of a direct-I/O handle (refusableIO) works as on a
-	// cached one, instead of failing with ENODEV (fs/fuse/file.c,
-	// fuse_file_mmap).
-	mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
-	// POSIX ACLs take part in the kernel's permission checks, as on the
-	// backing filesystem (docs/DESIGN.md#posix-acl).
+	// DIRECT_IO_ALLOW_MMAP: a MAP_SHARED mmap of a direct-I/O handle
+	// (refusableIO) works, instead of ENODEV (fs/fuse/file.c). DONT_MASK:
+	// the daemon applies the caller's umask or the directory's default ACL
+	// (umaskmode.go). ACLs take part in the kernel's permission checks
+	// (docs/DESIGN.md#posix-acl).
+	mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP | fuse.CAP_DONT_MASK
 	mo.EnableAcl = true
-	// The daemon applies the caller's umask, or the backing directory's
-	// default ACL instead (umaskmode.go).
-	mo.ExtraCapabilities |= fuse.CAP_DONT_MASK
 	for _, opt := range o.Options {
 		switch opt {
 		case "":
@@ -99,19 +94,14 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 		NullPermissions: true,
 		Logger:          fuseLogger(f.log, false), // the node bridge's diagnostics: anomalies only
 	}
-	// go-fuse (v2.12.1, mountDirect) opens /dev/fuse without O_CLOEXEC and,
-	// for a direct mount, never sets close-on-exec on it: every process
-	// this daemon execs afterwards (tasks, and in tests every shell) would
-	// inherit the FUSE device. A child holding it keeps the connection
-	// alive when the daemon dies, so instead of failing with ENOTCONN every
-	// access to the mount hangs (D state) until that child exits. Hence:
-	// for a direct mount, hold syscall.ForkLock (read side: no fork+exec of
-	// this process can happen meanwhile, as for any descriptor created
-	// without O_CLOEXEC) from the open until close-on-exec is set below.
-	// DirectMountStrict: go-fuse's fallback to fusermount3 would fork under
-	// the lock and deadlock; as root that fallback runs the same mount(2)
-	// and fails alike. (Without root the descriptor comes from fusermount3
-	// and go-fuse marks it close-on-exec itself.)
+	// go-fuse (v2.12.1, mountDirect) opens /dev/fuse without O_CLOEXEC: a
+	// child execed later would inherit it and keep the connection alive
+	// after the daemon dies, so every access hangs (D state) instead of
+	// failing with ENOTCONN. So a direct mount holds syscall.ForkLock (read
+	// side: no fork+exec meanwhile) until close-on-exec is set below, with
+	// DirectMountStrict (the fusermount3 fallback would fork under the
+	// lock; as root it fails alike). fusermount3's descriptor (non-root)
+	// is marked close-on-exec by go-fuse.
 	if mo.DirectMount {
 		opts.MountOptions.DirectMountStrict = true
 		syscall.ForkLock.RLock()
@@ -173,8 +163,7 @@ func CheckMountpoint(mountpoint string, allowNonEmpty bool) error {
 // gives; `rubinofs unmount` exits with ExitBusy then.
 var ErrBusy = fmt.Errorf("busy: files are open or a process has its working directory there (close them, stop the tasks, or use --lazy): %w", syscall.EBUSY)
 
-// ErrNotMounted is returned (wrapped) by Unmount for a path that is not a
-// mount point (umount2's EINVAL).
+// ErrNotMounted is Unmount's (wrapped) error for a non-mount (EINVAL).
 var ErrNotMounted = errors.New("not a mount point")
 
 // Unmount unmounts the mount at mountpoint and reports what it did.
@@ -292,14 +281,11 @@ func RecoverDeadMount(mountpoint string) (string, error) {
 const deadProbeTimeout = 5 * time.Second
 
 // DeadMount reports whether the mount at the absolute path abs is a FUSE
-// mount whose server is gone, and its file system type ("" when abs is not
-// in /proc/self/mountinfo). Dead means the kernel answers ENOTCONN: after
-// the daemon died the connection is aborted and every request fails so.
-// stat(2) alone cannot tell: the kernel may answer it from its attribute
-// cache (rubinofs caches for an hour) without asking the daemon; statfs(2)
-// is never cached by FUSE, so DeadMount asks statfs (in a goroutine, at most
-// deadProbeTimeout: a live but stuck server counts as alive) and also
-// accepts an ENOTCONN from stat.
+// mount whose server is gone (the kernel answers ENOTCONN), and its file
+// system type ("" when abs is not in /proc/self/mountinfo). stat(2) may be
+// answered from the attribute cache; statfs(2) never is, so DeadMount asks
+// statfs (at most deadProbeTimeout: a stuck server counts as alive) and
+// also accepts an ENOTCONN from stat.
 func DeadMount(abs string) (fstype string, dead bool) {
 	fstype, found := procfs.MountType(abs)
 	if _, err := os.Stat(abs); errors.Is(err, syscall.ENOTCONN) {
@@ -321,12 +307,9 @@ func DeadMount(abs string) (fstype string, dead bool) {
 	}
 }
 
-// fuseLogger bridges the FS's structured logger lg to a *log.Logger for
-// go-fuse, which takes only that (fuse.MountOptions.Logger for the server,
-// fs.Options.Logger for the node bridge). With debug the server writes its
-// per-request trace there, and every line is a debug record; otherwise
-// go-fuse writes only anomalies (a failed read from or reply to the
-// kernel, a bad request), which are warn records.
+// fuseLogger bridges lg to the *log.Logger go-fuse takes (the server's and
+// the node bridge's): with debug the per-request trace as debug records,
+// otherwise only anomalies (a failed read or reply, a bad request) as warn.
 func fuseLogger(lg *slog.Logger, debug bool) *log.Logger {
 	level := slog.LevelWarn
 	if debug {

@@ -140,8 +140,8 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	h.loopbackOps = h.lf
 	dio := n.fs.refusableIO(writable, h.check)
 	// A read-only handle whose read is registered here needs the daemon
-	// for nothing else, and a write-only direct-I/O one loses nothing as a
-	// passthrough handle: both prefer passthrough (iomode.go).
+	// for nothing else (passthrough, or kept pages: FS.pagedRead), and a
+	// write-only direct-I/O one loses nothing as passthrough (iomode.go).
 	read := !writable && inTree && (h.check || !n.fs.cfg.AllowUnregistered)
 	shared := pol.shared
 	if shared && !writable {
@@ -150,7 +150,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 		h.shared, read, dio = true, false, fuse.FOPEN_DIRECT_IO
 	}
 	h.direct = dio != 0
-	prefer := n.fs.guardedPassthrough() && (read || writeOnlyDirect(flags, dio))
+	prefer := n.fs.guardedPassthrough() && (read && !n.fs.pagedRead(pol, st.Size, -1) || writeOnlyDirect(flags, dio))
 	pt, drop := n.openHandle(lf, flags, prefer)
 	if pt && acc == syscall.O_RDWR && h.check && !h.granted {
 		// Forced into passthrough: its shared mappings would store
@@ -327,7 +327,8 @@ func (n *Node) openUntracked(ctx context.Context, rel string, flags uint32, pol 
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	pt, drop := n.openHandle(lf, flags, n.fs.cfg.Passthrough && hj == nil)
+	prefer := n.fs.cfg.Passthrough && hj == nil && (writable || !n.fs.pagedRead(pol, -1, mustFd(lf)))
+	pt, drop := n.openHandle(lf, flags, prefer)
 	if !pt {
 		return &plainFile{loopbackOps: lf, node: n, drop: drop, hj: hj}, pol.cacheFlag(), 0
 	}

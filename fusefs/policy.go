@@ -1,6 +1,8 @@
 package fusefs
 
 import (
+	"syscall"
+
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/rubinofs/rubinofs/guard"
@@ -52,4 +54,16 @@ func (p policy) cacheFlag() uint32 {
 		return fuse.FOPEN_KEEP_CACHE
 	}
 	return 0
+}
+
+// pagedRead reports whether a read-only handle of a file of size bytes
+// (size < 0: the file open at fd) keeps the page cache instead of
+// passthrough: p.cache and size < Config.PagedReadMax
+// (docs/DESIGN.md#paged-reads).
+func (f *FS) pagedRead(p policy, size int64, fd int) bool {
+	var st syscall.Stat_t
+	if size < 0 && p.cache && syscall.Fstat(fd, &st) == nil {
+		size = st.Size
+	}
+	return p.cache && size >= 0 && size < f.cfg.PagedReadMax
 }

@@ -138,7 +138,7 @@ func RubinofsAt(name, back, mnt, state string, mode guard.Mode, progress func(di
 		return nil, err
 	}
 	cfg := daemon.Config{Workspace: back, Mountpoint: mnt, StateDir: state,
-		Guard: config.Guard{Mode: mode}, Cache: config.Cache{Watch: true, CacheTimeout: time.Hour},
+		Guard: config.Guard{Mode: mode}, Cache: config.Cache{Watch: true, CacheTimeout: time.Hour, PagedReadMax: config.DefaultPagedReadMax},
 		Journal: JournalDefaults(), WatchProgress: progress, Version: "bench", Slog: DaemonLog()}
 	for _, a := range adjust {
 		a(&cfg)
