@@ -173,6 +173,62 @@ func (b *Blobs) linkDoomed(fd int, st *unix.Stat_t, addr string) (Blob, error) {
 	return out, nil
 }
 
+// linkNamed is PutFile's link of a doomed file for a capture that needs
+// no descriptor (docs/DESIGN.md#journal-link-named): st is name's lstat in
+// dirfd, a regular file; when the store defers its syncs (SyncWrite), st
+// is the inode's only link, opt.MayLink allows it and opt.KnownHash knows
+// its address, name itself is linked (linkat(2) of dirfd and name, no
+// open, no read) at that address, then the blob's lstat must show st's
+// inode with st's size and mtime (else it is taken away: the file changed
+// or was replaced since st). An address already stored is reused
+// (EEXIST: same bytes). ok false: nothing was stored and the caller
+// captures by descriptor, as before (no link possible, another
+// filesystem, a failed check); a spent budget is ok with
+// UnrecoverableOverBudget, as linkDoomed answers.
+func (b *Blobs) linkNamed(dirfd int, name string, st *unix.Stat_t, opt *CaptureOptions) (Blob, bool) {
+	if !b.deferSync || st.Nlink != 1 || b.noLink.Load() || !opt.MayLink(st) {
+		return Blob{}, false
+	}
+	addr := opt.KnownHash(st)
+	if !validAddr(addr) {
+		return Blob{}, false
+	}
+	n := st.Size
+	out := Blob{Addr: addr, Size: n, Method: MethodLink}
+	if !b.reserve(n) {
+		return Blob{Unrecoverable: UnrecoverableOverBudget, Size: n}, true
+	}
+	final := b.Path(addr)
+	sub := filepath.Dir(final)
+	first, _ := strconv.ParseUint(addr[:2], 16, 8)
+	err := b.placeAt(func() error {
+		return unix.Linkat(dirfd, name, unix.AT_FDCWD, final, 0)
+	}, sub, byte(first))
+	if err != nil {
+		b.used.Add(-n)
+		if errors.Is(err, unix.EEXIST) {
+			out.Dedup = true // stored before (same address, same bytes)
+			return out, true
+		}
+		if errors.Is(err, unix.EXDEV) {
+			b.noLink.Store(true) // another filesystem: never again
+		}
+		return Blob{}, false
+	}
+	var after unix.Stat_t
+	if err := unix.Fstatat(unix.AT_FDCWD, final, &after, unix.AT_SYMLINK_NOFOLLOW); err != nil ||
+		after.Dev != st.Dev || after.Ino != st.Ino || after.Size != st.Size || after.Mtim != st.Mtim {
+		// Replaced or written since st: the address may not be its bytes.
+		os.Remove(final)
+		b.used.Add(-n)
+		return Blob{}, false
+	}
+	b.deferred.add(final, sub) // SyncWrite only: the flusher syncs it
+	b.count(MethodLink)
+	b.named.Add(1)
+	return out, true
+}
+
 // Unshare gives the blob addr an inode of its own when it still shares
 // one with another name (a PutFile link whose removal then failed, so the
 // file lives on in the workspace and its next change would change the
@@ -238,8 +294,12 @@ func (j *Journal) Unshare(rec Record) error {
 
 // linkState is the blob store's state of PutFile: noLink once a link
 // failed with EXDEV (the store is on another filesystem), links counts
-// the blobs stored by linking a doomed inode.
+// the blobs stored by linking a doomed inode, named those of them linked
+// by name (linkNamed: the file never opened), opens the files a capture
+// opened to read or copy them.
 type linkState struct {
 	noLink atomic.Bool
 	links  atomic.Int64
+	named  atomic.Int64
+	opens  atomic.Int64
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 )
 
@@ -117,5 +118,70 @@ func TestCaptureKnownHashDedups(t *testing.T) {
 	j.Blobs().Walk(func(string, int64) error { n++; return nil })
 	if n != 1 {
 		t.Fatalf("%d blobs stored, want 1", n)
+	}
+}
+
+// addrOf is the store's address of b (xxh3-128, 32 hex digits).
+func addrOf(b string) string { return hexAddr(xxh3.Hash128([]byte(b)).Bytes()) }
+
+// A doomed file whose address the caller knows (its hash cache) is linked
+// into the store by its name: the blob is the file's inode, and the file
+// is never opened (no read, no copy). Refused a link (MayLink), it is
+// opened and copied, as before.
+func TestCaptureDoomedKnownLinksByName(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	w := newWS(t)
+	w.write("f", "bytes of f\n")
+	known := func(*unix.Stat_t) string { return addrOf("bytes of f\n") }
+	pre, err := CaptureWith(j.Blobs(), w.fd, "f", CaptureOptions{Doomed: true, MayLink: doomedYes.MayLink, KnownHash: known})
+	if err != nil || pre.Blob != addrOf("bytes of f\n") {
+		t.Fatalf("pre-image of f: %+v %v", pre, err)
+	}
+	b := j.Blobs()
+	if a, f := inoOf(t, b.Path(pre.Blob)), inoOf(t, filepath.Join(w.dir, "f")); a != f {
+		t.Fatalf("blob inode %d, file inode %d: copied, not linked", a, f)
+	}
+	if b.opens.Load() != 0 || b.named.Load() != 1 || b.links.Load() != 1 {
+		t.Fatalf("opens %d, named %d, links %d: want the file linked by name, never opened", b.opens.Load(), b.named.Load(), b.links.Load())
+	}
+	if err := b.Check(pre.Blob, pre.Size); err != nil {
+		t.Fatal(err)
+	}
+	w.write("g", "bytes of g\n")
+	pre2, err := CaptureWith(b, w.fd, "g", CaptureOptions{Doomed: true, MayLink: func(*unix.Stat_t) bool { return false },
+		KnownHash: func(*unix.Stat_t) string { return addrOf("bytes of g\n") }})
+	if err != nil || pre2.Blob != addrOf("bytes of g\n") || inoOf(t, b.Path(pre2.Blob)) == inoOf(t, filepath.Join(w.dir, "g")) {
+		t.Fatalf("a file MayLink refused was linked: %+v %v", pre2, err)
+	}
+	if b.opens.Load() != 1 || b.named.Load() != 1 {
+		t.Fatalf("opens %d, named %d after a refused link: want one open", b.opens.Load(), b.named.Load())
+	}
+}
+
+// A doomed file changed between its lstat and its link by name (here by
+// the hash lookup itself) is not kept under the address it had: the link
+// is taken away and the file captured by descriptor, with its bytes now.
+func TestCaptureLinkNamedChangedFallsBack(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	w := newWS(t)
+	w.write("f", "old\n")
+	calls := 0
+	known := func(*unix.Stat_t) string {
+		calls++
+		if calls > 1 {
+			return ""
+		}
+		w.write("f", "new and longer\n")
+		return addrOf("old\n")
+	}
+	pre, err := CaptureWith(j.Blobs(), w.fd, "f", CaptureOptions{Doomed: true, MayLink: doomedYes.MayLink, KnownHash: known})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(j.Blobs().Path(addrOf("old\n"))); !os.IsNotExist(err) {
+		t.Fatalf("the changed file stayed in the store under its old address (%v)", err)
+	}
+	if pre.Blob != addrOf("new and longer\n") || j.Blobs().Check(pre.Blob, pre.Size) != nil || j.Blobs().named.Load() != 0 {
+		t.Fatalf("pre-image %+v (named %d), want the file's bytes now", pre, j.Blobs().named.Load())
 	}
 }

@@ -26,7 +26,8 @@ func CaptureAt(b *Blobs, dirfd int, name string) (PreImage, error) {
 // open handle would see. KnownHash (nil: none) returns the file's xxh3-128
 // (32 hex digits) when the caller already knows it for exactly that fstat
 // (a hash cache), else "": then a file already stored is neither read nor
-// copied. After a failed removal of a doomed name the caller calls
+// copied, and a doomed file that may be linked is linked by its name,
+// never opened (docs/DESIGN.md#journal-link-named). After a failed removal of a doomed name the caller calls
 // Journal.Unshare on the record (docs/DESIGN.md#journal-sync).
 type CaptureOptions struct {
 	Doomed    bool
@@ -79,6 +80,13 @@ func captureKind(b *Blobs, dirfd int, name string, opt *CaptureOptions, uid, gid
 		pre.Unrecoverable = UnrecoverableTooLarge
 		return pre, nil
 	}
+	if opt != nil && opt.Doomed && opt.KnownHash != nil && opt.MayLink != nil {
+		if blob, ok := b.linkNamed(dirfd, name, &st, opt); ok {
+			pre.Size, pre.Blob, pre.Unrecoverable = blob.Size, blob.Addr, blob.Unrecoverable
+			return pre, nil
+		}
+	}
+	b.opens.Add(1)
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return PreImage{}, err

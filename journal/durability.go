@@ -268,10 +268,32 @@ func (b *Blobs) flushPending() error {
 		}
 	}
 	for _, p := range files {
-		keep(syncDir(p)) // opens and fsyncs any path: here a blob's data
+		keep(fsyncPath(p)) // a blob's data
 	}
 	for d := range dirs {
-		keep(syncDir(d))
+		keep(fsyncPath(d))
 	}
 	return first
+}
+
+// fsyncPath opens path read-only and fsyncs it (a file's data, a
+// directory's names) with three system calls: no *os.File, so no fstat
+// and no poller registration per blob (docs/DESIGN.md#journal-link-named).
+// A missing path is an error satisfying os.IsNotExist.
+func fsyncPath(path string) error {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	for {
+		err = unix.Fsync(fd)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	unix.Close(fd)
+	if err != nil {
+		return &os.PathError{Op: "fsync", Path: path, Err: err}
+	}
+	return nil
 }
