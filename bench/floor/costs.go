@@ -59,13 +59,13 @@ func (p *probes) measure(n int) costRound {
 		return res
 	}
 	r.natStat = must(probe("fstat", p.nativeFile, n))
-	b := opCounts(p.rtt.reg)
+	b := benchkit.OpCounts(p.rtt.reg)
 	r.mntStat = must(probe("fstat", filepath.Join(p.rtt.dir, "probe"), n))
-	r.statReqs = perCall(delta(b, opCounts(p.rtt.reg)), n)
+	r.statReqs = perCall(delta(b, benchkit.OpCounts(p.rtt.reg)), n)
 	r.natOpen = must(probe("open", p.nativeFile, n))
-	b = opCounts(p.pair.reg)
+	b = benchkit.OpCounts(p.pair.reg)
 	r.mntOpen = must(probe("open", filepath.Join(p.pair.dir, "probe"), n))
-	r.openReqs = perCall(delta(b, opCounts(p.pair.reg)), n)
+	r.openReqs = perCall(delta(b, benchkit.OpCounts(p.pair.reg)), n)
 	if err != nil {
 		benchkit.Fatal(err)
 	}

@@ -129,7 +129,7 @@ func main() {
 			for _, s := range benchkit.AgentSteps {
 				var before map[string]float64
 				if t.reg != nil {
-					before = opCounts(t.reg)
+					before = benchkit.OpCounts(t.reg)
 				}
 				d, err := benchkit.Run(t.dir, s.Script, "ORIGIN="+origin)
 				if err != nil {
@@ -137,7 +137,7 @@ func main() {
 				}
 				times[t.name][s.Name] = append(times[t.name][s.Name], d)
 				if t.reg != nil {
-					counts[t.name][s.Name] = append(counts[t.name][s.Name], delta(before, opCounts(t.reg)))
+					counts[t.name][s.Name] = append(counts[t.name][s.Name], delta(before, benchkit.OpCounts(t.reg)))
 				}
 				if s.Name == "clone" && t.bk != nil && t.bk.Journaled() {
 					// As bench/agent: the agent's prompt, untimed.

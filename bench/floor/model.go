@@ -39,7 +39,7 @@ func (c Costs) Cost(op string) time.Duration {
 
 // Floor is a phase's floor time: its native time plus, for every request
 // the floor mount received in it, that request's Cost. counts are
-// requests by op, as from opCounts.
+// requests by op, as from benchkit.OpCounts.
 func (c Costs) Floor(native time.Duration, counts map[string]float64) time.Duration {
 	d := native
 	for op, n := range counts {

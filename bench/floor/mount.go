@@ -121,27 +121,3 @@ func mountLoop(tmp, name string, timeout *time.Duration, floor bool) (*loop, err
 	})
 	return &loop{name: name, dir: mnt, back: back, reg: obs.Registry()}, nil
 }
-
-// opCounts reads the requests served so far, by op (lower-case opcode
-// names), from reg's rubinofs_fuse_ops_total: a loop's, or an in-process
-// rubinofs daemon's (daemon.Daemon.Obs), with no request of its own.
-func opCounts(reg *prometheus.Registry) map[string]float64 {
-	out := map[string]float64{}
-	mfs, err := reg.Gather()
-	if err != nil {
-		log.Printf("gathering op counts: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "rubinofs_fuse_ops_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "op" && m.GetCounter().GetValue() != 0 {
-					out[l.GetValue()] = m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return out
-}

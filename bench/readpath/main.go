@@ -23,7 +23,6 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rubinofs/rubinofs/bench/internal/benchkit"
 	"github.com/rubinofs/rubinofs/daemon"
@@ -39,46 +38,14 @@ var (
 	paged   = flag.Int("paged", -1, "cache.paged_read_max of the rubinofs target (-1: the shipped default)")
 )
 
-var steps = []struct{ name, script string }{
-	{"clone", "git clone -q \"file://$ORIGIN\" work"},
-	{"status", "cd work && git status --porcelain >/dev/null"},
-	{"git-grep", "cd work && git grep -n 'func New' >/dev/null"},
-	{"grep-rn", "cd work && grep -rn --exclude-dir=.git 'func New' . >/dev/null"},
-	{"read-all", "cd work && git ls-files -z | xargs -0 cat >/dev/null"},
-	{"find", "find . >/dev/null"},
-	{"diff", "cd work && git diff --stat >/dev/null"},
-	{"rm", "rm -rf work"},
-}
+// steps are the read-side phases of the agent workload (and the clone
+// and rm around them).
+var steps = benchkit.Steps(benchkit.AgentSteps, "clone", "status", "git-grep", "grep-rn", "read-all", "find", "diff", "rm")
 
 func cpu() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func loopOps(o *observe.Observer) map[string]float64 {
-	mfs, _ := o.Registry().Gather()
-	m := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "rubinofs_fuse_ops_total" {
-			continue
-		}
-		for _, x := range mf.GetMetric() {
-			for _, l := range x.GetLabel() {
-				if l.GetName() == "op" {
-					m[l.GetValue()] = metricVal(x)
-				}
-			}
-		}
-	}
-	return m
-}
-
-func metricVal(x *dto.Metric) float64 {
-	if c := x.GetCounter(); c != nil {
-		return c.GetValue()
-	}
-	return 0
 }
 
 func main() {
@@ -115,7 +82,7 @@ func main() {
 		go srv.Serve()
 		srv.WaitMount()
 		benchkit.AtExit(func() { srv.Unmount() })
-		ts = append(ts, tgt{"loop-1s", mnt, func() map[string]float64 { return loopOps(o) }})
+		ts = append(ts, tgt{"loop-1s", mnt, func() map[string]float64 { return benchkit.OpCounts(o.Registry()) }})
 	}
 	if strings.Contains(*which, "rubinofs") {
 		t, err := benchkit.Rubinofs(tmp, "rubinofs", guard.ModeEnforce, func(c *daemon.Config) {
@@ -142,12 +109,12 @@ func main() {
 			for _, s := range steps {
 				b := t.ops()
 				c0 := cpu()
-				d, err := benchkit.Run(t.dir, s.script, "ORIGIN="+origin)
+				d, err := benchkit.Run(t.dir, s.Script, "ORIGIN="+origin)
 				c := cpu() - c0
 				if err != nil {
 					benchkit.Fatal(err)
 				}
-				fmt.Printf("| %s | %.3f | %.3f | %s |\n", s.name, d.Seconds(), c.Seconds(), benchkit.OpsDelta(b, t.ops()))
+				fmt.Printf("| %s | %.3f | %.3f | %s |\n", s.Name, d.Seconds(), c.Seconds(), benchkit.OpsDelta(b, t.ops()))
 			}
 		}
 	}

@@ -24,3 +24,18 @@ var AgentSteps = []Step{
 	{"restore", "cd work && git checkout -q -- ."},
 	{"rm", "rm -rf work"},
 }
+
+// Steps returns the steps of list named in names, in list's order (a
+// read-side subset of AgentSteps, say).
+func Steps(list []Step, names ...string) []Step {
+	var out []Step
+	for _, s := range list {
+		for _, n := range names {
+			if s.Name == n {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
+}
