@@ -145,7 +145,12 @@ func (h *File) ptOwnChange(seq uint64) {
 // credit that follows (File.credit) records the content as the session's
 // own write. When a read-write passthrough handle of another session was
 // open meanwhile, the change is noted as an outside one instead (the hash
-// decides for everyone). Called under h.mu, before credit.
+// decides for everyone). An outside change the watcher reported since the
+// baseline does not stop the credit unless another session changed the
+// file through the mount too: the stores raise no event of their own and
+// move the stat under the event of the session's earlier write, which is
+// then reported as outside (docs/DESIGN.md#passthrough-mmap-credit).
+// Called under h.mu, before credit.
 func (h *File) notePtStores() {
 	if !h.pt.on || !h.track {
 		return
@@ -166,7 +171,8 @@ func (h *File) notePtStores() {
 		h.pt.seq = h.fs.cfg.Guard.NoteMutation(h.id, sessions.External)
 		return
 	}
-	if last.Seq != h.pt.seq && last.Session != h.who.session {
+	if last.Seq != h.pt.seq && last.Session != h.who.session &&
+		(last.Session != sessions.External || h.fs.cfg.Guard.ForSession(h.who.session).Foreign(h.id)) {
 		return // another session changed it through the mount: the hash decides
 	}
 	h.seq = h.fs.cfg.Guard.NoteMutation(h.id, h.who.session) // the session's rewrite

@@ -417,6 +417,18 @@ func (t *Tracker) forget(id FileID, by string) {
 	t.dropViews(id)
 }
 
+// Foreign reports whether another session's mutation through the mount
+// made the session's record of id stale since it was taken
+// (NoteMutation), or the record was taken while another session was
+// changing the file (RegisterInFlux). False when there is no record.
+// Safe for concurrent use.
+func (t *Tracker) Foreign(id FileID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.state[id]
+	return ok && (r.foreign || r.influx)
+}
+
 // markForeign makes the record of id (if any) stale: another session
 // changed the file.
 func (t *Tracker) markForeign(id FileID) {

@@ -96,3 +96,41 @@ func TestPassthroughMappedStoresSameSession(t *testing.T) {
 		}
 	}
 }
+
+// TestPassthroughMappedStoresOutsideEvent: a session's stores through a
+// shared mapping of its read-write passthrough handle are credited at
+// close although the watcher reported an outside change of the file while
+// the handle was open (docs/DESIGN.md#passthrough-mmap-credit): a store
+// raises no inotify event and moves the file's stat under the event of
+// the session's own earlier write, which the watcher then takes for an
+// outside one (fsstress: write, a mapped store, then fallocate was refused
+// as stale). The outside write here rewrites bytes the file already has,
+// so the session has seen every byte it then writes after.
+func TestPassthroughMappedStoresOutsideEvent(t *testing.T) {
+	const orig = "0123456789\n"
+	m := newMount(t, map[string]string{"f": orig}, nil)
+	a, reader := m.startAgent("writer"), m.startAgent("reader")
+	a.ok("cat f >/dev/null")
+	reader.ok("exec 6<f") // held open read-only: a passthrough handle
+	p := startHolder(t, m, a, "f")
+	p.want("ok ", "open a rw")
+	p.want("ok ", "mstore a XY")
+	mark := m.appliedMark()
+	f, err := os.OpenFile(m.backing("f"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte(orig[5:7]), 5); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	m.waitApplied(mark, "f")
+	p.want("ok ", "close a")
+	a.ok("printf Z | dd of=f bs=1 seek=2 conv=notrunc status=none")
+	if got := m.readBacking("f"); got != "XYZ"+orig[3:] {
+		t.Errorf("backing after the store, the outside event and the write: %q", got)
+	}
+	for _, d := range m.denials() {
+		t.Errorf("refused in the writing session: %v", d)
+	}
+}
