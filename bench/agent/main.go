@@ -31,7 +31,11 @@
 // Phases, each a real tool run by /bin/sh: clone, git status, git grep,
 // grep -rn, read all (cat of every file), find (from the workspace root),
 // edit (read + sed -i on 300 files), git diff, git status of the dirty
-// tree, restore (git checkout -- .), rm -rf. It prints per phase the
+// tree, restore (git checkout -- .), rm -rf. With -workload switch the
+// phases are instead a branch switch (benchkit.SwitchSteps): clone of a
+// repository holding -old-module on branch old and -module on main,
+// git checkout old (thousands of files rewritten, created and removed),
+// git checkout main, rm -rf. It prints per phase the
 // medians, the ratio to native, the guard's overhead (rubinofs over
 // rubinofs-off), the journal's (rubinofs over rubinofs-nojournal) and
 // rubinofs over the bare 1 s loopback, and with bin: targets the first
@@ -78,13 +82,16 @@ var (
 	keepGoing = flag.Bool("k", false, "keep going after a failed phase")
 	only      = flag.String("only", "", "comma-separated targets to run besides native (default all: loop-nocache,loop-1s,rubinofs-off,rubinofs,rubinofs-nojournal);\n"+
 		"bin:LABEL=PATH[:ARG...] adds a mount made by the rubinofs binary PATH (any commit's build) through its CLI (PATH mount --daemon ARG...), named LABEL")
-	rawJSON = flag.String("json", "", "also write every run's seconds, {target: {phase: [s, ...]}}, to `FILE`, and the bin: daemons' CPU seconds to FILE less .json plus .cpu.json")
-	showOps = flag.Bool("ops", true, "print the FUSE requests per phase of each enforcing mount, rubinofs and bin: (.rubino/metrics before and after)")
-	cpuprof = flag.String("cpuprofile", "", "write a CPU profile of this process (the in-process daemons, not the bin: targets') to `FILE`")
+	rawJSON   = flag.String("json", "", "also write every run's seconds, {target: {phase: [s, ...]}}, to `FILE`, and the bin: daemons' CPU seconds to FILE less .json plus .cpu.json")
+	showOps   = flag.Bool("ops", true, "print the FUSE requests per phase of each enforcing mount, rubinofs and bin: (.rubino/metrics before and after)")
+	workload  = flag.String("workload", "agent", "the workload: agent (benchkit.AgentSteps on -module) or switch (a branch switch between -old-module and -module: clone, checkout of the old branch and back, rm -rf)")
+	oldModule = flag.String("old-module", benchkit.OldModule, "with -workload switch: the module version on the old branch")
+	cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of this process (the in-process daemons, not the bin: targets') to `FILE`")
 )
 
-// steps is the workload (benchkit.AgentSteps, shared with bench/floor);
-// each runs with /bin/sh in the target directory.
+// steps is the workload (benchkit.AgentSteps, shared with bench/floor, or
+// benchkit.SwitchSteps with -workload switch); each runs with /bin/sh in
+// the target directory.
 var steps = benchkit.AgentSteps
 
 func main() {
@@ -105,7 +112,16 @@ func main() {
 		log.Fatal(err)
 	}
 	origin := filepath.Join(tmp, "origin")
-	if err := benchkit.MakeOrigin(*module, origin); err != nil {
+	switch *workload {
+	case "agent":
+		err = benchkit.MakeOrigin(*module, origin)
+	case "switch":
+		steps = benchkit.SwitchSteps
+		err = benchkit.MakeBranchedOrigin(*oldModule, *module, origin)
+	default:
+		err = fmt.Errorf("-workload %q: want agent or switch", *workload)
+	}
+	if err != nil {
 		benchkit.Fatal(err)
 	}
 	targets, err := benchkit.Mount(tmp, *only, "native", "loop-nocache", "loop-1s", "rubinofs-off", "rubinofs", "rubinofs-nojournal")

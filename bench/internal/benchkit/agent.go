@@ -25,6 +25,17 @@ var AgentSteps = []Step{
 	{"rm", "rm -rf work"},
 }
 
+// SwitchSteps is bench/agent's branch-switch workload (-workload switch):
+// a clone of a repository with two branches (MakeBranchedOrigin), a
+// checkout of the old branch, which rewrites, creates and removes
+// thousands of files, the checkout back, and the removal of the clone.
+var SwitchSteps = []Step{
+	{"clone", "git clone -q \"file://$ORIGIN\" work"},
+	{"switch", "cd work && git checkout -q old"},
+	{"switch-back", "cd work && git checkout -q main"},
+	{"rm", "rm -rf work"},
+}
+
 // Steps returns the steps of list named in names, in list's order (a
 // read-side subset of AgentSteps, say).
 func Steps(list []Step, names ...string) []Step {

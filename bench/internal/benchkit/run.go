@@ -96,6 +96,27 @@ func MakeOrigin(module, origin string) error {
 	return nil
 }
 
+// MakeBranchedOrigin puts two versions of one module under git at origin
+// for SwitchSteps: branch "old" holds oldModule's source (path@version),
+// branch "main" (checked out) newModule's, one commit each on one line.
+func MakeBranchedOrigin(oldModule, newModule, origin string) error {
+	oldDir, err := ModuleDir(oldModule)
+	if err != nil {
+		return err
+	}
+	newDir, err := ModuleDir(newModule)
+	if err != nil {
+		return err
+	}
+	script := CopyScript(oldDir, origin) + " && cd " + Shq(origin) +
+		" && git init -q -b main && git add -A && git commit -qm old && git branch old" +
+		" && git rm -rq . && " + CopyScript(newDir, origin) + " && git add -A && git commit -qm new"
+	if _, err := Run("/", script); err != nil {
+		return fmt.Errorf("making the branched origin: %v", err)
+	}
+	return nil
+}
+
 // Ops reads rubinofs_fuse_ops_total of the mount at mnt from
 // .rubino/metrics: FUSE requests served so far, by operation. The read
 // itself is counted (an open, a read or two, a release).
@@ -239,3 +260,7 @@ func lazyUnmount(mnt string) {
 // benchmark machine (go1.26; v0.28.0's internal/tokeninternal no longer
 // compiles there).
 const Module = "golang.org/x/tools@v0.52.0"
+
+// OldModule is the older version of Module that bench/agent -workload
+// switch checks out: about a year of golang.org/x/tools apart.
+const OldModule = "golang.org/x/tools@v0.30.0"
