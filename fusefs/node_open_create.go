@@ -389,15 +389,10 @@ func (p *ptWriter) Release(ctx context.Context) syscall.Errno {
 	return errno
 }
 
-// journalChange journals the handle's first change (op jop) before it is
-// made; its errno refuses the change.
-func (p *plainFile) journalChange(jop string) syscall.Errno {
-	return p.hj.Change(jop, p.node.rel())
-}
-
-// Write writes through the loopback handle as an own change, journaled.
+// Write writes through the loopback handle as an own change, journaled
+// first (Handle.Change: its errno refuses the write).
 func (p *plainFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	if errno := p.journalChange(jWrite); errno != 0 {
+	if errno := p.hj.Change(jWrite, p.node.rel()); errno != 0 {
 		return 0, errno
 	}
 	defer p.node.fs.oc.ownChange(p.node.rel())()
@@ -406,7 +401,7 @@ func (p *plainFile) Write(ctx context.Context, data []byte, off int64) (uint32, 
 
 // Allocate is fallocate(2) through the handle, journaled as a write.
 func (p *plainFile) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
-	if errno := p.journalChange(jWrite); errno != 0 {
+	if errno := p.hj.Change(jWrite, p.node.rel()); errno != 0 {
 		return errno
 	}
 	defer p.node.fs.oc.ownChange(p.node.rel())()
