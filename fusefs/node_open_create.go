@@ -136,8 +136,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	h.lf = lf
-	h.loopbackOps = h.lf
+	h.lf, h.loopbackOps = lf, lf
 	dio := n.fs.refusableIO(writable, h.check)
 	// A read-only handle whose read is registered here needs the daemon
 	// for nothing else (passthrough, or kept pages: FS.pagedRead), and a
@@ -358,7 +357,9 @@ type plainFile struct {
 // Release drops the handle from its node, then closes it.
 func (p *plainFile) Release(ctx context.Context) syscall.Errno {
 	p.drop(ctx)
-	p.hj.Release(p.node.rel())
+	if p.hj != nil {
+		p.hj.Release(p.node.rel())
+	}
 	return p.loopbackOps.Release(ctx)
 }
 
