@@ -180,25 +180,13 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 }
 
 // refusableIO returns FOPEN_DIRECT_IO for a handle whose writes the guard
-// may refuse: a writable handle of a guarded file, opened by a caller the
-// guard decides for, with the guard enforcing. Every other handle gets 0
-// and keeps the page cache. docs/DESIGN.md#refused-writes
-//
-// Without a writeback cache the kernel copies the bytes of a cached
-// write(2) into the shared, up-to-date pages of the file before it sends
-// WRITE; a refusal (EACCES) comes too late to keep them from concurrent
-// readers, and a reader racing with the kernel's rollback of the page can
-// get EIO. A direct-I/O handle's write goes to the daemon straight from the
-// caller's buffer, so a refused write touches no page at all, and after an
-// allowed one the kernel drops the cached pages of the written range itself
-// (fs/fuse/file.c, fuse_direct_io), so readers holding the page cache see
-// the new bytes without a notification from the daemon (the watcher
-// ignores the daemon's own changes).
-//
-// The decision is made at open for every such handle, not only for those
-// whose session may not write yet: a handle that may write now loses its
-// right when another session changes the file, and its next write must
-// not reach the page cache either.
+// may refuse: writable, of a guarded file, opened by a caller the guard
+// decides for, the guard enforcing; 0 (the page cache) for every other.
+// A cached write(2) fills the shared pages before WRITE reaches us, too
+// late for a refusal; a direct-I/O write touches no page, and the kernel
+// drops the written range after an allowed one. Decided at open for every
+// such handle: its right can end when another session changes the file.
+// docs/DESIGN.md#refused-writes
 func (f *FS) refusableIO(writable, check bool) uint32 {
 	if writable && check && f.cfg.Guard.Mode() == guard.ModeEnforce {
 		return fuse.FOPEN_DIRECT_IO
