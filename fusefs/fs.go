@@ -478,7 +478,6 @@ func (c caller) guardCaller(f *FS) guard.Caller {
 	}
 }
 
-
 // ownChanges is what the daemon's own changes owe the others: the
 // watcher's brackets begin and move (the invalidator's trackers, taken
 // once by Mount; nil: no watcher), the pinned and reloaded ignore rules,
