@@ -26,7 +26,9 @@ func TestCopiedRead(t *testing.T) {
 	if st != fuse.OK {
 		t.Fatalf("status %v", st)
 	}
-	if _, vec := res.(interface{ Slices() ([][]byte, fuse.Status) }); !vec {
+	if _, vec := res.(interface {
+		Slices() ([][]byte, fuse.Status)
+	}); !vec {
 		t.Fatal("a small read is not a vector result (go-fuse would pass it through a pipe)")
 	}
 	if b, _ := res.Bytes(nil); string(b) != "world\n" {
