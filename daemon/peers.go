@@ -41,7 +41,8 @@ func (d *Daemon) registerPeers(root string) crossmount.PeerProbe {
 // awaitPeers waits, before the mount serves its first request, until
 // crossmount.PeerRecheck has passed since the registration: another mount
 // that probed just before it and found no peer probes again before this
-// mount can change anything (at most 1 ms, once, at mount time).
+// mount can change anything (at most 20 ms, once, at mount time; usually
+// less, as the watcher's start has taken part of it).
 func (d *Daemon) awaitPeers() {
 	if d.peers.reg != nil {
 		time.Sleep(time.Until(d.peers.at.Add(crossmount.PeerRecheck)))

@@ -333,6 +333,8 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 	h.mu.Unlock()
 	h.node.dropPtWriter(h)
 	h.fs.cfg.Guard.NoteHandleRelease(h.id)
-	h.hj.Release(h.node.rel())
+	if h.hj != nil { // a read-only handle: no path walk for nothing
+		h.hj.Release(h.node.rel())
+	}
 	return h.loopbackOps.Release(ctx)
 }

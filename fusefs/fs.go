@@ -25,8 +25,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -43,7 +41,6 @@ import (
 	"github.com/rubinofs/rubinofs/internal/ctlhost"
 	"github.com/rubinofs/rubinofs/internal/invalidate"
 	"github.com/rubinofs/rubinofs/internal/journalhook"
-	"github.com/rubinofs/rubinofs/internal/procfs"
 	"github.com/rubinofs/rubinofs/internal/sessionctl"
 	"github.com/rubinofs/rubinofs/internal/syscallcompat"
 	"github.com/rubinofs/rubinofs/journal"
@@ -470,7 +467,7 @@ func (c caller) guardCaller(f *FS) guard.Caller {
 		},
 		Comm: func() string {
 			if !haveName {
-				name, haveName = comm(c.pid), true
+				name, haveName = sessions.Comm(c.pid), true
 			}
 			return name
 		},
@@ -479,23 +476,6 @@ func (c caller) guardCaller(f *FS) guard.Caller {
 		// reader of this session's denials may then see it too.
 		MayName: func(other string) bool { return f.owners.MayActOn(ctlCaller(f.cfg.Owner, c), other) },
 	}
-}
-
-// comm returns the command name of thread pid (/proc/<pid>/comm), or ""
-// when the thread is gone or its /proc files did not answer within
-// procfs.Bound (it is in execve: docs/DESIGN.md#no-wait-on-caller). It
-// is read afresh every time, never cached by (pid, start time): execve
-// changes the name and keeps both, and `sh` becoming `git` is exactly what
-// callers of comm ask about.
-func comm(pid uint32) string {
-	if pid == 0 {
-		return ""
-	}
-	b, err := procfs.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/comm")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // ownChanges is what the daemon's own changes owe the others: the

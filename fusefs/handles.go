@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
@@ -191,21 +192,32 @@ type loopbackDir interface {
 	fs.FileIoctler
 }
 
-// keptDir is a directory handle registered FS-wide until RELEASEDIR.
+// keptDir is a directory handle of node, registered FS-wide until
+// RELEASEDIR; fd is its stream's descriptor.
 type keptDir struct {
 	loopbackDir
-	h *fsHandles
+	h    *fsHandles
+	node *Node
+	fd   int
 }
 
-// keepDir registers ds, a directory stream handed to the kernel as a
-// directory handle, so FS.Close can close its descriptor; a stream that is
-// not go-fuse's descriptor-based one is returned as it is.
-func (h *fsHandles) keepDir(ds fs.DirStream) fs.DirStream {
+// Lookup is the lookup of a READDIRPLUS entry (fs.FileLookuper): name is
+// stat'ed in the descriptor it was listed from, with no walk from the root
+// (docs/DESIGN.md#readdirplus-at). Errors: statx(2)'s.
+func (k *keptDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ch, errno := k.node.lookupIn(ctx, dirFd{FD: k.fd}, name, out)
+	return ch, k.node.entryTimeouts(k.node.rel(), name, out, errno)
+}
+
+// keepDir registers ds, a directory stream of n on descriptor fd handed to
+// the kernel as a directory handle, so FS.Close can close fd; a stream
+// that is not go-fuse's descriptor-based one is returned as it is.
+func (h *fsHandles) keepDir(ds fs.DirStream, n *Node, fd int) fs.DirStream {
 	ld, ok := ds.(loopbackDir)
 	if !ok {
 		return ds
 	}
-	k := &keptDir{loopbackDir: ld, h: h}
+	k := &keptDir{loopbackDir: ld, h: h, node: n, fd: fd}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {

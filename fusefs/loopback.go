@@ -37,6 +37,11 @@ func (n *Node) lookupAt(ctx context.Context, dirRel, name string, out *fuse.Entr
 		return nil, errno
 	}
 	defer d.Close()
+	return n.lookupIn(ctx, d, name, out)
+}
+
+// lookupIn looks up name in the directory open at d.
+func (n *Node) lookupIn(ctx context.Context, d dirFd, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	var st syscall.Stat_t
 	gen, errno := statAt(d, name, &st)
 	if errno != 0 {
@@ -309,18 +314,20 @@ func (n *Node) renameIn(d1 dirFd, dirRel, name string, np *Node, d2 dirFd, newDi
 // openDirStreamAt opens the directory at rel for listing: O_NOFOLLOW, so a
 // directory replaced by a symlink is not listed (ELOOP; ENOTDIR from
 // O_DIRECTORY on other kernels' order of checks), and go-fuse's
-// descriptor-based stream reads it.
-func (n *Node) openDirStreamAt(rel string) (fs.DirStream, syscall.Errno) {
+// descriptor-based stream reads it. fd is the stream's descriptor (closed
+// with the stream).
+func (n *Node) openDirStreamAt(rel string) (ds fs.DirStream, fd int, errno syscall.Errno) {
 	d, leaf, errno := n.fs.bk.prepareAt(rel)
 	if errno != 0 {
-		return nil, errno
+		return nil, -1, errno
 	}
 	defer d.Close()
 	fd, err := unix.Openat(d.FD, leaf, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fs.ToErrno(err)
+		return nil, -1, fs.ToErrno(err)
 	}
-	return fs.NewLoopbackDirStreamFd(fd)
+	ds, errno = fs.NewLoopbackDirStreamFd(fd)
+	return ds, fd, errno
 }
 
 // Readdir lists the directory (used by go-fuse only when no
@@ -334,7 +341,8 @@ func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		}
 		return fs.NewListDirStream(list), 0
 	}
-	return n.openDirStreamAt(n.rel())
+	ds, _, errno := n.openDirStreamAt(n.rel())
+	return ds, errno
 }
 
 // Readlink returns a symlink's target as stored; the daemon never

@@ -55,13 +55,18 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	}
 	rel := n.rel()
 	ch, errno := n.lookupAt(ctx, rel, name, out)
+	return ch, n.entryTimeouts(rel, name, out, errno)
+}
+
+// entryTimeouts returns errno and, when name in directory rel lies in an
+// unwatched subtree, sets out's short timeouts (also for ENOENT: go-fuse
+// keeps them instead of the mount-wide NegativeTimeout).
+func (n *Node) entryTimeouts(rel, name string, out *fuse.EntryOut, errno syscall.Errno) syscall.Errno {
 	if (errno == 0 || errno == syscall.ENOENT) && n.fs.inv.Short(childPath(rel, name)) {
-		// Also for ENOENT: go-fuse keeps a negative entry's timeout set
-		// here instead of the mount-wide NegativeTimeout.
 		out.SetEntryTimeout(n.fs.shortTimeout)
 		out.SetAttrTimeout(n.fs.shortTimeout)
 	}
-	return ch, errno
+	return errno
 }
 
 // Getattr stats the node (through its handle when the kernel names one),

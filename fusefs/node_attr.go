@@ -158,7 +158,7 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 		return count, h.mutate(guard.OpCopyInto, copyOp)
 	}
 	if p, ok := fhOut.(*plainFile); ok {
-		if errno := p.journalChange(jWrite); errno != 0 {
+		if errno := p.hj.Change(jWrite, p.node.rel()); errno != 0 {
 			return 0, errno
 		}
 	}

@@ -26,11 +26,11 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if !n.isRoot() {
 		// go-fuse's descriptor stream is also its directory handle
 		// (FileReaddirenter, FileSeekdirer, FileReleasedirer, Fsyncdir).
-		ds, errno := n.openDirStreamAt(rel)
+		ds, fd, errno := n.openDirStreamAt(rel)
 		if errno != 0 {
 			return nil, 0, errno
 		}
-		return n.fs.handles.keepDir(ds), n.dirCacheFlags(rel), 0 // FS.Close closes it if RELEASEDIR never comes
+		return n.fs.handles.keepDir(ds, n, fd), n.dirCacheFlags(rel), 0 // FS.Close closes it if RELEASEDIR never comes
 	}
 	list, errno := n.rootEntries()
 	if errno != 0 {
@@ -60,7 +60,7 @@ func (n *Node) dirCacheFlags(rel string) uint32 {
 // read whole at opendir, so READDIR and READDIRPLUS serve the same entries
 // at the same offsets (index + 1) however the kernel pages them.
 func (n *Node) rootEntries() ([]fuse.DirEntry, syscall.Errno) {
-	ds, errno := n.openDirStreamAt("")
+	ds, _, errno := n.openDirStreamAt("")
 	if errno != 0 {
 		return nil, errno
 	}

@@ -136,8 +136,7 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	h.lf = lf
-	h.loopbackOps = h.lf
+	h.lf, h.loopbackOps = lf, lf
 	dio := n.fs.refusableIO(writable, h.check)
 	// A read-only handle whose read is registered here needs the daemon
 	// for nothing else (passthrough, or kept pages: FS.pagedRead), and a
@@ -181,25 +180,13 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 }
 
 // refusableIO returns FOPEN_DIRECT_IO for a handle whose writes the guard
-// may refuse: a writable handle of a guarded file, opened by a caller the
-// guard decides for, with the guard enforcing. Every other handle gets 0
-// and keeps the page cache. docs/DESIGN.md#refused-writes
-//
-// Without a writeback cache the kernel copies the bytes of a cached
-// write(2) into the shared, up-to-date pages of the file before it sends
-// WRITE; a refusal (EACCES) comes too late to keep them from concurrent
-// readers, and a reader racing with the kernel's rollback of the page can
-// get EIO. A direct-I/O handle's write goes to the daemon straight from the
-// caller's buffer, so a refused write touches no page at all, and after an
-// allowed one the kernel drops the cached pages of the written range itself
-// (fs/fuse/file.c, fuse_direct_io), so readers holding the page cache see
-// the new bytes without a notification from the daemon (the watcher
-// ignores the daemon's own changes).
-//
-// The decision is made at open for every such handle, not only for those
-// whose session may not write yet: a handle that may write now loses its
-// right when another session changes the file, and its next write must
-// not reach the page cache either.
+// may refuse: writable, of a guarded file, opened by a caller the guard
+// decides for, the guard enforcing; 0 (the page cache) for every other.
+// A cached write(2) fills the shared pages before WRITE reaches us, too
+// late for a refusal; a direct-I/O write touches no page, and the kernel
+// drops the written range after an allowed one. Decided at open for every
+// such handle: its right can end when another session changes the file.
+// docs/DESIGN.md#refused-writes
 func (f *FS) refusableIO(writable, check bool) uint32 {
 	if writable && check && f.cfg.Guard.Mode() == guard.ModeEnforce {
 		return fuse.FOPEN_DIRECT_IO
@@ -358,7 +345,9 @@ type plainFile struct {
 // Release drops the handle from its node, then closes it.
 func (p *plainFile) Release(ctx context.Context) syscall.Errno {
 	p.drop(ctx)
-	p.hj.Release(p.node.rel())
+	if p.hj != nil {
+		p.hj.Release(p.node.rel())
+	}
 	return p.loopbackOps.Release(ctx)
 }
 
@@ -389,15 +378,10 @@ func (p *ptWriter) Release(ctx context.Context) syscall.Errno {
 	return errno
 }
 
-// journalChange journals the handle's first change (op jop) before it is
-// made; its errno refuses the change.
-func (p *plainFile) journalChange(jop string) syscall.Errno {
-	return p.hj.Change(jop, p.node.rel())
-}
-
-// Write writes through the loopback handle as an own change, journaled.
+// Write writes through the loopback handle as an own change, journaled
+// first (Handle.Change: its errno refuses the write).
 func (p *plainFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	if errno := p.journalChange(jWrite); errno != 0 {
+	if errno := p.hj.Change(jWrite, p.node.rel()); errno != 0 {
 		return 0, errno
 	}
 	defer p.node.fs.oc.ownChange(p.node.rel())()
@@ -406,7 +390,7 @@ func (p *plainFile) Write(ctx context.Context, data []byte, off int64) (uint32, 
 
 // Allocate is fallocate(2) through the handle, journaled as a write.
 func (p *plainFile) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
-	if errno := p.journalChange(jWrite); errno != 0 {
+	if errno := p.hj.Change(jWrite, p.node.rel()); errno != 0 {
 		return errno
 	}
 	defer p.node.fs.oc.ownChange(p.node.rel())()

@@ -92,7 +92,8 @@ func (r *rawHooks) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenO
 func (r *rawHooks) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
 	forget := markPageIn(cancel, in) // syscallcompat requests.go
 	defer forget()
-	return r.RawFileSystem.Read(cancel, in, buf)
+	res, st := r.RawFileSystem.Read(cancel, in, buf)
+	return copiedRead(res, st, buf) // docs/DESIGN.md#small-read-copy
 }
 
 func (r *rawHooks) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {

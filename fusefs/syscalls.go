@@ -31,5 +31,6 @@ var (
 	preserveOwner   = syscallcompat.PreserveOwner
 	openForHash     = syscallcompat.OpenForHash
 	markPageIn      = syscallcompat.MarkPageIn
+	copiedRead      = syscallcompat.CopiedRead
 	isPageIn        = syscallcompat.IsPageIn
 )

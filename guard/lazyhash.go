@@ -270,8 +270,10 @@ func (q *hashQueue) wait() {
 // once, as NoteReadBy does, when the file is smaller than
 // Config.LazyHashMin, its mtime or ctime lies within the hash cache's
 // Granularity of now (racy), the queue is full, or the cache knows it; and
-// it is not taken at all when the session's record already describes this
-// stat with no mutation through the mount since (the read adds nothing).
+// it is not taken at all when the reader's record already describes this
+// stat with no mutation through the mount since (the read adds nothing),
+// nor for a scanner process whose session's record does: the process's
+// record takes the session's hash (docs/DESIGN.md#scanner-known-hash).
 // Errors are those of hashing at once. A no-op in ModeOff and for
 // sessions.Unknown.
 func (g *Guard) NoteReadDeferred(c Caller, t Target, later func() (*os.File, error)) (*PendingHash, error) {
@@ -283,7 +285,20 @@ func (g *Guard) NoteReadDeferred(c Caller, t Target, later func() (*os.File, err
 		return nil, nil
 	}
 	g.reads.Add(1)
-	return tr.registerDeferred(t, later, g.lazyMin, &g.deferred)
+	return tr.registerDeferred(t, later, g.lazyMin, &g.deferred, g.sessionOf(c.Session, tr))
+}
+
+// sessionOf returns session's tracker when reads is not it (reads is a
+// scanner process's tracker: readsOf), for the hash its records may know;
+// nil otherwise, or when the session has no tracker yet (it knows nothing).
+func (g *Guard) sessionOf(session string, reads *Tracker) *Tracker {
+	g.mu.Lock()
+	t := g.sessions[session]
+	g.mu.Unlock()
+	if t == reads {
+		return nil
+	}
+	return t
 }
 
 // SettleDeferred takes now, in the caller, the deferred hash of every read
@@ -337,8 +352,10 @@ func (g *Guard) HasDeferred() bool { return g.deferred.npending.Load() > 0 }
 func (g *Guard) WaitDeferred() { g.deferred.wait() }
 
 // registerDeferred is NoteReadDeferred for one tracker; min is the size
-// from which the hash may be deferred (< 0: never).
-func (t *Tracker) registerDeferred(tg Target, later func() (*os.File, error), min int64, q *hashQueue) (*PendingHash, error) {
+// from which the hash may be deferred (< 0: never); known, when not nil,
+// is the session's tracker of a scanner process's t, whose describing
+// record lends its hash (docs/DESIGN.md#scanner-known-hash).
+func (t *Tracker) registerDeferred(tg Target, later func() (*os.File, error), min int64, q *hashQueue, known *Tracker) (*PendingHash, error) {
 	id, k := tg.Stat.ID, keyOf(tg.Stat)
 	t.mu.Lock()
 	if r, ok := t.state[id]; ok && r.describes(k, t.lastMut(id).Seq) {
@@ -347,6 +364,14 @@ func (t *Tracker) registerDeferred(tg Target, later func() (*os.File, error), mi
 		return nil, nil
 	}
 	t.mu.Unlock()
+	if h, base, ok := known.describing(id, k); ok {
+		// The session already holds exactly this content: the scanner
+		// process's read takes its hash (docs/DESIGN.md#scanner-known-hash).
+		t.mu.Lock()
+		t.put(id, &record{path: tg.Path, mtimeNs: k.mtimeNs, ctimeNs: k.ctimeNs, size: k.size, hash: h, at: t.now()}, base)
+		t.mu.Unlock()
+		return nil, nil
+	}
 	now := t.now().UnixNano()
 	gran := int64(t.hashes.Granularity)
 	if later == nil || min < 0 || tg.Stat.Size < min || k.mtimeNs+gran >= now || k.ctimeNs+gran >= now {
@@ -367,6 +392,23 @@ func (t *Tracker) registerDeferred(tg Target, later func() (*os.File, error), mi
 		p.settle(tg.Open) // hashed at once, as before deferral
 	}
 	return p, nil
+}
+
+// describing returns the hash of t's record of id and the mutation
+// sequence it is at, when that record describes the content of the file
+// whose stat key is now k (record.describes); ok is false otherwise and
+// on a nil t. Safe for concurrent use.
+func (t *Tracker) describing(id FileID, k hashKey) (h Hash, seq uint64, ok bool) {
+	if t == nil {
+		return Hash{}, 0, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seq = t.lastMut(id).Seq
+	if r, found := t.state[id]; found && r.describes(k, seq) {
+		return r.hash, seq, true
+	}
+	return Hash{}, 0, false
 }
 
 // describes reports whether r already holds the content of a file whose

@@ -266,3 +266,42 @@ func TestParseHash(t *testing.T) {
 		}
 	}
 }
+
+// TestScannerReadTakesSessionHash: a scanner's read of a file whose
+// session's record describes its current stat (here the session's own
+// write, hashed as it passed) takes that record's hash without reading
+// the file; the process's record decides alone once the session's is
+// gone. After a change outside the mount the scanner hashes the file.
+func TestScannerReadTakesSessionHash(t *testing.T) {
+	f := newFile(t, "mine\n")
+	g := New(Config{})
+	must(t, g.NoteWriteHashed("s", f.target(), HashBytes([]byte("mine\n"))))
+	grep := selfFacts(t, "grep")
+	misses := g.Counts().Hash.Misses
+	if _, err := g.NoteReadDeferred(callerWith("s", grep), f.target(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if m := g.Counts().Hash.Misses; m != misses {
+		t.Fatalf("the scanner's read hashed the file (%d misses, want %d)", m, misses)
+	}
+	if n := g.ProcRecordCount(grep.Proc); n != 1 {
+		t.Fatalf("the scanner process has %d records, want 1", n)
+	}
+	g.DropSession("s")
+	if c := codeOf(g.DecideBy(callerWith("s", grep), OpOpenTrunc, f.target())); c != "" {
+		t.Fatalf("the scanner's own decision = %q, want allowed", c)
+	}
+	f.write("changed outside\n")
+	must(t, g.NoteWriteHashed("s", f.target(), HashBytes([]byte("stale view\n"))))
+	f.write("changed outside again\n") // the session's record no longer describes the file
+	misses = g.Counts().Hash.Misses
+	if _, err := g.NoteReadDeferred(callerWith("s", grep), f.target(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if m := g.Counts().Hash.Misses; m != misses+1 {
+		t.Fatalf("the scanner's read of a changed file: %d misses, want %d", m, misses+1)
+	}
+	if c := codeOf(g.DecideBy(callerWith("s", grep), OpOpenTrunc, f.target())); c != "" {
+		t.Fatalf("the scanner's decision after its own read of the new content = %q, want allowed", c)
+	}
+}

@@ -93,3 +93,20 @@ func readFactsUncached(s *Registry, tid uint32, st procStat) ProcFacts {
 	}
 	return f
 }
+
+// Comm returns the command name of thread tid (/proc/<tid>/comm), or ""
+// when the thread is gone (or tid is 0) or its /proc files did not answer
+// within procfs.Bound (it is in execve: docs/DESIGN.md#no-wait-on-caller).
+// It is read afresh every time, never cached by (pid, start time): execve
+// changes the name and keeps both, and `sh` becoming `git` is exactly what
+// callers of Comm ask about. Safe for concurrent use.
+func Comm(tid uint32) string {
+	if tid == 0 {
+		return ""
+	}
+	b, err := procfs.ReadFile("/proc/" + strconv.FormatUint(uint64(tid), 10) + "/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}

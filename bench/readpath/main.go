@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -36,6 +37,7 @@ var (
 	which   = flag.String("only", "loop,rubinofs", "targets")
 	nojour  = flag.Bool("nojournal", false, "rubinofs without its journal")
 	paged   = flag.Int("paged", -1, "cache.paged_read_max of the rubinofs target (-1: the shipped default)")
+	phases  = flag.String("profile-phases", "", "with -cpuprofile: profile only these comma-separated phases, one file per phase, target and run (`FILE.PHASE.TARGET.RUN`; pprof merges several)")
 )
 
 // steps are the read-side phases of the agent workload (and the clone
@@ -98,7 +100,7 @@ func main() {
 		}
 		ts = append(ts, tgt{"rubinofs", t.Dir, func() map[string]float64 { m, _ := benchkit.Ops(t.Dir); return m }})
 	}
-	if *cpuprof != "" {
+	if *cpuprof != "" && *phases == "" {
 		pf, _ := os.Create(*cpuprof)
 		pprof.StartCPUProfile(pf)
 		defer pprof.StopCPUProfile()
@@ -108,15 +110,34 @@ func main() {
 			fmt.Printf("\n%s run %d\n| phase | wall s | cpu s | requests |\n|---|---|---|---|\n", t.name, r+1)
 			for _, s := range steps {
 				b := t.ops()
+				stop := profilePhase(s.Name, t.name, r)
 				c0 := cpu()
 				d, err := benchkit.Run(t.dir, s.Script, "ORIGIN="+origin)
 				c := cpu() - c0
+				stop()
 				if err != nil {
 					benchkit.Fatal(err)
 				}
 				fmt.Printf("| %s | %.3f | %.3f | %s |\n", s.Name, d.Seconds(), c.Seconds(), benchkit.OpsDelta(b, t.ops()))
 			}
 		}
+	}
+}
+
+// profilePhase starts a CPU profile of phase of target in run r when
+// -profile-phases names it, and returns what stops it.
+func profilePhase(phase, target string, r int) func() {
+	if *cpuprof == "" || !slices.Contains(strings.Split(*phases, ","), phase) {
+		return func() {}
+	}
+	pf, err := os.Create(fmt.Sprintf("%s.%s.%s.%d", *cpuprof, phase, target, r+1))
+	if err != nil {
+		benchkit.Fatal(err)
+	}
+	pprof.StartCPUProfile(pf)
+	return func() {
+		pprof.StopCPUProfile()
+		pf.Close()
 	}
 }
 

@@ -24,8 +24,10 @@ type PeerProbe interface {
 // the next decision probes again: a peer that appears is seen by every
 // decision starting at least this long after it registered. A daemon
 // waits this long between registering and serving (daemon.Start), so its
-// first request is seen by every other mount's decisions after it.
-const PeerRecheck = time.Millisecond
+// first request is seen by every other mount's decisions after it. 20 ms:
+// a burst of opens beside other mounts probes about once per 20 ms, not
+// at every other request (docs/DESIGN.md#peer-mounts).
+const PeerRecheck = 20 * time.Millisecond
 
 // Config configures a Mode; fusefs.Config's fields of the same names.
 type Config struct {

@@ -66,3 +66,32 @@ func IsPageIn(ctx context.Context) bool {
 	_, ok = pageInReads.Load(c.Cancel)
 	return ok
 }
+
+// CopyReadMax is the largest READ reply (bytes) CopiedRead copies.
+const CopyReadMax = 64 << 10
+
+// CopiedRead is a READ's result (res, st) as the reply should carry it:
+// a result spliced from a backing descriptor (fuse.ReadResultFd) of at
+// most CopyReadMax bytes is read now, by one pread(2) into buf (the
+// request's buffer, which the reply then holds), and replied with one
+// writev(2) as a vector result (go-fuse would pass a plain data result
+// through a pipe before falling back to writev); larger ones and every
+// other result are returned as they are (docs/DESIGN.md#small-read-copy).
+// A failed pread is the READ's errno. go-fuse splices an fd result
+// through a pipe: a header write, a splice in, a splice out and a pipe
+// drain, twice over on a short read at the end of the file, which every
+// read of a small file is.
+func CopiedRead(res fuse.ReadResult, st fuse.Status, buf []byte) (fuse.ReadResult, fuse.Status) {
+	fd, ok := res.(interface{ Seekable() (uintptr, int64, int) })
+	if !ok || st != fuse.OK {
+		return res, st
+	}
+	if _, _, sz := fd.Seekable(); sz > CopyReadMax {
+		return res, st
+	}
+	b, st := res.Bytes(buf)
+	if st != fuse.OK {
+		return nil, st
+	}
+	return fuse.ReadResultVector([][]byte{b}), fuse.OK
+}
