@@ -106,6 +106,18 @@ func (h *Hook) Record(session, op string, names []Name) (*Pending, syscall.Errno
 	return p, syscall.EIO
 }
 
+// Dir is the descriptor of names[i]'s parent directory the change was
+// recorded through (the caller's, or one the hook opened), -1 when there
+// is none (nil p, or the directory could not be opened). It stays open
+// until Commit or Abort, so the backing operation can make the change in
+// the directory whose name it captured (docs/DESIGN.md#own-bracket-journal).
+func (p *Pending) Dir(i int) int {
+	if p == nil || i >= len(p.names) {
+		return -1
+	}
+	return p.names[i].Dir
+}
+
 // Recorded reports whether the change was recorded (false for nil, and
 // for a change let through unrecorded: no after-note follows).
 func (p *Pending) Recorded() bool { return p != nil && p.ok }
