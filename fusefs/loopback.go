@@ -249,19 +249,17 @@ func (n *Node) linkAt(ctx context.Context, dirRel string, tn *Node, srcRel, name
 	})
 }
 
-// unlinkAt removes name (not a directory) from dirRel; rmdirAt removes
-// the empty directory name.
-func (n *Node) unlinkAt(dirRel, name string) syscall.Errno { return n.removeAt(dirRel, name, 0) }
-func (n *Node) rmdirAt(dirRel, name string) syscall.Errno {
-	return n.removeAt(dirRel, name, unix.AT_REMOVEDIR)
-}
-
-func (n *Node) removeAt(dirRel, name string, flags int) syscall.Errno {
-	d, errno := n.fs.bk.openDir(dirRel)
-	if errno != 0 {
-		return errno
+// removeIn removes name (flags 0: not a directory; AT_REMOVEDIR: an
+// empty directory) from d, dirRel's descriptor the mutation holds, or,
+// when d.FD < 0, from dirRel opened here.
+func (n *Node) removeIn(d dirFd, dirRel, name string, flags int) syscall.Errno {
+	if d.FD < 0 {
+		var errno syscall.Errno
+		if d, errno = n.fs.bk.openDir(dirRel); errno != 0 {
+			return errno
+		}
+		defer d.Close()
 	}
-	defer d.Close()
 	return fs.ToErrno(unix.Unlinkat(d.FD, name, flags))
 }
 

@@ -185,10 +185,12 @@ func (f *FS) mutate(ctx context.Context, m mutation) syscall.Errno {
 //     returned (EACCES, the configured errno, or EAGAIN for
 //     sessions.Unknown) and nothing changes;
 //  3. pin the guarded names marked pin;
-//  4. with the journal on and a journaled name, record the change
-//     durably before it (a failure refuses it with EIO);
-//  5. run the backing operation as the daemon's own change of every name
-//     (ownChange, ownMove for a rename); its errno is returned as is;
+//  4. open the daemon's own-change bracket of every name (ownChange,
+//     ownMove for a rename) and, with the journal on and a journaled
+//     name, record the change durably before it (a failure refuses it
+//     with EIO);
+//  5. run the backing operation, unshare a linked pre-image after a
+//     failure, end the bracket; its errno is returned as is;
 //  6. after a success: the journal notes the after-states, this mount's
 //     own stat is noted (noteOwnAfter), m.then runs, the flux ends, and
 //     the guard is told each guarded name's change and credits a
@@ -221,22 +223,23 @@ func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
 	if m.kind == fresh {
 		f.oc.settleDeferred(m.rels()...) // ownattr.go: before the change sets a ctime
 	}
-	var jp *journalhook.Pending // nil: not journaled
+	end := m.ownBracket(f) // before the journal's link of a doomed file: docs/DESIGN.md#own-bracket-journal
+	jp, errno := (*journalhook.Pending)(nil), syscall.Errno(0)
 	if journaled {
-		var errno syscall.Errno
 		jp, errno = journalRecord(f.jh, &m, lk.gs, lk.c.session) // journal_hook.go; Commit or Abort releases it
-		if errno != 0 {
-			return 0, errno
-		}
 	} else if m.via == byHandle {
-		if errno := m.h.hj.Change(m.jop, m.names[0].rel); errno != 0 { // its first change (journalhook.Handle)
-			return 0, errno
-		}
+		errno = m.h.hj.Change(m.jop, m.names[0].rel) // its first change (journalhook.Handle)
 	}
-	if errno := m.runOwn(f, lk.gs); errno != 0 {
-		jp.Abort()
+	if errno != 0 {
+		end(false)
 		return 0, errno
 	}
+	if errno := m.run(m.dirs(lk.gs, jp)); errno != 0 {
+		jp.Abort()
+		end(false)
+		return 0, errno
+	}
+	end(true)
 	jp.Commit()
 	if m.via != byHandle {
 		m.noteOwnAfter(f, lk.gs) // crossmount_step.go (a handle notes its own: File.noteOwnStat)
@@ -334,29 +337,32 @@ func (m *mutation) current(f *FS) (guard.Target, bool) {
 	return f.target(rel, &st), true
 }
 
-// runOwn runs the backing operation with gs's parent descriptors,
-// bracketed as the daemon's own change of every name (a rename with
-// ownMove, told whether it moved); a mutation through a descriptor is not
-// bracketed.
-func (m *mutation) runOwn(f *FS, gs []guardedChild) syscall.Errno {
+// dirs is each name's parent descriptor for the backing operation: the
+// lock step's, else the journal's (borrowed, as it captured the name
+// there), else noDir.
+func (m *mutation) dirs(gs []guardedChild, jp *journalhook.Pending) []dirFd {
 	at := make([]dirFd, len(gs))
 	for i := range gs {
-		at[i] = noDir
-		if gs[i].inDir {
+		if at[i] = (dirFd{FD: jp.Dir(i)}); gs[i].inDir {
 			at[i] = gs[i].at
 		}
 	}
+	return at
+}
+
+// ownBracket opens the daemon's own-change bracket of every name
+// (ownChange; ownMove for a rename, told whether it moved) and returns its
+// end, to call once with whether the backing operation succeeded. A
+// mutation through a descriptor is not bracketed.
+func (m *mutation) ownBracket(f *FS) (end func(ok bool)) {
 	switch {
 	case m.via == byFd:
-		return m.run(at)
+		return func(bool) {}
 	case m.moves():
-		end := f.oc.ownMove(m.names[0].rel, m.names[1].rel)
-		errno := m.run(at)
-		end(errno == 0)
-		return errno
+		return f.oc.ownMove(m.names[0].rel, m.names[1].rel)
 	}
-	defer f.oc.ownChange(m.rels()...)()
-	return m.run(at)
+	e := f.oc.ownChange(m.rels()...)
+	return func(bool) { e() }
 }
 
 // creditWrite credits session with t's content as its own change

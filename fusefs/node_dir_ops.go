@@ -142,12 +142,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 		subject: subject{names: []mutName{{rel: childPath(dirRel, name), change: unlinked, pin: true}}},
 		asks:    []ask{{0, guard.OpUnlink}},
 		jop:     jUnlink,
-		run: func(at []dirFd) syscall.Errno {
-			if at[0].FD >= 0 {
-				return fs.ToErrno(unix.Unlinkat(at[0].FD, name, 0))
-			}
-			return n.unlinkAt(dirRel, name)
-		},
+		run:     func(at []dirFd) syscall.Errno { return n.removeIn(at[0], dirRel, name, 0) },
 	})
 }
 
@@ -231,7 +226,8 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 // Rmdir removes an empty directory.
 func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	dirRel := n.rel()
-	return n.makeNew(ctx, jRmdir, func() syscall.Errno { return n.rmdirAt(dirRel, name) }, childPath(dirRel, name))
+	return n.fs.mutate(ctx, mutation{kind: fresh, subject: subject{names: freshNames([]string{childPath(dirRel, name)})}, jop: jRmdir,
+		run: func(at []dirFd) syscall.Errno { return n.removeIn(at[0], dirRel, name, unix.AT_REMOVEDIR) }})
 }
 
 // Symlink creates a symbolic link.

@@ -114,6 +114,7 @@ type Watcher struct {
 	mu        sync.Mutex
 	dirs      map[string]fileID // watched directories (rel) and their identity
 	dirAt     map[fileID]string // the inverse of dirs
+	below     map[string]int    // per path: the keys of dirs strictly below it (setDir)
 	unwatched map[string]bool
 	pending   map[string]Op
 	timer     *time.Timer
@@ -165,7 +166,7 @@ func Start(cfg Config) (*Watcher, error) {
 	}
 	w := &Watcher{
 		cfg: cfg, fsw: fsw, log: cfg.Logger,
-		dirs: map[string]fileID{}, dirAt: map[fileID]string{}, unwatched: map[string]bool{},
+		dirs: map[string]fileID{}, dirAt: map[fileID]string{}, below: map[string]int{}, unwatched: map[string]bool{},
 		pending: map[string]Op{},
 		own:     newOwnTable(),
 		deliver: make(chan struct{}, 1), stop: make(chan struct{}),
@@ -304,10 +305,46 @@ func (w *Watcher) addDir(rel string) bool {
 		return false
 	}
 	w.mu.Lock()
-	w.dirs[rel] = id
-	w.dirAt[id] = rel
+	w.setDir(rel, id)
 	w.mu.Unlock()
 	return true
+}
+
+// setDir records rel as a watched directory of identity id, and
+// unsetDir forgets it; both keep below, so that dropTree of a path
+// with no watch at or below it (every removed file) costs two map
+// lookups, not a walk of every watch. Called with mu held.
+func (w *Watcher) setDir(rel string, id fileID) {
+	if _, had := w.dirs[rel]; !had {
+		w.countBelow(rel, 1)
+	}
+	w.dirs[rel] = id
+	w.dirAt[id] = rel
+}
+
+func (w *Watcher) unsetDir(rel string) {
+	id, had := w.dirs[rel]
+	if !had {
+		return
+	}
+	delete(w.dirs, rel)
+	if w.dirAt[id] == rel {
+		delete(w.dirAt, id)
+	}
+	w.countBelow(rel, -1)
+}
+
+// countBelow adds delta to below of every directory above rel (the root
+// "" included). Called with mu held.
+func (w *Watcher) countBelow(rel string, delta int) {
+	for rel != "" {
+		if rel = path.Dir(rel); rel == "." {
+			rel = ""
+		}
+		if w.below[rel] += delta; w.below[rel] == 0 {
+			delete(w.below, rel)
+		}
+	}
 }
 
 // reportUnwatched records and reports an unwatched subtree root, collapsing
@@ -331,14 +368,18 @@ func (w *Watcher) reportUnwatched(rel string, err error) {
 func (w *Watcher) dropTree(rel string) {
 	w.mu.Lock()
 	var gone []string
-	for d, id := range w.dirs {
-		if d == rel || strings.HasPrefix(d, rel+"/") {
-			gone = append(gone, d)
-			delete(w.dirs, d)
-			if w.dirAt[id] == d {
-				delete(w.dirAt, id)
+	if _, ok := w.dirs[rel]; ok {
+		gone = append(gone, rel)
+	}
+	if rel != "" && w.below[rel] > 0 {
+		for d := range w.dirs {
+			if strings.HasPrefix(d, rel+"/") {
+				gone = append(gone, d)
 			}
 		}
+	}
+	for _, d := range gone {
+		w.unsetDir(d)
 	}
 	w.mu.Unlock()
 	for _, d := range gone {

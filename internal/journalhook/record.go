@@ -106,6 +106,18 @@ func (h *Hook) Record(session, op string, names []Name) (*Pending, syscall.Errno
 	return p, syscall.EIO
 }
 
+// Dir is the descriptor of names[i]'s parent directory the change was
+// recorded through (the caller's, or one the hook opened), -1 when there
+// is none (nil p, or the directory could not be opened). It stays open
+// until Commit or Abort, so the backing operation can make the change in
+// the directory whose name it captured (docs/DESIGN.md#own-bracket-journal).
+func (p *Pending) Dir(i int) int {
+	if p == nil || i >= len(p.names) {
+		return -1
+	}
+	return p.names[i].Dir
+}
+
 // Recorded reports whether the change was recorded (false for nil, and
 // for a change let through unrecorded: no after-note follows).
 func (p *Pending) Recorded() bool { return p != nil && p.ok }
@@ -140,7 +152,9 @@ func (h *Hook) knownHash(st *unix.Stat_t) string {
 }
 
 // Commit notes the state the change left its names in
-// (journal.Journal.NoteAfter), after a successful backing operation. A
+// (journal.Journal.NoteAfter), after a successful backing operation: an
+// unlink's or rmdir's name as absent without a stat, the others as lstat
+// finds them. A
 // failure is logged at warn: the next rewind takes the paths for
 // conflicts, never restores over a change. It releases the directories
 // the hook opened.
@@ -154,6 +168,13 @@ func (p *Pending) Commit() {
 	}
 	afters := make([]journal.After, len(p.names))
 	for i, nm := range p.names {
+		if i == 0 && (p.op == OpUnlink || p.op == OpRmdir) {
+			// A removal that succeeded left no name: known without a
+			// stat, which could only see another process's new file
+			// (docs/DESIGN.md#own-bracket-journal).
+			afters[i] = afterAt(-1, nm.Leaf, nm.Rel)
+			continue
+		}
 		afters[i] = afterAt(nm.Dir, nm.Leaf, nm.Rel)
 	}
 	if err := p.h.cfg.Journal.NoteAfter(p.session, p.rec.Seq, afters); err != nil {
