@@ -360,7 +360,6 @@ func Start(cfg Config) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	spareProc() // procs.go
 	go func() {
 		d.server.Wait()
 		d.Tasks.CancelAll() // unmounted from outside: no task outlives the mount

@@ -215,6 +215,7 @@ func runMount(c *cli.Context) error {
 		}
 		return cli.Exit(err.Error(), 1)
 	}
+	spareProc() // procs.go: once the readers are started
 	// A shadowed .rubino is logged by fusefs (level warn, with its path).
 	if ready != nil {
 		fmt.Fprintln(ready, "ok")
