@@ -35,12 +35,7 @@ func TestHandleRecordsOncePerGeneration(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "f"), []byte("before\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	j, err := journal.Open(filepath.Join(t.TempDir(), "journal"), journal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	h := New(Config{Journal: j, Mount: dirMount{ws}, Guard: guard.New(guard.Config{})})
+	h, j := newTestHook(t, ws)
 	ops := func() (out []string) {
 		recs, err := j.Records("s1")
 		if err != nil {
@@ -76,4 +71,16 @@ func TestHandleRecordsOncePerGeneration(t *testing.T) {
 	if nilHook.NewHandle("s1") != nil || nilHook.Journals("f", false) {
 		t.Fatal("a nil hook journals")
 	}
+}
+
+// newTestHook returns a Hook over the workspace directory ws with a
+// fresh journal, closed at the test's end, and a guard of its own.
+func newTestHook(t *testing.T, ws string) (*Hook, *journal.Journal) {
+	t.Helper()
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal"), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return New(Config{Journal: j, Mount: dirMount{ws}, Guard: guard.New(guard.Config{})}), j
 }

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
@@ -21,12 +20,7 @@ func TestRemovalAfterIsAbsent(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(ws, "d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	j, err := journal.Open(filepath.Join(t.TempDir(), "journal"), journal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	h := New(Config{Journal: j, Mount: dirMount{ws}, Guard: guard.New(guard.Config{})})
+	h, j := newTestHook(t, ws)
 	for _, c := range []struct{ op, rel string }{{OpUnlink, "f"}, {OpRmdir, "d"}} {
 		p, errno := h.Record("s1", c.op, []Name{{Rel: c.rel, Dir: -1, Doomed: c.op == OpUnlink}})
 		if errno != 0 {
