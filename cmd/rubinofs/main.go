@@ -100,6 +100,7 @@ func newApp() *cli.App {
 			doctorCommand(),
 			stateCommand(),
 			completionCommand(),
+			mcpCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",
