@@ -316,3 +316,28 @@ func TestMCPSecondUID(t *testing.T) {
 		t.Errorf("f changed to %q", got)
 	}
 }
+
+// TestMCPOutsideAMount: started outside any mount (no --mount, no
+// $RUBINO_MOUNT), the server still answers: every tool is a tool error
+// saying it is not inside a rubinofs mount. With --mount naming a
+// directory that is no mount, it does not start.
+func TestMCPOutsideAMount(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(rubinofsBin(t), "mcp")
+	cmd.Dir = dir
+	cmd.Env = testEnv(dir)
+	cmd.Stderr = os.Stderr
+	c := mcp.NewClient(&mcp.Implementation{Name: "outside", Version: "v0"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	for _, tool := range []string{"status", "checkpoint", "sessions", "task_list"} {
+		mustToolError(t, cs, tool, nil, `not inside a rubinofs mount`)
+	}
+	out, err := runCLI(t, dir, testEnv(dir), "mcp", "--mount", dir)
+	if exitCode(err) != 1 || !strings.Contains(out, "is not a rubinofs mount") {
+		t.Errorf("mcp --mount of a plain directory: exit %d: %s", exitCode(err), out)
+	}
+}

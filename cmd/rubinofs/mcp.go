@@ -66,15 +66,23 @@ func mcpCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit("rubinofs mcp: "+err.Error(), exitUsage)
 			}
-			mnt, err := mountOf(c)
-			if err != nil {
-				return err
-			}
 			// Every in-process command finds the mount through
 			// $RUBINO_MOUNT (findMount), as commands run by `rubinofs
-			// run` do.
-			os.Setenv("RUBINO_MOUNT", mnt)
-			s := newMCPServer(mnt, allow)
+			// run` do. Without --mount and outside a mount the server
+			// still serves: each tool then answers why it cannot act
+			// (an agent configured for a project that is not mounted
+			// learns it from the first call), and a mount made later
+			// around the working directory is found by the next call.
+			mnt, err := findMount(mountFlagValue(c))
+			switch {
+			case err != nil && mountFlagValue(c) != "":
+				return cli.Exit("rubinofs mcp: "+err.Error(), 1)
+			case err != nil:
+				fmt.Fprintln(c.App.ErrWriter, "rubinofs mcp: "+err.Error()+" (serving anyway: every tool will say so)")
+			default:
+				os.Setenv("RUBINO_MOUNT", mnt)
+			}
+			s := newMCPServer(allow)
 			if err := s.Run(c.Context, &mcp.StdioTransport{}); err != nil && !errors.Is(err, context.Canceled) {
 				return cli.Exit("rubinofs mcp: "+err.Error(), 1)
 			}
@@ -116,9 +124,9 @@ func parseMCPTools(list string) (map[string]bool, error) {
 	return allow, nil
 }
 
-// newMCPServer returns the server for the mount mnt with the tools allow
-// names (nil: all), and the read-only resources.
-func newMCPServer(mnt string, allow map[string]bool) *mcp.Server {
+// newMCPServer returns the server with the tools allow names (nil: all),
+// and the read-only resources.
+func newMCPServer(allow map[string]bool) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "rubinofs", Title: "rubinofs", Version: versionString()},
 		&mcp.ServerOptions{Instructions: mcpInstructions})
 	for _, t := range mcpTools {
