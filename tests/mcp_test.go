@@ -110,7 +110,7 @@ func TestMCPJournalTools(t *testing.T) {
 		}
 	}
 
-	if st := mustTool(t, cs, "status", nil); !strings.Contains(st, "mcpA") {
+	if st := mustTool(t, cs, "status", nil); !strings.Contains(st, "your session: mcpA") || !strings.Contains(st, "guard: enforce") {
 		t.Errorf("status does not name the caller's session mcpA:\n%s", st)
 	}
 	if ss := mustTool(t, cs, "sessions", nil); !strings.Contains(ss, "* mcpA") {

@@ -268,15 +268,11 @@ func init() {
 		mcp.AddTool(s, &mcp.Tool{Name: name, Description: "The mount's state (guard mode, counts of reads, writes and " +
 			"refusals), and your session: its name, the files it has read and its refusals."},
 			func(ctx context.Context, _ *mcp.CallToolRequest, _ noInput) (*mcp.CallToolResult, any, error) {
-				text, err := cliRun(ctx, "status")
+				text, err := statusText()
 				if err != nil {
 					return nil, nil, err
 				}
-				self, err := sessionsText(true)
-				if err != nil {
-					return nil, nil, err
-				}
-				return textResult("your session: " + strings.TrimSpace(strings.TrimPrefix(self, "* ")) + "\n\n" + text), nil, nil
+				return textResult(text), nil, nil
 			})
 	})
 	registerMCPTool("why", func(s *mcp.Server, name string) {
@@ -448,4 +444,50 @@ func sessionsText(onlySelf bool) (string, error) {
 		return "no sessions", nil
 	}
 	return clipText(b.String()), nil
+}
+
+// statusText is the status tool's answer: the few lines of
+// .rubino/status a model acts on (the mount, the guard's mode, the
+// caller's session, the counts of decisions and refusals, the journal's
+// size), not the daemon's internals that `rubinofs status` shows.
+func statusText() (string, error) {
+	mnt, err := findMount(os.Getenv("RUBINO_MOUNT"))
+	if err != nil {
+		return "", err
+	}
+	raw, err := readCtl(mnt, "status")
+	if err != nil {
+		return "", err
+	}
+	var st struct {
+		Mode         string `json:"mode"`
+		Unregistered string `json:"unregistered"`
+		Workspace    string `json:"workspace"`
+		Shared       string `json:"shared"`
+		Counts       struct {
+			Decisions, Denials, Warnings, Reads, Writes, Sessions int64
+		} `json:"counts"`
+		Journal struct {
+			LogBytes    int64 `json:"log_bytes"`
+			BlobBytes   int64 `json:"blob_bytes"`
+			BudgetBytes int64 `json:"budget_bytes"`
+		} `json:"journal"`
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return "", fmt.Errorf("%s/.rubino/status: %v", mnt, err)
+	}
+	self, err := sessionsText(true)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "mount: %s (workspace %s)\n", mnt, st.Workspace)
+	fmt.Fprintf(&b, "guard: %s (callers outside every session: %s; other mounts sharing the files: %s)\n", st.Mode, st.Unregistered, st.Shared)
+	fmt.Fprintf(&b, "your session: %s\n", strings.TrimSpace(strings.TrimPrefix(self, "* ")))
+	c := st.Counts
+	fmt.Fprintf(&b, "all sessions: %d live, %d reads, %d writes, %d decisions, %d refused, %d warned\n",
+		c.Sessions, c.Reads, c.Writes, c.Decisions, c.Denials, c.Warnings)
+	fmt.Fprintf(&b, "journal: %d bytes of logs and %d of pre-images, of a %d-byte budget\n",
+		st.Journal.LogBytes, st.Journal.BlobBytes, st.Journal.BudgetBytes)
+	return b.String(), nil
 }
