@@ -324,7 +324,7 @@ func TestReadToolBadInput(t *testing.T) {
 		{[]string{"d"}, "d is a directory, not a file"},
 		{[]string{".rubino/status"}, ".rubino/status is a control file of the mount"},
 		{[]string{"bin.dat"}, "bin.dat looks binary"},
-		{[]string{"--offset", "5", "f.txt"}, "offset 5 is past the end of f.txt (1 lines)"},
+		{[]string{"--offset", "5", "f.txt"}, "offset 5 is past the end of f.txt, which has 1 line"},
 		{[]string{"--max", "0", "f.txt"}, "max 0: must be 1 or more"},
 		{[]string{}, "usage: rubinofs read"},
 	} {

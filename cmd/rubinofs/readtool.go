@@ -119,7 +119,7 @@ func readToolMax(mnt string, in readToolInput, maxLines int) (string, error) {
 	}
 	first := max(in.Offset, 1)
 	if first > len(lines) {
-		return "", fmt.Errorf("offset %d is past the end of %s (%d lines)", in.Offset, in.Path, len(lines))
+		return "", fmt.Errorf("offset %d is past the end of %s, which has %s", in.Offset, in.Path, plural(len(lines), "line"))
 	}
 	last := len(lines)
 	if in.Limit > 0 {
@@ -264,6 +264,14 @@ func readToolCtlError(err error) error {
 		return fmt.Errorf("%s (%s)", ce.Reason, ce.Errno)
 	}
 	return err
+}
+
+// plural is "1 line", "2 lines".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // splitLines splits content into lines without their '\n'; a last line
