@@ -111,8 +111,9 @@ func numberedFile(name string, n int) ([]string, string) {
 // same window again "unchanged", another window the bytes; another
 // session gets the bytes of a window the first one read; after a write
 // through the mount, an outside write and the session's own write, the
-// same window gives the bytes (once); after a refused write of the file
-// it gives the bytes once although they are unchanged.
+// same window gives the bytes (once); after a refused write of the file,
+// or an edit failure the harness declares, it gives the bytes once
+// although they are unchanged.
 func TestReadToolWindows(t *testing.T) {
 	lines, content := numberedFile("f", 10)
 	m := newMount(t, map[string]string{"f.txt": content}, nil)
@@ -158,6 +159,13 @@ func TestReadToolWindows(t *testing.T) {
 		t.Fatalf("session a's write after another session rewrote the file succeeded:\n%s", out)
 	}
 	wantLines(t, "2-4 after a refused write (same bytes)", a.read("--offset", "2", "--limit", "3", "f.txt"), lines, 2, 4)
+	wantUnchanged(t, "2-4 again", a.read("--offset", "2", "--limit", "3", "f.txt"), 2, 4)
+	// A harness's declared edit failure does the same
+	// (docs/DESIGN.md#recovery).
+	if out, err := a.sh(`printf 'edit-failed f.txt\n' > .rubino/self/ctl`); err != nil {
+		t.Fatalf("edit-failed: %v\n%s", err, out)
+	}
+	wantLines(t, "2-4 after a declared edit failure", a.read("--offset", "2", "--limit", "3", "f.txt"), lines, 2, 4)
 	wantUnchanged(t, "2-4 again", a.read("--offset", "2", "--limit", "3", "f.txt"), 2, 4)
 	if got := m.readBacking("f.txt"); got != strings.Join(lines, "\n")+"\n" {
 		t.Fatalf("f.txt = %q", got)
