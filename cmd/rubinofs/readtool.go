@@ -284,11 +284,18 @@ func splitLines(content []byte) []string {
 	return strings.Split(s, "\n")
 }
 
-// numbered renders lines first..last (1-based) as `cat -n` does.
+// numbered renders lines first..last (1-based) as `cat -n` does. A line
+// over readToolMaxBytes (a window's first line: the window stops before
+// any other that would pass it, and a whole file shown is under it) is
+// clipped there, with a note.
 func numbered(lines []string, first, last int) string {
 	var b strings.Builder
 	for n := first; n <= last; n++ {
-		fmt.Fprintf(&b, "%6d\t%s\n", n, lines[n-1])
+		line := lines[n-1]
+		if len(line) > readToolMaxBytes {
+			line = fmt.Sprintf("%s… (%d more bytes of this line, past the read tool's %d KiB: see them with cut or dd)", line[:readToolMaxBytes], len(line)-readToolMaxBytes, readToolMaxBytes>>10)
+		}
+		fmt.Fprintf(&b, "%6d\t%s\n", n, line)
 	}
 	return b.String()
 }

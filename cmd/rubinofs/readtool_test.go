@@ -81,3 +81,15 @@ func TestSkeletonRanges(t *testing.T) {
 		t.Fatalf("empty file: %v", got)
 	}
 }
+
+// TestNumbered: lines numbered as cat -n numbers them; a line over
+// readToolMaxBytes clipped with a note.
+func TestNumbered(t *testing.T) {
+	if got := numbered([]string{"a", "\tb", "c"}, 2, 3); got != "     2\t\tb\n     3\tc\n" {
+		t.Fatalf("numbered: %q", got)
+	}
+	got := numbered([]string{strings.Repeat("x", readToolMaxBytes+5)}, 1, 1)
+	if len(got) > readToolMaxBytes+200 || !strings.Contains(got, "… (5 more bytes of this line") {
+		t.Fatalf("a long line: %d bytes, ends %q", len(got), got[len(got)-100:])
+	}
+}
