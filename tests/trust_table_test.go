@@ -101,6 +101,8 @@ var trustRows = []trustRow{
 	{path: "sessions/NAME/changes", read: refuse, write: refuse},
 	{path: "sessions/NAME/journal", read: notProbed, write: refuse,
 		payloads: []string{"diff", "changes", "rewind --to cp000000 --dry-run", "checkpoint nb"}},
+	{path: "sessions/NAME/readtool", read: notProbed, write: refuse,
+		payloads: []string{"window {MNT}/pub.txt 0 0", "window {MNT}/pub.txt 1 1", "skeleton {MNT}/pub.txt 1:1"}},
 	{path: "agents", kind: "dir", read: allow},
 	{path: "agents/README", read: allow, write: readOnly},
 	// agents/clone: uid 65534's own task is checked by the spawn probe.
@@ -399,6 +401,8 @@ func TestTrustTable(t *testing.T) {
 		{nil, "self/journal", "diff (own session)", allow, trustOp{Op: "clone", Path: ctl("self/journal"), Data: "diff"}},
 		{nil, "self/ctl", "declare a read of a file it may read", allow, trustOp{Op: "write", Path: ctl("self/ctl"), Data: "read " + m.path("pub.txt")}},
 		{nil, "self/ctl", "declare a read of a file in a 0700 directory", refuse, trustOp{Op: "write", Path: ctl("self/ctl"), Data: "read " + m.path("p/"+pin)}},
+		{nil, "self/readtool", "ask about a file it may read", allow, trustOp{Op: "clone", Path: ctl("self/readtool"), Data: "window " + m.path("pub.txt") + " 1 1"}},
+		{nil, "self/readtool", "ask about a file in a 0700 directory", refuse, trustOp{Op: "clone", Path: ctl("self/readtool"), Data: "window " + m.path("p/"+pin) + " 0 0"}},
 		{nil, "self/tracked", "read after the declarations", allow, trustOp{Op: "read", Path: ctl("self/tracked")}},
 	}
 	ops := make([]trustOp, 0, len(probes)+len(own)+3)
@@ -582,7 +586,7 @@ func tableProbes(files []trustFound, expand *strings.Replacer, ctl func(string) 
 		}
 		for _, pl := range payloads {
 			op := "write"
-			if slices.Contains([]string{"sessions/clone", "sessions/NAME/journal", "compact/new", "compact/resolve"}, f.row.path) {
+			if slices.Contains([]string{"sessions/clone", "sessions/NAME/journal", "sessions/NAME/readtool", "compact/new", "compact/resolve"}, f.row.path) {
 				op = "clone"
 			}
 			probes = append(probes, trustProbe{f.row, f.rel, "write " + strings.TrimSpace(expand.Replace(pl)), want, trustOp{Op: op, Path: ctl(f.rel), Data: expand.Replace(pl)}})

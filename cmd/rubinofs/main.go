@@ -97,6 +97,7 @@ func newApp() *cli.App {
 			configCommand(),
 			policyCommand(),
 			denialsCommand(),
+			readCommand(),
 			doctorCommand(),
 			stateCommand(),
 			completionCommand(),

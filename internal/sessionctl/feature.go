@@ -12,7 +12,7 @@
 //	                   keep one with no root, or join one (cgroup.go)
 //	sessions/ctl       "end NAME", "rename OLD NEW"
 //	sessions/<id>/     info (JSON), tracked, denials, why (Host.GuardFiles),
-//	                   ctl (self.go), and the plugged session features'
+//	                   ctl (self.go), readtool (readtool.go), and the plugged session features'
 //	                   files (checkpoints, changes, journal:
 //	                   internal/journalctl); a session known only by its
 //	                   journal log has those three alone (not listed)
@@ -133,7 +133,8 @@ func (s *Feature) CtlEntries() []ctltree.Entry {
 	perSession := func(name string) ctltree.Node {
 		entries := []ctltree.Entry{{Name: "info", Node: ctltree.Text(func(ctltree.Caller) string { return s.info(name) })}}
 		entries = append(entries, s.host.GuardFiles(name)...)
-		entries = append(entries, ctltree.Entry{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Write: s.selfCtl(name)}})
+		entries = append(entries, ctltree.Entry{Name: "ctl", Node: &ctltree.File{Kind: ctltree.Ctl, Write: s.selfCtl(name)}},
+			ctltree.Entry{Name: "readtool", Node: &ctltree.File{Kind: ctltree.Clone, Clone: s.readTool(name)}}) // readtool.go
 		return ctltree.NewDir(append(entries, s.sessionFeatEntries(name)...)...) // the journal's (docs/DESIGN.md#ctl-room)
 	}
 	// names lists the sessions c may see (MayActOn): the default

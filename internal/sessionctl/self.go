@@ -31,7 +31,6 @@ package sessionctl
 // session and no other uid can make files writable for another.
 
 import (
-	"errors"
 	"strconv"
 	"strings"
 	"syscall"
@@ -121,20 +120,9 @@ func (s *Feature) selfCtl(name string) func(c ctltree.Caller, cmd []byte) error 
 		if err != nil {
 			return err
 		}
-		rel, err := s.host.CallerRel(c, cmd.Path)
+		rel, t, err := s.callerTarget(c, cmd.Path) // readtool.go
 		if err != nil {
 			return err
-		}
-		t, err := s.host.LookupTarget(rel)
-		if err != nil {
-			var errno syscall.Errno
-			if errors.As(err, &errno) && errno == syscall.ENOENT {
-				return ctltree.Errorf(syscall.ENOENT, "%s: no such file", rel)
-			}
-			return ctltree.Errorf(syscall.EINVAL, "%s: %v (PATH must name the file itself, not a symlink)", rel, err)
-		}
-		if t.Stat.Mode&syscall.S_IFMT != syscall.S_IFREG {
-			return ctltree.Errorf(syscall.EINVAL, "%s is not a regular file", rel)
 		}
 		g := s.cfg.Guard
 		switch cmd.Verb {
