@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"slices"
 	"strings"
 	"sync"
@@ -340,4 +341,48 @@ func TestMCPOutsideAMount(t *testing.T) {
 	if exitCode(err) != 1 || !strings.Contains(out, "is not a rubinofs mount") {
 		t.Errorf("mcp --mount of a plain directory: exit %d: %s", exitCode(err), out)
 	}
+}
+
+// TestMCPRead: the read tool through the MCP server, in a session: the
+// whole file numbered, the same window again "unchanged", another window
+// its bytes; a file over the limit an outline whose elided range read
+// with offset and limit gives the bytes (twice: a drill-in is never
+// "unchanged"); a write by the session after the read is allowed; bad
+// input a tool error.
+func TestMCPRead(t *testing.T) {
+	big := strings.Join(bigSource(150, 20), "\n") + "\n"
+	m := newMount(t, map[string]string{"f.txt": "alpha\nbeta\ngamma\n", "big.go": big}, nil)
+	if out, err := m.rubinofs("session", "new", "mcpR", "--keep"); err != nil {
+		t.Fatalf("session new: %v\n%s", err, out)
+	}
+	cs := mcpClient(t, m, nil, []string{rubinofsBin(t), "run", "--session", "mcpR", "--join", "--"})
+
+	whole := mustTool(t, cs, "read", map[string]any{"path": "f.txt"})
+	if !strings.Contains(whole, "     2\tbeta\n") {
+		t.Fatalf("read f.txt:\n%s", whole)
+	}
+	if again := mustTool(t, cs, "read", map[string]any{"path": "f.txt"}); !strings.Contains(again, "unchanged since your last read") {
+		t.Errorf("the same read again:\n%s", again)
+	}
+	if win := mustTool(t, cs, "read", map[string]any{"path": "f.txt", "offset": 3, "limit": 1}); !strings.Contains(win, "gamma") || strings.Contains(win, "beta") {
+		t.Errorf("lines 3-3:\n%s", win)
+	}
+	out := mustTool(t, cs, "read", map[string]any{"path": "big.go"})
+	ms := elidedRE.FindStringSubmatch(out)
+	if ms == nil || strings.Contains(out, "step(0, 1)") {
+		t.Fatalf("big.go read whole is no outline:\n%.1500s", out)
+	}
+	first, _ := strconv.Atoi(ms[1])
+	for i := 0; i < 2; i++ {
+		drill := mustTool(t, cs, "read", map[string]any{"path": "big.go", "offset": first, "limit": 2})
+		if !strings.Contains(drill, "step(0, 1)") {
+			t.Fatalf("drill-in %d into lines %d-%d:\n%s", i, first, first+1, drill)
+		}
+	}
+	if out, err := m.rubinofs("run", "--session", "mcpR", "--join", "--", "/bin/sh", "-c", `echo delta >> "$RUBINO_MOUNT/f.txt"`); err != nil {
+		t.Fatalf("the session's write after its read through the read tool: %v\n%s", err, out)
+	}
+	mustToolError(t, cs, "read", map[string]any{"path": "no-such-file"}, `no-such-file`)
+	mustToolError(t, cs, "read", map[string]any{"path": "f.txt", "offset": -1}, `offset`)
+	mustToolError(t, cs, "read", map[string]any{"path": "/etc/hostname"}, `.`)
 }
