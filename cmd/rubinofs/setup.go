@@ -115,8 +115,9 @@ func codexHome(flag string) (string, error) {
 
 // setupClaudeCode installs rubinofs for Claude Code in the project at
 // root: the hooks into settings (default ROOT/.claude/settings.json) and,
-// with mcp, the MCP server into ROOT/.mcp.json. It prints what changed
-// to w, and stops at the first file it cannot merge (left as it was).
+// with mcp, the MCP server into ROOT/.mcp.json, approved in settings
+// (mergeMCPApproval). It prints what changed to w, and stops at the first
+// file it cannot merge (left as it was).
 func setupClaudeCode(w io.Writer, root, settings string, mcp bool) error {
 	if settings == "" {
 		settings = filepath.Join(root, ".claude", "settings.json")
@@ -124,7 +125,16 @@ func setupClaudeCode(w io.Writer, root, settings string, mcp bool) error {
 	if err := installHook(w, settings, "claude-code", claudeSetupEvents); err != nil || !mcp {
 		return err
 	}
-	return installMCP(w, filepath.Join(root, ".mcp.json"), 0o644, mergeMCPJSON)
+	if err := installMCP(w, filepath.Join(root, ".mcp.json"), 0o644, mergeMCPJSON); err != nil {
+		return err
+	}
+	// The approval, in the settings file reported above: said only when
+	// it changed it.
+	changes, err := setupConfigFile(settings, "", 0o644, mergeMCPApproval)
+	for _, ch := range changes {
+		fmt.Fprintf(w, "%s: %s\n", settings, ch)
+	}
+	return err
 }
 
 // setupCodex installs rubinofs for Codex in its home directory: the hook

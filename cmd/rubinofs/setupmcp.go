@@ -96,6 +96,41 @@ func mergeMCPJSON(settings []byte, exe string) ([]byte, []string, error) {
 	return append(out, '\n'), []string{change}, nil
 }
 
+// mergeMCPApproval adds "rubinofs" to enabledMcpjsonServers in a Claude
+// Code settings file's JSON (empty: none), the list of .mcp.json servers
+// the project approved, so that Claude Code starts the server without
+// asking (it asks once per project otherwise; print mode approves project
+// servers by itself). Every other key and entry is kept; the second
+// argument (the executable) is unused. Errors: not a JSON object, or
+// enabledMcpjsonServers not a list; the caller leaves the file untouched.
+func mergeMCPApproval(settings []byte, _ string) ([]byte, []string, error) {
+	doc := map[string]any{}
+	if len(bytes.TrimSpace(settings)) > 0 {
+		if err := json.Unmarshal(settings, &doc); err != nil {
+			return nil, nil, fmt.Errorf("not valid JSON, left as it is: %w", err)
+		}
+		if doc == nil {
+			doc = map[string]any{}
+		}
+	}
+	const key = "enabledMcpjsonServers"
+	list, ok := doc[key].([]any)
+	if doc[key] != nil && !ok {
+		return nil, nil, fmt.Errorf("%q is not a list, left as it is", key)
+	}
+	for _, e := range list {
+		if e == mcpServerName {
+			return settings, nil, nil
+		}
+	}
+	doc[key] = append(list, mcpServerName)
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(out, '\n'), []string{fmt.Sprintf("approved the MCP server %q of .mcp.json (%s)", mcpServerName, key)}, nil
+}
+
 // checkOwnEntry accepts an existing server entry named rubinofs only when
 // it is setup's own: a rubinofs executable run with "mcp" first. Anything
 // else is the user's, and setup does not overwrite it.
