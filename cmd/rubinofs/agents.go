@@ -98,7 +98,7 @@ func inboxCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
-			os.Stdout.Write(b)
+			c.App.Writer.Write(b)
 			return nil
 		},
 	}
@@ -163,7 +163,7 @@ func agentField(mnt, id, name string) string {
 func textArgs(c *cli.Context, i int, what string) (string, error) {
 	args := c.Args().Slice()
 	if len(args) > i && len(args) == i+1 && args[i] == "-" {
-		b, err := io.ReadAll(os.Stdin)
+		b, err := io.ReadAll(c.App.Reader)
 		if err != nil {
 			return "", err
 		}
@@ -189,7 +189,7 @@ func agentsSpawn(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
-	fmt.Println(id)
+	fmt.Fprintln(c.App.Writer, id)
 	return nil
 }
 
@@ -223,10 +223,10 @@ func agentsLs(c *cli.Context) error {
 		return cli.Exit(err.Error(), 1)
 	}
 	if len(ids) == 0 {
-		fmt.Println("no tasks")
+		fmt.Fprintln(c.App.Writer, "no tasks")
 		return nil
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tSUBAGENT\tOWNER\tDEPTH\tAGE\tPROMPT")
 	for _, id := range ids {
 		status := agentField(mnt, id, "status")
@@ -242,7 +242,7 @@ func agentsLs(c *cli.Context) error {
 	}
 	tw.Flush()
 	if w, _ := readAgentFile(mnt, "waiting"); len(w) > 0 {
-		fmt.Printf("\nwaiting on you:\n%s", indentLines(string(w)))
+		fmt.Fprintf(c.App.Writer, "\nwaiting on you:\n%s", indentLines(string(w)))
 	}
 	return nil
 }
@@ -270,17 +270,17 @@ var agentsShow = taskAction(func(c *cli.Context, mnt, id string) error {
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("task %s: %v", id, err), 1)
 	}
-	fmt.Printf("task:      %s\n", id)
-	fmt.Printf("status:    %s", status)
+	fmt.Fprintf(c.App.Writer, "task:      %s\n", id)
+	fmt.Fprintf(c.App.Writer, "status:    %s", status)
 	for _, f := range []string{"subagent", "owner", "depth", "started", "finished"} {
 		if v := agentField(mnt, id, f); v != "" {
-			fmt.Printf("%-10s %s\n", f+":", v)
+			fmt.Fprintf(c.App.Writer, "%-10s %s\n", f+":", v)
 		}
 	}
-	fmt.Printf("prompt:\n%s\n", indentLines(agentField(mnt, id, "prompt")+"\n"))
+	fmt.Fprintf(c.App.Writer, "prompt:\n%s\n", indentLines(agentField(mnt, id, "prompt")+"\n"))
 	for _, f := range []string{"question", "approval", "result", "error", "activity", "output"} {
 		if v := agentField(mnt, id, f); v != "" {
-			fmt.Printf("%s:\n%s", f, indentLines(v+"\n"))
+			fmt.Fprintf(c.App.Writer, "%s:\n%s", f, indentLines(v+"\n"))
 		}
 	}
 	return nil
@@ -292,9 +292,9 @@ func agentsTree(c *cli.Context) error {
 		return err
 	}
 	if len(b) == 0 {
-		fmt.Println("no tasks")
+		fmt.Fprintln(c.App.Writer, "no tasks")
 	}
-	os.Stdout.Write(b)
+	c.App.Writer.Write(b)
 	return nil
 }
 
@@ -318,7 +318,7 @@ func agentsStop(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("all") {
-		return agentsStopAll(mnt)
+		return agentsStopAll(c, mnt)
 	}
 	id, err := taskArg(c)
 	if err != nil {
@@ -350,7 +350,7 @@ var agentsWait = taskAction(func(c *cli.Context, mnt, id string) error {
 	if status != "done" {
 		return cli.Exit(fmt.Sprintf("task %s %s: %s", id, status, strings.TrimRight(body, "\n")), 1)
 	}
-	fmt.Print(body)
+	fmt.Fprint(c.App.Writer, body)
 	return nil
 })
 
@@ -379,7 +379,7 @@ func askAction(c *cli.Context) error {
 				note = v
 			}
 		}
-		fmt.Println(strings.TrimSpace(state + " " + note))
+		fmt.Fprintln(c.App.Writer, strings.TrimSpace(state+" "+note))
 		if state != "approved" {
 			return cli.Exit("", 1)
 		}
@@ -413,13 +413,13 @@ func askAction(c *cli.Context) error {
 		}
 		return cli.Exit(err.Error(), 1)
 	}
-	os.Stdout.Write(b)
+	c.App.Writer.Write(b)
 	return nil
 }
 
 // agentsStopAll stops every live task and waits until each is finished,
 // so nothing keeps the mount busy.
-func agentsStopAll(mnt string) error {
+func agentsStopAll(c *cli.Context, mnt string) error {
 	ids, err := taskIDs(mnt)
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
@@ -434,12 +434,12 @@ func agentsStopAll(mnt string) error {
 	}
 	for _, id := range live {
 		if err := writeAgentFile(mnt, id+"/ctl", []byte("stop\n")); err != nil {
-			fmt.Fprintf(os.Stderr, "rubinofs: task %s: %v\n", id, err)
+			fmt.Fprintf(c.App.ErrWriter, "rubinofs: task %s: %v\n", id, err)
 		}
 	}
 	for _, id := range live {
 		readAgentFile(mnt, id+"/wait")
 	}
-	fmt.Printf("stopped %d task(s)\n", len(live))
+	fmt.Fprintf(c.App.Writer, "stopped %d task(s)\n", len(live))
 	return nil
 }

@@ -101,6 +101,7 @@ func newApp() *cli.App {
 			doctorCommand(),
 			stateCommand(),
 			completionCommand(),
+			mcpCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",

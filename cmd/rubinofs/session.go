@@ -89,7 +89,7 @@ func sessionNew(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("registering the session: %v", err), 1)
 	}
-	fmt.Println(id)
+	fmt.Fprintln(c.App.Writer, id)
 	return nil
 }
 

@@ -38,14 +38,14 @@ func statusCommand() *cli.Command {
 				return cli.Exit(err.Error(), 1)
 			}
 			if c.Bool("json") {
-				fmt.Print(string(raw))
+				fmt.Fprint(c.App.Writer, string(raw))
 				return nil
 			}
 			var doc map[string]any
 			if err := json.Unmarshal(raw, &doc); err != nil {
 				return cli.Exit(fmt.Sprintf("%s/.rubino/status: %v", mnt, err), 1)
 			}
-			fmt.Print(formatStatus(mnt, doc))
+			fmt.Fprint(c.App.Writer, formatStatus(mnt, doc))
 			return nil
 		},
 	}
