@@ -151,8 +151,8 @@ func TestMCPJournalTools(t *testing.T) {
 	if _, err := os.Stat(m.backing("c.txt")); !os.IsNotExist(err) {
 		t.Errorf("after rewind c.txt still exists (%v); report: %s", err, rep)
 	}
-	if !cpIDRE.MatchString(strings.ReplaceAll(rep, cp, "")) {
-		t.Errorf("the rewind's report names no checkpoint to undo it with:\n%s", rep)
+	if !regexp.MustCompile(`undo with: the rewind tool, to=cp[0-9]{6}`).MatchString(rep) {
+		t.Errorf("the rewind's report does not say how to undo it with the rewind tool:\n%s", rep)
 	}
 
 	// A refused write shows in why, with the path.

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -197,11 +198,19 @@ func cliTool[In any](s *mcp.Server, name, desc string, argv func(In) ([]string, 
 			}
 			text, err := cliRun(ctx, args...)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, errors.New(asToolText(err.Error()))
 			}
-			return textResult(text), nil, nil
+			return textResult(asToolText(text)), nil, nil
 		})
 }
+
+// asToolText rewrites the CLI's advice into the tools' terms: the undo of
+// a rewind is the rewind tool's call, not a command line.
+func asToolText(s string) string {
+	return undoLineRE.ReplaceAllString(s, "undo with: the rewind tool, to=$1")
+}
+
+var undoLineRE = regexp.MustCompile(`undo with: rubinofs rewind --to (cp[0-9]+)`)
 
 type noInput struct{}
 
