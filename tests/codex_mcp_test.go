@@ -113,3 +113,50 @@ func TestCodexMCPCheckpointChangesRewind(t *testing.T) {
 		t.Errorf("added.txt still exists after the rewind to a checkpoint before it (err %v)", err)
 	}
 }
+
+// TestCodexAgentCommand: `rubinofs agent codex` from an unmounted project
+// merges the hook and the MCP server into an existing CODEX_HOME (its
+// settings kept), and starts the real Codex guarded: its shell write to an
+// unread file is refused, the server's why tool names the refusal, and
+// the project is unmounted when Codex exits.
+func TestCodexAgentCommand(t *testing.T) {
+	bin := codexBin(t)
+	m, env := agentProject(t, map[string]string{"existing.txt": "the user's\n"})
+	model := newCodexModel(t,
+		codexExec("echo clobber > existing.txt; echo write-exit=$?"),
+		codexMCP("why", nil),
+	)
+	home := filepath.Join(m.tmp, "codex-home") // agentProject's CODEX_HOME
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	user := fmt.Sprintf(codexConfig, model.srv.URL+"/v1")
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(user), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env = append(env, "RUBINOFS_TEST_CODEX_KEY=sk-rubinofs-test")
+	out, code := agentRun(t, m, env, "--agent-bin", bin, "codex", "--",
+		"exec", "--skip-git-repo-check", "--color", "never", "--dangerously-bypass-hook-trust", "work through the script")
+	if code != 0 {
+		t.Fatalf("rubinofs agent codex: exit %d\n%s", code, out)
+	}
+	if !strings.Contains(out, "unmounted "+m.mnt) {
+		t.Errorf("want the project unmounted at the end:\n%s", out)
+	}
+	m.waitDaemon()
+	if m.mounted() {
+		t.Fatalf("%s still mounted after Codex exited", m.mnt)
+	}
+	if config, _ := os.ReadFile(filepath.Join(home, "config.toml")); !strings.HasPrefix(string(config), user) || !strings.Contains(string(config), "[mcp_servers.rubinofs]") {
+		t.Errorf("config.toml: want the user's settings as they were and the server added:\n%s", config)
+	}
+	if text, _ := model.mustStep(t, 0); !strings.Contains(text, "Permission denied") || strings.Contains(text, "write-exit=0") {
+		t.Errorf("a blind overwrite of an unread file: want Permission denied; got\n%s", text)
+	}
+	if got, _ := os.ReadFile(filepath.Join(m.mnt, "existing.txt")); string(got) != "the user's\n" {
+		t.Errorf("existing.txt = %q, want it intact", got)
+	}
+	if text, _ := model.mustStep(t, 1); !strings.Contains(text, "existing.txt") {
+		t.Errorf("why: want the refusal of existing.txt; got\n%s", text)
+	}
+}
