@@ -9,8 +9,10 @@ package tests
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -121,5 +123,50 @@ func TestClaudeCodeAgentCommand(t *testing.T) {
 	}
 	if text, isErr := model.mustStep(t, 2); isErr || !strings.Contains(text, "claude-code-") {
 		t.Errorf("mcp__rubinofs__status: want the agent's session claude-code-…; got (error %v)\n%s", isErr, text)
+	}
+}
+
+// TestClaudeCodeMCPApproval: interactive Claude Code starts a project's
+// .mcp.json server only once it is approved. `rubinofs setup claude-code
+// --mcp` approves it in the project's settings, which Claude Code honours
+// once the user trusted the folder (its first question in a new one): then
+// `claude mcp get` finds the server approved and connects to it; without
+// setup's approval it is pending.
+func TestClaudeCodeMCPApproval(t *testing.T) {
+	bin := claudeBin(t)
+	m := newMount(t, nil, nil)
+	if out, err := cli(t, m.tmp, "setup", "claude-code", "--mcp", "--mount", m.mnt); err != nil {
+		t.Fatalf("rubinofs setup claude-code --mcp: %v\n%s", err, out)
+	}
+	home := filepath.Join(m.tmp, "claude-home")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The folder trusted, as Claude Code records the user's answer.
+	trusted := `{"projects": {` + strconv.Quote(m.mnt) + `: {"hasTrustDialogAccepted": true}}}`
+	if err := os.WriteFile(filepath.Join(home, ".claude.json"), []byte(trusted), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	status := func() string {
+		t.Helper()
+		cmd := exec.Command("/bin/sh", "-c", "cd "+shq(m.mnt)+" && exec "+shq(bin)+" mcp get rubinofs </dev/null")
+		cmd.Dir, cmd.Env = m.tmp, claudeEnv(home, newScriptedModel(t))
+		out, _ := runCombined(t, cmd)
+		return out
+	}
+	if out := status(); !strings.Contains(out, "Connected") {
+		t.Errorf("claude mcp get rubinofs after setup --mcp in a trusted folder: want the server approved and connected; got\n%s", out)
+	}
+	settings := m.path(".claude/settings.json")
+	b, err := os.ReadFile(settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unapproved := strings.Replace(string(b), `"enabledMcpjsonServers"`, `"notTheApprovalKey"`, 1)
+	if err := os.WriteFile(settings, []byte(unapproved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := status(); !strings.Contains(out, "Pending approval") {
+		t.Errorf("claude mcp get rubinofs without setup's approval: want it pending; got\n%s", out)
 	}
 }
