@@ -188,7 +188,7 @@ func mountInPlace(dir string, w io.Writer) error {
 	cmd := exec.Command(self, "mount", "--in-place", "--daemon", dir)
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("mounting %s in place failed (%v); mount it yourself (rubinofs mount --in-place --daemon %s) and run this again", dir, err, shq(dir))
+		return fmt.Errorf("mounting %s in place failed (%v; the reason is above): run this inside a mount of it instead, or mount it yourself (rubinofs mount --in-place --daemon %s) and run this again", dir, err, shq(dir))
 	}
 	return nil
 }
