@@ -34,6 +34,13 @@ type codexCall struct {
 	Name   string // "exec_command" or "apply_patch", as Codex's tool list names them
 	Input  string
 	Custom bool
+	// Namespace, when set, is the call's tool namespace: an MCP server's
+	// tools are deferred in a namespace (mcp__SERVER) named to the model,
+	// and called by their own name in it.
+	Namespace string
+	// Inputs, when set, makes Input at the moment the model issues this
+	// call, from the results so far (toolCall.Inputs).
+	Inputs func(results *stepLog) string
 	// Before, when set, runs just before the model issues this call: an
 	// edit from outside the agent between two of its steps.
 	Before func()
@@ -144,12 +151,18 @@ func (cm *codexModel) serve(w http.ResponseWriter, r *http.Request) {
 		if call.Before != nil {
 			call.Before()
 		}
+		if call.Inputs != nil {
+			call.Input = call.Inputs(&cm.stepLog)
+		}
 		if call.Custom {
 			item = map[string]any{"type": "custom_tool_call", "id": fmt.Sprintf("ctc_%d", step),
 				"call_id": cm.callID(step), "name": call.Name, "input": call.Input, "status": "completed"}
 		} else {
 			item = map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_%d", step),
 				"call_id": cm.callID(step), "name": call.Name, "arguments": call.Input, "status": "completed"}
+			if call.Namespace != "" {
+				item["namespace"] = call.Namespace
+			}
 		}
 		cm.issued()
 	} else {

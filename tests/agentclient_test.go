@@ -32,6 +32,10 @@ type toolCall struct {
 	// Before, when set, runs just before the model issues this call: an
 	// edit from outside the agent between two of its steps.
 	Before func()
+	// Inputs, when set, makes the input at the moment the model issues
+	// this call, in place of Input, from the results so far: a step that
+	// uses what an earlier step's result said (a checkpoint id).
+	Inputs func(results *stepLog) map[string]any
 }
 
 // bash is the scripted Bash tool call of command.
@@ -187,7 +191,11 @@ func (sm *scriptedModel) serve(w http.ResponseWriter, r *http.Request) {
 		if call.Before != nil {
 			call.Before()
 		}
-		in, _ := json.Marshal(call.Input)
+		input := call.Input
+		if call.Inputs != nil {
+			input = call.Inputs(&sm.stepLog)
+		}
+		in, _ := json.Marshal(input)
 		ev(map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{
 			"type": "tool_use", "id": sm.callID(step), "name": call.Name, "input": map[string]any{}}})
 		ev(map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{
@@ -283,13 +291,7 @@ func runClaude(t *testing.T, m *mount, dir string, model *scriptedModel, opts ..
 		shq(m.path(dir)), launch)
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", script)
 	cmd.Dir = m.tmp
-	cmd.Env = append(testEnv(home),
-		"ANTHROPIC_BASE_URL="+model.srv.URL,
-		"ANTHROPIC_API_KEY=sk-rubinofs-test",
-		"IS_SANDBOX=1", // --dangerously-skip-permissions as root
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-		"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
-	)
+	cmd.Env = claudeEnv(home, model)
 	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
@@ -299,6 +301,18 @@ func runClaude(t *testing.T, m *mount, dir string, model *scriptedModel, opts ..
 		t.Fatalf("Claude Code: %v\n%s", err, out)
 	}
 	return string(out)
+}
+
+// claudeEnv is the environment runClaude runs Claude Code with: a fresh
+// home, the scripted model as its API, and no traffic but to it.
+func claudeEnv(home string, model *scriptedModel) []string {
+	return append(testEnv(home),
+		"ANTHROPIC_BASE_URL="+model.srv.URL,
+		"ANTHROPIC_API_KEY=sk-rubinofs-test",
+		"IS_SANDBOX=1", // --dangerously-skip-permissions as root
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
+	)
 }
 
 // reportOf returns what the model was told of scripted step i: the

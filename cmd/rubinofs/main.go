@@ -89,6 +89,7 @@ func newApp() *cli.App {
 			sessionCommand(),
 			hookCommand(),
 			setupCommand(),
+			agentCommand(),
 			compactCommand(),
 			agentsCommand(),
 			askCommand(),

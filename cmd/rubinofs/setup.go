@@ -2,12 +2,14 @@ package main
 
 // `rubinofs setup claude-code` and `rubinofs setup codex`: merge the
 // rubinofs hook into a Claude Code settings file or Codex's hooks.json
-// (both take the same "hooks" layout).
+// (both take the same "hooks" layout), and with --mcp the MCP server
+// (setupmcp.go).
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,57 +47,104 @@ var claudeSetupEvents = append(claudeHookEvents[:len(claudeHookEvents):len(claud
 func setupCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "setup",
-		Usage: "install rubinofs's hooks into an agent's settings",
+		Usage: "install rubinofs's hooks (and with --mcp its MCP server) into an agent's settings",
 		Subcommands: []*cli.Command{{
 			Name:  "claude-code",
-			Usage: "merge the rubinofs hook into a Claude Code settings file, with a checkpoint at every prompt (idempotent; keeps every other setting)",
+			Usage: "merge the rubinofs hook into a Claude Code settings file, with a checkpoint at every prompt; --mcp: and `rubinofs mcp` into the project's .mcp.json (idempotent; keeps every other setting)",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "settings", Usage: "the settings `FILE` (default: .claude/settings.json at the mount root around the current directory, else in the current directory)"},
+				&cli.BoolFlag{Name: "mcp", Usage: "also add the MCP server rubinofs (this executable, `rubinofs mcp`) to .mcp.json beside .claude/"},
 				mountFlag(),
 			},
 			Action: func(c *cli.Context) error {
 				if c.NArg() > 0 {
-					return cli.Exit("usage: rubinofs setup claude-code [--settings FILE]", exitUsage)
+					return cli.Exit("usage: rubinofs setup claude-code [--settings FILE] [--mcp]", exitUsage)
 				}
-				file := c.String("settings")
-				if file == "" {
-					root := "."
-					mnt, err := findMount(mountFlagValue(c))
-					switch {
-					case err == nil:
-						root = mnt
-					case mountFlagValue(c) != "": // a --mount that is none: say so
-						return cli.Exit(err.Error(), 1)
-					}
-					file = filepath.Join(root, ".claude", "settings.json")
+				root := "."
+				mnt, err := findMount(mountFlagValue(c))
+				switch {
+				case err == nil:
+					root = mnt
+				case mountFlagValue(c) != "": // a --mount that is none: say so
+					return cli.Exit(err.Error(), 1)
 				}
-				return installHook(c, file, "claude-code", claudeSetupEvents)
+				if err := setupClaudeCode(c.App.Writer, root, c.String("settings"), c.Bool("mcp")); err != nil {
+					return cli.Exit(err.Error(), 1)
+				}
+				return nil
 			},
 		}, {
 			Name:  "codex",
-			Usage: "merge the rubinofs hook into Codex's hooks.json (idempotent; keeps every other hook)",
+			Usage: "merge the rubinofs hook into Codex's hooks.json; --mcp: and `rubinofs mcp` into its config.toml (idempotent; keeps every other hook and setting)",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "codex-home", Usage: "Codex's home `DIR` (default: $CODEX_HOME, else ~/.codex)"},
+				&cli.BoolFlag{Name: "mcp", Usage: "also add the MCP server rubinofs (this executable, `rubinofs mcp`) to config.toml as [mcp_servers.rubinofs]"},
 			},
 			Action: func(c *cli.Context) error {
 				if c.NArg() > 0 {
-					return cli.Exit("usage: rubinofs setup codex [--codex-home DIR]", exitUsage)
+					return cli.Exit("usage: rubinofs setup codex [--codex-home DIR] [--mcp]", exitUsage)
 				}
-				home := c.String("codex-home")
-				if home == "" {
-					home = os.Getenv("CODEX_HOME")
+				home, err := codexHome(c.String("codex-home"))
+				if err != nil {
+					return cli.Exit(err.Error(), 1)
 				}
-				if home == "" {
-					h, err := os.UserHomeDir()
-					if err != nil {
-						return cli.Exit(fmt.Sprintf("finding Codex's home: %v (use --codex-home)", err), 1)
-					}
-					home = filepath.Join(h, ".codex")
+				if err := setupCodex(c.App.Writer, home, c.Bool("mcp")); err != nil {
+					return cli.Exit(err.Error(), 1)
 				}
-				return installHook(c, filepath.Join(home, "hooks.json"), "codex", codexHookEvents)
+				return nil
 			},
 		}},
 	}
+}
+
+// codexHome is Codex's home directory: flag when set, else $CODEX_HOME,
+// else ~/.codex.
+func codexHome(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if env := os.Getenv("CODEX_HOME"); env != "" {
+		return env, nil
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("finding Codex's home: %v (use --codex-home)", err)
+	}
+	return filepath.Join(h, ".codex"), nil
+}
+
+// setupClaudeCode installs rubinofs for Claude Code in the project at
+// root: the hooks into settings (default ROOT/.claude/settings.json) and,
+// with mcp, the MCP server into ROOT/.mcp.json, approved in settings
+// (mergeMCPApproval). It prints what changed to w, and stops at the first
+// file it cannot merge (left as it was).
+func setupClaudeCode(w io.Writer, root, settings string, mcp bool) error {
+	if settings == "" {
+		settings = filepath.Join(root, ".claude", "settings.json")
+	}
+	if err := installHook(w, settings, "claude-code", claudeSetupEvents); err != nil || !mcp {
+		return err
+	}
+	if err := installMCP(w, filepath.Join(root, ".mcp.json"), 0o644, mergeMCPJSON); err != nil {
+		return err
+	}
+	// The approval, in the settings file reported above: said only when
+	// it changed it.
+	changes, err := setupConfigFile(settings, "", 0o644, mergeMCPApproval)
+	for _, ch := range changes {
+		fmt.Fprintf(w, "%s: %s\n", settings, ch)
+	}
+	return err
+}
+
+// setupCodex installs rubinofs for Codex in its home directory: the hook
+// into HOME/hooks.json and, with mcp, the MCP server into
+// HOME/config.toml. Output and errors as setupClaudeCode's.
+func setupCodex(w io.Writer, home string, mcp bool) error {
+	if err := installHook(w, filepath.Join(home, "hooks.json"), "codex", codexHookEvents); err != nil || !mcp {
+		return err
+	}
+	return installMCP(w, filepath.Join(home, "config.toml"), 0o600, mergeCodexMCP)
 }
 
 // codexHookEvents are the Codex hook events `rubinofs hook codex` handles:
@@ -106,23 +155,45 @@ func setupCommand() *cli.Command {
 var codexHookEvents = []string{"PreToolUse", "PostToolUse", "Stop"}
 
 // installHook merges `rubinofs hook AGENT` (this executable) as the hook
-// of each of events into file and prints what changed.
-func installHook(c *cli.Context, file, agent string, events []string) error {
+// of each of events into file and prints what changed to w.
+func installHook(w io.Writer, file, agent string, events []string) error {
 	exe, err := os.Executable()
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("finding the rubinofs executable: %v", err), 1)
+		return fmt.Errorf("finding the rubinofs executable: %v", err)
 	}
 	changes, err := setupHooksFile(file, shq(exe)+" hook "+agent, agent, events)
 	if err != nil {
-		return cli.Exit(err.Error(), 1)
+		return err
 	}
+	printChanges(w, file, changes)
+	return nil
+}
+
+// installMCP merges `rubinofs mcp` (this executable, by its absolute
+// path) into file with merge (setupConfigFile) and prints what changed to
+// w; mode is a new file's.
+func installMCP(w io.Writer, file string, mode os.FileMode, merge func([]byte, string) ([]byte, []string, error)) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the rubinofs executable: %v", err)
+	}
+	changes, err := setupConfigFile(file, exe, mode, merge)
+	if err != nil {
+		return err
+	}
+	printChanges(w, file, changes)
+	return nil
+}
+
+// printChanges prints setup's change lines for file, "FILE: CHANGE" each,
+// or that it was already set up.
+func printChanges(w io.Writer, file string, changes []string) {
 	if len(changes) == 0 {
-		fmt.Fprintf(c.App.Writer, "%s: already set up, unchanged\n", file)
+		fmt.Fprintf(w, "%s: already set up, unchanged\n", file)
 	}
 	for _, ch := range changes {
-		fmt.Fprintf(c.App.Writer, "%s: %s\n", file, ch)
+		fmt.Fprintf(w, "%s: %s\n", file, ch)
 	}
-	return nil
 }
 
 // shq quotes s for the shell Claude Code runs a hook command with.
