@@ -214,13 +214,13 @@ func diffFds(before, after map[string]string) []string { return mounttest.DiffFd
 // external change (mounttest.Mount.AppliedMark).
 func (m *mount) appliedMark() int { return m.mt.AppliedMark() }
 
-// waitApplied waits until a watcher batch applied after mark names rel (or
-// invalidated everything), and returns how long it waited. It synchronises
-// on the mount's own event, never on a sleep; it fails after a generous
-// deadline.
-func (m *mount) waitApplied(mark int, rel string) time.Duration {
+// waitApplied waits until a watcher batch applied after mark names rel, or
+// one of alsoRels (or invalidated everything), and returns how long it
+// waited. It synchronises on the mount's own event, never on a sleep; it
+// fails after a generous deadline.
+func (m *mount) waitApplied(mark int, rel string, alsoRels ...string) time.Duration {
 	m.t.Helper()
-	d, err := m.mt.WaitApplied(mark, rel, 20*time.Second)
+	d, err := m.mt.WaitApplied(mark, rel, 20*time.Second, alsoRels...)
 	if err != nil {
 		m.t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -144,11 +145,12 @@ func (m *Mount) Applied() [][]watcher.Event {
 	return append([][]watcher.Event(nil), m.applied...)
 }
 
-// WaitApplied waits until a watcher batch applied after mark names rel (or
-// invalidated everything) and returns how long it waited. It synchronises
-// on the mount's own event, never on a sleep; after timeout it returns an
-// error naming rel.
-func (m *Mount) WaitApplied(mark int, rel string, timeout time.Duration) (time.Duration, error) {
+// WaitApplied waits until a watcher batch applied after mark names rel,
+// or one of alsoRels (or invalidated everything), and returns how long it
+// waited. It synchronises on the mount's own event, never on a sleep;
+// after timeout it returns an error naming rel.
+func (m *Mount) WaitApplied(mark int, rel string, timeout time.Duration, alsoRels ...string) (time.Duration, error) {
+	rels := append([]string{rel}, alsoRels...)
 	start := time.Now()
 	deadline := time.After(timeout)
 	for {
@@ -159,7 +161,7 @@ func (m *Mount) WaitApplied(mark int, rel string, timeout time.Duration) (time.D
 				return time.Since(start), nil
 			}
 			for _, ev := range evs {
-				if ev.Path == rel {
+				if slices.Contains(rels, ev.Path) {
 					m.appliedMu.Unlock()
 					return time.Since(start), nil
 				}
