@@ -170,3 +170,61 @@ func TestClaudeCodeMCPApproval(t *testing.T) {
 		t.Errorf("claude mcp get rubinofs without setup's approval: want it pending; got\n%s", out)
 	}
 }
+
+// TestClaudeCodeMCPViewsAndTasks: the rest of the server's tools, called
+// by the model through Claude Code: read (the numbered bytes, then
+// "unchanged" for the same read), a checkpoint and a Bash edit, the
+// checkpoints list and the diff since the checkpoint, a background task
+// spawned and waited for (its output shown), and sessions naming the
+// model's own session.
+func TestClaudeCodeMCPViewsAndTasks(t *testing.T) {
+	claudeBin(t)
+	m := newMount(t, map[string]string{"notes.txt": "alpha\nbeta\n"}, nil)
+	if out, err := cli(t, m.tmp, "setup", "claude-code", "--mcp", "--mount", m.mnt); err != nil {
+		t.Fatalf("rubinofs setup claude-code --mcp: %v\n%s", err, out)
+	}
+	cp := func(l *stepLog) string {
+		text, _, _ := l.result(2)
+		return checkpointID.FindString(text)
+	}
+	taskID := func(l *stepLog) string {
+		text, _, _ := l.result(6)
+		return strings.TrimSpace(text)
+	}
+	model := newScriptedModel(t,
+		mcpCall("read", map[string]any{"path": "notes.txt"}),
+		mcpCall("read", map[string]any{"path": "notes.txt"}),
+		mcpCall("checkpoint", map[string]any{"label": "views"}),
+		bash("echo gamma >> notes.txt; echo edit-exit=$?"),
+		mcpCall("checkpoints", nil),
+		toolCall{Name: "mcp__rubinofs__diff", Inputs: func(l *stepLog) map[string]any { return map[string]any{"since": cp(l)} }},
+		mcpCall("task_spawn", map[string]any{"prompt": "echo from-the-task"}),
+		toolCall{Name: "mcp__rubinofs__task_wait", Inputs: func(l *stepLog) map[string]any { return map[string]any{"id": taskID(l), "timeout_s": 120} }},
+		mcpCall("sessions", nil),
+	)
+	runClaude(t, m, "", model, asHarness())
+
+	want := []struct {
+		step int
+		re   string
+	}{
+		{0, `(?m)^\s+2\tbeta$`},
+		{1, `unchanged since your last read`},
+		{2, `cp[0-9]{6}`},
+		{3, `edit-exit=0`},
+		{4, `views`},
+		{5, `(?m)^\+gamma$`},
+		{6, `^\s*\S+\s*$`},
+		{7, `(?s)done.*from-the-task`},
+		{8, `(?m)^\* `},
+	}
+	for _, w := range want {
+		text, isErr := model.mustStep(t, w.step)
+		if isErr || !regexp.MustCompile(w.re).MatchString(text) {
+			t.Errorf("step %d (%s): want %q, got (error %v):\n%s", w.step, model.names[w.step], w.re, isErr, text)
+		}
+	}
+	if got := m.readBacking("notes.txt"); got != "alpha\nbeta\ngamma\n" {
+		t.Errorf("notes.txt = %q after the model's read and edit", got)
+	}
+}

@@ -169,16 +169,19 @@ func TestMCPJournalTools(t *testing.T) {
 	mustToolError(t, cs, "rewind", map[string]any{}, `"to"|checkpoint`)
 	mustToolError(t, cs, "changes", map[string]any{"since": "x"}, `not a checkpoint id`)
 	mustToolError(t, cs, "diff", map[string]any{"since": cp, "paths": []string{"/etc/passwd"}}, `.`)
+	mustToolError(t, cs, "diff", map[string]any{"since": "cp1"}, `not a checkpoint id`)
+	mustToolError(t, cs, "task_spawn", map[string]any{"prompt": " "}, `prompt`)
+	mustToolError(t, cs, "task_spawn", map[string]any{"prompt": "true", "subagent": "no-such-subagent"}, `no-such-subagent`)
+	mustToolError(t, cs, "task_stop", map[string]any{"id": "no-such-task"}, `no-such-task`)
+	mustToolError(t, cs, "task_wait", map[string]any{"id": "no-such-task", "timeout_s": 5}, `no-such-task`)
 	mustToolError(t, cs, "task_show", map[string]any{"id": "no-such-task"}, `no-such-task`)
 	mustToolError(t, cs, "task_show", map[string]any{"id": ""}, `task id`)
 	mustToolError(t, cs, "task_approve", map[string]any{"id": "t1", "decision": "maybe"}, `yes or no`)
 	mustToolError(t, cs, "task_reply", map[string]any{"id": "t1"}, `"text"|answer`)
 	mustToolError(t, cs, "task_wait", map[string]any{"id": "t1", "timeout_s": -1}, `timeout_s`)
-	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "rewind", Arguments: map[string]any{"to": 7}}); err == nil {
-		// The SDK validates the schema: a wrong type may be a tool
-		// error or a protocol error, never a hang; both are answers.
-		t.Log("rewind with to=7 answered as a tool result")
-	}
+	// The SDK validates the arguments against the schema: a wrong type is
+	// a tool error naming the field.
+	mustToolError(t, cs, "rewind", map[string]any{"to": 7}, `to`)
 }
 
 // TestMCPTasks: task_spawn, task_list, task_show, task_wait (with
