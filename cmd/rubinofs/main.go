@@ -103,6 +103,7 @@ func newApp() *cli.App {
 			stateCommand(),
 			completionCommand(),
 			mcpCommand(),
+			branchCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",
