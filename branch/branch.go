@@ -20,6 +20,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -272,4 +274,23 @@ func LowerFD(pid int, ws string, mountDev uint64) (*os.File, error) {
 		f.Close()
 	}
 	return nil, fmt.Errorf("daemon %d holds no descriptor of the hidden directory %s", pid, ws)
+}
+
+// pidPath holds the branch daemon's pid, for a discard that finds its
+// mount gone but the daemon alive (serving a private namespace's bind).
+func (b *Branch) pidPath() string { return filepath.Join(b.Dir, "daemon.pid") }
+
+// SetDaemonPid records pid as the branch daemon's (decimal, one line).
+func (b *Branch) SetDaemonPid(pid int) error {
+	return os.WriteFile(b.pidPath(), []byte(strconv.Itoa(pid)+"\n"), 0o644)
+}
+
+// DaemonPid returns the recorded branch daemon pid, 0 when none is.
+func (b *Branch) DaemonPid() int {
+	s, err := os.ReadFile(b.pidPath())
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(s)))
+	return pid
 }

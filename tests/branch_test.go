@@ -6,6 +6,7 @@ package tests
 // from the workspace's own paths; the workspace stays byte for byte.
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -265,9 +266,27 @@ func TestBranchLsDiscard(t *testing.T) {
 	if out, err := runCLI(t, m.tmp, m.env, "session", "new", "--mount", bmnt, "kept", "--keep"); err != nil {
 		t.Fatalf("session new --keep: %v\n%s", err, out)
 	}
+	// A command running in the branch: its private namespace holds a
+	// bind of the branch daemon's mount.
+	run := cliCommand(t, m.mnt, m.env, "run", "--branch", "b", "--session", "runner", "--", "sh", "-c", "echo ready; read x")
+	stdin, err := run.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := run.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); run.Wait() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("run --branch: %q %v", line, err)
+	}
 	out, err = runCLI(t, m.tmp, m.env, "branch", "discard", "--mount", m.mnt, "b")
-	if exitCode(err) != 1 || !strings.Contains(out, "kept") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
-		t.Fatalf("branch discard with a live session: exit %d, %q; want a one-line refusal naming it", exitCode(err), out)
+	if exitCode(err) != 1 || !strings.Contains(out, "kept") || !strings.Contains(out, "runner") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Fatalf("branch discard with live sessions: exit %d, %q; want a one-line refusal naming them", exitCode(err), out)
 	}
 	pid := statusPid(bmnt)
 	if out, err := runCLI(t, m.tmp, m.env, "branch", "discard", "--force", "--mount", m.mnt, "b"); err != nil {
@@ -276,6 +295,8 @@ func TestBranchLsDiscard(t *testing.T) {
 	if !waitPidGone(pid) {
 		t.Fatalf("branch daemon %d still running after discard", pid)
 	}
+	stdin.Close()
+	run.Wait()
 	dir := m.branchDir("b")
 	for _, p := range []string{"mnt", "merged"} {
 		if isMounted(t, filepath.Join(dir, p)) {

@@ -7,12 +7,15 @@ package main
 // overlay) and prints.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -151,17 +154,25 @@ func branchNew(c *cli.Context) error {
 	if allowOther(mnt) {
 		args = append(args, "-o", "allow_other")
 	}
+	var out bytes.Buffer
 	cmd := exec.Command(self, append(args, b.Merged(), b.Mnt())...)
-	cmd.Stdout, cmd.Stderr = c.App.ErrWriter, c.App.ErrWriter
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(c.App.ErrWriter, &out), c.App.ErrWriter
 	if err := cmd.Run(); err != nil {
 		b.Remove()
 		return cli.Exit(fmt.Sprintf("rubinofs branch new: starting the branch daemon failed (%v; the reason is above); nothing was kept", err), 1)
+	}
+	if sm := launchedPidRE.FindStringSubmatch(out.String()); sm != nil {
+		pid, _ := strconv.Atoi(sm[1])
+		b.SetDaemonPid(pid)
 	}
 	fmt.Fprintf(c.App.ErrWriter, "branch %s: view made in %.1f ms, its daemon answering after %.1f ms\n",
 		name, float64(view.Microseconds())/1000, float64(time.Since(t0).Microseconds())/1000)
 	fmt.Fprintln(c.App.Writer, b.Mnt())
 	return nil
 }
+
+// launchedPidRE finds the daemon's pid in the output of `mount --daemon`.
+var launchedPidRE = regexp.MustCompile(`\(pid (\d+),`)
 
 // allowOther reports whether the mount at mnt was made with allow_other:
 // the branch daemon is then mounted with it too.
@@ -231,21 +242,33 @@ func branchDiscard(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit("rubinofs branch discard: "+err.Error(), 1)
 	}
+	pid := b.DaemonPid()
+	if pid > 0 && !servesMount(pid, b.Mnt()) {
+		pid = 0 // exited since; the pid may be another process's now
+	}
 	if b.DaemonMounted() {
 		live, err := liveSessions(b.Mnt(), "")
 		if err == nil && len(live) > 0 && !c.Bool("force") {
 			return cli.Exit(fmt.Sprintf("rubinofs branch discard: branch %s has live sessions (%s): end them, or discard with --force", name, strings.Join(live, ", ")), 1)
 		}
-		pid := branchDaemonPid(b.Mnt())
+		if p := branchDaemonPid(b.Mnt()); p > 0 {
+			pid = p
+		}
 		if c.Bool("force") {
 			abortConnection(b.Mnt()) // a process in the branch's namespace keeps it otherwise
 		}
 		if _, err := fusefs.Unmount(b.Mnt(), c.Bool("force")); err != nil {
 			return cli.Exit(fmt.Sprintf("rubinofs branch discard: %v (a process has files open in the branch: end it, or --force)", err), 1)
 		}
-		if pid > 0 && !waitGone(pid, 30*time.Second) {
-			return cli.Exit(fmt.Sprintf("rubinofs branch discard: the branch daemon (pid %d) did not exit after its unmount; the branch is kept at %s", pid, b.Dir), 1)
-		}
+	}
+	// Unmounted here, the daemon may still serve a bind of its mount in
+	// the private namespace of a `run --branch` (a forced discard, or a
+	// discard before).
+	if pid > 0 && c.Bool("force") && !waitGone(pid, 2*time.Second) {
+		stopBranchDaemon(pid, b.Mnt())
+	}
+	if pid > 0 && !waitGone(pid, 30*time.Second) {
+		return cli.Exit(fmt.Sprintf("rubinofs branch discard: the branch daemon (pid %d) did not exit after its unmount (a `run --branch` still uses it): end it, or discard with --force; the branch is kept at %s", pid, b.Dir), 1)
 	}
 	if err := b.Remove(); err != nil {
 		return cli.Exit("rubinofs branch discard: "+err.Error(), 1)
@@ -277,6 +300,29 @@ func abortConnection(mnt string) {
 	}
 	p := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", unix.Minor(st.Dev))
 	os.WriteFile(p, []byte("1"), 0)
+}
+
+// stopBranchDaemon ends the branch daemon pid serving mnt that a
+// discard --force unmounted but that still serves a private namespace's
+// bind of its mount (without fusectl to abort the connection): SIGTERM,
+// then SIGKILL after 5 s. Its state is about to be removed, so nothing of
+// it needs saving. It signals pid only while its command line names mnt
+// (a reused pid is left alone).
+func stopBranchDaemon(pid int, mnt string) {
+	if servesMount(pid, mnt) {
+		unix.Kill(pid, unix.SIGTERM)
+	}
+	if !waitGone(pid, 5*time.Second) && servesMount(pid, mnt) {
+		unix.Kill(pid, unix.SIGKILL)
+	}
+}
+
+// servesMount reports whether process pid runs with mnt as an argument
+// (the last of `rubinofs mount ... MERGED MNT`): a recorded daemon pid
+// is trusted only while it does.
+func servesMount(pid int, mnt string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err == nil && strings.Contains(string(b), "\x00"+mnt)
 }
 
 // waitGone waits up to limit for process pid to exit (no /proc entry, or
