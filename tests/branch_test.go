@@ -160,19 +160,20 @@ find d -type f -exec cat {} + >/dev/null # the guard lets a session unlink what 
 rm -rf d
 cat s.txt >/dev/null
 sed -i s/alpha/beta/ s.txt
-python3 -c "p='p.txt'; s=open(p).read(); open(p,'w').write(s+'thon\n')"`)
+python3 -c "p='p.txt'; s=open(p).read(); open(p,'w').write(s+'thon\n')"
+echo via-backing > `+shq(filepath.Join(m.ws, "back.txt")))
 	if after := treeHash(t, m.ws); after != before {
 		t.Fatalf("the workspace changed: tree hash %s before, %s after", before, after)
 	}
 	if b, _ := os.ReadFile(m.path("f.txt")); string(b) != "two\n" {
 		t.Fatalf("workspace f.txt through its mount = %q, want the uncommitted %q", b, "two\n")
 	}
-	got := m.mustInBranch("b", `cat f.txt s.txt p.txt; test -e d && echo d-still-there; true`)
-	if want := "one\nbeta\npy\nthon\n"; got != want {
+	got := m.mustInBranch("b", `cat f.txt s.txt p.txt back.txt; test -e d && echo d-still-there; true`)
+	if want := "one\nbeta\npy\nthon\nvia-backing\n"; got != want {
 		t.Fatalf("in the branch: %q, want %q", got, want)
 	}
 	up := filepath.Join(m.branchDir("b"), "upper")
-	for _, rel := range []string{"f.txt", "s.txt", "p.txt"} {
+	for _, rel := range []string{"f.txt", "s.txt", "p.txt", "back.txt"} {
 		if _, err := os.Stat(filepath.Join(up, rel)); err != nil {
 			t.Errorf("upper/%s: %v", rel, err)
 		}
@@ -336,5 +337,40 @@ func TestBranchBadInput(t *testing.T) {
 	}
 	if !isMounted(t, filepath.Join(m.branchDir("b"), "mnt")) {
 		t.Fatal("the existing branch b was unmounted by the failed branch new b")
+	}
+}
+
+// TestBranchInPlace: for a workspace mounted in place the branch's lower
+// layer is the directory hidden under the mount (the branch's reads do not
+// go through the workspace's daemon); a command in the branch changes
+// nothing of the workspace.
+func TestBranchInPlace(t *testing.T) {
+	tmp := t.TempDir()
+	ws := makeWorkspace(t, tmp, map[string]string{"f.txt": "base\n"})
+	cm := cliMountAt(t, tmp, ws, filepath.Join(tmp, "state"))
+	cm.mnt = ws
+	ownMounts.add(ws)
+	out, code := cliCode(t, tmp, "mount", "--daemon", "--in-place", "--state-dir", cm.state, ws)
+	if code != 0 {
+		t.Fatalf("mount --in-place: exit %d\n%s", code, out)
+	}
+	cm.trackAgentDaemon(out)
+	m := &branchMount{cliMount: cm, env: testEnv(filepath.Join(tmp, "home"))}
+	m.newBranch("b")
+	reads := func() any { return m.status()["counts"].(map[string]any)["reads"] }
+	before := reads()
+	m.mustInBranch("b", `cat f.txt >/dev/null && echo branch > f.txt && echo n > new.txt`)
+	// The overlay reads the hidden directory, not the workspace's mount.
+	if after := reads(); after != before {
+		t.Fatalf("the branch's reads went through the workspace's daemon: its reads count %v before, %v after", before, after)
+	}
+	if got := m.mustInBranch("b", `cat f.txt new.txt`); got != "branch\nn\n" {
+		t.Fatalf("in the branch: %q", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "f.txt")); string(got) != "base\n" {
+		t.Fatalf("the workspace's f.txt = %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "new.txt")); err == nil {
+		t.Fatal("new.txt reached the workspace")
 	}
 }
