@@ -335,6 +335,16 @@ func TestBranchBadInput(t *testing.T) {
 			t.Errorf("rubinofs %v: exit %d %q, want exit %d and one line with %q", c.args, exitCode(err), out, c.code, c.want)
 		}
 	}
+	// Not root: a clear error, before anything is looked at.
+	bin := sharedBin(t)
+	for _, args := range [][]string{{"branch", "new", "--mount", m.mnt, "c"}, {"run", "--branch", "b", "--mount", m.mnt, "--", "true"}} {
+		cmd := exec.Command("sh", "-c", asNobody+shq(bin)+" "+strings.Join(args, " "))
+		cmd.Dir = "/"
+		out, err := runCombined(t, cmd)
+		if exitCode(err) != 1 || !strings.Contains(out, "needs root") || strings.Contains(strings.TrimSpace(out), "\n") {
+			t.Errorf("rubinofs %v as uid 65534: exit %d %q, want exit 1 and one line saying it needs root", args, exitCode(err), out)
+		}
+	}
 	if !isMounted(t, filepath.Join(m.branchDir("b"), "mnt")) {
 		t.Fatal("the existing branch b was unmounted by the failed branch new b")
 	}

@@ -109,12 +109,12 @@ func branchNew(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if os.Geteuid() != 0 {
+		return cli.Exit("rubinofs branch new: mounting a branch's overlay needs root (CAP_SYS_ADMIN); run it as root", 1)
+	}
 	mnt, st, err := workspaceOf(c)
 	if err != nil {
 		return err
-	}
-	if os.Geteuid() != 0 {
-		return cli.Exit("rubinofs branch new: mounting a branch's overlay needs root (CAP_SYS_ADMIN); run it as root", 1)
 	}
 	self, err := os.Executable()
 	if err != nil {

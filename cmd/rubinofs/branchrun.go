@@ -33,6 +33,9 @@ func runInBranch(c *cli.Context) error {
 	if !branch.ValidName(name) {
 		return cli.Exit(fmt.Sprintf("rubinofs run: bad branch name %q (`rubinofs branch ls` lists them)", name), exitUsage)
 	}
+	if os.Geteuid() != 0 {
+		return cli.Exit("rubinofs run --branch: a mount namespace of its own needs root (CAP_SYS_ADMIN); run it as root", 1)
+	}
 	mnt, st, err := workspaceOf(c)
 	if err != nil {
 		return err
@@ -46,9 +49,6 @@ func runInBranch(c *cli.Context) error {
 	}
 	if !b.DaemonMounted() {
 		return cli.Exit(fmt.Sprintf("rubinofs run: branch %s is not mounted (%s): discard it and make it again", name, b.Mnt()), 1)
-	}
-	if os.Geteuid() != 0 {
-		return cli.Exit("rubinofs run --branch: a mount namespace of its own needs root (CAP_SYS_ADMIN); run it as root", 1)
 	}
 	self, err := os.Executable()
 	if err != nil {
