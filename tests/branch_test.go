@@ -384,3 +384,22 @@ func TestBranchInPlace(t *testing.T) {
 		t.Fatal("new.txt reached the workspace")
 	}
 }
+
+// TestBranchInheritsMountFlags: the branch daemon is guarded as its
+// workspace is: a workspace mounted with --mode warn lets a blind write
+// through in its branch too, while a workspace's own flags such as its
+// state directory are not inherited (the branch keeps its own).
+func TestBranchInheritsMountFlags(t *testing.T) {
+	cm := cliDirs(t, map[string]string{"u.txt": "unread\n"})
+	cm.mountDaemon("--mode", "warn")
+	m := &branchMount{cliMount: cm, env: testEnv(filepath.Join(cm.tmp, "home"))}
+	bmnt := m.newBranch("b")
+	m.mustInBranch("b", `echo blind > u.txt`)
+	st := readStatus(t, bmnt)
+	if st["mode"] != "warn" {
+		t.Fatalf("the branch daemon's mode = %v, want the workspace's warn", st["mode"])
+	}
+	if dir := st["state"].(map[string]any)["dir"]; dir != filepath.Join(m.branchDir("b"), "state") {
+		t.Fatalf("the branch daemon's state dir = %v", dir)
+	}
+}

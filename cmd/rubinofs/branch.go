@@ -150,7 +150,8 @@ func branchNew(c *cli.Context) error {
 	// change made to the lower layer directly), so the kernel caches
 	// expire after --cache-timeout's default without it, 1 s
 	// (docs/DESIGN.md#branches).
-	args := []string{"mount", "--daemon", "--state-dir", b.State(), "--watch=false"}
+	args := append([]string{"mount", "--daemon"}, inheritedMountFlags(st.Pid)...)
+	args = append(args, "--state-dir", b.State(), "--watch=false")
 	if allowOther(mnt) {
 		args = append(args, "-o", "allow_other")
 	}
@@ -169,6 +170,61 @@ func branchNew(c *cli.Context) error {
 		name, float64(view.Microseconds())/1000, float64(time.Since(t0).Microseconds())/1000)
 	fmt.Fprintln(c.App.Writer, b.Mnt())
 	return nil
+}
+
+// branchOwnFlags are the mount flags the branch daemon sets itself (its
+// state directory, its watch and cache settings), never inherited.
+var branchOwnFlags = map[string]bool{
+	"state-dir": true, "daemon": true, "in-place": true, "watch": true, "watch-mode": true,
+	"cache-timeout": true, "short-timeout": true, "poll-interval": true, "watch-skip": true,
+	"max-watches": true, "shared": true, "peer-detect": true,
+}
+
+// inheritedMountFlags returns the mount flags the workspace daemon pid was
+// started with (its /proc/PID/cmdline, `rubinofs mount FLAGS... WS [MNT]`
+// as a --daemon launcher passes them on) less branchOwnFlags, so that a
+// branch is guarded as its workspace is (--mode, --exempt, --unlink, the
+// journal's settings...). None for a daemon started otherwise (mount(8)'s
+// helper) or whose command line cannot be read.
+func inheritedMountFlags(pid int) []string {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return nil
+	}
+	words := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+	if len(words) < 4 || words[1] != "mount" {
+		return nil
+	}
+	rest, positional := words[2:], 2
+	for _, w := range rest {
+		if w == "--in-place" || w == "--in-place=true" {
+			positional = 1
+		}
+	}
+	if len(rest) < positional {
+		return nil
+	}
+	mc := mountCommand()
+	var out []string
+	flags := rest[:len(rest)-positional]
+	for i := 0; i < len(flags); i++ {
+		w := flags[i]
+		if !isFlagWord(w) {
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
+		value := !hasValue && takesValue(mc, w) && i+1 < len(flags)
+		if !branchOwnFlags[name] {
+			out = append(out, w)
+			if value {
+				out = append(out, flags[i+1])
+			}
+		}
+		if value {
+			i++
+		}
+	}
+	return out
 }
 
 // launchedPidRE finds the daemon's pid in the output of `mount --daemon`.
