@@ -402,7 +402,7 @@ func WriteDiff(w io.Writer, upper, lower string, changes []Change, paths []strin
 				return err
 			}
 			a = journal.FileSide{}
-		} else if a.Binary || b.Binary {
+		} else if a.Exists && b.Exists && (a.Binary || b.Binary) {
 			// Equal bytes: only the mode lines (two Binary sides always differ).
 			same, err := cmp.sameBytes(filepath.Join(upper, c.Path), filepath.Join(lower, c.Path))
 			if err != nil {

@@ -224,3 +224,104 @@ func TestChangesUnsupported(t *testing.T) {
 		}
 	}
 }
+
+// TestChangesRealOverlay: changes made with real tools through a real
+// overlayfs mount (sed -i, rm -rf, mv of a file and of a directory,
+// chmod, a copy-up without a change, python, ln -sf, git commit) are read
+// from its upper directory after unmount as `git diff --no-index` shows
+// the workspace against a copy of the merged view.
+func TestChangesRealOverlay(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting overlayfs needs root")
+	}
+	for _, tool := range []string{"sed", "python3", "git", "cp"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	base := t.TempDir()
+	lower, upper, work, merged, view := filepath.Join(base, "lower"), filepath.Join(base, "upper"),
+		filepath.Join(base, "work"), filepath.Join(base, "merged"), filepath.Join(base, "view")
+	tree(t, lower, map[string]string{
+		"edit.txt": "one\ntwo\nthree\n", "keep.txt": "keep\n", "tomove.txt": "move me\n",
+		"script.sh": "#!/bin/sh\necho hi\n", "touched.txt": "touched\n", "appended.txt": "open for append\n",
+		"gonedir/a": "a\n", "gonedir/sub/b": "b\n", "movedir/x": "x\n", "movedir/y/z": "z\n",
+		"f2d": "file\n", "d2f/k": "k\n", "opq/old": "old\n", "opq/y": "y\n", "link": "->keep.txt",
+		"repo/README": "readme\n", "same-mode.txt": "chmod to the same mode\n",
+	})
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+base)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git(filepath.Join(lower, "repo"), "init", "-q")
+	git(filepath.Join(lower, "repo"), "add", ".")
+	git(filepath.Join(lower, "repo"), "commit", "-qm", "one")
+	must(t, os.MkdirAll(upper, 0o755))
+	must(t, os.MkdirAll(work, 0o755))
+	must(t, os.MkdirAll(merged, 0o755))
+	opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + ",redirect_dir=off,metacopy=off,index=off"
+	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
+		t.Skipf("mount overlayfs: %v", err)
+	}
+	mounted := true
+	unmount := func() {
+		if mounted {
+			if err := unix.Unmount(merged, 0); err != nil {
+				t.Errorf("umount %s: %v", merged, err)
+			}
+			mounted = false
+		}
+	}
+	t.Cleanup(unmount)
+	sh := func(script string) {
+		t.Helper()
+		cmd := exec.Command("sh", "-ec", script)
+		cmd.Dir = merged
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+base)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
+	}
+	sh(`sed -i 's/two/TWO/' edit.txt
+rm -rf gonedir
+mv tomove.txt moved.txt
+mv movedir moveddir
+chmod +x script.sh
+chmod 644 same-mode.txt
+touch touched.txt
+python3 -c "open('appended.txt', 'a').close(); open('bin.dat', 'wb').write(bytes(range(256)))"
+rm f2d && mkdir f2d && echo n > f2d/n
+rm -rf d2f && echo now a file > d2f
+rm -rf opq && mkdir opq && echo Y > opq/y
+ln -sf edit.txt link
+echo more >> repo/README
+git -C repo -c user.name=t -c user.email=t@t commit -qam two
+cp -a . ` + view)
+	unmount()
+	if _, err := os.Stat(filepath.Join(upper, "movedir")); err != nil {
+		t.Fatalf("mv of a lower directory left no whiteout in upper (redirect_dir on?): %v", err)
+	}
+
+	cs, err := Changes(upper, lower)
+	must(t, err)
+	var ns bytes.Buffer
+	must(t, WriteNameStatus(&ns, cs, nil))
+	if g := gitDiff(t, lower, view, "--name-status"); ns.String() != g {
+		t.Errorf("name-status:\n%s\ngit:\n%s", ns.String(), g)
+	}
+	for _, p := range []string{"touched.txt", "appended.txt", "same-mode.txt", "keep.txt"} {
+		if _, err := os.Lstat(filepath.Join(upper, p)); err != nil && p != "keep.txt" {
+			t.Errorf("%s was not copied up: %v (the test no longer checks a copy-up without a change)", p, err)
+		}
+	}
+	var diff bytes.Buffer
+	must(t, WriteDiff(&diff, upper, lower, cs, nil))
+	if g := gitDiff(t, lower, view); diff.String() != g {
+		t.Errorf("WriteDiff:\n%s\ngit diff --no-index:\n%s", diff.String(), g)
+	}
+}
