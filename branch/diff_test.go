@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -323,5 +324,70 @@ cp -a . ` + view)
 	must(t, WriteDiff(&diff, upper, lower, cs, nil))
 	if g := gitDiff(t, lower, view); diff.String() != g {
 		t.Errorf("WriteDiff:\n%s\ngit diff --no-index:\n%s", diff.String(), g)
+	}
+}
+
+// benchTree is BenchmarkChanges' workspace and upper directory, made
+// once for all its rounds and removed by TestMain.
+var benchTree struct {
+	once         sync.Once
+	base         string
+	lower, upper string
+	err          error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchTree.base != "" {
+		os.RemoveAll(benchTree.base)
+	}
+	os.Exit(code)
+}
+
+// makeBenchTree: a 100,000-file workspace (100 directories of 1,000
+// files) and a branch that edited 10 files and deleted a directory of
+// 1,000.
+func makeBenchTree() error {
+	base, err := os.MkdirTemp("", "branchdiff-bench")
+	if err != nil {
+		return err
+	}
+	benchTree.base = base
+	lower, upper := filepath.Join(base, "lower"), filepath.Join(base, "upper")
+	benchTree.lower, benchTree.upper = lower, upper
+	for d := 0; d < 100; d++ {
+		dir := filepath.Join(lower, fmt.Sprintf("d%03d", d))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		for f := 0; f < 1000; f++ {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%04d", f)), []byte("line\n"), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	for i := 0; i < 10; i++ {
+		p := filepath.Join(upper, fmt.Sprintf("d%03d", i*10), "f0001")
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte("changed\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	return unix.Mknod(filepath.Join(upper, "d099"), unix.S_IFCHR, 0)
+}
+
+// BenchmarkChanges: Changes of makeBenchTree's branch reads the upper
+// directory and the lower paths it names, not the tree.
+func BenchmarkChanges(b *testing.B) {
+	benchTree.once.Do(func() { benchTree.err = makeBenchTree() })
+	if benchTree.err != nil {
+		b.Fatal(benchTree.err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cs, err := Changes(benchTree.upper, benchTree.lower)
+		if err != nil || len(cs) != 10+1001 {
+			b.Fatalf("%d changes, %v", len(cs), err)
+		}
 	}
 }
