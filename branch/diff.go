@@ -378,7 +378,7 @@ const (
 func WriteDiff(w io.Writer, upper, lower string, changes []Change, paths []string) error {
 	cmp := &walker{upper: upper, lower: lower, buf1: make([]byte, 32<<10), buf2: make([]byte, 32<<10)}
 	for _, c := range changes {
-		if !Selected(c.Path, paths) {
+		if !selected(c.Path, paths) {
 			continue
 		}
 		oldShown, newShown := diffable(c.Old), diffable(c.New)
@@ -420,9 +420,9 @@ func WriteDiff(w io.Writer, upper, lower string, changes []Change, paths []strin
 	return nil
 }
 
-// Selected reports whether workspace path p is one of paths or below one
+// selected reports whether workspace path p is one of paths or below one
 // of them; nil paths, "" and "." select every path.
-func Selected(p string, paths []string) bool {
+func selected(p string, paths []string) bool {
 	if len(paths) == 0 {
 		return true
 	}
@@ -501,7 +501,7 @@ func loadSide(abs string, m fs.FileMode) (journal.FileSide, error) {
 // and devices, fifos and sockets. The error is w's.
 func WriteNameStatus(w io.Writer, changes []Change, paths []string) error {
 	for _, c := range changes {
-		if !Selected(c.Path, paths) {
+		if !selected(c.Path, paths) {
 			continue
 		}
 		st := c.Status
