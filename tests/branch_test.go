@@ -403,3 +403,53 @@ func TestBranchInheritsMountFlags(t *testing.T) {
 		t.Fatalf("the branch daemon's state dir = %v", dir)
 	}
 }
+
+// TestBranchDiffThroughCLI: `rubinofs branch diff NAME` after real tools
+// changed the branch shows, as git diff does, the edited file's hunk, the
+// new file, the deleted one and a binary file named; --stat lists the
+// paths with A/M/D; the workspace's own files are not in it.
+func TestBranchDiffThroughCLI(t *testing.T) {
+	m := newBranchMount(t, map[string]string{"a.txt": "one\ntwo\n", "gone.txt": "bye\n", "same.txt": "s\n"}, "")
+	m.newBranch("b")
+	m.mustInBranch("b", `set -e
+cat a.txt gone.txt same.txt >/dev/null
+sed -i s/two/TWO/ a.txt
+rm gone.txt
+echo new > new.txt
+printf 'bin\000ary' > blob.bin`)
+	out, err := runCLI(t, m.tmp, m.env, "branch", "diff", "--mount", m.mnt, "b")
+	if err != nil {
+		t.Fatalf("branch diff: %v\n%s", err, out)
+	}
+	for _, want := range []string{"diff --git a/a.txt b/a.txt", "-two\n+TWO\n", "deleted file mode 100644", "--- a/gone.txt",
+		"new file mode 100644", "+new\n", "Binary files /dev/null and b/blob.bin differ"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("branch diff lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "same.txt") {
+		t.Errorf("branch diff shows same.txt, which the branch only read:\n%s", out)
+	}
+	stat, err := runCLI(t, m.tmp, m.env, "branch", "diff", "--stat", "--mount", m.mnt, "b")
+	if err != nil {
+		t.Fatalf("branch diff --stat: %v\n%s", err, stat)
+	}
+	for _, want := range []string{"M\ta.txt", "D\tgone.txt", "A\tnew.txt", "A\tblob.bin"} {
+		if !strings.Contains(stat, want) {
+			t.Errorf("branch diff --stat lacks %q:\n%s", want, stat)
+		}
+	}
+	if got := m.readBackingFile(t, "a.txt"); got != "one\ntwo\n" {
+		t.Errorf("workspace a.txt = %q", got)
+	}
+}
+
+// readBackingFile reads rel from the workspace's backing directory.
+func (m *branchMount) readBackingFile(t *testing.T, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(m.backing(rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
