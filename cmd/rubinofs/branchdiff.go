@@ -6,10 +6,8 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,61 +40,35 @@ func branchDiffCommand() *cli.Command {
 	}
 }
 
-// branchDiffMeta is what `branch diff` needs of a branch's meta.json.
-type branchDiffMeta struct {
-	Name      string `json:"name"`
-	Workspace string `json:"workspace"` // the backing directory: the overlay's lower layer
-	Mount     string `json:"mount"`     // the workspace's mountpoint
-}
-
 func branchDiff(c *cli.Context) error {
 	const usage = "usage: rubinofs branch diff [--mount DIR] [--stat] NAME [PATH...]"
 	if c.NArg() < 1 {
 		return cli.Exit(usage, exitUsage)
 	}
 	name := c.Args().First()
-	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
-		return cli.Exit(fmt.Sprintf("rubinofs branch diff: bad branch name %q; %s", name, usage), exitUsage)
+	if !branch.ValidName(name) {
+		return cli.Exit(fmt.Sprintf("rubinofs branch diff: bad branch name %q: 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit; %s", name, usage), exitUsage)
 	}
-	mnt, err := mountOf(c)
+	mnt, st, err := workspaceOf(c)
 	if err != nil {
 		return err
 	}
-	var st struct {
-		State struct {
-			Dir string `json:"dir"`
-		} `json:"state"`
-	}
-	raw, err := readCtl(mnt, "status")
-	if err == nil {
-		err = json.Unmarshal(raw, &st)
-	}
-	if err == nil && st.State.Dir == "" {
-		err = errors.New("no state.dir in it")
-	}
-	if err != nil {
-		return cli.Exit(fmt.Sprintf("rubinofs branch diff: reading %s: %v", ctlPathOf(mnt, "status"), err), 1)
-	}
-	dir := filepath.Join(st.State.Dir, "branches", name)
-	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+	b, err := branch.Open(st.State.Dir, name)
+	if errors.Is(err, branch.ErrNotFound) {
 		return cli.Exit(fmt.Sprintf("rubinofs branch diff: no branch %s in %s (`rubinofs branch ls` lists them)", name, mnt), 1)
 	}
-	var meta branchDiffMeta
-	raw, err = os.ReadFile(filepath.Join(dir, "meta.json"))
-	if err == nil {
-		err = json.Unmarshal(raw, &meta)
-	}
-	if err == nil && meta.Workspace == "" {
-		err = errors.New(`no "workspace" in it`)
+	if err == nil && b.Meta.Workspace == "" {
+		err = errors.New(`no "workspace" in its meta.json`)
 	}
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("rubinofs branch diff: branch %s: reading %s: %v", name, filepath.Join(dir, "meta.json"), err), 1)
+		return cli.Exit(fmt.Sprintf("rubinofs branch diff: branch %s: %v", name, err), 1)
 	}
+	meta := b.Meta
 	paths, err := branchDiffPaths([]string{mnt, meta.Mount, meta.Workspace}, c.Args().Slice()[1:])
 	if err != nil {
 		return cli.Exit("rubinofs branch diff: "+err.Error(), exitUsage)
 	}
-	upper := filepath.Join(dir, "upper")
+	upper := b.Upper()
 	changes, err := branch.Changes(upper, meta.Workspace)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("rubinofs branch diff: branch %s: %v", name, err), 1)
