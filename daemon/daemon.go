@@ -478,6 +478,7 @@ func (d *Daemon) Close() error {
 			d.saveReads(true)
 		}
 		d.stopWatcher()
+		d.stopPoller() // its passes open the backing tree: none may run past Close
 		if err := d.closeJournal(); err != nil && d.closeErr == nil {
 			d.closeErr = err
 		}

@@ -53,3 +53,23 @@ except OSError as e:
 		t.Fatalf("getcwd in d after the poller saw d change: %q, %v; want %s", got, err, m.path("d"))
 	}
 }
+
+// TestPollerStopsAtClose: a --watch=poll mount's poller has stopped when
+// the daemon's Close returns: its passes open the backing tree (the
+// root's descriptor showed as leaked by a mount whose poller took a pass
+// after the unmount, and the poller went on scanning a removed tree).
+func TestPollerStopsAtClose(t *testing.T) {
+	m := newMount(t, map[string]string{"f.txt": "v1\n"}, func(c *daemon.Config) { c.Cache.WatchMode = "poll" })
+	p := m.d.Poller
+	if p == nil {
+		t.Fatal("a --watch=poll mount has no poller")
+	}
+	if err := m.d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	default:
+		t.Fatal("the poller still runs after the daemon's Close returned")
+	}
+}

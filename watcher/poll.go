@@ -91,6 +91,10 @@ func (p *Poller) Start() {
 	}()
 }
 
+// Done is closed once the passes Start runs have ended (after Close);
+// never closed when Start was not called.
+func (p *Poller) Done() <-chan struct{} { return p.done }
+
 // Close stops the passes and waits for the running one. Idempotent.
 func (p *Poller) Close() {
 	p.once.Do(func() { close(p.stop) })
