@@ -11,16 +11,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -209,38 +206,11 @@ func runHarness(root, dir, session, bin string, args []string, stderr io.Writer)
 	cmd := exec.Command(self, argv...)
 	cmd.Dir = dir // resolved again: through the mount now
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, stderr
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
+	code, err := waitPassingSignals(cmd) // branchrun.go
+	if err != nil {
 		return 0, fmt.Errorf("starting %s: %v", bin, err)
 	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			select {
-			case s := <-sigs:
-				if s == syscall.SIGTERM || s == syscall.SIGHUP {
-					cmd.Process.Signal(s)
-				}
-			case <-done:
-				return
-			}
-		}
-	}()
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, nil
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal()), nil
-		}
-		return ee.ExitCode(), nil
-	}
-	return 0, err
+	return code, nil
 }
 
 // unmountIfIdle unmounts the mount at root unless a session other than own

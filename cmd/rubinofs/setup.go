@@ -293,21 +293,9 @@ func mergeClaudeHooks(settings []byte, command string) ([]byte, []string, error)
 // key, event and hook is kept as it was (the keys come out sorted:
 // encoding/json does not keep their order).
 func mergeHooks(settings []byte, command, agent string, events []string) ([]byte, []string, error) {
-	doc := map[string]any{}
-	if len(bytes.TrimSpace(settings)) > 0 {
-		if err := json.Unmarshal(settings, &doc); err != nil {
-			return nil, nil, fmt.Errorf("not valid JSON, left as it is: %w", err)
-		}
-		if doc == nil {
-			doc = map[string]any{}
-		}
-	}
-	hooks, ok := doc["hooks"].(map[string]any)
-	if doc["hooks"] != nil && !ok {
-		return nil, nil, fmt.Errorf(`"hooks" is not an object, left as it is`)
-	}
-	if hooks == nil {
-		hooks = map[string]any{}
+	doc, hooks, err := jsonObjectAt(settings, "hooks")
+	if err != nil {
+		return nil, nil, err
 	}
 	var changes []string
 	for _, event := range events {
@@ -370,4 +358,28 @@ func addedLine(event, command string) string {
 		return fmt.Sprintf("added a journal checkpoint at every prompt (%s hook): %s", event, command)
 	}
 	return fmt.Sprintf("added the %s hook: %s", event, command)
+}
+
+// jsonObjectAt decodes settings (a JSON object; empty or null: a new one)
+// and returns it with its object under key (a new one, not yet in doc,
+// when key is absent). The error, for a document that is no JSON object
+// or a key that holds no object, says the file is left as it is.
+func jsonObjectAt(settings []byte, key string) (doc, sub map[string]any, err error) {
+	doc = map[string]any{}
+	if len(bytes.TrimSpace(settings)) > 0 {
+		if err := json.Unmarshal(settings, &doc); err != nil {
+			return nil, nil, fmt.Errorf("not valid JSON, left as it is: %w", err)
+		}
+		if doc == nil {
+			doc = map[string]any{}
+		}
+	}
+	sub, ok := doc[key].(map[string]any)
+	if doc[key] != nil && !ok {
+		return nil, nil, fmt.Errorf("%q is not an object, left as it is", key)
+	}
+	if sub == nil {
+		sub = map[string]any{}
+	}
+	return doc, sub, nil
 }

@@ -8,7 +8,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,21 +53,9 @@ func runsMCP(args any) bool {
 // JSON object or whose mcpServers is no object: the caller leaves the file
 // untouched.
 func mergeMCPJSON(settings []byte, exe string) ([]byte, []string, error) {
-	doc := map[string]any{}
-	if len(bytes.TrimSpace(settings)) > 0 {
-		if err := json.Unmarshal(settings, &doc); err != nil {
-			return nil, nil, fmt.Errorf("not valid JSON, left as it is: %w", err)
-		}
-		if doc == nil {
-			doc = map[string]any{}
-		}
-	}
-	servers, ok := doc["mcpServers"].(map[string]any)
-	if doc["mcpServers"] != nil && !ok {
-		return nil, nil, errors.New(`"mcpServers" is not an object, left as it is`)
-	}
-	if servers == nil {
-		servers = map[string]any{}
+	doc, servers, err := jsonObjectAt(settings, "mcpServers")
+	if err != nil {
+		return nil, nil, err
 	}
 	var change string
 	switch entry, ok := servers[mcpServerName].(map[string]any); {

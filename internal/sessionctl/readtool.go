@@ -78,35 +78,15 @@ type readToolReq struct {
 	Hash         guard.Hash    // zero when not given
 }
 
-// splitTokens splits a request into white-space separated tokens, each
-// bare or a Go-quoted string. EINVAL for a malformed quoted token.
+// splitTokens splits a request into tokens (ctltree.SplitRequest); a
+// malformed one's reason names the grammar.
 func splitTokens(line string) ([]string, error) {
-	var out []string
-	for {
-		line = strings.TrimLeft(line, " \t\r\n")
-		if line == "" {
-			return out, nil
-		}
-		if line[0] == '"' || line[0] == '`' {
-			q, err := strconv.QuotedPrefix(line)
-			if err != nil {
-				return nil, ctltree.Errorf(syscall.EINVAL, "malformed quoted token at %q: %s", ctltree.Clip(line), readToolUsage)
-			}
-			s, _ := strconv.Unquote(q)
-			out = append(out, s)
-			line = line[len(q):]
-			if line != "" && !strings.ContainsRune(" \t\r\n", rune(line[0])) {
-				return nil, ctltree.Errorf(syscall.EINVAL, "junk after a quoted token: %s", readToolUsage)
-			}
-			continue
-		}
-		end := strings.IndexAny(line, " \t\r\n")
-		if end < 0 {
-			end = len(line)
-		}
-		out = append(out, line[:end])
-		line = line[end:]
+	toks, err := ctltree.SplitRequest(line)
+	var ce *ctltree.Error
+	if errors.As(err, &ce) {
+		ce.Msg += ": " + readToolUsage
 	}
+	return toks, err
 }
 
 // parseReadToolRequest parses one readtool request. Errors are
