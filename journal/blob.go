@@ -204,9 +204,13 @@ func (b *Blobs) Remove(addr string) (int64, error) {
 }
 
 // Path is where the blob with address addr is (or would be) stored.
-func (b *Blobs) Path(addr string) string {
-	return filepath.Join(b.dir, addr[:2], addr[2:])
-}
+func (b *Blobs) Path(addr string) string { return BlobPath(b.dir, addr) }
+
+// BlobPath is where the blob with address addr (32 hex digits) is stored
+// in the blob store at dir (STATE/journal/blobs): dir/A[:2]/A[2:]. It lets
+// a reader that does not own the journal (a branch merge reading a branch
+// daemon's pre-images) find a blob without opening the store.
+func BlobPath(dir, addr string) string { return filepath.Join(dir, addr[:2], addr[2:]) }
 
 // Open opens the stored blob addr for reading; the error wraps
 // os.ErrNotExist when it is not stored.

@@ -32,7 +32,7 @@ import (
 func branchCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "branch",
-		Usage: "copy-on-write views of the workspace: make one, list them, discard one; run a command in one with `rubinofs run --branch NAME`",
+		Usage: "copy-on-write views of the workspace: make one, list them, diff one, merge one back through the guard, discard one; run a command in one with `rubinofs run --branch NAME`",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "new",
@@ -55,6 +55,7 @@ func branchCommand() *cli.Command {
 				Action:    branchDiscard,
 			},
 			branchDiffCommand(),
+			branchMergeCommand(),
 		},
 	}
 }

@@ -1,0 +1,305 @@
+package main
+
+// `rubinofs branch merge NAME`: replay a branch's changes onto the
+// workspace through the guard, as one checkpointed step of a session of
+// its own (docs/DESIGN.md#branch-merge). Package branch plans; this file
+// registers the session, declares each path's base, applies and undoes.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/branch"
+	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/journal"
+)
+
+func branchMergeCommand() *cli.Command {
+	return &cli.Command{
+		Name: "merge",
+		Usage: "apply branch NAME's changes to the workspace through the guard, as a session of their own: a path the workspace changed since " +
+			"the branch read it is a conflict (a text file changed on both sides in disjoint hunks is merged 3-way); with any conflict nothing " +
+			"is applied, unless --partial; `rubinofs rewind` undoes a merge (needs root)",
+		ArgsUsage: "NAME",
+		Flags: []cli.Flag{mountFlag(),
+			&cli.BoolFlag{Name: "partial", Usage: "apply what does not conflict and report the rest"},
+			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "print the plan (each path's action, the conflicts) and change nothing"},
+			&cli.BoolFlag{Name: "in-session", Hidden: true}, // the re-executed child: it becomes the merge session's root
+		},
+		Action: branchMerge,
+	}
+}
+
+// branchMerge runs the merge in a child process (the hidden
+// --in-session), which registers itself as the root of a new harness-mode
+// session: a process can root only one session, and the MCP server runs
+// commands in its own process. Its output goes to this command's writers
+// and its exit status is this one's.
+func branchMerge(c *cli.Context) error {
+	name, err := branchName(c)
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return cli.Exit("rubinofs branch merge: a branch's directories are root's; run it as root", 1)
+	}
+	if c.Bool("in-session") {
+		return mergeInSession(c, name)
+	}
+	mnt, err := mountOf(c)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("finding the rubinofs executable: %v", err), 1)
+	}
+	args := []string{"branch", "merge", "--in-session", "--mount", mnt}
+	for _, f := range []string{"partial", "dry-run"} {
+		if c.Bool(f) {
+			args = append(args, "--"+f)
+		}
+	}
+	cmd := exec.Command(self, append(args, name)...)
+	cmd.Stdout, cmd.Stderr = c.App.Writer, c.App.ErrWriter
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() > 0 {
+			return cli.Exit("", ee.ExitCode())
+		}
+		return cli.Exit(fmt.Sprintf("rubinofs branch merge: %v", err), 1)
+	}
+	return nil
+}
+
+// mergeInSession is the child: it finds the branch, becomes a session
+// root, plans, and applies unless there are conflicts (or --partial).
+func mergeInSession(c *cli.Context, name string) error {
+	fail := func(format string, a ...any) error {
+		return cli.Exit("rubinofs branch merge: "+fmt.Sprintf(format, a...), 1)
+	}
+	mnt, st, err := workspaceOf(c)
+	if err != nil {
+		return err
+	}
+	b, err := branch.Open(st.State.Dir, name)
+	if errors.Is(err, branch.ErrNotFound) {
+		return fail("no branch %s in %s (`rubinofs branch ls` lists them)", name, mnt)
+	}
+	if err != nil {
+		return fail("branch %s: %v", name, err)
+	}
+	if b.DaemonMounted() {
+		var ws, bs unix.Stat_t
+		if unix.Stat(mnt, &ws) == nil && unix.Stat(b.Mnt(), &bs) == nil && ws.Dev == bs.Dev {
+			return fail("%s is branch %s here (this is a `run --branch`): merge from outside the branch", mnt, name)
+		}
+		if live, err := liveSessions(b.Mnt(), ""); err == nil && len(live) > 0 {
+			return fail("branch %s has live sessions (%s): a merge reads the branch as it stands; end them first", name, strings.Join(live, ", "))
+		}
+	}
+	// A session of its own, in harness mode: this process's reads of the
+	// workspace count for nothing, so only the bases it declares make a
+	// path writable (docs/DESIGN.md#branch-merge).
+	sess, err := cloneCtl(mnt, "sessions/clone", []byte("harness=1 cmd=rubinofs branch merge "+name+"\n"))
+	if err != nil {
+		return fail("registering the merge's session: %v", err)
+	}
+	skip := func(p string) bool { return p == ctltree.DirName || strings.HasPrefix(p, ctltree.DirName+"/") }
+	plan, err := branch.PlanMerge(b, b.Meta.Workspace, mnt, skip)
+	if err != nil {
+		return fail("branch %s: %v", name, err)
+	}
+	w := c.App.Writer
+	todo := 0
+	for _, s := range plan.Steps {
+		printStep(w, s)
+		if s.Action != branch.MergeSame && s.Action != branch.MergeConflict {
+			todo++
+		}
+	}
+	switch {
+	case plan.Conflicts > 0 && c.Bool("dry-run"):
+		return cli.Exit(fmt.Sprintf("branch %s: %d conflict(s), %d change(s) to apply; dry run, nothing changed", name, plan.Conflicts, todo), 1)
+	case plan.Conflicts > 0 && !c.Bool("partial"):
+		return cli.Exit(fmt.Sprintf("branch %s: %d conflict(s); nothing merged (--partial merges the other %d change(s))", name, plan.Conflicts, todo), 1)
+	case c.Bool("dry-run"):
+		fmt.Fprintf(w, "branch %s: %d change(s) to apply; dry run, nothing changed\n", name, todo)
+		return nil
+	case todo == 0:
+		fmt.Fprintf(w, "branch %s: nothing to merge\n", name)
+		return exitIf(plan.Conflicts > 0)
+	}
+	out, err := journalRequest(mnt, "self/journal", "checkpoint", "merge of branch "+name)
+	if err != nil {
+		return fail("checkpoint before the merge: %s", journalError(err, ""))
+	}
+	cp := strings.Fields(string(out) + " ")[0]
+	applied, failed := applyMerge(w, mnt, plan, c.Bool("partial"))
+	if failed > 0 && !c.Bool("partial") {
+		if _, err := journalRequest(mnt, "self/journal", "rewind", cp); err != nil {
+			return fail("a change was refused and undoing the %d applied failed: %s; `rubinofs rewind --session %s --to %s` undoes them", applied, journalError(err, ""), sess, cp)
+		}
+		return fail("branch %s: a change was refused (the workspace changed meanwhile); the %d applied were undone, nothing merged", name, applied)
+	}
+	fmt.Fprintf(w, "branch %s: merged %d change(s) as session %s", name, applied, sess)
+	if n := plan.Conflicts + failed; n > 0 {
+		fmt.Fprintf(w, ", %d left in conflict", n)
+	}
+	fmt.Fprintf(w, "; undo: rubinofs rewind --session %s --to %s\n", sess, cp)
+	return exitIf(plan.Conflicts+failed > 0)
+}
+
+// exitIf is exit status 1 when bad (conflicts were left), else nil.
+func exitIf(bad bool) error {
+	if bad {
+		return cli.Exit("", 1)
+	}
+	return nil
+}
+
+// printStep prints one line of the plan: the action, the path, and for a
+// conflict or a 3-way merge why.
+func printStep(w io.Writer, s branch.MergeStep) {
+	line := fmt.Sprintf("%-8s %s", s.Action, quoteToken(s.Path))
+	if s.Action == branch.MergeConflict || s.Action == branch.Merge3Way {
+		line += ": " + s.Why
+	}
+	fmt.Fprintln(w, line)
+}
+
+// applyMerge applies the plan's steps through the mount at mnt: creations,
+// replacements and merges in path order (a directory before what it
+// holds), then removals deepest first. A step the workspace refuses stops
+// the apply unless partial. It returns how many steps were applied and
+// failed; each failure is printed.
+func applyMerge(w io.Writer, mnt string, plan branch.MergePlan, partial bool) (applied, failed int) {
+	var order []branch.MergeStep
+	for _, s := range plan.Steps {
+		if s.Action != branch.MergeRemove && s.Action != branch.MergeRmdir {
+			order = append(order, s)
+		}
+	}
+	for i := len(plan.Steps) - 1; i >= 0; i-- {
+		if s := plan.Steps[i]; s.Action == branch.MergeRemove || s.Action == branch.MergeRmdir {
+			order = append(order, s)
+		}
+	}
+	for _, s := range order {
+		if s.Action == branch.MergeSame || s.Action == branch.MergeConflict {
+			continue
+		}
+		if err := applyStep(mnt, s); err != nil {
+			failed++
+			fmt.Fprintf(w, "refused  %s: %v\n", quoteToken(s.Path), err)
+			if !partial {
+				return applied, failed
+			}
+			continue
+		}
+		applied++
+	}
+	return applied, failed
+}
+
+// applyStep makes one change through the mount, declaring its base first
+// (`read PATH HASH` on .rubino/self/ctl) so the guard refuses it if the
+// path changed since the plan read it.
+func applyStep(mnt string, s branch.MergeStep) error {
+	p := filepath.Join(mnt, filepath.FromSlash(s.Path))
+	if s.Declare != "" {
+		if err := writeCtl(mnt, "self/ctl", []byte("read "+ctlPath(p)+" "+s.Declare+"\n")); err != nil {
+			return fmt.Errorf("declaring its base: %w", err)
+		}
+	}
+	switch s.Action {
+	case branch.MergeCreate:
+		return createFrom(p, s)
+	case branch.MergeReplace:
+		if s.Retype || s.Kind == journal.KindSymlink {
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+			return createFrom(p, s)
+		}
+		src, err := os.Open(s.Src)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		return overwrite(p, src, s.Perm)
+	case branch.Merge3Way:
+		return overwrite(p, strings.NewReader(string(s.Merged)), s.Perm)
+	case branch.MergeChmod:
+		return os.Chmod(p, s.Perm)
+	case branch.MergeRemove:
+		return unix.Unlink(p)
+	case branch.MergeRmdir:
+		return unix.Rmdir(p)
+	}
+	return fmt.Errorf("unknown action %q", s.Action)
+}
+
+// overwrite truncates the existing file at p and writes r's bytes, then
+// gives it perm; the error of the close (the flush) counts.
+func overwrite(p string, r io.Reader, perm os.FileMode) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, r)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// createFrom makes at p, which must not exist, the branch's file (its
+// bytes), directory or symlink (its target), with its permission bits
+// and, as root, its owner.
+func createFrom(p string, s branch.MergeStep) error {
+	var err error
+	switch s.Kind {
+	case journal.KindDir:
+		if err = os.Mkdir(p, 0o700); err == nil {
+			err = os.Chmod(p, s.Perm)
+		}
+	case journal.KindSymlink:
+		var target string
+		if target, err = os.Readlink(s.Src); err == nil {
+			err = os.Symlink(target, p)
+		}
+	default:
+		var src *os.File
+		if src, err = os.Open(s.Src); err != nil {
+			return err
+		}
+		defer src.Close()
+		var f *os.File
+		if f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+			return err
+		}
+		_, err = io.Copy(f, src)
+		if err == nil {
+			err = f.Chmod(s.Perm)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = os.Lchown(p, s.Uid, s.Gid)
+	}
+	return err
+}

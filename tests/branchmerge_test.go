@@ -1,0 +1,142 @@
+package tests
+
+// Merging branches back (docs/DESIGN.md#branch-merge): `rubinofs branch
+// merge NAME` replays what sed, rm and python did in a branch onto the
+// workspace through the guard; a text file changed on both sides in
+// disjoint hunks merges 3-way, the same line changed twice is a conflict
+// that changes nothing, and `rubinofs rewind` undoes a merge.
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// lines is n numbered lines "line 1\n" ... "line n\n".
+func lines(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	return b.String()
+}
+
+// merge runs `rubinofs branch merge ARGS... NAME` and returns its output
+// and exit status.
+func (m *branchMount) merge(name string, args ...string) (string, int) {
+	m.t.Helper()
+	out, err := runCLI(m.t, m.tmp, m.env, append(append([]string{"branch", "merge", "--mount", m.mnt}, args...), name)...)
+	return out, exitCode(err)
+}
+
+// mergeUndoRe finds a merge's undo command in its output.
+var mergeUndoRe = regexp.MustCompile(`undo: rubinofs rewind --session (\S+) --to (\S+)`)
+
+// TestBranchMergeTwoBranches: three branches made from one workspace. The
+// first (sed on one line, a new file, an rm, a python write) merges; the
+// second, which sed'ed a line far from the first's, merges 3-way over it;
+// the third changed the first's line too: its merge is a conflict and
+// leaves the workspace byte for byte, --partial applies the rest, and
+// rewind undoes that merge.
+func TestBranchMergeTwoBranches(t *testing.T) {
+	m := newBranchMount(t, map[string]string{"f.txt": lines(20), "del.txt": "doomed\n", "p.txt": "py\n", "bin.dat": "a\x00b\n"}, "")
+	for _, b := range []string{"b1", "b2", "b3"} {
+		m.newBranch(b)
+	}
+	m.mustInBranch("b1", `set -e
+sed -i 's/^line 2$/line two/' f.txt
+echo new > new1.txt
+cat del.txt >/dev/null && rm del.txt
+python3 -c "p='p.txt'; s=open(p).read(); open(p,'w').write(s+'thon\n')"
+cat bin.dat >/dev/null && printf 'x\000y\n' > bin.dat`)
+	m.mustInBranch("b2", `sed -i 's/^line 18$/line eighteen/' f.txt && mkdir -p sub/dir && echo deep > sub/dir/deep.txt`)
+	m.mustInBranch("b3", `sed -i 's/^line 2$/line TWO/' f.txt && echo ok > ok3.txt && cat bin.dat >/dev/null && printf 'q\000\n' > bin.dat`)
+
+	out, code := m.merge("b1")
+	if code != 0 {
+		t.Fatalf("merge b1: exit %d\n%s", code, out)
+	}
+	want1 := strings.Replace(lines(20), "line 2\n", "line two\n", 1)
+	for rel, want := range map[string]string{"f.txt": want1, "new1.txt": "new\n", "p.txt": "py\nthon\n", "bin.dat": "x\x00y\n"} {
+		if got, err := os.ReadFile(m.backing(rel)); string(got) != want {
+			t.Errorf("after merging b1, %s = %q (%v), want %q", rel, got, err, want)
+		}
+	}
+	if _, err := os.Stat(m.backing("del.txt")); !os.IsNotExist(err) {
+		t.Errorf("after merging b1, del.txt: %v, want it removed", err)
+	}
+
+	out, code = m.merge("b2")
+	if code != 0 || !strings.Contains(out, "merge    f.txt: changed on both sides in disjoint hunks") {
+		t.Fatalf("merge b2: exit %d, want a 3-way merge of f.txt\n%s", code, out)
+	}
+	want2 := strings.Replace(want1, "line 18\n", "line eighteen\n", 1)
+	if got, _ := os.ReadFile(m.backing("f.txt")); string(got) != want2 {
+		t.Fatalf("after merging b2, f.txt = %q, want %q", got, want2)
+	}
+	if got, _ := os.ReadFile(m.backing("sub/dir/deep.txt")); string(got) != "deep\n" {
+		t.Fatalf("after merging b2, sub/dir/deep.txt = %q", got)
+	}
+
+	before := treeHash(t, m.ws)
+	out, code = m.merge("b3")
+	if code != 1 || !strings.Contains(out, "conflict f.txt: changed on both sides: 1 overlapping hunk") ||
+		!strings.Contains(out, "conflict bin.dat: changed on both sides (binary)") || !strings.Contains(out, "nothing merged") {
+		t.Fatalf("merge b3: exit %d, want conflicts on f.txt and bin.dat and nothing merged\n%s", code, out)
+	}
+	if after := treeHash(t, m.ws); after != before {
+		t.Fatalf("a merge with conflicts changed the workspace (tree hash %s -> %s)\n%s", before, after, out)
+	}
+	if out, code = m.merge("b3", "--dry-run", "--partial"); code != 1 || !strings.Contains(out, "dry run, nothing changed") || treeHash(t, m.ws) != before {
+		t.Fatalf("merge --dry-run b3: exit %d, or the workspace changed\n%s", code, out)
+	}
+
+	out, code = m.merge("b3", "--partial")
+	sm := mergeUndoRe.FindStringSubmatch(out)
+	if code != 1 || sm == nil || !strings.Contains(out, "2 left in conflict") {
+		t.Fatalf("merge --partial b3: exit %d, want ok3.txt merged, 2 conflicts left and an undo line\n%s", code, out)
+	}
+	if got, _ := os.ReadFile(m.backing("ok3.txt")); string(got) != "ok\n" {
+		t.Fatalf("after merge --partial, ok3.txt = %q", got)
+	}
+	if got, _ := os.ReadFile(m.backing("f.txt")); string(got) != want2 {
+		t.Fatalf("merge --partial changed the conflicting f.txt: %q", got)
+	}
+	if out, err := runCLI(t, m.tmp, m.env, "rewind", "--mount", m.mnt, "--session", sm[1], "--to", sm[2]); err != nil {
+		t.Fatalf("rewind of the merge: %v\n%s", err, out)
+	}
+	if after := treeHash(t, m.ws); after != before {
+		t.Fatalf("rewind did not undo the merge (tree hash %s -> %s)", before, after)
+	}
+}
+
+// TestBranchMergeStale: a file the branch changed and the workspace
+// changed since the branch read it (a binary one, or an edit of the same
+// line) is a conflict; a file the branch deleted that the workspace
+// changed, too. Nothing is applied.
+func TestBranchMergeStale(t *testing.T) {
+	m := newBranchMount(t, map[string]string{"a.txt": "one\n", "gone.txt": "keep me\n", "fresh.txt": "f\n"}, "")
+	m.newBranch("s")
+	m.mustInBranch("s", `cat a.txt gone.txt fresh.txt >/dev/null && echo branch > a.txt && rm gone.txt && echo branch > fresh.txt`)
+	for rel, data := range map[string]string{"a.txt": "outside\n", "gone.txt": "changed\n"} {
+		if err := os.WriteFile(m.backing(rel), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := treeHash(t, m.ws)
+	out, code := m.merge("s")
+	if code != 1 || !strings.Contains(out, "conflict a.txt: changed on both sides") ||
+		!strings.Contains(out, "conflict gone.txt: changed in the workspace since the branch read it; the branch deleted it") ||
+		!strings.Contains(out, "replace  fresh.txt") {
+		t.Fatalf("merge s: exit %d, want a.txt and gone.txt in conflict and fresh.txt planned\n%s", code, out)
+	}
+	if after := treeHash(t, m.ws); after != before {
+		t.Fatalf("the refused merge changed the workspace")
+	}
+	// Inside the branch the merge is refused: there the mount is the branch.
+	if out, err := m.inBranch("s", "rubinofs branch merge s"); err == nil {
+		t.Fatalf("a merge from inside the branch succeeded\n%s", out)
+	}
+}
