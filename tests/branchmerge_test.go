@@ -8,6 +8,7 @@ package tests
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -138,5 +139,57 @@ func TestBranchMergeStale(t *testing.T) {
 	// Inside the branch the merge is refused: there the mount is the branch.
 	if out, err := m.inBranch("s", "rubinofs branch merge s"); err == nil {
 		t.Fatalf("a merge from inside the branch succeeded\n%s", out)
+	}
+}
+
+// TestBranchMergeRefusedMidway: the guard decides a conflict that comes
+// after the plan. With --confirm the merge stops between its plan and its
+// apply; a file it is about to replace changes outside the mount meanwhile;
+// the guard refuses that write (the merge declared the branch's base, not
+// what is there now), and the change already applied before it is undone:
+// nothing of the merge stays.
+func TestBranchMergeRefusedMidway(t *testing.T) {
+	m := newBranchMount(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"}, "")
+	m.newBranch("r")
+	m.mustInBranch("r", `cat a.txt b.txt >/dev/null && echo A > a.txt && echo B > b.txt`)
+	cmd := cliCommand(t, m.tmp, m.env, "branch", "merge", "--confirm", "--mount", m.mnt, "r")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var asked []byte
+	buf := make([]byte, 512)
+	for !strings.Contains(string(asked), "[y/N] ") {
+		n, err := stderr.Read(buf)
+		asked = append(asked, buf[:n]...)
+		if err != nil {
+			cmd.Wait()
+			t.Fatalf("the merge never asked (%v): %q\n%s", err, asked, stdout.String())
+		}
+	}
+	if err := os.WriteFile(m.backing("b.txt"), []byte("outside\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Write([]byte("y\n"))
+	stdin.Close()
+	rest, _ := io.ReadAll(stderr)
+	err = cmd.Wait()
+	out := stdout.String() + string(asked) + string(rest)
+	if exitCode(err) != 1 || !strings.Contains(out, "refused  b.txt") || !strings.Contains(out, "the 1 applied were undone, nothing merged") {
+		t.Fatalf("merge: %v, want b.txt refused and a.txt undone\n%s", err, out)
+	}
+	for rel, want := range map[string]string{"a.txt": "a\n", "b.txt": "outside\n"} {
+		if got, _ := os.ReadFile(m.backing(rel)); string(got) != want {
+			t.Errorf("%s = %q after the refused merge, want %q", rel, got, want)
+		}
 	}
 }

@@ -6,9 +6,11 @@ package main
 // registers the session, declares each path's base, applies and undoes.
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +34,7 @@ func branchMergeCommand() *cli.Command {
 		Flags: []cli.Flag{mountFlag(),
 			&cli.BoolFlag{Name: "partial", Usage: "apply what does not conflict and report the rest"},
 			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "print the plan (each path's action, the conflicts) and change nothing"},
+			&cli.BoolFlag{Name: "confirm", Usage: "print the plan, then apply it only if a line on stdin says y or yes"},
 			&cli.BoolFlag{Name: "in-session", Hidden: true}, // the re-executed child: it becomes the merge session's root
 		},
 		Action: branchMerge,
@@ -63,13 +66,16 @@ func branchMerge(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("finding the rubinofs executable: %v", err), 1)
 	}
 	args := []string{"branch", "merge", "--in-session", "--mount", mnt}
-	for _, f := range []string{"partial", "dry-run"} {
+	for _, f := range []string{"partial", "dry-run", "confirm"} {
 		if c.Bool(f) {
 			args = append(args, "--"+f)
 		}
 	}
 	cmd := exec.Command(self, append(args, name)...)
 	cmd.Stdout, cmd.Stderr = c.App.Writer, c.App.ErrWriter
+	if c.Bool("confirm") {
+		cmd.Stdin = os.Stdin // only then: the MCP server's stdin is its protocol
+	}
 	if err := cmd.Run(); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.ExitCode() > 0 {
@@ -137,6 +143,8 @@ func mergeInSession(c *cli.Context, name string) error {
 	case todo == 0:
 		fmt.Fprintf(w, "branch %s: nothing to merge\n", name)
 		return exitIf(plan.Conflicts > 0)
+	case c.Bool("confirm") && !confirmed(c, fmt.Sprintf("apply %d change(s) of branch %s to %s? [y/N] ", todo, name, mnt)):
+		return cli.Exit(fmt.Sprintf("branch %s: not confirmed; nothing merged", name), 1)
 	}
 	out, err := journalRequest(mnt, "self/journal", "checkpoint", "merge of branch "+name)
 	if err != nil {
@@ -145,7 +153,7 @@ func mergeInSession(c *cli.Context, name string) error {
 	cp := strings.Fields(string(out) + " ")[0]
 	applied, failed := applyMerge(w, mnt, plan, c.Bool("partial"))
 	if failed > 0 && !c.Bool("partial") {
-		if _, err := journalRequest(mnt, "self/journal", "rewind", cp); err != nil {
+		if _, err := journalRequest(mnt, "self/journal", "rewind", "--to", cp); err != nil {
 			return fail("a change was refused and undoing the %d applied failed: %s; `rubinofs rewind --session %s --to %s` undoes them", applied, journalError(err, ""), sess, cp)
 		}
 		return fail("branch %s: a change was refused (the workspace changed meanwhile); the %d applied were undone, nothing merged", name, applied)
@@ -156,6 +164,18 @@ func mergeInSession(c *cli.Context, name string) error {
 	}
 	fmt.Fprintf(w, "; undo: rubinofs rewind --session %s --to %s\n", sess, cp)
 	return exitIf(plan.Conflicts+failed > 0)
+}
+
+// confirmed asks question on the error writer and reports whether the
+// next line of stdin is y or yes (any case); end of input is a no.
+func confirmed(c *cli.Context, question string) bool {
+	fmt.Fprint(c.App.ErrWriter, question)
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true
+	}
+	return false
 }
 
 // exitIf is exit status 1 when bad (conflicts were left), else nil.
@@ -199,7 +219,11 @@ func applyMerge(w io.Writer, mnt string, plan branch.MergePlan, partial bool) (a
 		}
 		if err := applyStep(mnt, s); err != nil {
 			failed++
-			fmt.Fprintf(w, "refused  %s: %v\n", quoteToken(s.Path), err)
+			hint := ""
+			if errors.Is(err, fs.ErrPermission) {
+				hint = " (the guard: it changed after the plan read it; `rubinofs why` says more)"
+			}
+			fmt.Fprintf(w, "refused  %s: %v%s\n", quoteToken(s.Path), err, hint)
 			if !partial {
 				return applied, failed
 			}
