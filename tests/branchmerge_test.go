@@ -42,7 +42,8 @@ var mergeUndoRe = regexp.MustCompile(`undo: rubinofs rewind --session (\S+) --to
 // leaves the workspace byte for byte, --partial applies the rest, and
 // rewind undoes that merge.
 func TestBranchMergeTwoBranches(t *testing.T) {
-	m := newBranchMount(t, map[string]string{"f.txt": lines(20), "del.txt": "doomed\n", "p.txt": "py\n", "bin.dat": "a\x00b\n"}, "")
+	m := newBranchMount(t, map[string]string{"f.txt": lines(20), "del.txt": "doomed\n", "p.txt": "py\n", "bin.dat": "a\x00b\n", "x.sh": "echo\n"},
+		"ln -s f.txt old.lnk && ln -s p.txt re.lnk")
 	for _, b := range []string{"b1", "b2", "b3"} {
 		m.newBranch(b)
 	}
@@ -52,7 +53,11 @@ echo new > new1.txt
 cat del.txt >/dev/null && rm del.txt
 python3 -c "p='p.txt'; s=open(p).read(); open(p,'w').write(s+'thon\n')"
 cat bin.dat >/dev/null && printf 'x\000y\n' > bin.dat`)
-	m.mustInBranch("b2", `sed -i 's/^line 18$/line eighteen/' f.txt && mkdir -p sub/dir && echo deep > sub/dir/deep.txt`)
+	m.mustInBranch("b2", `set -e
+sed -i 's/^line 18$/line eighteen/' f.txt
+mkdir -p sub/dir && echo deep > sub/dir/deep.txt
+ln -s sub/dir/deep.txt new.lnk && rm old.lnk && ln -sfn del.txt re.lnk
+cat x.sh >/dev/null && chmod 755 x.sh`)
 	m.mustInBranch("b3", `sed -i 's/^line 2$/line TWO/' f.txt && echo ok > ok3.txt && cat bin.dat >/dev/null && printf 'q\000\n' > bin.dat`)
 
 	out, code := m.merge("b1")
@@ -79,6 +84,14 @@ cat bin.dat >/dev/null && printf 'x\000y\n' > bin.dat`)
 	}
 	if got, _ := os.ReadFile(m.backing("sub/dir/deep.txt")); string(got) != "deep\n" {
 		t.Fatalf("after merging b2, sub/dir/deep.txt = %q", got)
+	}
+	for lnk, want := range map[string]string{"new.lnk": "sub/dir/deep.txt", "re.lnk": "del.txt", "old.lnk": ""} {
+		if got, _ := os.Readlink(m.backing(lnk)); got != want {
+			t.Errorf("after merging b2, %s -> %q, want %q", lnk, got, want)
+		}
+	}
+	if st, err := os.Stat(m.backing("x.sh")); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("after merging b2, x.sh: %v %v, want mode 0755", st, err)
 	}
 
 	before := treeHash(t, m.ws)
