@@ -213,11 +213,18 @@ func applyMerge(w io.Writer, mnt string, plan branch.MergePlan, partial bool) (a
 			order = append(order, s)
 		}
 	}
+	// One handle for every declaration: one write(2) each.
+	ctl, err := openCtl(ctlPathOf(mnt, "self/ctl"), unix.O_RDWR)
+	if err != nil {
+		fmt.Fprintf(w, "refused  (all): %v\n", err)
+		return 0, 1
+	}
+	defer ctl.close()
 	for _, s := range order {
 		if s.Action == branch.MergeSame || s.Action == branch.MergeConflict {
 			continue
 		}
-		if err := applyStep(mnt, s); err != nil {
+		if err := applyStep(mnt, ctl, s); err != nil {
 			failed++
 			hint := ""
 			if errors.Is(err, fs.ErrPermission) {
@@ -235,12 +242,12 @@ func applyMerge(w io.Writer, mnt string, plan branch.MergePlan, partial bool) (a
 }
 
 // applyStep makes one change through the mount, declaring its base first
-// (`read PATH HASH` on .rubino/self/ctl) so the guard refuses it if the
+// (`read PATH HASH` on ctl, the session's .rubino/self/ctl) so the guard refuses it if the
 // path changed since the plan read it.
-func applyStep(mnt string, s branch.MergeStep) error {
+func applyStep(mnt string, ctl *ctlFile, s branch.MergeStep) error {
 	p := filepath.Join(mnt, filepath.FromSlash(s.Path))
 	if s.Declare != "" {
-		if err := writeCtl(mnt, "self/ctl", []byte("read "+ctlPath(p)+" "+s.Declare+"\n")); err != nil {
+		if err := ctl.write([]byte("read " + ctlPath(p) + " " + s.Declare + "\n")); err != nil {
 			return fmt.Errorf("declaring its base: %w", err)
 		}
 	}
