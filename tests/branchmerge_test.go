@@ -126,25 +126,45 @@ cat x.sh >/dev/null && chmod 755 x.sh`)
 	}
 }
 
-// TestBranchMergeStale: a file the branch changed and the workspace
-// changed since the branch read it (a binary one, or an edit of the same
-// line) is a conflict; a file the branch deleted that the workspace
-// changed, too. Nothing is applied.
+// TestBranchMergeStale: each way the workspace can have moved since the
+// branch read a path is a conflict, and nothing is applied: a file both
+// changed (no base line in common), one the branch deleted and the
+// workspace changed, one made on both sides, one the branch changed and
+// the workspace deleted, and a directory the branch removed that the
+// workspace added a file to.
 func TestBranchMergeStale(t *testing.T) {
-	m := newBranchMount(t, map[string]string{"a.txt": "one\n", "gone.txt": "keep me\n", "fresh.txt": "f\n"}, "")
+	m := newBranchMount(t, map[string]string{"a.txt": "one\n", "gone.txt": "keep me\n", "fresh.txt": "f\n", "mod.txt": "m\n"}, "mkdir dd && echo a > dd/a")
 	m.newBranch("s")
-	m.mustInBranch("s", `cat a.txt gone.txt fresh.txt >/dev/null && echo branch > a.txt && rm gone.txt && echo branch > fresh.txt`)
-	for rel, data := range map[string]string{"a.txt": "outside\n", "gone.txt": "changed\n"} {
+	m.mustInBranch("s", `set -e
+cat a.txt gone.txt fresh.txt mod.txt dd/a >/dev/null
+echo branch > a.txt && rm gone.txt && echo branch > fresh.txt
+echo mine > both.txt && echo branch > mod.txt && rm -rf dd`)
+	for rel, data := range map[string]string{"a.txt": "outside\n", "gone.txt": "changed\n", "both.txt": "theirs\n", "dd/extra": "new\n"} {
 		if err := os.WriteFile(m.backing(rel), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if err := os.Remove(m.backing("mod.txt")); err != nil {
+		t.Fatal(err)
+	}
 	before := treeHash(t, m.ws)
 	out, code := m.merge("s")
-	if code != 1 || !strings.Contains(out, "conflict a.txt: changed on both sides") ||
-		!strings.Contains(out, "conflict gone.txt: changed in the workspace since the branch read it; the branch deleted it") ||
-		!strings.Contains(out, "replace  fresh.txt") {
-		t.Fatalf("merge s: exit %d, want a.txt and gone.txt in conflict and fresh.txt planned\n%s", code, out)
+	for _, want := range []string{
+		"conflict a.txt: changed on both sides",
+		"conflict gone.txt: changed in the workspace since the branch read it; the branch deleted it",
+		"conflict both.txt: created on both sides",
+		"conflict mod.txt: deleted in the workspace since the branch read it",
+		"conflict dd/extra: the branch deleted it but never saw this one",
+		"conflict dd: the branch deleted the directory; the workspace's dd/extra stays",
+		"remove   dd/a",
+		"replace  fresh.txt",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("merge s: no %q", want)
+		}
+	}
+	if code != 1 || t.Failed() {
+		t.Fatalf("merge s: exit %d\n%s", code, out)
 	}
 	if after := treeHash(t, m.ws); after != before {
 		t.Fatalf("the refused merge changed the workspace")
