@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -224,5 +225,32 @@ func TestBranchMergeRefusedMidway(t *testing.T) {
 		if got, _ := os.ReadFile(m.backing(rel)); string(got) != want {
 			t.Errorf("%s = %q after the refused merge, want %q", rel, got, want)
 		}
+	}
+}
+
+// TestBranchMergeBadInput: usage errors exit 2, a missing branch 1, each
+// with one line naming what is wrong; uid 65534 is told it needs root.
+func TestBranchMergeBadInput(t *testing.T) {
+	m := newBranchMount(t, map[string]string{"f.txt": "x\n"}, "")
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"branch", "merge", "--mount", m.mnt}, 2, "usage"},
+		{[]string{"branch", "merge", "--mount", m.mnt, "../x"}, 2, "bad branch name"},
+		{[]string{"branch", "merge", "--mount", m.mnt, "nope"}, 1, "no branch nope"},
+	} {
+		out, err := runCLI(t, m.tmp, m.env, c.args...)
+		line := strings.TrimSpace(out)
+		if exitCode(err) != c.code || !strings.Contains(line, c.want) || strings.Contains(line, "\n") {
+			t.Errorf("rubinofs %v: exit %d %q, want exit %d and one line with %q", c.args, exitCode(err), out, c.code, c.want)
+		}
+	}
+	cmd := exec.Command("sh", "-c", asNobody+shq(sharedBin(t))+" branch merge --mount "+shq(m.mnt)+" b")
+	cmd.Dir = "/"
+	out, err := runCombined(t, cmd)
+	if exitCode(err) != 1 || !strings.Contains(out, "needs root") || strings.Contains(strings.TrimSpace(out), "\n") {
+		t.Errorf("branch merge as uid 65534: exit %d %q, want exit 1 and one line saying it needs root", exitCode(err), out)
 	}
 }

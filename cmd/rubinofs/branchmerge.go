@@ -52,7 +52,7 @@ func branchMerge(c *cli.Context) error {
 		return err
 	}
 	if os.Geteuid() != 0 {
-		return cli.Exit("rubinofs branch merge: a branch's directories are root's; run it as root", 1)
+		return cli.Exit("rubinofs branch merge: needs root (a branch's directories are root's); run it as root", 1)
 	}
 	if c.Bool("in-session") {
 		return mergeInSession(c, name)
