@@ -6,7 +6,6 @@ package branch
 
 import (
 	"bytes"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,8 +15,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-
-	"github.com/zeebo/xxh3"
 
 	"github.com/rubinofs/rubinofs/journal"
 )
@@ -119,9 +116,12 @@ func PlanMerge(b *Branch, lower, ws string, skip func(string) bool) (MergePlan, 
 		base, known := bases[ch.Path]
 		var st MergeStep
 		if ch.Status == Deleted {
-			st, err = planDelete(ch.Path, filepath.Join(ws, ch.Path), base, known)
+			st, err = planDelete(ws, ch.Path, base, known)
 		} else {
-			st, err = planPut(ch.Path, filepath.Join(b.Upper(), ch.Path), filepath.Join(ws, ch.Path), base, known)
+			st, err = planPut(ws, ch.Path, filepath.Join(b.Upper(), filepath.FromSlash(ch.Path)), base, known)
+		}
+		if errors.Is(err, ErrSymlinkOnPath) {
+			st, err = conflict(MergeStep{Path: ch.Path}, ErrSymlinkOnPath.Error()+": not followed"), nil
 		}
 		if err != nil {
 			return plan, fmt.Errorf("%s: %w", ch.Path, err)
@@ -202,8 +202,8 @@ func sameState(a, b side) bool {
 }
 
 // planPut plans a path the branch has (added, modified or retyped): src is
-// its upper file, cur the workspace's path.
-func planPut(rel, src, cur string, base Base, known bool) (MergeStep, error) {
+// its upper file; the workspace's side is rel under ws.
+func planPut(ws, rel, src string, base Base, known bool) (MergeStep, error) {
 	st := MergeStep{Path: rel, Src: src}
 	theirs, err := stateOf(src)
 	if err != nil {
@@ -213,7 +213,7 @@ func planPut(rel, src, cur string, base Base, known bool) (MergeStep, error) {
 	if theirs.kind == "other" {
 		return conflict(st, "the branch made a device, fifo or socket here: not merged"), nil
 	}
-	ours, err := stateOf(cur)
+	ours, err := wsStateOf(ws, rel)
 	if err != nil {
 		return st, err
 	}
@@ -251,15 +251,16 @@ func planPut(rel, src, cur string, base Base, known bool) (MergeStep, error) {
 		return st, nil
 	}
 	if ours.kind == journal.KindFile && theirs.kind == journal.KindFile && base.Blob != "" {
-		return plan3Way(st, cur, base.Blob, src, ours.perm)
+		return plan3Way(st, ws, base.Blob, src, ours.perm)
 	}
 	return conflict(st, "changed in the workspace since the branch read it"), nil
 }
 
-// planDelete plans a path the branch deleted; cur is the workspace's.
-func planDelete(rel, cur string, base Base, known bool) (MergeStep, error) {
+// planDelete plans a path the branch deleted; the workspace's side is rel
+// under ws.
+func planDelete(ws, rel string, base Base, known bool) (MergeStep, error) {
 	st := MergeStep{Path: rel}
-	ours, err := stateOf(cur)
+	ours, err := wsStateOf(ws, rel)
 	if err != nil {
 		return st, err
 	}
@@ -281,21 +282,30 @@ func planDelete(rel, cur string, base Base, known bool) (MergeStep, error) {
 	return st, nil
 }
 
-// plan3Way merges the workspace's bytes at cur, the base's at basePath and
-// the branch's at src with `git merge-file`. The step declares the hash of
-// the workspace bytes it merged; the workspace's permission bits stay.
-func plan3Way(st MergeStep, cur, basePath, src string, perm fs.FileMode) (MergeStep, error) {
+// plan3Way merges the workspace's bytes of st.Path under ws, the base's
+// at basePath and the branch's at src with `git merge-file`. The step
+// declares the hash of the workspace bytes it merged; the workspace's
+// permission bits stay.
+func plan3Way(st MergeStep, ws, basePath, src string, perm fs.FileMode) (MergeStep, error) {
 	var sides [3][]byte
-	for i, p := range []string{cur, basePath, src} {
-		fi, err := os.Stat(p)
+	var declare string
+	for i, p := range []string{"", basePath, src} {
+		var err error
+		if i == 0 {
+			sides[0], declare, err = readWorkspaceFile(ws, st.Path)
+		} else {
+			var fi fs.FileInfo
+			if fi, err = os.Stat(p); err == nil && fi.Size() <= MaxMerge3Way {
+				sides[i], err = os.ReadFile(p)
+			} else if err == nil {
+				sides[i] = make([]byte, MaxMerge3Way+1) // only its length is looked at
+			}
+		}
 		if err != nil {
 			return st, err
 		}
-		if fi.Size() > MaxMerge3Way {
+		if len(sides[i]) > MaxMerge3Way {
 			return conflict(st, fmt.Sprintf("changed on both sides; over %d MiB, not merged 3-way", MaxMerge3Way>>20)), nil
-		}
-		if sides[i], err = os.ReadFile(p); err != nil {
-			return st, err
 		}
 		if bytes.IndexByte(sides[i][:min(len(sides[i]), 8000)], 0) >= 0 {
 			return conflict(st, "changed on both sides (binary)"), nil
@@ -312,9 +322,7 @@ func plan3Way(st MergeStep, cur, basePath, src string, perm fs.FileMode) (MergeS
 	if n > 0 {
 		return conflict(st, fmt.Sprintf("changed on both sides: %d overlapping hunk(s)", n)), nil
 	}
-	sum := xxh3.Hash128(sides[0]).Bytes()
-	st.Action, st.Merged, st.Perm = Merge3Way, merged, perm
-	st.Declare = hex.EncodeToString(sum[:])
+	st.Action, st.Merged, st.Perm, st.Declare = Merge3Way, merged, perm, declare
 	st.Why = "changed on both sides in disjoint hunks"
 	return st, nil
 }

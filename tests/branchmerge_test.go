@@ -254,3 +254,24 @@ func TestBranchMergeBadInput(t *testing.T) {
 		t.Errorf("branch merge as uid 65534: exit %d %q, want exit 1 and one line saying it needs root", exitCode(err), out)
 	}
 }
+
+// TestBranchMergeNoSymlinkEscape: a directory the branch made is a
+// symlink out of the workspace by the time of the merge (another session
+// made it); the branch's file below it is a conflict, even with
+// --partial, and nothing is written where the symlink points.
+func TestBranchMergeNoSymlinkEscape(t *testing.T) {
+	m := newBranchMount(t, map[string]string{"f.txt": "x\n"}, "")
+	outside := t.TempDir()
+	m.newBranch("e")
+	m.mustInBranch("e", `mkdir evil && echo pwned > evil/pwn.txt`)
+	if err := os.Symlink(outside, m.path("evil")); err != nil {
+		t.Fatal(err)
+	}
+	out, code := m.merge("e", "--partial")
+	if code != 1 || !strings.Contains(out, "conflict evil/pwn.txt: a directory on its path is a symlink in the workspace") {
+		t.Errorf("merge --partial: exit %d, want evil/pwn.txt in conflict\n%s", code, out)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("the merge wrote through the workspace's symlink: %v\n%s", ents, out)
+	}
+}

@@ -13,7 +13,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/rubinofs/rubinofs/branch"
 	"github.com/rubinofs/rubinofs/ctltree"
-	"github.com/rubinofs/rubinofs/journal"
 )
 
 func branchMergeCommand() *cli.Command {
@@ -224,7 +222,8 @@ func applyMerge(w io.Writer, mnt string, plan branch.MergePlan, partial bool) (a
 		if s.Action == branch.MergeSame || s.Action == branch.MergeConflict {
 			continue
 		}
-		if err := applyStep(mnt, ctl, s); err != nil {
+		declare := func(abs, hash string) error { return ctl.write([]byte("read " + ctlPath(abs) + " " + hash + "\n")) }
+		if err := branch.ApplyStep(mnt, s, os.Geteuid() == 0, declare); err != nil {
 			failed++
 			hint := ""
 			if errors.Is(err, fs.ErrPermission) {
@@ -239,98 +238,4 @@ func applyMerge(w io.Writer, mnt string, plan branch.MergePlan, partial bool) (a
 		applied++
 	}
 	return applied, failed
-}
-
-// applyStep makes one change through the mount, declaring its base first
-// (`read PATH HASH` on ctl, the session's .rubino/self/ctl) so the guard refuses it if the
-// path changed since the plan read it.
-func applyStep(mnt string, ctl *ctlFile, s branch.MergeStep) error {
-	p := filepath.Join(mnt, filepath.FromSlash(s.Path))
-	if s.Declare != "" {
-		if err := ctl.write([]byte("read " + ctlPath(p) + " " + s.Declare + "\n")); err != nil {
-			return fmt.Errorf("declaring its base: %w", err)
-		}
-	}
-	switch s.Action {
-	case branch.MergeCreate:
-		return createFrom(p, s)
-	case branch.MergeReplace:
-		if s.Retype || s.Kind == journal.KindSymlink {
-			if err := os.Remove(p); err != nil {
-				return err
-			}
-			return createFrom(p, s)
-		}
-		src, err := os.Open(s.Src)
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		return overwrite(p, src, s.Perm)
-	case branch.Merge3Way:
-		return overwrite(p, strings.NewReader(string(s.Merged)), s.Perm)
-	case branch.MergeChmod:
-		return os.Chmod(p, s.Perm)
-	case branch.MergeRemove:
-		return unix.Unlink(p)
-	case branch.MergeRmdir:
-		return unix.Rmdir(p)
-	}
-	return fmt.Errorf("unknown action %q", s.Action)
-}
-
-// overwrite truncates the existing file at p and writes r's bytes, then
-// gives it perm; the error of the close (the flush) counts.
-func overwrite(p string, r io.Reader, perm os.FileMode) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(f, r)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// createFrom makes at p, which must not exist, the branch's file (its
-// bytes), directory or symlink (its target), with its permission bits
-// and, as root, its owner.
-func createFrom(p string, s branch.MergeStep) error {
-	var err error
-	switch s.Kind {
-	case journal.KindDir:
-		if err = os.Mkdir(p, 0o700); err == nil {
-			err = os.Chmod(p, s.Perm)
-		}
-	case journal.KindSymlink:
-		var target string
-		if target, err = os.Readlink(s.Src); err == nil {
-			err = os.Symlink(target, p)
-		}
-	default:
-		var src *os.File
-		if src, err = os.Open(s.Src); err != nil {
-			return err
-		}
-		defer src.Close()
-		var f *os.File
-		if f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
-			return err
-		}
-		_, err = io.Copy(f, src)
-		if err == nil {
-			err = f.Chmod(s.Perm)
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err == nil {
-		err = os.Lchown(p, s.Uid, s.Gid)
-	}
-	return err
 }
