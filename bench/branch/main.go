@@ -99,8 +99,12 @@ func main() {
 	benchkit.AtExit(func() { cli("branch", "discard", "--force", "--mount", mnt, "m") })
 	var script strings.Builder
 	script.WriteString("set -e\n")
-	for i := 0; i < *edits; i++ {
-		f := fmt.Sprintf("d%03d/f%05d", i%(*dirs-1), i)
+	for i, j := 0, 0; i < *edits; j++ {
+		if j%*dirs == *dirs-1 {
+			continue // the directory removed below
+		}
+		i++
+		f := fmt.Sprintf("d%03d/f%05d", j%*dirs, j)
 		fmt.Fprintf(&script, "cat %s >/dev/null; sed -i 's/^line 3$/line three/' %s; echo new > %s.new\n", f, f, f)
 	}
 	fmt.Fprintf(&script, "find d%03d -type f -exec cat {} + >/dev/null; rm -rf d%03d\n", *dirs-1, *dirs-1) // the guard: read before removing
