@@ -118,7 +118,10 @@ func mergeInSession(c *cli.Context, name string) error {
 		return fail("registering the merge's session: %v", err)
 	}
 	skip := func(p string) bool { return p == ctltree.DirName || strings.HasPrefix(p, ctltree.DirName+"/") }
-	plan, err := branch.PlanMerge(b, b.Meta.Workspace, mnt, skip)
+	// The workspace is read where the overlay reads it (the backing
+	// directory, or the mount for one mounted in place): no FUSE round
+	// trips for the plan, the same bytes.
+	plan, err := branch.PlanMerge(b, b.Meta.Workspace, b.Meta.Workspace, skip)
 	if err != nil {
 		return fail("branch %s: %v", name, err)
 	}
