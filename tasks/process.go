@@ -54,7 +54,7 @@ func (rn *Runner) startLocked(t Task, typ SubagentType, sp *Spawner) (err error)
 	if sp != nil {
 		mount = sp.Mount
 	}
-	argv := typ.argv(t.Prompt, t.ID, mount)
+	argv := rn.branchArgv(t, mount, typ.argv(t.Prompt, t.ID, mount))
 	var closers []*os.File
 	defer func() {
 		for _, f := range closers {

@@ -47,6 +47,8 @@ func agentsCommand() *cli.Command {
 				ArgsUsage: "PROMPT...|-",
 				Flags: []cli.Flag{mountFlag(),
 					&cli.StringFlag{Name: "subagent", Aliases: []string{"s"}, Value: "sh", Usage: "the subagent type (sh runs the prompt as a shell command)"},
+					&cli.StringFlag{Name: "branch", Usage: "run the task in branch `NAME` (rubinofs branch new): it sees the branch at the workspace's paths (needs root)"},
+					&cli.StringFlag{Name: "isolation", Usage: "`branch`: run the task in a new branch of its own, task-ID (needs root); none: in the workspace (the default)"},
 				},
 				Action: agentsSpawn,
 			},
@@ -184,7 +186,13 @@ func agentsSpawn(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	spec, _ := json.Marshal(map[string]string{"subagent": c.String("subagent"), "prompt": prompt})
+	fields := map[string]string{"subagent": c.String("subagent"), "prompt": prompt}
+	for _, f := range []string{"branch", "isolation"} { // checked by the daemon (docs/DESIGN.md#branch-tasks)
+		if c.IsSet(f) {
+			fields[f] = c.String(f)
+		}
+	}
+	spec, _ := json.Marshal(fields)
 	id, err := cloneCtl(mnt, "agents/clone", append(spec, '\n'))
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
@@ -272,7 +280,7 @@ var agentsShow = taskAction(func(c *cli.Context, mnt, id string) error {
 	}
 	fmt.Fprintf(c.App.Writer, "task:      %s\n", id)
 	fmt.Fprintf(c.App.Writer, "status:    %s", status)
-	for _, f := range []string{"subagent", "owner", "depth", "started", "finished"} {
+	for _, f := range []string{"subagent", "owner", "depth", "started", "finished", "branch"} {
 		if v := agentField(mnt, id, f); v != "" {
 			fmt.Fprintf(c.App.Writer, "%-10s %s\n", f+":", v)
 		}
