@@ -43,7 +43,9 @@ func mergeNote(name string) string {
 // files with sh from the workspace's own paths (its working directory, the
 // mountpoint, the backing path); the workspace stays byte for byte, `branch
 // diff` shows the changes, and the task's result, `branch` file and `agents
-// show` name the branch and the merge command.
+// show` name the branch and the merge command. In the branch,
+// RUBINO_BRANCH names it and `rubinofs ask` says why it cannot reach the
+// task's files.
 func TestTaskInBranch(t *testing.T) {
 	m := newBranchMount(t, map[string]string{"e.txt": "old\n", "d.txt": "gone\n", "k.txt": "kept\n"}, "")
 	m.newBranch("tb")
@@ -53,8 +55,9 @@ cat e.txt d.txt >/dev/null
 echo new > e.txt
 rm `+shq(m.path("d.txt"))+`
 echo made > `+shq(m.backing("n.txt"))+`
-echo "in $(pwd)"`, "--branch", "tb")
-	if want := "in " + m.mnt + "\n" + mergeNote("tb"); out != want {
+echo "in $(pwd) $RUBINO_BRANCH"
+`+shq(rubinofsBin(t))+` ask hello 2>&1 | grep -o "runs in branch tb"`, "--branch", "tb")
+	if want := "in " + m.mnt + " tb\nruns in branch tb\n" + mergeNote("tb"); out != want {
 		t.Fatalf("agents wait %s printed\n%s\nwant\n%s", id, out, want)
 	}
 	if after := treeHash(t, m.ws); after != before {

@@ -134,7 +134,9 @@ func taskArg(c *cli.Context) (string, error) {
 	return id, nil
 }
 
-// taskContext is the mount and the calling task's id, for ask and inbox.
+// taskContext is the mount and the calling task's id, for ask and inbox;
+// inside a branch (RUBINO_BRANCH) without --mount it refuses with the
+// reason, exit 1.
 func taskContext(c *cli.Context) (string, string, error) {
 	id := c.String("task")
 	if id == "" {
@@ -145,6 +147,11 @@ func taskContext(c *cli.Context) (string, string, error) {
 	}
 	if !taskIDRE.MatchString(id) {
 		return "", "", cli.Exit(fmt.Sprintf("%q is not a task id", id), 2)
+	}
+	if b := os.Getenv(envBranch); b != "" && mountFlagValue(c) == "" {
+		// The task's files are the workspace daemon's; at the workspace's
+		// paths a branch shows its own daemon's (docs/DESIGN.md#branch-tasks).
+		return "", "", cli.Exit(fmt.Sprintf("rubinofs %s: task %s runs in branch %s, which shows the branch's control files, not the workspace's where the task's are: a task in a branch reports through its output and exit status", c.Command.Name, id, b), 1)
 	}
 	mnt, err := mountOf(c)
 	return mnt, id, err
