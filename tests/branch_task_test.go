@@ -184,3 +184,37 @@ func TestMCPBranchTools(t *testing.T) {
 		t.Fatalf("--tools branch_ls,branch_diff serves %v", names)
 	}
 }
+
+// TestTaskBranchMerged: the whole round through the MCP server: a task
+// under isolation=branch changes, deletes and makes files; branch_merge
+// with dry_run changes nothing, then branch_merge puts the three changes
+// into the workspace. Skipped only by a binary without `branch merge`.
+func TestTaskBranchMerged(t *testing.T) {
+	if out, err := runCLI(t, "/", nil, "branch", "merge", "--help"); err != nil {
+		t.Skipf("this rubinofs has no branch merge: %s", strings.TrimSpace(out))
+	}
+	m := newBranchMount(t, map[string]string{"e.txt": "old\n", "d.txt": "gone\n"}, "")
+	m.cleanBranch("task-1", 0)
+	cs := mcpClientAt(t, m.mnt, m.tmp, nil, nil)
+	id := strings.TrimSpace(mustTool(t, cs, "task_spawn", map[string]any{"isolation": "branch",
+		"prompt": "cat e.txt d.txt >/dev/null && echo new > e.txt && rm d.txt && echo n > n.txt"}))
+	if out := mustTool(t, cs, "task_wait", map[string]any{"id": id}); id != "1" || !strings.Contains(out, "rubinofs branch merge task-1") {
+		t.Fatalf("task %s: %s", id, out)
+	}
+	before := treeHash(t, m.ws)
+	if out := mustTool(t, cs, "branch_merge", map[string]any{"name": "task-1", "dry_run": true}); !strings.Contains(out, "dry run") {
+		t.Fatalf("branch_merge dry_run: %s", out)
+	}
+	if treeHash(t, m.ws) != before {
+		t.Fatal("a dry run changed the workspace")
+	}
+	mustTool(t, cs, "branch_merge", map[string]any{"name": "task-1"})
+	for rel, want := range map[string]string{"e.txt": "new\n", "n.txt": "n\n", "d.txt": ""} {
+		if b, _ := os.ReadFile(m.backing(rel)); string(b) != want {
+			t.Errorf("workspace %s = %q after the merge, want %q", rel, b, want)
+		}
+	}
+	if _, err := os.Stat(m.backing("d.txt")); err == nil {
+		t.Error("d.txt still in the workspace after the merge")
+	}
+}
