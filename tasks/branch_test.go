@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -101,5 +102,15 @@ func TestSpawnInBranchRefused(t *testing.T) {
 	}
 	if n := len(rn.Registry().List()) + len(bare.Registry().List()); n != 0 {
 		t.Fatalf("%d tasks reserved", n)
+	}
+}
+
+// TestTaskEnvDropsBranch: a task never inherits its spawner's
+// RUBINO_BRANCH (a `run --branch` sets it for its own command only).
+func TestTaskEnvDropsBranch(t *testing.T) {
+	rn := newRunner(t, nil)
+	env := rn.taskEnv(SubagentType{}, "3", &Spawner{Env: []string{EnvBranch + "=b", "X=1"}, Mount: "/m"})
+	if slices.Contains(env, EnvBranch+"=b") || !slices.Contains(env, "X=1") {
+		t.Fatalf("task env %v", env)
 	}
 }

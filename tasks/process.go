@@ -16,6 +16,10 @@ const (
 	EnvTaskID  = "RUBINO_TASK_ID" // the task's id
 	EnvSession = "RUBINO_SESSION" // its session name, task-<id>
 	EnvMount   = "RUBINO_MOUNT"   // the mount root (also its working directory)
+	// EnvBranch names the branch a command of `rubinofs run --branch`
+	// runs in (docs/DESIGN.md#branch-tasks); a task never inherits it
+	// from its spawner.
+	EnvBranch = "RUBINO_BRANCH"
 )
 
 // wrapperScript starts every task. The process is created with its

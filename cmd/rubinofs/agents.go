@@ -23,6 +23,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/tasks"
 )
 
 // taskIDRE is the shape of a task id; anything else is refused before it
@@ -148,7 +149,7 @@ func taskContext(c *cli.Context) (string, string, error) {
 	if !taskIDRE.MatchString(id) {
 		return "", "", cli.Exit(fmt.Sprintf("%q is not a task id", id), 2)
 	}
-	if b := os.Getenv(envBranch); b != "" && mountFlagValue(c) == "" {
+	if b := os.Getenv(tasks.EnvBranch); b != "" && mountFlagValue(c) == "" {
 		// The task's files are the workspace daemon's; at the workspace's
 		// paths a branch shows its own daemon's (docs/DESIGN.md#branch-tasks).
 		return "", "", cli.Exit(fmt.Sprintf("rubinofs %s: task %s runs in branch %s, which shows the branch's control files, not the workspace's where the task's are: a task in a branch reports through its output and exit status", c.Command.Name, id, b), 1)

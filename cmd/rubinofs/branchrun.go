@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/branch"
+	"github.com/rubinofs/rubinofs/tasks"
 )
 
 // runInBranch is the launcher of `run --branch NAME`: it finds the branch,
@@ -84,7 +85,7 @@ func runInBranch(c *cli.Context) error {
 	argv = append(append(argv, "--mount="+mnt, "--"), c.Args().Slice()...)
 	cmd := exec.Command(self, argv...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), envBranch+"="+name) // CMD knows it is in a branch
+	cmd.Env = append(os.Environ(), tasks.EnvBranch+"="+name) // CMD knows it is in a branch
 	// Go makes the new namespace's mounts private (MS_REC|MS_PRIVATE on /)
 	// before the exec when Unshareflags has CLONE_NEWNS.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
@@ -97,10 +98,6 @@ func runInBranch(c *cli.Context) error {
 	}
 	return nil
 }
-
-// envBranch names the branch a command of `run --branch` runs in, in its
-// environment (docs/DESIGN.md#branch-tasks).
-const envBranch = "RUBINO_BRANCH"
 
 // waitPassingSignals starts cmd and waits for it, passing SIGTERM and
 // SIGHUP on and ignoring SIGINT and SIGQUIT here (the terminal sends them
