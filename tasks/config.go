@@ -128,6 +128,15 @@ type Config struct {
 	// Mount is the mount root: the tasks' working directory and
 	// RUBINO_MOUNT. Required.
 	Mount string `json:"-"`
+	// StateDir is the mount's state directory, where its branches live
+	// (STATE/branches/NAME, package branch); set by Open. "" refuses tasks
+	// in a branch (ErrBranchRefused).
+	StateDir string `json:"-"`
+	// Rubinofs is the rubinofs executable a task in a branch is started
+	// through (`rubinofs run --branch NAME -- ...`,
+	// docs/DESIGN.md#branch-tasks): the daemon's own binary, set by
+	// `rubinofs mount`. "" refuses tasks in a branch (ErrBranchRefused).
+	Rubinofs string `json:"-"`
 	// LogDir receives one log file per task (stdout and stderr); "" means
 	// a temporary directory removed by Close.
 	LogDir string `json:"-"`

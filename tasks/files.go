@@ -17,18 +17,23 @@ const agentsReadme = `rubinofs agents: background subagents as files
                  the same handle: {"subagent":"sh","prompt":"make test"} or
                  the lines subagent=sh and prompt=make test. A spawn refused
                  by a cap fails with EAGAIN; the reason (depth, per_owner,
-                 global) is on the handle
+                 global) is on the handle. "branch":"NAME" runs the task in
+                 that branch, "isolation":"branch" in a new branch task-ID
+                 (root only: EPERM otherwise)
   tree           every task, indented under its owner, with a status glyph:
                  ● running  ? needs_approval  ⛔ blocked_on_human
                  ↑ blocked_on_parent  ◌ stopping  ■ stopped  ✓ done  ✗ failed
   waiting        the tasks waiting on a human (a question or an approval)
   ID/            one task (ids are decimal numbers)
     status       the status word
-    subagent prompt owner depth started finished
+    subagent prompt owner depth started finished branch
                  one value each (owner: the spawning session, task-ID for a
-                 task; times RFC 3339, finished empty while live)
+                 task; times RFC 3339, finished empty while live; branch:
+                 the branch it runs in, empty for none)
     result       the result (done: what the task wrote here, else the end of
-                 its stdout); the task itself may write it, once per write
+                 its stdout); the task itself may write it, once per write.
+                 Once finished, a task in a branch adds a line naming the
+                 branch and the commands to diff, merge and discard it
     error        why it failed (exit status and last stderr line)
     activity     tool count, last activity, probes, the recent ring, and the
                  steer notes left undelivered; the task itself may append
@@ -77,8 +82,9 @@ ENOENT, and EPERM on a handle opened before. Everything else is EPERM.
 `
 
 // ctlErrnos maps an error to what a control-file caller sees: ErrNotFound
-// -> ENOENT; ErrTooLarge -> EFBIG; ErrBadInput, ErrUnknownSubagent,
-// ErrNotRunning, ErrGateBusy -> EINVAL; ErrOwnerNotLive, ErrShellOff -> EPERM;
+// and ErrNoBranch -> ENOENT; ErrTooLarge -> EFBIG; ErrBadInput,
+// ErrUnknownSubagent, ErrNotRunning, ErrGateBusy -> EINVAL;
+// ErrOwnerNotLive, ErrShellOff, ErrBranchRefused -> EPERM;
 // *CapError, ErrClosed -> EAGAIN (a cap frees up, or the mount is going
 // away); ErrCancelled -> ECANCELED; ErrTimeout -> ETIMEDOUT; then the
 // table's common tail (a cancelled read -> EINTR) and EIO for anything
@@ -94,6 +100,8 @@ var ctlErrnos = ctltree.ErrnoTable{
 		ctltree.Is(ErrGateBusy, syscall.EINVAL),
 		ctltree.Is(ErrOwnerNotLive, syscall.EPERM),
 		ctltree.Is(ErrShellOff, syscall.EPERM),
+		ctltree.Is(ErrBranchRefused, syscall.EPERM),
+		ctltree.Is(ErrNoBranch, syscall.ENOENT),
 		ctltree.As[*CapError](syscall.EAGAIN),
 		ctltree.Is(ErrClosed, syscall.EAGAIN),
 		ctltree.Is(ErrCancelled, syscall.ECANCELED),
@@ -216,6 +224,7 @@ func (rn *Runner) taskDir(id string) *ctltree.Dir {
 		ctltree.Entry{Name: "depth", Node: rn.text(id, func(t Task) string { return strconv.Itoa(t.Depth) + "\n" })},
 		ctltree.Entry{Name: "started", Node: rn.text(id, func(t Task) string { return stamp(t.Started) })},
 		ctltree.Entry{Name: "finished", Node: rn.text(id, func(t Task) string { return stamp(t.Finished) })},
+		ctltree.Entry{Name: "branch", Node: rn.text(id, func(t Task) string { return line(t.Branch) })},
 		ctltree.Entry{Name: "result", Node: &ctltree.File{Kind: ctltree.Ctl,
 			Read: func(context.Context, ctltree.Caller) ([]byte, error) {
 				t, err := rn.find(id)
@@ -223,7 +232,7 @@ func (rn *Runner) taskDir(id string) *ctltree.Dir {
 					return nil, err
 				}
 				if t.Status.Terminal() {
-					return []byte(line(t.Result)), nil
+					return []byte(line(rn.withBranchNote(t, t.Result))), nil
 				}
 				return []byte(line(t.DeclaredResult)), nil
 			},

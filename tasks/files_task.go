@@ -210,5 +210,5 @@ func (rn *Runner) readWait(ctx context.Context, id string) ([]byte, error) {
 	if t.Status != StatusDone {
 		body = t.Error
 	}
-	return []byte(string(t.Status) + "\n" + line(body)), nil
+	return []byte(string(t.Status) + "\n" + line(rn.withBranchNote(t, body))), nil
 }

@@ -16,6 +16,10 @@ const (
 	EnvTaskID  = "RUBINO_TASK_ID" // the task's id
 	EnvSession = "RUBINO_SESSION" // its session name, task-<id>
 	EnvMount   = "RUBINO_MOUNT"   // the mount root (also its working directory)
+	// EnvBranch names the branch a command of `rubinofs run --branch`
+	// runs in (docs/DESIGN.md#branch-tasks); a task never inherits it
+	// from its spawner.
+	EnvBranch = "RUBINO_BRANCH"
 )
 
 // wrapperScript starts every task. The process is created with its
@@ -54,7 +58,7 @@ func (rn *Runner) startLocked(t Task, typ SubagentType, sp *Spawner) (err error)
 	if sp != nil {
 		mount = sp.Mount
 	}
-	argv := typ.argv(t.Prompt, t.ID, mount)
+	argv := rn.branchArgv(t, mount, typ.argv(t.Prompt, t.ID, mount))
 	var closers []*os.File
 	defer func() {
 		for _, f := range closers {

@@ -48,6 +48,11 @@ type Task struct {
 	// (a child inherits its owner task's): a caller in that session may
 	// act on the whole tree (docs/DESIGN.md#task-authority).
 	RootSession string
+	// Branch is the branch the task runs in ("" for the workspace), and
+	// NewBranch whether the task makes it first (isolation=branch)
+	// (docs/DESIGN.md#branch-tasks). Set before its process starts.
+	Branch    string
+	NewBranch bool
 	// Depth is 0 for a top-level task, owner's depth + 1 otherwise.
 	Depth    int
 	Started  time.Time // when Reserve registered it

@@ -112,8 +112,10 @@ func New(cfg Config) (*Runner, error) {
 // (package config merged the files, agents.json included, and the daemon
 // hands it over); Open reads no configuration file or variable of its own
 // (docs/DESIGN.md#options-table). It logs to stateDir/agents unless
-// cfg.LogDir is set, and returns New's runner.
+// cfg.LogDir is set, finds branches under stateDir (Config.StateDir), and
+// returns New's runner.
 func Open(cfg Config, stateDir string) (*Runner, error) {
+	cfg.StateDir = stateDir
 	if cfg.LogDir == "" && stateDir != "" {
 		cfg.LogDir = filepath.Join(stateDir, "agents")
 	}
@@ -164,7 +166,8 @@ func (rn *Runner) Spawn(spec Spec, ownerTask, ownerSession string, ownerUid uint
 // docs/DESIGN.md#task-caps). A task whose process cannot be started is
 // recorded as failed and returned without error. Errors: a spec that does
 // not validate (ErrBadInput, ErrTooLarge), ErrUnknownSubagent, ErrShellOff,
-// *CapError, ErrOwnerNotLive, ErrClosed.
+// ErrBranchRefused, ErrNoBranch (a spec asking for a branch,
+// docs/DESIGN.md#branch-tasks), *CapError, ErrOwnerNotLive, ErrClosed.
 func (rn *Runner) SpawnAs(spec Spec, ownerTask, ownerSession string, ownerUid uint32, sp *Spawner) (Task, error) {
 	if err := spec.Validate(); err != nil {
 		return Task{}, err
@@ -175,6 +178,9 @@ func (rn *Runner) SpawnAs(spec Spec, ownerTask, ownerSession string, ownerUid ui
 	typ, ok := rn.typeOf(spec.Subagent)
 	if !ok {
 		return Task{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownSubagent, spec.Subagent, strings.Join(rn.Subagents(), ", "))
+	}
+	if err := rn.checkBranch(spec, sp); err != nil {
+		return Task{}, err
 	}
 	// Runs after the unlock below (defers run last first): a start failure
 	// just recorded a finished task, and Prune takes the registry mutex.
@@ -190,6 +196,13 @@ func (rn *Runner) SpawnAs(spec Spec, ownerTask, ownerSession string, ownerUid ui
 		OwnerUid: ownerUid, ByUid: rn.outside(ownerSession)})
 	if err != nil {
 		return Task{}, err
+	}
+	if spec.InBranch() { // named before the process starts: its argv says it
+		t.Branch, t.NewBranch = spec.Branch, spec.Branch == ""
+		if t.NewBranch {
+			t.Branch = rn.newBranchName(t.ID)
+		}
+		rn.reg.update(t.ID, func(e *entry) { e.Branch, e.NewBranch = t.Branch, t.NewBranch })
 	}
 	rn.wg.Add(1)
 	if err := rn.startLocked(t, typ, sp); err != nil {

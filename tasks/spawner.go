@@ -29,8 +29,8 @@ type Spawner struct {
 	Groups []uint32 // its supplementary groups (/proc/PID/status "Groups:")
 	// Env is the spawner's environment as it was executed
 	// (/proc/PID/environ), without the task variables (EnvTaskID,
-	// EnvSession, EnvMount) and RUBINOFS_READY_FD, which the task gets
-	// afresh.
+	// EnvSession, EnvMount, EnvBranch) and RUBINOFS_READY_FD, which the
+	// task gets afresh.
 	Env []string
 	// Mount is the mount root as the spawner sees it: the task's working
 	// directory, RUBINO_MOUNT and {mount}.
@@ -79,7 +79,7 @@ func (sp *Spawner) Joins() bool { return sp != nil && sp.join != nil }
 // droppedEnv are the variables a task never inherits: it gets its own.
 func droppedEnv(k string) bool {
 	switch k {
-	case EnvTaskID, EnvSession, EnvMount, "RUBINOFS_READY_FD":
+	case EnvTaskID, EnvSession, EnvMount, EnvBranch, "RUBINOFS_READY_FD":
 		return true
 	}
 	return false

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/rubinofs/rubinofs/branch"
 )
 
 // Input limits of the control files, in bytes. A larger input is refused
@@ -49,16 +51,32 @@ type Spec struct {
 	// Prompt is the task's instruction: a shell command for "sh", passed
 	// to other types as an argument or on stdin.
 	Prompt string `json:"prompt"`
+	// Branch runs the task in the existing branch of that name (`rubinofs
+	// branch new`): a branch name's shape, or "" (docs/DESIGN.md#branch-tasks).
+	Branch string `json:"branch,omitempty"`
+	// Isolation is "" or "none" (the task works in the workspace) or
+	// IsolationBranch (it works in a new branch named after it). Not with
+	// Branch.
+	Isolation string `json:"isolation,omitempty"`
 }
+
+// IsolationBranch is the isolation that runs a task in a new branch of
+// its own (docs/DESIGN.md#branch-tasks).
+const IsolationBranch = "branch"
+
+// InBranch reports whether the spec asks for a branch, existing or new.
+func (s Spec) InBranch() bool { return s.Branch != "" || s.Isolation == IsolationBranch }
 
 // ParseSpec parses a clone write: either one JSON object
 // {"subagent":"sh","prompt":"..."} (unknown fields are errors, nothing may
-// follow it), or key=value lines with the keys subagent and prompt (blank
-// lines and lines starting with # are ignored; a key may appear once; the
-// value is trimmed). Both may share one line, subagent first
-// ("subagent=sh prompt=make test"): it survives shells whose echo writes a
-// multi-line string line by line (bash), while a clone takes one write.
-// Both keys are required. The subagent must match
+// follow it), or key=value lines with the keys subagent, prompt, and the
+// optional branch and isolation (blank lines and lines starting with # are
+// ignored; a key may appear once; the value is trimmed). They may share
+// one line, subagent first and prompt last ("subagent=sh
+// isolation=branch prompt=make test"): it survives shells whose echo
+// writes a multi-line string line by line (bash), while a clone takes one
+// write. subagent and prompt are required; branch is a branch name,
+// isolation "", "none" or "branch", and not both (Validate). The subagent must match
 // [A-Za-z0-9][A-Za-z0-9_.-]{0,63}; the prompt must be non-empty, valid
 // UTF-8 without NUL bytes, at most MaxPrompt bytes. Errors wrap ErrTooLarge
 // or ErrBadInput with a readable reason.
@@ -95,8 +113,12 @@ func ParseSpec(b []byte) (Spec, error) {
 				s.Subagent = strings.TrimSpace(v)
 			case "prompt":
 				s.Prompt = strings.TrimSpace(v)
+			case "branch":
+				s.Branch = strings.TrimSpace(v)
+			case "isolation":
+				s.Isolation = strings.TrimSpace(v)
 			default:
-				return badf("spec line %d: unknown key %q (want subagent or prompt)", n, clip(k, 40))
+				return badf("spec line %d: unknown key %q (want subagent, prompt, branch or isolation)", n, clip(k, 40))
 			}
 			return nil
 		}
@@ -110,12 +132,25 @@ func ParseSpec(b []byte) (Spec, error) {
 			if !ok {
 				return Spec{}, badf("spec line %d: want key=value (subagent=..., prompt=...), got %q", i+1, clip(line, 60))
 			}
-			if k == "subagent" { // the one-line form: subagent=sh prompt=make test
+			if k == "subagent" { // the one-line form: subagent=sh [KEY=VALUE...] prompt=make test
 				if j := strings.Index(v, " prompt="); j >= 0 {
 					if err := set(i+1, "prompt", v[j+len(" prompt="):]); err != nil {
 						return Spec{}, err
 					}
 					v = v[:j]
+				}
+				words := strings.Fields(v)
+				for _, w := range words[min(1, len(words)):] {
+					wk, wv, ok := strings.Cut(w, "=")
+					if !ok || wk == "subagent" || wk == "prompt" {
+						return Spec{}, badf("spec line %d: want subagent=TYPE [branch=NAME] [isolation=branch] prompt=..., got %q", i+1, clip(w, 60))
+					}
+					if err := set(i+1, wk, wv); err != nil {
+						return Spec{}, err
+					}
+				}
+				if len(words) > 0 {
+					v = words[0]
 				}
 			}
 			if err := set(i+1, k, v); err != nil {
@@ -139,6 +174,17 @@ func (s Spec) Validate() error {
 	}
 	if len(s.Prompt) > MaxPrompt {
 		return fmt.Errorf("%w: prompt of %d bytes exceeds %d", ErrTooLarge, len(s.Prompt), MaxPrompt)
+	}
+	switch s.Isolation {
+	case "", "none", IsolationBranch:
+	default:
+		return badf("spec: isolation %q: want branch (a new branch for the task) or none", clip(s.Isolation, 40))
+	}
+	if s.Branch != "" && !branch.ValidName(s.Branch) {
+		return badf("spec: bad branch name %q: 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit (`rubinofs branch ls` lists them)", clip(s.Branch, 70))
+	}
+	if s.Branch != "" && s.Isolation == IsolationBranch {
+		return badf("spec: give branch=NAME (run in that existing branch) or isolation=branch (run in a new branch of its own), not both")
 	}
 	return checkText("prompt", s.Prompt)
 }

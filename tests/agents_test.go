@@ -107,7 +107,7 @@ func TestAgentsFilesByCat(t *testing.T) {
 	}
 	names := strings.Fields(m.mustSh("ls .rubino/agents/" + id))
 	sort.Strings(names)
-	want := []string{"activity", "answer", "approval", "ask", "ctl", "depth", "error", "finished", "inbox", "log", "output",
+	want := []string{"activity", "answer", "approval", "ask", "branch", "ctl", "depth", "error", "finished", "inbox", "log", "output",
 		"owner", "prompt", "question", "result", "started", "status", "subagent", "wait"}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Fatalf("files: %v", names)
@@ -115,7 +115,7 @@ func TestAgentsFilesByCat(t *testing.T) {
 	for file, want := range map[string]string{
 		"status": "done\n", "subagent": "sh\n", "owner": "default\n", "depth": "0\n",
 		"result": "hello from " + id + " in " + m.mnt + "\n", "error": "", "question": "", "approval": "",
-		"ctl": id + "\n",
+		"ctl": id + "\n", "branch": "",
 	} {
 		if got := m.cat(id + "/" + file); got != want {
 			t.Errorf("%s: %q, want %q", file, got, want)

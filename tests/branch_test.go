@@ -50,9 +50,8 @@ func (m *branchMount) branchDir(name string) string {
 }
 
 // newBranch runs `rubinofs branch new NAME`, fails the test unless it
-// prints the branch's mount path, and registers a cleanup (run before the
-// workspace's) that discards the branch if the test left it, and waits
-// for its daemon to exit; a mount left under the branch fails the test.
+// prints the branch's mount path, and registers its cleanup
+// (cleanBranch).
 func (m *branchMount) newBranch(name string) string {
 	t := m.t
 	t.Helper()
@@ -66,7 +65,27 @@ func (m *branchMount) newBranch(name string) string {
 	if sm := daemonPidRe.FindStringSubmatch(out); sm != nil {
 		pid, _ = strconv.Atoi(sm[1])
 	}
+	m.cleanBranch(name, pid)
+	want := filepath.Join(dir, "mnt")
+	if !strings.Contains(out, want+"\n") || !isMounted(t, want) {
+		t.Fatalf("branch new %s: want %s printed and mounted\n%s", name, want, out)
+	}
+	return want
+}
+
+// cleanBranch registers a cleanup (run before the workspace's) that
+// discards branch name if the test left it, and waits for its daemon (pid,
+// or when 0 the pid the branch recorded) to exit; a mount left under the
+// branch fails the test.
+func (m *branchMount) cleanBranch(name string, pid int) {
+	t := m.t
+	dir := m.branchDir(name)
+	ownMounts.add(filepath.Join(dir, "mnt"))
 	t.Cleanup(func() {
+		if pid == 0 {
+			b, _ := os.ReadFile(filepath.Join(dir, "daemon.pid"))
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
 		if _, err := os.Stat(dir); err == nil {
 			if out, err := runCLI(t, m.tmp, m.env, "branch", "discard", "--force", "--mount", m.mnt, name); err != nil {
 				t.Errorf("cleanup: branch discard %s: %v\n%s", name, err, out)
@@ -83,11 +102,6 @@ func (m *branchMount) newBranch(name string) string {
 			}
 		}
 	})
-	want := filepath.Join(dir, "mnt")
-	if !strings.Contains(out, want+"\n") || !isMounted(t, want) {
-		t.Fatalf("branch new %s: want %s printed and mounted\n%s", name, want, out)
-	}
-	return want
 }
 
 // inBranch runs script with sh in branch name through `rubinofs run

@@ -22,10 +22,17 @@ import (
 // NAME --join --`, or setpriv), and closes it at the test's end.
 func mcpClient(t *testing.T, m *mount, opts *mcp.ClientOptions, prefix []string, args ...string) *mcp.ClientSession {
 	t.Helper()
+	return mcpClientAt(t, m.mnt, m.tmp, opts, prefix, args...)
+}
+
+// mcpClientAt is mcpClient for the mount mnt (its working directory and
+// RUBINO_MOUNT), with home for the test environment (testEnv).
+func mcpClientAt(t *testing.T, mnt, home string, opts *mcp.ClientOptions, prefix []string, args ...string) *mcp.ClientSession {
+	t.Helper()
 	argv := append(append(slices.Clone(prefix), rubinofsBin(t), "mcp"), args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = m.mnt
-	cmd.Env = append(testEnv(m.tmp), "RUBINO_MOUNT="+m.mnt)
+	cmd.Dir = mnt
+	cmd.Env = append(testEnv(home), "RUBINO_MOUNT="+mnt)
 	cmd.Stderr = os.Stderr
 	c := mcp.NewClient(&mcp.Implementation{Name: "rubinofs-test", Version: "v0"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -117,6 +117,7 @@ var trustRows = []trustRow{
 	{path: "agents/ID/depth", read: refuse, write: refuse},
 	{path: "agents/ID/started", read: refuse, write: refuse},
 	{path: "agents/ID/finished", read: refuse, write: refuse},
+	{path: "agents/ID/branch", read: refuse, write: refuse},
 	{path: "agents/ID/result", read: refuse, write: refuse},
 	{path: "agents/ID/error", read: refuse, write: refuse},
 	{path: "agents/ID/activity", read: refuse, write: refuse, payloads: []string{"started nb\n"}},

@@ -23,6 +23,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/tasks"
 )
 
 // taskIDRE is the shape of a task id; anything else is refused before it
@@ -47,6 +48,8 @@ func agentsCommand() *cli.Command {
 				ArgsUsage: "PROMPT...|-",
 				Flags: []cli.Flag{mountFlag(),
 					&cli.StringFlag{Name: "subagent", Aliases: []string{"s"}, Value: "sh", Usage: "the subagent type (sh runs the prompt as a shell command)"},
+					&cli.StringFlag{Name: "branch", Usage: "run the task in branch `NAME` (rubinofs branch new): it sees the branch at the workspace's paths (needs root)"},
+					&cli.StringFlag{Name: "isolation", Usage: "`branch`: run the task in a new branch of its own, task-ID (needs root); none: in the workspace (the default)"},
 				},
 				Action: agentsSpawn,
 			},
@@ -132,7 +135,9 @@ func taskArg(c *cli.Context) (string, error) {
 	return id, nil
 }
 
-// taskContext is the mount and the calling task's id, for ask and inbox.
+// taskContext is the mount and the calling task's id, for ask and inbox;
+// inside a branch (RUBINO_BRANCH) without --mount it refuses with the
+// reason, exit 1.
 func taskContext(c *cli.Context) (string, string, error) {
 	id := c.String("task")
 	if id == "" {
@@ -143,6 +148,11 @@ func taskContext(c *cli.Context) (string, string, error) {
 	}
 	if !taskIDRE.MatchString(id) {
 		return "", "", cli.Exit(fmt.Sprintf("%q is not a task id", id), 2)
+	}
+	if b := os.Getenv(tasks.EnvBranch); b != "" && mountFlagValue(c) == "" {
+		// The task's files are the workspace daemon's; at the workspace's
+		// paths a branch shows its own daemon's (docs/DESIGN.md#branch-tasks).
+		return "", "", cli.Exit(fmt.Sprintf("rubinofs %s: task %s runs in branch %s, which shows the branch's control files, not the workspace's where the task's are: a task in a branch reports through its output and exit status", c.Command.Name, id, b), 1)
 	}
 	mnt, err := mountOf(c)
 	return mnt, id, err
@@ -184,7 +194,13 @@ func agentsSpawn(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	spec, _ := json.Marshal(map[string]string{"subagent": c.String("subagent"), "prompt": prompt})
+	fields := map[string]string{"subagent": c.String("subagent"), "prompt": prompt}
+	for _, f := range []string{"branch", "isolation"} { // checked by the daemon (docs/DESIGN.md#branch-tasks)
+		if c.IsSet(f) {
+			fields[f] = c.String(f)
+		}
+	}
+	spec, _ := json.Marshal(fields)
 	id, err := cloneCtl(mnt, "agents/clone", append(spec, '\n'))
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
@@ -272,7 +288,7 @@ var agentsShow = taskAction(func(c *cli.Context, mnt, id string) error {
 	}
 	fmt.Fprintf(c.App.Writer, "task:      %s\n", id)
 	fmt.Fprintf(c.App.Writer, "status:    %s", status)
-	for _, f := range []string{"subagent", "owner", "depth", "started", "finished"} {
+	for _, f := range []string{"subagent", "owner", "depth", "started", "finished", "branch"} {
 		if v := agentField(mnt, id, f); v != "" {
 			fmt.Fprintf(c.App.Writer, "%-10s %s\n", f+":", v)
 		}

@@ -110,16 +110,31 @@ func branchNew(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if os.Geteuid() != 0 {
-		return cli.Exit("rubinofs branch new: mounting a branch's overlay needs root (CAP_SYS_ADMIN); run it as root", 1)
-	}
-	mnt, st, err := workspaceOf(c)
+	b, err := makeBranch(c, name)
 	if err != nil {
 		return err
 	}
+	fmt.Fprintln(c.App.Writer, b.Mnt())
+	return nil
+}
+
+// makeBranch makes branch name of the workspace of c (--mount,
+// $RUBINO_MOUNT, the working directory) and starts its daemon: `branch
+// new`, and `run --new-branch` for a task under isolation=branch
+// (docs/DESIGN.md#branch-tasks). It reports the times on c's error
+// writer. Errors (cli exits, status 1): not root, no workspace, the branch
+// exists, the overlay or the daemon failed (nothing is kept then).
+func makeBranch(c *cli.Context, name string) (*branch.Branch, error) {
+	if os.Geteuid() != 0 {
+		return nil, cli.Exit("rubinofs branch new: mounting a branch's overlay needs root (CAP_SYS_ADMIN); run it as root", 1)
+	}
+	mnt, st, err := workspaceOf(c)
+	if err != nil {
+		return nil, err
+	}
 	self, err := os.Executable()
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("finding the rubinofs executable: %v", err), 1)
+		return nil, cli.Exit(fmt.Sprintf("finding the rubinofs executable: %v", err), 1)
 	}
 	t0 := time.Now()
 	lower := st.Workspace
@@ -129,11 +144,11 @@ func branchNew(c *cli.Context) error {
 		// daemon holds open.
 		var mst unix.Stat_t
 		if err := unix.Stat(mnt, &mst); err != nil {
-			return cli.Exit(err.Error(), 1)
+			return nil, cli.Exit(err.Error(), 1)
 		}
 		f, err := branch.LowerFD(st.Pid, st.Workspace, mst.Dev)
 		if err != nil {
-			return cli.Exit(fmt.Sprintf("rubinofs branch new: the workspace is mounted in place and its hidden directory cannot be opened: %v", err), 1)
+			return nil, cli.Exit(fmt.Sprintf("rubinofs branch new: the workspace is mounted in place and its hidden directory cannot be opened: %v", err), 1)
 		}
 		defer f.Close()
 		lower = "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
@@ -141,10 +156,10 @@ func branchNew(c *cli.Context) error {
 	meta := branch.Meta{Name: name, Created: time.Now().UTC(), Workspace: st.Workspace, Mount: mnt, Owner: os.Getuid()}
 	b, err := branch.Create(st.State.Dir, meta, lower)
 	if errors.Is(err, branch.ErrExists) {
-		return cli.Exit(fmt.Sprintf("rubinofs branch new: branch %s exists (`rubinofs branch ls`; discard it first with `rubinofs branch discard %s`)", name, name), 1)
+		return nil, cli.Exit(fmt.Sprintf("rubinofs branch new: branch %s exists (`rubinofs branch ls`; discard it first with `rubinofs branch discard %s`)", name, name), 1)
 	}
 	if err != nil {
-		return cli.Exit("rubinofs branch new: "+err.Error(), 1)
+		return nil, cli.Exit("rubinofs branch new: "+err.Error(), 1)
 	}
 	view := time.Since(t0)
 	// The branch daemon: no watcher (inotify on an overlay does not see a
@@ -161,7 +176,7 @@ func branchNew(c *cli.Context) error {
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(c.App.ErrWriter, &out), c.App.ErrWriter
 	if err := cmd.Run(); err != nil {
 		b.Remove()
-		return cli.Exit(fmt.Sprintf("rubinofs branch new: starting the branch daemon failed (%v; the reason is above); nothing was kept", err), 1)
+		return nil, cli.Exit(fmt.Sprintf("rubinofs branch new: starting the branch daemon failed (%v; the reason is above); nothing was kept", err), 1)
 	}
 	if sm := launchedPidRE.FindStringSubmatch(out.String()); sm != nil {
 		pid, _ := strconv.Atoi(sm[1])
@@ -169,8 +184,7 @@ func branchNew(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.ErrWriter, "branch %s: view made in %.1f ms, its daemon answering after %.1f ms\n",
 		name, float64(view.Microseconds())/1000, float64(time.Since(t0).Microseconds())/1000)
-	fmt.Fprintln(c.App.Writer, b.Mnt())
-	return nil
+	return b, nil
 }
 
 // branchOwnFlags are the mount flags the branch daemon sets itself (its

@@ -22,19 +22,33 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/branch"
+	"github.com/rubinofs/rubinofs/tasks"
 )
 
 // runInBranch is the launcher of `run --branch NAME`: it finds the branch,
 // re-executes `run` with the same flags in a new mount namespace and
-// returns CMD's exit status (128+N for a death by signal N). Errors: a bad
-// name (exit 2), an unknown or unmounted branch, not root (exit 1).
+// returns CMD's exit status (128+N for a death by signal N). With
+// --new-branch NAME it makes the branch first (makeBranch). Errors: a bad
+// name, both flags (exit 2), an unknown or unmounted branch, one that
+// cannot be made, not root (exit 1).
 func runInBranch(c *cli.Context) error {
 	name := c.String("branch")
+	if c.IsSet("new-branch") {
+		if c.IsSet("branch") {
+			return cli.Exit("rubinofs run: give --branch NAME (an existing branch) or --new-branch NAME (made first), not both", exitUsage)
+		}
+		name = c.String("new-branch")
+	}
 	if !branch.ValidName(name) {
 		return cli.Exit(fmt.Sprintf("rubinofs run: bad branch name %q (`rubinofs branch ls` lists them)", name), exitUsage)
 	}
 	if os.Geteuid() != 0 {
 		return cli.Exit("rubinofs run --branch: a mount namespace of its own needs root (CAP_SYS_ADMIN); run it as root", 1)
+	}
+	if c.IsSet("new-branch") {
+		if _, err := makeBranch(c, name); err != nil { // as `branch new` (docs/DESIGN.md#branch-tasks)
+			return err
+		}
 	}
 	mnt, st, err := workspaceOf(c)
 	if err != nil {
@@ -71,6 +85,7 @@ func runInBranch(c *cli.Context) error {
 	argv = append(append(argv, "--mount="+mnt, "--"), c.Args().Slice()...)
 	cmd := exec.Command(self, argv...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), tasks.EnvBranch+"="+name) // CMD knows it is in a branch
 	// Go makes the new namespace's mounts private (MS_REC|MS_PRIVATE on /)
 	// before the exec when Unshareflags has CLONE_NEWNS.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}

@@ -143,7 +143,8 @@ func newMCPServer(allow map[string]bool) *mcp.Server {
 const mcpInstructions = "rubinofs guards this workspace: a write to an existing file you have not read, or that " +
 	"changed since you read it, is refused (EACCES). `why` says why and what to do. `checkpoint` marks a point " +
 	"in your change journal; `changes`, `diff` and `rewind` show and undo what you changed since (shell commands " +
-	"included). `task_*` run background subagents. `read` reads a file as the guard counts it."
+	"included). `task_*` run background subagents, in a branch of their own if asked; `branch_*` make, " +
+	"review, merge and discard branches. `read` reads a file as the guard counts it."
 
 // cliRun runs the CLI command args (without the program name) in this
 // process and returns what it printed. A failure is an error whose text
@@ -235,8 +236,10 @@ type rewindInput struct {
 }
 
 type taskSpawnInput struct {
-	Prompt   string `json:"prompt" jsonschema:"what the subagent is to do (for subagent sh: a shell command)"`
-	Subagent string `json:"subagent,omitempty" jsonschema:"the subagent type (default sh: runs the prompt as a shell command)"`
+	Prompt    string `json:"prompt" jsonschema:"what the subagent is to do (for subagent sh: a shell command)"`
+	Subagent  string `json:"subagent,omitempty" jsonschema:"the subagent type (default sh: runs the prompt as a shell command)"`
+	Branch    string `json:"branch,omitempty" jsonschema:"run the task in this existing branch (branch_new): it sees the branch at the workspace's paths (needs root)"`
+	Isolation string `json:"isolation,omitempty" jsonschema:"branch: run the task in a new branch of its own, named task-ID (needs root); none (the default): in the workspace"`
 }
 
 type taskIDInput struct {
@@ -337,7 +340,8 @@ func init() {
 	})
 	registerMCPTool("task_spawn", func(s *mcp.Server, name string) {
 		cliTool(s, name, "Start a background subagent task in its own session and return its id. It runs as you; "+
-			"task_wait returns its result.",
+			"task_wait returns its result. With branch or isolation=branch it works in a branch, and its result "+
+			"says how to review and merge it (branch_diff, branch_merge).",
 			func(in taskSpawnInput) ([]string, error) {
 				if strings.TrimSpace(in.Prompt) == "" {
 					return nil, errors.New("give the task's prompt (prompt)")
@@ -346,7 +350,14 @@ func init() {
 				if sub == "" {
 					sub = "sh"
 				}
-				return []string{"agents", "spawn", "--subagent", sub, "--", in.Prompt}, nil
+				args := []string{"agents", "spawn", "--subagent", sub}
+				if in.Branch != "" {
+					args = append(args, "--branch", in.Branch)
+				}
+				if in.Isolation != "" {
+					args = append(args, "--isolation", in.Isolation)
+				}
+				return append(args, "--", in.Prompt), nil
 			})
 	})
 	registerMCPTool("task_list", func(s *mcp.Server, name string) {

@@ -207,6 +207,11 @@ func runMount(c *cli.Context) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	setMemoryLimit()
+	// A task in a branch starts through this binary's `run --branch`
+	// (docs/DESIGN.md#branch-tasks).
+	if self, err := os.Executable(); err == nil {
+		cfg.Agents.Rubinofs = self
+	}
 	d, err := daemon.Start(cfg)
 	if err != nil {
 		if ready != nil {

@@ -21,14 +21,15 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "harness", Usage: "CMD is an agent harness (claude, codex...): its own reads do not count, its children's do, and it declares what its model read in .rubino/self/ctl"},
 			mountFlag(),
 			&cli.StringFlag{Name: "branch", Usage: "run CMD in branch `NAME` (rubinofs branch new): it and its descendants see the branch at the workspace's paths, in a mount namespace of their own (needs root)"},
+			&cli.StringFlag{Name: "new-branch", Usage: "make branch `NAME` first (as `rubinofs branch new NAME` does), then run CMD in it as --branch does (needs root)"},
 			&cli.StringFlag{Name: "branch-entered", Hidden: true}, // branchrun.go: the re-executed child, in its namespace
 			&cli.StringSliceFlag{Name: "branch-over", Hidden: true},
 		}, runCgroupFlags()...), // session.go: --cgroup, --cgroup-parent, --join
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
-				return cli.Exit("usage: rubinofs run [--harness] [--session NAME [--join]] [--cgroup [--cgroup-parent PATH]] [--branch NAME] [--mount DIR] -- CMD [ARGS...]", 2)
+				return cli.Exit("usage: rubinofs run [--harness] [--session NAME [--join]] [--cgroup [--cgroup-parent PATH]] [--branch NAME | --new-branch NAME] [--mount DIR] -- CMD [ARGS...]", 2)
 			}
-			if c.IsSet("branch") {
+			if c.IsSet("branch") || c.IsSet("new-branch") {
 				return runInBranch(c) // branchrun.go: re-executes this command in a namespace of its own
 			}
 			if c.IsSet("branch-entered") {
