@@ -60,6 +60,11 @@ type Meta struct {
 	// the branch at.
 	Mount string `json:"mount"`
 	Owner int    `json:"owner"` // the uid that made the branch
+	// From and Session are the checkpoint and the session a branch made
+	// with --from starts at (docs/DESIGN.md#branch-from); both "" for a
+	// branch of the workspace as it is.
+	From    string `json:"from,omitempty"`
+	Session string `json:"session,omitempty"`
 }
 
 // Branch is one branch directory, Dir = STATE/branches/NAME.
@@ -71,6 +76,22 @@ type Branch struct {
 // Upper is the overlay's upper directory: the branch's changes (copied-up
 // files, whiteouts for deletions).
 func (b *Branch) Upper() string { return filepath.Join(b.Dir, "upper") }
+
+// Base is the overlay's base layer of a branch made from a checkpoint
+// (Meta.From set): the paths the session changed since, as they were at
+// it, over the workspace (docs/DESIGN.md#branch-from).
+func (b *Branch) Base() string { return filepath.Join(b.Dir, "base") }
+
+// Lowers are the overlay's lower layers, the top one first: Base then
+// Meta.Workspace for a branch made from a checkpoint, else
+// Meta.Workspace alone. What the branch changed is Changes(Upper(),
+// Lowers()...).
+func (b *Branch) Lowers() []string {
+	if b.Meta.From != "" {
+		return []string{b.Base(), b.Meta.Workspace}
+	}
+	return []string{b.Meta.Workspace}
+}
 
 // Work is the overlay's work directory.
 func (b *Branch) Work() string { return filepath.Join(b.Dir, "work") }
@@ -181,11 +202,12 @@ func List(stateDir string) ([]*Branch, error) {
 // Changed counts the paths the branch changed: the entries of Upper (a
 // copied-up or new file, a symbolic link, a whiteout for a deletion, an
 // opaque or new directory), not counting a directory that only holds
-// copied-up entries of a directory of the lower layer. It walks Upper
+// copied-up entries of a directory of the lower layers. It walks Upper
 // only: O(changes), never the workspace.
 func (b *Branch) Changed() (int, error) {
 	n := 0
 	up := b.Upper()
+	low := lowerView{layers: b.Lowers()}
 	err := filepath.WalkDir(up, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -198,7 +220,7 @@ func (b *Branch) Changed() (int, error) {
 			return nil
 		}
 		rel, _ := filepath.Rel(up, p)
-		if st, err := os.Lstat(filepath.Join(b.Meta.Workspace, rel)); err != nil || !st.IsDir() {
+		if st, _, err := low.lookup(rel); err != nil || st == nil || !st.IsDir() {
 			n++ // a directory the lower layer does not have
 		}
 		return nil
