@@ -119,6 +119,13 @@ func Root(stateDir string) string { return filepath.Join(stateDir, DirName) }
 // (EPERM otherwise). On any failure nothing is left behind. Errors:
 // ErrExists, or the mkdir/mount error wrapped with what failed.
 func Create(stateDir string, m Meta, lower string) (*Branch, error) {
+	return create(stateDir, m, lower, nil)
+}
+
+// create is Create, calling prep (when not nil) after the branch's
+// directories and meta.json are made and before its overlay is mounted;
+// a branch with m.From set has Base over lower as its lower layers.
+func create(stateDir string, m Meta, lower string, prep func(*Branch) error) (*Branch, error) {
 	if !ValidName(m.Name) {
 		return nil, fmt.Errorf("bad branch name %q", m.Name)
 	}
@@ -151,9 +158,18 @@ func Create(stateDir string, m Meta, lower string) (*Branch, error) {
 	if err := os.WriteFile(b.metaPath(), append(js, '\n'), 0o644); err != nil {
 		return nil, err
 	}
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, b.Upper(), b.Work())
+	if prep != nil {
+		if err := prep(b); err != nil {
+			return nil, err
+		}
+	}
+	lowers := lower
+	if m.From != "" {
+		lowers = b.Base() + ":" + lower
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lowers, b.Upper(), b.Work())
 	if err := unix.Mount("overlay", b.Merged(), "overlay", 0, opts); err != nil {
-		return nil, fmt.Errorf("mounting the overlay at %s (lower %s): %w", b.Merged(), lower, err)
+		return nil, fmt.Errorf("mounting the overlay at %s (lower %s): %w", b.Merged(), lowers, err)
 	}
 	ok = true
 	return b, nil

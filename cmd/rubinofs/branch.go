@@ -38,7 +38,7 @@ func branchCommand() *cli.Command {
 				Name:      "new",
 				Usage:     "make branch NAME of the workspace (an overlay with its own guarded mount) and print its mount path (needs root)",
 				ArgsUsage: "NAME",
-				Flags:     []cli.Flag{mountFlag()},
+				Flags:     append([]cli.Flag{mountFlag()}, branchFromFlags()...),
 				Action:    branchNew,
 			},
 			{
@@ -137,8 +137,18 @@ func branchNew(c *cli.Context) error {
 		defer f.Close()
 		lower = "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
 	}
+	from, session, err := branchFrom(c, mnt, st.State.Dir)
+	if err != nil {
+		return err
+	}
 	meta := branch.Meta{Name: name, Created: time.Now().UTC(), Workspace: st.Workspace, Mount: mnt, Owner: os.Getuid()}
-	b, err := branch.Create(st.State.Dir, meta, lower)
+	var b *branch.Branch
+	if from != nil {
+		meta.From, meta.Session = c.String("from"), session
+		b, err = branch.CreateFrom(st.State.Dir, meta, lower, *from)
+	} else {
+		b, err = branch.Create(st.State.Dir, meta, lower)
+	}
 	if errors.Is(err, branch.ErrExists) {
 		return cli.Exit(fmt.Sprintf("rubinofs branch new: branch %s exists (`rubinofs branch ls`; discard it first with `rubinofs branch discard %s`)", name, name), 1)
 	}
