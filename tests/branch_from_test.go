@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rubinofs/rubinofs/guard"
 )
 
 // TestBranchFromCheckpoint: after a session changed, created, deleted and
@@ -106,6 +108,32 @@ mv dir2 dir3`)
 		}
 		if _, err := os.Stat(m.branchDir("c")); err == nil {
 			t.Errorf("rubinofs %v left %s behind", args, m.branchDir("c"))
+		}
+	}
+}
+
+// TestBranchControlPaths: inside `run --branch`, control files that take
+// a caller's path resolve the workspace's paths (the names the branch is
+// seen at) in the branch: `rubinofs read FILE` shows the branch's file
+// and declares the read, and a `read PATH HASH` declaration through
+// .rubino/self/ctl lets a guarded write through, by a relative and by an
+// absolute path; the workspace's file is untouched.
+func TestBranchControlPaths(t *testing.T) {
+	m := newBranchMount(t, map[string]string{"u.txt": "unread\n", "v.txt": "vee\n", "w.txt": "double-u\n"}, "")
+	m.newBranch("b")
+	bin := rubinofsBin(t)
+	hashV := guard.HashBytes([]byte("vee\n")).String()
+	hashW := guard.HashBytes([]byte("double-u\n")).String()
+	out, err := m.inBranch("b", shq(bin)+` read u.txt && echo mine > u.txt
+echo "read v.txt `+hashV+`" > .rubino/self/ctl && echo mine > v.txt
+echo "read `+filepath.Join(m.mnt, "w.txt")+` `+hashW+`" > .rubino/self/ctl && echo mine > w.txt
+cat u.txt v.txt w.txt`)
+	if err != nil || !strings.Contains(out, "1\tunread") || !strings.HasSuffix(out, "mine\nmine\nmine\n") {
+		t.Fatalf("read and declarations in the branch: %v\n%s", err, out)
+	}
+	for _, rel := range []string{"u.txt", "v.txt", "w.txt"} {
+		if got := m.readBackingFile(t, rel); got == "mine\n" {
+			t.Errorf("the workspace's %s was written", rel)
 		}
 	}
 }

@@ -162,6 +162,13 @@ func branchNew(c *cli.Context) error {
 	// (docs/DESIGN.md#branches).
 	args := append([]string{"mount", "--daemon"}, inheritedMountFlags(st.Pid)...)
 	args = append(args, "--state-dir", b.State(), "--watch=false")
+	// Callers in the branch name its files by the workspace's paths
+	// (run --branch binds the mount over both): the daemon takes them as
+	// its own mountpoint's (docs/DESIGN.md#branch-ctl-paths).
+	args = append(args, "--also-at", mnt)
+	if filepath.Clean(st.Workspace) != filepath.Clean(mnt) {
+		args = append(args, "--also-at", st.Workspace)
+	}
 	if allowOther(mnt) {
 		args = append(args, "-o", "allow_other")
 	}
@@ -187,7 +194,7 @@ func branchNew(c *cli.Context) error {
 var branchOwnFlags = map[string]bool{
 	"state-dir": true, "daemon": true, "in-place": true, "watch": true, "watch-mode": true,
 	"cache-timeout": true, "short-timeout": true, "poll-interval": true, "watch-skip": true,
-	"max-watches": true, "shared": true, "peer-detect": true,
+	"max-watches": true, "shared": true, "peer-detect": true, "also-at": true,
 }
 
 // inheritedMountFlags returns the mount flags the workspace daemon pid was
