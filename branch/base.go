@@ -39,8 +39,15 @@ var ErrUnrecoverable = errors.New("unrecoverable pre-image")
 // baseOpts are the options of the overlay the base layer is built
 // through: no redirect (a renamed directory is copied instead), no
 // metadata-only copy-up and no index, so the base holds only what Changes
-// and the kernel read in a lower layer.
-const baseOpts = "redirect_dir=off,metacopy=off,index=off"
+// and the kernel read in a lower layer. volatile (Linux 5.10) skips the
+// sync of the state directory's whole filesystem at the unmount (12-160
+// ms measured on a busy machine, 1.5 ms without): a branch does not
+// outlive a reboot, so its base need not either. A kernel without it
+// mounts without.
+const (
+	baseOpts     = "redirect_dir=off,metacopy=off,index=off"
+	baseVolatile = ",volatile"
+)
 
 // CreateFrom is Create for a branch that starts at a checkpoint
 // (m.From, m.Session set): before the branch's overlay is mounted it
@@ -81,7 +88,11 @@ func (b *Branch) buildBase(lower string, from From) (err error) {
 		}
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,%s", lower, b.Base(), work, baseOpts)
-	if err := unix.Mount("overlay", mnt, "overlay", 0, opts); err != nil {
+	err = unix.Mount("overlay", mnt, "overlay", 0, opts+baseVolatile)
+	if err == unix.EINVAL {
+		err = unix.Mount("overlay", mnt, "overlay", 0, opts)
+	}
+	if err != nil {
 		return fmt.Errorf("mounting the overlay that builds the base layer at %s: %w", mnt, err)
 	}
 	defer func() {
