@@ -77,18 +77,18 @@ type Branch struct {
 // files, whiteouts for deletions).
 func (b *Branch) Upper() string { return filepath.Join(b.Dir, "upper") }
 
-// Base is the overlay's base layer of a branch made from a checkpoint
+// BaseLayer is the overlay's base layer of a branch made from a checkpoint
 // (Meta.From set): the paths the session changed since, as they were at
 // it, over the workspace (docs/DESIGN.md#branch-from).
-func (b *Branch) Base() string { return filepath.Join(b.Dir, "base") }
+func (b *Branch) BaseLayer() string { return filepath.Join(b.Dir, "base") }
 
-// Lowers are the overlay's lower layers, the top one first: Base then
+// Lowers are the overlay's lower layers, the top one first: BaseLayer then
 // Meta.Workspace for a branch made from a checkpoint, else
 // Meta.Workspace alone. What the branch changed is Changes(Upper(),
 // Lowers()...).
 func (b *Branch) Lowers() []string {
 	if b.Meta.From != "" {
-		return []string{b.Base(), b.Meta.Workspace}
+		return []string{b.BaseLayer(), b.Meta.Workspace}
 	}
 	return []string{b.Meta.Workspace}
 }
@@ -124,7 +124,7 @@ func Create(stateDir string, m Meta, lower string) (*Branch, error) {
 
 // create is Create, calling prep (when not nil) after the branch's
 // directories and meta.json are made and before its overlay is mounted;
-// a branch with m.From set has Base over lower as its lower layers.
+// a branch with m.From set has BaseLayer over lower as its lower layers.
 func create(stateDir string, m Meta, lower string, prep func(*Branch) error) (*Branch, error) {
 	if !ValidName(m.Name) {
 		return nil, fmt.Errorf("bad branch name %q", m.Name)
@@ -165,7 +165,7 @@ func create(stateDir string, m Meta, lower string, prep func(*Branch) error) (*B
 	}
 	lowers := lower
 	if m.From != "" {
-		lowers = b.Base() + ":" + lower
+		lowers = b.BaseLayer() + ":" + lower
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lowers, b.Upper(), b.Work())
 	if err := unix.Mount("overlay", b.Merged(), "overlay", 0, opts); err != nil {

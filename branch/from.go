@@ -51,10 +51,10 @@ const (
 
 // CreateFrom is Create for a branch that starts at a checkpoint
 // (m.From, m.Session set): before the branch's overlay is mounted it
-// builds Base, the paths from.Plan changes as they were at the
+// builds BaseLayer, the paths from.Plan changes as they were at the
 // checkpoint, by applying the plan's steps (restore a pre-image, remove,
-// rename or exchange back) through a temporary overlay of lower with Base
-// as its upper directory; the branch's overlay then has Base over lower
+// rename or exchange back) through a temporary overlay of lower with BaseLayer
+// as its upper directory; the branch's overlay then has BaseLayer over lower
 // as its lower layers (lowerdir=BASE:LOWER). A renamed directory is
 // copied (the temporary overlay has no redirects), so its cost is its
 // subtree's; every other step costs its path's pre-image. Owners and
@@ -78,16 +78,16 @@ func CreateFrom(stateDir string, m Meta, lower string, from From) (*Branch, erro
 	return create(stateDir, m, lower, func(b *Branch) error { return b.buildBase(lower, from) })
 }
 
-// buildBase makes Base from lower and from.Plan (CreateFrom).
+// buildBase makes BaseLayer from lower and from.Plan (CreateFrom).
 func (b *Branch) buildBase(lower string, from From) (err error) {
 	tmp := filepath.Join(b.Dir, "base.tmp")
 	work, mnt := filepath.Join(tmp, "work"), filepath.Join(tmp, "mnt")
-	for _, d := range []string{b.Base(), tmp, work, mnt} {
+	for _, d := range []string{b.BaseLayer(), tmp, work, mnt} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return err
 		}
 	}
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,%s", lower, b.Base(), work, baseOpts)
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,%s", lower, b.BaseLayer(), work, baseOpts)
 	err = unix.Mount("overlay", mnt, "overlay", 0, opts+baseVolatile)
 	if err == unix.EINVAL {
 		err = unix.Mount("overlay", mnt, "overlay", 0, opts)
