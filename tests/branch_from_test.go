@@ -6,6 +6,7 @@ package tests
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -119,7 +120,7 @@ mv dir2 dir3`)
 // .rubino/self/ctl lets a guarded write through, by a relative and by an
 // absolute path; the workspace's file is untouched.
 func TestBranchControlPaths(t *testing.T) {
-	m := newBranchMount(t, map[string]string{"u.txt": "unread\n", "v.txt": "vee\n", "w.txt": "double-u\n"}, "")
+	m := newBranchMount(t, map[string]string{"u.txt": "unread\n", "v.txt": "vee\n", "w.txt": "double-u\n", "gone.txt": "bye\n"}, "")
 	m.newBranch("b")
 	bin := rubinofsBin(t)
 	hashV := guard.HashBytes([]byte("vee\n")).String()
@@ -135,5 +136,20 @@ cat u.txt v.txt w.txt`)
 		if got := m.readBackingFile(t, rel); got == "mine\n" {
 			t.Errorf("the workspace's %s was written", rel)
 		}
+	}
+	// From outside the branch's namespace, a workspace path written to
+	// the branch daemon's control file names the branch's file, never the
+	// workspace's: gone.txt, deleted in the branch only, is not found.
+	m.mustInBranch("b", `cat gone.txt >/dev/null && rm gone.txt`)
+	ctl := filepath.Join(m.branchDir("b"), "mnt", ".rubino", "self", "ctl")
+	cmd := exec.Command("sh", "-c", `exec 3<>`+shq(ctl)+`; /bin/echo "read gone.txt" >&3; echo "rc=$?"; cat <&3`)
+	cmd.Dir = m.mnt
+	out, _ = runCombined(t, cmd)
+	if !strings.Contains(out, "rc=1") || !strings.Contains(out, "gone.txt: no such file") {
+		t.Errorf("a declaration of the workspace's gone.txt through the branch daemon: %q, want a refusal for a file the branch lacks (not for a path outside the mount)", out)
+	}
+	cmd = exec.Command("sh", "-c", `echo "read `+filepath.Join(m.mnt, "v.txt")+`" > `+shq(ctl))
+	if out, err := runCombined(t, cmd); err != nil {
+		t.Errorf("a declaration of v.txt, in the branch too, through the branch daemon: %v %s", err, out)
 	}
 }
