@@ -60,6 +60,11 @@ type Meta struct {
 	// the branch at.
 	Mount string `json:"mount"`
 	Owner int    `json:"owner"` // the uid that made the branch
+	// From and Session are the checkpoint and the session a branch made
+	// with --from starts at (docs/DESIGN.md#branch-from); both "" for a
+	// branch of the workspace as it is.
+	From    string `json:"from,omitempty"`
+	Session string `json:"session,omitempty"`
 }
 
 // Branch is one branch directory, Dir = STATE/branches/NAME.
@@ -71,6 +76,22 @@ type Branch struct {
 // Upper is the overlay's upper directory: the branch's changes (copied-up
 // files, whiteouts for deletions).
 func (b *Branch) Upper() string { return filepath.Join(b.Dir, "upper") }
+
+// BaseLayer is the overlay's base layer of a branch made from a checkpoint
+// (Meta.From set): the paths the session changed since, as they were at
+// it, over the workspace (docs/DESIGN.md#branch-from).
+func (b *Branch) BaseLayer() string { return filepath.Join(b.Dir, "base") }
+
+// Lowers are the overlay's lower layers, the top one first: BaseLayer then
+// Meta.Workspace for a branch made from a checkpoint, else
+// Meta.Workspace alone. What the branch changed is Changes(Upper(),
+// Lowers()...).
+func (b *Branch) Lowers() []string {
+	if b.Meta.From != "" {
+		return []string{b.BaseLayer(), b.Meta.Workspace}
+	}
+	return []string{b.Meta.Workspace}
+}
 
 // Work is the overlay's work directory.
 func (b *Branch) Work() string { return filepath.Join(b.Dir, "work") }
@@ -98,6 +119,13 @@ func Root(stateDir string) string { return filepath.Join(stateDir, DirName) }
 // (EPERM otherwise). On any failure nothing is left behind. Errors:
 // ErrExists, or the mkdir/mount error wrapped with what failed.
 func Create(stateDir string, m Meta, lower string) (*Branch, error) {
+	return create(stateDir, m, lower, nil)
+}
+
+// create is Create, calling prep (when not nil) after the branch's
+// directories and meta.json are made and before its overlay is mounted;
+// a branch with m.From set has BaseLayer over lower as its lower layers.
+func create(stateDir string, m Meta, lower string, prep func(*Branch) error) (*Branch, error) {
 	if !ValidName(m.Name) {
 		return nil, fmt.Errorf("bad branch name %q", m.Name)
 	}
@@ -130,9 +158,18 @@ func Create(stateDir string, m Meta, lower string) (*Branch, error) {
 	if err := os.WriteFile(b.metaPath(), append(js, '\n'), 0o644); err != nil {
 		return nil, err
 	}
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, b.Upper(), b.Work())
+	if prep != nil {
+		if err := prep(b); err != nil {
+			return nil, err
+		}
+	}
+	lowers := lower
+	if m.From != "" {
+		lowers = b.BaseLayer() + ":" + lower
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lowers, b.Upper(), b.Work())
 	if err := unix.Mount("overlay", b.Merged(), "overlay", 0, opts); err != nil {
-		return nil, fmt.Errorf("mounting the overlay at %s (lower %s): %w", b.Merged(), lower, err)
+		return nil, fmt.Errorf("mounting the overlay at %s (lower %s): %w", b.Merged(), lowers, err)
 	}
 	ok = true
 	return b, nil
@@ -181,11 +218,12 @@ func List(stateDir string) ([]*Branch, error) {
 // Changed counts the paths the branch changed: the entries of Upper (a
 // copied-up or new file, a symbolic link, a whiteout for a deletion, an
 // opaque or new directory), not counting a directory that only holds
-// copied-up entries of a directory of the lower layer. It walks Upper
+// copied-up entries of a directory of the lower layers. It walks Upper
 // only: O(changes), never the workspace.
 func (b *Branch) Changed() (int, error) {
 	n := 0
 	up := b.Upper()
+	low := lowerView{layers: b.Lowers()}
 	err := filepath.WalkDir(up, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -198,7 +236,7 @@ func (b *Branch) Changed() (int, error) {
 			return nil
 		}
 		rel, _ := filepath.Rel(up, p)
-		if st, err := os.Lstat(filepath.Join(b.Meta.Workspace, rel)); err != nil || !st.IsDir() {
+		if st, _, err := low.lookup(rel); err != nil || st == nil || !st.IsDir() {
 			n++ // a directory the lower layer does not have
 		}
 		return nil

@@ -66,9 +66,13 @@ const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 var ErrUnsupported = errors.New("overlayfs feature not supported (redirect_dir, metacopy)")
 
 // Changes lists what the overlayfs upper directory upper changes in the
-// directory lower it lies over (both absolute), sorted by Path (byte
-// order, as git sorts paths), one Change a path, following
-// docs/DESIGN.md#branch-diff:
+// lower layers it lies over (absolute paths, the top one first: a
+// branch's base layer then the workspace, or the workspace alone; at
+// least one), sorted by Path (byte order, as git sorts paths), one Change
+// a path, following docs/DESIGN.md#branch-diff. The lower layers are read
+// as the kernel merges them (a whiteout or an opaque directory in a layer
+// above the last hides what is below it); below, "lower" means that
+// merged tree:
 //   - a file, symlink or directory in upper absent from lower is Added
 //     (with everything below it);
 //   - a whiteout (character device 0/0, or an empty file with
@@ -89,7 +93,10 @@ var ErrUnsupported = errors.New("overlayfs feature not supported (redirect_dir, 
 // ErrUnsupported. Reads the directories as the caller's credentials allow
 // (docs/DESIGN.md#trust); the trees must not change meanwhile (unmount
 // the branch first, or accept a torn read). Safe for concurrent use.
-func Changes(upper, lower string) ([]Change, error) {
+func Changes(upper string, lowers ...string) ([]Change, error) {
+	if len(lowers) == 0 {
+		return nil, &fs.PathError{Op: "branch diff", Path: upper, Err: syscall.EINVAL}
+	}
 	fi, err := os.Lstat(upper)
 	if err != nil {
 		return nil, err
@@ -97,19 +104,21 @@ func Changes(upper, lower string) ([]Change, error) {
 	if !fi.IsDir() {
 		return nil, &fs.PathError{Op: "branch diff", Path: upper, Err: syscall.ENOTDIR}
 	}
-	lfi, err := os.Lstat(lower)
-	if err != nil {
-		return nil, err
+	for _, lower := range lowers {
+		lfi, err := os.Lstat(lower)
+		if err != nil {
+			return nil, err
+		}
+		if !lfi.IsDir() {
+			return nil, &fs.PathError{Op: "branch diff", Path: lower, Err: syscall.ENOTDIR}
+		}
 	}
-	if !lfi.IsDir() {
-		return nil, &fs.PathError{Op: "branch diff", Path: lower, Err: syscall.ENOTDIR}
-	}
-	w := &walker{upper: upper, lower: lower, buf1: make([]byte, 32<<10), buf2: make([]byte, 32<<10)}
+	w := newWalker(upper, lowers)
 	x, err := xattrs(upper)
 	if err != nil {
 		return nil, err
 	}
-	if err := w.dir("", true, x.opaque); err != nil {
+	if err := w.dir("", w.low.layers, x.opaque); err != nil {
 		return nil, err
 	}
 	sort.Slice(w.out, func(i, j int) bool { return w.out[i].Path < w.out[j].Path })
@@ -117,9 +126,14 @@ func Changes(upper, lower string) ([]Change, error) {
 }
 
 type walker struct {
-	upper, lower string
-	buf1, buf2   []byte
-	out          []Change
+	upper      string
+	low        lowerView
+	buf1, buf2 []byte
+	out        []Change
+}
+
+func newWalker(upper string, lowers []string) *walker {
+	return &walker{upper: upper, low: lowerView{layers: lowers}, buf1: make([]byte, 32<<10), buf2: make([]byte, 32<<10)}
 }
 
 func (w *walker) add(p string, st Status, old, new fs.FileMode) {
@@ -176,11 +190,11 @@ func isWhiteout(fi fs.FileInfo, a overlayAttrs) bool {
 }
 
 // dir classifies the upper entries of directory rel ("" = the root).
-// hasLower: lower/rel is a directory whose entries are the "before" state.
-// replace: the branch's rel replaced lower's entirely (an opaque
-// directory or one below it), so lower entries absent from upper are
-// deleted.
-func (w *walker) dir(rel string, hasLower, replace bool) error {
+// lower: the lower layers rel is a merged directory of (nil: rel is no
+// directory below, so nothing there is the "before" state). replace: the
+// branch's rel replaced lower's entirely (an opaque directory or one
+// below it), so lower entries absent from upper are deleted.
+func (w *walker) dir(rel string, lower []string, replace bool) error {
 	ents, err := os.ReadDir(filepath.Join(w.upper, rel))
 	if err != nil {
 		return err
@@ -198,74 +212,85 @@ func (w *walker) dir(rel string, hasLower, replace bool) error {
 				return err
 			}
 		}
-		var lfi fs.FileInfo
-		if hasLower {
-			if lfi, err = os.Lstat(filepath.Join(w.lower, p)); errors.Is(err, fs.ErrNotExist) {
-				lfi = nil
-			} else if err != nil {
+		var lo lowerEntry
+		if lower != nil {
+			if lo.fi, lo.abs, lo.sub, err = w.low.child(lower, p); err != nil {
 				return err
 			}
 		}
-		if err := w.entry(p, ufi, ua, lfi, replace); err != nil {
+		if err := w.entry(p, ufi, ua, lo, replace); err != nil {
 			return err
 		}
 	}
-	if !replace || !hasLower {
+	if !replace || lower == nil {
 		return nil
 	}
 	// Lower entries the replacing directory does not hold are gone.
-	lents, err := os.ReadDir(filepath.Join(w.lower, rel))
+	lnames, err := w.low.names(lower, rel)
 	if err != nil {
 		return err
 	}
 	i := 0
-	for _, le := range lents {
-		for i < len(ents) && ents[i].Name() < le.Name() {
+	for _, name := range lnames {
+		for i < len(ents) && ents[i].Name() < name {
 			i++
 		}
-		if i < len(ents) && ents[i].Name() == le.Name() {
+		if i < len(ents) && ents[i].Name() == name {
 			continue
 		}
-		if err := w.deleted(path.Join(rel, le.Name()), true); err != nil {
+		p := path.Join(rel, name)
+		var lo lowerEntry
+		if lo.fi, lo.abs, lo.sub, err = w.low.child(lower, p); err != nil {
+			return err
+		}
+		if err := w.deleted(p, lo, true); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// entry classifies path p: ufi is its upper entry (with attrs ua), lfi
-// its lower one (nil: absent).
-func (w *walker) entry(p string, ufi fs.FileInfo, ua overlayAttrs, lfi fs.FileInfo, replace bool) error {
-	um := ufi.Mode()
+// lowerEntry is a path's entry in the merged lower layers (lowerView.child):
+// fi nil when absent.
+type lowerEntry struct {
+	fi  fs.FileInfo
+	abs string
+	sub []string
+}
+
+// entry classifies path p: ufi is its upper entry (with attrs ua), lo
+// its lower one.
+func (w *walker) entry(p string, ufi fs.FileInfo, ua overlayAttrs, lo lowerEntry, replace bool) error {
+	um, lfi := ufi.Mode(), lo.fi
 	if isWhiteout(ufi, ua) {
 		if lfi == nil {
 			return nil
 		}
-		return w.deleted(p, true)
+		return w.deleted(p, lo, true)
 	}
 	switch {
 	case lfi == nil:
 		w.add(p, Added, 0, um)
 		if ufi.IsDir() {
-			return w.dir(p, false, true)
+			return w.dir(p, nil, true)
 		}
 		return nil
 	case ufi.IsDir() && lfi.IsDir():
 		if um&modeBits != lfi.Mode()&modeBits {
 			w.add(p, Modified, lfi.Mode(), um)
 		}
-		return w.dir(p, true, replace || ua.opaque)
+		return w.dir(p, lo.sub, replace || ua.opaque)
 	case ufi.IsDir():
 		w.add(p, TypeChanged, lfi.Mode(), um)
-		return w.dir(p, false, true)
+		return w.dir(p, nil, true)
 	case lfi.IsDir():
 		w.add(p, TypeChanged, lfi.Mode(), um)
-		return w.deleted(p, false)
+		return w.deleted(p, lo, false)
 	case um.Type() != lfi.Mode().Type():
 		w.add(p, TypeChanged, lfi.Mode(), um)
 		return nil
 	}
-	same, err := w.sameContent(p, ufi, lfi)
+	same, err := w.sameContent(filepath.Join(w.upper, p), lo.abs, ufi, lfi)
 	if err != nil {
 		return err
 	}
@@ -276,31 +301,38 @@ func (w *walker) entry(p string, ufi fs.FileInfo, ua overlayAttrs, lfi fs.FileIn
 }
 
 // deleted records lower path p (self: p too, else only what is below
-// it) and everything below it as Deleted, walking lower one directory at
-// a time.
-func (w *walker) deleted(p string, self bool) error {
-	root := filepath.Join(w.lower, p)
-	return filepath.WalkDir(root, func(abs string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if abs == root && !self {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(w.lower, abs)
-		w.add(filepath.ToSlash(rel), Deleted, fi.Mode(), 0)
+// it) and everything below it as Deleted, walking the lower layers one
+// directory at a time.
+func (w *walker) deleted(p string, lo lowerEntry, self bool) error {
+	if lo.fi == nil {
 		return nil
-	})
+	}
+	if self {
+		w.add(p, Deleted, lo.fi.Mode(), 0)
+	}
+	if !lo.fi.IsDir() {
+		return nil
+	}
+	names, err := w.low.names(lo.sub, p)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		c := path.Join(p, name)
+		var ce lowerEntry
+		if ce.fi, ce.abs, ce.sub, err = w.low.child(lo.sub, c); err != nil {
+			return err
+		}
+		if err := w.deleted(c, ce, true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// sameContent reports whether p's upper and lower entries, of one
-// non-directory type, hold the same content.
-func (w *walker) sameContent(p string, ufi, lfi fs.FileInfo) (bool, error) {
-	uabs, labs := filepath.Join(w.upper, p), filepath.Join(w.lower, p)
+// sameContent reports whether the upper entry uabs and the lower one
+// labs, of one non-directory type, hold the same content.
+func (w *walker) sameContent(uabs, labs string, ufi, lfi fs.FileInfo) (bool, error) {
 	switch m := ufi.Mode(); {
 	case m.IsRegular():
 		if ufi.Size() != lfi.Size() {
@@ -376,7 +408,14 @@ const (
 // github.com/pmezard/go-difflib through journal.WriteFileDiff). The error
 // is w's or the first failing system call's. Safe for concurrent use.
 func WriteDiff(w io.Writer, upper, lower string, changes []Change, paths []string) error {
-	cmp := &walker{upper: upper, lower: lower, buf1: make([]byte, 32<<10), buf2: make([]byte, 32<<10)}
+	return WriteDiffLayers(w, upper, []string{lower}, changes, paths)
+}
+
+// WriteDiffLayers is WriteDiff over several lower layers, the top one
+// first, read as Changes reads them (a branch's base layer over the
+// workspace: docs/DESIGN.md#branch-from).
+func WriteDiffLayers(w io.Writer, upper string, lowers []string, changes []Change, paths []string) error {
+	cmp := newWalker(upper, lowers)
 	for _, c := range changes {
 		if !selected(c.Path, paths) {
 			continue
@@ -387,8 +426,16 @@ func WriteDiff(w io.Writer, upper, lower string, changes []Change, paths []strin
 		}
 		var a, b journal.FileSide
 		var err error
+		lower := "" // c.Path in the lower layers
 		if oldShown {
-			if a, err = loadSide(filepath.Join(lower, c.Path), c.Old); err != nil {
+			var lfi fs.FileInfo
+			if lfi, lower, err = cmp.low.lookup(c.Path); err == nil && lfi == nil {
+				err = &fs.PathError{Op: "branch diff", Path: c.Path, Err: fs.ErrNotExist}
+			}
+			if err != nil {
+				return err
+			}
+			if a, err = loadSide(lower, c.Old); err != nil {
 				return err
 			}
 		}
@@ -404,7 +451,7 @@ func WriteDiff(w io.Writer, upper, lower string, changes []Change, paths []strin
 			a = journal.FileSide{}
 		} else if a.Exists && b.Exists && (a.Binary || b.Binary) {
 			// Equal bytes: only the mode lines (two Binary sides always differ).
-			same, err := cmp.sameBytes(filepath.Join(upper, c.Path), filepath.Join(lower, c.Path))
+			same, err := cmp.sameBytes(filepath.Join(upper, c.Path), lower)
 			if err != nil {
 				return err
 			}

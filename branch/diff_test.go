@@ -391,3 +391,90 @@ func BenchmarkChanges(b *testing.B) {
 		}
 	}
 }
+
+// overlay mounts an overlay of lowers (top first) with upper and a work
+// directory under base at merged, unmounted at the test's end (or by the
+// returned function, once).
+func overlay(t *testing.T, base, merged, upper string, lowers ...string) func() {
+	t.Helper()
+	work := upper + ".work"
+	for _, d := range []string{upper, work, merged} {
+		must(t, os.MkdirAll(d, 0o755))
+	}
+	opts := "lowerdir=" + strings.Join(lowers, ":") + ",upperdir=" + upper + ",workdir=" + work + ",redirect_dir=off,metacopy=off,index=off"
+	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
+		t.Skipf("mount overlayfs: %v", err)
+	}
+	mounted := true
+	unmount := func() {
+		if mounted {
+			if err := unix.Unmount(merged, 0); err != nil {
+				t.Errorf("umount %s: %v", merged, err)
+			}
+			mounted = false
+		}
+	}
+	t.Cleanup(unmount)
+	return unmount
+}
+
+// TestChangesOverBase: a branch over a base layer (itself an overlay's
+// upper directory over the workspace, with whiteouts, an opaque
+// directory and restored files) reads its changes against the merged
+// base and workspace: none right after, then what real tools changed,
+// as `git diff --no-index` shows the branch point against the view.
+func TestChangesOverBase(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting overlayfs needs root")
+	}
+	base := t.TempDir()
+	ws, bl, up := filepath.Join(base, "ws"), filepath.Join(base, "baselayer"), filepath.Join(base, "upper")
+	point, view, m := filepath.Join(base, "point"), filepath.Join(base, "view"), filepath.Join(base, "m")
+	tree(t, ws, map[string]string{"keep.txt": "keep\n", "edit.txt": "now\n", "new-since.txt": "created after\n",
+		"d/a": "a\n", "d/b": "b\n", "opq/late": "late\n", "f2d/x": "x\n", "link": "->keep.txt"})
+	sh := func(dir, script string) {
+		t.Helper()
+		cmd := exec.Command("sh", "-ec", script)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
+	}
+	// The base: the workspace as it was (edit.txt's old bytes, no
+	// new-since.txt, d without b but with c, opq as it was, f2d a file).
+	done := overlay(t, base, m, bl, ws)
+	sh(m, `echo then > edit.txt; rm new-since.txt d/b; echo c > d/c
+rm -rf opq; mkdir opq; echo early > opq/early; rm -rf f2d; echo file > f2d`)
+	sh(base, `cp -a m point`)
+	done()
+	cs, err := Changes(must2(t, os.MkdirAll(up, 0o755), up), bl, ws)
+	must(t, err)
+	if len(cs) != 0 {
+		t.Fatalf("an empty upper over the base: %s", listing(cs))
+	}
+	done = overlay(t, base, m, up, bl, ws)
+	sh(m, `echo edited >> edit.txt; echo again > new-since.txt; rm d/c; echo kk > keep.txt
+rm -rf opq; echo o > opq; rm f2d; mkdir f2d; echo y > f2d/y; ln -sf edit.txt link; echo n > d/n`)
+	sh(base, `cp -a m view`)
+	done()
+	if cs, err = Changes(up, bl, ws); err != nil {
+		t.Fatal(err)
+	}
+	var ns bytes.Buffer
+	must(t, WriteNameStatus(&ns, cs, nil))
+	if g := gitDiff(t, point, view, "--name-status"); ns.String() != g {
+		t.Errorf("name-status over the base:\n%s\ngit:\n%s\nchanges:\n%s", ns.String(), g, listing(cs))
+	}
+	var diff bytes.Buffer
+	must(t, WriteDiffLayers(&diff, up, []string{bl, ws}, cs, nil))
+	if g := gitDiff(t, point, view); diff.String() != g {
+		t.Errorf("WriteDiffLayers:\n%s\ngit diff --no-index:\n%s", diff.String(), g)
+	}
+}
+
+// must2 fails the test on err and returns v.
+func must2[T any](t *testing.T, err error, v T) T {
+	t.Helper()
+	must(t, err)
+	return v
+}

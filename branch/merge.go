@@ -88,8 +88,8 @@ type MergePlan struct {
 }
 
 // PlanMerge plans merging branch b into the workspace, following
-// docs/DESIGN.md#branch-merge: changes are Changes(b.Upper(), lower)
-// (lower: the overlay's lower layer as `branch diff` reads it), the
+// docs/DESIGN.md#branch-merge: changes are Changes(b.Upper(), b.Lowers()...)
+// (the branch's own, against its branch point, as `branch diff` reads them), the
 // branch's base of each path is from b.Bases, and the workspace's current
 // state is read at ws (the workspace's mountpoint: read by a process whose
 // reads count for no session). A path is a conflict when the workspace
@@ -99,9 +99,9 @@ type MergePlan struct {
 // conflict). skip reports paths to leave out (the control tree). Errors
 // are those of reading the trees or the journal; conflicts are steps, not
 // errors. Memory holds the result, merged files' bytes included.
-func PlanMerge(b *Branch, lower, ws string, skip func(string) bool) (MergePlan, error) {
+func PlanMerge(b *Branch, ws string, skip func(string) bool) (MergePlan, error) {
 	var plan MergePlan
-	changes, err := Changes(b.Upper(), lower)
+	changes, err := Changes(b.Upper(), b.Lowers()...)
 	if err != nil {
 		return plan, err
 	}

@@ -56,6 +56,11 @@ type Config struct {
 	config.Sessions
 	// Options are FUSE -o options.
 	Options []string
+	// AlsoAt are other names of the mountpoint that callers' paths to
+	// control files may use: a branch daemon's workspace mountpoint and
+	// backing path, where `run --branch` shows it
+	// (docs/DESIGN.md#branch-ctl-paths).
+	AlsoAt []string
 	// StateDir holds logs, the read-state file and the compaction store.
 	StateDir string
 	// StateRoot is the mounting user's state root, whose state
@@ -356,6 +361,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		KeepCache:       mode == watchInotify && !shared,
 		Debug:           cfg.Debug,
 		AllowNonEmpty:   cfg.InPlace,
+		AlsoAt:          cfg.AlsoAt,
 	})
 	if err != nil {
 		return nil, err

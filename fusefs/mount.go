@@ -22,9 +22,8 @@ import (
 
 // MountOptions are the kernel-facing options of a mount.
 type MountOptions struct {
-	// Options are FUSE mount options as given to -o (allow_other, ro, ...).
-	// default_permissions is always added: the kernel checks permissions as
-	// on the backing filesystem.
+	// Options are FUSE mount options as given to -o (allow_other, ro, ...);
+	// default_permissions is always added (permissions as on the backing fs).
 	Options []string
 	// EntryTimeout, AttrTimeout and NegativeTimeout are the kernel cache
 	// timeouts for backing nodes.
@@ -38,6 +37,8 @@ type MountOptions struct {
 	Debug bool
 	// AllowNonEmpty mounts over a non-empty directory (in-place mounts).
 	AllowNonEmpty bool
+	// AlsoAt: other names of the mountpoint for callers' paths (ctlhost.Mountpoint.Set).
+	AlsoAt []string
 }
 
 // Mount mounts f at mountpoint and returns the running server. As root it
@@ -47,7 +48,7 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 	if err := CheckMountpoint(mountpoint, o.AllowNonEmpty); err != nil {
 		return nil, err
 	}
-	f.mountpoint.Set(mountpoint)
+	f.mountpoint.Set(mountpoint, o.AlsoAt...)
 	f.oc.begin, f.oc.move = f.inv.OwnTracker(), f.inv.MoveTracker() // installed before the mount (ownChanges)
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return nil, fmt.Errorf("no /dev/fuse: %w (load the fuse module, or run the container with --device /dev/fuse)", err)
@@ -75,10 +76,9 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 	mo.EnableAcl = true
 	for _, opt := range o.Options {
 		switch opt {
-		case "":
+		case "", "default_permissions": // always added
 		case "allow_other":
 			mo.AllowOther = true
-		case "default_permissions":
 		default:
 			mo.Options = append(mo.Options, opt)
 		}

@@ -121,6 +121,15 @@ func NewBlobs(dir string, limit int64, mode CopyMode) (*Blobs, error) {
 	return b, nil
 }
 
+// BlobsAt returns the blob store under dir (STATE/journal/blobs) for a
+// reader outside the daemon that owns it (the CLI restoring pre-images
+// into a branch's base layer: docs/DESIGN.md#branch-from): Open, Path and
+// Check work, read with the caller's own credentials. It creates nothing
+// and does not walk the store (Used is 0); it must not be written to
+// (PutFromFd, PutFile, Remove): the daemon's store is the one that
+// counts. Safe for concurrent use.
+func BlobsAt(dir string) *Blobs { return &Blobs{dir: dir, limit: DefaultMaxBlobSize} }
+
 // SetBudget bounds the store to budget bytes of blobs (0: no bound). A
 // blob that would take the store past it is not stored: PutFromFd returns
 // UnrecoverableOverBudget. Safe to call at any time.

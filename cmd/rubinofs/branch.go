@@ -38,7 +38,7 @@ func branchCommand() *cli.Command {
 				Name:      "new",
 				Usage:     "make branch NAME of the workspace (an overlay with its own guarded mount) and print its mount path (needs root)",
 				ArgsUsage: "NAME",
-				Flags:     []cli.Flag{mountFlag()},
+				Flags:     append([]cli.Flag{mountFlag()}, branchFromFlags()...),
 				Action:    branchNew,
 			},
 			{
@@ -153,8 +153,18 @@ func makeBranch(c *cli.Context, name string) (*branch.Branch, error) {
 		defer f.Close()
 		lower = "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
 	}
+	from, session, err := branchFrom(c, mnt, st.State.Dir)
+	if err != nil {
+		return nil, err
+	}
 	meta := branch.Meta{Name: name, Created: time.Now().UTC(), Workspace: st.Workspace, Mount: mnt, Owner: os.Getuid()}
-	b, err := branch.Create(st.State.Dir, meta, lower)
+	var b *branch.Branch
+	if from != nil {
+		meta.From, meta.Session = c.String("from"), session
+		b, err = branch.CreateFrom(st.State.Dir, meta, lower, *from)
+	} else {
+		b, err = branch.Create(st.State.Dir, meta, lower)
+	}
 	if errors.Is(err, branch.ErrExists) {
 		return nil, cli.Exit(fmt.Sprintf("rubinofs branch new: branch %s exists (`rubinofs branch ls`; discard it first with `rubinofs branch discard %s`)", name, name), 1)
 	}
@@ -168,6 +178,13 @@ func makeBranch(c *cli.Context, name string) (*branch.Branch, error) {
 	// (docs/DESIGN.md#branches).
 	args := append([]string{"mount", "--daemon"}, inheritedMountFlags(st.Pid)...)
 	args = append(args, "--state-dir", b.State(), "--watch=false")
+	// Callers in the branch name its files by the workspace's paths
+	// (run --branch binds the mount over both): the daemon takes them as
+	// its own mountpoint's (docs/DESIGN.md#branch-ctl-paths).
+	args = append(args, "--also-at", mnt)
+	if filepath.Clean(st.Workspace) != filepath.Clean(mnt) {
+		args = append(args, "--also-at", st.Workspace)
+	}
 	if allowOther(mnt) {
 		args = append(args, "-o", "allow_other")
 	}
@@ -192,7 +209,7 @@ func makeBranch(c *cli.Context, name string) (*branch.Branch, error) {
 var branchOwnFlags = map[string]bool{
 	"state-dir": true, "daemon": true, "in-place": true, "watch": true, "watch-mode": true,
 	"cache-timeout": true, "short-timeout": true, "poll-interval": true, "watch-skip": true,
-	"max-watches": true, "shared": true, "peer-detect": true,
+	"max-watches": true, "shared": true, "peer-detect": true, "also-at": true,
 }
 
 // inheritedMountFlags returns the mount flags the workspace daemon pid was

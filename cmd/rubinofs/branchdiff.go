@@ -69,7 +69,8 @@ func branchDiff(c *cli.Context) error {
 		return cli.Exit("rubinofs branch diff: "+err.Error(), exitUsage)
 	}
 	upper := b.Upper()
-	changes, err := branch.Changes(upper, meta.Workspace)
+	changes, err := branch.Changes(upper, b.Lowers()...) // the branch point: its base over the workspace
+
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("rubinofs branch diff: branch %s: %v", name, err), 1)
 	}
@@ -83,7 +84,7 @@ func branchDiff(c *cli.Context) error {
 	if c.Bool("stat") {
 		err = branch.WriteNameStatus(out, kept, paths)
 	} else {
-		err = branch.WriteDiff(out, upper, meta.Workspace, kept, paths)
+		err = branch.WriteDiffLayers(out, upper, b.Lowers(), kept, paths)
 	}
 	if err == nil {
 		err = out.Flush()

@@ -121,7 +121,7 @@ func mergeInSession(c *cli.Context, name string) error {
 	// The workspace is read where the overlay reads it (the backing
 	// directory, or the mount for one mounted in place): no FUSE round
 	// trips for the plan, the same bytes.
-	plan, err := branch.PlanMerge(b, b.Meta.Workspace, b.Meta.Workspace, skip)
+	plan, err := branch.PlanMerge(b, b.Meta.Workspace, skip)
 	if err != nil {
 		return fail("branch %s: %v", name, err)
 	}

@@ -63,6 +63,10 @@ func mountFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log record format: text (key=value) or json (one object a line)"},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "least severe level logged: debug, info, warn or error"},
+		// Internal to `branch new`: the workspace's mountpoint and backing
+		// path, where `run --branch` shows the branch daemon's mount
+		// (docs/DESIGN.md#branch-ctl-paths).
+		&cli.StringSliceFlag{Name: "also-at", Hidden: true, Usage: "another `PATH` callers name the mountpoint by, in control-file requests"},
 	)
 }
 
@@ -99,6 +103,13 @@ func mountConfig(c *cli.Context) (daemon.Config, error) {
 			}
 			cfg.Options = append(cfg.Options, opt)
 		}
+	}
+	for _, p := range c.StringSlice("also-at") {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return cfg, cli.Exit(fmt.Sprintf("--also-at: %v", err), exitUsage)
+		}
+		cfg.AlsoAt = append(cfg.AlsoAt, abs)
 	}
 	cfg.SaveInterval = c.Duration("save-interval")
 	cfg.Debug = c.Bool("debug")

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
 
 // TestReadmeMountFlags keeps README.md's mount-flag table true and
@@ -35,6 +37,9 @@ func TestReadmeMountFlags(t *testing.T) {
 	}
 	var all, keyed []string
 	for _, f := range mountFlags() {
+		if v, ok := f.(cli.VisibleFlag); ok && !v.IsVisible() {
+			continue // internal (a hidden flag another command passes)
+		}
 		all = append(all, flagOf(f))
 	}
 	for _, f := range keyFlags() {
