@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -273,5 +274,41 @@ func TestBranchMergeNoSymlinkEscape(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
 		t.Fatalf("the merge wrote through the workspace's symlink: %v\n%s", ents, out)
+	}
+}
+
+// TestBranchMergeFromCheckpoint: a branch made from a session's checkpoint
+// merges against its branch point: a file the session changed since the
+// checkpoint (line 18) and the branch changed too (line 2) merges 3-way;
+// one both rewrote is a conflict; --partial applies the rest.
+func TestBranchMergeFromCheckpoint(t *testing.T) {
+	m := newBranchMount(t, map[string]string{"f.txt": lines(20), "g.txt": "g\n"}, "")
+	env := append(append([]string{}, m.env...), "PATH="+filepath.Dir(rubinofsBin(t))+":"+os.Getenv("PATH"))
+	out, err := runCLI(t, m.mnt, env, "run", "--session", "s", "--", "sh", "-c", `set -e
+cat f.txt g.txt >/dev/null
+echo "cp=$(rubinofs checkpoint mark)"
+sed -i 's/^line 18$/line eighteen/' f.txt
+echo G > g.txt`)
+	cp := regexp.MustCompile(`cp=(cp[0-9]+)`).FindStringSubmatch(out)
+	if err != nil || cp == nil {
+		t.Fatalf("the session's changes: %v\n%s", err, out)
+	}
+	ownMounts.add(filepath.Join(m.branchDir("b"), "mnt"))
+	if out, err := runCLI(t, m.tmp, m.env, "branch", "new", "--mount", m.mnt, "--from", cp[1], "--session", "s", "b"); err != nil {
+		t.Fatalf("branch new --from: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { runCLI(t, m.tmp, m.env, "branch", "discard", "--force", "--mount", m.mnt, "b") })
+	m.mustInBranch("b", `set -e
+grep -q '^line 18$' f.txt && sed -i 's/^line 2$/line two/' f.txt
+cat g.txt >/dev/null && echo branch > g.txt && echo n > n.txt`)
+	out, code := m.merge("b", "--partial")
+	if code != 1 || !strings.Contains(out, "merge    f.txt: changed on both sides in disjoint hunks") || !strings.Contains(out, "conflict g.txt: changed on both sides") {
+		t.Fatalf("merge --partial: exit %d, want f.txt merged and g.txt in conflict\n%s", code, out)
+	}
+	want := strings.Replace(strings.Replace(lines(20), "line 2\n", "line two\n", 1), "line 18\n", "line eighteen\n", 1)
+	for rel, w := range map[string]string{"f.txt": want, "g.txt": "G\n", "n.txt": "n\n"} {
+		if got, _ := os.ReadFile(m.backing(rel)); string(got) != w {
+			t.Errorf("after the merge %s = %q, want %q", rel, got, w)
+		}
 	}
 }
