@@ -147,7 +147,9 @@ func newHashCacheFor(cfg Config) *HashCache {
 }
 
 // Sum returns the content hash of the file behind open, whose stat the caller
-// observed as st. A cache hit (same stat identity, not racy) reads nothing.
+// observed as st. A cache hit (same stat identity, not racy) reads nothing,
+// nor does a regular file st says is empty (its hash is that of no bytes;
+// not with NoReuse, whose stats are not trusted).
 // Otherwise it opens the file, hashes it and caches the result under the stat
 // of the open descriptor, only if that stat did not change while hashing.
 //
@@ -174,6 +176,13 @@ func (c *HashCache) sum(st Stat, open func() (*os.File, error), strict bool) (h 
 	if h, ok := c.lookup(want); ok {
 		c.hits.Add(1)
 		return h, true, 0, nil
+	}
+	if st.Size == 0 && st.Mode&syscall.S_IFMT == syscall.S_IFREG && !c.NoReuse {
+		// An empty regular file's content is known from its stat: no
+		// byte can be written without the size growing. Nothing is opened
+		// (a FLUSH of a file created empty, a truncated one).
+		c.hits.Add(1)
+		return emptyHash, true, 0, nil
 	}
 	c.misses.Add(1)
 	f, err := open()

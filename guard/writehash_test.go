@@ -153,3 +153,34 @@ func readBack(t *testing.T, p string) Hash {
 	}
 	return h
 }
+
+// TestSumEmptyFileOpensNothing: the hash of a regular file whose stat says
+// it is empty is known without opening it; with NoReuse (untrusted stats)
+// it is read; a non-empty one is read.
+func TestSumEmptyFileOpensNothing(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "e")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	opens := 0
+	open := func() (*os.File, error) { opens++; return os.Open(p) }
+	c := NewHashCache(0, 0, nil)
+	if h, err := c.Sum(StatOf(&st), open); err != nil || h != HashBytes(nil) || opens != 0 {
+		t.Fatalf("empty file: %v %v, %d opens; want the empty hash and none", h, err, opens)
+	}
+	c.NoReuse = true
+	if h, err := c.Sum(StatOf(&st), open); err != nil || h != HashBytes(nil) || opens != 1 {
+		t.Fatalf("empty file with NoReuse: %v %v, %d opens; want the empty hash read once", h, err, opens)
+	}
+	c.NoReuse = false
+	os.WriteFile(p, []byte("x"), 0o644)
+	syscall.Stat(p, &st)
+	if h, err := c.Sum(StatOf(&st), open); err != nil || h != HashBytes([]byte("x")) || opens != 2 {
+		t.Fatalf("non-empty file: %v %v, %d opens", h, err, opens)
+	}
+}
