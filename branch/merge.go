@@ -14,7 +14,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/rubinofs/rubinofs/journal"
 )
@@ -150,34 +149,6 @@ type side struct {
 	uid, gid int
 }
 
-// stateOf reads the side at p; a missing path is KindAbsent.
-func stateOf(p string) (side, error) {
-	fi, err := os.Lstat(p)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		return side{kind: journal.KindAbsent}, nil
-	}
-	if err != nil {
-		return side{}, err
-	}
-	s := side{perm: fi.Mode() & modeBits}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		s.uid, s.gid = int(st.Uid), int(st.Gid)
-	}
-	switch {
-	case fi.Mode().IsRegular():
-		s.kind = journal.KindFile
-		s.hash, _, err = hashFile(p)
-	case fi.IsDir():
-		s.kind = journal.KindDir
-	case fi.Mode()&fs.ModeSymlink != 0:
-		s.kind = journal.KindSymlink
-		s.target, err = os.Readlink(p)
-	default:
-		s.kind = "other"
-	}
-	return s, err
-}
-
 // matchesBase reports whether the workspace side cur still is what the
 // branch saw (same kind, bytes, target); a file whose base bytes were not
 // kept never matches.
@@ -205,7 +176,13 @@ func sameState(a, b side) bool {
 // its upper file; the workspace's side is rel under ws.
 func planPut(ws, rel, src string, base Base, known bool) (MergeStep, error) {
 	st := MergeStep{Path: rel, Src: src}
-	theirs, err := stateOf(src)
+	// The branch's side is read as the workspace's is, no symlink on its
+	// way followed: an agent in the branch may swap a directory of its
+	// upper directory for a symlink while the plan reads it.
+	theirs, err := wsStateOf(upperRoot(st), rel)
+	if errors.Is(err, ErrSymlinkOnPath) {
+		return conflict(st, ErrBranchChanged.Error()), nil
+	}
 	if err != nil {
 		return st, err
 	}
@@ -291,9 +268,18 @@ func plan3Way(st MergeStep, ws, basePath, src string, perm fs.FileMode) (MergeSt
 	var declare string
 	for i, p := range []string{"", basePath, src} {
 		var err error
-		if i == 0 {
+		switch i {
+		case 0:
 			sides[0], declare, err = readWorkspaceFile(ws, st.Path)
-		} else {
+			if errors.Is(err, ErrBranchChanged) {
+				return conflict(st, "changed in the workspace while the plan read it"), nil
+			}
+		case 2: // the branch's: no symlink followed, no fifo waited on
+			sides[2], _, err = readWorkspaceFile(upperRoot(st), st.Path)
+			if errors.Is(err, ErrSymlinkOnPath) || errors.Is(err, ErrBranchChanged) {
+				return conflict(st, ErrBranchChanged.Error()), nil
+			}
+		default:
 			var fi fs.FileInfo
 			if fi, err = os.Stat(p); err == nil && fi.Size() <= MaxMerge3Way {
 				sides[i], err = os.ReadFile(p)
