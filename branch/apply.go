@@ -235,6 +235,9 @@ func ApplyStep(root string, st MergeStep, chown bool, declare func(abs, hash str
 		return createAt(fd, leaf, st, chown)
 	case MergeReplace:
 		if st.Retype || st.Kind == journal.KindSymlink {
+			if err := linkStillAt(fd, leaf, st); err != nil {
+				return err
+			}
 			if err := unix.Unlinkat(fd, leaf, 0); err != nil {
 				return err
 			}
@@ -257,11 +260,35 @@ func ApplyStep(root string, st MergeStep, chown bool, declare func(abs, hash str
 		// fchmod(2) refuses an O_PATH descriptor; its /proc link does not.
 		return unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", pfd), unixPerm(st.Perm))
 	case MergeRemove:
+		if err := linkStillAt(fd, leaf, st); err != nil {
+			return err
+		}
 		return unix.Unlinkat(fd, leaf, 0)
 	case MergeRmdir:
 		return unix.Unlinkat(fd, leaf, unix.AT_REMOVEDIR)
 	}
 	return fmt.Errorf("%s: nothing to apply for %q", st.Path, st.Action)
+}
+
+// ErrWorkspaceChanged is wrapped by ApplyStep's error when the
+// workspace's symlink it would unlink no longer points where the plan
+// found it (the guard hashes files, not symlinks).
+var ErrWorkspaceChanged = errors.New("changed in the workspace since the plan read it")
+
+// linkStillAt checks, for a step unlinking a symlink (st.WasLink set),
+// that leaf in dirfd still is that symlink to that target; a regular file
+// there is left to the guard (st.Declare). What changes between this
+// check and the unlink (microseconds) is not seen.
+func linkStillAt(dirfd int, leaf string, st MergeStep) error {
+	if st.WasLink == "" {
+		return nil
+	}
+	buf := make([]byte, 4096)
+	n, err := unix.Readlinkat(dirfd, leaf, buf)
+	if err == nil && string(buf[:n]) == st.WasLink {
+		return nil
+	}
+	return fmt.Errorf("%s: the symlink: %w", st.Path, ErrWorkspaceChanged)
 }
 
 // createAt makes at leaf in dirfd, which must not exist, the branch's

@@ -64,8 +64,11 @@ const MaxMerge3Way = 16 << 20
 // guard refuses the change if the file changed since
 // (docs/DESIGN.md#branch-merge). Src is the branch's file (in the upper
 // directory) whose bytes or target a create or replace copies; Merged the
-// bytes a merge writes; Uid and Gid the branch side's owner. Why says
-// what a conflict is, or what a same or merge step found.
+// bytes a merge writes; Uid and Gid the branch side's owner. WasLink is
+// the target of the workspace's symlink a replace or remove step unlinks
+// ("": the path is no symlink), which the guard does not hash: the apply
+// checks it just before the unlink. Why says what a conflict is, or what a
+// same or merge step found.
 type MergeStep struct {
 	Path     string
 	Action   MergeAction
@@ -73,6 +76,7 @@ type MergeStep struct {
 	Retype   bool
 	Perm     fs.FileMode
 	Declare  string
+	WasLink  string
 	Src      string
 	Merged   []byte
 	Uid, Gid int
@@ -218,6 +222,7 @@ func planPut(ws, rel, src string, base Base, known bool) (MergeStep, error) {
 		}
 		st.Retype = ours.kind != theirs.kind
 		st.Declare = ours.hash // the base's, which it matches; "" for non-files
+		st.WasLink = ours.target
 		st.Action = MergeReplace
 		if !st.Retype && ours.kind == journal.KindFile && ours.hash == theirs.hash {
 			st.Action = MergeChmod
@@ -255,7 +260,7 @@ func planDelete(ws, rel string, base Base, known bool) (MergeStep, error) {
 		st.Action = MergeRmdir
 		return st, nil
 	}
-	st.Action, st.Declare = MergeRemove, ours.hash
+	st.Action, st.Declare, st.WasLink = MergeRemove, ours.hash, ours.target
 	return st, nil
 }
 

@@ -155,3 +155,29 @@ func TestBranchReviewNoForgedLines(t *testing.T) {
 		t.Fatalf("merge --dry-run: exit %d\n%s", code, out)
 	}
 }
+
+// TestBranchReviewStaleSymlink: the branch retargets a symlink; before the
+// merge applies, another session retargets the workspace's symlink too
+// (here outside the mount). The guard hashes files, not symlinks, so no
+// declaration covers it: the merge must see the change itself and refuse,
+// leaving the workspace's symlink as the other session made it (a stale
+// write otherwise, silently).
+func TestBranchReviewStaleSymlink(t *testing.T) {
+	m := newBranchMount(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"}, "ln -s a.txt l")
+	m.newBranch("s")
+	m.mustInBranch("s", `ln -sfn b.txt l`)
+	c := m.startConfirmMerge("s")
+	if err := os.Remove(m.backing("l")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("other.txt", m.backing("l")); err != nil {
+		t.Fatal(err)
+	}
+	out, code := c.answer()
+	if got, _ := os.Readlink(m.backing("l")); got != "other.txt" {
+		t.Fatalf("the merge replaced a file it never saw (l = %q): exit %d\n%s", got, code, out)
+	}
+	if code != 1 || !strings.Contains(out, "refused  l") {
+		t.Fatalf("merge: exit %d, want l refused\n%s", code, out)
+	}
+}
