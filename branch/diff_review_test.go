@@ -1,0 +1,70 @@
+package branch
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestWriteDiffSwappedAfterChanges: an agent in the branch swaps its files
+// between Changes (which saw regular files) and WriteDiff (which reads
+// them), as `branch diff` runs them one after the other, run by root (or
+// by an MCP server of root's, answering the agent): a file becomes a
+// symlink to a root-only file, another a fifo, a directory a symlink to a
+// root-only directory. The diff shows none of those bytes, returns, and
+// says the file changed while it was read.
+func TestWriteDiffSwappedAfterChanges(t *testing.T) {
+	tmp := t.TempDir()
+	lower, upper, secret := filepath.Join(tmp, "lower"), filepath.Join(tmp, "upper"), filepath.Join(tmp, "secret")
+	for _, d := range []string{lower + "/d", upper + "/d", secret} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(secret, "g.txt"), "TOPSECRET\n")
+	write(filepath.Join(secret, "f.txt"), "TOPSECRET\n")
+	for _, f := range []string{"f.txt", "d/g.txt", "z.txt"} {
+		write(filepath.Join(lower, f), "old\n")
+		write(filepath.Join(upper, f), "new\n")
+	}
+	changes, err := Changes(upper, lower)
+	if err != nil || len(changes) != 3 {
+		t.Fatalf("Changes: %v %v", changes, err)
+	}
+	for _, c := range []struct {
+		name string
+		swap func(p string) error
+	}{
+		{"f.txt", func(p string) error { os.Remove(p); return os.Symlink(filepath.Join(secret, "f.txt"), p) }},
+		{"d/g.txt", func(string) error {
+			os.RemoveAll(filepath.Join(upper, "d"))
+			return os.Symlink(secret, filepath.Join(upper, "d"))
+		}},
+		{"z.txt", func(p string) error { os.Remove(p); return syscall.Mkfifo(p, 0o644) }},
+	} {
+		if err := c.swap(filepath.Join(upper, c.name)); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		done := make(chan error, 1)
+		go func() { done <- WriteDiff(&out, upper, lower, changes, []string{c.name}) }()
+		select {
+		case err = <-done:
+		case <-time.After(30 * time.Second): // a failsafe, not a timing
+			t.Fatalf("WriteDiff of %s swapped hung", c.name)
+		}
+		if strings.Contains(out.String(), "TOPSECRET") || !errors.Is(err, ErrChangedWhileRead) {
+			t.Errorf("WriteDiff of %s swapped after Changes: %v, want ErrChangedWhileRead and none of the other file\n%s", c.name, err, out.String())
+		}
+	}
+}
