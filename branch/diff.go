@@ -591,7 +591,7 @@ func WriteNameStatus(w io.Writer, changes []Change, paths []string) error {
 		case newDir:
 			st = Deleted
 		}
-		if _, err := fmt.Fprintf(w, "%c\t%s\n", st, c.Path); err != nil {
+		if _, err := fmt.Fprintf(w, "%c\t%s\n", st, journal.GitQuote(c.Path)); err != nil {
 			return err
 		}
 	}

@@ -142,6 +142,47 @@ func isBinary(s side) bool {
 	return bytes.IndexByte(b, 0) >= 0
 }
 
+// GitQuote is path p as git prints it with core.quotePath off: unchanged,
+// unless it holds a control character, a double quote or a backslash; then
+// in double quotes with C escapes (\n, \t, \", \\, octal for the rest), so
+// a file name with a newline never starts a line of a diff of its own.
+func GitQuote(p string) string {
+	if strings.IndexFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '"' || r == '\\' }) < 0 {
+		return p
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; c {
+		case '\a':
+			b.WriteString(`\a`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\v':
+			b.WriteString(`\v`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		default:
+			if c < 0x20 || c == 0x7f {
+				fmt.Fprintf(&b, `\%03o`, c)
+			} else {
+				b.WriteByte(c)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
 func writeFileDiff(out *strings.Builder, p string, a, b side) {
 	if !a.exists && !b.exists {
 		return
@@ -150,7 +191,7 @@ func writeFileDiff(out *strings.Builder, p string, a, b side) {
 	if same && a.mode == b.mode {
 		return
 	}
-	fmt.Fprintf(out, "diff --git a/%s b/%s\n", p, p)
+	fmt.Fprintf(out, "diff --git %s %s\n", GitQuote("a/"+p), GitQuote("b/"+p))
 	switch {
 	case !a.exists:
 		fmt.Fprintf(out, "new file mode %s\n", gitMode(b.mode))
@@ -162,7 +203,7 @@ func writeFileDiff(out *strings.Builder, p string, a, b side) {
 	if same {
 		return
 	}
-	from, to := "a/"+p, "b/"+p
+	from, to := GitQuote("a/"+p), GitQuote("b/"+p)
 	if !a.exists {
 		from = "/dev/null"
 	}

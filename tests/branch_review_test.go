@@ -181,3 +181,21 @@ func TestBranchReviewStaleSymlink(t *testing.T) {
 		t.Fatalf("merge: exit %d, want l refused\n%s", code, out)
 	}
 }
+
+// TestBranchReviewDiffQuotesNames: a file name with a newline and a tab,
+// made by the agent in its branch, cannot forge a line of `branch diff`
+// or `branch diff --stat`: both quote it as git does (core.quotePath off).
+func TestBranchReviewDiffQuotesNames(t *testing.T) {
+	m := newBranchMount(t, map[string]string{"f.txt": "x\n"}, "")
+	m.newBranch("q")
+	m.mustInBranch("q", `printf 'y\n' > "$(printf 'x\nA\tevil')"`)
+	out, err := runCLI(t, m.tmp, m.env, "branch", "diff", "--stat", "--mount", m.mnt, "q")
+	if err != nil || out != "A\t\"x\\nA\\tevil\"\n" {
+		t.Errorf("branch diff --stat: %v %q, want one line with the name quoted", err, out)
+	}
+	out, err = runCLI(t, m.tmp, m.env, "branch", "diff", "--mount", m.mnt, "q")
+	if err != nil || !strings.HasPrefix(out, "diff --git \"a/x\\nA\\tevil\" \"b/x\\nA\\tevil\"\nnew file mode 100644\n") ||
+		!strings.Contains(out, "\n+++ \"b/x\\nA\\tevil\"\n") || strings.Contains(out, "\nA\tevil") {
+		t.Errorf("branch diff: %v, want the name quoted in every header\n%s", err, out)
+	}
+}
