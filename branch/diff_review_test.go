@@ -3,6 +3,7 @@ package branch
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,5 +67,34 @@ func TestWriteDiffSwappedAfterChanges(t *testing.T) {
 		if strings.Contains(out.String(), "TOPSECRET") || !errors.Is(err, ErrChangedWhileRead) {
 			t.Errorf("WriteDiff of %s swapped after Changes: %v, want ErrChangedWhileRead and none of the other file\n%s", c.name, err, out.String())
 		}
+	}
+}
+
+// TestPlanMergeTooManyChanges: a branch changing more paths than one merge
+// plans fails with ErrTooManyChanges and the count, before any base or
+// workspace file is read.
+func TestPlanMergeTooManyChanges(t *testing.T) {
+	defer func(n int) { maxMergeChanges = n }(maxMergeChanges)
+	maxMergeChanges = 10
+	tmp := t.TempDir()
+	b := &Branch{Dir: tmp}
+	b.Meta.Workspace = filepath.Join(tmp, "ws")
+	for _, d := range []string{b.Meta.Workspace, b.Upper()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 11; i++ {
+		if err := os.WriteFile(filepath.Join(b.Upper(), fmt.Sprint("f", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := PlanMerge(b, b.Meta.Workspace, nil)
+	if !errors.Is(err, ErrTooManyChanges) || !strings.Contains(err.Error(), "changes 11 paths, over the 10") {
+		t.Fatalf("PlanMerge of 11 changes, limit 10: %v", err)
+	}
+	maxMergeChanges = 11
+	if plan, err := PlanMerge(b, b.Meta.Workspace, nil); err != nil || len(plan.Steps) != 11 {
+		t.Fatalf("PlanMerge of 11 changes, limit 11: %v %v", plan, err)
 	}
 }

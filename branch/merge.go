@@ -53,6 +53,20 @@ const (
 // memory while git merge-file runs).
 const MaxMerge3Way = 16 << 20
 
+// MaxMergeChanges bounds how many changed paths one merge plans: a plan
+// holds about 0.9 KB a path (its step, the path's base), so a branch of
+// 1,000,000 tiny changes would hold about 1 GB in the merging process
+// (root's). Past it PlanMerge fails with ErrTooManyChanges before reading
+// a base or the workspace (docs/DESIGN.md#branch-merge).
+const MaxMergeChanges = 500_000
+
+// maxMergeChanges is MaxMergeChanges; tests lower it.
+var maxMergeChanges = MaxMergeChanges
+
+// ErrTooManyChanges is wrapped by PlanMerge's error for a branch changing
+// more paths than MaxMergeChanges.
+var ErrTooManyChanges = errors.New("too many changed paths for one merge")
+
 // MergeStep is one path of a MergePlan. Path is slash-separated, relative
 // to the workspace root. Kind is the branch side's type (journal.KindFile,
 // KindDir, KindSymlink) for create, replace and merge; Retype says the
@@ -107,6 +121,10 @@ func PlanMerge(b *Branch, ws string, skip func(string) bool) (MergePlan, error) 
 	changes, err := Changes(b.Upper(), b.Lowers()...)
 	if err != nil {
 		return plan, err
+	}
+	if len(changes) > maxMergeChanges {
+		return plan, fmt.Errorf("it changes %d paths, over the %d one merge plans (about 0.9 KB of memory each): %w; "+
+			"merge part of it by hand (`rubinofs branch diff --stat` lists them) or discard it", len(changes), maxMergeChanges, ErrTooManyChanges)
 	}
 	bases, err := b.Bases()
 	if err != nil {
