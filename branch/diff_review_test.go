@@ -98,3 +98,40 @@ func TestPlanMergeTooManyChanges(t *testing.T) {
 		t.Fatalf("PlanMerge of 11 changes, limit 11: %v %v", plan, err)
 	}
 }
+
+// TestCopyFileNoFollow: building a checkpoint's base layer copies files of
+// the live workspace; one swapped for a symlink to a root-only file, or
+// for a fifo with a silent writer, after the walk saw it is refused, never
+// copied into the branch's view nor waited on.
+func TestCopyFileNoFollow(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("TOPSECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lnk, fifo := filepath.Join(dir, "lnk"), filepath.Join(dir, "fifo")
+	if err := os.Symlink(secret, lnk); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := syscall.Open(fifo, syscall.O_RDWR|syscall.O_CLOEXEC, 0) // a writer that never writes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(w)
+	for i, src := range []string{lnk, fifo} {
+		dst := filepath.Join(dir, fmt.Sprint("dst", i))
+		done := make(chan error, 1)
+		go func() { done <- copyFile(src, dst) }()
+		select {
+		case err = <-done:
+		case <-time.After(30 * time.Second): // a failsafe, not a timing
+			t.Fatalf("copyFile of %s hung", src)
+		}
+		if b, _ := os.ReadFile(dst); err == nil || strings.Contains(string(b), "TOPSECRET") {
+			t.Errorf("copyFile of %s: %v, copied %q; want it refused", src, err, b)
+		}
+	}
+}
