@@ -27,6 +27,13 @@ import (
 // reads of a workspace path one of whose directories is a symlink.
 var ErrSymlinkOnPath = errors.New("a directory on its path is a symlink in the workspace")
 
+// ErrBranchChanged is wrapped by the errors of ApplyStep and of the plan's
+// reads of the branch's side when that side is no longer the regular file
+// the plan found (a symlink, fifo, device or directory now, or a symlink on
+// its way, or another owner or mode): the branch changed since the plan,
+// and nothing of it is read (docs/DESIGN.md#branch-merge).
+var ErrBranchChanged = errors.New("changed in the branch since the plan read it (not followed)")
+
 // openParent opens the directory holding rel under root without following
 // a symlink on the way (journal.OpenParent); ELOOP becomes
 // ErrSymlinkOnPath. absent reports a directory on the way missing or not
@@ -115,11 +122,10 @@ func readWorkspaceFile(root, rel string) ([]byte, string, error) {
 		return nil, "", err
 	}
 	defer unix.Close(fd)
-	ffd, err := unix.Openat(fd, leaf, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	f, err := openRegularAt(fd, leaf, rel, nil)
 	if err != nil {
 		return nil, "", err
 	}
-	f := os.NewFile(uintptr(ffd), leaf)
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, MaxMerge3Way+1))
 	if err != nil {
@@ -127,6 +133,76 @@ func readWorkspaceFile(root, rel string) ([]byte, string, error) {
 	}
 	sum := xxh3.Hash128(b).Bytes()
 	return b, hex.EncodeToString(sum[:]), nil
+}
+
+// openRegularAt opens leaf in dirfd for reading, never following a
+// symlink and never blocking on a fifo, and returns it only if it is a
+// regular file (and, with want, of want's owner and permission bits);
+// otherwise an error wrapping ErrBranchChanged.
+func openRegularAt(dirfd int, leaf, rel string, want *MergeStep) (*os.File, error) {
+	fd, err := unix.Openat(dirfd, leaf, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err == unix.ELOOP {
+		return nil, fmt.Errorf("%s: a symlink now: %w", rel, ErrBranchChanged)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || (want != nil && (int(st.Uid) != want.Uid || int(st.Gid) != want.Gid || permOf(st.Mode) != want.Perm)) {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s: %w", rel, ErrBranchChanged)
+	}
+	// A regular file: reads never block, so no poller (os.NewFile would
+	// register a non-blocking descriptor with it).
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), leaf), nil
+}
+
+// upperRoot is the branch's upper directory of step st: st.Src less
+// st.Path.
+func upperRoot(st MergeStep) string {
+	return strings.TrimSuffix(st.Src, string(filepath.Separator)+filepath.FromSlash(st.Path))
+}
+
+// openBranchFile opens the branch's file of step st (upper/st.Path)
+// through its parent opened without following a symlink, and only if it
+// still is the regular file the plan found, of its owner and mode
+// (openRegularAt): an agent in the branch swapping it for a symlink or a
+// fifo after the plan gets ErrBranchChanged, never its target read by the
+// merge (root) nor a merge that hangs.
+func openBranchFile(st MergeStep) (*os.File, error) {
+	fd, leaf, err := journal.OpenParent(upperRoot(st), st.Path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (%v)", st.Path, ErrBranchChanged, err)
+	}
+	defer unix.Close(fd)
+	return openRegularAt(fd, leaf, st.Path, &st)
+}
+
+// readBranchLink reads the target of the branch's symlink of step st,
+// never following a symlink on its way.
+func readBranchLink(st MergeStep) (string, error) {
+	fd, leaf, err := journal.OpenParent(upperRoot(st), st.Path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w (%v)", st.Path, ErrBranchChanged, err)
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 4096)
+	n, err := unix.Readlinkat(fd, leaf, buf)
+	if err == unix.EINVAL {
+		return "", fmt.Errorf("%s: not a symlink now: %w", st.Path, ErrBranchChanged)
+	}
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
 }
 
 // ApplyStep makes step st's change at st.Path under root (the workspace's
@@ -159,12 +235,15 @@ func ApplyStep(root string, st MergeStep, chown bool, declare func(abs, hash str
 		return createAt(fd, leaf, st, chown)
 	case MergeReplace:
 		if st.Retype || st.Kind == journal.KindSymlink {
+			if err := linkStillAt(fd, leaf, st); err != nil {
+				return err
+			}
 			if err := unix.Unlinkat(fd, leaf, 0); err != nil {
 				return err
 			}
 			return createAt(fd, leaf, st, chown)
 		}
-		src, err := os.Open(st.Src)
+		src, err := openBranchFile(st)
 		if err != nil {
 			return err
 		}
@@ -181,11 +260,35 @@ func ApplyStep(root string, st MergeStep, chown bool, declare func(abs, hash str
 		// fchmod(2) refuses an O_PATH descriptor; its /proc link does not.
 		return unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", pfd), unixPerm(st.Perm))
 	case MergeRemove:
+		if err := linkStillAt(fd, leaf, st); err != nil {
+			return err
+		}
 		return unix.Unlinkat(fd, leaf, 0)
 	case MergeRmdir:
 		return unix.Unlinkat(fd, leaf, unix.AT_REMOVEDIR)
 	}
 	return fmt.Errorf("%s: nothing to apply for %q", st.Path, st.Action)
+}
+
+// ErrWorkspaceChanged is wrapped by ApplyStep's error when the
+// workspace's symlink it would unlink no longer points where the plan
+// found it (the guard hashes files, not symlinks).
+var ErrWorkspaceChanged = errors.New("changed in the workspace since the plan read it")
+
+// linkStillAt checks, for a step unlinking a symlink (st.WasLink set),
+// that leaf in dirfd still is that symlink to that target; a regular file
+// there is left to the guard (st.Declare). What changes between this
+// check and the unlink (microseconds) is not seen.
+func linkStillAt(dirfd int, leaf string, st MergeStep) error {
+	if st.WasLink == "" {
+		return nil
+	}
+	buf := make([]byte, 4096)
+	n, err := unix.Readlinkat(dirfd, leaf, buf)
+	if err == nil && string(buf[:n]) == st.WasLink {
+		return nil
+	}
+	return fmt.Errorf("%s: the symlink: %w", st.Path, ErrWorkspaceChanged)
 }
 
 // createAt makes at leaf in dirfd, which must not exist, the branch's
@@ -200,12 +303,12 @@ func createAt(dirfd int, leaf string, st MergeStep, chown bool) error {
 		}
 	case journal.KindSymlink:
 		var target string
-		if target, err = os.Readlink(st.Src); err == nil {
+		if target, err = readBranchLink(st); err == nil {
 			err = unix.Symlinkat(target, dirfd, leaf)
 		}
 	default:
 		var src *os.File
-		if src, err = os.Open(st.Src); err != nil {
+		if src, err = openBranchFile(st); err != nil {
 			return err
 		}
 		defer src.Close()

@@ -5,15 +5,11 @@ package branch
 // (docs/DESIGN.md#branch-merge).
 
 import (
-	"encoding/hex"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/zeebo/xxh3"
 
 	"github.com/rubinofs/rubinofs/journal"
 )
@@ -91,21 +87,4 @@ func (b *Branch) Bases() (map[string]Base, error) {
 		out[path] = bs
 	}
 	return out, nil
-}
-
-// hashFile returns the xxh3-128 of the bytes of the file at path as 32 hex
-// digits (Base.Hash's form) and its size in bytes, streaming.
-func hashFile(path string) (string, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := xxh3.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, err
-	}
-	sum := h.Sum128().Bytes()
-	return hex.EncodeToString(sum[:]), n, nil
 }

@@ -338,7 +338,7 @@ func (w *walker) sameContent(uabs, labs string, ufi, lfi fs.FileInfo) (bool, err
 		if ufi.Size() != lfi.Size() {
 			return false, nil
 		}
-		return w.sameBytes(uabs, labs)
+		return w.sameBytes(uabs, labs, strings.TrimPrefix(uabs, w.upper+string(filepath.Separator)))
 	case m&fs.ModeSymlink != 0:
 		a, err := os.Readlink(uabs)
 		if err != nil {
@@ -354,13 +354,15 @@ func (w *walker) sameContent(uabs, labs string, ufi, lfi fs.FileInfo) (bool, err
 	return true, nil // fifo, socket: no content
 }
 
-func (w *walker) sameBytes(a, b string) (bool, error) {
-	fa, err := os.Open(a)
+// sameBytes compares the files a and b, the path rel of two layers
+// (openSide).
+func (w *walker) sameBytes(a, b, rel string) (bool, error) {
+	fa, err := openSide(a, rel)
 	if err != nil {
 		return false, err
 	}
 	defer fa.Close()
-	fb, err := os.Open(b)
+	fb, err := openSide(b, rel)
 	if err != nil {
 		return false, err
 	}
@@ -382,6 +384,34 @@ func (w *walker) sameBytes(a, b string) (bool, error) {
 		}
 	}
 }
+
+// openSide opens the regular file abs, the path rel of a layer, through
+// its parent opened without following a symlink, with O_NOFOLLOW and
+// without waiting on a fifo: an agent in the branch (or a session of the
+// workspace) swapping the file for a symlink (to a file only root may
+// read), a fifo or a directory symlink after Changes saw it gets an
+// error, never that file shown nor a diff that hangs.
+func openSide(abs, rel string) (*os.File, error) {
+	rel = filepath.ToSlash(rel)
+	root := strings.TrimSuffix(abs, string(filepath.Separator)+filepath.FromSlash(rel))
+	fd, leaf, err := journal.OpenParent(root, rel)
+	if err == nil {
+		defer unix.Close(fd)
+		var f *os.File
+		if f, err = openRegularAt(fd, leaf, rel, nil); err == nil {
+			return f, nil
+		}
+	}
+	if errors.Is(err, ErrBranchChanged) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		return nil, fmt.Errorf("%s: changed while it was read (no regular file there now): %w", rel, ErrChangedWhileRead)
+	}
+	return nil, err
+}
+
+// ErrChangedWhileRead is wrapped by the errors of WriteDiff and Changes
+// for a file that is a symlink, fifo or other non-file by the time its
+// bytes are read (openSide): not followed, not read.
+var ErrChangedWhileRead = errors.New("not followed")
 
 // binaryProbe is how many leading bytes WriteDiff searches for a NUL to
 // call a file binary, and bigFile the size from which a file is binary
@@ -435,12 +465,12 @@ func WriteDiffLayers(w io.Writer, upper string, lowers []string, changes []Chang
 			if err != nil {
 				return err
 			}
-			if a, err = loadSide(lower, c.Old); err != nil {
+			if a, err = loadSide(lower, c.Path, c.Old); err != nil {
 				return err
 			}
 		}
 		if newShown {
-			if b, err = loadSide(filepath.Join(upper, c.Path), c.New); err != nil {
+			if b, err = loadSide(filepath.Join(upper, c.Path), c.Path, c.New); err != nil {
 				return err
 			}
 		}
@@ -451,7 +481,7 @@ func WriteDiffLayers(w io.Writer, upper string, lowers []string, changes []Chang
 			a = journal.FileSide{}
 		} else if a.Exists && b.Exists && (a.Binary || b.Binary) {
 			// Equal bytes: only the mode lines (two Binary sides always differ).
-			same, err := cmp.sameBytes(filepath.Join(upper, c.Path), lower)
+			same, err := cmp.sameBytes(filepath.Join(upper, c.Path), lower, c.Path)
 			if err != nil {
 				return err
 			}
@@ -499,15 +529,16 @@ func gitMode(m fs.FileMode) uint32 {
 	return 0o100644
 }
 
-// loadSide reads abs (of mode m: a file or a symlink) as a diff side.
-func loadSide(abs string, m fs.FileMode) (journal.FileSide, error) {
+// loadSide reads abs, the path rel of a layer (of mode m: a file or a
+// symlink), as a diff side; a file is opened by openSide.
+func loadSide(abs, rel string, m fs.FileMode) (journal.FileSide, error) {
 	s := journal.FileSide{Exists: true, Mode: gitMode(m)}
 	if m&fs.ModeSymlink != 0 {
 		t, err := os.Readlink(abs)
 		s.Content = []byte(t)
 		return s, err
 	}
-	f, err := os.Open(abs)
+	f, err := openSide(abs, rel)
 	if err != nil {
 		return s, err
 	}
@@ -560,7 +591,7 @@ func WriteNameStatus(w io.Writer, changes []Change, paths []string) error {
 		case newDir:
 			st = Deleted
 		}
-		if _, err := fmt.Fprintf(w, "%c\t%s\n", st, c.Path); err != nil {
+		if _, err := fmt.Fprintf(w, "%c\t%s\n", st, journal.GitQuote(c.Path)); err != nil {
 			return err
 		}
 	}

@@ -246,12 +246,28 @@ func copyTree(src, dst string) error {
 	})
 }
 
-// copyFile copies the regular file src's bytes to a new file dst.
+// copyFile copies the regular file src's bytes to a new file dst. src is
+// opened with O_NOFOLLOW and without waiting on a fifo, and copied only if
+// it is a regular file then: the workspace (the lower layer) may change
+// while the base is built, and a file swapped for a symlink to a file only
+// root may read must not land in the branch's view (EINVAL otherwise).
 func copyFile(src, dst string) error {
-	in, err := os.Open(src)
+	fd, err := unix.Open(src, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	var st unix.Stat_t
+	if err = unix.Fstat(fd, &st); err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		err = fmt.Errorf("%s: not a regular file now: %w", src, unix.EINVAL)
+	}
+	if err == nil {
+		err = unix.SetNonblock(fd, false)
+	}
+	if err != nil {
+		unix.Close(fd)
 		return err
 	}
+	in := os.NewFile(uintptr(fd), src)
 	defer in.Close()
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/rubinofs/rubinofs/journal"
 )
@@ -54,6 +53,20 @@ const (
 // memory while git merge-file runs).
 const MaxMerge3Way = 16 << 20
 
+// MaxMergeChanges bounds how many changed paths one merge plans: a plan
+// holds about 0.9 KB a path (its step, the path's base), so a branch of
+// 1,000,000 tiny changes would hold about 1 GB in the merging process
+// (root's). Past it PlanMerge fails with ErrTooManyChanges before reading
+// a base or the workspace (docs/DESIGN.md#branch-merge).
+const MaxMergeChanges = 500_000
+
+// maxMergeChanges is MaxMergeChanges; tests lower it.
+var maxMergeChanges = MaxMergeChanges
+
+// ErrTooManyChanges is wrapped by PlanMerge's error for a branch changing
+// more paths than MaxMergeChanges.
+var ErrTooManyChanges = errors.New("too many changed paths for one merge")
+
 // MergeStep is one path of a MergePlan. Path is slash-separated, relative
 // to the workspace root. Kind is the branch side's type (journal.KindFile,
 // KindDir, KindSymlink) for create, replace and merge; Retype says the
@@ -65,8 +78,11 @@ const MaxMerge3Way = 16 << 20
 // guard refuses the change if the file changed since
 // (docs/DESIGN.md#branch-merge). Src is the branch's file (in the upper
 // directory) whose bytes or target a create or replace copies; Merged the
-// bytes a merge writes; Uid and Gid the branch side's owner. Why says
-// what a conflict is, or what a same or merge step found.
+// bytes a merge writes; Uid and Gid the branch side's owner. WasLink is
+// the target of the workspace's symlink a replace or remove step unlinks
+// ("": the path is no symlink), which the guard does not hash: the apply
+// checks it just before the unlink. Why says what a conflict is, or what a
+// same or merge step found.
 type MergeStep struct {
 	Path     string
 	Action   MergeAction
@@ -74,6 +90,7 @@ type MergeStep struct {
 	Retype   bool
 	Perm     fs.FileMode
 	Declare  string
+	WasLink  string
 	Src      string
 	Merged   []byte
 	Uid, Gid int
@@ -104,6 +121,10 @@ func PlanMerge(b *Branch, ws string, skip func(string) bool) (MergePlan, error) 
 	changes, err := Changes(b.Upper(), b.Lowers()...)
 	if err != nil {
 		return plan, err
+	}
+	if len(changes) > maxMergeChanges {
+		return plan, fmt.Errorf("it changes %d paths, over the %d one merge plans (about 0.9 KB of memory each): %w; "+
+			"merge part of it by hand (`rubinofs branch diff --stat` lists them) or discard it", len(changes), maxMergeChanges, ErrTooManyChanges)
 	}
 	bases, err := b.Bases()
 	if err != nil {
@@ -150,34 +171,6 @@ type side struct {
 	uid, gid int
 }
 
-// stateOf reads the side at p; a missing path is KindAbsent.
-func stateOf(p string) (side, error) {
-	fi, err := os.Lstat(p)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		return side{kind: journal.KindAbsent}, nil
-	}
-	if err != nil {
-		return side{}, err
-	}
-	s := side{perm: fi.Mode() & modeBits}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		s.uid, s.gid = int(st.Uid), int(st.Gid)
-	}
-	switch {
-	case fi.Mode().IsRegular():
-		s.kind = journal.KindFile
-		s.hash, _, err = hashFile(p)
-	case fi.IsDir():
-		s.kind = journal.KindDir
-	case fi.Mode()&fs.ModeSymlink != 0:
-		s.kind = journal.KindSymlink
-		s.target, err = os.Readlink(p)
-	default:
-		s.kind = "other"
-	}
-	return s, err
-}
-
 // matchesBase reports whether the workspace side cur still is what the
 // branch saw (same kind, bytes, target); a file whose base bytes were not
 // kept never matches.
@@ -205,7 +198,13 @@ func sameState(a, b side) bool {
 // its upper file; the workspace's side is rel under ws.
 func planPut(ws, rel, src string, base Base, known bool) (MergeStep, error) {
 	st := MergeStep{Path: rel, Src: src}
-	theirs, err := stateOf(src)
+	// The branch's side is read as the workspace's is, no symlink on its
+	// way followed: an agent in the branch may swap a directory of its
+	// upper directory for a symlink while the plan reads it.
+	theirs, err := wsStateOf(upperRoot(st), rel)
+	if errors.Is(err, ErrSymlinkOnPath) {
+		return conflict(st, ErrBranchChanged.Error()), nil
+	}
 	if err != nil {
 		return st, err
 	}
@@ -241,6 +240,7 @@ func planPut(ws, rel, src string, base Base, known bool) (MergeStep, error) {
 		}
 		st.Retype = ours.kind != theirs.kind
 		st.Declare = ours.hash // the base's, which it matches; "" for non-files
+		st.WasLink = ours.target
 		st.Action = MergeReplace
 		if !st.Retype && ours.kind == journal.KindFile && ours.hash == theirs.hash {
 			st.Action = MergeChmod
@@ -278,7 +278,7 @@ func planDelete(ws, rel string, base Base, known bool) (MergeStep, error) {
 		st.Action = MergeRmdir
 		return st, nil
 	}
-	st.Action, st.Declare = MergeRemove, ours.hash
+	st.Action, st.Declare, st.WasLink = MergeRemove, ours.hash, ours.target
 	return st, nil
 }
 
@@ -291,9 +291,18 @@ func plan3Way(st MergeStep, ws, basePath, src string, perm fs.FileMode) (MergeSt
 	var declare string
 	for i, p := range []string{"", basePath, src} {
 		var err error
-		if i == 0 {
+		switch i {
+		case 0:
 			sides[0], declare, err = readWorkspaceFile(ws, st.Path)
-		} else {
+			if errors.Is(err, ErrBranchChanged) {
+				return conflict(st, "changed in the workspace while the plan read it"), nil
+			}
+		case 2: // the branch's: no symlink followed, no fifo waited on
+			sides[2], _, err = readWorkspaceFile(upperRoot(st), st.Path)
+			if errors.Is(err, ErrSymlinkOnPath) || errors.Is(err, ErrBranchChanged) {
+				return conflict(st, ErrBranchChanged.Error()), nil
+			}
+		default:
 			var fi fs.FileInfo
 			if fi, err = os.Stat(p); err == nil && fi.Size() <= MaxMerge3Way {
 				sides[i], err = os.ReadFile(p)

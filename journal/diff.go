@@ -142,6 +142,47 @@ func isBinary(s side) bool {
 	return bytes.IndexByte(b, 0) >= 0
 }
 
+// GitQuote is path p as git prints it with core.quotePath off: unchanged,
+// unless it holds a control character, a double quote or a backslash; then
+// in double quotes with C escapes (\n, \t, \", \\, octal for the rest), so
+// a file name with a newline never starts a line of a diff of its own.
+func GitQuote(p string) string {
+	if strings.IndexFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '"' || r == '\\' }) < 0 {
+		return p
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; c {
+		case '\a':
+			b.WriteString(`\a`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\v':
+			b.WriteString(`\v`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		default:
+			if c < 0x20 || c == 0x7f {
+				fmt.Fprintf(&b, `\%03o`, c)
+			} else {
+				b.WriteByte(c)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
 func writeFileDiff(out *strings.Builder, p string, a, b side) {
 	if !a.exists && !b.exists {
 		return
@@ -150,7 +191,7 @@ func writeFileDiff(out *strings.Builder, p string, a, b side) {
 	if same && a.mode == b.mode {
 		return
 	}
-	fmt.Fprintf(out, "diff --git a/%s b/%s\n", p, p)
+	fmt.Fprintf(out, "diff --git %s %s\n", GitQuote("a/"+p), GitQuote("b/"+p))
 	switch {
 	case !a.exists:
 		fmt.Fprintf(out, "new file mode %s\n", gitMode(b.mode))
@@ -162,7 +203,7 @@ func writeFileDiff(out *strings.Builder, p string, a, b side) {
 	if same {
 		return
 	}
-	from, to := "a/"+p, "b/"+p
+	from, to := GitQuote("a/"+p), GitQuote("b/"+p)
 	if !a.exists {
 		from = "/dev/null"
 	}
@@ -176,11 +217,68 @@ func writeFileDiff(out *strings.Builder, p string, a, b side) {
 	if len(a.content) == 0 && len(b.content) == 0 {
 		return
 	}
+	A, B := splitLines(a.content), splitLines(b.content)
+	if lineDiffCost(A, B) > maxLineDiffCost {
+		wholeHunk(out, from, to, A, B)
+		return
+	}
 	text, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: splitLines(a.content), B: splitLines(b.content),
+		A: A, B: B,
 		FromFile: from, ToFile: to, Context: 3,
 	})
 	out.WriteString(text)
+}
+
+// maxLineDiffCost bounds the work of one file's line diff. go-difflib
+// costs about (lines changed) x (lines of both sides): measured on this
+// host, 26 s for two 20,000-line files differing in every other line,
+// 8.5 min at 80,000, so a file an agent wrote could hold `rubinofs diff`
+// and `branch diff` for hours. Past the bound (about 0.7 s of that work)
+// the file's diff is one hunk replacing every old line by every new
+// line: a valid unified diff (git apply takes it), not a minimal one.
+const maxLineDiffCost = 20_000_000
+
+// lineDiffCost estimates go-difflib's work on a and b: the lines of
+// either side the other lacks (counted as multisets) times the lines of
+// both. O(lines).
+func lineDiffCost(a, b []string) int {
+	count := make(map[string]int, len(a))
+	for _, l := range a {
+		count[l]++
+	}
+	changed := 0
+	for _, l := range b {
+		if count[l] > 0 {
+			count[l]--
+		} else {
+			changed++
+		}
+	}
+	for _, n := range count {
+		changed += n
+	}
+	return changed * (len(a) + len(b))
+}
+
+// wholeHunk writes the diff of a to b as one hunk: every line of a
+// removed, every line of b added (the headers as go-difflib writes them).
+func wholeHunk(out *strings.Builder, from, to string, a, b []string) {
+	span := func(n int) string {
+		switch n {
+		case 0:
+			return "0,0"
+		case 1:
+			return "1"
+		}
+		return fmt.Sprintf("1,%d", n)
+	}
+	fmt.Fprintf(out, "--- %s\n+++ %s\n@@ -%s +%s @@\n", from, to, span(len(a)), span(len(b)))
+	for _, l := range a {
+		out.WriteString("-" + l)
+	}
+	for _, l := range b {
+		out.WriteString("+" + l)
+	}
 }
 
 // splitLines splits b after each newline; a last line without one carries

@@ -73,10 +73,25 @@ func kindOf(mode uint32) string {
 
 // HashFile returns the 32-hex xxh3-128 of the bytes of the regular file
 // leaf in dirfd (the same digest as a blob address). A symlink is not
-// followed (ELOOP).
+// followed (ELOOP); anything else that is no regular file when opened (a
+// fifo swapped in since the caller looked) is EINVAL, never waited on.
 func HashFile(dirfd int, leaf string) (string, error) {
 	fd, err := unix.Openat(dirfd, leaf, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
+		return "", err
+	}
+	// Swapped for a fifo since the caller's fstatat (another session, an
+	// agent): its reads would wait on the poller as long as a writer
+	// holds it open. Only a regular file is hashed, read blocking.
+	var st unix.Stat_t
+	if err = unix.Fstat(fd, &st); err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		err = fmt.Errorf("%s: not a regular file now: %w", leaf, unix.EINVAL)
+	}
+	if err == nil {
+		err = unix.SetNonblock(fd, false)
+	}
+	if err != nil {
+		unix.Close(fd)
 		return "", err
 	}
 	f := os.NewFile(uintptr(fd), leaf)
@@ -111,7 +126,7 @@ func UpToDateAt(dirfd int, leaf string, pre PreImage) (bool, error) {
 		t, err := readlinkAt(dirfd, leaf)
 		return err == nil && t == pre.Target, err
 	case KindFile:
-		if st.Mode != pre.Mode || pre.Blob == "" || st.Size != pre.Size {
+		if st.Mode != pre.Mode || pre.Blob == "" || st.Size != pre.Size || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return false, nil
 		}
 		h, err := HashFile(dirfd, leaf)

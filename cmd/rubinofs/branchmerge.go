@@ -13,7 +13,9 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -88,7 +90,7 @@ func branchMerge(c *cli.Context) error {
 // root, plans, and applies unless there are conflicts (or --partial).
 func mergeInSession(c *cli.Context, name string) error {
 	fail := func(format string, a ...any) error {
-		return cli.Exit("rubinofs branch merge: "+fmt.Sprintf(format, a...), 1)
+		return cli.Exit("rubinofs branch merge: "+oneLine(fmt.Sprintf(format, a...)), 1)
 	}
 	mnt, st, err := workspaceOf(c)
 	if err != nil {
@@ -192,9 +194,20 @@ func exitIf(bad bool) error {
 func printStep(w io.Writer, s branch.MergeStep) {
 	line := fmt.Sprintf("%-8s %s", s.Action, quoteToken(s.Path))
 	if s.Action == branch.MergeConflict || s.Action == branch.Merge3Way {
-		line += ": " + s.Why
+		line += ": " + oneLine(s.Why)
 	}
 	fmt.Fprintln(w, line)
+}
+
+// oneLine is s with its control characters (a newline in a file name of
+// the workspace or the branch) escaped as Go escapes them, so that a name
+// never starts a line of the plan of its own; s without any is unchanged.
+func oneLine(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return r != ' ' && !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 // applyMerge applies the plan's steps through the mount at mnt: creations,
@@ -232,7 +245,7 @@ func applyMerge(w io.Writer, mnt string, plan branch.MergePlan, partial bool) (a
 			if errors.Is(err, fs.ErrPermission) {
 				hint = " (the guard: it changed after the plan read it; `rubinofs why` says more)"
 			}
-			fmt.Fprintf(w, "refused  %s: %v%s\n", quoteToken(s.Path), err, hint)
+			fmt.Fprintf(w, "refused  %s: %s%s\n", quoteToken(s.Path), oneLine(err.Error()), hint)
 			if !partial {
 				return applied, failed
 			}
