@@ -63,8 +63,8 @@ cat x.sh >/dev/null && chmod 755 x.sh`)
 	m.mustInBranch("b3", `sed -i 's/^line 2$/line TWO/' f.txt && echo ok > ok3.txt && cat bin.dat >/dev/null && printf 'q\000\n' > bin.dat`)
 
 	out, code := m.merge("b1")
-	if code != 0 {
-		t.Fatalf("merge b1: exit %d\n%s", code, out)
+	if code != 0 || !strings.Contains(out, "applying as session ") {
+		t.Fatalf("merge b1: exit %d, want it merged, naming its undo before applying\n%s", code, out)
 	}
 	want1 := strings.Replace(lines(20), "line 2\n", "line two\n", 1)
 	for rel, want := range map[string]string{"f.txt": want1, "new1.txt": "new\n", "p.txt": "py\nthon\n", "bin.dat": "x\x00y\n"} {

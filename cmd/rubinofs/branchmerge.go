@@ -154,6 +154,12 @@ func mergeInSession(c *cli.Context, name string) error {
 		return fail("checkpoint before the merge: %s", journalError(err, ""))
 	}
 	cp := strings.Fields(string(out) + " ")[0]
+	// Said before the first change: a merge interrupted while it applies
+	// (a signal, a kill) leaves a part applied, which this undoes.
+	fmt.Fprintf(w, "applying as session %s from checkpoint %s; undo: rubinofs rewind --session %s --to %s\n", sess, cp, sess, cp)
+	if f, ok := w.(interface{ Sync() error }); ok {
+		f.Sync()
+	}
 	applied, failed := applyMerge(w, mnt, plan, c.Bool("partial"))
 	if failed > 0 && !c.Bool("partial") {
 		if _, err := journalRequest(mnt, "self/journal", "rewind", "--to", cp); err != nil {
