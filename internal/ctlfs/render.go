@@ -351,6 +351,14 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 				// the next read asks the file again.
 				return nil, syscall.EAGAIN
 			}
+			if err != nil && ctx.Err() != nil && ctltree.ErrnoOf(err) == syscall.EINTR {
+				// The reader was interrupted (a signal: the kernel's
+				// FUSE_INTERRUPT cancelled ctx). Not a failure either: a
+				// retry of the read (EINTR, SA_RESTART) must get the
+				// content, not an "error: context canceled" line read as
+				// its first bytes.
+				return nil, syscall.EINTR
+			}
 			if err != nil {
 				return nil, h.fail(err)
 			}
