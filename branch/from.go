@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -207,43 +206,99 @@ func (a baseApplier) exchange(x, y string) error {
 
 // copyTree copies the tree at src to dst (which must not exist): files'
 // bytes, symlinks, directories, devices and fifos, with their permission
-// bits, owners and groups. Hard links are copied apart.
+// bits, owners and groups. Hard links are copied apart. Every directory
+// and file below src is opened relative to its parent's descriptor with
+// O_NOFOLLOW: the workspace (the lower layer) is live while the base is
+// built, and a directory another session swaps for a symlink meanwhile is
+// copied as the symlink it has become, or the copy fails, never followed
+// to what root could read elsewhere.
 func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+	fd, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	defer unix.Close(fd)
+	return copyDirAt(fd, src, dst)
+}
+
+// copyTreeListed, when set (tests), is called with each directory's path
+// once its names are read and before its entries are copied.
+var copyTreeListed func(dir string)
+
+// copyDirAt copies the directory open at fd (src names it, for errors) to
+// dst, its entries each by fstatat and openat on fd, never following a
+// symlink.
+func copyDirAt(fd int, src, dst string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		return err
+	}
+	dfd, err := unix.Dup(fd)
+	if err != nil {
+		return err
+	}
+	d := os.NewFile(uintptr(dfd), src)
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return err
+	}
+	if copyTreeListed != nil {
+		copyTreeListed(src)
+	}
+	for _, name := range names {
+		if err := copyEntryAt(fd, name, filepath.Join(src, name), filepath.Join(dst, name)); err != nil {
+			return err
+		}
+	}
+	return setAttrs(dst, &st)
+}
+
+// copyEntryAt copies name in the directory open at dirfd to dst.
+func copyEntryAt(dirfd int, name, src, dst string) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	var err error
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		cfd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", src, err) // swapped since the fstatat: not followed
 		}
-		rel, _ := filepath.Rel(src, p)
-		to := filepath.Join(dst, rel)
-		fi, err := d.Info()
-		if err != nil {
-			return err
+		defer unix.Close(cfd)
+		return copyDirAt(cfd, src, dst)
+	case unix.S_IFLNK:
+		buf := make([]byte, 4096)
+		var n int
+		if n, err = unix.Readlinkat(dirfd, name, buf); err == nil {
+			err = os.Symlink(string(buf[:n]), dst)
 		}
-		st := fi.Sys().(*syscall.Stat_t)
-		switch m := fi.Mode(); {
-		case m.IsDir():
-			err = os.Mkdir(to, 0o700)
-		case m&fs.ModeSymlink != 0:
-			var t string
-			if t, err = os.Readlink(p); err == nil {
-				err = os.Symlink(t, to)
-			}
-		case m.IsRegular():
-			err = copyFile(p, to)
-		default:
-			err = unix.Mknod(to, st.Mode, int(st.Rdev))
-		}
-		if err != nil {
-			return err
-		}
-		if err := os.Lchown(to, int(st.Uid), int(st.Gid)); err != nil {
-			return err
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return nil
-		}
-		return os.Chmod(to, fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
-	})
+	case unix.S_IFREG:
+		err = copyFileAt(dirfd, name, src, dst)
+	default:
+		err = unix.Mknod(dst, st.Mode, int(st.Rdev))
+	}
+	if err != nil {
+		return err
+	}
+	return setAttrs(dst, &st)
+}
+
+// setAttrs gives dst st's owner and group, and, unless it is a symlink,
+// its permission bits (with setuid, setgid, sticky).
+func setAttrs(dst string, st *unix.Stat_t) error {
+	if err := os.Lchown(dst, int(st.Uid), int(st.Gid)); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return nil
+	}
+	return unix.Chmod(dst, st.Mode&0o7777)
 }
 
 // copyFile copies the regular file src's bytes to a new file dst. src is
@@ -251,8 +306,12 @@ func copyTree(src, dst string) error {
 // it is a regular file then: the workspace (the lower layer) may change
 // while the base is built, and a file swapped for a symlink to a file only
 // root may read must not land in the branch's view (EINVAL otherwise).
-func copyFile(src, dst string) error {
-	fd, err := unix.Open(src, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+func copyFile(src, dst string) error { return copyFileAt(unix.AT_FDCWD, src, src, dst) }
+
+// copyFileAt is copyFile of name in the directory open at dirfd (src
+// names it, for errors).
+func copyFileAt(dirfd int, name, src, dst string) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("%s: %w", src, err)
 	}

@@ -129,3 +129,36 @@ func statOwner(fi os.FileInfo) [2]uint32 {
 	st := fi.Sys().(*syscall.Stat_t)
 	return [2]uint32{st.Uid, st.Gid}
 }
+
+// TestCopyTreeNoFollowSwappedDir: a directory of the live workspace
+// swapped for a symlink to a directory only root should read, after its
+// parent was listed and before it is copied, is copied as that symlink;
+// nothing of the directory it points to is copied (the walk by path
+// followed it).
+func TestCopyTreeNoFollowSwappedDir(t *testing.T) {
+	tmp := t.TempDir()
+	src, dst, secret := filepath.Join(tmp, "src"), filepath.Join(tmp, "dst"), filepath.Join(tmp, "secret")
+	for _, d := range []string{filepath.Join(src, "d"), secret} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(src, "d", "mine"), []byte("mine\n"), 0o644)
+	os.WriteFile(filepath.Join(secret, "shadow"), []byte("root only\n"), 0o600)
+	copyTreeListed = func(dir string) {
+		if dir == src {
+			os.Rename(filepath.Join(src, "d"), filepath.Join(tmp, "d-away"))
+			os.Symlink(secret, filepath.Join(src, "d"))
+		}
+	}
+	defer func() { copyTreeListed = nil }()
+	if err := copyTree(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	if target, err := os.Readlink(filepath.Join(dst, "d")); err != nil || target != secret {
+		t.Fatalf("dst/d: %q %v, want the symlink to %s", target, err, secret)
+	}
+	if ents, _ := os.ReadDir(secret); len(ents) != 1 {
+		t.Fatalf("the copy wrote into the directory the symlink names: %v", ents)
+	}
+}
