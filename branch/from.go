@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -149,22 +148,7 @@ func (a baseApplier) restore(path string, pre journal.PreImage, blobs *journal.B
 	if pre.Kind == journal.KindSymlink {
 		return nil
 	}
-	return os.Chmod(abs, fs.FileMode(pre.Mode&0o777)|unixModeBits(pre.Mode))
-}
-
-// unixModeBits maps st_mode's setuid, setgid and sticky bits to fs.FileMode's.
-func unixModeBits(m uint32) fs.FileMode {
-	var out fs.FileMode
-	if m&unix.S_ISUID != 0 {
-		out |= fs.ModeSetuid
-	}
-	if m&unix.S_ISGID != 0 {
-		out |= fs.ModeSetgid
-	}
-	if m&unix.S_ISVTX != 0 {
-		out |= fs.ModeSticky
-	}
-	return out
+	return unix.Chmod(abs, pre.Mode&0o7777) // permission bits with setuid, setgid, sticky
 }
 
 // move renames from to to, replacing to (journal.RenameReplacingAt); a
