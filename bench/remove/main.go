@@ -1,0 +1,213 @@
+// Command remove measures what one removal costs through each layer of
+// rubinofs: `rm -rf` of a tree of small files that the mount has read
+// (every file seen by its session, so the guard allows each unlink), on
+// native, a bare go-fuse loopback with 1 s timeouts (loop-1s) and rubinofs
+// binaries mounted through their CLI with any arguments (bin: targets,
+// as bench/agent's -only), so that one run can set the shipped build
+// beside the same build with the journal, the watcher or the guard off.
+//
+// Per target and run it reports the wall time of the `rm -rf`, and the
+// daemon's CPU time and context switches (voluntary and involuntary, all
+// threads) from the start of the removal until the daemon has been idle
+// for -settle, so that work left for later (the journal's flusher, the
+// watcher's batches) is counted too. For loop-1s, served by this
+// process, the CPU and switches are this process's. Targets alternate,
+// the order rotating every run; the table gives medians.
+//
+// Usage (as root):
+//
+//	go build -o /tmp/rubinofs ./cmd/rubinofs
+//	go run ./bench/remove -runs 5 -only loop-1s,bin:shipped=/tmp/rubinofs,\
+//	    bin:nojournal=/tmp/rubinofs:--journal=false,bin:nowatch=/tmp/rubinofs:--watch=false
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rubinofs/rubinofs/bench/internal/benchkit"
+)
+
+var (
+	runs   = flag.Int("runs", 5, "runs per target")
+	dirs   = flag.Int("dirs", 40, "directories in the tree")
+	files  = flag.Int("files", 50, "files per directory")
+	only   = flag.String("only", "loop-1s", "comma-separated targets besides native: loop-1s and bin:LABEL=PATH[:ARG...] (a rubinofs binary mounted through its CLI with ARGs)")
+	settle = flag.Duration("settle", 1500*time.Millisecond, "the daemon must use no CPU for this long before its CPU and switches are read (covers the journal's 1 s flush)")
+)
+
+// sample is one removal's figures.
+type sample struct {
+	wall, cpu time.Duration
+	switches  int64
+}
+
+func main() {
+	flag.Parse()
+	log.SetFlags(0)
+	defer benchkit.Teardown()
+	benchkit.CatchSignals()
+	tmp, err := benchkit.TempDir("rubinofs-remove-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	targets, err := benchkit.Mount(tmp, *only, "native", "loop-1s")
+	if err != nil {
+		benchkit.Fatal(err)
+	}
+	got := map[string][]sample{}
+	for r := 0; r < *runs && !benchkit.Stopping(); r++ {
+		for k := range targets {
+			t := targets[(k+r)%len(targets)]
+			s, err := removeOnce(t)
+			if err != nil {
+				benchkit.Fatalf("%s: %v", t.Name, err)
+			}
+			got[t.Name] = append(got[t.Name], s)
+		}
+		fmt.Fprintf(os.Stderr, "run %d/%d done\n", r+1, *runs)
+	}
+	n := *dirs * *files
+	fmt.Printf("\n`rm -rf` of %d files in %d directories, read through the mount first; medians of %d runs\n\n", n, *dirs, *runs)
+	fmt.Println("| target | wall ms | per file µs | daemon CPU ms | per file µs | context switches | per file |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, t := range targets {
+		ss := got[t.Name]
+		wall := median(ss, func(s sample) float64 { return float64(s.wall) })
+		line := fmt.Sprintf("| %s | %.0f | %.0f |", t.Name, wall/1e6, wall/1e3/float64(n))
+		if t.Name == "native" {
+			fmt.Println(line + " | | | |")
+			continue
+		}
+		cpu := median(ss, func(s sample) float64 { return float64(s.cpu) })
+		sw := median(ss, func(s sample) float64 { return float64(s.switches) })
+		fmt.Printf("%s %.0f | %.0f | %.0f | %.1f |\n", line, cpu/1e6, cpu/1e3/float64(n), sw, sw/float64(n))
+	}
+}
+
+// removeOnce makes the tree in t's backing directory, reads every file
+// through t, waits for the daemon to settle, and times `rm -rf` of it.
+func removeOnce(t *benchkit.Target) (sample, error) {
+	var s sample
+	var top []string
+	for d := 0; d < *dirs; d++ {
+		dir := filepath.Join(t.Back, fmt.Sprintf("d%d", d))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return s, err
+		}
+		for f := 0; f < *files; f++ {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", f)), []byte(fmt.Sprintf("content %d %d\n", d, f)), 0o644); err != nil {
+				return s, err
+			}
+		}
+		top = append(top, fmt.Sprintf("d%d", d))
+	}
+	if _, err := benchkit.Run(t.Dir, "cat d*/f* >/dev/null"); err != nil {
+		return s, err
+	}
+	pid := t.Pid
+	if pid == 0 && t.Name != "native" {
+		pid = os.Getpid() // an in-process mount
+	}
+	if pid != 0 {
+		if err := idle(pid); err != nil {
+			return s, err
+		}
+	}
+	cpu0, sw0, err := usage(pid)
+	if err != nil {
+		return s, err
+	}
+	s.wall, err = benchkit.Run(t.Dir, "rm -rf "+strings.Join(top, " "))
+	if err != nil {
+		return s, err
+	}
+	if pid != 0 {
+		if err := idle(pid); err != nil {
+			return s, err
+		}
+	}
+	cpu1, sw1, err := usage(pid)
+	if err != nil {
+		return s, err
+	}
+	s.cpu, s.switches = cpu1-cpu0, sw1-sw0
+	return s, nil
+}
+
+// idle waits until pid has used no CPU for -settle (checked every
+// -settle/5), at most 30 s.
+func idle(pid int) error {
+	step := *settle / 5
+	last, _, err := usage(pid)
+	if err != nil {
+		return err
+	}
+	quiet := time.Duration(0)
+	for deadline := time.Now().Add(30 * time.Second); quiet < *settle; {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pid %d never idle for %v", pid, *settle)
+		}
+		time.Sleep(step)
+		cpu, _, err := usage(pid)
+		if err != nil {
+			return err
+		}
+		if cpu == last {
+			quiet += step
+		} else {
+			quiet, last = 0, cpu
+		}
+	}
+	return nil
+}
+
+// usage returns pid's CPU time and its threads' context switches so far
+// (0, 0 for pid 0).
+func usage(pid int) (time.Duration, int64, error) {
+	if pid == 0 {
+		return 0, 0, nil
+	}
+	cpu, err := benchkit.ProcCPU(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	var sw int64
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(task, "status"))
+		if err != nil {
+			continue // the thread exited
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+				var n int64
+				fmt.Sscan(strings.TrimSpace(v), &n)
+				sw += n
+			}
+		}
+	}
+	return cpu, sw, nil
+}
+
+// median of f over ss.
+func median(ss []sample, f func(sample) float64) float64 {
+	v := make([]float64, len(ss))
+	for i, s := range ss {
+		v[i] = f(s)
+	}
+	sort.Float64s(v)
+	if len(v) == 0 {
+		return 0
+	}
+	return v[len(v)/2]
+}
