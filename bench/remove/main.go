@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -178,23 +179,18 @@ func usage(pid int) (time.Duration, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		return 0, 0, err
 	}
 	var sw int64
 	for _, task := range tasks {
-		b, err := os.ReadFile(filepath.Join(task, "status"))
+		tid, _ := strconv.Atoi(task.Name())
+		st, err := benchkit.ProcStatus(tid, "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")
 		if err != nil {
 			continue // the thread exited
 		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
-				var n int64
-				fmt.Sscan(strings.TrimSpace(v), &n)
-				sw += n
-			}
-		}
+		sw += st["voluntary_ctxt_switches"] + st["nonvoluntary_ctxt_switches"]
 	}
 	return cpu, sw, nil
 }
