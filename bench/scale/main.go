@@ -30,6 +30,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +50,8 @@ var (
 	mode    = flag.String("mode", "enforce", "guard mode of the mount: enforce, warn or off")
 	drop    = flag.Bool("drop-caches", false, "write 2 to /proc/sys/vm/drop_caches before each cold find (machine-wide: slows everything else on the machine)")
 	findCmd = flag.String("find", "find . >/dev/null", "the find command, run by /bin/sh at the tree's root")
+	loop    = flag.Bool("loopback", true, "also measure a bare go-fuse loopback with 1 s kernel caches (loop-1s) over the same tree, between native and rubinofs")
+	cpuProf = flag.String("cpuprofile", "", "write a CPU profile of this process (the in-process daemon) during the cold finds to this file")
 )
 
 func main() {
@@ -69,7 +73,8 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	back, mnt := filepath.Join(tmp, "tree"), filepath.Join(tmp, "mnt")
+	// The tree is loop-back, so that benchkit.Loopback(tmp, "loop") serves it.
+	back, mnt := filepath.Join(tmp, "loop-back"), filepath.Join(tmp, "mnt")
 	start := time.Now()
 	nd, err := generate(back)
 	if err != nil {
@@ -81,8 +86,9 @@ func main() {
 		benchkit.Fatal(err)
 	}
 
-	var nCold, nWarm, rCold, rWarm, ready []time.Duration
+	var nCold, nWarm, lCold, lWarm, rCold, rWarm, ready []time.Duration
 	var rss, hwm []int64
+	var firstCold, warmOps map[string]float64
 	var watches, statusWatches int
 	runtime.GC()
 	base, _ := benchkit.ProcStatus(0, "VmRSS")
@@ -92,6 +98,22 @@ func main() {
 		nCold = append(nCold, find(back))
 		for i := 0; i < *warm; i++ {
 			nWarm = append(nWarm, find(back))
+		}
+
+		if *loop {
+			dropCaches()
+			second := time.Second
+			l, err := benchkit.Loopback(tmp, "loop", &second)
+			if err != nil {
+				benchkit.Fatal(err)
+			}
+			lCold = append(lCold, find(l.Dir))
+			var ws []time.Duration
+			for i := 0; i < *warm; i++ {
+				ws = append(ws, find(l.Dir))
+			}
+			lWarm = append(lWarm, benchkit.Median(ws))
+			l.Close()
 		}
 
 		runtime.GC()
@@ -104,12 +126,28 @@ func main() {
 		}
 		statusWatches = waitWalk(mnt, nd)
 		ready = append(ready, time.Since(start))
-		rCold = append(rCold, find(mnt))
+		if *cpuProf != "" && r == 0 {
+			f, err := os.Create(*cpuProf)
+			if err != nil {
+				benchkit.Fatal(err)
+			}
+			pprof.StartCPUProfile(f)
+			rCold = append(rCold, find(mnt))
+			pprof.StopCPUProfile()
+			f.Close()
+		} else {
+			rCold = append(rCold, find(mnt))
+		}
+		coldOps := benchkit.OpCounts(t.Daemon.Obs.Registry())
 		var ws []time.Duration
 		for i := 0; i < *warm; i++ {
 			ws = append(ws, find(mnt))
 		}
 		rWarm = append(rWarm, benchkit.Median(ws))
+		warmOps = perFind(delta(coldOps, benchkit.OpCounts(t.Daemon.Obs.Registry())), *warm)
+		if r == 0 {
+			firstCold = coldOps
+		}
 		st, _ := benchkit.ProcStatus(0, "VmRSS", "VmHWM")
 		rss, hwm = append(rss, st["VmRSS"]), append(hwm, st["VmHWM"])
 		watches = benchkit.InotifyWatches(0)
@@ -119,15 +157,27 @@ func main() {
 
 	fmt.Printf("\n%d files, %d leaf directories (%d in all), %d-byte files; guard %s; medians of %d runs, seconds (ratio to native)\n\n",
 		*files, *ndirs, nd, *size, gm, *runs)
-	fmt.Println("| | native | rubinofs |")
-	fmt.Println("|---|---|---|")
-	fmt.Printf("| mount to ready (walk done) | | %.3f |\n", benchkit.Median(ready).Seconds())
-	row := func(name string, n, r []time.Duration) {
+	if *loop {
+		fmt.Println("| | native | loop-1s | rubinofs | rubinofs / loop-1s |")
+		fmt.Println("|---|---|---|---|---|")
+		fmt.Printf("| mount to ready (walk done) | | | %.3f | |\n", benchkit.Median(ready).Seconds())
+	} else {
+		fmt.Println("| | native | rubinofs |")
+		fmt.Println("|---|---|---|")
+		fmt.Printf("| mount to ready (walk done) | | %.3f |\n", benchkit.Median(ready).Seconds())
+	}
+	row := func(name string, n, l, r []time.Duration) {
 		nm, rm := benchkit.Median(n).Seconds(), benchkit.Median(r).Seconds()
+		if *loop {
+			lm := benchkit.Median(l).Seconds()
+			fmt.Printf("| %s | %.3f | %.3f (%.2f×) | %.3f (%.2f×) | %.2f× |\n", name, nm, lm, lm/nm, rm, rm/nm, rm/lm)
+			return
+		}
 		fmt.Printf("| %s | %.3f | %.3f (%.2f×) |\n", name, nm, rm, rm/nm)
 	}
-	row("cold find", nCold, rCold)
-	row("warm find", nWarm, rWarm)
+	row("cold find", nCold, lCold, rCold)
+	row("warm find", nWarm, lWarm, rWarm)
+	fmt.Printf("\nrubinofs requests, first mount's walk and cold find: %s\nrubinofs requests per warm find (last mount): %s\n", fmtOps(firstCold), fmtOps(warmOps))
 	fmt.Printf("\ndaemon (this process) after the finds: VmRSS %s, VmHWM %s (median over mounts; the harness alone: VmRSS %s before the first mount)\n",
 		mb(medianInt(rss)), mb(medianInt(hwm)), mb(base["VmRSS"]))
 	fmt.Printf("inotify watches in use: %d (.rubino/status watcher.watches: %d; the tree has %d directories)\n",
@@ -226,3 +276,39 @@ func medianInt(v []int64) int64 {
 }
 
 func mb(kb int64) string { return fmt.Sprintf("%.1f MB", float64(kb)/1024) }
+
+// delta is b - a per op, zeros left out.
+func delta(a, b map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range b {
+		if d := v - a[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// perFind divides every count by n.
+func perFind(m map[string]float64, n int) map[string]float64 {
+	for k := range m {
+		m[k] /= float64(max(n, 1))
+	}
+	return m
+}
+
+// fmtOps prints op counts, largest first.
+func fmtOps(m map[string]float64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %.0f", k, m[k])
+	}
+	return b.String()
+}
