@@ -28,11 +28,14 @@ import (
 // differs from a native one there, whatever the guard does.
 var fsstressOff = []string{"collapse", "insert", "unshare", "write_dontcache", "read_dontcache"}
 
-// fsstressDir returns the directory holding the xfstests builds (fsstress,
-// fsx): $RUBINOFS_XFSTESTS, else ../shared/tools/xfstests beside the
-// repository (or beside the directory holding it, for a git worktree
-// under it). "" when none has fsstress.
-func fsstressDir() string {
+// xfstestsTool returns the path of one prebuilt xfstests tool (fsstress,
+// fsx), from the directory $RUBINOFS_XFSTESTS, else ../shared/tools/xfstests
+// beside the repository (or beside the directory holding it, for a git
+// worktree under it). A missing tool skips the test, naming what to set;
+// with RUBINOFS_REQUIRE_XFSTESTS=1 (.ci/run sets it when it found the
+// tools) it fails it.
+func xfstestsTool(t *testing.T, name string) string {
+	t.Helper()
 	cands := []string{os.Getenv("RUBINOFS_XFSTESTS"),
 		filepath.Join("..", "..", "shared", "tools", "xfstests"),
 		filepath.Join("..", "..", "..", "shared", "tools", "xfstests")}
@@ -40,11 +43,20 @@ func fsstressDir() string {
 		if d == "" {
 			continue
 		}
-		if fi, err := os.Stat(filepath.Join(d, "fsstress")); err == nil && fi.Mode().IsRegular() {
-			abs, _ := filepath.Abs(d)
+		if fi, err := os.Stat(filepath.Join(d, name)); err == nil && fi.Mode().IsRegular() {
+			abs, err := filepath.Abs(filepath.Join(d, name))
+			if err != nil {
+				t.Fatal(err)
+			}
 			return abs
 		}
 	}
+	msg := fmt.Sprintf("xfstests %s not found (in $RUBINOFS_XFSTESTS=%q, or ../shared/tools/xfstests beside the repository): set RUBINOFS_XFSTESTS to the directory of the xfstests builds",
+		name, os.Getenv("RUBINOFS_XFSTESTS"))
+	if os.Getenv("RUBINOFS_REQUIRE_XFSTESTS") == "1" {
+		t.Fatal("RUBINOFS_REQUIRE_XFSTESTS=1 but " + msg)
+	}
+	t.Skip(msg)
 	return ""
 }
 
@@ -79,11 +91,7 @@ func fsstressArgs(seed, ops int, dir string) []string {
 // of an enforcing mount, and asserts 0 refusals and the same tree
 // (content, type, mode, owner, link count, size, symlink target, xattrs).
 func TestFsstress(t *testing.T) {
-	dir := fsstressDir()
-	if dir == "" {
-		t.Skip("fsstress not found: set RUBINOFS_XFSTESTS to the directory of the xfstests builds (../shared/tools/xfstests beside the repository)")
-	}
-	bin := filepath.Join(dir, "fsstress")
+	bin := xfstestsTool(t, "fsstress")
 	m := newMount(t, nil, nil)
 	t.Cleanup(func() { clearInodeFlags(m.ws) })
 	native := t.TempDir()

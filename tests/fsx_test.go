@@ -24,27 +24,6 @@ var fsxModes = []struct {
 	{"odirect", []string{"-Z", "-R", "-W", "-r", "4096", "-w", "4096", "-t", "4096"}},
 }
 
-// xfstestsFsx returns the path of the prebuilt fsx, in the directory of
-// the xfstests tools: $RUBINOFS_XFSTESTS, else shared/tools/xfstests beside
-// the repository (../shared from its root), or skips the test naming what
-// is missing.
-func xfstestsFsx(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("RUBINOFS_XFSTESTS")
-	if dir == "" {
-		root, err := filepath.Abs("..") // tests/ -> the repository's root
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = filepath.Join(filepath.Dir(root), "shared", "tools", "xfstests")
-	}
-	fsx := filepath.Join(dir, "fsx")
-	if _, err := os.Stat(fsx); err != nil {
-		t.Skipf("no xfstests fsx at %s (set RUBINOFS_XFSTESTS to the directory holding fsx): %v", dir, err)
-	}
-	return fsx
-}
-
 // TestTortureFsx runs xfstests' fsx in its standard, no-mmap and O_DIRECT
 // modes through an enforcing mount, one after the other in one session
 // (rubinofs run): every file fsx touches it created itself, so each run
@@ -54,7 +33,7 @@ func xfstestsFsx(t *testing.T) string {
 // own file: they must stay its own (docs/DESIGN.md#mmap-page-in). Each mode
 // first runs on a plain directory: a failure there skips the test.
 func TestTortureFsx(t *testing.T) {
-	fsx := xfstestsFsx(t)
+	fsx := xfstestsTool(t, "fsx")
 	logs := t.TempDir()
 	// cmd is the fsx command line of mode md on file.
 	cmd := func(md []string, file string) []string {
