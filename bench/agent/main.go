@@ -1,12 +1,14 @@
 // Command agent measures how much slower a coding-agent workload runs through
 // rubinofs than natively or through a bare go-fuse loopback. It runs the
 // same coding-agent workload on a real repository (golang.org/x/tools from
-// the Go module proxy, put under git) on five targets, alternating them in
+// the Go module proxy, put under git) on six targets, alternating them in
 // one run (the order rotates every run) so machine noise spreads evenly:
 //
 //	native        the workload directory itself
 //	loop-nocache  a bare go-fuse loopback with no kernel caching
 //	loop-1s       a bare go-fuse loopback with 1 s entry/attribute timeouts
+//	loop-1s-perms loop-1s with default_permissions (the kernel checks
+//	              permissions, as on a rubinofs mount)
 //	rubinofs-off  rubinofs with the guard off (--mode off), the watcher on
 //	rubinofs      rubinofs with the guard enforcing, the watcher and the
 //	              change journal on (the shipped defaults)
@@ -80,7 +82,7 @@ var (
 	module    = flag.String("module", benchkit.Module, "module whose source is the repository (fetched with go mod download)")
 	latencyN  = flag.Int("latency", 200, "external writes to time for visibility latency (0: skip)")
 	keepGoing = flag.Bool("k", false, "keep going after a failed phase")
-	only      = flag.String("only", "", "comma-separated targets to run besides native (default all: loop-nocache,loop-1s,rubinofs-off,rubinofs,rubinofs-nojournal);\n"+
+	only      = flag.String("only", "", "comma-separated targets to run besides native (default all: loop-nocache,loop-1s,loop-1s-perms,rubinofs-off,rubinofs,rubinofs-nojournal);\n"+
 		"bin:LABEL=PATH[:ARG...] adds a mount made by the rubinofs binary PATH (any commit's build) through its CLI (PATH mount --daemon ARG...), named LABEL")
 	rawJSON   = flag.String("json", "", "also write every run's seconds, {target: {phase: [s, ...]}}, to `FILE`, and the bin: daemons' CPU seconds to FILE less .json plus .cpu.json")
 	showOps   = flag.Bool("ops", true, "print the FUSE requests per phase of each enforcing mount, rubinofs and bin: (.rubino/metrics before and after)")
@@ -124,7 +126,7 @@ func main() {
 	if err != nil {
 		benchkit.Fatal(err)
 	}
-	targets, err := benchkit.Mount(tmp, *only, "native", "loop-nocache", "loop-1s", "rubinofs-off", "rubinofs", "rubinofs-nojournal")
+	targets, err := benchkit.Mount(tmp, *only, "native", "loop-nocache", "loop-1s", "loop-1s-perms", "rubinofs-off", "rubinofs", "rubinofs-nojournal")
 	if err != nil {
 		benchkit.Fatal(err)
 	}

@@ -10,7 +10,8 @@
 // daemon's CPU time and context switches (voluntary and involuntary, all
 // threads) from the start of the removal until the daemon has been idle
 // for -settle, so that work left for later (the journal's flusher, the
-// watcher's batches) is counted too. For loop-1s, served by this
+// watcher's batches) is counted too. For loop-1s and loop-1s-perms (the
+// same with default_permissions, as rubinofs mounts), served by this
 // process, the CPU and switches are this process's. Targets alternate,
 // the order rotating every run; the table gives medians.
 //
@@ -39,7 +40,7 @@ var (
 	runs   = flag.Int("runs", 5, "runs per target")
 	dirs   = flag.Int("dirs", 40, "directories in the tree")
 	files  = flag.Int("files", 50, "files per directory")
-	only   = flag.String("only", "loop-1s", "comma-separated targets besides native: loop-1s and bin:LABEL=PATH[:ARG...] (a rubinofs binary mounted through its CLI with ARGs)")
+	only   = flag.String("only", "loop-1s", "comma-separated targets besides native: loop-1s, loop-1s-perms (loop-1s with default_permissions) and bin:LABEL=PATH[:ARG...] (a rubinofs binary mounted through its CLI with ARGs)")
 	settle = flag.Duration("settle", 1500*time.Millisecond, "the daemon must use no CPU for this long before its CPU and switches are read (covers the journal's 1 s flush)")
 )
 
@@ -58,7 +59,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	targets, err := benchkit.Mount(tmp, *only, "native", "loop-1s")
+	targets, err := benchkit.Mount(tmp, *only, "native", "loop-1s", "loop-1s-perms")
 	if err != nil {
 		benchkit.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 // Mount makes the targets a benchmark compares, in the order given:
 // "native" (always made, whatever only says), "loop-nocache" and "loop-1s"
 // (bare go-fuse loopbacks without kernel caching and with 1 s timeouts),
+// "loop-1s-perms" (loop-1s with default_permissions: LoopbackPerms),
 // "rubinofs-off" (guard off, watcher on), "rubinofs" (guard enforcing,
 // watcher on, the journal as shipped: on) and "rubinofs-nojournal" (as
 // rubinofs, the journal off). only, if not empty, is a comma-separated list of the
@@ -54,6 +55,8 @@ func Mount(tmp, only string, names ...string) ([]*Target, error) {
 			t, err = Loopback(tmp, name, nil)
 		case "loop-1s":
 			t, err = Loopback(tmp, name, Ptr(time.Second))
+		case "loop-1s-perms":
+			t, err = LoopbackPerms(tmp, name, Ptr(time.Second))
 		case "rubinofs-off":
 			t, err = Rubinofs(tmp, name, modeOff)
 		case "rubinofs":

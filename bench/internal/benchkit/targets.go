@@ -73,6 +73,20 @@ func dirs(tmp, name string) (back, mnt string, err error) {
 // kernel caching off. As root it mounts directly (and go-fuse's loopback
 // uses kernel passthrough).
 func Loopback(tmp, name string, timeout *time.Duration) (*Target, error) {
+	return loopback(tmp, name, timeout, false)
+}
+
+// LoopbackPerms is Loopback mounted with default_permissions, as rubinofs
+// is: the kernel checks each access against the attributes it holds, so
+// after each change to a directory (create, unlink, link, rename, mkdir,
+// rmdir) the next access in it first sends a GETATTR of the directory,
+// which the bare loopback, checking nothing, never needs.
+func LoopbackPerms(tmp, name string, timeout *time.Duration) (*Target, error) {
+	return loopback(tmp, name, timeout, true)
+}
+
+// loopback is Loopback, with default_permissions when perms.
+func loopback(tmp, name string, timeout *time.Duration, perms bool) (*Target, error) {
 	back, mnt, err := dirs(tmp, name)
 	if err != nil {
 		return nil, err
@@ -84,6 +98,9 @@ func Loopback(tmp, name string, timeout *time.Duration) (*Target, error) {
 	// A non-nil Options with nil timeouts turns kernel caching off.
 	opts := &fs.Options{EntryTimeout: timeout, AttrTimeout: timeout, NegativeTimeout: timeout,
 		MountOptions: fuse.MountOptions{DirectMount: os.Geteuid() == 0, FsName: back, Name: "loopback"}}
+	if perms {
+		opts.MountOptions.Options = []string{"default_permissions"}
+	}
 	srv, err := fs.Mount(mnt, root, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
