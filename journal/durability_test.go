@@ -1,6 +1,8 @@
 package journal
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,5 +135,43 @@ func TestFlushAfterLogRemoved(t *testing.T) {
 	}
 	if err := j.Flush(); err != nil {
 		t.Fatalf("flush after the log was removed: %v", err)
+	}
+}
+
+// A flush of more blobs than one batch syncs every one, skips a blob
+// removed meanwhile (GC), and reports a blob it cannot open (a symlink:
+// O_NOFOLLOW) by its path while going on with the rest.
+func TestFlushPendingBatches(t *testing.T) {
+	dir := t.TempDir()
+	var b Blobs
+	n := 2*flushBatch + 3
+	for i := 0; i < n; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("b%d", i))
+		if err := os.WriteFile(p, []byte(strings.Repeat("x", i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b.deferred.add(p, dir)
+	}
+	if err := os.Remove(filepath.Join(dir, "b7")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.flushPending(); err != nil {
+		t.Fatalf("flush of %d blobs, one removed: %v", n, err)
+	}
+	if files, dirs := b.deferred.take(); len(files)+len(dirs) != 0 {
+		t.Fatalf("after the flush: %d blobs and %d dirs still pending", len(files), len(dirs))
+	}
+
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(filepath.Join(dir, "b1"), link); err != nil {
+		t.Fatal(err)
+	}
+	b.deferred.add(filepath.Join(dir, "b0"))
+	b.deferred.add(link)
+	b.deferred.add(filepath.Join(dir, "b2"))
+	err := b.flushPending()
+	var pe *os.PathError
+	if !errors.As(err, &pe) || pe.Path != link || pe.Op != "open" {
+		t.Fatalf("flush with a symlink among the blobs: %v, want the open of %s refused", err, link)
 	}
 }
