@@ -29,20 +29,19 @@ import (
 var fsstressOff = []string{"collapse", "insert", "unshare", "write_dontcache", "read_dontcache"}
 
 // xfstestsTool returns the path of one prebuilt xfstests tool (fsstress,
-// fsx), from the directory $RUBINOFS_XFSTESTS, else ../shared/tools/xfstests
-// beside the repository (or beside the directory holding it, for a git
-// worktree under it). A missing tool skips the test, naming what to set;
-// with RUBINOFS_REQUIRE_XFSTESTS=1 (.ci/run sets it when it found the
-// tools) it fails it.
+// fsx), from the directory $RUBINOFS_XFSTESTS when it is set (and only
+// there), else ../shared/tools/xfstests beside the repository (or beside
+// the directory holding it, for a git worktree under it). A missing tool
+// skips the test, naming what to set; with RUBINOFS_REQUIRE_XFSTESTS=1
+// (.ci/run sets it when it found the tools) it fails it.
 func xfstestsTool(t *testing.T, name string) string {
 	t.Helper()
-	cands := []string{os.Getenv("RUBINOFS_XFSTESTS"),
-		filepath.Join("..", "..", "shared", "tools", "xfstests"),
+	cands := []string{filepath.Join("..", "..", "shared", "tools", "xfstests"),
 		filepath.Join("..", "..", "..", "shared", "tools", "xfstests")}
+	if d := os.Getenv("RUBINOFS_XFSTESTS"); d != "" {
+		cands = []string{d}
+	}
 	for _, d := range cands {
-		if d == "" {
-			continue
-		}
 		if fi, err := os.Stat(filepath.Join(d, name)); err == nil && fi.Mode().IsRegular() {
 			abs, err := filepath.Abs(filepath.Join(d, name))
 			if err != nil {
@@ -51,8 +50,8 @@ func xfstestsTool(t *testing.T, name string) string {
 			return abs
 		}
 	}
-	msg := fmt.Sprintf("xfstests %s not found (in $RUBINOFS_XFSTESTS=%q, or ../shared/tools/xfstests beside the repository): set RUBINOFS_XFSTESTS to the directory of the xfstests builds",
-		name, os.Getenv("RUBINOFS_XFSTESTS"))
+	msg := fmt.Sprintf("xfstests %s not found in %s: set RUBINOFS_XFSTESTS to the directory of the xfstests builds",
+		name, strings.Join(cands, " or "))
 	if os.Getenv("RUBINOFS_REQUIRE_XFSTESTS") == "1" {
 		t.Fatal("RUBINOFS_REQUIRE_XFSTESTS=1 but " + msg)
 	}
