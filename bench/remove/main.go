@@ -13,7 +13,10 @@
 // watcher's batches) is counted too. For loop-1s and loop-1s-perms (the
 // same with default_permissions, as rubinofs mounts), served by this
 // process, the CPU and switches are this process's. Targets alternate,
-// the order rotating every run; the table gives medians.
+// the order rotating every run; the table gives medians. With -written
+// the tree is written through the mount instead (and a journaled target
+// takes a checkpoint), as `git clone` then `rm -rf` leave it: the
+// pre-images the removal links are files whose pages are still dirty.
 //
 // Usage (as root):
 //
@@ -37,11 +40,12 @@ import (
 )
 
 var (
-	runs   = flag.Int("runs", 5, "runs per target")
-	dirs   = flag.Int("dirs", 40, "directories in the tree")
-	files  = flag.Int("files", 50, "files per directory")
-	only   = flag.String("only", "loop-1s", "comma-separated targets besides native: loop-1s, loop-1s-perms (loop-1s with default_permissions) and bin:LABEL=PATH[:ARG...] (a rubinofs binary mounted through its CLI with ARGs)")
-	settle = flag.Duration("settle", 1500*time.Millisecond, "the daemon must use no CPU for this long before its CPU and switches are read (covers the journal's 1 s flush)")
+	runs    = flag.Int("runs", 5, "runs per target")
+	dirs    = flag.Int("dirs", 40, "directories in the tree")
+	files   = flag.Int("files", 50, "files per directory")
+	only    = flag.String("only", "loop-1s", "comma-separated targets besides native: loop-1s, loop-1s-perms (loop-1s with default_permissions) and bin:LABEL=PATH[:ARG...] (a rubinofs binary mounted through its CLI with ARGs)")
+	written = flag.Bool("written", false, "write the tree through the mount (as git clone does) and take a checkpoint on journaled targets, instead of making it in the backing directory and reading it: the pre-images rm links are then freshly written files whose pages the journal's flush writes back")
+	settle  = flag.Duration("settle", 1500*time.Millisecond, "the daemon must use no CPU for this long before its CPU and switches are read (covers the journal's 1 s flush)")
 )
 
 // sample is one removal's figures.
@@ -67,7 +71,7 @@ func main() {
 	for r := 0; r < *runs && !benchkit.Stopping(); r++ {
 		for k := range targets {
 			t := targets[(k+r)%len(targets)]
-			s, err := removeOnce(t)
+			s, err := removeOnce(t, r+1)
 			if err != nil {
 				benchkit.Fatalf("%s: %v", t.Name, err)
 			}
@@ -76,7 +80,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "run %d/%d done\n", r+1, *runs)
 	}
 	n := *dirs * *files
-	fmt.Printf("\n`rm -rf` of %d files in %d directories, read through the mount first; medians of %d runs\n\n", n, *dirs, *runs)
+	how := "read through the mount first"
+	if *written {
+		how = "written through the mount first, then a checkpoint"
+	}
+	fmt.Printf("\n`rm -rf` of %d files in %d directories, %s; medians of %d runs\n\n", n, *dirs, how, *runs)
 	fmt.Println("| target | wall ms | per file µs | daemon CPU ms | per file µs | context switches | per file |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, t := range targets {
@@ -93,24 +101,12 @@ func main() {
 	}
 }
 
-// removeOnce makes the tree in t's backing directory, reads every file
-// through t, waits for the daemon to settle, and times `rm -rf` of it.
-func removeOnce(t *benchkit.Target) (sample, error) {
+// removeOnce makes the tree (makeTree), waits for the daemon to settle,
+// and times `rm -rf` of it.
+func removeOnce(t *benchkit.Target, run int) (sample, error) {
 	var s sample
-	var top []string
-	for d := 0; d < *dirs; d++ {
-		dir := filepath.Join(t.Back, fmt.Sprintf("d%d", d))
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			return s, err
-		}
-		for f := 0; f < *files; f++ {
-			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", f)), []byte(fmt.Sprintf("content %d %d\n", d, f)), 0o644); err != nil {
-				return s, err
-			}
-		}
-		top = append(top, fmt.Sprintf("d%d", d))
-	}
-	if _, err := benchkit.Run(t.Dir, "cat d*/f* >/dev/null"); err != nil {
+	top, err := makeTree(t, run)
+	if err != nil {
 		return s, err
 	}
 	pid := t.Pid
@@ -141,6 +137,44 @@ func removeOnce(t *benchkit.Target) (sample, error) {
 	}
 	s.cpu, s.switches = cpu1-cpu0, sw1-sw0
 	return s, nil
+}
+
+// makeTree makes the tree of -dirs directories of -files files and
+// returns its top-level names: in t's backing directory, every file then
+// read through t; with -written, written through t by a shell, then a
+// checkpoint when t journals.
+func makeTree(t *benchkit.Target, run int) ([]string, error) {
+	var top []string
+	for d := 0; d < *dirs; d++ {
+		top = append(top, fmt.Sprintf("d%d", d))
+	}
+	if *written {
+		script := fmt.Sprintf(`for d in $(seq 0 %d); do mkdir d$d; for f in $(seq 0 %d); do echo "content $d $f" > d$d/f$f; done; done`, *dirs-1, *files-1)
+		if _, err := benchkit.Run(t.Dir, script); err != nil {
+			return nil, err
+		}
+		if t.Journaled() {
+			if err := benchkit.Checkpoint(t.Dir, fmt.Sprintf("run %d", run)); err != nil {
+				return nil, err
+			}
+		}
+		return top, nil
+	}
+	for d := 0; d < *dirs; d++ {
+		dir := filepath.Join(t.Back, fmt.Sprintf("d%d", d))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, err
+		}
+		for f := 0; f < *files; f++ {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", f)), []byte(fmt.Sprintf("content %d %d\n", d, f)), 0o644); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if _, err := benchkit.Run(t.Dir, "cat d*/f* >/dev/null"); err != nil {
+		return nil, err
+	}
+	return top, nil
 }
 
 // idle waits until pid has used no CPU for -settle (checked every
