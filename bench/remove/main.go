@@ -113,12 +113,7 @@ func removeOnce(t *benchkit.Target, run int) (sample, error) {
 	if pid == 0 && t.Name != "native" {
 		pid = os.Getpid() // an in-process mount
 	}
-	if pid != 0 {
-		if err := idle(pid); err != nil {
-			return s, err
-		}
-	}
-	cpu0, sw0, err := usage(pid)
+	cpu0, sw0, err := settled(pid)
 	if err != nil {
 		return s, err
 	}
@@ -126,17 +121,23 @@ func removeOnce(t *benchkit.Target, run int) (sample, error) {
 	if err != nil {
 		return s, err
 	}
-	if pid != 0 {
-		if err := idle(pid); err != nil {
-			return s, err
-		}
-	}
-	cpu1, sw1, err := usage(pid)
+	cpu1, sw1, err := settled(pid)
 	if err != nil {
 		return s, err
 	}
 	s.cpu, s.switches = cpu1-cpu0, sw1-sw0
 	return s, nil
+}
+
+// settled waits until pid is idle (idle) and returns its usage then
+// (usage); for pid 0 (native), 0, 0 at once.
+func settled(pid int) (time.Duration, int64, error) {
+	if pid != 0 {
+		if err := idle(pid); err != nil {
+			return 0, 0, err
+		}
+	}
+	return usage(pid)
 }
 
 // makeTree makes the tree of -dirs directories of -files files and

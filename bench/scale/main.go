@@ -31,7 +31,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -88,7 +87,7 @@ func main() {
 
 	var nCold, nWarm, lCold, lWarm, rCold, rWarm, ready []time.Duration
 	var rss, hwm []int64
-	var firstCold, warmOps map[string]float64
+	var firstCold, warmOps string // requests by op (benchkit.OpsDelta)
 	var watches, statusWatches int
 	runtime.GC()
 	base, _ := benchkit.ProcStatus(0, "VmRSS")
@@ -144,9 +143,9 @@ func main() {
 			ws = append(ws, find(mnt))
 		}
 		rWarm = append(rWarm, benchkit.Median(ws))
-		warmOps = perFind(delta(coldOps, benchkit.OpCounts(t.Daemon.Obs.Registry())), *warm)
+		warmOps = benchkit.OpsDelta(coldOps, benchkit.OpCounts(t.Daemon.Obs.Registry()))
 		if r == 0 {
-			firstCold = coldOps
+			firstCold = benchkit.OpsDelta(nil, coldOps)
 		}
 		st, _ := benchkit.ProcStatus(0, "VmRSS", "VmHWM")
 		rss, hwm = append(rss, st["VmRSS"]), append(hwm, st["VmHWM"])
@@ -177,7 +176,7 @@ func main() {
 	}
 	row("cold find", nCold, lCold, rCold)
 	row("warm find", nWarm, lWarm, rWarm)
-	fmt.Printf("\nrubinofs requests, first mount's walk and cold find: %s\nrubinofs requests per warm find (last mount): %s\n", fmtOps(firstCold), fmtOps(warmOps))
+	fmt.Printf("\nrubinofs requests, first mount's walk and cold find: %s\nrubinofs requests of the last mount's %d warm finds: %s\n", firstCold, *warm, warmOps)
 	fmt.Printf("\ndaemon (this process) after the finds: VmRSS %s, VmHWM %s (median over mounts; the harness alone: VmRSS %s before the first mount)\n",
 		mb(medianInt(rss)), mb(medianInt(hwm)), mb(base["VmRSS"]))
 	fmt.Printf("inotify watches in use: %d (.rubino/status watcher.watches: %d; the tree has %d directories)\n",
@@ -276,39 +275,3 @@ func medianInt(v []int64) int64 {
 }
 
 func mb(kb int64) string { return fmt.Sprintf("%.1f MB", float64(kb)/1024) }
-
-// delta is b - a per op, zeros left out.
-func delta(a, b map[string]float64) map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range b {
-		if d := v - a[k]; d != 0 {
-			out[k] = d
-		}
-	}
-	return out
-}
-
-// perFind divides every count by n.
-func perFind(m map[string]float64, n int) map[string]float64 {
-	for k := range m {
-		m[k] /= float64(max(n, 1))
-	}
-	return m
-}
-
-// fmtOps prints op counts, largest first.
-func fmtOps(m map[string]float64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s %.0f", k, m[k])
-	}
-	return b.String()
-}
