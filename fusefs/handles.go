@@ -15,6 +15,8 @@ package fusefs
 
 import (
 	"context"
+	"os"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -82,6 +84,21 @@ func (n *Node) handleFd(write bool) (fd int, writable, ok bool) {
 		return -1, false, false
 	}
 	return fd, writable, true
+}
+
+// insideOrGone reports whether fd, a duplicate of an open handle's
+// descriptor of a node, may carry a change the kernel sent by the node's
+// name: its file has no link left, or its dentry is still under the
+// workspace root. Never a file moved out of the workspace
+// (docs/DESIGN.md#handle-fallback). Costs an fstat and two readlinks.
+func (b *backing) insideOrGone(fd int) bool {
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) == nil && st.Nlink == 0 {
+		return true
+	}
+	root, err1 := os.Readlink(procPath(b.rootDir(), ""))
+	p, err2 := os.Readlink(procPath(dirFd{FD: fd}, ""))
+	return err1 == nil && err2 == nil && strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
 }
 
 // sameInode reports whether st (with the inode generation gen, as statAt

@@ -24,8 +24,9 @@ import (
 // setattrFd for attributes, truncateFd for a size), never to whatever file
 // the name leads to now, and are no own change of that name for the
 // watcher (an external replacement of the name must not be taken for
-// ours). Without an open handle: ENOENT when the name is gone, ESTALE when
-// it leads to another file (see setattrAt).
+// ours). Without an open handle, or when its file was moved out of the
+// workspace (insideOrGone, docs/DESIGN.md#handle-fallback): ENOENT when the
+// name is gone, ESTALE when it leads to another file (see setattrAt).
 func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if n.isRoot() {
 		defer n.fs.hideShadowedLink(&out.Attr) // as Getattr reports it
@@ -50,6 +51,9 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 				return errno
 			}
 			defer unix.Close(fd)
+			if !n.fs.bk.insideOrGone(fd) {
+				return errno // moved out of the workspace: as by name
+			}
 			if sizing {
 				return n.truncateFd(ctx, rel, fd, writable, in, out)
 			}
@@ -169,14 +173,16 @@ func (n *Node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 // changes the mode this way): never guarded, an own change for the watcher.
 // Like the reads (xattr_fd.go) it goes through one of n's open handles
 // when there is one: the node's own inode even once its name is gone
-// (fsetxattr on a descriptor of a file unlinked while open).
+// (fsetxattr on a descriptor of a file unlinked while open), unless that
+// file was moved out of the workspace (insideOrGone): then by name, which
+// fails as the name does.
 func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
 	rel := n.rel()
 	n.fs.oc.settleDeferredNode(n) // ownattr.go: the change sets the ctime
 	defer n.fs.oc.ownChange(rel)()
 	if _, errno, ok := n.withOpenFd(func(fd int) (int, error) {
 		return 0, unix.Fsetxattr(fd, attr, data, int(flags))
-	}); ok {
+	}, n.fs.bk.insideOrGone); ok {
 		return errno
 	}
 	return n.setxattrAt(rel, attr, data, flags)
@@ -188,7 +194,7 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	rel := n.rel()
 	n.fs.oc.settleDeferredNode(n) // ownattr.go: the change sets the ctime
 	defer n.fs.oc.ownChange(rel)()
-	if _, errno, ok := n.withOpenFd(func(fd int) (int, error) { return 0, unix.Fremovexattr(fd, attr) }); ok {
+	if _, errno, ok := n.withOpenFd(func(fd int) (int, error) { return 0, unix.Fremovexattr(fd, attr) }, n.fs.bk.insideOrGone); ok {
 		return errno
 	}
 	return n.removexattrAt(rel, attr)

@@ -14,8 +14,8 @@ import (
 // name leads to now, and it stays open while fn runs: fn runs under the
 // handles' lock, which a handle's Release takes (through its drop) before
 // it closes the descriptor. fn must not block on anything but the backing
-// file system.
-func (n *Node) withOpenFd(fn func(fd int) (int, error)) (sz int, errno syscall.Errno, ok bool) {
+// file system. When a non-nil usable refuses the descriptor, ok is false.
+func (n *Node) withOpenFd(fn func(fd int) (int, error), usable func(fd int) bool) (sz int, errno syscall.Errno, ok bool) {
 	o := &n.handles
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -23,6 +23,9 @@ func (n *Node) withOpenFd(fn func(fd int) (int, error)) (sz int, errno syscall.E
 		fd, live := lf.PassthroughFd()
 		if !live {
 			continue
+		}
+		if usable != nil && !usable(fd) {
+			return 0, 0, false
 		}
 		sz, err := fn(fd)
 		return sz, fs.ToErrno(err), true
@@ -39,7 +42,7 @@ func (n *Node) withOpenFd(fn func(fd int) (int, error)) (sz int, errno syscall.E
 // syscallcompat xattr.go). Errors: the backing call's, as errno.
 // docs/DESIGN.md#xattr-probes
 func (n *Node) readXattr(byFd func(fd int) (int, error), byName func(d dirFd, leaf string) (int, error)) (uint32, syscall.Errno) {
-	if sz, errno, ok := n.withOpenFd(byFd); ok {
+	if sz, errno, ok := n.withOpenFd(byFd, nil); ok {
 		return uint32(max(sz, 0)), errno
 	}
 	var sz int
