@@ -367,7 +367,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 		return nil, err
 	}
 	go func() {
-		d.server.Wait()
+		<-d.FS.Ended()      // /dev/fuse closed too, not just the loops (Server.Wait)
 		d.Tasks.CancelAll() // unmounted from outside: no task outlives the mount
 		close(d.done)
 	}()
@@ -434,7 +434,7 @@ func (d *Daemon) checkpoints(interval time.Duration) {
 }
 
 // Done is closed when the server has stopped (unmounted by us or by
-// `rubinofs unmount` / umount).
+// `rubinofs unmount` / umount) and its /dev/fuse descriptor is closed.
 func (d *Daemon) Done() <-chan struct{} { return d.done }
 
 // Slog returns the daemon's structured logger (Config.Slog).

@@ -203,6 +203,7 @@ type FS struct {
 	// after it, since every notification reads the server Init wrote.
 	served     chan struct{}
 	servedOnce sync.Once
+	ended      chan struct{} // closed once go-fuse's Serve has returned (serve)
 
 	// handles is every open handle with a backing descriptor, closed by
 	// Close when their RELEASE never came (handles.go).
@@ -270,6 +271,7 @@ func New(cfg Config) (*FS, error) {
 		started: time.Now(),
 		log:     cfg.Logger,
 		served:  make(chan struct{}),
+		ended:   make(chan struct{}),
 		cross: crossmount.New(crossmount.Config{Shared: cfg.Shared, Uncached: cfg.Uncached, Peers: cfg.Peers,
 			Workspace: cfg.Workspace, Guard: cfg.Guard, Logger: cfg.Logger}),
 	}
@@ -320,6 +322,10 @@ func (f *FS) SetServer(s *fuse.Server) {
 	f.server.Store(s)
 	f.servedOnce.Do(func() { close(f.served) })
 }
+
+// Ended is closed once go-fuse has closed the mount's /dev/fuse descriptor
+// and run OnUnmount, after fuse.Server.Wait returns.
+func (f *FS) Ended() <-chan struct{} { return f.ended }
 
 // caller describes who issued a FUSE request.
 type caller struct {

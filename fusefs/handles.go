@@ -1,17 +1,11 @@
 package fusefs
 
-// Open file handles per inode, for attribute changes of a file whose name is
-// gone (tests/posix_compare_test.go fchmod_unlinked_open_file).
-//
-// fchmod, fchown and futimens reach the daemon as a SETATTR without a file
-// handle: the kernel sets FATTR_FH only for a size change (fs/fuse/dir.c
-// fuse_do_setattr). The daemon then reaches the backing file by its name,
-// which is gone once the file was unlinked (or renamed over) while still
-// open, and may even name another file by now. Natively the change works on
-// the open file. So every handle is registered with its Node, and Setattr
-// falls back to the descriptor of one of them whenever the name does not
-// lead to the node's own inode (compared by device, inode number and
-// generation): the handle's descriptor is that inode, whatever its names.
+// Open file handles per inode, for changes of a file whose name is gone
+// (tests/posix_compare_test.go fchmod_unlinked_open_file): fchmod, fchown
+// and futimens reach the daemon as a SETATTR without a file handle
+// (fs/fuse/dir.c fuse_do_setattr sets FATTR_FH only for a size change), and
+// natively they work on the open file even once it was unlinked or renamed
+// over. Setattr then uses the descriptor of one of these (node_attr.go).
 
 import (
 	"context"

@@ -14,7 +14,7 @@ import (
 // serve is fs.Mount with the raw file system wrapped in rawHooks and then
 // in the observability room's wrapper (Observer.Wrap): it builds the node
 // bridge over f.root, starts the server and returns once the kernel
-// answers (WaitMount). Errors: those of fuse.NewServer (mount(2),
+// answers (WaitMount); Ended is closed when Serve returns. Errors: those of fuse.NewServer (mount(2),
 // fusermount3) and of WaitMount; as in fs.Mount, a failed WaitMount leaves
 // the serve loop to end by itself.
 func (f *FS) serve(mountpoint string, opts *fs.Options) (*fuse.Server, error) {
@@ -23,7 +23,7 @@ func (f *FS) serve(mountpoint string, opts *fs.Options) (*fuse.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	go server.Serve()
+	go func() { server.Serve(); close(f.ended) }()
 	if err := server.WaitMount(); err != nil {
 		return nil, err
 	}
