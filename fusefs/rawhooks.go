@@ -13,10 +13,10 @@ import (
 
 // serve is fs.Mount with the raw file system wrapped in rawHooks and then
 // in the observability room's wrapper (Observer.Wrap): it builds the node
-// bridge over f.root, starts the server and returns once the kernel
-// answers (WaitMount); Ended is closed when Serve returns. Errors: those of fuse.NewServer (mount(2),
-// fusermount3) and of WaitMount; as in fs.Mount, a failed WaitMount leaves
-// the serve loop to end by itself.
+// bridge over f.root, starts the server (Ended is closed when Serve
+// returns) and returns once the kernel answers (WaitMount). Errors: those
+// of fuse.NewServer (mount(2), fusermount3) and of WaitMount; as in
+// fs.Mount, a failed WaitMount leaves the serve loop to end by itself.
 func (f *FS) serve(mountpoint string, opts *fs.Options) (*fuse.Server, error) {
 	raw := f.cfg.Observe.Wrap(&rawHooks{RawFileSystem: fs.NewNodeFS(f.root, opts), fs: f})
 	server, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
