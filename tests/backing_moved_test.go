@@ -121,24 +121,19 @@ func TestBackingMovedOutWhileOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := snapshot(t, moved)
-	ops := []struct {
+	type namedOp struct {
 		name string
 		op   func() error
-	}{
+	}
+	ops := []namedOp{
 		{"chmod", func() error { return unix.Fchmodat(efd, "canary", 0o600, 0) }},
 		{"truncate", func() error { return unix.Truncate(xpath, 0) }},
 		{"fchmod of the held descriptor", func() error { return unix.Fchmod(int(held.Fd()), 0o600) }},
 	}
 	if xattrs {
 		ops = append(ops,
-			struct {
-				name string
-				op   func() error
-			}{"setxattr", func() error { return unix.Lsetxattr(xpath, "user.rubinofs", []byte("x"), 0) }},
-			struct {
-				name string
-				op   func() error
-			}{"removexattr", func() error { return unix.Lremovexattr(xpath, "user.rubinofs") }})
+			namedOp{"setxattr", func() error { return unix.Lsetxattr(xpath, "user.rubinofs", []byte("x"), 0) }},
+			namedOp{"removexattr", func() error { return unix.Lremovexattr(xpath, "user.rubinofs") }})
 	}
 	for _, o := range ops {
 		if err := o.op(); err == nil {
