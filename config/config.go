@@ -267,7 +267,8 @@ type Journal struct {
 	// Sync says when a record and its pre-image's blob become durable
 	// (journal.sync, --journal-sync): journal.SyncWrite ("write", the zero
 	// value and default: written before the change is acknowledged,
-	// fsync'ed by a background flusher within 1 s) or journal.SyncFsync
+	// fsync'ed by a background flusher within 1 s, a linked pre-image's
+	// bytes left to the kernel's writeback) or journal.SyncFsync
 	// ("fsync": fsync'ed before the change is acknowledged)
 	// (docs/DESIGN.md#journal-sync).
 	Sync journal.SyncMode

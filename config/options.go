@@ -178,7 +178,7 @@ var options = []Option{
 		set: to(func(c *Config) *time.Duration { return &c.Journal.Retention })},
 	{Key: "journal.sync", typ: tString, Default: "write", valid: oneOf("write", "fsync"), rule: RuleRefuse, why: refuseJournal,
 		Flag: "journal-sync", Usage: "when a change's record becomes durable: write (before the change, survives a daemon crash; fsync'ed within 1 s) or fsync (fsync'ed before the change)",
-		Doc: "when a change's record and pre-image become durable: `write` (written before the change is acknowledged, so they survive any crash of the daemon; fsync'ed by a background flusher within 1 s, so an OS crash or power loss may lose the last second's, which a rewind reports as `unrecoverable: blob lost`) or `fsync` (fsync'ed before the change is acknowledged, at about 0.2 to 0.6 ms per change on ext4); may not be set in a workspace file: docs/DESIGN.md#journal-sync",
+		Doc: "when a change's record and pre-image become durable: `write` (written before the change is acknowledged, so they survive any crash of the daemon; fsync'ed by a background flusher within 1 s, so an OS crash or power loss may lose the last second's, which a rewind reports as `unrecoverable: blob lost`; a removed or replaced file kept by linking its inode is written back by the kernel, as the file itself would have been) or `fsync` (fsync'ed before the change is acknowledged, at about 0.2 to 0.6 ms per change on ext4); may not be set in a workspace file: docs/DESIGN.md#journal-sync",
 		set: func(c *Config, v any) (err error) {
 			c.Journal.Sync, err = journal.ParseSyncMode(v.(string))
 			return err

@@ -56,7 +56,10 @@ func (r *fdReader) Read(p []byte) (int, error) {
 // on its filesystem, the inode itself is linked (linkat of /proc/self/fd)
 // at its address: no copy, no new inode. Otherwise, or when the file
 // changed meanwhile (size or mtime), the bytes are copied (through an
-// O_TMPFILE file, else PutFromFd). Once linked, the
+// O_TMPFILE file, else PutFromFd). A linked blob's name is made durable
+// by the flusher, its bytes by the kernel's writeback of the inode, as
+// the file's own would have been (docs/DESIGN.md#journal-link-durable).
+// Once linked, the
 // blob is the file's inode: a change the caller's removal does not make
 // (it failed, or a process keeps writing to the unlinked file) changes the
 // blob, which Unshare (after a failed removal) and Check (at a rewind)
@@ -168,7 +171,7 @@ func (b *Blobs) linkDoomed(fd int, st *unix.Stat_t, addr string) (Blob, error) {
 		b.used.Add(-n)
 		return b.PutFromFd(fd, st.Size)
 	}
-	b.deferred.add(final, sub) // SyncWrite only: the flusher syncs it
+	b.deferred.add("", sub) // the name only: docs/DESIGN.md#journal-link-durable
 	b.count(MethodLink)
 	return out, nil
 }
@@ -223,7 +226,7 @@ func (b *Blobs) linkNamed(dirfd int, name string, st *unix.Stat_t, opt *CaptureO
 		b.used.Add(-n)
 		return Blob{}, false
 	}
-	b.deferred.add(final, sub) // SyncWrite only: the flusher syncs it
+	b.deferred.add("", sub) // the name only: docs/DESIGN.md#journal-link-durable
 	b.count(MethodLink)
 	b.named.Add(1)
 	return out, true

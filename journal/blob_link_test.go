@@ -185,3 +185,41 @@ func TestCaptureLinkNamedChangedFallsBack(t *testing.T) {
 		t.Fatalf("pre-image %+v (named %d), want the file's bytes now", pre, j.Blobs().named.Load())
 	}
 }
+
+// A pre-image kept by linking the doomed inode leaves its bytes to the
+// kernel's writeback (the file's own schedule): the flusher owes its
+// directory's new name, not an fsync of the blob. A copied pre-image (the
+// file has a second link) is still owed its fsync
+// (docs/DESIGN.md#journal-link-durable).
+func TestLinkedBlobOwesTheFlusherItsNameOnly(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	if !j.blobs.deferSync {
+		t.Fatal("openJ's journal does not defer its syncs (SyncWrite)")
+	}
+	w := newWS(t)
+	w.write("only", "only link, linked\n")
+	w.write("two", "two links, copied\n")
+	if err := os.Link(filepath.Join(w.dir, "two"), filepath.Join(w.dir, "two-b")); err != nil {
+		t.Fatal(err)
+	}
+	j.blobs.deferred.take() // what the workspace's setup left
+	linked, err := CaptureWith(j.Blobs(), w.fd, "only", doomedYes)
+	if err != nil || inoOf(t, j.Blobs().Path(linked.Blob)) != inoOf(t, filepath.Join(w.dir, "only")) {
+		t.Fatalf("only was not linked: %+v %v", linked, err)
+	}
+	files, dirs := j.blobs.deferred.take()
+	if len(files) != 0 {
+		t.Fatalf("a linked blob is owed an fsync: %v", files)
+	}
+	if _, ok := dirs[filepath.Dir(j.Blobs().Path(linked.Blob))]; !ok {
+		t.Fatalf("the linked blob's directory is not owed its fsync: %v", dirs)
+	}
+	copied, err := CaptureWith(j.Blobs(), w.fd, "two", doomedYes)
+	if err != nil || copied.Blob == "" {
+		t.Fatalf("two: %+v %v", copied, err)
+	}
+	files, _ = j.blobs.deferred.take()
+	if len(files) != 1 || files[0] != j.Blobs().Path(copied.Blob) {
+		t.Fatalf("the copied blob is owed %v, want its fsync", files)
+	}
+}

@@ -23,10 +23,13 @@ const (
 	// write(2), the blob named at its address, before Record returns, with
 	// no fsync on the request path: both survive any crash of the daemon
 	// (kill -9 included), as the page cache keeps them. A background
-	// flusher makes them durable on disk within about FlushInterval; an
-	// OS crash or power loss may lose the most recent ones (as SQLite's
-	// WAL with synchronous=NORMAL does), which a rewind reports as
-	// unrecoverable (UnrecoverableLost) or never sees.
+	// flusher makes them durable on disk within about FlushInterval
+	// (the bytes of a pre-image kept by linking the doomed inode are
+	// left to the kernel's writeback, as the file's own would have been:
+	// docs/DESIGN.md#journal-link-durable); an OS crash or power loss may
+	// lose the most recent ones (as SQLite's WAL with synchronous=NORMAL
+	// does), which a rewind reports as unrecoverable (UnrecoverableLost)
+	// or never sees.
 	SyncWrite SyncMode = iota
 	// SyncFsync fsyncs the blob and its directory and fdatasyncs the
 	// record before Record returns (docs/DESIGN.md#journal-store): an
