@@ -175,9 +175,11 @@ func (j *Journal) syncRecord(rec Record) bool {
 }
 
 // Flush makes durable, now, every blob and session log written without an
-// fsync (SyncWrite): the blobs first (fsync of each new blob, then of the
-// directories that gained a name), then the logs (fdatasync), so a record
-// the flush makes durable has its blob durable too. It is what the
+// fsync (SyncWrite): the blobs first (fsync of each new copied blob, then
+// of the directories that gained a name), then the logs (fdatasync), so a
+// record the flush makes durable has its blob durable too, or, for a blob
+// linked from a doomed inode, named, its bytes as durable as the file's
+// own were (docs/DESIGN.md#journal-link-durable). It is what the
 // flusher runs; Close runs it once more. Safe for concurrent use (flushes
 // are serialised); a no-op in SyncFsync mode. The error is the first
 // fsync or fdatasync error; the flush goes on past it.
@@ -259,8 +261,9 @@ func (d *deferredSync) take() ([]string, map[string]struct{}) {
 	return f, ds
 }
 
-// flushPending fsyncs the blobs written since the last flush, then the
-// directories they were named in. A blob removed meanwhile (GC) is
+// flushPending fsyncs the blobs copied since the last flush, then the
+// directories that gained a name (a linked blob's too: its bytes are the
+// kernel's to write back, docs/DESIGN.md#journal-link-durable). A blob removed meanwhile (GC) is
 // skipped. The blobs go in batches of flushBatch (syncBlobs), so that
 // their writeback is started together and each fsync waits for less
 // (docs/DESIGN.md#journal-flush-batch).
