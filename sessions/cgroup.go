@@ -6,7 +6,6 @@ package sessions
 
 import (
 	"fmt"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -75,7 +74,8 @@ func parseProcCgroup(b []byte) string {
 // procCgroup reads the v2 cgroup of thread tid from procDir (unbounded:
 // callers run it inside procfs.Bounded).
 func procCgroup(procDir string, tid uint32) (string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("%s/%d/cgroup", procDir, tid))
+	var buf [1024]byte
+	b, err := readSmall(fmt.Sprintf("%s/%d/cgroup", procDir, tid), buf[:])
 	if err != nil {
 		return "", err
 	}

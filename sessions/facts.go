@@ -78,7 +78,8 @@ func readFactsUncached(s *Registry, tid uint32, st procStat) ProcFacts {
 		return ProcFacts{}
 	}
 	dir := fmt.Sprintf("%s/%d", procDir, pid)
-	comm, err := os.ReadFile(dir + "/comm")
+	var buf [4096]byte
+	comm, err := readSmall(dir+"/comm", buf[:])
 	if err != nil {
 		return ProcFacts{}
 	}
@@ -86,7 +87,7 @@ func readFactsUncached(s *Registry, tid uint32, st procStat) ProcFacts {
 	if exe, err := os.Readlink(dir + "/exe"); err == nil {
 		f.Exe = filepath.Base(strings.TrimSuffix(exe, " (deleted)"))
 	}
-	if cl, err := os.ReadFile(dir + "/cmdline"); err == nil {
+	if cl, err := readSmall(dir+"/cmdline", buf[:]); err == nil {
 		if a0, _, _ := strings.Cut(string(cl), "\x00"); a0 != "" {
 			f.Argv0 = filepath.Base(a0)
 		}

@@ -1,9 +1,12 @@
 package sessions
 
 import (
+	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -69,5 +72,48 @@ func TestReadFactsFollowsExec(t *testing.T) {
 	}
 	if f := ReadFacts(pid); !f.Known || f.Comm != "sleep" || f.Exe != "sleep" {
 		t.Fatalf("facts after exec: %+v", f)
+	}
+}
+
+// BenchmarkReadFactsFresh measures the facts of a process read afresh
+// from /proc (a new process's first request: its status, stat, comm, exe
+// link and cmdline), on this test's own thread group.
+func BenchmarkReadFactsFresh(b *testing.B) {
+	s := &Registry{procDir: "/proc"}
+	tid := uint32(os.Getpid())
+	for b.Loop() {
+		st, err := s.stat(tid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if f := readFactsUncached(s, tid, st); !f.Known {
+			b.Fatal("facts unknown")
+		}
+	}
+}
+
+// readSmall reads a file shorter than its buffer into the buffer, one that
+// fills the buffer whole (os.ReadFile), and a missing one as ENOENT.
+func TestReadSmall(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small")
+	long := filepath.Join(dir, "long")
+	must(t, os.WriteFile(small, []byte("Tgid:\t42\n"), 0o644))
+	want := strings.Repeat("0123456789abcdef", 100) // 1,600 bytes
+	must(t, os.WriteFile(long, []byte(want), 0o644))
+	var buf [64]byte
+	if b, err := readSmall(small, buf[:]); err != nil || string(b) != "Tgid:\t42\n" {
+		t.Fatalf("small: %q %v", b, err)
+	}
+	if b, err := readSmall(long, buf[:]); err != nil || string(b) != want {
+		t.Fatalf("long: %d bytes, %v; want %d", len(b), err, len(want))
+	}
+	if _, err := readSmall(filepath.Join(dir, "missing"), buf[:]); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing: %v, want ENOENT", err)
+	}
+	// A /proc file, as the callers read them: this process's status.
+	b, err := readSmall("/proc/self/status", buf[:])
+	if err != nil || !strings.Contains(string(b), "Tgid:\t"+strconv.Itoa(os.Getpid())+"\n") {
+		t.Fatalf("/proc/self/status: %v, %q", err, b)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
@@ -22,11 +24,46 @@ type procStat struct {
 	comm  string // the thread's comm (field 2, without its parentheses)
 }
 
+// readSmall reads the file at path, a /proc file of a few hundred bytes
+// (status, comm, cmdline), into buf with open, read and close and no
+// *os.File (whose fcntl, poller registration and fstat cost a /proc read
+// twice its system calls); a file that fills buf is read whole by
+// os.ReadFile. The result aliases buf unless it was longer. Errors are
+// those of open and read (a gone process: ENOENT or ESRCH). Unbounded:
+// request paths call it through procfs.Bounded.
+func readSmall(path string, buf []byte) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			unix.Close(fd)
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	unix.Close(fd)
+	if n == len(buf) {
+		return os.ReadFile(path)
+	}
+	return buf[:n], nil
+}
+
 // leader returns the thread group leader of thread tid (whose stat is st)
 // and the leader's stat. A non-leader thread's stat gives the process's
 // parent as ppid, which would skip the process itself in a walk.
 func (s *Registry) leader(tid uint32, st procStat) (uint32, procStat, error) {
-	b, err := os.ReadFile(fmt.Sprintf("%s/%d/status", s.procDir, tid))
+	var buf [4096]byte
+	b, err := readSmall(fmt.Sprintf("%s/%d/status", s.procDir, tid), buf[:])
 	if err != nil {
 		return 0, st, err
 	}
