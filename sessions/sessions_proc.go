@@ -24,7 +24,7 @@ type procStat struct {
 	comm  string // the thread's comm (field 2, without its parentheses)
 }
 
-// readSmall reads the file at path, a /proc file of a few hundred bytes
+// readSmall reads the file at path, a /proc file of at most a few KiB
 // (status, comm, cmdline), into buf with open, read and close and no
 // *os.File (whose fcntl, poller registration and fstat cost a /proc read
 // twice its system calls); a file that fills buf is read whole by
