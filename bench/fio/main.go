@@ -20,6 +20,7 @@
 // order that rotates every run:
 //
 //	native        a directory on the same file system
+//	loop-1s       a bare go-fuse loopback with 1 s entry and attribute timeouts
 //	rubinofs-off  rubinofs with the guard off (--mode off), the watcher on
 //	rubinofs      rubinofs with the guard enforcing and the watcher on
 //
@@ -48,7 +49,7 @@ var (
 	rsize = flag.String("rsize", "64M", "random-I/O file size (fio size syntax)")
 	fio   = flag.String("fio", "fio", "the fio binary")
 	cold  = flag.Bool("cold", false, "read from the disk: fio drops the file's page cache before each job (--invalidate=1) and the harness writes back and drops the backing file's too (sync -d; dd iflag=nocache); default: page-cache-hot on every target (--invalidate=0)")
-	only  = flag.String("only", "", "comma-separated targets to run besides native (default all: rubinofs-off,rubinofs)")
+	only  = flag.String("only", "", "comma-separated targets to run besides native (default all: loop-1s,rubinofs-off,rubinofs), or bin:LABEL=PATH[:ARG...] (a rubinofs binary mounted through its CLI)")
 )
 
 type phase struct {
@@ -68,7 +69,7 @@ func main() {
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./bench/fio [flags] (as root; needs fio)\n\n"+
 			"Runs fio with verify (sequential 1 MiB write and read, random 4 KiB write and read) on native,\n"+
-			"rubinofs --mode off and rubinofs enforcing, and prints throughput ratios to native.\n\n")
+			"a bare go-fuse loopback, rubinofs --mode off and rubinofs enforcing, and prints throughput ratios to native.\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -84,7 +85,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	targets, err := benchkit.Mount(tmp, *only, "native", "rubinofs-off", "rubinofs")
+	targets, err := benchkit.Mount(tmp, *only, "native", "loop-1s", "rubinofs-off", "rubinofs")
 	if err != nil {
 		benchkit.Fatal(err)
 	}
