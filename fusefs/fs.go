@@ -229,9 +229,7 @@ type fsCounters struct {
 
 // decided counts the warned allowed ops of a decision and a refusal.
 func (c *fsCounters) decided(warned int, denied bool) {
-	if warned > 0 {
-		c.warned.Add(uint64(warned))
-	}
+	c.warned.Add(uint64(warned))
 	if denied {
 		c.denials.Add(1)
 	}

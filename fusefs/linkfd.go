@@ -29,7 +29,7 @@ func (n *Node) linkByHandle(ctx context.Context, dirRel string, tn *Node, name s
 	}
 	defer unix.Close(fd)
 	src := procPath(dirFd{FD: fd}, "")
-	return n.makeAt(ctx, dirRel, name, 0, false, out, func(d dirFd) error {
+	return n.makeAt(ctx, dirRel, name, 0, false, out, new(syscall.Stat_t), func(d dirFd) error {
 		return unix.Linkat(unix.AT_FDCWD, src, d.FD, name, unix.AT_SYMLINK_FOLLOW)
 	})
 }

@@ -187,9 +187,10 @@ func (n *Node) createAt(ctx context.Context, dirRel, name string, flags, mode ui
 }
 
 // makeAt runs mk (mkdirat, mknodat or symlinkat of name in the directory
-// dirRel), gives the entry to the caller, and looks it up. When the new
-// entry cannot be stat'ed it is removed again (as the loopback does).
-func (n *Node) makeAt(ctx context.Context, dirRel, name string, rmFlags int, owner bool, out *fuse.EntryOut, mk func(d dirFd) error) (*fs.Inode, syscall.Errno) {
+// dirRel), gives the entry to the caller, and looks it up; st receives
+// its stat. When it cannot be stat'ed it is removed again (as the
+// loopback does).
+func (n *Node) makeAt(ctx context.Context, dirRel, name string, rmFlags int, owner bool, out *fuse.EntryOut, st *syscall.Stat_t, mk func(d dirFd) error) (*fs.Inode, syscall.Errno) {
 	d, errno := n.fs.bk.openDir(dirRel)
 	if errno != 0 {
 		return nil, errno
@@ -201,27 +202,27 @@ func (n *Node) makeAt(ctx context.Context, dirRel, name string, rmFlags int, own
 	if owner {
 		preserveOwner(ctx, d, d, name)
 	}
-	var st syscall.Stat_t
-	gen, errno := statAt(d, name, &st)
+	gen, errno := statAt(d, name, st)
 	if errno != 0 {
 		unix.Unlinkat(d.FD, name, rmFlags)
 		return nil, errno
 	}
-	out.Attr.FromStat(&st)
-	return n.newChild(ctx, &st, gen), 0
+	out.Attr.FromStat(st)
+	return n.newChild(ctx, st, gen), 0
 }
 
 // mkdirAt creates directory name in dirRel. The mode keeps its sticky and
 // setgid bits (the loopback's os.Mkdir drops them; mkdir(2) does not).
 func (n *Node) mkdirAt(ctx context.Context, dirRel, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return n.makeAt(ctx, dirRel, name, unix.AT_REMOVEDIR, true, out, func(d dirFd) error {
+	return n.makeAt(ctx, dirRel, name, unix.AT_REMOVEDIR, true, out, new(syscall.Stat_t), func(d dirFd) error {
 		return unix.Mkdirat(d.FD, name, createMode(ctx, d, mode)&07777)
 	})
 }
 
-// mknodAt creates a device node, fifo or socket name in dirRel.
-func (n *Node) mknodAt(ctx context.Context, dirRel, name string, mode, rdev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return n.makeAt(ctx, dirRel, name, 0, true, out, func(d dirFd) error {
+// mknodAt creates a device node, fifo, socket or empty regular file name
+// in dirRel, and leaves its stat in st.
+func (n *Node) mknodAt(ctx context.Context, dirRel, name string, mode, rdev uint32, out *fuse.EntryOut, st *syscall.Stat_t) (*fs.Inode, syscall.Errno) {
+	return n.makeAt(ctx, dirRel, name, 0, true, out, st, func(d dirFd) error {
 		return unix.Mknodat(d.FD, name, createMode(ctx, d, mode), int(rdev))
 	})
 }
@@ -229,7 +230,7 @@ func (n *Node) mknodAt(ctx context.Context, dirRel, name string, mode, rdev uint
 // symlinkAt creates symlink name -> target in dirRel. The target is stored
 // as given and never resolved by the daemon.
 func (n *Node) symlinkAt(ctx context.Context, dirRel, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return n.makeAt(ctx, dirRel, name, 0, true, out, func(d dirFd) error {
+	return n.makeAt(ctx, dirRel, name, 0, true, out, new(syscall.Stat_t), func(d dirFd) error {
 		return unix.Symlinkat(target, d.FD, name)
 	})
 }
@@ -244,7 +245,7 @@ func (n *Node) linkAt(ctx context.Context, dirRel string, tn *Node, srcRel, name
 	}
 	defer src.Close()
 	// flags 0: linkat(2) links a symlink itself, never its target.
-	return n.makeAt(ctx, dirRel, name, 0, false, out, func(d dirFd) error {
+	return n.makeAt(ctx, dirRel, name, 0, false, out, new(syscall.Stat_t), func(d dirFd) error {
 		return unix.Linkat(src.FD, srcLeaf, d.FD, name, 0)
 	})
 }

@@ -207,11 +207,11 @@ func Unmount(mountpoint string, lazy bool) (what string, err error) {
 // -u[z] otherwise, with EBUSY and EINVAL mapped to ErrBusy and
 // ErrNotMounted.
 func unmount(abs string, detach bool) error {
+	flags, args := 0, []string{"-u"}
+	if detach {
+		flags, args = syscall.MNT_DETACH, []string{"-uz"}
+	}
 	if os.Geteuid() != 0 {
-		args := []string{"-u"}
-		if detach {
-			args = []string{"-uz"}
-		}
 		out, err := exec.Command("fusermount3", append(args, abs)...).CombinedOutput()
 		if err != nil {
 			msg := strings.TrimSpace(string(out))
@@ -224,10 +224,6 @@ func unmount(abs string, detach bool) error {
 			return fmt.Errorf("fusermount3 %s %s: %v: %s", strings.Join(args, " "), abs, err, msg)
 		}
 		return nil
-	}
-	flags := 0
-	if detach {
-		flags = syscall.MNT_DETACH
 	}
 	for {
 		err := syscall.Unmount(abs, flags)
@@ -311,9 +307,8 @@ func DeadMount(abs string) (fstype string, dead bool) {
 // the node bridge's): with debug the per-request trace as debug records,
 // otherwise only anomalies (a failed read or reply, a bad request) as warn.
 func fuseLogger(lg *slog.Logger, debug bool) *log.Logger {
-	level := slog.LevelWarn
 	if debug {
-		level = slog.LevelDebug
+		return slog.NewLogLogger(lg.Handler(), slog.LevelDebug)
 	}
-	return slog.NewLogLogger(lg.Handler(), level)
+	return slog.NewLogLogger(lg.Handler(), slog.LevelWarn)
 }

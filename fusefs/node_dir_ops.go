@@ -274,12 +274,18 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	return ch, errno
 }
 
-// Mknod creates a device node, fifo or socket.
+// Mknod creates a device node, fifo, socket or empty regular file; a
+// regular one is its session's own as a created one is (Guard.NoteCreate).
 func (n *Node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
-	dirRel := n.rel()
+	dirRel, st := n.rel(), syscall.Stat_t{}
+	rel := childPath(dirRel, name)
 	errno = n.makeNew(ctx, jMknod, func() (e syscall.Errno) {
-		ch, e = n.mknodAt(ctx, dirRel, name, mode, rdev, out)
+		ch, e = n.mknodAt(ctx, dirRel, name, mode, rdev, out, &st)
 		return e
-	}, childPath(dirRel, name))
+	}, rel)
+	if made := guard.StatOf(&st); errno == 0 && st.Mode&syscall.S_IFMT == syscall.S_IFREG && n.fs.policyOf(rel, false, n.fs.cross.Shared()).tracks {
+		n.fs.cfg.Guard.NoteCreate(n.fs.callerOf(ctx).session, guard.Target{Path: rel, Stat: made})
+		n.fs.cross.NoteOwn(made.ID, made) // as Create's
+	}
 	return ch, errno
 }

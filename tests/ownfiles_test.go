@@ -9,11 +9,15 @@ package tests
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // creatorPy is a python3 command loop run in the mount root: each stdin
@@ -151,6 +155,54 @@ func TestOwnFileTempOneLiner(t *testing.T) {
 	}
 	if d := m.denials(); len(d) != 0 {
 		t.Errorf("denials: %v, want none", d)
+	}
+}
+
+// TestOwnFileMknod: an empty regular file made by mknod(2) is the session's
+// own as one made by open(O_CREAT) is: the session may remove it, truncate
+// it, write it with O_TRUNC and rename another file over it without reading
+// it, and make it again at the same name (stress-ng's mknod stressor). Its
+// unlink used to be refused as "unread", so the next mknod failed with
+// EEXIST. Made outside the mount, the same file stays guarded.
+func TestOwnFileMknod(t *testing.T) {
+	m := newMount(t, nil, nil)
+	cmd := exec.Command("python3", "-c", `
+import os, stat
+for i in range(3):
+    os.mknod("n", stat.S_IFREG | 0o600)
+    os.unlink("n")
+os.mknod("n", stat.S_IFREG | 0o600)
+os.truncate("n", 0)
+fd = os.open("n", os.O_WRONLY | os.O_TRUNC)
+os.write(fd, b"mine\n")
+os.close(fd)
+os.mknod("o", stat.S_IFREG | 0o600)
+os.rename("o", "n")
+os.mknod("p", stat.S_IFIFO | 0o600)
+os.unlink("p")
+`)
+	cmd.Dir = m.mnt
+	cmd.Env = testEnv(m.tmp)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("mknod, then unlink, truncate, O_TRUNC write and rename over by path: %v\n%s", err, out)
+	}
+	if got := m.backingState("n"); got != "" {
+		t.Errorf("backing n = %q, want the empty file renamed over it", got)
+	}
+	if d := m.denials(); len(d) != 0 {
+		t.Errorf("denials: %v, want none", d)
+	}
+	// Contrast: the session did not make this one, and has not read it.
+	mark := m.appliedMark()
+	if err := unix.Mknod(m.backing("x"), unix.S_IFREG|0o600, 0); err != nil {
+		t.Fatal(err)
+	}
+	m.waitApplied(mark, "x")
+	if err := os.Remove(m.path("x")); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("unlink of a file made outside and never read: %v, want EACCES", err)
+	}
+	if got := m.backingState("x"); got != "" {
+		t.Errorf("backing x = %q, want it kept", got)
 	}
 }
 

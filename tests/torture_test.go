@@ -65,6 +65,8 @@ var stressNGStressors = []stressNGStressor{
 	{"filename", []string{"--filename-ops", "20"}},
 	{"chdir", []string{"--chdir-ops", "20", "--chdir-dirs", "64"}},
 	{"lockf", []string{"--lockf-ops", "200"}},
+	// mknod makes regular files too, and removes them unread.
+	{"mknod", []string{"--mknod-ops", "100"}},
 }
 
 // stressNGProblem matches the lines in which stress-ng reports a failed
