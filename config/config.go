@@ -155,13 +155,18 @@ type Guard struct {
 	// only (guard.scanners; nil: guard.DefaultScanners; see
 	// guard.Config.Scanners and docs/DESIGN.md#scanner-reads).
 	Scanners []string
+	// MaxHashSize is the size in bytes above which a file's stat stands
+	// for its content hash (guard.max_hash_size; 0:
+	// guard.DefaultMaxHashSize; docs/DESIGN.md#hash-bound).
+	MaxHashSize int64
 }
 
 // GuardConfig returns the guard.Config of these settings (mode, unlink
-// policy, errno, scanners); the daemon adds what the mount decides itself
-// (timestamp granularity, the denial logger, the git-safe checker).
+// policy, errno, scanners, hash bound); the daemon adds what the mount
+// decides itself (timestamp granularity, the denial logger, the git-safe
+// checker).
 func (g Guard) GuardConfig() guard.Config {
-	return guard.Config{Mode: g.Mode, Unlink: g.Unlink, Errno: g.Errno, Scanners: g.Scanners}
+	return guard.Config{Mode: g.Mode, Unlink: g.Unlink, Errno: g.Errno, Scanners: g.Scanners, MaxHashSize: g.MaxHashSize}
 }
 
 // Sessions is the effective [sessions] section. daemon.Config embeds it.

@@ -82,6 +82,12 @@ var options = []Option{
 		Flag: "errno", Usage: "the errno a refused caller gets: EACCES or EPERM",
 		Doc: "the errno a refused caller gets: `EACCES` (\"Permission denied\") or `EPERM` (\"Operation not permitted\")",
 		set: func(c *Config, v any) (err error) { c.Guard.Errno, err = guard.ParseErrno(v.(string)); return err }},
+	// A smaller bound fingerprints more files by their stat alone.
+	{Key: "guard.max_hash_size", typ: tInt, Default: guard.DefaultMaxHashSize, valid: intRange(1<<20, MaxJournalBytes), rule: RuleTighten,
+		loosens:    func(lo, v any) bool { return v.(int) < lo.(int) },
+		Doc:        "bytes, 1 MiB to 1 PiB: the content of a larger file is never read for its hash, its stat (identity, size, mtime, ctime) stands for it (docs/DESIGN.md#hash-bound)",
+		DocDefault: "`1073741824` (1 GiB)",
+		set:        toInt64(func(c *Config) *int64 { return &c.Guard.MaxHashSize })},
 	// A scanner's reads count for its own process only, so a scanner
 	// removed from the list would make its reads count for the session:
 	// a workspace file may only add names.

@@ -45,6 +45,9 @@ func IsGit(comm string) bool { return comm == "git" }
 // true is returned for the caller to decide again. A change of the file
 // after that pass leaves the record stale, and the second decision refuses.
 func (g *Guard) vouchGit(tr *Tracker, t Target) bool {
+	if g.hashes.overBound(t.Stat) {
+		return false // its record could not hold the bytes' hash (docs/DESIGN.md#hash-bound)
+	}
 	base := g.LastMutation(t.Stat.ID).Seq
 	var f *os.File
 	hs := xxh3.New()

@@ -109,6 +109,11 @@ type Config struct {
 	// through a handle is deferred (docs/DESIGN.md#lazy-hash): 0 means
 	// DefaultLazyHashMin, a negative value never.
 	LazyHashMin int64
+	// MaxHashSize is the size in bytes above which a file's content is
+	// not read for its hash and its stat stands for it
+	// (docs/DESIGN.md#hash-bound): 0 means DefaultMaxHashSize, a negative
+	// value no bound.
+	MaxHashSize int64
 	// Scanners are the program names whose reads count for their own
 	// process only (docs/DESIGN.md#scanner-reads); nil means
 	// DefaultScanners, an empty non-nil list none.
@@ -176,6 +181,9 @@ func New(cfg Config) *Guard {
 	}
 	if cfg.LazyHashMin == 0 {
 		cfg.LazyHashMin = DefaultLazyHashMin
+	}
+	if cfg.MaxHashSize == 0 {
+		cfg.MaxHashSize = DefaultMaxHashSize
 	}
 	return &Guard{
 		mode:      cfg.Mode,

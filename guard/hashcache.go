@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -109,7 +110,11 @@ type HashCache struct {
 	// NoReuse: lookups never hit, so every Sum reads the file (set before
 	// use; Config.UntrustedStat, docs/DESIGN.md#uncached-view).
 	NoReuse bool
-	now     func() time.Time
+	// MaxBytes bounds what hashing reads: a file larger than MaxBytes
+	// bytes is not read, its stat stands for its content
+	// (statFingerprint, docs/DESIGN.md#hash-bound); <= 0: no bound.
+	MaxBytes int64
+	now      func() time.Time
 
 	mu      sync.Mutex
 	entries map[FileID]hashEntry
@@ -122,6 +127,8 @@ type HashCache struct {
 	// (docs/DESIGN.md#lazy-hash), and those whose hash could not be
 	// attributed to the read.
 	readBackBytes, streamed, streamedBytes, deferred, deferredLost atomic.Uint64
+	// fingerprinted: files over MaxBytes whose stat stood for their bytes.
+	fingerprinted atomic.Uint64
 }
 
 // NewHashCache returns an empty cache. granularity <= 0 means 1 s; max <= 0
@@ -143,8 +150,31 @@ func NewHashCache(granularity time.Duration, max int, now func() time.Time) *Has
 func newHashCacheFor(cfg Config) *HashCache {
 	c := NewHashCache(cfg.Granularity, cfg.MaxHashes, cfg.Now)
 	c.NoReuse = cfg.UntrustedStat
+	c.MaxBytes = cfg.MaxHashSize
 	return c
 }
+
+// overBound reports whether st's file is larger than the bytes hashing may
+// read (MaxBytes): its stat stands for its content.
+func (c *HashCache) overBound(st Stat) bool { return c.MaxBytes > 0 && st.Size > c.MaxBytes }
+
+// statFingerprint is the content hash of a file over the bound
+// (docs/DESIGN.md#hash-bound): xxh3-128 of a tag and the file's identity,
+// size, mtime and ctime, so any change that moves one of them (every
+// write, truncate and attribute change does) changes it. It never reads
+// the file.
+func statFingerprint(st Stat) Hash {
+	var b [len(fingerprintTag) + 40]byte
+	n := copy(b[:], fingerprintTag)
+	for _, v := range []uint64{st.ID.Dev, st.ID.Ino, uint64(st.Size), uint64(st.MtimeNs), uint64(st.CtimeNs)} {
+		binary.LittleEndian.PutUint64(b[n:], v)
+		n += 8
+	}
+	return HashBytes(b[:])
+}
+
+// fingerprintTag starts every statFingerprint's input.
+const fingerprintTag = "rubinofs stat fingerprint\x00"
 
 // Sum returns the content hash of the file behind open, whose stat the caller
 // observed as st. A cache hit (same stat identity, not racy) reads nothing,
@@ -176,6 +206,12 @@ func (c *HashCache) sum(st Stat, open func() (*os.File, error), strict bool) (h 
 	if h, ok := c.lookup(want); ok {
 		c.hits.Add(1)
 		return h, true, 0, nil
+	}
+	if c.overBound(st) {
+		// Reading it could take hours in a request (a sparse file of
+		// terabytes): its stat stands for its bytes.
+		c.fingerprinted.Add(1)
+		return statFingerprint(st), true, 0, nil
 	}
 	if st.Size == 0 && st.Mode&syscall.S_IFMT == syscall.S_IFREG && !c.NoReuse {
 		// An empty regular file's content is known from its stat: no
@@ -297,6 +333,9 @@ type HashStats struct {
 	// (docs/DESIGN.md#lazy-hash).
 	Deferred     uint64 `json:"deferred"`
 	DeferredLost uint64 `json:"deferred_lost"`
+	// Fingerprinted counts hashes of files over the bound that their
+	// stat stood for, without reading (docs/DESIGN.md#hash-bound).
+	Fingerprinted uint64 `json:"fingerprinted"`
 }
 
 // Stats returns the counters.
@@ -307,7 +346,7 @@ func (c *HashCache) Stats() HashStats {
 	return HashStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Racy: c.racy.Load(),
 		HashedBytes: c.hashedBytes.Load(), Entries: n, ReadBackBytes: c.readBackBytes.Load(),
 		Streamed: c.streamed.Load(), StreamedBytes: c.streamedBytes.Load(),
-		Deferred: c.deferred.Load(), DeferredLost: c.deferredLost.Load()}
+		Deferred: c.deferred.Load(), DeferredLost: c.deferredLost.Load(), Fingerprinted: c.fingerprinted.Load()}
 }
 
 // hashBufBytes is the size of the buffers hashing reads files with: a

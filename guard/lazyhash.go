@@ -22,6 +22,11 @@ import (
 // hashed at once survives a later touch.
 const DefaultLazyHashMin = 1 << 20
 
+// DefaultMaxHashSize is the size in bytes above which a file's stat stands
+// for its content when Config.MaxHashSize is 0 (docs/DESIGN.md#hash-bound):
+// 1 GiB, about half a second of reading from the page cache here.
+const DefaultMaxHashSize = 1 << 30
+
 // maxDeferred bounds the deferred hashes queued for the background worker,
 // in reads. A read beyond it is hashed at once, as before.
 const maxDeferred = 64

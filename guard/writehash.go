@@ -82,10 +82,12 @@ func (w *WriteHash) Sum(st Stat) (Hash, bool) {
 
 // NoteWriteHashed credits session with writing t's current content, whose
 // hash h the caller took from the bytes as they were written (WriteHash):
-// Tracker.NoteWrite without reading the file back. A zero h reads it back
-// (NoteWrite). A no-op in ModeOff and for sessions.Unknown.
+// Tracker.NoteWrite without reading the file back. A zero h, or a file
+// over the hash bound (whose stat stands for its bytes:
+// docs/DESIGN.md#hash-bound), goes through NoteWrite. A no-op in ModeOff
+// and for sessions.Unknown.
 func (g *Guard) NoteWriteHashed(session string, t Target, h Hash) error {
-	if h.IsZero() {
+	if h.IsZero() || g.hashes.overBound(t.Stat) {
 		return g.NoteWrite(session, t)
 	}
 	if g.mode == ModeOff || session == sessions.Unknown {

@@ -67,6 +67,9 @@ var stressNGStressors = []stressNGStressor{
 	{"lockf", []string{"--lockf-ops", "200"}},
 	// mknod makes regular files too, and removes them unread.
 	{"mknod", []string{"--mknod-ops", "100"}},
+	// fsize grows sparse files to the file size limit and appends to them
+	// (docs/DESIGN.md#hash-bound).
+	{"fsize", []string{"--fsize-ops", "20"}},
 }
 
 // stressNGProblem matches the lines in which stress-ng reports a failed

@@ -247,6 +247,8 @@ var (
 		"Reads registered with their content hash deferred (docs/DESIGN.md#lazy-hash).", nil, nil)
 	descHashDeferredLost = prometheus.NewDesc("rubinofs_hash_deferred_lost_total",
 		"Deferred read hashes not attributed to the read because the file changed first.", nil, nil)
+	descHashFingerprinted = prometheus.NewDesc("rubinofs_hash_fingerprinted_total",
+		"Hashes of files over guard.max_hash_size that their stat stood for, without reading (docs/DESIGN.md#hash-bound).", nil, nil)
 	descHashEntries = prometheus.NewDesc("rubinofs_hash_cache_entries",
 		"Entries in the hash cache.", nil, nil)
 	descHashRatio = prometheus.NewDesc("rubinofs_hash_cache_hit_ratio",
@@ -257,7 +259,7 @@ var (
 func (g *guardCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDecisions, descDenials, descWarnings, descReads, descWrites,
 		descSessions, descHashHits, descHashMisses, descHashRacy, descHashBytes, descHashEntries, descHashRatio,
-		descHashReadBack, descHashStreamed, descHashStreamedBytes, descHashDeferred, descHashDeferredLost} {
+		descHashReadBack, descHashStreamed, descHashStreamedBytes, descHashDeferred, descHashDeferredLost, descHashFingerprinted} {
 		ch <- d
 	}
 }
@@ -286,6 +288,7 @@ func (g *guardCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descHashStreamedBytes, c.Hash.StreamedBytes)
 	counter(descHashDeferred, c.Hash.Deferred)
 	counter(descHashDeferredLost, c.Hash.DeferredLost)
+	counter(descHashFingerprinted, c.Hash.Fingerprinted)
 	ch <- prometheus.MustNewConstMetric(descHashEntries, prometheus.GaugeValue, float64(c.Hash.Entries))
 	ratio := 0.0
 	if n := c.Hash.Hits + c.Hash.Misses; n > 0 {
