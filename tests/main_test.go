@@ -30,6 +30,15 @@ import (
 // start), and those of its descendants whose executable is the CLI binary
 // this run built (binDir, inside runDir).
 func TestMain(m *testing.M) {
+	// A child process that runs this binary again for a test ends with
+	// os.Exit, before the removal below: its run directory must be made
+	// inside its parent's (TMPDIR), which the parent removes.
+	for _, child := range []string{"RUBINOFS_POSIX_CHILD", "RUBINOFS_TRUST_CHILD"} {
+		if os.Getenv(child) != "" && os.Getenv("TMPDIR") == "" {
+			fmt.Fprintf(os.Stderr, "%s is set but TMPDIR is not: the child's run directory would be left in %s\n", child, os.TempDir())
+			os.Exit(2)
+		}
+	}
 	var err error
 	runDir, err = os.MkdirTemp("", "rubinofs-tests-")
 	if err != nil {

@@ -464,7 +464,9 @@ func (e *penv) child(uid int, label string, ops ...pop) {
 	cmd := exec.CommandContext(ctx, e.bin, "-test.run=^TestPosixCompareChild$", "-test.timeout=2m")
 	cmd.Dir = "/"
 	// atexit_sleep_ms: a race-enabled binary otherwise sleeps 1 s in exit.
-	cmd.Env = []string{"RUBINOFS_POSIX_CHILD=" + string(spec), "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0"}
+	// TMPDIR: the child's TestMain makes its run directory there, inside
+	// this run's, and the child ends with os.Exit before removing it.
+	cmd.Env = []string{"RUBINOFS_POSIX_CHILD=" + string(spec), "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0", "TMPDIR=" + runDir}
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	if uid != 0 {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}
