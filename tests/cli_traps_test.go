@@ -352,3 +352,27 @@ func TestCLIStatusDurations(t *testing.T) {
 	}
 	m.unmount()
 }
+
+// TestCLIStoppedDaemon: with the mount's daemon stopped (SIGSTOP, as a
+// debugger or a frozen cgroup leaves it), a control-file command returns
+// by itself with exit status 1 and says what to do, instead of waiting for
+// the daemon; continued, the daemon answers again. It used to wait until
+// the daemon was continued.
+func TestCLIStoppedDaemon(t *testing.T) {
+	m := cliDirs(t, map[string]string{"a": "x\n"})
+	m.mountDaemon()
+	if err := syscall.Kill(m.pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	cont := func() { syscall.Kill(m.pid, syscall.SIGCONT) }
+	t.Cleanup(cont) // before the unmount (cleanups run last first)
+	// Every control-file command finds its mount the same way (findMount).
+	out, code := cliCode(t, m.tmp, "status", m.mnt)
+	if code != 1 || !strings.Contains(out, "has not answered") || !strings.Contains(out, "rubinofs unmount --lazy "+m.mnt) {
+		t.Fatalf("rubinofs status with the daemon stopped: exit %d\n%s\nwant exit 1 naming the stopped daemon and the lazy unmount", code, out)
+	}
+	cont()
+	if out, code := cliCode(t, m.tmp, "status", m.mnt); code != 0 {
+		t.Fatalf("rubinofs status after SIGCONT: exit %d\n%s", code, out)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -32,7 +33,9 @@ func findMount(flag string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if _, err := os.Stat(filepath.Join(abs, ctltree.DirName, "status")); err != nil {
+		if err := statBounded(filepath.Join(abs, ctltree.DirName, "status")); errors.Is(err, errNoAnswer) {
+			return "", noAnswer(abs)
+		} else if err != nil {
 			return "", fmt.Errorf("%s is not a rubinofs mount (no %s/status): %w", abs, ctltree.DirName, err)
 		}
 		return abs, nil
@@ -42,8 +45,10 @@ func findMount(flag string) (string, error) {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, ctltree.DirName, "status")); err == nil {
+		if err := statBounded(filepath.Join(dir, ctltree.DirName, "status")); err == nil {
 			return dir, nil
+		} else if errors.Is(err, errNoAnswer) {
+			return "", noAnswer(dir)
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -51,6 +56,39 @@ func findMount(flag string) (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// mountProbeTimeout bounds findMount's stat of a control tree: a mount
+// whose daemon has not answered by then is stopped (SIGSTOP, a frozen
+// cgroup) or stuck, and the command says so instead of waiting for it.
+const mountProbeTimeout = 10 * time.Second
+
+// errNoAnswer is statBounded's error for a stat not answered within
+// mountProbeTimeout.
+var errNoAnswer = errors.New("no answer")
+
+// statBounded is os.Stat of p, given up after mountProbeTimeout
+// (errNoAnswer). The stat goes on in its goroutine; the process's exit
+// ends it, since the kernel drops a FUSE request that the daemon has not
+// read yet when its caller is killed.
+func statBounded(p string) error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := os.Stat(p)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(mountProbeTimeout):
+		return errNoAnswer
+	}
+}
+
+// noAnswer is findMount's error for the mount at dir whose daemon did not
+// answer, with what to do.
+func noAnswer(dir string) error {
+	return fmt.Errorf("%s: the mount's daemon has not answered for %v (stopped or stuck): continue a stopped one with `kill -CONT PID`, or detach the mount with `rubinofs unmount --lazy %s`", dir, mountProbeTimeout, dir)
 }
 
 // mountFlag is the --mount flag of the subcommands that work through the
