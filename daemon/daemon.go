@@ -175,12 +175,16 @@ type Daemon struct {
 
 // Start builds and mounts. The mount answers when Start returns. On failure
 // everything Start acquired so far is released, in reverse order, the state
-// directory's lock last.
-func Start(cfg Config) (d *Daemon, err error) {
+// directory's lock last. The releases see d as it was built: d is not a
+// named result, which every `return nil, err` would set to nil before they
+// run.
+func Start(cfg Config) (*Daemon, error) {
 	setupLoggers(&cfg) // observe.go
-	var undo []func()  // releases, run in reverse when Start fails
+	var d *Daemon
+	var undo []func() // releases, run in reverse when Start fails
+	started := false
 	defer func() {
-		if err != nil {
+		if !started {
 			for i := len(undo) - 1; i >= 0; i-- {
 				undo[i]()
 			}
@@ -405,6 +409,7 @@ func Start(cfg Config) (d *Daemon, err error) {
 	d.startStateRetention() // retention.go
 	cfg.Slog.Info("mounted", "workspace", cfg.Workspace, "mountpoint", cfg.Mountpoint,
 		"mode", cfg.Mode.String(), "watch", mode, "backing_fs", kind, "shared", d.FS.CrossMount().SharedMode(), "uncached", remote != "", "state_dir", cfg.StateDir)
+	started = true
 	return d, nil
 }
 

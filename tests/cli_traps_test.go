@@ -376,3 +376,60 @@ func TestCLIStoppedDaemon(t *testing.T) {
 		t.Fatalf("rubinofs status after SIGCONT: exit %d\n%s", code, out)
 	}
 }
+
+// TestCLIMountFusermountFails: as a user other than root, a mount whose
+// fusermount3 fails (here a stand-in that fails as the real one does when
+// /dev/fuse is not open to the user) ends with exit status 1, fusermount3's
+// reason, and where to look, in the foreground and with --daemon, and the
+// daemon's log holds no panic. Start's releases used to run on a nil
+// daemon after a failed mount, and the daemon died of a nil dereference.
+func TestCLIMountFusermountFails(t *testing.T) {
+	requireFuse(t)
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("setpriv (util-linux) is needed to act as another uid")
+	}
+	bin := sharedBin(t)
+	tmp := t.TempDir()
+	openUp(t, tmp)
+	ws, mnt, state, fake := filepath.Join(tmp, "ws"), filepath.Join(tmp, "mnt"), filepath.Join(tmp, "state"), filepath.Join(tmp, "fake")
+	for _, d := range []string{ws, mnt, state, fake} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if d != fake {
+			if err := os.Chown(d, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const reason = "fusermount3: failed to open /dev/fuse: Permission denied"
+	if err := os.WriteFile(filepath.Join(fake, "fusermount3"), []byte("#!/bin/sh\necho '"+reason+"' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, daemonize := range []bool{false, true} {
+		args := []string{"--reuid=65534", "--regid=65534", "--clear-groups", "env", "PATH=" + fake + ":" + os.Getenv("PATH"), "HOME=" + tmp,
+			bin, "mount", "--state-dir", state}
+		if daemonize {
+			args = append(args, "--daemon")
+		}
+		cmd := exec.Command("setpriv", append(args, ws, mnt)...)
+		cmd.Dir = tmp
+		out, err := runCombined(t, cmd)
+		if code := exitCode(err); code != 1 {
+			t.Errorf("daemon %v: exit %d, want 1\n%s", daemonize, code, out)
+		}
+		for _, want := range []string{reason, "mounting " + mnt, "rubinofs doctor"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("daemon %v: output lacks %q:\n%s", daemonize, want, out)
+			}
+		}
+		if strings.Contains(out, "panic") {
+			t.Errorf("daemon %v: the mount panicked:\n%s", daemonize, out)
+		}
+	}
+	if log, err := os.ReadFile(filepath.Join(state, "rubinofs.log")); err != nil {
+		t.Errorf("the --daemon mount left no log: %v", err)
+	} else if strings.Contains(string(log), "panic") {
+		t.Errorf("the daemon's log shows a panic:\n%s", log)
+	}
+}

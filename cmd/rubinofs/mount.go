@@ -225,6 +225,11 @@ func runMount(c *cli.Context) error {
 	}
 	d, err := daemon.Start(cfg)
 	if err != nil {
+		if msg := strings.TrimSpace(err.Error()); os.Geteuid() != 0 && strings.Contains(msg, "fusermount") {
+			// fusermount3 printed its reason on stderr; go-fuse's error
+			// gives only its wait status, and ends in a newline.
+			err = fmt.Errorf("%s (fusermount3's reason is above; `rubinofs doctor` checks /dev/fuse and fusermount3 for this user)", msg)
+		}
 		if ready != nil {
 			fmt.Fprintln(ready, err)
 			ready.Close()
@@ -323,6 +328,7 @@ func spawnDaemon(cfg daemon.Config, c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
+	logStart, _ := logf.Seek(0, io.SeekEnd) // what this child writes starts here
 	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{w}
@@ -346,7 +352,35 @@ func spawnDaemon(cfg daemon.Config, c *cli.Context) error {
 	if line == "" && errors.Is(rerr, io.EOF) {
 		line = "the daemon exited before mounting; see " + logPath
 	}
+	childSaid(logPath, logStart, line)
 	return cli.Exit(line, 1)
+}
+
+// childSaid copies to stderr what a --daemon child that failed to mount
+// wrote to its log from offset start (a helper's reason, such as
+// fusermount3's, or a crash), at most its last 4 KiB, less the child's own
+// last line when that repeats failure, which the caller prints.
+func childSaid(logPath string, start int64, failure string) {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	const most = 4 << 10
+	if end, err := f.Seek(0, io.SeekEnd); err != nil || end <= start {
+		return
+	} else if end-start > most {
+		start = end - most
+	}
+	b := make([]byte, most)
+	n, _ := f.ReadAt(b, start)
+	said := strings.TrimRight(string(b[:n]), "\n")
+	if i := strings.LastIndexByte(said, '\n'); strings.HasSuffix(said, failure) {
+		said = said[:max(i, 0)]
+	}
+	if said != "" {
+		fmt.Fprintln(os.Stderr, said)
+	}
 }
 
 // exitBusy is the exit status of `rubinofs unmount` refusing a busy mount
