@@ -381,7 +381,9 @@ func Start(cfg Config) (*Daemon, error) {
 	// are in the mount and would keep it (and this daemon) alive; files
 	// held by other processes are served until they are closed.
 	if stop, err := procfs.WatchDetach(cfg.Mountpoint, func() {
-		cfg.Slog.Info("mount detached (lazy unmount): stopping tasks; open files are served until they are closed",
+		// A plain unmount also leaves the mount table before the server
+		// ends, so this fires for it too: the message names both.
+		cfg.Slog.Info("mount left the mount table (unmounted, or detached by a lazy unmount): stopping tasks; open files are served until they are closed",
 			"mountpoint", cfg.Mountpoint)
 		d.Tasks.CancelAll()
 		d.Obs.CloseStreams()
