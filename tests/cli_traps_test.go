@@ -433,3 +433,36 @@ func TestCLIMountFusermountFails(t *testing.T) {
 		t.Errorf("the daemon's log shows a panic:\n%s", log)
 	}
 }
+
+// TestCLIInPlaceFromInside: `rubinofs mount --in-place --daemon .` run from
+// inside the workspace, as people type it, reports absolute paths and
+// warns that the shell's working directory is the directory under the
+// mount (writes there bypass the guard) and how to enter the mount; run
+// from elsewhere it does not warn.
+func TestCLIInPlaceFromInside(t *testing.T) {
+	tmp := t.TempDir()
+	ws := makeWorkspace(t, tmp, map[string]string{"f.txt": "base\n"})
+	cm := cliMountAt(t, tmp, ws, filepath.Join(tmp, "state"))
+	cm.mnt = ws
+	ownMounts.add(ws)
+	out, code := cliCode(t, ws, "mount", "--daemon", "--in-place", "--state-dir", cm.state, ".")
+	if code != 0 {
+		t.Fatalf("mount --in-place .: exit %d\n%s", code, out)
+	}
+	cm.trackAgentDaemon(out)
+	for _, want := range []string{"mounted " + ws + " at " + ws + " (pid", "your working directory " + ws + " is still the directory under the mount", `cd "$PWD"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	cm.unmount()
+	out, code = cliCode(t, tmp, "mount", "--daemon", "--in-place", "--state-dir", cm.state, ws)
+	if code != 0 {
+		t.Fatalf("mount --in-place WS: exit %d\n%s", code, out)
+	}
+	cm.trackAgentDaemon(out)
+	if strings.Contains(out, "working directory") {
+		t.Errorf("warned about a working directory outside the mount:\n%s", out)
+	}
+	cm.unmount()
+}

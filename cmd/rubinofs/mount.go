@@ -314,13 +314,15 @@ func spawnDaemon(cfg daemon.Config, c *cli.Context) error {
 	if p := c.String("config"); p != "" {
 		args = append(args, "--config="+p)
 	}
+	var abs []string // the workspace and mountpoint (in place: the workspace alone)
 	for _, p := range []string{cfg.Workspace, cfg.Mountpoint}[:nargs] {
-		abs, err := filepath.Abs(p)
+		a, err := filepath.Abs(p)
 		if err != nil {
 			return cli.Exit(err.Error(), 1)
 		}
-		args = append(args, abs)
+		abs = append(abs, a)
 	}
+	args = append(args, abs...)
 	// The daemon re-executes this binary by its path, not /proc/self/exe,
 	// so that its comm is "rubinofs": pgrep, ps and CI's leftover check
 	// see it under its name.
@@ -343,8 +345,12 @@ func spawnDaemon(cfg daemon.Config, c *cli.Context) error {
 	r.Close()
 	line = strings.TrimSpace(line)
 	if line == "ok" {
-		fmt.Printf("mounted %s at %s (pid %d, log %s)\n", cfg.Workspace, cfg.Mountpoint, cmd.Process.Pid, logPath)
-		notifyReady(args[len(args)-1], cmd.Process.Pid) // the mountpoint, absolute
+		mnt := abs[len(abs)-1]
+		fmt.Printf("mounted %s at %s (pid %d, log %s)\n", abs[0], mnt, cmd.Process.Pid, logPath)
+		if cfg.InPlace {
+			cwdUnderNote(mnt)
+		}
+		notifyReady(mnt, cmd.Process.Pid)
 		cmd.Process.Release()
 		return nil
 	}
@@ -354,6 +360,20 @@ func spawnDaemon(cfg daemon.Config, c *cli.Context) error {
 	}
 	childSaid(logPath, logStart, line)
 	return cli.Exit(line, 1)
+}
+
+// cwdUnderNote warns on stderr when this command's working directory, and
+// so its shell's, is mnt or below it just after an in-place mount of mnt:
+// that directory is now the one under the mount, and what the shell does
+// there bypasses the guard until it changes directory by name.
+func cwdUnderNote(mnt string) {
+	cwd, err := syscall.Getwd() // the kernel's name, not $PWD's: that leads into the mount now
+	if err != nil {
+		return
+	}
+	if cwd == mnt || strings.HasPrefix(cwd, mnt+"/") {
+		fmt.Fprintf(os.Stderr, "rubinofs: your working directory %s is still the directory under the mount, where writes bypass the guard: cd \"$PWD\" to enter the mount\n", cwd)
+	}
 }
 
 // childSaid copies to stderr what a --daemon child that failed to mount
