@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,6 +23,24 @@ import (
 // exclusive flock(2) on it for its whole life, and writes its pid and
 // mountpoint into it for the message of a mount refused by the lock.
 const LockFileName = "mount.lock"
+
+// CheckWorkspace reports, naming ws, a workspace that does not exist, is
+// not a directory, or that this process's user may not read and search
+// (access(2) R_OK|X_OK with the real uid: the daemon serves every request
+// with it).
+func CheckWorkspace(ws string) error {
+	st, err := os.Stat(ws)
+	if err != nil {
+		return fmt.Errorf("workspace %s: %w", ws, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("workspace %s is not a directory", ws)
+	}
+	if err := unix.Access(ws, unix.R_OK|unix.X_OK); err != nil {
+		return fmt.Errorf("workspace %s: uid %d may not read and search it (%v): mount it as its owner, or give this user access", ws, os.Getuid(), err)
+	}
+	return nil
+}
 
 // Check validates cfg without creating or changing anything: the workspace
 // is an existing directory, the mountpoint fits (fusefs.CheckMountpoint),
@@ -39,12 +58,8 @@ func Check(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	st, err := os.Stat(ws)
-	if err != nil {
-		return fmt.Errorf("workspace %s: %w", ws, err)
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("workspace %s is not a directory", ws)
+	if err := CheckWorkspace(ws); err != nil {
+		return err
 	}
 	if cfg.InPlace && mnt != ws {
 		return errors.New("--in-place mounts over the workspace itself: give only the workspace")

@@ -383,6 +383,7 @@ func TestCLIStoppedDaemon(t *testing.T) {
 // reason, and where to look, in the foreground and with --daemon, and the
 // daemon's log holds no panic. Start's releases used to run on a nil
 // daemon after a failed mount, and the daemon died of a nil dereference.
+// A workspace the user may not read is refused as such.
 func TestCLIMountFusermountFails(t *testing.T) {
 	requireFuse(t)
 	if _, err := exec.LookPath("setpriv"); err != nil {
@@ -418,7 +419,7 @@ func TestCLIMountFusermountFails(t *testing.T) {
 		if code := exitCode(err); code != 1 {
 			t.Errorf("daemon %v: exit %d, want 1\n%s", daemonize, code, out)
 		}
-		for _, want := range []string{reason, "mounting " + mnt, "rubinofs doctor"} {
+		for _, want := range []string{reason, "mounting " + mnt + ": fusermount3 exited with status 1", "rubinofs doctor"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("daemon %v: output lacks %q:\n%s", daemonize, want, out)
 			}
@@ -431,6 +432,18 @@ func TestCLIMountFusermountFails(t *testing.T) {
 		t.Errorf("the --daemon mount left no log: %v", err)
 	} else if strings.Contains(string(log), "panic") {
 		t.Errorf("the daemon's log shows a panic:\n%s", log)
+	}
+	// A workspace the user may not enter is named as such, before its
+	// configuration file is looked for.
+	if err := os.Chmod(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(ws, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCombined(t, exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "HOME="+tmp, bin, "mount", "--state-dir", state, ws, mnt))
+	if code := exitCode(err); code != 1 || !strings.Contains(out, "workspace "+ws+": uid 65534 may not read and search it") {
+		t.Errorf("mount of a workspace uid 65534 may not enter: exit %d\n%s", code, out)
 	}
 }
 

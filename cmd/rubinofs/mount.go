@@ -10,7 +10,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -149,6 +151,9 @@ func mountConfig(c *cli.Context) (daemon.Config, error) {
 	} else if msg != "" {
 		fmt.Fprintln(os.Stderr, "rubinofs: "+msg)
 	}
+	if err := daemon.CheckWorkspace(ws); err != nil { // before its file is read
+		return cfg, cli.Exit(err.Error(), 1)
+	}
 	eff, err := loadConfig(c, ws, cfg.StateDir)
 	if err != nil {
 		return cfg, cli.Exit(err.Error(), 2)
@@ -227,8 +232,12 @@ func runMount(c *cli.Context) error {
 	if err != nil {
 		if msg := strings.TrimSpace(err.Error()); os.Geteuid() != 0 && strings.Contains(msg, "fusermount") {
 			// fusermount3 printed its reason on stderr; go-fuse's error
-			// gives only its wait status, and ends in a newline.
-			err = fmt.Errorf("%s (fusermount3's reason is above; `rubinofs doctor` checks /dev/fuse and fusermount3 for this user)", msg)
+			// gives only its raw wait status, and ends in a newline.
+			if sm := fusermountStatus.FindStringSubmatch(msg); sm != nil {
+				ws, _ := strconv.Atoi(sm[1])
+				msg = strings.Replace(msg, sm[0], fmt.Sprintf("fusermount3 exited with status %d", syscall.WaitStatus(ws).ExitStatus()), 1)
+			}
+			err = fmt.Errorf("%s (its reason is above; `rubinofs doctor` checks /dev/fuse and fusermount3 for this user)", msg)
 		}
 		if ready != nil {
 			fmt.Fprintln(ready, err)
@@ -362,6 +371,10 @@ func spawnDaemon(cfg daemon.Config, c *cli.Context) error {
 	return cli.Exit(line, 1)
 }
 
+// fusermountStatus matches go-fuse's report of a failed fusermount3, whose
+// number is a wait status (256 for exit status 1).
+var fusermountStatus = regexp.MustCompile(`fusermount exited with code (\d+)`)
+
 // cwdUnderNote warns on stderr when this command's working directory, and
 // so its shell's, is mnt or below it just after an in-place mount of mnt:
 // that directory is now the one under the mount, and what the shell does
@@ -394,7 +407,13 @@ func childSaid(logPath string, start int64, failure string) {
 	}
 	b := make([]byte, most)
 	n, _ := f.ReadAt(b, start)
-	said := strings.TrimRight(string(b[:n]), "\n")
+	var kept []string // less the daemon's informational log lines
+	for _, l := range strings.Split(string(b[:n]), "\n") {
+		if !strings.HasPrefix(l, "time=") || !strings.Contains(l, " level=INFO ") {
+			kept = append(kept, l)
+		}
+	}
+	said := strings.TrimRight(strings.Join(kept, "\n"), "\n")
 	if i := strings.LastIndexByte(said, '\n'); strings.HasSuffix(said, failure) {
 		said = said[:max(i, 0)]
 	}
