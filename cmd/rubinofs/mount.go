@@ -234,8 +234,8 @@ func runMount(c *cli.Context) error {
 			// fusermount3 printed its reason on stderr; go-fuse's error
 			// gives only its raw wait status, and ends in a newline.
 			if sm := fusermountStatus.FindStringSubmatch(msg); sm != nil {
-				ws, _ := strconv.Atoi(sm[1])
-				msg = strings.Replace(msg, sm[0], fmt.Sprintf("fusermount3 exited with status %d", syscall.WaitStatus(ws).ExitStatus()), 1)
+				status, _ := strconv.Atoi(sm[1])
+				msg = strings.Replace(msg, sm[0], fmt.Sprintf("fusermount3 exited with status %d", syscall.WaitStatus(status).ExitStatus()), 1)
 			}
 			err = fmt.Errorf("%s (its reason is above; `rubinofs doctor` checks /dev/fuse and fusermount3 for this user)", msg)
 		}
