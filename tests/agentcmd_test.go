@@ -94,6 +94,9 @@ exit 3
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	if strings.Contains(out, "working directory") { // the agent starts in the mount
+		t.Errorf("the in-place mount warned about a working directory under it:\n%s", out)
+	}
 	m.waitDaemon()
 	if m.mounted() {
 		t.Fatalf("%s still mounted after the agent exited", m.mnt)

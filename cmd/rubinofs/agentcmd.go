@@ -183,7 +183,9 @@ func mountInPlace(dir string, w io.Writer) error {
 		return fmt.Errorf("finding the rubinofs executable: %v", err)
 	}
 	cmd := exec.Command(self, "mount", "--in-place", "--daemon", dir)
-	cmd.Stdout, cmd.Stderr = w, w
+	// Not run in dir: the agent is started in the mount by name, so the
+	// mount's note about a working directory under it would be noise.
+	cmd.Stdout, cmd.Stderr, cmd.Dir = w, w, "/"
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("mounting %s in place failed (%v; the reason is above): run this inside a mount of it instead, or mount it yourself (rubinofs mount --in-place --daemon %s) and run this again", dir, err, shq(dir))
 	}
