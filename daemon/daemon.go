@@ -140,7 +140,7 @@ type Daemon struct {
 	rootFd  int            // in-place: the workspace directory opened before mounting
 	policy  *ignore.Policy // the accepted exemption rules (policy.go)
 
-	peers peerReg // the backing root in the host's peer registry (peers.go)
+	peers peerReg // peer detection: the host's registry and the mount table (peers.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -375,6 +375,7 @@ func Start(cfg Config) (*Daemon, error) {
 		d.Tasks.CancelAll() // unmounted from outside: no task outlives the mount
 		close(d.done)
 	}()
+	d.watchPeerTable() // peers.go: other users' mounts of the backing directory
 	// A lazy unmount (`rubinofs unmount --lazy`, umount -l) takes the mount
 	// out of the namespace but the server runs on while anything still
 	// holds it: stop the tasks at once, since their working directories

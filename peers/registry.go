@@ -40,8 +40,9 @@ const (
 
 // Dir returns the registry directory for the calling user:
 // /run/rubinofs/backing for root, else $XDG_RUNTIME_DIR/rubinofs/backing,
-// else os.TempDir()/rubinofs-UID/backing. Mounts see each other only when
-// they use the same directory, that is when one user (or root) runs them.
+// else os.TempDir()/rubinofs-UID/backing. Mounts see each other here only
+// when they use the same directory, that is when one user (or root) runs
+// them; other users' mounts are found in the mount table (MountTable).
 func Dir() string {
 	if os.Geteuid() == 0 {
 		return "/run/rubinofs/backing"

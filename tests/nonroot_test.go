@@ -16,7 +16,9 @@ import (
 // binary, $WS and $MNT the workspace and mountpoint, $HOME 65534's. It
 // prints "pid N" for the daemon as soon as it is known, and checks what a
 // developer does on a mount of their own: git, a refusal and its
-// remedy, a guard session, a checkpoint and rewind, a task, the status.
+// remedy, a guard session, a checkpoint and rewind, a task, the status,
+// which shows root's mount of the same workspace (made before, at $MNT2)
+// as a peer.
 const nonRootScript = `set -e
 fail() { echo "FAIL: $*"; exit 1; }
 out=$("$R" mount --daemon "$WS" "$MNT")
@@ -40,6 +42,7 @@ task=$("$R" agents spawn -- 'id -u > task-uid')
 "$R" agents wait "$task" >/dev/null
 [ "$(cat task-uid)" = 65534 ] || fail "the task ran as uid $(cat task-uid)"
 "$R" status | grep -q "mode: *enforce" || fail "status: $("$R" status)"
+"$R" status | grep -q "shared: *peer" || fail "root's mount of the same workspace is not its peer: $("$R" status | grep shared)"
 cd /
 "$R" unmount "$MNT"
 echo DONE
@@ -51,7 +54,9 @@ echo DONE
 // checkpoint and rewind, a task (run as that user) and status work, and
 // `rubinofs unmount` ends the daemon. Every other real-mount test runs the
 // daemon as root with mount(2), so this is the one that walks the path a
-// developer's own mount takes.
+// developer's own mount takes. Root mounts the same workspace too: the two
+// mounts find each other in the mount table (their peer registries are
+// per user) and are both in shared mode.
 func TestNonRootDaemon(t *testing.T) {
 	requireFuse(t)
 	if os.Geteuid() != 0 {
@@ -66,7 +71,8 @@ func TestNonRootDaemon(t *testing.T) {
 	tmp := t.TempDir()
 	openUp(t, tmp)
 	ws, mnt, home := filepath.Join(tmp, "ws"), filepath.Join(tmp, "mnt"), filepath.Join(tmp, "home")
-	for _, d := range []string{ws, mnt, home} {
+	mnt2, rootState := filepath.Join(tmp, "mnt2"), filepath.Join(tmp, "root-state")
+	for _, d := range []string{ws, mnt, home, mnt2} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -90,12 +96,17 @@ func TestNonRootDaemon(t *testing.T) {
 	if err := os.WriteFile(script, []byte(nonRootScript), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
-		`mount --bind "$DEV" /dev/fuse && exec setpriv --reuid=65534 --regid=65534 --clear-groups sh "$SCRIPT"`)
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", `
+mount --bind "$DEV" /dev/fuse || exit 1
+"$R" mount --daemon --state-dir "$RSTATE" "$WS" "$MNT2" || exit 1
+setpriv --reuid=65534 --regid=65534 --clear-groups sh "$SCRIPT"; rc=$?
+"$R" status --mount "$MNT2" | grep -q "shared: *peer" || { echo "FAIL: uid 65534's mount was not root's peer"; rc=1; }
+"$R" unmount "$MNT2" || rc=1
+exit $rc`)
 	cmd.Dir = tmp
-	cmd.Env = append(testEnv(home), "R="+bin, "WS="+ws, "MNT="+mnt, "DEV="+dev, "SCRIPT="+script)
+	cmd.Env = append(testEnv(home), "R="+bin, "WS="+ws, "MNT="+mnt, "MNT2="+mnt2, "RSTATE="+rootState, "DEV="+dev, "SCRIPT="+script)
 	out, err := runCombined(t, cmd)
-	if sm := daemonPidRe.FindStringSubmatch(out); sm != nil {
+	for _, sm := range daemonPidRe.FindAllStringSubmatch(out, -1) {
 		pid, _ := strconv.Atoi(sm[1])
 		// The mount lives in the namespace, which ends with its last
 		// process: the daemon, if the script failed before unmounting.
@@ -109,7 +120,7 @@ func TestNonRootDaemon(t *testing.T) {
 			t.Errorf("daemon pid %d still running after its unmount", pid)
 		}
 	}
-	if err != nil || !strings.HasSuffix(strings.TrimSpace(out), "DONE") {
+	if err != nil || !strings.Contains(out, "DONE") {
 		t.Fatalf("as uid 65534: %v\n%s", err, out)
 	}
 }

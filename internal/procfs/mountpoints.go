@@ -75,17 +75,32 @@ func deviceMountedIn(path string, major, minor int) bool {
 // the server keeps running until they close. The mount is identified by the
 // device number stat gives for mountpoint when WatchDetach is called (call
 // it once the mount answers, never from a FUSE request handler: the stat is
-// served by the mount itself). It waits on poll(2) POLLPRI of
-// /proc/self/mountinfo, which the kernel raises on every change of the
-// mount table, so it costs nothing while nothing is mounted or unmounted.
-// stop ends the watch (idempotent) and waits for the goroutine. Errors:
-// those of stat, opening mountinfo and pipe2.
+// served by the mount itself). It watches as WatchTable does. stop ends
+// the watch (idempotent) and waits for the goroutine. Errors: those of
+// stat and WatchTable.
 func WatchDetach(mountpoint string, onDetach func()) (stop func(), err error) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(mountpoint, &st); err != nil {
 		return nil, fmt.Errorf("stat %s: %w", mountpoint, err)
 	}
 	major, minor := int(unix.Major(st.Dev)), int(unix.Minor(st.Dev))
+	return WatchTable(func() bool {
+		if deviceMountedIn(selfMountinfo, major, minor) {
+			return true
+		}
+		onDetach()
+		return false
+	})
+}
+
+// WatchTable calls onChange from a goroutine of its own after every change
+// of the daemon's mount table (a mount, an unmount, a detach), until
+// onChange returns false or stop is called. It waits on poll(2) POLLPRI of
+// /proc/self/mountinfo, which the kernel raises on every such change, so
+// it costs nothing while nothing is mounted or unmounted. stop ends the
+// watch (idempotent) and waits for the goroutine; call it from no
+// onChange. Errors: those of opening mountinfo and pipe2.
+func WatchTable(onChange func() bool) (stop func(), err error) {
 	mi, err := unix.Open(selfMountinfo, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("mountinfo: %w", err)
@@ -110,8 +125,7 @@ func WatchDetach(mountpoint string, onDetach func()) (stop func(), err error) {
 			if fds[1].Revents != 0 {
 				return
 			}
-			if fds[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0 && !deviceMountedIn(selfMountinfo, major, minor) {
-				onDetach()
+			if fds[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0 && !onChange() {
 				return
 			}
 		}
@@ -125,4 +139,27 @@ func WatchDetach(mountpoint string, onDetach func()) (stop func(), err error) {
 			unix.Close(wake[1])
 		})
 	}, nil
+}
+
+// Mount is one entry of the mount table: the device it serves (as stat
+// reports it in st_dev), where it is mounted, and its source (for a FUSE
+// mount, the file system's name: rubinofs gives its workspace), unescaped.
+type Mount struct {
+	Dev                uint64
+	Mountpoint, Source string
+}
+
+// MountsOfType returns the entries of /proc/self/mountinfo whose file
+// system type is fstype ("fuse.rubinofs"), in the table's order. Errors:
+// those of reading the table.
+func MountsOfType(fstype string) ([]Mount, error) {
+	ms, err := mountsIn(selfMountinfo, mountinfo.FSTypeFilter(fstype))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Mount, len(ms))
+	for i, m := range ms {
+		out[i] = Mount{Dev: unix.Mkdev(uint32(m.Major), uint32(m.Minor)), Mountpoint: m.Mountpoint, Source: m.Source}
+	}
+	return out, nil
 }
