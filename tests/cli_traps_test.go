@@ -383,7 +383,8 @@ func TestCLIStoppedDaemon(t *testing.T) {
 // reason, and where to look, in the foreground and with --daemon, and the
 // daemon's log holds no panic. Start's releases used to run on a nil
 // daemon after a failed mount, and the daemon died of a nil dereference.
-// A workspace the user may not read is refused as such.
+// A workspace the user may not read is refused as such, and allow_other
+// warns that other users' files will be the daemon user's.
 func TestCLIMountFusermountFails(t *testing.T) {
 	requireFuse(t)
 	if _, err := exec.LookPath("setpriv"); err != nil {
@@ -433,6 +434,13 @@ func TestCLIMountFusermountFails(t *testing.T) {
 	} else if strings.Contains(string(log), "panic") {
 		t.Errorf("the daemon's log shows a panic:\n%s", log)
 	}
+	// allow_other from a daemon that is not root: the mount warns that
+	// other users' files will be the daemon user's.
+	out, err := runCombined(t, exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "PATH="+fake+":"+os.Getenv("PATH"), "HOME="+tmp,
+		bin, "mount", "-o", "allow_other", "--state-dir", state, ws, mnt))
+	if !strings.Contains(out, "warning: -o allow_other with a daemon that is not root (uid 65534): what other users create through the mount belongs to uid 65534") {
+		t.Errorf("mount -o allow_other as uid 65534 does not warn (exit %d):\n%s", exitCode(err), out)
+	}
 	// A workspace the user may not enter is named as such, before its
 	// configuration file is looked for.
 	if err := os.Chmod(ws, 0o700); err != nil {
@@ -441,7 +449,7 @@ func TestCLIMountFusermountFails(t *testing.T) {
 	if err := os.Chown(ws, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runCombined(t, exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "HOME="+tmp, bin, "mount", "--state-dir", state, ws, mnt))
+	out, err = runCombined(t, exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "HOME="+tmp, bin, "mount", "--state-dir", state, ws, mnt))
 	if code := exitCode(err); code != 1 || !strings.Contains(out, "workspace "+ws+": uid 65534 may not read and search it") {
 		t.Errorf("mount of a workspace uid 65534 may not enter: exit %d\n%s", code, out)
 	}

@@ -109,6 +109,14 @@ func TestDoctorBrokenSetup(t *testing.T) {
 		}
 	}
 
+	// With user_allow_other, allow_other for nobody is a warning: the
+	// daemon would serve other users as nobody.
+	os.WriteFile(fuseConf, []byte("user_allow_other\n"), 0o644)
+	out, _ = cli(t, tmp, "doctor", "--user", "nobody", "--allow-other", "--fuse-conf", fuseConf, "--fusermount", fusermount)
+	if got := doctorLines(out)["allow_other"]; got[0] != "warn" || !strings.Contains(out, "will belong to nobody") || !strings.Contains(got[1], "mount as root") {
+		t.Errorf("allow_other for nobody with user_allow_other: %v, want a warning that nobody owns others' files:\n%s", got, out)
+	}
+
 	// No fusermount3 at all, for a user who needs it.
 	out, err = cli(t, tmp, "doctor", "--user", "nobody", "--fusermount", filepath.Join(tmp, "absent"))
 	if got := doctorLines(out)["fusermount3"]; exitCode(err) != 1 || got[0] != "FAIL" || !strings.Contains(got[1], "apt-get install fuse3") {

@@ -368,7 +368,8 @@ func (e *doctorEnv) checkFusermount() finding {
 }
 
 // checkAllowOther: a user other than root may ask for allow_other only when
-// /etc/fuse.conf has user_allow_other (fusermount3 refuses it otherwise).
+// /etc/fuse.conf has user_allow_other (fusermount3 refuses it otherwise),
+// and then serves other users as itself (a warning).
 func (e *doctorEnv) checkAllowOther() finding {
 	f := finding{Check: "allow_other"}
 	if e.root() {
@@ -379,7 +380,9 @@ func (e *doctorEnv) checkAllowOther() finding {
 	if err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if strings.TrimSpace(line) == "user_allow_other" {
-				f.Level, f.Detail = levelOK, e.fuseConf+" has user_allow_other"
+				// A daemon that is not root cannot act as another uid.
+				f.Level, f.Detail = levelWarn, e.fuseConf+" has user_allow_other; but what other users create through "+e.userName+"'s mount will belong to "+e.userName+", and their tasks, diffs and rewinds get nothing"
+				f.Fix = "mount as root to serve other users as themselves; nothing to do if only " + e.userName + " uses the mount"
 				return f
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -105,6 +106,10 @@ func mountConfig(c *cli.Context) (daemon.Config, error) {
 			}
 			cfg.Options = append(cfg.Options, opt)
 		}
+	}
+	if os.Geteuid() != 0 && slices.Contains(cfg.Options, "allow_other") {
+		// The daemon cannot take another uid's credentials (DESIGN#as-caller).
+		fmt.Fprintf(os.Stderr, "rubinofs: warning: -o allow_other with a daemon that is not root (uid %d): what other users create through the mount belongs to uid %d, not to them, so they cannot chmod it; their tasks are refused, and diff and rewind show and restore nothing for them; mount as root to serve other users as themselves\n", os.Geteuid(), os.Geteuid())
 	}
 	for _, p := range c.StringSlice("also-at") {
 		abs, err := filepath.Abs(p)
