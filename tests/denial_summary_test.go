@@ -5,11 +5,14 @@ package tests
 // (docs/DESIGN.md#denial-summary).
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDenialSummaryKeepsEarly: a session is refused one write of a, then a
@@ -94,5 +97,56 @@ func TestDenialSummaryKeepsEarly(t *testing.T) {
 	}
 	if out, err := m.nobody(`cat "$MNT/.rubino/sessions/noisy/denials.summary"`); err == nil {
 		t.Errorf("uid 65534 reads noisy's summary: %.200q", out)
+	}
+}
+
+// TestDenialsFollow: `rubinofs denials --all --follow` prints each refusal
+// as it is logged, once, and keeps running (tail -f cannot follow a control
+// file, whose size is 0); --follow with --summary is a usage error.
+func TestDenialsFollow(t *testing.T) {
+	m := newMount(t, map[string]string{"a": "a\n", "b": "b\n"}, nil)
+	if out, code := cliCode(t, m.tmp, "denials", "--summary", "--follow", "--mount", m.mnt); code != 2 {
+		t.Errorf("denials --summary --follow: exit %d, want 2 (usage)\n%s", code, out)
+	}
+	cmd := cliCommand(t, m.tmp, nil, "denials", "--all", "--follow", "--mount", m.mnt)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	failsafe := time.NewTimer(cliFailsafe)
+	defer failsafe.Stop()
+	next := func() string {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("denials --follow ended")
+			}
+			return l
+		case <-failsafe.C:
+			t.Fatalf("denials --follow printed nothing new within %v", cliFailsafe)
+		}
+		return ""
+	}
+	for _, name := range []string{"a", "b"} {
+		if err := os.WriteFile(m.path(name), []byte("blind\n"), 0o644); err == nil {
+			t.Fatalf("a blind overwrite of %s was allowed", name)
+		}
+		// The previous refusal is not printed again: the next line is this one.
+		if l := next(); !strings.Contains(l, "refusing to overwrite "+name+": read it first") {
+			t.Fatalf("denials --follow printed %q, want the refusal of %s", l, name)
+		}
 	}
 }

@@ -30,6 +30,7 @@ func denialsCommand() *cli.Command {
 			&cli.BoolFlag{Name: "all", Usage: "every session the caller may see (.rubino/guard/)"},
 			&cli.BoolFlag{Name: "summary", Usage: "the per-session summary instead of the log's lines"},
 			&cli.BoolFlag{Name: "json", Usage: "print the raw JSON lines"},
+			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "then print each new refusal as it is logged, until interrupted (the log is read again every 0.5 s: a control file's size is 0, as a /proc file's, so tail -f cannot follow it)"},
 		},
 		Action: denialsAction,
 	}
@@ -53,7 +54,13 @@ func denialsAction(c *cli.Context) error {
 	}
 	file := "denials"
 	if c.Bool("summary") {
+		if c.Bool("follow") {
+			return cli.Exit("rubinofs denials: --follow prints the log's new lines, not the --summary: give one", exitUsage)
+		}
 		file = "denials.summary"
+	}
+	if c.Bool("follow") {
+		return followDenials(c, dir+file)
 	}
 	raw, err := readMountCtl(c, dir+file)
 	if err != nil {
@@ -66,10 +73,56 @@ func denialsAction(c *cli.Context) error {
 	if c.Bool("summary") {
 		return formatSummaries(c.App.Writer, raw)
 	}
-	for _, d := range parseDenials(raw) {
-		fmt.Fprintf(c.App.Writer, "%s %s %s %s: %s\n", d.Time.UTC().Format(time.RFC3339), d.Session, d.Op, d.Code, d.Message)
-	}
+	printDenials(c.App.Writer, raw)
 	return nil
+}
+
+// printDenials prints the denial log's JSON lines raw for people: time,
+// session, operation, code and message.
+func printDenials(w io.Writer, raw []byte) {
+	for _, d := range parseDenials(raw) {
+		fmt.Fprintf(w, "%s %s %s %s: %s\n", d.Time.UTC().Format(time.RFC3339), d.Session, d.Op, d.Code, d.Message)
+	}
+}
+
+// followInterval is how often `denials --follow` reads the log again.
+const followInterval = 500 * time.Millisecond
+
+// followDenials prints the lines of the denial log at rel, then every line
+// that appears in it, reading it again every followInterval until the
+// command is interrupted or a read fails (the mount went away: exit 1).
+// A line is new when the previous read did not hold it, so what it
+// remembers is bounded by the log's own bound; lines logged and pushed out
+// of the log between two reads are not seen (the --summary counts them).
+func followDenials(c *cli.Context, rel string) error {
+	mnt, err := mountOf(c)
+	if err != nil {
+		return err
+	}
+	var seen map[string]bool
+	for {
+		raw, err := readCtl(mnt, rel)
+		if err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		now := map[string]bool{}
+		for _, line := range strings.SplitAfter(string(raw), "\n") {
+			if strings.TrimSpace(line) == "" {
+				continue
+			}
+			now[line] = true
+			if seen[line] {
+				continue
+			}
+			if c.Bool("json") {
+				fmt.Fprint(c.App.Writer, line)
+			} else {
+				printDenials(c.App.Writer, []byte(line))
+			}
+		}
+		seen = now
+		time.Sleep(followInterval)
+	}
 }
 
 // formatSummaries renders .rubino/.../denials.summary for people: per
