@@ -78,6 +78,9 @@ func (d *Daemon) watchPeerTable() {
 		return
 	}
 	d.peers.table.Store(t)
+	// Which mounts made this one shared, for people: the registry knows
+	// only that there is one.
+	d.FS.AddStatus(func() (string, any) { return "peer_mounts", d.peers.table.Load().Peers() })
 }
 
 // awaitPeers waits, before the mount serves its first request, until

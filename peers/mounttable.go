@@ -26,9 +26,9 @@ const FSType = "fuse.rubinofs"
 // mode costs speed, never an update. Concurrency: Peer is safe for
 // concurrent use; Close must not race with it.
 type MountTable struct {
-	roots []string // the backing root's names: absolute as given, and resolved
-	self  uint64   // this mount's device: never its own peer
-	peer  atomic.Bool
+	roots []string                 // the backing root's names: absolute as given, and resolved
+	self  uint64                   // this mount's device: never its own peer
+	peers atomic.Pointer[[]string] // the peers' mountpoints at the last read
 	stop  func()
 }
 
@@ -55,23 +55,26 @@ func (t *MountTable) scan() {
 	if err != nil {
 		return
 	}
-	t.peer.Store(peerIn(ms, t.roots, t.self))
+	found := peersIn(ms, t.roots, t.self)
+	t.peers.Store(&found)
 }
 
-// peerIn reports whether ms lists a mount, on a device other than self,
-// whose source is related to one of roots (related).
-func peerIn(ms []procfs.Mount, roots []string, self uint64) bool {
+// peersIn returns the mountpoints of the mounts in ms, on a device other
+// than self, whose source is related to one of roots (related).
+func peersIn(ms []procfs.Mount, roots []string, self uint64) []string {
+	var found []string
 	for _, m := range ms {
 		if m.Dev == self {
 			continue // this mount, or a bind mount of it
 		}
 		for _, r := range roots {
 			if related(m.Source, r) {
-				return true
+				found = append(found, m.Mountpoint)
+				break
 			}
 		}
 	}
-	return false
+	return found
 }
 
 // related reports whether the absolute paths a and b are the same
@@ -90,7 +93,20 @@ func beneath(a, b string) bool {
 
 // Peer reports whether the table listed a peer at its last change. A nil
 // MountTable lists none.
-func (t *MountTable) Peer() bool { return t != nil && t.peer.Load() }
+func (t *MountTable) Peer() bool { return len(t.Peers()) > 0 }
+
+// Peers returns the mountpoints of the peers the table listed at its last
+// change (nil for none, and for a nil MountTable). The caller must not
+// change the slice.
+func (t *MountTable) Peers() []string {
+	if t == nil {
+		return nil
+	}
+	if p := t.peers.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // Close stops watching the table. Idempotent.
 func (t *MountTable) Close() {

@@ -28,12 +28,16 @@ func TestPeerInMountTable(t *testing.T) {
 		{"/home/dev/proj", self, false}, // this mount (or a bind mount of it)
 	} {
 		ms := []procfs.Mount{{Dev: 5, Source: "/elsewhere"}, {Dev: tc.dev, Mountpoint: "/mnt/x", Source: tc.source}}
-		if got := peerIn(ms, roots, self); got != tc.want {
+		if got := len(peersIn(ms, roots, self)) == 1; got != tc.want {
 			t.Errorf("source %s on device %d: peer %v, want %v", tc.source, tc.dev, got, tc.want)
 		}
 	}
+	ms := []procfs.Mount{{Dev: 78, Mountpoint: "/mnt/a", Source: "/data/proj"}, {Dev: 79, Mountpoint: "/mnt/b", Source: "/home/dev"}}
+	if got := peersIn(ms, roots, self); len(got) != 2 || got[0] != "/mnt/a" || got[1] != "/mnt/b" {
+		t.Errorf("peers' mountpoints %v, want [/mnt/a /mnt/b]", got)
+	}
 	var nilTable *MountTable
-	if nilTable.Peer() {
+	if nilTable.Peer() || nilTable.Peers() != nil {
 		t.Error("a nil MountTable lists a peer")
 	}
 }

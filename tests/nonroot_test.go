@@ -18,7 +18,7 @@ import (
 // developer does on a mount of their own: git, a refusal and its
 // remedy, a guard session, a checkpoint and rewind, a task, the status,
 // which shows root's mount of the same workspace (made before, at $MNT2)
-// as a peer.
+// as a peer, by its mountpoint.
 const nonRootScript = `set -e
 fail() { echo "FAIL: $*"; exit 1; }
 out=$("$R" mount --daemon "$WS" "$MNT")
@@ -43,6 +43,7 @@ task=$("$R" agents spawn -- 'id -u > task-uid')
 [ "$(cat task-uid)" = 65534 ] || fail "the task ran as uid $(cat task-uid)"
 "$R" status | grep -q "mode: *enforce" || fail "status: $("$R" status)"
 "$R" status | grep -q "shared: *peer" || fail "root's mount of the same workspace is not its peer: $("$R" status | grep shared)"
+"$R" status | grep -q "peer_mounts: .*$MNT2" || fail "status does not name root's mount $MNT2: $("$R" status | grep peer_mounts)"
 cd /
 "$R" unmount "$MNT"
 echo DONE
