@@ -14,7 +14,7 @@ import (
 // /dev/fuse is a 0666 node, so that fusermount3 opens it as it would on a
 // desktop (this machine's /dev/fuse may be root's alone). $R is the
 // binary, $WS and $MNT the workspace and mountpoint, $HOME 65534's. It
-// prints "pid N" for the daemon as soon as it is known, and checks what a
+// echoes the mount's line first (the daemon's pid, for the cleanup), and checks what a
 // developer does on a mount of their own: git, a refusal and its
 // remedy, a guard session, a checkpoint and rewind, a task, the status,
 // which shows root's mount of the same workspace (made before, at $MNT2)
