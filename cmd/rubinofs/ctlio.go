@@ -181,10 +181,13 @@ type ctlError struct {
 }
 
 func (e *ctlError) Error() string {
-	if e.Reason != "" {
-		return fmt.Sprintf("%s: %s (%s)", e.Path, e.Reason, e.Errno)
+	switch {
+	case e.Reason == "":
+		return fmt.Sprintf("%s: %s", e.Path, e.Errno)
+	case strings.HasSuffix(e.Reason, e.Errno.Error()): // the reason already ends with it
+		return fmt.Sprintf("%s: %s", e.Path, e.Reason)
 	}
-	return fmt.Sprintf("%s: %s", e.Path, e.Errno)
+	return fmt.Sprintf("%s: %s (%s)", e.Path, e.Reason, e.Errno)
 }
 
 // Unwrap returns the errno, for errors.Is(err, syscall.EAGAIN) and the

@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -88,4 +89,22 @@ func mentionsCtl(e ast.Expr, tainted map[string]bool) bool {
 		return !found
 	})
 	return found
+}
+
+// TestCtlErrorMessage: a control file's refusal reads "PATH: REASON
+// (ERRNO)", once: a reason that already ends with the errno's text (a
+// wrapped system error) does not repeat it.
+func TestCtlErrorMessage(t *testing.T) {
+	for _, tc := range []struct {
+		e    ctlError
+		want string
+	}{
+		{ctlError{"/m/.rubino/x", syscall.EPERM, "not yours"}, "/m/.rubino/x: not yours (operation not permitted)"},
+		{ctlError{"/m/.rubino/x", syscall.ENOENT, "no such cgroup: /x: stat /sys/x: no such file or directory"}, "/m/.rubino/x: no such cgroup: /x: stat /sys/x: no such file or directory"},
+		{ctlError{"/m/.rubino/x", syscall.EAGAIN, ""}, "/m/.rubino/x: resource temporarily unavailable"},
+	} {
+		if got := tc.e.Error(); got != tc.want {
+			t.Errorf("%q, want %q", got, tc.want)
+		}
+	}
 }
