@@ -412,6 +412,7 @@ func Start(cfg Config) (*Daemon, error) {
 	d.startStateRetention() // retention.go
 	cfg.Slog.Info("mounted", "workspace", cfg.Workspace, "mountpoint", cfg.Mountpoint,
 		"mode", cfg.Mode.String(), "watch", mode, "backing_fs", kind, "shared", d.FS.CrossMount().SharedMode(), "uncached", remote != "", "state_dir", cfg.StateDir)
+	d.awaitPeerTable() // peers.go
 	started = true
 	return d, nil
 }

@@ -20,10 +20,11 @@ import (
 // Peer asks both: the registry sees the mounts of this user, the table
 // those of every user in this mount namespace.
 type peerReg struct {
-	reg   *peers.Registry
-	at    time.Time
-	roots []string // the backing root, absolute as given and resolved
-	table atomic.Pointer[peers.MountTable]
+	reg     *peers.Registry
+	at      time.Time
+	roots   []string // the backing root, absolute as given and resolved
+	table   atomic.Pointer[peers.MountTable]
+	tableAt time.Time // when this mount, just made, was first in the table
 }
 
 // Peer reports whether the mount table or the registry shows a peer
@@ -67,6 +68,7 @@ func (d *Daemon) watchPeerTable() {
 	if d.cfg.NoPeerDetect {
 		return
 	}
+	d.peers.tableAt = time.Now() // the mount is in the table: others' watches wake
 	var st syscall.Stat_t
 	err := syscall.Stat(d.cfg.Mountpoint, &st)
 	var t *peers.MountTable
@@ -91,6 +93,19 @@ func (d *Daemon) watchPeerTable() {
 func (d *Daemon) awaitPeers() {
 	if d.peers.reg != nil {
 		time.Sleep(time.Until(d.peers.at.Add(crossmount.PeerRecheck)))
+	}
+}
+
+// awaitPeerTable waits, before Start reports the mount ready, until
+// crossmount.PeerRecheck has passed since the mount entered the mount
+// table: another user's mount of the same directory, which finds this one
+// only there, has by then read the table and no longer trusts a probe
+// from before it, so the first change this mount's users make is seen as
+// a peer's (at most 20 ms, once; Start's own work after the mount usually
+// takes part of it).
+func (d *Daemon) awaitPeerTable() {
+	if !d.peers.tableAt.IsZero() {
+		time.Sleep(time.Until(d.peers.tableAt.Add(crossmount.PeerRecheck)))
 	}
 }
 
