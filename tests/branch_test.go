@@ -369,11 +369,8 @@ func TestBranchBadInput(t *testing.T) {
 // go through the workspace's daemon); a command in the branch changes
 // nothing of the workspace.
 func TestBranchInPlace(t *testing.T) {
-	tmp := t.TempDir()
-	ws := makeWorkspace(t, tmp, map[string]string{"f.txt": "base\n"})
-	cm := cliMountAt(t, tmp, ws, filepath.Join(tmp, "state"))
-	cm.mnt = ws
-	ownMounts.add(ws)
+	cm := cliInPlaceDirs(t, map[string]string{"f.txt": "base\n"})
+	tmp, ws := cm.tmp, cm.ws
 	out, code := cliCode(t, tmp, "mount", "--daemon", "--in-place", "--state-dir", cm.state, ws)
 	if code != 0 {
 		t.Fatalf("mount --in-place: exit %d\n%s", code, out)

@@ -346,6 +346,17 @@ func cliDirs(t *testing.T, files map[string]string) *cliMount {
 	return cliMountAt(t, tmp, makeWorkspace(t, tmp, files), filepath.Join(tmp, "state"))
 }
 
+// cliInPlaceDirs is cliDirs for an in-place mount: its mountpoint is the
+// workspace itself, registered as this run's (ownMounts). The test mounts
+// it (`mount --in-place`) and tracks the daemon (trackAgentDaemon).
+func cliInPlaceDirs(t *testing.T, files map[string]string) *cliMount {
+	t.Helper()
+	m := cliDirs(t, files)
+	m.mnt = m.ws
+	ownMounts.add(m.ws)
+	return m
+}
+
 // newCLIMount is cliMountAt followed by mountDaemon(extra...).
 func newCLIMount(t *testing.T, tmp, ws, state string, extra ...string) *cliMount {
 	t.Helper()

@@ -461,11 +461,8 @@ func TestCLIMountFusermountFails(t *testing.T) {
 // mount (writes there bypass the guard) and how to enter the mount; run
 // from elsewhere it does not warn.
 func TestCLIInPlaceFromInside(t *testing.T) {
-	tmp := t.TempDir()
-	ws := makeWorkspace(t, tmp, map[string]string{"f.txt": "base\n"})
-	cm := cliMountAt(t, tmp, ws, filepath.Join(tmp, "state"))
-	cm.mnt = ws
-	ownMounts.add(ws)
+	cm := cliInPlaceDirs(t, map[string]string{"f.txt": "base\n"})
+	tmp, ws := cm.tmp, cm.ws
 	out, code := cliCode(t, ws, "mount", "--daemon", "--in-place", "--state-dir", cm.state, ".")
 	if code != 0 {
 		t.Fatalf("mount --in-place .: exit %d\n%s", code, out)
