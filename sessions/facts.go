@@ -48,6 +48,12 @@ func ReadFacts(tid uint32) ProcFacts {
 	if tid == 0 {
 		return ProcFacts{}
 	}
+	// The kept facts' check is one pread of a kept comm descriptor, which
+	// never sleeps on the thread: inline, with no goroutine and no wakeup
+	// (docs/DESIGN.md#kept-proc-fds).
+	if f, ok := keptFacts(tid); ok {
+		return f
+	}
 	f, ok := procfs.Bounded("facts:"+strconv.FormatUint(uint64(tid), 10), func() ProcFacts { return readFacts("/proc", tid) })
 	if !ok {
 		return ProcFacts{}

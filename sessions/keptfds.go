@@ -168,13 +168,27 @@ func readProcStat(pid uint32, buf []byte) ([]byte, error) {
 // kept facts while its pread succeeds (the pid is the same process's: see
 // readProcStat) and shows the same command name (no exec since).
 func readFactsKept(tid uint32) ProcFacts {
+	if f, ok := keptFacts(tid); ok {
+		return f
+	}
+	return readFactsFresh(tid)
+}
+
+// keptFacts returns the facts kept for thread tid while its kept comm
+// descriptor still reads the same name (readFactsKept); ok is false when
+// none are kept or they no longer hold. It reads nothing but that
+// descriptor, one pread(2), and so needs no bound: formatting comm copies
+// the task's name and takes no lock an exec or a page fault of the thread
+// holds (fs/proc/base.c, comm_show), so the read never waits on the
+// thread's state (docs/DESIGN.md#kept-proc-fds). Safe for concurrent use.
+func keptFacts(tid uint32) (ProcFacts, bool) {
 	var buf [64]byte // comm is at most 15 bytes and a newline
 	if e := commFds.acquire(tid); e != nil {
 		if n, err := commFds.read(tid, e, buf[:]); err == nil && string(buf[:n]) == e.comm {
-			return e.facts
+			return e.facts, true
 		}
 	}
-	return readFactsFresh(tid)
+	return ProcFacts{}, false
 }
 
 // readFactsFresh is readFactsKept's miss: it opens /proc/<tid>/comm, reads
@@ -212,7 +226,7 @@ func readFactsFresh(tid uint32) ProcFacts {
 // facts (readFactsKept): the descriptor was opened for a thread of that
 // start time and still reads, so the pid has not been recycled since.
 // false when no such descriptor is kept (the caller reads stat then).
-// Unbounded: callers on a request path run it through procfs.Bounded.
+// Like keptFacts it reads only the kept descriptor and needs no bound.
 func keptAlive(tid uint32, start uint64) bool {
 	e := commFds.acquire(tid)
 	if e == nil {

@@ -28,7 +28,15 @@ func (s *Registry) Resolve(tid uint32) Session {
 		s.mu.Unlock()
 		return Default
 	}
+	c, hit := s.cache[tid]
+	gen := s.gen
 	s.mu.Unlock()
+	// A cached answer still valid is checked inline: keptAlive reads only
+	// a kept comm descriptor, which never waits on the thread
+	// (docs/DESIGN.md#kept-proc-fds).
+	if hit && c.gen == gen && s.procDir == "/proc" && keptAlive(tid, c.start) {
+		return c.session
+	}
 	name, ok := procfs.Bounded(fmt.Sprintf("resolve:%p:%d", s, tid), func() Session { return s.resolve(tid) })
 	if ok {
 		return name
