@@ -24,7 +24,7 @@
 //	              (benchkit.Binary)
 //
 // On a journaled target each run takes a checkpoint of the workload's
-// session after the clone, untimed, as the prompt hook takes one per
+// session after the first phase (the clone, or npm's install), untimed, as the prompt hook takes one per
 // prompt: the phases after it change files that existed at the
 // checkpoint, so they pay the pre-image copies of first changes (the
 // edit's 300 files, and every file rm -rf removes), as an agent working
@@ -37,7 +37,11 @@
 // phases are instead a branch switch (benchkit.SwitchSteps): clone of a
 // repository holding -old-module on branch old and -module on main,
 // git checkout old (thousands of files rewritten, created and removed),
-// git checkout main, rm -rf. It prints per phase the
+// git checkout main, rm -rf. With -workload npm they are a Node.js
+// project's (benchkit.NpmSteps): npm ci from a warm cache (about 5,000
+// files in 840 directories), its jest test, grep -rl and find over
+// node_modules, rm -rf; the harness needs npm and, once, the registry.
+// It prints per phase the
 // medians, the ratio to native, the guard's overhead (rubinofs over
 // rubinofs-off), the journal's (rubinofs over rubinofs-nojournal) and
 // rubinofs over the bare 1 s loopback, and with bin: targets the first
@@ -86,14 +90,14 @@ var (
 		"bin:LABEL=PATH[:ARG...] adds a mount made by the rubinofs binary PATH (any commit's build) through its CLI (PATH mount --daemon ARG...), named LABEL")
 	rawJSON   = flag.String("json", "", "also write every run's seconds, {target: {phase: [s, ...]}}, to `FILE`, and the bin: daemons' CPU seconds to FILE less .json plus .cpu.json")
 	showOps   = flag.Bool("ops", true, "print the FUSE requests per phase of each enforcing mount, rubinofs and bin: (.rubino/metrics before and after)")
-	workload  = flag.String("workload", "agent", "the workload: agent (benchkit.AgentSteps on -module) or switch (a branch switch between -old-module and -module: clone, checkout of the old branch and back, rm -rf)")
+	workload  = flag.String("workload", "agent", "the workload: agent (benchkit.AgentSteps on -module), switch (a branch switch between -old-module and -module: clone, checkout of the old branch and back, rm -rf) or npm (a Node.js project: npm ci, jest, grep, find, rm -rf; benchkit.NpmSteps)")
 	oldModule = flag.String("old-module", benchkit.OldModule, "with -workload switch: the module version on the old branch")
 	cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of this process (the in-process daemons, not the bin: targets') to `FILE`")
 )
 
-// steps is the workload (benchkit.AgentSteps, shared with bench/floor, or
-// benchkit.SwitchSteps with -workload switch); each runs with /bin/sh in
-// the target directory.
+// steps is the workload (benchkit.AgentSteps, shared with bench/floor,
+// benchkit.SwitchSteps with -workload switch, benchkit.NpmSteps with
+// -workload npm); each runs with /bin/sh in the target directory.
 var steps = benchkit.AgentSteps
 
 func main() {
@@ -120,8 +124,11 @@ func main() {
 	case "switch":
 		steps = benchkit.SwitchSteps
 		err = benchkit.MakeBranchedOrigin(*oldModule, *module, origin)
+	case "npm":
+		steps = benchkit.NpmSteps
+		err = benchkit.MakeNpmOrigin(origin)
 	default:
-		err = fmt.Errorf("-workload %q: want agent or switch", *workload)
+		err = fmt.Errorf("-workload %q: want agent, switch or npm", *workload)
 	}
 	if err != nil {
 		benchkit.Fatal(err)
@@ -182,9 +189,9 @@ func main() {
 				}
 				times[t.Name][s.Name] = append(times[t.Name][s.Name], d)
 				total += d
-				if s.Name == "clone" && t.Journaled() {
-					// The agent's prompt, untimed: the repository exists,
-					// and what follows changes it.
+				if s.Name == steps[0].Name && t.Journaled() {
+					// The agent's prompt, untimed: the repository (the
+					// installed project) exists, and what follows changes it.
 					if err := benchkit.Checkpoint(t.Dir, fmt.Sprintf("run %d", r+1)); err != nil {
 						benchkit.Fatalf("%s: checkpoint: %v", t.Name, err)
 					}
