@@ -54,7 +54,8 @@ func ReadFacts(tid uint32) ProcFacts {
 	if f, ok := keptFacts(tid); ok {
 		return f
 	}
-	f, ok := procfs.Bounded("facts:"+strconv.FormatUint(uint64(tid), 10), func() ProcFacts { return readFacts("/proc", tid) })
+	// A miss reads afresh, bounded (the kept check just failed: not again).
+	f, ok := procfs.Bounded("facts:"+strconv.FormatUint(uint64(tid), 10), func() ProcFacts { return readFactsFresh(tid) })
 	if !ok {
 		return ProcFacts{}
 	}
