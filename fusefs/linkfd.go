@@ -22,14 +22,14 @@ import (
 // The new name is not the session's own file for the guard: its content
 // was written through an unguarded handle, so, like a file that appeared
 // outside the mount, it must be read before it is changed by name.
-func (n *Node) linkByHandle(ctx context.Context, dirRel string, tn *Node, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+func (n *Node) linkByHandle(ctx context.Context, at dirFd, dirRel string, tn *Node, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	fd, _, ok := tn.handleFd(false)
 	if !ok {
 		return nil, syscall.EXDEV
 	}
 	defer unix.Close(fd)
 	src := procPath(dirFd{FD: fd}, "")
-	return n.makeAt(ctx, dirRel, name, 0, false, out, new(syscall.Stat_t), func(d dirFd) error {
+	return n.makeAt(ctx, at, dirRel, name, 0, false, out, new(syscall.Stat_t), func(d dirFd) error {
 		return unix.Linkat(unix.AT_FDCWD, src, d.FD, name, unix.AT_SYMLINK_FOLLOW)
 	})
 }

@@ -157,12 +157,22 @@ func (n *Node) openAt(rel string, flags uint32) (*fs.LoopbackFile, syscall.Errno
 	return openFileAt(d, leaf, flags)
 }
 
-// createAt creates and opens name in the directory dirRel (the loopback's
-// Create). The mode keeps its setuid, setgid and sticky bits (the
-// loopback's os.OpenFile drops them; open(2) does not).
-// st receives the new file's stat.
-func (n *Node) createAt(ctx context.Context, dirRel, name string, flags, mode uint32, out *fuse.EntryOut, st *syscall.Stat_t) (*fs.Inode, *fs.LoopbackFile, syscall.Errno) {
-	d, errno := n.fs.bk.openDir(dirRel)
+// inDir is d, the descriptor of the directory dirRel that the mutation
+// holds (the one the journal captured the name through), or, when d.FD is
+// < 0, dirRel opened here; the caller closes the result.
+func (n *Node) inDir(d dirFd, dirRel string) (dirFd, syscall.Errno) {
+	if d.FD >= 0 {
+		return dirFd{FD: d.FD}, 0 // the mutation's: not closed by its user
+	}
+	return n.fs.bk.openDir(dirRel)
+}
+
+// createAt creates and opens name in the directory dirRel, whose
+// descriptor is at (inDir), as the loopback's Create does. The mode keeps
+// its setuid, setgid and sticky bits (the loopback's os.OpenFile drops
+// them; open(2) does not). st receives the new file's stat.
+func (n *Node) createAt(ctx context.Context, at dirFd, dirRel, name string, flags, mode uint32, out *fuse.EntryOut, st *syscall.Stat_t) (*fs.Inode, *fs.LoopbackFile, syscall.Errno) {
+	d, errno := n.inDir(at, dirRel)
 	if errno != 0 {
 		return nil, nil, errno
 	}
@@ -186,12 +196,12 @@ func (n *Node) createAt(ctx context.Context, dirRel, name string, flags, mode ui
 	return ch, fs.NewLoopbackFileFromOS(os.NewFile(uintptr(fd), name)), 0
 }
 
-// makeAt runs mk (mkdirat, mknodat or symlinkat of name in the directory
-// dirRel), gives the entry to the caller, and looks it up; st receives
-// its stat. When it cannot be stat'ed it is removed again (as the
-// loopback does).
-func (n *Node) makeAt(ctx context.Context, dirRel, name string, rmFlags int, owner bool, out *fuse.EntryOut, st *syscall.Stat_t, mk func(d dirFd) error) (*fs.Inode, syscall.Errno) {
-	d, errno := n.fs.bk.openDir(dirRel)
+// makeAt runs mk (mkdirat, mknodat, symlinkat or linkat of name in the
+// directory dirRel, whose descriptor is at: inDir), gives the entry to
+// the caller, and looks it up; st receives its stat. When it cannot be
+// stat'ed it is removed again (as the loopback does).
+func (n *Node) makeAt(ctx context.Context, at dirFd, dirRel, name string, rmFlags int, owner bool, out *fuse.EntryOut, st *syscall.Stat_t, mk func(d dirFd) error) (*fs.Inode, syscall.Errno) {
+	d, errno := n.inDir(at, dirRel)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -213,24 +223,24 @@ func (n *Node) makeAt(ctx context.Context, dirRel, name string, rmFlags int, own
 
 // mkdirAt creates directory name in dirRel. The mode keeps its sticky and
 // setgid bits (the loopback's os.Mkdir drops them; mkdir(2) does not).
-func (n *Node) mkdirAt(ctx context.Context, dirRel, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return n.makeAt(ctx, dirRel, name, unix.AT_REMOVEDIR, true, out, new(syscall.Stat_t), func(d dirFd) error {
+func (n *Node) mkdirAt(ctx context.Context, at dirFd, dirRel, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return n.makeAt(ctx, at, dirRel, name, unix.AT_REMOVEDIR, true, out, new(syscall.Stat_t), func(d dirFd) error {
 		return unix.Mkdirat(d.FD, name, createMode(ctx, d, mode)&07777)
 	})
 }
 
 // mknodAt creates a device node, fifo, socket or empty regular file name
 // in dirRel, and leaves its stat in st.
-func (n *Node) mknodAt(ctx context.Context, dirRel, name string, mode, rdev uint32, out *fuse.EntryOut, st *syscall.Stat_t) (*fs.Inode, syscall.Errno) {
-	return n.makeAt(ctx, dirRel, name, 0, true, out, st, func(d dirFd) error {
+func (n *Node) mknodAt(ctx context.Context, at dirFd, dirRel, name string, mode, rdev uint32, out *fuse.EntryOut, st *syscall.Stat_t) (*fs.Inode, syscall.Errno) {
+	return n.makeAt(ctx, at, dirRel, name, 0, true, out, st, func(d dirFd) error {
 		return unix.Mknodat(d.FD, name, createMode(ctx, d, mode), int(rdev))
 	})
 }
 
 // symlinkAt creates symlink name -> target in dirRel. The target is stored
 // as given and never resolved by the daemon.
-func (n *Node) symlinkAt(ctx context.Context, dirRel, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return n.makeAt(ctx, dirRel, name, 0, true, out, new(syscall.Stat_t), func(d dirFd) error {
+func (n *Node) symlinkAt(ctx context.Context, at dirFd, dirRel, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return n.makeAt(ctx, at, dirRel, name, 0, true, out, new(syscall.Stat_t), func(d dirFd) error {
 		return unix.Symlinkat(target, d.FD, name)
 	})
 }
@@ -238,29 +248,26 @@ func (n *Node) symlinkAt(ctx context.Context, dirRel, target, name string, out *
 // linkAt creates hard link name in dirRel to the node tn, found at
 // srcRel (a tn without a name is linked by Node.Link through one of its
 // open handles, linkfd.go: LINK carries no descriptor).
-func (n *Node) linkAt(ctx context.Context, dirRel string, tn *Node, srcRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+func (n *Node) linkAt(ctx context.Context, at dirFd, dirRel string, tn *Node, srcRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	src, srcLeaf, errno := n.fs.bk.prepareAt(srcRel)
 	if errno != 0 {
 		return nil, errno
 	}
 	defer src.Close()
 	// flags 0: linkat(2) links a symlink itself, never its target.
-	return n.makeAt(ctx, dirRel, name, 0, false, out, new(syscall.Stat_t), func(d dirFd) error {
+	return n.makeAt(ctx, at, dirRel, name, 0, false, out, new(syscall.Stat_t), func(d dirFd) error {
 		return unix.Linkat(src.FD, srcLeaf, d.FD, name, 0)
 	})
 }
 
 // removeIn removes name (flags 0: not a directory; AT_REMOVEDIR: an
-// empty directory) from d, dirRel's descriptor the mutation holds, or,
-// when d.FD < 0, from dirRel opened here.
-func (n *Node) removeIn(d dirFd, dirRel, name string, flags int) syscall.Errno {
-	if d.FD < 0 {
-		var errno syscall.Errno
-		if d, errno = n.fs.bk.openDir(dirRel); errno != 0 {
-			return errno
-		}
-		defer d.Close()
+// empty directory) from dirRel, whose descriptor is at (inDir).
+func (n *Node) removeIn(at dirFd, dirRel, name string, flags int) syscall.Errno {
+	d, errno := n.inDir(at, dirRel)
+	if errno != 0 {
+		return errno
 	}
+	defer d.Close()
 	return fs.ToErrno(unix.Unlinkat(d.FD, name, flags))
 }
 
@@ -272,23 +279,18 @@ func (n *Node) removeIn(d dirFd, dirRel, name string, flags int) syscall.Errno {
 // loopback's rename2 does, that both directories are still the inodes the
 // kernel knows, and answers EBUSY when one was replaced.
 func (n *Node) renameIn(d1 dirFd, dirRel, name string, np *Node, d2 dirFd, newDirRel, newName string, flags uint32) syscall.Errno {
-	var errno syscall.Errno
-	if d1.FD < 0 {
-		if d1, errno = n.fs.bk.openDir(dirRel); errno != 0 {
-			return errno
-		}
-		defer d1.Close()
+	d1, errno := n.inDir(d1, dirRel)
+	if errno != 0 {
+		return errno
 	}
-	if d2.FD < 0 {
-		if newDirRel == dirRel {
-			d2 = d1
-		} else {
-			if d2, errno = n.fs.bk.openDir(newDirRel); errno != 0 {
-				return errno
-			}
-			defer d2.Close()
-		}
+	defer d1.Close()
+	if d2.FD < 0 && newDirRel == dirRel {
+		d2 = dirFd{FD: d1.FD}
 	}
+	if d2, errno = n.inDir(d2, newDirRel); errno != 0 {
+		return errno
+	}
+	defer d2.Close()
 	if flags == 0 {
 		return fs.ToErrno(unix.Renameat(d1.FD, name, d2.FD, newName))
 	}

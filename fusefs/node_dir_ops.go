@@ -198,10 +198,14 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 // watcher; the backing calls are descriptor-relative (loopback.go).
 
 // makeNew runs run, a change of the names rels that no guarded file's
-// identity lock need cover, as one fresh mutation journaled as jop.
-func (n *Node) makeNew(ctx context.Context, jop string, run func() syscall.Errno, rels ...string) syscall.Errno {
+// identity lock need cover, as one fresh mutation journaled as jop. The
+// new entry is the last of rels; run gets its parent's descriptor when
+// the journal captured the name through one (journalhook.Pending.Dir),
+// so the entry is made in that very directory, which is not resolved
+// twice; else a descriptor whose FD is < 0 (Node.inDir opens it).
+func (n *Node) makeNew(ctx context.Context, jop string, run func(at dirFd) syscall.Errno, rels ...string) syscall.Errno {
 	return n.fs.mutate(ctx, mutation{kind: fresh, subject: subject{names: freshNames(rels)}, jop: jop,
-		run: func([]dirFd) syscall.Errno { return run() }})
+		run: func(at []dirFd) syscall.Errno { return run(at[len(at)-1]) }})
 }
 
 // freshNames is the unchanged mutNames of rels.
@@ -216,8 +220,8 @@ func freshNames(rels []string) []mutName {
 // Mkdir creates a directory.
 func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	dirRel := n.rel()
-	errno = n.makeNew(ctx, jMkdir, func() (e syscall.Errno) {
-		ch, e = n.mkdirAt(ctx, dirRel, name, mode, out)
+	errno = n.makeNew(ctx, jMkdir, func(at dirFd) (e syscall.Errno) {
+		ch, e = n.mkdirAt(ctx, at, dirRel, name, mode, out)
 		return e
 	}, childPath(dirRel, name))
 	return ch, errno
@@ -233,8 +237,8 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 // Symlink creates a symbolic link.
 func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	dirRel := n.rel()
-	errno = n.makeNew(ctx, jSymlink, func() (e syscall.Errno) {
-		ch, e = n.symlinkAt(ctx, dirRel, target, name, out)
+	errno = n.makeNew(ctx, jSymlink, func(at dirFd) (e syscall.Errno) {
+		ch, e = n.symlinkAt(ctx, at, dirRel, target, name, out)
 		return e
 	}, childPath(dirRel, name))
 	return ch, errno
@@ -256,8 +260,8 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		// A file with no name (an O_TMPFILE file, linked through its
 		// handle, linkfd.go): only the new name is the workspace's, and
 		// the journal records it as created (a rewind removes it).
-		errno := n.makeNew(ctx, jCreate, func() (e syscall.Errno) {
-			ch, e = n.linkByHandle(ctx, dirRel, tn, name, out)
+		errno := n.makeNew(ctx, jCreate, func(at dirFd) (e syscall.Errno) {
+			ch, e = n.linkByHandle(ctx, at, dirRel, tn, name, out)
 			return e
 		}, childPath(dirRel, name))
 		return ch, errno
@@ -266,8 +270,8 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	errno := tn.byNode(func(srcRel string) syscall.Errno {
 		// The target's link count and ctime change too: both names are
 		// bracketed.
-		return n.makeNew(ctx, jLink, func() (e syscall.Errno) {
-			ch, e = n.linkAt(ctx, dirRel, tn, srcRel, name, out)
+		return n.makeNew(ctx, jLink, func(at dirFd) (e syscall.Errno) {
+			ch, e = n.linkAt(ctx, at, dirRel, tn, srcRel, name, out)
 			return e
 		}, srcRel, childPath(dirRel, name))
 	})
@@ -279,8 +283,8 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 func (n *Node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (ch *fs.Inode, errno syscall.Errno) {
 	dirRel, st := n.rel(), syscall.Stat_t{}
 	rel := childPath(dirRel, name)
-	errno = n.makeNew(ctx, jMknod, func() (e syscall.Errno) {
-		ch, e = n.mknodAt(ctx, dirRel, name, mode, rdev, out, &st)
+	errno = n.makeNew(ctx, jMknod, func(at dirFd) (e syscall.Errno) {
+		ch, e = n.mknodAt(ctx, at, dirRel, name, mode, rdev, out, &st)
 		return e
 	}, rel)
 	if made := guard.StatOf(&st); errno == 0 && st.Mode&syscall.S_IFMT == syscall.S_IFREG && n.fs.policyOf(rel, false, n.fs.cross.Shared()).tracks {

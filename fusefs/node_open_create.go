@@ -219,8 +219,8 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		subject: subject{names: []mutName{{rel: rel}}},
 		by:      &c,
 		jop:     jCreate,
-		run: func([]dirFd) (e syscall.Errno) {
-			ch, lf, e = n.createAt(ctx, dirRel, name, flags|syscall.O_EXCL, mode, out, &st)
+		run: func(at []dirFd) (e syscall.Errno) {
+			ch, lf, e = n.createAt(ctx, at[0], dirRel, name, flags|syscall.O_EXCL, mode, out, &st)
 			return e
 		},
 	})

@@ -104,3 +104,53 @@ func TestMutateRmdirInJournalDir(t *testing.T) {
 		t.Fatalf("records %+v, want the rmdir with its directory pre-image", recs)
 	}
 }
+
+// TestMakeNewInJournalDir: a journaled new entry (makeNew: mkdir, symlink,
+// mknod, link; Create likewise) is made through the parent descriptor the
+// journal captured its name in (Node.inDir), so the parent is resolved
+// once, and the entry lands in the directory whose entry was captured as
+// absent even when that directory is renamed between the capture and the
+// creation; a second resolution of the path would not find a/ at all.
+func TestMakeNewInJournalDir(t *testing.T) {
+	f, j, ws := journalFS(t, guard.ModeEnforce, map[string]string{"a/keep": "x"})
+	n := &Node{fs: f}
+	var got dirFd
+	errno := n.makeNew(context.Background(), jMkdir, func(at dirFd) syscall.Errno {
+		got = at
+		if err := os.Rename(filepath.Join(ws, "a"), filepath.Join(ws, "b")); err != nil {
+			t.Error(err)
+		}
+		d, errno := n.inDir(at, "a")
+		if errno != 0 {
+			return errno
+		}
+		defer d.Close()
+		return fs0(unix.Mkdirat(d.FD, "d", 0o755))
+	}, "a/d")
+	if errno != 0 {
+		t.Fatalf("mkdir: %v (parent descriptor %d)", errno, got.FD)
+	}
+	if got.FD < 0 {
+		t.Errorf("the new entry got no parent descriptor: it resolved a/ again")
+	}
+	if st, err := os.Lstat(filepath.Join(ws, "b/d")); err != nil || !st.IsDir() {
+		t.Fatalf("b/d after the mkdir: %v; want the directory made in the captured parent, now b/", err)
+	}
+	// The caller is the test's own process (no FUSE context): whichever
+	// session it resolves to, its log holds the mkdir.
+	names, err := j.Sessions()
+	if err != nil || len(names) != 1 {
+		t.Fatalf("journal sessions %v, %v; want one", names, err)
+	}
+	if recs := changeRecords(t, j, names[0]); len(recs) != 2 || recs[1].Op != jMkdir || recs[1].Pre[0].Kind != journal.KindAbsent {
+		t.Fatalf("records %+v, want the mkdir with an absent pre-image", recs)
+	}
+}
+
+// fs0 is err as an errno (0 for nil).
+func fs0(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	return err.(syscall.Errno)
+}
