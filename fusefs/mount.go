@@ -94,6 +94,13 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 		NullPermissions: true,
 		Logger:          fuseLogger(f.log, false), // the node bridge's diagnostics: anomalies only
 	}
+	// The root reports its backing directory's inode number as every node
+	// does (backing.stableAttr); go-fuse's default is 0, which stat(2) shows
+	// and ls -i prints as "?".
+	var rst syscall.Stat_t
+	if syscall.Fstat(int(f.bk.rootFd.Load()), &rst) == nil {
+		opts.RootStableAttr = &fs.StableAttr{Ino: f.bk.stableAttr(&rst, 0).Ino}
+	}
 	// go-fuse (v2.12.1, mountDirect) opens /dev/fuse without O_CLOEXEC: a
 	// child execed later would inherit it and keep the connection alive
 	// after the daemon dies, so every access hangs (D state) instead of
