@@ -16,6 +16,14 @@ package fusefs
 // commands, and bracketing a read-only one only makes the watcher put off
 // judging the file's events until it returns.
 //
+// The one exception is TCGETS, isatty(3)'s probe, which sed, Python's
+// open() and most stdio programs send for every file they open: it is
+// answered ENOTTY at once, with no bracket and no backing call. A FUSE
+// request for it comes only from a regular file or directory of the mount
+// (a device or fifo node's ioctls go to its driver), which is never a
+// terminal, and every backing file system answers ENOTTY without changing
+// anything.
+//
 // ioctls are not guarded: inode flags are attributes, not content, allowed
 // like chmod, chown and utimens (README.md, the guard's table). The kernel
 // itself checks the caller's right to change them
@@ -26,10 +34,15 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
 )
 
-// ownIoctl runs an ioctl of a handle of rel's file as an own change.
+// ownIoctl runs an ioctl of a handle of rel's file as an own change;
+// TCGETS gets ENOTTY at once (see above).
 func (f *FS) ownIoctl(rel string, h fs.FileIoctler, ctx context.Context, cmd uint32, arg uint64, input, output []byte) (int32, syscall.Errno) {
+	if cmd == unix.TCGETS {
+		return 0, syscall.ENOTTY
+	}
 	defer f.oc.ownChange(rel)()
 	return h.Ioctl(ctx, cmd, arg, input, output)
 }
@@ -37,6 +50,9 @@ func (f *FS) ownIoctl(rel string, h fs.FileIoctler, ctx context.Context, cmd uin
 // Ioctl runs an ioctl on the handle's backing descriptor as an own change
 // (see above); the errno is the backing file system's.
 func (h *File) Ioctl(ctx context.Context, cmd uint32, arg uint64, input, output []byte) (int32, syscall.Errno) {
+	if cmd == unix.TCGETS {
+		return 0, syscall.ENOTTY // nothing to settle: see above
+	}
 	h.fs.oc.settleDeferredNode(h.node) // ownattr.go: FS_IOC_SETFLAGS and the like set the ctime
 	return h.fs.ownIoctl(h.node.rel(), h.loopbackOps, ctx, cmd, arg, input, output)
 }
