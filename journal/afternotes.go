@@ -36,6 +36,32 @@ func (j *Journal) NoteAfter(sessionName string, ref uint64, afters []After) erro
 	return nil
 }
 
+// NoteFailed appends a failure note for session: its change ref (a
+// Record.Seq) was recorded before its backing operation, which then
+// failed, so the change never happened. The record stays, with the
+// pre-images it saved (the state its names kept), but the conflict rule
+// and the rewind's replay take nothing else from it (Record.Failed). Like
+// an after-note it is not fdatasync'ed: a lost note leaves the change
+// looking made, which only reports more conflicts. Errors are the log's
+// write errors, or a bad session name.
+func (j *Journal) NoteFailed(sessionName string, ref uint64) error {
+	s, err := j.session(sessionName)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if s.stopped != "" {
+		return nil // a stopped journal notes nothing (docs/DESIGN.md#journal-budget)
+	}
+	rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: OpFailed, Ref: ref}
+	if err := s.log.write(rec, false); err != nil {
+		return err
+	}
+	j.wrote(s.log)
+	s.seq = rec.Seq
+	return nil
+}
+
 // End appends the end record of session (its registration ended at t),
 // fdatasync'ed: GC counts the session's retention from t.
 func (j *Journal) End(sessionName string, t time.Time) error {

@@ -62,7 +62,7 @@ func (j *Journal) otherChanges(self string) (map[string]otherChange, error) {
 			return nil, err
 		}
 		for _, r := range recs {
-			if !isChange(r) {
+			if !isChange(r) || r.Failed {
 				continue
 			}
 			for _, p := range []string{r.Path, r.Path2} {
@@ -115,7 +115,7 @@ func lastKnown(recs []Record) (map[string]expect, map[uint64]After) {
 					byIno[a.Ino] = a
 				}
 			}
-		case !isChange(r):
+		case !isChange(r), r.Failed: // a failed change left its names as they were
 		case r.Op == OpRename && r.Path2 != "" && r.Path2 != r.Path:
 			drop(r.Path2)
 			moved := move(r.Path, r.Path2)

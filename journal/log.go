@@ -81,6 +81,10 @@ type Record struct {
 	// change it follows (0 for a handle's close) and the states it left.
 	Ref   uint64  `json:"ref,omitempty"`
 	After []After `json:"after,omitempty"`
+	// Failed is set by Journal.Records on a change record that a later
+	// failure note (OpFailed) names: its backing operation failed. It is
+	// never written.
+	Failed bool `json:"-"`
 }
 
 // ReadLog reads the session log at path: every complete line, in order,

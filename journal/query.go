@@ -125,7 +125,27 @@ func (j *Journal) Records(sessionName string) ([]Record, error) {
 		return nil, fmt.Errorf("journal: bad session name %q", sessionName)
 	}
 	recs, _, err := ReadLog(j.LogPath(sessionName))
+	markFailed(recs)
 	return recs, err
+}
+
+// markFailed sets Failed on every change record of recs that a failure
+// note names.
+func markFailed(recs []Record) {
+	var failed map[uint64]bool
+	for _, r := range recs {
+		if r.Op == OpFailed {
+			if failed == nil {
+				failed = map[uint64]bool{}
+			}
+			failed[r.Ref] = true
+		}
+	}
+	for i := range recs {
+		if failed[recs[i].Seq] && isChange(recs[i]) {
+			recs[i].Failed = true
+		}
+	}
 }
 
 // Sessions lists the sessions that have a log, sorted by name.

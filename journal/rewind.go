@@ -94,7 +94,7 @@ func checkpointIndex(recs []Record, id string) int {
 // isChange says whether r is a change record (not a checkpoint, an
 // after-note or the end).
 func isChange(r Record) bool {
-	return r.Op != OpCheckpoint && r.Op != OpAfter && r.Op != OpEnd && r.Op != OpStop
+	return r.Op != OpCheckpoint && r.Op != OpAfter && r.Op != OpEnd && r.Op != OpStop && r.Op != OpFailed
 }
 
 // within reports whether p is one of roots or below one (nil roots: all).
@@ -130,7 +130,10 @@ func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]planned, err
 			continue
 		}
 		both := r.Op == OpRename || r.Op == OpExchange
-		if both && r.Path2 != "" && r.Path2 != r.Path {
+		// A failed change moved nothing and left its names as they were:
+		// only its pre-images (that state, and perhaps the interval's
+		// only pre-image of a name) are restored.
+		if both && r.Path2 != "" && r.Path2 != r.Path && !r.Failed {
 			s, err := undoMove(r, sim)
 			if err != nil {
 				return nil, err
@@ -149,7 +152,7 @@ func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]planned, err
 				return nil, err
 			}
 		}
-		if pre, ok := impliedPre(r); ok && within(pre.Path, roots) {
+		if pre, ok := impliedPre(r); ok && !r.Failed && within(pre.Path, roots) {
 			out = append(out, planned{restoreStep(pre), i})
 			if err := sim.set(pre); err != nil {
 				return nil, err

@@ -19,6 +19,12 @@ const OpAfter = "after"
 // ended); retention counts from its Time.
 const OpEnd = "end"
 
+// OpFailed is the op of a failure note: its Ref names a change record
+// whose backing operation then failed (an rmdir of a directory that was
+// not empty, a create of a name that existed), so the change never
+// happened. Journal.Records marks that record Failed.
+const OpFailed = "failed"
+
 // After is the state of one path as observed by Lstat (never following a
 // final symlink): Kind (KindAbsent, KindFile, KindDir, KindSymlink), Mode
 // (full st_mode), Size (bytes), Ino, MtimeNs (ns since the epoch) and,

@@ -102,6 +102,16 @@ func (j *Journal) sinceScan(sessionName, id string) (*sinceIndex, error) {
 			started = r.Op == OpCheckpoint && r.ID == id
 			return nil
 		}
+		if r.Op == OpFailed {
+			// A failed rename moved nothing: it names no path's origin.
+			for i := len(idx.renames) - 1; i >= 0; i-- {
+				if idx.renames[i].Seq == r.Ref {
+					idx.renames = append(idx.renames[:i], idx.renames[i+1:]...)
+					break
+				}
+			}
+			return nil
+		}
 		if !isChange(*r) {
 			return nil
 		}

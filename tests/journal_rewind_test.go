@@ -176,6 +176,36 @@ func TestJournalRewindUndo(t *testing.T) {
 	sameManifest(t, "after undoing the rewind (through the mount)", made, manifest(t, m.mnt, "build"))
 }
 
+// TestJournalRewindAfterFailedChanges: changes the session's tools tried
+// and the file system refused (git checkout's rmdir of a directory that
+// still holds an untracked file, an rmdir of a non-empty tracked
+// directory, a noclobber create of an existing name, a rename onto a
+// non-empty directory) are noted as failed, so a rewind takes nothing from
+// them: it reports no conflict and puts the tree back as it was.
+// Before the failure notes, each failed rmdir was taken for a directory
+// removed by the session and then made again outside the mount: a
+// conflict, and the directory and what it held stayed.
+func TestJournalRewindAfterFailedChanges(t *testing.T) {
+	m := journalMount(t)
+	before := manifest(t, m.ws, "build")
+	s := m.startSession("agent")
+	s.must(`mkdir -p made/sub && printf x > made/sub/keep && mkfifo made/sub/fifo
+! rmdir made/sub 2>/dev/null
+! rmdir src 2>/dev/null
+! (set -C; printf y > made/sub/keep) 2>/dev/null
+mkdir -p other/full && printf z > other/full/f
+! python3 -c 'import os; os.rename("made", "other")' 2>/dev/null
+cat notes.txt >/dev/null && printf 'beta\n' >> notes.txt`)
+	if b, err := os.ReadFile(filepath.Join(m.ws, "made/sub/keep")); err != nil || string(b) != "x" {
+		t.Fatalf("made/sub/keep: %q, %v; want the noclobber create refused", b, err)
+	}
+	out := s.must("rubinofs rewind --to cp000000")
+	if _, _, conflicts, _ := rewindCounts(t, out); conflicts != 0 {
+		t.Errorf("the rewind reported %d conflicts, want none:\n%s", conflicts, out)
+	}
+	sameManifest(t, "after the rewind", before, manifest(t, m.ws, "build"))
+}
+
 // TestJournalDryRun: `rewind --dry-run` prints the plan (a removal for a
 // created file, a rename back, a restore) and the counts, and changes
 // nothing: the tree is as the session left it and no checkpoint was

@@ -182,22 +182,32 @@ func (p *Pending) Commit() {
 	}
 }
 
-// Abort runs after the backing operation failed: a pre-image captured by
-// linking a doomed file's inode would otherwise share the inode of a file
-// that lives on (journal.Journal.Unshare). A failure is logged at warn: a
-// later change of the file would make the blob fail its check at a rewind
-// (reported unrecoverable, never restored wrong). It releases the
-// directories the hook opened.
+// Abort runs after the backing operation failed. The change was recorded
+// but never happened: a failure note says so (journal.Journal.NoteFailed),
+// so that a rewind neither takes the names for what the change would have
+// left (a failed rmdir of a directory that was not empty looked like a
+// directory removed, then put back from outside) nor undoes it. A
+// pre-image captured by linking a doomed file's inode would otherwise
+// share the inode of a file that lives on (journal.Journal.Unshare).
+// Failures are logged at warn: a lost note reports more conflicts at a
+// rewind; a blob still sharing the inode fails its check after a later
+// change of the file (reported unrecoverable, never restored wrong). It
+// releases the directories the hook opened.
 func (p *Pending) Abort() {
 	if p == nil {
 		return
 	}
 	defer p.release()
-	if !p.ok || len(p.rec.Pre) == 0 || !(p.names[0].Doomed || len(p.names) > 1 && p.names[1].Doomed) {
+	if !p.ok {
 		return
 	}
-	if err := p.h.cfg.Journal.Unshare(p.rec); err != nil {
-		p.h.cfg.Logger.Warn("journal: a pre-image still shares its file's inode after a failed removal", "path", p.names[0].Rel, "err", err)
+	if len(p.rec.Pre) > 0 && (p.names[0].Doomed || len(p.names) > 1 && p.names[1].Doomed) {
+		if err := p.h.cfg.Journal.Unshare(p.rec); err != nil {
+			p.h.cfg.Logger.Warn("journal: a pre-image still shares its file's inode after a failed removal", "path", p.names[0].Rel, "err", err)
+		}
+	}
+	if err := p.h.cfg.Journal.NoteFailed(p.session, p.rec.Seq); err != nil {
+		p.h.cfg.Logger.Warn("journal: a failed change's note was lost: a rewind will report its names as conflicts", "path", p.names[0].Rel, "session", p.session, "err", err)
 	}
 }
 
