@@ -19,21 +19,7 @@ func (j *Journal) NoteAfter(sessionName string, ref uint64, afters []After) erro
 	if len(afters) == 0 {
 		return nil
 	}
-	s, err := j.session(sessionName)
-	if err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	if s.stopped != "" {
-		return nil // a stopped journal notes nothing (docs/DESIGN.md#journal-budget)
-	}
-	rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: OpAfter, Ref: ref, After: afters}
-	if err := s.log.write(rec, false); err != nil {
-		return err
-	}
-	j.wrote(s.log)
-	s.seq = rec.Seq
-	return nil
+	return j.note(sessionName, Record{Op: OpAfter, Ref: ref, After: afters})
 }
 
 // NoteFailed appends a failure note for session: its change ref (a
@@ -45,15 +31,23 @@ func (j *Journal) NoteAfter(sessionName string, ref uint64, afters []After) erro
 // looking made, which only reports more conflicts. Errors are the log's
 // write errors, or a bad session name.
 func (j *Journal) NoteFailed(sessionName string, ref uint64) error {
+	return j.note(sessionName, Record{Op: OpFailed, Ref: ref})
+}
+
+// note appends rec, an after-note or a failure note, as session's next
+// record (its Seq and Time set here, under the session's mutex so Seq
+// stays gapless), not fdatasync'ed; nothing while the session's journal
+// is stopped (docs/DESIGN.md#journal-budget).
+func (j *Journal) note(sessionName string, rec Record) error {
 	s, err := j.session(sessionName)
 	if err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
 	if s.stopped != "" {
-		return nil // a stopped journal notes nothing (docs/DESIGN.md#journal-budget)
+		return nil
 	}
-	rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: OpFailed, Ref: ref}
+	rec.Seq, rec.Time = s.seq+1, j.now().UTC()
 	if err := s.log.write(rec, false); err != nil {
 		return err
 	}
