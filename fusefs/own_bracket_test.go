@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/guard"
@@ -125,7 +126,7 @@ func TestMakeNewInJournalDir(t *testing.T) {
 			return errno
 		}
 		defer d.Close()
-		return fs0(unix.Mkdirat(d.FD, "d", 0o755))
+		return fs.ToErrno(unix.Mkdirat(d.FD, "d", 0o755))
 	}, "a/d")
 	if errno != 0 {
 		t.Fatalf("mkdir: %v (parent descriptor %d)", errno, got.FD)
@@ -145,12 +146,4 @@ func TestMakeNewInJournalDir(t *testing.T) {
 	if recs := changeRecords(t, j, names[0]); len(recs) != 2 || recs[1].Op != jMkdir || recs[1].Pre[0].Kind != journal.KindAbsent {
 		t.Fatalf("records %+v, want the mkdir with an absent pre-image", recs)
 	}
-}
-
-// fs0 is err as an errno (0 for nil).
-func fs0(err error) syscall.Errno {
-	if err == nil {
-		return 0
-	}
-	return err.(syscall.Errno)
 }

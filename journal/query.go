@@ -132,14 +132,14 @@ func (j *Journal) Records(sessionName string) ([]Record, error) {
 // markFailed sets Failed on every change record of recs that a failure
 // note names.
 func markFailed(recs []Record) {
-	var failed map[uint64]bool
+	failed := map[uint64]bool{}
 	for _, r := range recs {
 		if r.Op == OpFailed {
-			if failed == nil {
-				failed = map[uint64]bool{}
-			}
 			failed[r.Ref] = true
 		}
+	}
+	if len(failed) == 0 {
+		return
 	}
 	for i := range recs {
 		if failed[recs[i].Seq] && isChange(recs[i]) {

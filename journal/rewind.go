@@ -92,7 +92,8 @@ func checkpointIndex(recs []Record, id string) int {
 }
 
 // isChange says whether r is a change record (not a checkpoint, an
-// after-note or the end).
+// after-note, a failure note, the end or a stop). A change marked Failed
+// is still one: it holds the pre-images it saved.
 func isChange(r Record) bool {
 	return r.Op != OpCheckpoint && r.Op != OpAfter && r.Op != OpEnd && r.Op != OpStop && r.Op != OpFailed
 }
