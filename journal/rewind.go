@@ -397,7 +397,7 @@ func (j *Journal) Rewind(plan Plan, a Applier) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{Checkpoint: cp.ID, Conflicts: len(plan.Conflicts), Unrecoverable: len(plan.Unrecoverable)}
-	final := map[string]bool{} // path -> removed (false: restored), by its last applied step
+	var t Tally
 	for _, s := range plan.Steps {
 		var err error
 		switch s.Kind {
@@ -412,17 +412,43 @@ func (j *Journal) Rewind(plan Plan, a Applier) (Result, error) {
 			res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %v", s.Kind, s.Path, err))
 			continue
 		}
-		final[s.Path] = s.Kind == StepRemove
-		if s.Kind == StepExchange {
-			final[s.From] = false
-		}
+		t.Add(s)
 	}
-	for _, removed := range final {
-		if removed {
-			res.Removed++
-		} else {
-			res.Restored++
-		}
-	}
+	res.Restored, res.Removed = t.Counts()
 	return res, nil
+}
+
+// Tally counts the paths a sequence of rewind steps leaves restored or
+// removed, each path once, by the last step that names it: a remove
+// counts it removed; a restore, the target of a rename, and both names
+// of an exchange count it restored (a rename's source, left absent, is
+// not counted). An applied rewind counts the steps that succeeded
+// (Result.Restored, Result.Removed), a dry run the steps it would apply,
+// so the two agree. The zero value is ready to use; not safe for
+// concurrent use.
+type Tally struct {
+	final map[string]bool // path -> removed (false: restored)
+}
+
+// Add counts step s, after every step added before it.
+func (t *Tally) Add(s Step) {
+	if t.final == nil {
+		t.final = map[string]bool{}
+	}
+	t.final[s.Path] = s.Kind == StepRemove
+	if s.Kind == StepExchange {
+		t.final[s.From] = false
+	}
+}
+
+// Counts returns how many distinct paths end restored and removed.
+func (t *Tally) Counts() (restored, removed int) {
+	for _, rm := range t.final {
+		if rm {
+			removed++
+		} else {
+			restored++
+		}
+	}
+	return restored, removed
 }

@@ -266,6 +266,30 @@ func TestJournalDryRun(t *testing.T) {
 	sameManifest(t, "after the rewind to the start", before, manifest(t, m.ws, "build"))
 }
 
+// TestJournalDryRunCountsAsApplied: a dry run's counts line is the one
+// the applied rewind then prints. `sed -i` renames its temporary file
+// over the file it edits, so the plan renames the file back to the
+// temporary name and removes that name later: counted by step, the dry run
+// reported the temporary name restored as well as removed (one restore
+// too many per `sed -i`), where the rewind counts each path once, by the
+// last step applied to it.
+func TestJournalDryRunCountsAsApplied(t *testing.T) {
+	m := journalMount(t)
+	s := m.startSession("agent")
+	s.must("cat notes.txt old.txt config.json >/dev/null && sed -i 's/alpha/ALPHA/' notes.txt && sed -i 's/a/A/' config.json && mv old.txt renamed.txt && echo new > fresh.txt")
+	dry := s.must("rubinofs rewind --dry-run --to cp000000")
+	applied := s.must("rubinofs rewind --to cp000000")
+	dr, dm, dc, du := rewindCounts(t, dry)
+	ar, am, ac, au := rewindCounts(t, applied)
+	if dr != ar || dm != am || dc != ac || du != au {
+		t.Errorf("the dry run counted restored %d, removed %d, conflicts %d, unrecoverable %d; the rewind then %d, %d, %d, %d\ndry run:\n%s\nrewind:\n%s",
+			dr, dm, dc, du, ar, am, ac, au, dry, applied)
+	}
+	if ar < 3 || am < 1 {
+		t.Errorf("the rewind counted restored %d, removed %d; want at least notes.txt, config.json and old.txt restored, fresh.txt removed\n%s", ar, am, applied)
+	}
+}
+
 // nameless is a session's work on files without a name: a file written
 // while unlinked and still open, and an O_TMPFILE file written and then
 // named with linkat of its /proc/self/fd link (the write-then-name

@@ -118,16 +118,14 @@ func formatRewind(rep rewindReply, force bool, undo string) (text string, failed
 	for _, c := range p.Conflicts {
 		conflicted[c.Path] = true
 	}
-	var plan rewindCounts
+	var plan journal.Tally // what the steps not skipped would leave, as an applied rewind counts
 	for _, s := range p.Steps {
 		skipped := !force && (conflicted[s.Path] || (s.From != "" && conflicted[s.From]))
 		line := "  " + stepText(s)
 		if skipped {
 			line += "  (conflict: skipped)"
-		} else if s.Kind == journal.StepRemove {
-			plan.removed++
 		} else {
-			plan.restored++
+			plan.Add(s)
 		}
 		b.WriteString(line + "\n")
 	}
@@ -162,7 +160,8 @@ func formatRewind(rep rewindReply, force bool, undo string) (text string, failed
 			fmt.Fprintf(&b, "  %s: %s %d bytes, %s\n", quoteToken(u.Path), u.Kind, u.Size, why)
 		}
 	}
-	n := rewindCounts{plan.restored, plan.removed, len(p.Conflicts), len(p.Unrecoverable)}
+	restored, removed := plan.Counts()
+	n := rewindCounts{restored, removed, len(p.Conflicts), len(p.Unrecoverable)}
 	if r := rep.Result; r != nil {
 		n = rewindCounts{r.Restored, r.Removed, r.Conflicts, r.Unrecoverable}
 		if len(r.Errors) > 0 {

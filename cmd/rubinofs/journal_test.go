@@ -92,7 +92,7 @@ M  saved.txt  11111111..22222222
 
 // TestFormatRewind: the plan's steps, conflicts with who made them, the
 // unrecoverable paths and the counts line; a dry run counts from the plan
-// (a conflicting step skipped), an applied rewind from its result and
+// (a conflicting step skipped; each path once, by its last step), an applied rewind from its result and
 // names its undo checkpoint; failed says whether the tree is not all back.
 func TestFormatRewind(t *testing.T) {
 	plan := journal.Plan{Session: "agent1", To: "cp000000",
@@ -127,6 +127,17 @@ func TestFormatRewind(t *testing.T) {
 	if !strings.Contains(text, "conflicts, applied anyway (--force)") || strings.Contains(text, "skipped") ||
 		!strings.HasSuffix(text, "restored 3, removed 1, conflicts 2, unrecoverable 0\nundo with: rubinofs rewind --session agent1 --to cp000004\n") || failed {
 		t.Errorf("forced rewind: failed %v, text:\n%s", failed, text)
+	}
+	// sed -i's plan: the file renamed back to the temporary name, its
+	// pre-image restored, the temporary name removed. Each path counts
+	// once, by its last step, as the applied rewind counts it.
+	sed := journal.Plan{Session: "agent1", To: "cp000000", Steps: []journal.Step{
+		{Kind: journal.StepRename, Path: "sedX1", From: "a.txt"},
+		{Kind: journal.StepRestore, Path: "a.txt", Pre: journal.PreImage{Kind: journal.KindFile, Mode: 0o100644, Size: 3}},
+		{Kind: journal.StepRemove, Path: "sedX1"},
+	}}
+	if text, _ = formatRewind(rewindReply{DryRun: true, Plan: sed}, false, "x "); !strings.HasSuffix(text, "restored 1, removed 1, conflicts 0, unrecoverable 0\n") {
+		t.Errorf("a dry run of sed -i's plan counts each step, not each path:\n%s", text)
 	}
 	res.Errors = []string{"c.txt: EIO"}
 	if text, failed = formatRewind(rewindReply{Plan: journal.Plan{Session: "s", To: "cp000001"}, Result: res}, true, "x "); !failed || !strings.Contains(text, "errors:\n  c.txt: EIO\n") || !strings.Contains(text, "nothing to do") {
