@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestListChanges(t *testing.T) {
@@ -46,6 +48,28 @@ func TestListChanges(t *testing.T) {
 	}
 	if _, err := j.ListChanges("agent", "cp000042", d.ins()); err == nil {
 		t.Fatal("an unknown checkpoint listed")
+	}
+}
+
+// TestListChangesSkipsFailedChanges: a change whose backing operation
+// failed (its record followed by a failure note) changed nothing, so the
+// list names no path for it alone and shows none of its ops; a path a
+// failed and a later successful change named shows the successful op,
+// with its state before both.
+func TestListChangesSkipsFailedChanges(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	d := newDriver(t, j, "agent")
+	seedTree(d)
+	d.failedDo("rmdir", "src", "", func() error { return unix.Rmdir(d.abs("src")) })
+	d.failedDo("rename", "README.md", "src", func() error { return unix.Rename(d.abs("README.md"), d.abs("src")) })
+	d.appendf("README.md", "more\n")
+	got, err := j.ListChanges("agent", "", d.ins())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Path != "README.md" || strings.Join(got[0].Ops, ",") != "write" ||
+		got[0].Before.Kind != KindFile || got[0].Before.Size != 6 || got[0].RenamedFrom != "" {
+		t.Fatalf("changes after two failed changes and a write: %+v, want README.md alone, written, 6 bytes before", got)
 	}
 }
 

@@ -82,6 +82,30 @@ func (d *driver) do(op, p, p2 string, change func() error) {
 	}
 }
 
+// failedDo journals op on p (and p2) and runs change, which must fail:
+// the record is followed by a failure note, as fusefs writes one when the
+// backing operation fails.
+func (d *driver) failedDo(op, p, p2 string, change func() error) {
+	d.t.Helper()
+	rec, err := d.j.Record(d.s, op, p, p2, func(name string) (PreImage, error) {
+		fd, leaf, err := OpenParent(d.root, name)
+		if err != nil {
+			return PreImage{}, err
+		}
+		defer unix.Close(fd)
+		return CaptureAt(d.j.Blobs(), fd, leaf)
+	})
+	if err != nil {
+		d.t.Fatalf("record %s %s: %v", op, p, err)
+	}
+	if err := change(); err == nil {
+		d.t.Fatalf("%s %s %s succeeded; the test wants it to fail", op, p, p2)
+	}
+	if err := d.j.NoteFailed(d.s, rec.Seq); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
 func (d *driver) exists(p string) bool {
 	_, err := os.Lstat(d.abs(p))
 	return err == nil

@@ -63,11 +63,33 @@ type sinceIndex struct {
 }
 
 // sinceChange is one changed path: pre is an index into pres (-1: none
-// seen after the checkpoint), ops codes into opNames.
+// seen after the checkpoint), ops codes into opNames, touches the
+// records that named it (by a name or a pre-image) and did not fail.
 type sinceChange struct {
-	id  uint64
-	pre int32
-	ops []byte
+	id      uint64
+	pre     int32
+	ops     []byte
+	touches int32
+}
+
+// recentRecords is how many of the latest change records sinceScan
+// remembers the entries of, so that a failure note can take back what its
+// record added. A failure note follows its record within the same
+// request, so only records of requests running at the same time come in
+// between.
+const recentRecords = 4096
+
+// recentRecord is what one change record added to a sinceIndex: its op's
+// code, and the entries it touched (op: the code was appended to that
+// entry's ops).
+type recentRecord struct {
+	code    byte
+	touched []recentTouch
+}
+
+type recentTouch struct {
+	entry int32
+	op    bool
 }
 
 // errNoCheckpoint marks a since of an unknown checkpoint.
@@ -86,7 +108,7 @@ func (j *Journal) sinceScan(sessionName, id string) (*sinceIndex, error) {
 	idx := &sinceIndex{}
 	preIdx := map[PreImage]int32{}
 	opIdx := map[string]byte{}
-	get := func(k uint64) *sinceChange {
+	entry := func(k uint64) int32 {
 		for uint64(len(idx.slot)) <= k {
 			idx.slot = append(idx.slot, 0)
 		}
@@ -94,8 +116,12 @@ func (j *Journal) sinceScan(sessionName, id string) (*sinceIndex, error) {
 			idx.changes = append(idx.changes, sinceChange{id: k, pre: -1})
 			idx.slot[k] = int32(len(idx.changes))
 		}
-		return &idx.changes[idx.slot[k]-1]
+		return idx.slot[k] - 1
 	}
+	// recent holds what the latest records added, by seq (order: oldest
+	// first), until recentRecords newer ones came.
+	recent := map[uint64]recentRecord{}
+	var order []uint64
 	started := false
 	tab, err := scanRaw(j.LogPath(sessionName), func(r *Record, tab *pathTable) error {
 		if !started {
@@ -110,13 +136,45 @@ func (j *Journal) sinceScan(sessionName, id string) (*sinceIndex, error) {
 					break
 				}
 			}
+			// Nor did any failed change change a path: its op is taken
+			// back, and a path no other change named is not listed. Its
+			// pre-images stay the paths' states before (nothing moved).
+			if rr, ok := recent[r.Ref]; ok {
+				delete(recent, r.Ref)
+				for _, t := range rr.touched {
+					c := &idx.changes[t.entry]
+					c.touches--
+					if !t.op {
+						continue
+					}
+					for i := len(c.ops) - 1; i >= 0; i-- {
+						if c.ops[i] == rr.code {
+							c.ops = append(c.ops[:i], c.ops[i+1:]...)
+							break
+						}
+					}
+				}
+			}
 			return nil
 		}
 		if !isChange(*r) {
 			return nil
 		}
+		var rr recentRecord
+		touch := func(e int32, op bool) {
+			for i := range rr.touched {
+				if rr.touched[i].entry == e {
+					rr.touched[i].op = rr.touched[i].op || op
+					return
+				}
+			}
+			rr.touched = append(rr.touched, recentTouch{entry: e, op: op})
+			idx.changes[e].touches++
+		}
 		for _, pre := range r.Pre {
-			c := get(tab.idOf(pre.PID, pre.Path))
+			e := entry(tab.idOf(pre.PID, pre.Path))
+			touch(e, false)
+			c := &idx.changes[e]
 			if c.pre >= 0 {
 				continue
 			}
@@ -141,12 +199,23 @@ func (j *Journal) sinceScan(sessionName, id string) (*sinceIndex, error) {
 		a, b := tab.idOf(r.PID, r.Path), tab.idOf(r.PID2, r.Path2)
 		hasA, hasB := r.PID != 0 || r.Path != "", r.PID2 != 0 || r.Path2 != ""
 		if hasA {
-			c := get(a)
-			c.ops = append(c.ops, code)
+			e := entry(a)
+			idx.changes[e].ops = append(idx.changes[e].ops, code)
+			touch(e, true)
 		}
 		if hasB && (!hasA || b != a) {
-			c := get(b)
-			c.ops = append(c.ops, code)
+			e := entry(b)
+			idx.changes[e].ops = append(idx.changes[e].ops, code)
+			touch(e, true)
+		}
+		if r.Seq != 0 {
+			rr.code = code
+			recent[r.Seq] = rr
+			order = append(order, r.Seq)
+			if len(order) > recentRecords {
+				delete(recent, order[0])
+				order = order[1:]
+			}
 		}
 		if r.Op == OpRename || r.Op == OpExchange {
 			from, err := tab.path(a)
@@ -183,6 +252,9 @@ func (idx *sinceIndex) each(fn func(Change) error) error {
 	})
 	for _, i := range order {
 		sc := &idx.changes[i]
+		if sc.touches == 0 {
+			continue // named only by changes that failed
+		}
 		p, err := idx.tab.path(sc.id)
 		if err != nil {
 			return err

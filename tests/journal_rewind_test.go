@@ -181,7 +181,8 @@ func TestJournalRewindUndo(t *testing.T) {
 // still holds an untracked file, an rmdir of a non-empty tracked
 // directory, a noclobber create of an existing name, a rename onto a
 // non-empty directory) are noted as failed, so a rewind takes nothing from
-// them: it reports no conflict and puts the tree back as it was.
+// them: it reports no conflict and puts the tree back as it was; and
+// `rubinofs changes` lists no path only they named.
 // Before the failure notes, each failed rmdir was taken for a directory
 // removed by the session and then made again outside the mount: a
 // conflict, and the directory and what it held stayed.
@@ -198,6 +199,10 @@ mkdir -p other/full && printf z > other/full/f
 cat notes.txt >/dev/null && printf 'beta\n' >> notes.txt`)
 	if b, err := os.ReadFile(filepath.Join(m.ws, "made/sub/keep")); err != nil || string(b) != "x" {
 		t.Fatalf("made/sub/keep: %q, %v; want the noclobber create refused", b, err)
+	}
+	// src was named only by the failed rmdir: `changes` does not list it.
+	if out := s.must("rubinofs changes"); regexp.MustCompile(`(?m)^.  src  `).MatchString(out) || !strings.Contains(out, "notes.txt") {
+		t.Errorf("rubinofs changes lists a path only a failed change named (src), or misses notes.txt:\n%s", out)
 	}
 	out := s.must("rubinofs rewind --to cp000000")
 	if _, _, conflicts, _ := rewindCounts(t, out); conflicts != 0 {
