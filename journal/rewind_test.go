@@ -252,6 +252,42 @@ func TestRewindAfterTornLog(t *testing.T) {
 
 // Another session's edit below a directory the session renamed is a
 // conflict of the rename back (it would move the edit), kept without Force.
+// TestRewindDropsTreesMadeAndRemoved: a tree the session made and
+// removed again inside the interval (git worktree add, then remove) gets
+// no steps: the plan neither restores its directories nor removes its
+// names, and the rewind still gives the tree as it was. A tree that a
+// rename moved a file into keeps its steps, since the file must come back
+// from it.
+func TestRewindDropsTreesMadeAndRemoved(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	d := newDriver(t, j, "agent")
+	seedTree(d)
+	before := d.manifest()
+	d.mkdirP("wt/a/b")
+	d.write("wt/a/b/f", "f\n")
+	d.write("wt/g", "g\n")
+	d.write("wt/g", "g2\n")
+	d.rmR("wt")
+	d.mkdirP("moved/in")
+	d.rename("left.txt", "moved/in/left.txt")
+	d.rmR("moved")
+	d.appendf("README.md", "x\n")
+	plan, _ := d.rewind("", RewindOptions{})
+	var kept []string
+	for _, s := range plan.Steps {
+		if s.Path == "wt" || strings.HasPrefix(s.Path, "wt/") {
+			t.Errorf("a step on a tree made and removed in the interval: %s %s", s.Kind, s.Path)
+		}
+		if strings.HasPrefix(s.Path, "moved") || s.Path == "left.txt" || s.From == "left.txt" {
+			kept = append(kept, s.Kind+" "+s.Path)
+		}
+	}
+	if len(kept) == 0 {
+		t.Errorf("no steps for the tree a file was moved into; want left.txt back from it")
+	}
+	sameManifest(t, "after the rewind", before, d.manifest())
+}
+
 func TestRewindConflictBelowRenamedDir(t *testing.T) {
 	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
 	d := newDriver(t, j, "agent")
