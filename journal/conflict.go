@@ -4,6 +4,7 @@ package journal
 // against what the path is now (docs/DESIGN.md#journal-rewind).
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -80,6 +81,15 @@ func (j *Journal) otherChanges(self string) (map[string]otherChange, error) {
 // its source (and below) to its target, an exchange swaps them, an unlink
 // or rmdir drops those below.
 //
+// A rename is recorded before the backing rename and its after-note
+// written after it, and requests that take no lock of the renamed
+// directory (a handle's write, its release) run meanwhile: a record or an
+// after-note between the two naming the source or a path below it names
+// the file by its name before the move, while the file is moving to the
+// target. Such names are read as the target's (inFlight), until the
+// rename's after-note, a change naming the source itself (the name is
+// free again), or the end of a daemon's run (a stop or an end record).
+//
 // It also returns the last after-note of each inode (any name): a path
 // whose current state is the one the session last noted for its inode
 // through another name (a hard link) is explained by the session's own
@@ -104,8 +114,23 @@ func lastKnown(recs []Record) (map[string]expect, map[uint64]After) {
 			}
 		}
 	}
+	var flying inFlight
 	for _, r := range recs {
 		t := r.Time
+		switch {
+		case r.Op == OpEnd || r.Op == OpStop:
+			flying = nil
+		case r.Op == OpAfter && flying.land(r.Ref):
+		case r.Op == OpAfter && len(flying) > 0:
+			after := slices.Clone(r.After) // recs is the caller's
+			for i := range after {
+				after[i].Path = flying.name(after[i].Path)
+			}
+			r.After = after
+		case isChange(r) && !r.Failed:
+			flying.freed(r.Path, r.Path2)
+			r.Path, r.Path2 = flying.name(r.Path), flying.name(r.Path2)
+		}
 		switch {
 		case r.Op == OpAfter:
 			for i := range r.After {
@@ -117,6 +142,7 @@ func lastKnown(recs []Record) (map[string]expect, map[uint64]After) {
 			}
 		case !isChange(r), r.Failed: // a failed change left its names as they were
 		case r.Op == OpRename && r.Path2 != "" && r.Path2 != r.Path:
+			flying = append(flying, flight{seq: r.Seq, from: r.Path, to: r.Path2})
 			drop(r.Path2)
 			moved := move(r.Path, r.Path2)
 			for k, e := range moved {
@@ -130,6 +156,7 @@ func lastKnown(recs []Record) (map[string]expect, map[uint64]After) {
 			exp[r.Path2] = e
 			exp[r.Path] = expect{kind: KindAbsent, time: t}
 		case r.Op == OpExchange && r.Path2 != "":
+			flying = append(flying, flight{seq: r.Seq, from: r.Path, to: r.Path2, exchange: true})
 			ma := move(r.Path, r.Path2)
 			mb := move(r.Path2, r.Path)
 			for k, e := range ma {
@@ -165,6 +192,59 @@ func lastKnown(recs []Record) (map[string]expect, map[uint64]After) {
 		}
 	}
 	return exp, byIno
+}
+
+// flight is a rename (or exchange) recorded whose after-note has not come
+// yet: the backing rename may not have happened.
+type flight struct {
+	seq      uint64
+	from, to string
+	exchange bool
+}
+
+// inFlight are the renames in flight, in record order (lastKnown).
+type inFlight []flight
+
+// name is p as it is once the renames in flight are done: a name the
+// source of one (or a path below it) is read as the target's, and for an
+// exchange the other way round too. "" stays "".
+func (fl inFlight) name(p string) string {
+	if p == "" {
+		return p
+	}
+	for _, f := range fl {
+		switch {
+		case p == f.from || strings.HasPrefix(p, f.from+"/"):
+			p = f.to + p[len(f.from):]
+		case f.exchange && (p == f.to || strings.HasPrefix(p, f.to+"/")):
+			p = f.from + p[len(f.to):]
+		}
+	}
+	return p
+}
+
+// land ends the flight whose record is seq, at its after-note: true when
+// ref was one (the note names the states after the move as they are).
+func (fl *inFlight) land(ref uint64) bool {
+	for i, f := range *fl {
+		if f.seq == ref && ref != 0 {
+			*fl = append((*fl)[:i], (*fl)[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// freed ends the flights whose source a change names itself: the name
+// is free again, so the rename is done (its after-note was lost).
+func (fl *inFlight) freed(names ...string) {
+	kept := (*fl)[:0]
+	for _, f := range *fl {
+		if !slices.Contains(names, f.from) || f.exchange {
+			kept = append(kept, f)
+		}
+	}
+	*fl = kept
 }
 
 // conflictChecker decides the conflicts of one plan, caching per path.

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func seedTree(d *driver) {
@@ -284,6 +286,74 @@ func TestRewindDropsTreesMadeAndRemoved(t *testing.T) {
 	}
 	if len(kept) == 0 {
 		t.Errorf("no steps for the tree a file was moved into; want left.txt back from it")
+	}
+	sameManifest(t, "after the rewind", before, d.manifest())
+}
+
+// TestRewindReleaseDuringDirRename: a handle of a file in a directory is
+// released while the session renames the directory: the handle's
+// after-note (by the file's name when it was opened) lands between the
+// rename's record and the rename's after-note, and describes the file
+// before the move. fsstress found this: the conflict rule took the note
+// for a file still at the old name, found that name absent, and reported
+// a change outside the mount. The note is the moving file's, at its new
+// name: no conflict, and the rewind gives the tree back.
+func TestRewindReleaseDuringDirRename(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	d := newDriver(t, j, "agent")
+	seedTree(d)
+	before := d.manifest()
+	d.mkdir("d")
+	d.write("d/f", "first\n")
+	// A handle writes d/f and is released while d is renamed to e.
+	if _, err := j.Record(d.s, "write", "d/f", "", func(name string) (PreImage, error) {
+		fd, leaf, err := OpenParent(d.root, name)
+		if err != nil {
+			return PreImage{}, err
+		}
+		defer unix.Close(fd)
+		return CaptureAt(j.Blobs(), fd, leaf)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(d.abs("d/f"), []byte("second, longer\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := j.Record(d.s, OpRename, "d", "e", func(name string) (PreImage, error) {
+		fd, leaf, err := OpenParent(d.root, name)
+		if err != nil {
+			return PreImage{}, err
+		}
+		defer unix.Close(fd)
+		return CaptureAt(j.Blobs(), fd, leaf)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	released, err := d.ins().Lstat("d/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.NoteAfter(d.s, 0, []After{released}); err != nil { // the release, before the move
+		t.Fatal(err)
+	}
+	if err := os.Rename(d.abs("d"), d.abs("e")); err != nil {
+		t.Fatal(err)
+	}
+	var afters []After
+	for _, p := range []string{"d", "e"} {
+		a, err := d.ins().Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		afters = append(afters, a)
+	}
+	if err := j.NoteAfter(d.s, rec.Seq, afters); err != nil {
+		t.Fatal(err)
+	}
+	plan, _ := d.rewind("", RewindOptions{})
+	if len(plan.Conflicts) > 0 {
+		t.Errorf("conflicts %+v, want none: every change was the session's", plan.Conflicts)
 	}
 	sameManifest(t, "after the rewind", before, d.manifest())
 }
