@@ -211,6 +211,28 @@ cat notes.txt >/dev/null && printf 'beta\n' >> notes.txt`)
 	sameManifest(t, "after the rewind", before, manifest(t, m.ws, "build"))
 }
 
+// TestJournalRewindOverSpecialFiles: the session replaced regular files
+// with a FIFO and, as root, with a character device. The rewind restores
+// the files, byte for byte, and returns. It used to open the FIFO for
+// writing to restore the bytes in place: the open waited for a reader,
+// so the rewind (and the CLI) hung, and the bytes went into the pipe. The
+// device (1,3, /dev/null's) took the bytes and stayed a device.
+func TestJournalRewindOverSpecialFiles(t *testing.T) {
+	m := journalMount(t)
+	before := manifest(t, m.ws, "build")
+	s := m.startSession("agent")
+	script := "cat notes.txt old.txt >/dev/null && rm notes.txt && mkfifo notes.txt"
+	if os.Geteuid() == 0 {
+		script += " && rm old.txt && mknod old.txt c 1 3"
+	}
+	s.must(script)
+	out := s.must("rubinofs rewind --to cp000000")
+	if strings.Contains(out, "errors:") {
+		t.Errorf("the rewind failed steps:\n%s", out)
+	}
+	sameManifest(t, "after the rewind", before, manifest(t, m.ws, "build"))
+}
+
 // TestJournalDryRun: `rewind --dry-run` prints the plan (a removal for a
 // created file, a rename back, a restore) and the counts, and changes
 // nothing: the tree is as the session left it and no checkpoint was

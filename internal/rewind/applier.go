@@ -174,21 +174,36 @@ func (a *Applier) create(rel string, op string, pre journal.PreImage, blobs *jou
 }
 
 // restoreFile gives rel pre's bytes and mode: in place when it is a
-// regular file now (a write, guarded notes and credit as a truncate by
-// path: the inode stays, so its hard links and open handles see the
-// restored bytes, where journal.RestoreAt's rename of a new file would
-// leave them on the rewound-away bytes), else created anew (create).
+// regular file now and pre is one (a write, guarded notes and credit as a
+// truncate by path: the inode stays, so its hard links and open handles
+// see the restored bytes, where journal.RestoreAt's rename of a new file
+// would leave them on the rewound-away bytes), else created anew
+// (create). A FIFO, device or socket is never opened: a FIFO's open for
+// writing waits for a reader, and the rewind with it (the restore's bytes
+// went into the pipe, the FIFO stayed). The in-place open is non-blocking
+// and checked to be of a regular file too, in case the name changed
+// since the lstat: otherwise the step fails with EAGAIN (try again).
 func (a *Applier) restoreFile(rel string, pre journal.PreImage, cur journal.After, blobs *journal.Blobs) error {
 	if pre.Unrecoverable != "" || (pre.Blob == "" && pre.Size > 0) {
 		return fmt.Errorf("%s: its state at the checkpoint is unrecoverable (%s)", rel, pre.Unrecoverable)
 	}
-	if cur.Kind == journal.KindFile {
+	if cur.Kind == journal.KindFile && regular(cur.Mode) && regular(pre.Mode) {
 		return a.apply(Change{Op: journalhook.OpWrite, Rel: rel, Run: a.inParentRun(rel, func(dirfd int, leaf string) error {
-			fd, err := unix.Openat(dirfd, leaf, unix.O_WRONLY|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			fd, err := unix.Openat(dirfd, leaf, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err != nil {
 				return err
 			}
 			defer unix.Close(fd)
+			var st unix.Stat_t
+			if err := unix.Fstat(fd, &st); err != nil {
+				return err
+			}
+			if !regular(st.Mode) {
+				return unix.EAGAIN
+			}
+			if err := unix.Ftruncate(fd, 0); err != nil {
+				return err
+			}
 			if err := journal.FillFd(fd, pre, blobs); err != nil {
 				return err
 			}
@@ -199,6 +214,13 @@ func (a *Applier) restoreFile(rel string, pre journal.PreImage, cur journal.Afte
 		return err
 	}
 	return a.create(rel, journalhook.OpCreate, pre, blobs)
+}
+
+// regular reports whether mode (st_mode, type bits included) is a
+// regular file's; a mode without type bits (a pre-image written before
+// they were kept) counts as one.
+func regular(mode uint32) bool {
+	return mode&unix.S_IFMT == unix.S_IFREG || mode&unix.S_IFMT == 0
 }
 
 // remove removes rel as cur describes it: an empty directory, or any
