@@ -334,7 +334,9 @@ func (h *File) Release(ctx context.Context) syscall.Errno {
 	h.node.dropPtWriter(h)
 	h.fs.cfg.Guard.NoteHandleRelease(h.id)
 	if h.hj != nil { // a read-only handle: no path walk for nothing
-		h.hj.Release(h.node.rel())
+		fd := -1 // by the handle's descriptor: the node's name lags behind a rename
+		h.fd(func(d int) syscall.Errno { fd = d; return 0 })
+		h.hj.Release(h.node.rel(), fd)
 	}
 	return h.loopbackOps.Release(ctx)
 }

@@ -7,6 +7,9 @@ package fusefs
 // and what the hook sees of the mount (journalMount).
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -61,6 +64,27 @@ func (m journalMount) OpenParent(rel string) (int, string, func(), syscall.Errno
 		return -1, leaf, func() {}, errno
 	}
 	return d.FD, leaf, d.Close, 0
+}
+
+// NameOf is the workspace-relative name the kernel has now for the
+// backing descriptor fd's file: its /proc/self/fd link less the backing
+// root's (both read now, so a moved backing directory is followed);
+// false for a file with no name (the link ends in " (deleted)") or
+// outside the root.
+func (m journalMount) NameOf(fd int) (string, bool) {
+	root := int(m.f.bk.rootFd.Load())
+	if root < 0 || fd < 0 {
+		return "", false
+	}
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil || strings.HasSuffix(p, " (deleted)") {
+		return "", false
+	}
+	r, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(root))
+	if err != nil {
+		return "", false
+	}
+	return strings.CutPrefix(p, strings.TrimSuffix(r, "/")+"/")
 }
 
 // NotOpen reports whether no handle through the mount is open on the

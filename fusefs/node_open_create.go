@@ -346,7 +346,11 @@ type plainFile struct {
 func (p *plainFile) Release(ctx context.Context) syscall.Errno {
 	p.drop(ctx)
 	if p.hj != nil {
-		p.hj.Release(p.node.rel())
+		fd := -1
+		if lf, ok := p.loopbackOps.(*fs.LoopbackFile); ok {
+			fd = mustFd(lf)
+		}
+		p.hj.Release(p.node.rel(), fd)
 	}
 	return p.loopbackOps.Release(ctx)
 }
@@ -372,9 +376,12 @@ func (f *FS) passthroughWriter(lf *fs.LoopbackFile, rel string, drop func(contex
 // Release closes the handle and ends its own change.
 func (p *ptWriter) Release(ctx context.Context) syscall.Errno {
 	p.drop(ctx)
+	fd := mustFd(p.LoopbackFile)
+	if p.hj != nil {
+		p.hj.Release(p.rel, fd) // by its descriptor, before the close: p.rel is the name at open
+	}
 	errno := p.LoopbackFile.Release(ctx)
 	p.end()
-	p.hj.Release(p.rel)
 	return errno
 }
 

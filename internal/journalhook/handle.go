@@ -91,9 +91,15 @@ func (hj *Handle) Change(op, rel string) syscall.Errno {
 	return 0
 }
 
-// Release notes the state of rel at the release of a handle that changed
-// it (ref 0: a handle's close).
-func (hj *Handle) Release(rel string) {
+// Release notes, at the release of a handle that changed its file (ref 0:
+// a handle's close), the state of the file under the name it has now:
+// fd is the handle's backing descriptor, named by Mount.NameOf and
+// stat'ed through itself. The mount's own name for the handle's node
+// (rel) lags behind a rename until the rename's request has returned,
+// after its after-note, so a note by rel could name where the file was
+// (docs/DESIGN.md#journal-rewind). rel is used only when fd < 0; a file
+// with no name (unlinked) gets no note, its removal has one.
+func (hj *Handle) Release(rel string, fd int) {
 	if hj == nil {
 		return
 	}
@@ -104,12 +110,21 @@ func (hj *Handle) Release(rel string) {
 	if !wrote {
 		return
 	}
-	fd, leaf, done, errno := hj.h.cfg.Mount.OpenParent(rel)
-	if errno != 0 {
-		return
+	var a journal.After
+	if fd >= 0 {
+		name, ok := hj.h.cfg.Mount.NameOf(fd)
+		if !ok {
+			return
+		}
+		rel, a = name, afterAt(fd, "", name)
+	} else {
+		dfd, leaf, done, errno := hj.h.cfg.Mount.OpenParent(rel)
+		if errno != 0 {
+			return
+		}
+		defer done()
+		a = afterAt(dfd, leaf, rel)
 	}
-	defer done()
-	a := afterAt(fd, leaf, rel)
 	if err := hj.h.cfg.Journal.NoteAfter(hj.session, 0, []journal.After{a}); err != nil {
 		hj.h.cfg.Logger.Warn("journal: an after-note was lost: a rewind will report the path as a conflict", "path", rel, "session", hj.session, "err", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -26,6 +28,14 @@ func (m dirMount) OpenParent(rel string) (int, string, func(), syscall.Errno) {
 }
 
 func (dirMount) NotOpen(*unix.Stat_t) bool { return true }
+
+func (m dirMount) NameOf(fd int) (string, bool) {
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil || strings.HasSuffix(p, " (deleted)") {
+		return "", false
+	}
+	return strings.CutPrefix(p, m.root+"/")
+}
 
 // TestHandleRecordsOncePerGeneration: a handle records its first change
 // with the file's pre-image, not its next ones, and again after a
@@ -62,7 +72,7 @@ func TestHandleRecordsOncePerGeneration(t *testing.T) {
 	if errno := hj.Change(OpWrite, "f"); errno != 0 {
 		t.Fatal(errno)
 	}
-	hj.Release("f")
+	hj.Release("f", -1)
 	got := ops()
 	if n := len(got); n != 5 || got[3] != OpWrite || got[4] != journal.OpAfter {
 		t.Fatalf("records: %q, want [start write checkpoint write after]", got)
@@ -70,6 +80,58 @@ func TestHandleRecordsOncePerGeneration(t *testing.T) {
 	var nilHook *Hook
 	if nilHook.NewHandle("s1") != nil || nilHook.Journals("f", false) {
 		t.Fatal("a nil hook journals")
+	}
+}
+
+// TestReleaseNotesTheFilesNameNow: a handle released after its file was
+// renamed (the mount's name for it lags behind the rename) notes the
+// file under the name it has now, from its descriptor, not under the
+// name the handle was opened by; a file unlinked meanwhile gets no note.
+func TestReleaseNotesTheFilesNameNow(t *testing.T) {
+	ws := t.TempDir()
+	for _, n := range []string{"f", "gone"} {
+		if err := os.WriteFile(filepath.Join(ws, n), []byte("before\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, j := newTestHook(t, ws)
+	if err := os.Mkdir(filepath.Join(ws, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	notes := func() (out []string) {
+		recs, err := j.Records("s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			for _, a := range r.After {
+				out = append(out, a.Path+"="+a.Kind)
+			}
+		}
+		return out
+	}
+	for _, n := range []string{"f", "gone"} {
+		fd, err := unix.Open(filepath.Join(ws, n), unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hj := h.NewHandle("s1")
+		if errno := hj.Change(OpWrite, n); errno != 0 {
+			t.Fatal(errno)
+		}
+		if n == "f" {
+			err = os.Rename(filepath.Join(ws, "f"), filepath.Join(ws, "d", "g"))
+		} else {
+			err = os.Remove(filepath.Join(ws, n))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		hj.Release(n, fd)
+		unix.Close(fd)
+	}
+	if got := notes(); len(got) != 1 || got[0] != "d/g=file" {
+		t.Fatalf("after-notes %q, want [d/g=file]: the renamed file under its new name, none for the unlinked one", got)
 	}
 }
 

@@ -53,6 +53,12 @@ type Mount interface {
 	// backing file st: only then may the journal link a doomed file's
 	// inode into its store (journal.CaptureOptions).
 	NotOpen(st *unix.Stat_t) bool
+	// NameOf is the workspace-relative name that the open backing
+	// descriptor fd's file has now, as the kernel knows it (a rename of
+	// the file or of a directory above it, through the mount or not, is
+	// in it at once); false when the file has no name (unlinked) or lies
+	// outside the workspace.
+	NameOf(fd int) (rel string, ok bool)
 }
 
 // Exempter selects the paths not journaled besides .git/ and the control
