@@ -22,6 +22,37 @@ func (j *Journal) NoteAfter(sessionName string, ref uint64, afters []After) erro
 	return j.note(sessionName, Record{Op: OpAfter, Ref: ref, After: afters})
 }
 
+// NoteAfterFunc is NoteAfter with the states taken by afters under the
+// session's mutex, so that no other record of the session is appended
+// between the moment they are taken and the note: a handle's release
+// note, taken by the file's name at that moment, then lands before a
+// rename's record or between it and the rename's after-note, where the
+// conflict rule reads it right (docs/DESIGN.md#journal-rewind), never
+// after the rename's after-note with the name from before it. afters
+// must be quick (it holds up every append of the session) and returns
+// nothing to note nothing. Errors as NoteAfter's.
+func (j *Journal) NoteAfterFunc(sessionName string, ref uint64, afters func() []After) error {
+	s, err := j.session(sessionName)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if s.stopped != "" {
+		return nil
+	}
+	as := afters()
+	if len(as) == 0 {
+		return nil
+	}
+	rec := Record{Op: OpAfter, Ref: ref, After: as, Seq: s.seq + 1, Time: j.now().UTC()}
+	if err := s.log.write(rec, false); err != nil {
+		return err
+	}
+	j.wrote(s.log)
+	s.seq = rec.Seq
+	return nil
+}
+
 // NoteFailed appends a failure note for session: its change ref (a
 // Record.Seq) was recorded before its backing operation, which then
 // failed, so the change never happened. The record stays, with the

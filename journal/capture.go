@@ -10,8 +10,8 @@ import (
 // now, without following a final symlink: KindAbsent for ENOENT, a
 // directory's mode, a symlink's target, or a regular file's mode, size and
 // bytes (stored in b; UnrecoverableTooLarge past its limit). Other file
-// types (devices, fifos, sockets) are recorded as a file with their mode
-// and no blob. All but KindAbsent keep the owner and group (Uid, Gid).
+// types (devices, fifos, sockets) are recorded as a file with their mode,
+// a device's number (Rdev) and no blob. All but KindAbsent keep the owner and group (Uid, Gid).
 // Errors are the errno of fstatat, openat or readlinkat, or of the blob
 // store. Path is left for the caller to fill.
 func CaptureAt(b *Blobs, dirfd int, name string) (PreImage, error) {
@@ -73,7 +73,7 @@ func captureKind(b *Blobs, dirfd int, name string, opt *CaptureOptions, uid, gid
 		return PreImage{Kind: KindSymlink, Mode: st.Mode, Target: string(buf[:n])}, nil
 	case unix.S_IFREG:
 	default:
-		return PreImage{Kind: KindFile, Mode: st.Mode, Size: st.Size}, nil
+		return PreImage{Kind: KindFile, Mode: st.Mode, Size: st.Size, Rdev: st.Rdev}, nil
 	}
 	pre := PreImage{Kind: KindFile, Mode: st.Mode, Size: st.Size}
 	if st.Size > b.limit {

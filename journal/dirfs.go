@@ -229,7 +229,8 @@ func makeTemp(dirfd int, pre PreImage, blobs *Blobs) (string, error) {
 }
 
 // CreateAt creates leaf in dirfd as pre's symlink (to pre.Target), special
-// file (a pre-image of a non-empty kind without bytes: mknod with pre.Mode)
+// file (a pre-image of a non-empty kind without bytes: mknod with pre.Mode
+// and pre.Rdev)
 // or regular file (O_EXCL, then pre's bytes and permission bits, FillFd),
 // owned by the calling process. leaf must be missing (EEXIST otherwise);
 // on any other error what was created is removed again. Errors are the
@@ -240,7 +241,7 @@ func CreateAt(dirfd int, leaf string, pre PreImage, blobs *Blobs) error {
 	case pre.Kind == KindSymlink:
 		return unix.Symlinkat(pre.Target, dirfd, leaf)
 	case pre.Blob == "" && pre.Mode&unix.S_IFMT != unix.S_IFREG && pre.Mode&unix.S_IFMT != 0:
-		if err = unix.Mknodat(dirfd, leaf, pre.Mode, 0); err != nil {
+		if err = unix.Mknodat(dirfd, leaf, pre.Mode, int(pre.Rdev)); err != nil {
 			return err
 		}
 		err = unix.Fchmodat(dirfd, leaf, pre.Mode&0o7777, 0)

@@ -51,6 +51,10 @@ type PreImage struct {
 	// (docs/DESIGN.md#as-caller).
 	Uid *uint32 `json:"uid,omitempty"`
 	Gid *uint32 `json:"gid,omitempty"`
+	// Rdev is a device node's device number (st_rdev), given back by the
+	// mknod that restores it; 0 for anything else, and in records written
+	// before it was kept.
+	Rdev uint64 `json:"rdev,omitempty"`
 }
 
 // Record is one line of a session log. Seq numbers the records of a

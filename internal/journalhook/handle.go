@@ -110,22 +110,28 @@ func (hj *Handle) Release(rel string, fd int) {
 	if !wrote {
 		return
 	}
-	var a journal.After
+	var err error
 	if fd >= 0 {
-		name, ok := hj.h.cfg.Mount.NameOf(fd)
-		if !ok {
-			return
-		}
-		rel, a = name, afterAt(fd, "", name)
+		// Named and stat'ed under the session log's mutex: a rename of the
+		// file cannot slip between the name and the note
+		// (journal.NoteAfterFunc).
+		err = hj.h.cfg.Journal.NoteAfterFunc(hj.session, 0, func() []journal.After {
+			name, ok := hj.h.cfg.Mount.NameOf(fd)
+			if !ok {
+				return nil
+			}
+			rel = name
+			return []journal.After{afterAt(fd, "", name)}
+		})
 	} else {
 		dfd, leaf, done, errno := hj.h.cfg.Mount.OpenParent(rel)
 		if errno != 0 {
 			return
 		}
 		defer done()
-		a = afterAt(dfd, leaf, rel)
+		err = hj.h.cfg.Journal.NoteAfter(hj.session, 0, []journal.After{afterAt(dfd, leaf, rel)})
 	}
-	if err := hj.h.cfg.Journal.NoteAfter(hj.session, 0, []journal.After{a}); err != nil {
+	if err != nil {
 		hj.h.cfg.Logger.Warn("journal: an after-note was lost: a rewind will report the path as a conflict", "path", rel, "session", hj.session, "err", err)
 	}
 }
