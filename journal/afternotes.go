@@ -32,25 +32,10 @@ func (j *Journal) NoteAfter(sessionName string, ref uint64, afters []After) erro
 // must be quick (it holds up every append of the session) and returns
 // nothing to note nothing. Errors as NoteAfter's.
 func (j *Journal) NoteAfterFunc(sessionName string, ref uint64, afters func() []After) error {
-	s, err := j.session(sessionName)
-	if err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	if s.stopped != "" {
-		return nil
-	}
-	as := afters()
-	if len(as) == 0 {
-		return nil
-	}
-	rec := Record{Op: OpAfter, Ref: ref, After: as, Seq: s.seq + 1, Time: j.now().UTC()}
-	if err := s.log.write(rec, false); err != nil {
-		return err
-	}
-	j.wrote(s.log)
-	s.seq = rec.Seq
-	return nil
+	return j.noteFunc(sessionName, func() (Record, bool) {
+		as := afters()
+		return Record{Op: OpAfter, Ref: ref, After: as}, len(as) > 0
+	})
 }
 
 // NoteFailed appends a failure note for session: its change ref (a
@@ -70,12 +55,22 @@ func (j *Journal) NoteFailed(sessionName string, ref uint64) error {
 // stays gapless), not fdatasync'ed; nothing while the session's journal
 // is stopped (docs/DESIGN.md#journal-budget).
 func (j *Journal) note(sessionName string, rec Record) error {
+	return j.noteFunc(sessionName, func() (Record, bool) { return rec, true })
+}
+
+// noteFunc is note of the record make returns under the session's mutex
+// (nothing when it returns false).
+func (j *Journal) noteFunc(sessionName string, make func() (Record, bool)) error {
 	s, err := j.session(sessionName)
 	if err != nil {
 		return err
 	}
 	defer s.mu.Unlock()
 	if s.stopped != "" {
+		return nil
+	}
+	rec, ok := make()
+	if !ok {
 		return nil
 	}
 	rec.Seq, rec.Time = s.seq+1, j.now().UTC()

@@ -305,28 +305,22 @@ func TestRewindReleaseDuringDirRename(t *testing.T) {
 	before := d.manifest()
 	d.mkdir("d")
 	d.write("d/f", "first\n")
-	// A handle writes d/f and is released while d is renamed to e.
-	if _, err := j.Record(d.s, "write", "d/f", "", func(name string) (PreImage, error) {
+	capture := func(name string) (PreImage, error) {
 		fd, leaf, err := OpenParent(d.root, name)
 		if err != nil {
 			return PreImage{}, err
 		}
 		defer unix.Close(fd)
 		return CaptureAt(j.Blobs(), fd, leaf)
-	}); err != nil {
+	}
+	// A handle writes d/f and is released while d is renamed to e.
+	if _, err := j.Record(d.s, "write", "d/f", "", capture); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(d.abs("d/f"), []byte("second, longer\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := j.Record(d.s, OpRename, "d", "e", func(name string) (PreImage, error) {
-		fd, leaf, err := OpenParent(d.root, name)
-		if err != nil {
-			return PreImage{}, err
-		}
-		defer unix.Close(fd)
-		return CaptureAt(j.Blobs(), fd, leaf)
-	})
+	rec, err := j.Record(d.s, OpRename, "d", "e", capture)
 	if err != nil {
 		t.Fatal(err)
 	}
