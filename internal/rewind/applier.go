@@ -187,7 +187,7 @@ func (a *Applier) restoreFile(rel string, pre journal.PreImage, cur journal.Afte
 	if pre.Unrecoverable != "" || (pre.Blob == "" && pre.Size > 0) {
 		return fmt.Errorf("%s: its state at the checkpoint is unrecoverable (%s)", rel, pre.Unrecoverable)
 	}
-	if cur.Kind == journal.KindFile && regular(cur.Mode) && regular(pre.Mode) {
+	if inPlace(cur, pre) {
 		return a.apply(Change{Op: journalhook.OpWrite, Rel: rel, Run: a.inParentRun(rel, func(dirfd int, leaf string) error {
 			fd, err := unix.Openat(dirfd, leaf, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err != nil {
@@ -214,6 +214,15 @@ func (a *Applier) restoreFile(rel string, pre journal.PreImage, cur journal.Afte
 		return err
 	}
 	return a.create(rel, journalhook.OpCreate, pre, blobs)
+}
+
+// inPlace reports whether a restore of pre over the name's current state
+// cur writes the file in place (restoreFile): both are regular files.
+// mayApplyStep checks the requester's right by the same rule, so the check
+// and the change agree on what is written (the file, or the directory's
+// entry).
+func inPlace(cur journal.After, pre journal.PreImage) bool {
+	return cur.Kind == journal.KindFile && pre.Kind == journal.KindFile && regular(cur.Mode) && regular(pre.Mode)
 }
 
 // regular reports whether mode (st_mode, type bits included) is a

@@ -186,7 +186,7 @@ func (a *asChecks) mayApplyStep(s journal.Step) error {
 		if cur.Kind == journal.KindAbsent {
 			return nil
 		}
-	case cur.Kind == journal.KindFile && s.Pre.Kind == journal.KindFile && cur.Mode&syscall.S_IFMT == syscall.S_IFREG:
+	case inPlace(cur, s.Pre): // the file itself is written (restoreFile)
 		return a.mayRewrite(s.Path, s.Pre.Mode, false)
 	case cur.Kind == journal.KindDir && s.Pre.Kind == journal.KindDir:
 		return a.mayRewrite(s.Path, s.Pre.Mode, true)
