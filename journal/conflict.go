@@ -94,26 +94,9 @@ func (j *Journal) otherChanges(self string) (map[string]otherChange, error) {
 // whose current state is the one the session last noted for its inode
 // through another name (a hard link) is explained by the session's own
 // change.
-func lastKnown(recs []Record) (map[string]expect, map[uint64]After) {
-	exp := map[string]expect{}
+func lastKnown(recs []Record) (*treeMap[expect], map[uint64]After) {
+	exp := newTreeMap[expect]()
 	byIno := map[uint64]After{}
-	move := func(from, to string) map[string]expect {
-		moved := map[string]expect{}
-		for k, e := range exp {
-			if k == from || strings.HasPrefix(k, from+"/") {
-				moved[to+k[len(from):]] = e
-				delete(exp, k)
-			}
-		}
-		return moved
-	}
-	drop := func(p string) {
-		for k := range exp {
-			if strings.HasPrefix(k, p+"/") {
-				delete(exp, k)
-			}
-		}
-	}
 	var flying inFlight
 	for _, r := range recs {
 		t := r.Time
@@ -135,7 +118,7 @@ func lastKnown(recs []Record) (map[string]expect, map[uint64]After) {
 		case r.Op == OpAfter:
 			for i := range r.After {
 				a := r.After[i]
-				exp[a.Path] = expect{after: &a, kind: a.Kind, time: t}
+				exp.set(a.Path, expect{after: &a, kind: a.Kind, time: t})
 				if a.Ino != 0 && a.Kind == KindFile {
 					byIno[a.Ino] = a
 				}
@@ -143,39 +126,40 @@ func lastKnown(recs []Record) (map[string]expect, map[uint64]After) {
 		case !isChange(r), r.Failed: // a failed change left its names as they were
 		case r.Op == OpRename && r.Path2 != "" && r.Path2 != r.Path:
 			flying = append(flying, flight{seq: r.Seq, from: r.Path, to: r.Path2})
-			drop(r.Path2)
-			moved := move(r.Path, r.Path2)
-			for k, e := range moved {
-				exp[k] = e
+			if e, ok := exp.get(r.Path); ok {
+				exp.set(r.Path2, e)
 			}
-			e := exp[r.Path2]
+			exp.moveBelow(r.Path, r.Path2)
+			e, _ := exp.get(r.Path2)
 			if e.kind == "" {
 				e.kind = "exists"
 			}
 			e.time = t
-			exp[r.Path2] = e
-			exp[r.Path] = expect{kind: KindAbsent, time: t}
+			exp.set(r.Path2, e)
+			exp.set(r.Path, expect{kind: KindAbsent, time: t})
 		case r.Op == OpExchange && r.Path2 != "":
 			flying = append(flying, flight{seq: r.Seq, from: r.Path, to: r.Path2, exchange: true})
-			ma := move(r.Path, r.Path2)
-			mb := move(r.Path2, r.Path)
-			for k, e := range ma {
-				exp[k] = e
-			}
-			for k, e := range mb {
-				exp[k] = e
-			}
-			for _, p := range []string{r.Path, r.Path2} {
-				e := exp[p]
-				if e.kind == "" {
-					e.kind = "exists"
+			ea, _ := exp.get(r.Path)
+			eb, _ := exp.get(r.Path2)
+			belowA, belowB := exp.take(r.Path), exp.take(r.Path2)
+			for _, m := range []struct {
+				to   string
+				e    expect
+				from string
+				kids []treeEntry[expect]
+			}{{r.Path2, ea, r.Path, belowA}, {r.Path, eb, r.Path2, belowB}} {
+				if m.e.kind == "" {
+					m.e.kind = "exists"
 				}
-				e.time = t
-				exp[p] = e
+				m.e.time = t
+				exp.set(m.to, m.e)
+				for _, k := range m.kids {
+					exp.set(m.to+k.path[len(m.from):], k.val)
+				}
 			}
 		case r.Op == "unlink" || r.Op == "rmdir":
-			drop(r.Path)
-			exp[r.Path] = expect{kind: KindAbsent, time: t}
+			exp.dropBelow(r.Path)
+			exp.set(r.Path, expect{kind: KindAbsent, time: t})
 		default:
 			p := r.Path
 			if r.Op == "link" && r.Path2 != "" {
@@ -188,7 +172,7 @@ func lastKnown(recs []Record) (map[string]expect, map[uint64]After) {
 			case "symlink":
 				kind = KindSymlink
 			}
-			exp[p] = expect{kind: kind, time: t}
+			exp.set(p, expect{kind: kind, time: t})
 		}
 	}
 	return exp, byIno
@@ -249,9 +233,8 @@ func (fl *inFlight) freed(names ...string) {
 
 // conflictChecker decides the conflicts of one plan, caching per path.
 type conflictChecker struct {
-	exp      map[string]expect
+	exp      *treeMap[expect]
 	byIno    map[uint64]After
-	keys     []string // exp's keys, sorted
 	others   map[string]otherChange
 	oKeys    []string // others' keys, sorted
 	ins      Inspector
@@ -261,17 +244,12 @@ type conflictChecker struct {
 
 func newConflictChecker(recs []Record, others map[string]otherChange, ins Inspector) *conflictChecker {
 	exp, byIno := lastKnown(recs)
-	keys := make([]string, 0, len(exp))
-	for k := range exp {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	oKeys := make([]string, 0, len(others))
 	for k := range others {
 		oKeys = append(oKeys, k)
 	}
 	sort.Strings(oKeys)
-	return &conflictChecker{exp: exp, byIno: byIno, keys: keys, others: others, oKeys: oKeys, ins: ins,
+	return &conflictChecker{exp: exp, byIno: byIno, others: others, oKeys: oKeys, ins: ins,
 		done: map[string][]Conflict{}, reported: map[string]bool{}}
 }
 
@@ -287,19 +265,23 @@ func (c *conflictChecker) check(name string) ([]Conflict, error) {
 	}
 	out = append(out, one...)
 	prefix := name + "/"
-	i := sort.SearchStrings(c.keys, prefix)
-	for ; i < len(c.keys) && strings.HasPrefix(c.keys[i], prefix); i++ {
-		one, err := c.checkOne(c.keys[i])
+	var mine []string // the paths below name the session knows
+	c.exp.below(name, func(k string, _ expect) bool {
+		mine = append(mine, k)
+		return true
+	})
+	for _, k := range mine {
+		one, err := c.checkOne(k)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, one...)
 	}
-	if e, known := c.exp[name]; known {
+	if e, known := c.exp.get(name); known {
 		i := sort.SearchStrings(c.oKeys, prefix)
 		for ; i < len(c.oKeys) && strings.HasPrefix(c.oKeys[i], prefix); i++ {
 			k := c.oKeys[i]
-			if _, mine := c.exp[k]; mine {
+			if c.exp.has(k) {
 				continue // checked above, against the session's own record of it
 			}
 			if o := c.others[k]; o.time.After(e.time) {
@@ -315,7 +297,7 @@ func (c *conflictChecker) checkOne(p string) ([]Conflict, error) {
 	if cs, ok := c.done[p]; ok {
 		return cs, nil
 	}
-	e, known := c.exp[p]
+	e, known := c.exp.get(p)
 	var cs []Conflict
 	if known {
 		cur, err := c.ins.Lstat(p)

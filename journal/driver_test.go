@@ -19,13 +19,13 @@ import (
 )
 
 type driver struct {
-	t    *testing.T
+	t    testing.TB
 	root string
 	j    *Journal
 	s    string
 }
 
-func newDriver(t *testing.T, j *Journal, session string) *driver {
+func newDriver(t testing.TB, j *Journal, session string) *driver {
 	return &driver{t: t, root: t.TempDir(), j: j, s: session}
 }
 

@@ -30,11 +30,11 @@ func (j *Journal) PlanRewind(sessionName, to string, ins Inspector, opt RewindOp
 		return Plan{}, fmt.Errorf("journal: no checkpoint %q", to)
 	}
 	plan := Plan{Session: sessionName, To: to}
-	rev, err := reverseSteps(recs[start+1:], opt.Paths, &replaySim{ins: ins, sim: map[string]simState{}})
+	rev, err := reverseSteps(recs[start+1:], opt.Paths, newReplaySim(ins))
 	if err != nil {
 		return Plan{}, err
 	}
-	steps, err := dropDeadTrees(dropRepeats(rev), ins)
+	steps, err := dropDeadTrees(dropRepeats(fuseMoveAway(rev)), ins)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -138,12 +138,12 @@ func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]planned, err
 		// only its pre-images (that state, and perhaps the interval's
 		// only pre-image of a name) are restored.
 		if both && r.Path2 != "" && r.Path2 != r.Path && !r.Failed {
-			s, err := undoMove(r, sim)
+			s, intoAbsent, err := undoMove(r, sim)
 			if err != nil {
 				return nil, err
 			}
 			if s != nil {
-				out = append(out, planned{*s, i})
+				out = append(out, planned{Step: *s, rec: i, intoAbsent: intoAbsent})
 			}
 		}
 		for k := len(r.Pre) - 1; k >= 0; k-- {
@@ -151,13 +151,13 @@ func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]planned, err
 			if !both && !within(pre.Path, roots) {
 				continue
 			}
-			out = append(out, planned{restoreStep(pre), i})
+			out = append(out, planned{Step: restoreStep(pre), rec: i})
 			if err := sim.set(pre); err != nil {
 				return nil, err
 			}
 		}
 		if pre, ok := impliedPre(r); ok && !r.Failed && within(pre.Path, roots) {
-			out = append(out, planned{restoreStep(pre), i})
+			out = append(out, planned{Step: restoreStep(pre), rec: i})
 			if err := sim.set(pre); err != nil {
 				return nil, err
 			}
@@ -197,129 +197,29 @@ func impliedPre(r Record) (PreImage, bool) {
 // target still exists; an exchange is exchanged again when both names
 // exist, and when only one does it is renamed to the other name (the
 // missing side's pre-image is restored after). Nil: nothing to move.
-func undoMove(r Record, sim *replaySim) (*Step, error) {
+// intoAbsent: the step is a rename whose target does not exist at that
+// point of the replay.
+func undoMove(r Record, sim *replaySim) (s *Step, intoAbsent bool, err error) {
 	a, err := sim.exists(r.Path)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	b, err := sim.exists(r.Path2)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	switch {
 	case r.Op == OpExchange && a && b:
 		sim.exchange(r.Path, r.Path2)
-		return &Step{Kind: StepExchange, Path: r.Path, From: r.Path2}, nil
+		return &Step{Kind: StepExchange, Path: r.Path, From: r.Path2}, false, nil
 	case r.Op == OpExchange && a:
 		sim.move(r.Path, r.Path2)
-		return &Step{Kind: StepRename, Path: r.Path2, From: r.Path}, nil
+		return &Step{Kind: StepRename, Path: r.Path2, From: r.Path}, true, nil
 	case b:
 		sim.move(r.Path2, r.Path)
-		return &Step{Kind: StepRename, Path: r.Path, From: r.Path2}, nil
+		return &Step{Kind: StepRename, Path: r.Path, From: r.Path2}, !a, nil
 	}
-	return nil, nil
-}
-
-// replaySim tracks which names exist as the planned steps are applied in
-// order: sim holds the names the steps set, moves the renames made (what
-// is now at to came from from), and anything else is read from the
-// current tree through ins, mapped back through the moves.
-type replaySim struct {
-	ins   Inspector
-	sim   map[string]simState
-	moves [][2]string // {to, from}
-}
-
-// simState is a name's state in the simulation: absent, present, or a
-// directory the replay created (nothing below it but what it sets).
-type simState int8
-
-const (
-	simAbsent simState = iota
-	simPresent
-	simFreshDir
-)
-
-func (r *replaySim) exists(p string) (bool, error) {
-	if v, ok := r.sim[p]; ok {
-		return v != simAbsent, nil
-	}
-	for a := parentOf(p); a != ""; a = parentOf(a) {
-		if v, ok := r.sim[a]; ok && v != simPresent {
-			return false, nil
-		}
-	}
-	real := p
-	for i := len(r.moves) - 1; i >= 0; i-- {
-		to, from := r.moves[i][0], r.moves[i][1]
-		if real == to || strings.HasPrefix(real, to+"/") {
-			real = from + real[len(to):]
-		}
-	}
-	a, err := r.ins.Lstat(real)
-	if err != nil {
-		return false, err
-	}
-	return a.Kind != KindAbsent, nil
-}
-
-// set records that a restore made pre.Path what pre says (a directory
-// that did not exist is fresh: empty) or removed it and what was below.
-func (r *replaySim) set(pre PreImage) error {
-	st := simPresent
-	switch pre.Kind {
-	case KindAbsent:
-		r.dropBelow(pre.Path)
-		st = simAbsent
-	case KindDir:
-		had, err := r.exists(pre.Path)
-		if err != nil {
-			return err
-		}
-		if !had {
-			st = simFreshDir
-		}
-	}
-	r.sim[pre.Path] = st
-	return nil
-}
-
-func (r *replaySim) dropBelow(p string) {
-	for k := range r.sim {
-		if strings.HasPrefix(k, p+"/") {
-			delete(r.sim, k)
-		}
-	}
-}
-
-// move renames from to to in the simulation (to and below replaced).
-func (r *replaySim) move(from, to string) {
-	root, known := r.sim[from]
-	if !known {
-		root = simPresent
-	}
-	moved := map[string]simState{}
-	for k, v := range r.sim {
-		if strings.HasPrefix(k, from+"/") {
-			moved[to+k[len(from):]] = v
-			delete(r.sim, k)
-		}
-	}
-	r.dropBelow(to)
-	for k, v := range moved {
-		r.sim[k] = v
-	}
-	r.moves = append(r.moves, [2]string{to, from})
-	r.sim[to] = root
-	r.sim[from] = simAbsent
-}
-
-// exchange swaps a and b in the simulation.
-func (r *replaySim) exchange(a, b string) {
-	tmp := "\x00exchange"
-	r.move(a, tmp)
-	r.move(b, a)
-	r.move(tmp, b)
+	return nil, false, nil
 }
 
 // planned is a step and the index of the record it undoes: a conflict of
@@ -327,7 +227,8 @@ func (r *replaySim) exchange(a, b string) {
 // is never half undone.
 type planned struct {
 	Step
-	rec int
+	rec        int
+	intoAbsent bool // a rename whose target does not exist before it
 }
 
 func restoreStep(pre PreImage) Step {
@@ -337,18 +238,63 @@ func restoreStep(pre PreImage) Step {
 	return Step{Kind: StepRestore, Path: pre.Path, Pre: pre}
 }
 
+// fuseMoveAway turns a rename of A to an absent B, whose next step naming
+// B, an ancestor or a path below it is the removal of B, into the removal
+// of A (the rename's record's), and drops that removal of B: what the
+// rename took from A is removed either way, and B ends absent as it was
+// before. This is the undo of a temporary file renamed over a name (an
+// editor's save, `sed -i`): without it every such file planned a rename
+// back to the temporary name and its removal before the restore of the
+// name, three steps where one (the restore, once dropRepeats drops the
+// removal of A) does the same.
+func fuseMoveAway(steps []planned) []planned {
+	pending := newTreeMap[int]() // B -> index of the rename to B
+	drop := make([]bool, len(steps))
+	cancel := func(p string) { // a step names p: no rename to p, below or above it stays fusable
+		pending.del(p)
+		pending.dropBelow(p)
+		for a := parentOf(p); a != ""; a = parentOf(a) {
+			pending.del(a)
+		}
+	}
+	for k := range steps {
+		s := &steps[k]
+		if i, ok := pending.get(s.Path); ok && s.Kind == StepRemove && s.From == "" {
+			r := &steps[i]
+			r.Step = restoreStep(PreImage{Path: r.From, Kind: KindAbsent})
+			drop[k] = true
+			pending.del(s.Path)
+			continue
+		}
+		cancel(s.Path)
+		if s.From != "" {
+			cancel(s.From)
+		}
+		if s.Kind == StepRename && s.intoAbsent {
+			pending.set(s.Path, k)
+		}
+	}
+	out := steps[:0]
+	for k, s := range steps {
+		if !drop[k] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // dropRepeats drops a restore or remove of a path that a later step
 // restores or removes again when no step in between names the path, one of
 // its ancestors or descendants (a rename or exchange), or a descendant
 // (any step): the later step decides the path's state alone.
 func dropRepeats(steps []planned) []planned {
-	later := map[string]bool{}
+	later := newTreeMap[struct{}]()
 	keep := make([]bool, len(steps))
-	forget := func(p string) {
-		for k := range later {
-			if k == p || strings.HasPrefix(k, p+"/") || strings.HasPrefix(p, k+"/") {
-				delete(later, k)
-			}
+	forget := func(p string) { // p, below it and its ancestors
+		later.del(p)
+		later.dropBelow(p)
+		for a := parentOf(p); a != ""; a = parentOf(a) {
+			later.del(a)
 		}
 	}
 	for i := len(steps) - 1; i >= 0; i-- {
@@ -359,13 +305,13 @@ func dropRepeats(steps []planned) []planned {
 			forget(s.From)
 			continue
 		}
-		if later[s.Path] {
+		if later.has(s.Path) {
 			continue
 		}
 		keep[i] = true
-		later[s.Path] = true
+		later.set(s.Path, struct{}{})
 		for a := parentOf(s.Path); a != ""; a = parentOf(a) {
-			delete(later, a)
+			later.del(a)
 		}
 	}
 	var out []planned

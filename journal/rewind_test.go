@@ -3,6 +3,8 @@ package journal
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -374,4 +376,31 @@ func TestRewindConflictBelowRenamedDir(t *testing.T) {
 	if d.exists("pkg") || !d.exists("lib/x.txt") {
 		t.Fatal("the rename was half undone")
 	}
+}
+
+// TestRewindOfTempFileSavesPlansOneStep: an edit saved through a
+// temporary file renamed over the name (`sed -i`, an editor) is undone by
+// one restore of the name, and a new file saved that way by one removal:
+// no rename back to the temporary name and removal of it.
+func TestRewindOfTempFileSavesPlansOneStep(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	d := newDriver(t, j, "agent")
+	seedTree(d)
+	before := d.manifest()
+	d.sedI("README.md", "a", "b")
+	d.write("new.tmp", "new\n")
+	d.rename("new.tmp", "new.txt")
+	plan, res := d.rewind("", RewindOptions{})
+	var got []string
+	for _, s := range plan.Steps {
+		got = append(got, s.Kind+" "+s.Path)
+	}
+	sort.Strings(got)
+	if want := []string{"remove new.txt", "restore README.md"}; !slices.Equal(got, want) {
+		t.Errorf("steps %q, want %q", got, want)
+	}
+	if res.Restored != 1 || res.Removed != 1 {
+		t.Errorf("result restored %d removed %d, want 1 and 1", res.Restored, res.Removed)
+	}
+	sameManifest(t, "after the rewind", before, d.manifest())
 }
