@@ -110,6 +110,12 @@ func (hj *Handle) Release(rel string, fd int) {
 	if !wrote {
 		return
 	}
+	// No rename or exchange is in flight while the note is taken: a
+	// note by the file's name now, logged between a move's record and
+	// its after-note, could not be told from one by its name before
+	// the move (Hook.moves).
+	hj.h.moves.Lock()
+	defer hj.h.moves.Unlock()
 	var err error
 	if fd >= 0 {
 		// Named and stat'ed under the session log's mutex: a rename of the

@@ -1,11 +1,14 @@
 package journalhook
 
 import (
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -145,4 +148,83 @@ func newTestHook(t *testing.T, ws string) (*Hook, *journal.Journal) {
 	}
 	t.Cleanup(func() { j.Close() })
 	return New(Config{Journal: j, Mount: dirMount{ws}, Guard: guard.New(guard.Config{})}), j
+}
+
+// namedMount is dirMount telling when NameOf was called.
+type namedMount struct {
+	dirMount
+	called *atomic.Bool
+}
+
+func (m namedMount) NameOf(fd int) (string, bool) {
+	m.called.Store(true)
+	return m.dirMount.NameOf(fd)
+}
+
+// TestReleaseNoteWaitsForMoveInFlight: a handle released while an
+// exchange of its file's directory is between its record and its
+// after-note, after the backing exchange, is noted only once the
+// exchange's after-note is logged. fsstress found this: the note named
+// the file where it was now, inside the exchange's window, and the
+// conflict rule read it as named before the exchange, under the other
+// side's name, then found a different file there.
+func TestReleaseNoteWaitsForMoveInFlight(t *testing.T) {
+	ws := t.TempDir()
+	for _, d := range []string{"d", "e"} {
+		if err := os.Mkdir(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, "d", "f"), []byte("before\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal"), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	var called atomic.Bool
+	h := New(Config{Journal: j, Mount: namedMount{dirMount{ws}, &called}, Guard: guard.New(guard.Config{})})
+	fd, err := unix.Open(filepath.Join(ws, "d", "f"), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	hj := h.NewHandle("s1")
+	if errno := hj.Change(OpWrite, "d/f"); errno != 0 {
+		t.Fatal(errno)
+	}
+	p, errno := h.Record("s1", OpExchange, []Name{{Rel: "d", Dir: -1}, {Rel: "e", Dir: -1}})
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(ws, "d"), unix.AT_FDCWD, filepath.Join(ws, "e"), unix.RENAME_EXCHANGE); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { hj.Release("d/f", fd); close(done) }()
+	// Until the release either names the file or waits for the gate (a
+	// writer waiting makes TryRLock fail).
+	for !called.Load() && h.moves.TryRLock() {
+		h.moves.RUnlock()
+		runtime.Gosched()
+	}
+	if called.Load() {
+		t.Fatal("the release named its file while the exchange was in flight")
+	}
+	p.Commit()
+	<-done
+	recs, err := j.Records("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, r := range recs {
+		if r.Op == journal.OpAfter {
+			order = append(order, fmt.Sprintf("after(ref %d) %s", r.Ref, r.After[0].Path))
+		}
+	}
+	if len(order) != 2 || !strings.HasPrefix(order[0], "after(ref ") || strings.HasPrefix(order[0], "after(ref 0)") || order[1] != "after(ref 0) e/f" {
+		t.Fatalf("after-notes %q, want the exchange's, then the release's of e/f", order)
+	}
 }

@@ -14,6 +14,7 @@ package journalhook
 import (
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -95,6 +96,13 @@ type Hook struct {
 	// gen counts the checkpoints taken through the mount: a handle
 	// records its next change again in a new generation (Handle.gen).
 	gen atomic.Uint64
+	// moves is held shared by each rename and exchange from its record
+	// to its after-note (or failure note), and exclusively by a
+	// handle's release while it names the file and notes its state
+	// (Handle.Release): a release note is never taken while a move is in
+	// flight, when whether the backing rename has happened yet cannot be
+	// told from the log (docs/DESIGN.md#journal-hook).
+	moves sync.RWMutex
 }
 
 // New returns the hook over cfg, or nil when cfg.Journal is nil (the

@@ -45,7 +45,7 @@ type Pending struct {
 	session string
 	op      string
 	names   []Name
-	owned   []func() // the directories the hook opened
+	owned   []func() // the directories the hook opened, and the move gate
 	rec     journal.Record
 	ok      bool // recorded (false: a gap, nothing to note)
 }
@@ -68,6 +68,12 @@ func (h *Hook) Record(session, op string, names []Name) (*Pending, syscall.Errno
 	p := &Pending{h: h, session: session, op: op, names: names}
 	if session == sessions.Unknown {
 		return p, syscall.EAGAIN
+	}
+	if op == OpRename || op == OpExchange {
+		// In flight until Commit or Abort: no release note meanwhile
+		// (Hook.moves).
+		h.moves.RLock()
+		p.owned = append(p.owned, h.moves.RUnlock)
 	}
 	for i := range p.names {
 		if p.names[i].Dir >= 0 {
@@ -211,7 +217,8 @@ func (p *Pending) Abort() {
 	}
 }
 
-// release releases the directories the hook opened.
+// release releases the directories the hook opened, and a move's hold of
+// Hook.moves.
 func (p *Pending) release() {
 	for _, done := range p.owned {
 		done()
