@@ -28,6 +28,7 @@ const (
 	jExchange = journalhook.OpExchange
 	jMkdir    = journalhook.OpMkdir
 	jRmdir    = journalhook.OpRmdir
+	jTimes    = journalhook.OpTimes // noted, not recorded (journalNote)
 	jChmod    = journalhook.OpChmod
 	jSymlink  = journalhook.OpSymlink
 	jLink     = journalhook.OpLink
@@ -41,6 +42,12 @@ const (
 // the backing operation, then Commit (success) or Abort (failure). Its
 // errno refuses the mutation (journalhook.Hook.Record).
 func journalRecord(h *journalhook.Hook, m *mutation, gs []guardedChild, session string) (*journalhook.Pending, syscall.Errno) {
+	return h.Record(session, m.jop, journalNames(m, gs))
+}
+
+// journalNames are m's names for the hook, each with the parent
+// directory the lock step holds (gs[i].at), or Dir -1 for the hook to open.
+func journalNames(m *mutation, gs []guardedChild) []journalhook.Name {
 	names := make([]journalhook.Name, len(m.names))
 	for i, nm := range m.names {
 		names[i] = journalhook.Name{Rel: nm.rel, Dir: -1, Doomed: nm.pin && m.jop != jExchange}
@@ -48,7 +55,14 @@ func journalRecord(h *journalhook.Hook, m *mutation, gs []guardedChild, session 
 			names[i].Dir, names[i].Leaf = gs[i].at.FD, gs[i].leaf
 		}
 	}
-	return h.Record(session, m.jop, names)
+	return names
+}
+
+// journalNote notes the state a successful change the journal does not
+// record (jTimes) left m's names in, for session
+// (journalhook.Hook.NoteState): mutate's journal step for such a change.
+func journalNote(h *journalhook.Hook, m *mutation, gs []guardedChild, session string) {
+	h.NoteState(session, journalNames(m, gs))
 }
 
 // journalMount is the mount as the journal's rooms see it

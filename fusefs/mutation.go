@@ -157,7 +157,8 @@ type mutation struct {
 	// guard is told: names[0] as locked.
 	then func(first guardedChild)
 	// jop is the journal op the mutation records (journal.Record: path
-	// names[0], path2 names[1]), "" for none (docs/DESIGN.md#journal-hook).
+	// names[0], path2 names[1]), jTimes for one only noted after it
+	// (journalNote), "" for none (docs/DESIGN.md#journal-hook).
 	jop string
 }
 
@@ -225,7 +226,7 @@ func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
 	}
 	end := m.ownBracket(f) // before the journal's link of a doomed file: docs/DESIGN.md#own-bracket-journal
 	jp, errno := (*journalhook.Pending)(nil), syscall.Errno(0)
-	if journaled {
+	if journaled && m.jop != jTimes {
 		jp, errno = journalRecord(f.jh, &m, lk.gs, lk.c.session) // journal_hook.go; Commit or Abort releases it
 	} else if m.via == byHandle {
 		errno = m.h.hj.Change(m.jop, m.names[0].rel) // its first change (journalhook.Handle)
@@ -241,6 +242,9 @@ func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
 	}
 	end(true)
 	jp.Commit()
+	if journaled && m.jop == jTimes {
+		journalNote(f.jh, &m, lk.gs, lk.c.session)
+	}
 	if m.via != byHandle {
 		m.noteOwnAfter(f, lk.gs) // crossmount_step.go (a handle notes its own: File.noteOwnStat)
 	}

@@ -63,11 +63,15 @@ func (n *Node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	}
 	if !sizing {
 		n.fs.oc.settleDeferredNode(n) // ownattr.go: the change sets the ctime
-		// A mode change is journaled (chmod); chown and utimens are not
-		// (docs/DESIGN.md#journal-hook). Neither is guarded.
+		// A mode change is journaled (chmod); a change of the mtime is
+		// noted, not recorded (jTimes: a rewind restores no times, but
+		// the conflict rule compares the mtime); chown is neither
+		// (docs/DESIGN.md#journal-hook). None is guarded.
 		jop := ""
 		if _, chmod := in.GetMode(); chmod {
 			jop = jChmod
+		} else if _, mtime := in.GetMTime(); mtime {
+			jop = jTimes
 		}
 		return n.fs.mutate(ctx, mutation{
 			kind:    fresh,

@@ -214,6 +214,31 @@ cat notes.txt >/dev/null && printf 'beta\n' >> notes.txt`)
 	sameManifest(t, "after the rewind", before, manifest(t, m.ws, "build"))
 }
 
+// TestJournalRewindAfterTimesSet: tools that set a file's times after
+// writing it (tar and unzip extracting, rsync -a, touch -d) leave the
+// session's files in a state the journal knows: the rewind finds no
+// conflict and gives the tree back. A change of times was not noted, so
+// the rule found each such file's mtime other than its last note's and
+// took it for a change outside the mount: an unzip of 533 files gave 392
+// conflicts.
+func TestJournalRewindAfterTimesSet(t *testing.T) {
+	m := journalMount(t)
+	before := manifest(t, m.ws, "build")
+	s := m.startSession("agent")
+	tgz := filepath.Join(t.TempDir(), "src.tgz")
+	s.must(`set -e
+tar czf ` + tgz + ` src
+mkdir x && tar xzf ` + tgz + ` -C x
+cat notes.txt >/dev/null && touch -d 2001-02-03 notes.txt
+printf 'made\n' > made.txt && touch -m -d 2002-03-04 made.txt
+rsync -a src/ copy/`)
+	out := s.must("rubinofs rewind --to cp000000")
+	if _, _, conflicts, _ := rewindCounts(t, out); conflicts != 0 || strings.Contains(out, "errors:") {
+		t.Errorf("the rewind reported %d conflicts or failed steps, want none:\n%s", conflicts, out)
+	}
+	sameManifest(t, "after the rewind", before, manifest(t, m.ws, "build"))
+}
+
 // TestJournalRewindOverSpecialFiles: the session replaced regular files
 // with a FIFO and, as root, with a character device, and removed a device
 // node. The rewind restores the files, byte for byte, and the node with

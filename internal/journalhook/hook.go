@@ -40,6 +40,9 @@ const (
 	OpSymlink  = "symlink"
 	OpLink     = "link"
 	OpMknod    = "mknod"
+	// OpTimes is a change of a name's times (utimens): not recorded (a
+	// rewind restores no times) but noted, NoteState.
+	OpTimes = "times"
 )
 
 // Mount is the backing workspace as the hook sees it; package fusefs

@@ -112,6 +112,36 @@ func (h *Hook) Record(session, op string, names []Name) (*Pending, syscall.Errno
 	return p, syscall.EIO
 }
 
+// NoteState notes (an after-note, ref 0) the state a change the journal
+// does not record left names in: a change of a file's times (OpTimes),
+// which moves its mtime, which the conflict rule compares
+// (journal.SameState). Without the note a rewind took every file tar,
+// unzip, rsync -a or touch -d had set the times of for one changed
+// outside the mount. Each name's state is taken through names[i].Dir
+// (opened through Mount.OpenParent when < 0, and released). A session
+// not resolved (sessions.Unknown) notes nothing; a failure is logged at
+// warn, as a lost after-note is.
+func (h *Hook) NoteState(session string, names []Name) {
+	if h == nil || session == sessions.Unknown || len(names) == 0 {
+		return
+	}
+	afters := make([]journal.After, len(names))
+	for i, nm := range names {
+		if nm.Dir < 0 {
+			fd, leaf, done, errno := h.cfg.Mount.OpenParent(nm.Rel)
+			if errno != 0 {
+				return // the name is gone already: a later change notes it
+			}
+			nm.Dir, nm.Leaf = fd, leaf
+			defer done()
+		}
+		afters[i] = afterAt(nm.Dir, nm.Leaf, nm.Rel)
+	}
+	if err := h.cfg.Journal.NoteAfter(session, 0, afters); err != nil {
+		h.cfg.Logger.Warn("journal: an after-note was lost: a rewind will report the path as a conflict", "path", names[0].Rel, "session", session, "err", err)
+	}
+}
+
 // Dir is the descriptor of names[i]'s parent directory the change was
 // recorded through (the caller's, or one the hook opened), -1 when there
 // is none (nil p, or the directory could not be opened). It stays open
