@@ -99,12 +99,16 @@ type Hook struct {
 	// gen counts the checkpoints taken through the mount: a handle
 	// records its next change again in a new generation (Handle.gen).
 	gen atomic.Uint64
-	// moves is held shared by each rename and exchange from its record
-	// to its after-note (or failure note), and exclusively by a
-	// handle's release while it names the file and notes its state
-	// (Handle.Release): a release note is never taken while a move is in
-	// flight, when whether the backing rename has happened yet cannot be
-	// told from the log (docs/DESIGN.md#journal-hook).
+	// moves is held shared by each recorded rename and exchange from
+	// its record (its pre-images taken) to its after-note or failure
+	// note, over the backing move, and exclusively by a handle's release
+	// while it names the file and notes its state (Handle.Release): a
+	// release note is never named after a backing move and logged
+	// before the move's after-note, where the conflict rule reads names
+	// as from before the move (docs/DESIGN.md#journal-hook). A note
+	// logged after the record but named before the backing move is read
+	// right. Held over the backing rename only, not the pre-images'
+	// copies, a release waits for renames as long as their syscalls take.
 	moves sync.RWMutex
 }
 

@@ -69,12 +69,6 @@ func (h *Hook) Record(session, op string, names []Name) (*Pending, syscall.Errno
 	if session == sessions.Unknown {
 		return p, syscall.EAGAIN
 	}
-	if op == OpRename || op == OpExchange {
-		// In flight until Commit or Abort: no release note meanwhile
-		// (Hook.moves).
-		h.moves.RLock()
-		p.owned = append(p.owned, h.moves.RUnlock)
-	}
 	for i := range p.names {
 		if p.names[i].Dir >= 0 {
 			continue
@@ -97,6 +91,12 @@ func (h *Hook) Record(session, op string, names []Name) (*Pending, syscall.Errno
 	switch {
 	case err == nil:
 		p.ok = true
+		if op == OpRename || op == OpExchange {
+			// From here (the capture done, the backing move next) to
+			// Commit or Abort: no release note meanwhile (Hook.moves).
+			h.moves.RLock()
+			p.owned = append(p.owned, h.moves.RUnlock)
+		}
 		return p, 0
 	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
 		h.gap(session, op, rel, err)
