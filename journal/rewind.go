@@ -119,21 +119,21 @@ func within(p string, roots []string) bool {
 // an exchange exchanged again, then each pre-image the record saved is
 // restored. A rename back whose source the replay has already removed is
 // left out, and an exchange missing a side is a rename (undoMove): the
-// names' pre-images restore the rest. With roots, only records naming a path within them count; a
-// rename or exchange restores both its names, any other record only its
-// names within roots.
+// names' pre-images restore the rest. With roots, only records naming a
+// path within them count (pathScope): a rename or exchange restores both
+// its names, any other record only its names within scope.
 func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]planned, error) {
 	var out []planned
+	sc := pathScope{roots: roots}
 	for i := len(recs) - 1; i >= 0; i-- {
 		r := recs[i]
 		if !isChange(r) {
 			continue
 		}
-		in1, in2 := r.Path != "" && within(r.Path, roots), r.Path2 != "" && within(r.Path2, roots)
-		if !in1 && !in2 {
+		both := r.Op == OpRename || r.Op == OpExchange
+		if !sc.counts(r, both) {
 			continue
 		}
-		both := r.Op == OpRename || r.Op == OpExchange
 		// A failed change moved nothing and left its names as they were:
 		// only its pre-images (that state, and perhaps the interval's
 		// only pre-image of a name) are restored.
@@ -148,7 +148,7 @@ func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]planned, err
 		}
 		for k := len(r.Pre) - 1; k >= 0; k-- {
 			pre := r.Pre[k]
-			if !both && !within(pre.Path, roots) {
+			if !both && !sc.in(pre.Path) {
 				continue
 			}
 			out = append(out, planned{Step: restoreStep(pre), rec: i})
@@ -156,14 +156,95 @@ func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]planned, err
 				return nil, err
 			}
 		}
-		if pre, ok := impliedPre(r); ok && !r.Failed && within(pre.Path, roots) {
+		if pre, ok := impliedPre(r); ok && !r.Failed && sc.in(pre.Path) {
 			out = append(out, planned{Step: restoreStep(pre), rec: i})
 			if err := sim.set(pre); err != nil {
 				return nil, err
 			}
 		}
+		sc.born(r)
 	}
 	return out, nil
+}
+
+// pathScope is which records a rewind with paths undoes, as the reverse
+// replay goes back in time: those naming a path within roots, and the
+// records of the other name of a rename or exchange undone (the
+// temporary file of a `sed -i` or an editor's save of a file within
+// roots), back to that name's creation in the interval. Without the
+// other name's records a rewind of one file renamed the file back to the
+// temporary name and left it there, with the edited bytes. A rename or
+// exchange counts through such a name only when both its names are in
+// scope, so the scope never spreads to files outside roots; one that
+// moves something into or out of such a name ends its scope. A nil roots
+// is every path.
+type pathScope struct {
+	roots []string
+	extra []string // the other names of renames and exchanges undone
+}
+
+// in reports whether p is within roots or an extra name.
+func (sc *pathScope) in(p string) bool {
+	return within(p, sc.roots) || len(sc.extra) > 0 && within(p, sc.extra)
+}
+
+// counts reports whether r is undone, and takes in the other name of a
+// rename or exchange undone because one of its names is within roots.
+func (sc *pathScope) counts(r Record, both bool) bool {
+	if sc.roots == nil {
+		return true
+	}
+	if both {
+		r1, r2 := r.Path != "" && within(r.Path, sc.roots), r.Path2 != "" && within(r.Path2, sc.roots)
+		if (r1 || r2) && !r.Failed {
+			for _, p := range []string{r.Path, r.Path2} {
+				if p != "" && !sc.in(p) {
+					sc.extra = append(sc.extra, p)
+				}
+			}
+			return true
+		}
+		if r1 || r2 || r.Path != "" && r.Path2 != "" && sc.in(r.Path) && sc.in(r.Path2) {
+			return true
+		}
+		// A move between an extra name (or a path below or above it)
+		// and a path out of scope: what the name held before came from
+		// outside, or went there.
+		sc.drop(func(e string) bool {
+			return r.Path != "" && (within(r.Path, []string{e}) || within(e, []string{r.Path})) ||
+				r.Path2 != "" && (within(r.Path2, []string{e}) || within(e, []string{r.Path2}))
+		})
+		return false
+	}
+	return r.Path != "" && sc.in(r.Path) || r.Path2 != "" && sc.in(r.Path2)
+}
+
+// born ends the scope of each extra name that r created, or that is below
+// a directory r created: before it the name was absent, and what it held
+// then is another story.
+func (sc *pathScope) born(r Record) {
+	name := r.Path
+	switch r.Op {
+	case "create", "mkdir", "mknod", "symlink":
+	case "link":
+		name = r.Path2
+	default:
+		return
+	}
+	if name != "" {
+		sc.drop(func(e string) bool { return within(e, []string{name}) })
+	}
+}
+
+// drop ends the scope of each extra name hit reports.
+func (sc *pathScope) drop(hit func(e string) bool) {
+	kept := sc.extra[:0]
+	for _, e := range sc.extra {
+		if !hit(e) {
+			kept = append(kept, e)
+		}
+	}
+	sc.extra = kept
 }
 
 // impliedPre is the state a structural change without a saved pre-image

@@ -404,3 +404,33 @@ func TestRewindOfTempFileSavesPlansOneStep(t *testing.T) {
 	}
 	sameManifest(t, "after the rewind", before, d.manifest())
 }
+
+// TestRewindPathOfTempFileSave: a rewind of one path that `sed -i`
+// replaced (a temporary file renamed over it) restores the path and
+// leaves no temporary file behind, even when the same temporary name then
+// replaced a file outside the paths, which stays as it is. The rewind
+// used to rename the path back to the temporary name and leave it there,
+// with the edited bytes.
+func TestRewindPathOfTempFileSave(t *testing.T) {
+	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
+	d := newDriver(t, j, "agent")
+	seedTree(d)
+	start := d.manifest()
+	d.sedI("README.md", "hello", "HELLO")
+	d.sedI("left.txt", "l", "L") // the same temporary name, sedXYZ
+	mid := d.manifest()
+	plan, _ := d.rewind("", RewindOptions{Paths: []string{"README.md"}})
+	want := map[string]string{}
+	for p, v := range start {
+		want[p] = v
+	}
+	want["left.txt"] = mid["left.txt"] // outside the paths: kept
+	sameManifest(t, "after the rewind of README.md", want, d.manifest())
+	var got []string
+	for _, s := range plan.Steps {
+		got = append(got, s.Kind+" "+s.Path)
+	}
+	if want := []string{"restore README.md"}; !slices.Equal(got, want) {
+		t.Errorf("steps %q, want %q", got, want)
+	}
+}
