@@ -319,6 +319,40 @@ func TestJournalRewindAfterFsstress(t *testing.T) {
 	}
 }
 
+// TestJournalRewindPathAfterFsstress: after fsstress (four processes,
+// each in a directory of its own, pN), `rubinofs rewind --to cp000000
+// stress/p1` gives stress/p1 back as it was at the start, and leaves p0,
+// p2 and p3 as fsstress left them, with no conflict and no failed step.
+func TestJournalRewindPathAfterFsstress(t *testing.T) {
+	bin := xfstestsTool(t, "fsstress")
+	for _, seed := range []int{41, 46} {
+		t.Run(strconv.Itoa(seed), func(t *testing.T) {
+			m := journalMount(t)
+			p1 := filepath.Join(m.ws, "stress", "p1")
+			if err := os.MkdirAll(p1, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(p1, "keep.txt"), []byte("kept\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p1Before := manifest(t, p1)
+			s := m.startSession("agent")
+			args := append(fsstressArgs(seed, 1000, "stress"), "-f", "mwrite=0")
+			s.must(shq(bin) + " " + strings.Join(args, " ") + " >/dev/null")
+			others := manifest(t, m.ws, "build", "stress/p1")
+			if manifest(t, p1) == p1Before {
+				t.Fatal("fsstress changed nothing in stress/p1")
+			}
+			out := s.must("rubinofs rewind --to cp000000 stress/p1")
+			if _, _, conflicts, _ := rewindCounts(t, out); conflicts != 0 || strings.Contains(out, "errors:") {
+				t.Errorf("the rewind of stress/p1: %d conflicts or failed steps, want none:\n%s", conflicts, tail(out, 30))
+			}
+			sameManifest(t, "stress/p1 after its rewind", p1Before, manifest(t, p1))
+			sameManifest(t, "the rest after the rewind of stress/p1", others, manifest(t, m.ws, "build", "stress/p1"))
+		})
+	}
+}
+
 // TestJournalDryRun: `rewind --dry-run` prints the plan (a removal for a
 // created file, a rename back, a restore) and the counts, and changes
 // nothing: the tree is as the session left it and no checkpoint was
