@@ -137,6 +137,7 @@ func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]planned, err
 		// A failed change moved nothing and left its names as they were:
 		// only its pre-images (that state, and perhaps the interval's
 		// only pre-image of a name) are restored.
+		vacated := "" // the name a rename back just left absent
 		if both && r.Path2 != "" && r.Path2 != r.Path && !r.Failed {
 			s, intoAbsent, err := undoMove(r, sim)
 			if err != nil {
@@ -144,11 +145,23 @@ func reverseSteps(recs []Record, roots []string, sim *replaySim) ([]planned, err
 			}
 			if s != nil {
 				out = append(out, planned{Step: *s, rec: i, intoAbsent: intoAbsent})
+				if s.Kind == StepRename {
+					vacated = s.From
+				}
 			}
 		}
 		for k := len(r.Pre) - 1; k >= 0; k-- {
 			pre := r.Pre[k]
 			if !both && !sc.in(pre.Path) {
+				continue
+			}
+			if pre.Path == vacated && pre.Kind == KindAbsent {
+				// The rename back left it absent already: no removal
+				// step (a plan of `mv a b` listed "remove b" after
+				// "rename b -> a", and counted it removed).
+				if err := sim.set(pre); err != nil {
+					return nil, err
+				}
 				continue
 			}
 			out = append(out, planned{Step: restoreStep(pre), rec: i})

@@ -381,7 +381,8 @@ func TestRewindConflictBelowRenamedDir(t *testing.T) {
 // TestRewindOfTempFileSavesPlansOneStep: an edit saved through a
 // temporary file renamed over the name (`sed -i`, an editor) is undone by
 // one restore of the name, and a new file saved that way by one removal:
-// no rename back to the temporary name and removal of it.
+// no rename back to the temporary name and removal of it. A plain `mv` is
+// undone by its rename back alone.
 func TestRewindOfTempFileSavesPlansOneStep(t *testing.T) {
 	j := openJ(t, filepath.Join(t.TempDir(), "journal"))
 	d := newDriver(t, j, "agent")
@@ -390,17 +391,18 @@ func TestRewindOfTempFileSavesPlansOneStep(t *testing.T) {
 	d.sedI("README.md", "a", "b")
 	d.write("new.tmp", "new\n")
 	d.rename("new.tmp", "new.txt")
+	d.rename("left.txt", "moved.txt") // mv: renamed back, its bytes restored, no removal of moved.txt
 	plan, res := d.rewind("", RewindOptions{})
 	var got []string
 	for _, s := range plan.Steps {
 		got = append(got, s.Kind+" "+s.Path)
 	}
 	sort.Strings(got)
-	if want := []string{"remove new.txt", "restore README.md"}; !slices.Equal(got, want) {
+	if want := []string{"remove new.txt", "rename left.txt", "restore README.md", "restore left.txt"}; !slices.Equal(got, want) {
 		t.Errorf("steps %q, want %q", got, want)
 	}
-	if res.Restored != 1 || res.Removed != 1 {
-		t.Errorf("result restored %d removed %d, want 1 and 1", res.Restored, res.Removed)
+	if res.Restored != 2 || res.Removed != 1 {
+		t.Errorf("result restored %d removed %d, want 2 and 1", res.Restored, res.Removed)
 	}
 	sameManifest(t, "after the rewind", before, d.manifest())
 }
