@@ -141,21 +141,13 @@ func lastKnown(recs []Record) (*treeMap[expect], map[uint64]After) {
 			flying = append(flying, flight{seq: r.Seq, from: r.Path, to: r.Path2, exchange: true})
 			ea, _ := exp.get(r.Path)
 			eb, _ := exp.get(r.Path2)
-			belowA, belowB := exp.take(r.Path), exp.take(r.Path2)
-			for _, m := range []struct {
-				to   string
-				e    expect
-				from string
-				kids []treeEntry[expect]
-			}{{r.Path2, ea, r.Path, belowA}, {r.Path, eb, r.Path2, belowB}} {
-				if m.e.kind == "" {
-					m.e.kind = "exists"
+			exp.swapBelow(r.Path, r.Path2)
+			for p, e := range map[string]expect{r.Path2: ea, r.Path: eb} {
+				if e.kind == "" {
+					e.kind = "exists"
 				}
-				m.e.time = t
-				exp.set(m.to, m.e)
-				for _, k := range m.kids {
-					exp.set(m.to+k.path[len(m.from):], k.val)
-				}
+				e.time = t
+				exp.set(p, e)
 			}
 		case r.Op == "unlink" || r.Op == "rmdir":
 			exp.dropBelow(r.Path)

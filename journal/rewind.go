@@ -344,13 +344,6 @@ func restoreStep(pre PreImage) Step {
 func fuseMoveAway(steps []planned) []planned {
 	pending := newTreeMap[int]() // B -> index of the rename to B
 	drop := make([]bool, len(steps))
-	cancel := func(p string) { // a step names p: no rename to p, below or above it stays fusable
-		pending.del(p)
-		pending.dropBelow(p)
-		for a := parentOf(p); a != ""; a = parentOf(a) {
-			pending.del(a)
-		}
-	}
 	for k := range steps {
 		s := &steps[k]
 		if i, ok := pending.get(s.Path); ok && s.Kind == StepRemove && s.From == "" {
@@ -360,9 +353,10 @@ func fuseMoveAway(steps []planned) []planned {
 			pending.del(s.Path)
 			continue
 		}
-		cancel(s.Path)
+		// A step naming a path: no rename to it, below or above it stays fusable.
+		pending.dropRelated(s.Path)
 		if s.From != "" {
-			cancel(s.From)
+			pending.dropRelated(s.From)
 		}
 		if s.Kind == StepRename && s.intoAbsent {
 			pending.set(s.Path, k)
@@ -384,19 +378,12 @@ func fuseMoveAway(steps []planned) []planned {
 func dropRepeats(steps []planned) []planned {
 	later := newTreeMap[struct{}]()
 	keep := make([]bool, len(steps))
-	forget := func(p string) { // p, below it and its ancestors
-		later.del(p)
-		later.dropBelow(p)
-		for a := parentOf(p); a != ""; a = parentOf(a) {
-			later.del(a)
-		}
-	}
 	for i := len(steps) - 1; i >= 0; i-- {
 		s := steps[i]
 		if s.Kind == StepRename || s.Kind == StepExchange {
 			keep[i] = true
-			forget(s.Path)
-			forget(s.From)
+			later.dropRelated(s.Path)
+			later.dropRelated(s.From)
 			continue
 		}
 		if later.has(s.Path) {

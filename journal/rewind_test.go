@@ -123,13 +123,8 @@ func TestRewindPathFilter(t *testing.T) {
 	mid := d.manifest()
 
 	d.rewind("", RewindOptions{Paths: []string{"pkg"}})
-	got := d.manifest()
-	want := map[string]string{}
-	for p, v := range start {
-		want[p] = v
-	}
-	want["README.md"] = mid["README.md"] // outside the filter: kept
-	sameManifest(t, "after the path-filtered rewind", want, got)
+	// README.md is outside the filter: kept.
+	sameManifest(t, "after the path-filtered rewind", keptFrom(start, mid, "README.md"), d.manifest())
 }
 
 func TestRewindConflicts(t *testing.T) {
@@ -393,10 +388,7 @@ func TestRewindOfTempFileSavesPlansOneStep(t *testing.T) {
 	d.rename("new.tmp", "new.txt")
 	d.rename("left.txt", "moved.txt") // mv: renamed back, its bytes restored, no removal of moved.txt
 	plan, res := d.rewind("", RewindOptions{})
-	var got []string
-	for _, s := range plan.Steps {
-		got = append(got, s.Kind+" "+s.Path)
-	}
+	got := stepNames(plan)
 	sort.Strings(got)
 	if want := []string{"remove new.txt", "rename left.txt", "restore README.md", "restore left.txt"}; !slices.Equal(got, want) {
 		t.Errorf("steps %q, want %q", got, want)
@@ -422,17 +414,31 @@ func TestRewindPathOfTempFileSave(t *testing.T) {
 	d.sedI("left.txt", "l", "L") // the same temporary name, sedXYZ
 	mid := d.manifest()
 	plan, _ := d.rewind("", RewindOptions{Paths: []string{"README.md"}})
+	// left.txt is outside the paths: kept.
+	sameManifest(t, "after the rewind of README.md", keptFrom(start, mid, "left.txt"), d.manifest())
+	if got, want := stepNames(plan), []string{"restore README.md"}; !slices.Equal(got, want) {
+		t.Errorf("steps %q, want %q", got, want)
+	}
+}
+
+// keptFrom is the manifest start with the paths kept taken from mid: the
+// tree a path-filtered rewind should leave.
+func keptFrom(start, mid map[string]string, kept ...string) map[string]string {
 	want := map[string]string{}
 	for p, v := range start {
 		want[p] = v
 	}
-	want["left.txt"] = mid["left.txt"] // outside the paths: kept
-	sameManifest(t, "after the rewind of README.md", want, d.manifest())
-	var got []string
+	for _, p := range kept {
+		want[p] = mid[p]
+	}
+	return want
+}
+
+// stepNames are plan's steps as "KIND PATH", in plan order.
+func stepNames(plan Plan) []string {
+	var out []string
 	for _, s := range plan.Steps {
-		got = append(got, s.Kind+" "+s.Path)
+		out = append(out, s.Kind+" "+s.Path)
 	}
-	if want := []string{"restore README.md"}; !slices.Equal(got, want) {
-		t.Errorf("steps %q, want %q", got, want)
-	}
+	return out
 }

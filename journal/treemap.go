@@ -73,6 +73,29 @@ func (m *treeMap[V]) take(p string) []treeEntry[V] {
 // dropBelow removes the values of every path strictly below p.
 func (m *treeMap[V]) dropBelow(p string) { m.take(p) }
 
+// dropRelated removes the values of p, of every path below it and of
+// every ancestor of p: what a step naming p may affect in the replays.
+func (m *treeMap[V]) dropRelated(p string) {
+	m.del(p)
+	m.dropBelow(p)
+	for a := parentOf(p); a != ""; a = parentOf(a) {
+		m.del(a)
+	}
+}
+
+// swapBelow exchanges the values strictly below a with those below b (the
+// values at a and b themselves are the caller's to set). Neither may be
+// below the other.
+func (m *treeMap[V]) swapBelow(a, b string) {
+	belowA, belowB := m.take(a), m.take(b)
+	for _, e := range belowA {
+		m.set(b+e.path[len(a):], e.val)
+	}
+	for _, e := range belowB {
+		m.set(a+e.path[len(b):], e.val)
+	}
+}
+
 // moveBelow moves the values strictly below from to the same relative
 // paths below to, after dropping what was below to; the values at from
 // and to themselves are the caller's to set.
