@@ -1,0 +1,7 @@
+//go:build !darwin
+
+package fuse
+
+import "golang.org/x/sys/unix"
+
+const _UTIME_OMIT = unix.UTIME_OMIT
