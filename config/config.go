@@ -245,6 +245,12 @@ type Cache struct {
 	// root process is still alive are re-registered (cache.persist_reads,
 	// --persist-reads).
 	PersistReads bool
+	// IOURing serves the mount's FUSE requests over io_uring when the
+	// kernel offers it (cache.io_uring, --io-uring; off by default):
+	// Linux 6.14 or later with the fuse module's enable_uring parameter
+	// set. Otherwise requests come through read(2) and write(2) of
+	// /dev/fuse (docs/DESIGN.md#fuse-io-uring).
+	IOURing bool
 }
 
 // Journal is the effective [journal] section: the per-session change

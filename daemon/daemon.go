@@ -366,10 +366,12 @@ func Start(cfg Config) (*Daemon, error) {
 		Debug:           cfg.Debug,
 		AllowNonEmpty:   cfg.InPlace,
 		AlsoAt:          cfg.AlsoAt,
+		IOURing:         cfg.IOURing,
 	})
 	if err != nil {
 		return nil, err
 	}
+	d.logTransport(cfg.IOURing)
 	go func() {
 		<-d.FS.Ended()      // /dev/fuse closed too, not just the loops (Server.Wait)
 		d.Tasks.CancelAll() // unmounted from outside: no task outlives the mount

@@ -5,6 +5,7 @@ package daemon
 // and the compressor's counters in .rubino/metrics, read at scrape time.
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -40,10 +41,36 @@ func denialLogger(l *slog.Logger) func(guard.Denial) {
 	}
 }
 
-// registerMetrics adds the watcher's, the task registry's and the
-// compressor's collectors to the mount's registry (.rubino/metrics).
+// enableURingParam is the fuse module's switch for FUSE over io_uring.
+const enableURingParam = "/sys/module/fuse/parameters/enable_uring"
+
+// logTransport logs how requests reach the daemon and, when io_uring was
+// asked for but the kernel has it switched off, how to switch it on.
+func (d *Daemon) logTransport(asked bool) {
+	name, _ := d.FS.Transport()
+	l := d.cfg.Slog
+	if name == "io_uring" || !asked {
+		l.Info("FUSE transport", "transport", name)
+		return
+	}
+	if b, err := os.ReadFile(enableURingParam); err == nil && bytes.HasPrefix(b, []byte("N")) {
+		l.Info("FUSE transport", "transport", name,
+			"io_uring", "off in the kernel: as root, echo Y > "+enableURingParam+" before mounting")
+		return
+	}
+	l.Info("FUSE transport", "transport", name, "io_uring", "not offered by this kernel (Linux 6.14 or later)")
+}
+
+// registerMetrics adds the FUSE transport's, the watcher's, the task
+// registry's and the compressor's collectors to the mount's registry (.rubino/metrics).
 func (d *Daemon) registerMetrics() {
 	reg := d.Obs.Registry()
+	fsys := d.FS
+	reg.MustRegister(scrape(func(ch chan<- prometheus.Metric) {
+		name, n := fsys.Transport()
+		gauge(ch, descTransport, 1, name)
+		counter(ch, descURingRequests, uint64(n))
+	}))
 	if d.Watcher != nil {
 		w, inv := d.Watcher, d.Invalidation
 		reg.MustRegister(scrape(func(ch chan<- prometheus.Metric) {
@@ -90,6 +117,10 @@ var taskStatuses = []tasks.Status{tasks.StatusRunning, tasks.StatusNeedsApproval
 	tasks.StatusBlockedOnParent, tasks.StatusStopping, tasks.StatusStopped, tasks.StatusDone, tasks.StatusFailed}
 
 var (
+	descTransport = prometheus.NewDesc("rubinofs_fuse_transport",
+		"How the kernel's FUSE requests reach the daemon: io_uring (one queue per CPU) or /dev/fuse (read and write).", []string{"transport"}, nil)
+	descURingRequests = prometheus.NewDesc("rubinofs_fuse_uring_requests_total",
+		"FUSE requests answered over io_uring.", nil, nil)
 	descWatchEvents = prometheus.NewDesc("rubinofs_watcher_events_total",
 		"fsnotify events received by the watcher.", nil, nil)
 	descWatchExternal = prometheus.NewDesc("rubinofs_watcher_external_changes_total",

@@ -39,6 +39,9 @@ type MountOptions struct {
 	AllowNonEmpty bool
 	// AlsoAt: other names of the mountpoint for callers' paths (ctlhost.Mountpoint.Set).
 	AlsoAt []string
+	// IOURing asks the kernel for FUSE over io_uring (CAP_OVER_IO_URING);
+	// it is used only where the kernel offers it (docs/DESIGN.md#fuse-io-uring).
+	IOURing bool
 }
 
 // Mount mounts f at mountpoint and returns the running server. As root it
@@ -74,6 +77,9 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 	// (docs/DESIGN.md#posix-acl).
 	mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP | fuse.CAP_DONT_MASK
 	mo.EnableAcl = true
+	if o.IOURing {
+		mo.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
+	}
 	for _, opt := range o.Options {
 		switch opt {
 		case "", "default_permissions": // always added
@@ -123,6 +129,17 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 	}
 	f.SetServer(server)
 	return server, nil
+}
+
+// Transport names how the mount's requests reach the daemon: "io_uring"
+// once the kernel accepted FUSE over io_uring, else "/dev/fuse"; and how
+// many requests the ring threads answered. Safe for concurrent use.
+func (f *FS) Transport() (name string, ringRequests int64) {
+	s := f.server.Load()
+	if s == nil || !s.URingNegotiated() {
+		return "/dev/fuse", 0
+	}
+	return "io_uring", s.URingServed()
 }
 
 // CheckMountpoint reports a clear error for a missing mountpoint, one that

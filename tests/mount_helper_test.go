@@ -102,6 +102,9 @@ func newMount(t testing.TB, files map[string]string, adjust func(*daemon.Config)
 		Slog:  slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: level})),
 	}
 	withJournal(&cfg) // on, as shipped; withoutJournal in adjust turns it off
+	// RUBINOFS_TEST_IO_URING=1 runs every in-process mount with FUSE over
+	// io_uring (cache.io_uring), where the kernel offers it.
+	cfg.IOURing = os.Getenv("RUBINOFS_TEST_IO_URING") == "1"
 	if adjust != nil {
 		adjust(&cfg)
 	}

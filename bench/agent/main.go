@@ -88,11 +88,12 @@ var (
 	keepGoing = flag.Bool("k", false, "keep going after a failed phase")
 	only      = flag.String("only", "", "comma-separated targets to run besides native (default all: loop-nocache,loop-1s,loop-1s-perms,rubinofs-off,rubinofs,rubinofs-nojournal);\n"+
 		"bin:LABEL=PATH[:ARG...] adds a mount made by the rubinofs binary PATH (any commit's build) through its CLI (PATH mount --daemon ARG...), named LABEL")
-	rawJSON   = flag.String("json", "", "also write every run's seconds, {target: {phase: [s, ...]}}, to `FILE`, and the bin: daemons' CPU seconds to FILE less .json plus .cpu.json")
-	showOps   = flag.Bool("ops", true, "print the FUSE requests per phase of each enforcing mount, rubinofs and bin: (.rubino/metrics before and after)")
-	workload  = flag.String("workload", "agent", "the workload: agent (benchkit.AgentSteps on -module), switch (a branch switch between -old-module and -module: clone, checkout of the old branch and back, rm -rf) or npm (a Node.js project: npm ci, jest, grep, find, rm -rf; benchkit.NpmSteps)")
-	oldModule = flag.String("old-module", benchkit.OldModule, "with -workload switch: the module version on the old branch")
-	cpuprof   = flag.String("cpuprofile", "", "write a CPU profile of this process (the in-process daemons, not the bin: targets') to `FILE`")
+	rawJSON     = flag.String("json", "", "also write every run's seconds, {target: {phase: [s, ...]}}, to `FILE`, and the bin: daemons' CPU seconds to FILE less .json plus .cpu.json")
+	showOps     = flag.Bool("ops", true, "print the FUSE requests per phase of each enforcing mount, rubinofs and bin: (.rubino/metrics before and after)")
+	workload    = flag.String("workload", "agent", "the workload: agent (benchkit.AgentSteps on -module), switch (a branch switch between -old-module and -module: clone, checkout of the old branch and back, rm -rf) or npm (a Node.js project: npm ci, jest, grep, find, rm -rf; benchkit.NpmSteps)")
+	oldModule   = flag.String("old-module", benchkit.OldModule, "with -workload switch: the module version on the old branch")
+	kernelURing = flag.Bool("kernel-uring", false, "switch the fuse module's enable_uring on for the run and back at the end, so that bin: targets given --io-uring serve over io_uring")
+	cpuprof     = flag.String("cpuprofile", "", "write a CPU profile of this process (the in-process daemons, not the bin: targets') to `FILE`")
 )
 
 // steps is the workload (benchkit.AgentSteps, shared with bench/floor,
@@ -113,6 +114,11 @@ func main() {
 	log.SetFlags(0)
 	defer benchkit.Teardown()
 	benchkit.CatchSignals()
+	if *kernelURing {
+		if err := benchkit.KernelURing(); err != nil {
+			log.Fatal(err)
+		}
+	}
 	tmp, err := benchkit.TempDir("rubinofs-bench-")
 	if err != nil {
 		log.Fatal(err)

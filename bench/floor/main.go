@@ -57,6 +57,9 @@ var (
 	skipRubino  = flag.Bool("no-rubinofs", false, "leave rubinofs out (native and the floor only)")
 	rawJSON     = flag.String("json", "", "also write the costs, every run's seconds and requests by op to `FILE`")
 
+	ioURing    = flag.Bool("io-uring", false, "the probe loopbacks and the floor mount serve over FUSE over io_uring (the harness switches the fuse module's enable_uring on for the run and back); rubinofs stays as shipped")
+	probesOnly = flag.Bool("probes-only", false, "measure the round-trip costs only (-probe-rounds rounds), not the workload")
+
 	// The child side of a probe (runProbe).
 	probeKind = flag.String("probe", "", "internal: time `KIND` calls (fstat, open) on -file and exit")
 	probePath = flag.String("file", "", "internal: the file of -probe")
@@ -81,6 +84,11 @@ func main() {
 	}
 	defer benchkit.Teardown()
 	benchkit.CatchSignals()
+	if *ioURing {
+		if err := benchkit.KernelURing(); err != nil {
+			log.Fatal(err)
+		}
+	}
 	fmt.Printf("load average at the start: %s", loadavg())
 	tmp, err := benchkit.TempDir("rubinofs-floor-")
 	if err != nil {
@@ -93,6 +101,10 @@ func main() {
 	var rounds []costRound
 	for range *probeRounds {
 		rounds = append(rounds, probes.measure(*probeN))
+	}
+	if *probesOnly {
+		printCosts(rounds)
+		return
 	}
 
 	origin := filepath.Join(tmp, "origin")

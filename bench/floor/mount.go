@@ -87,10 +87,13 @@ func mountLoop(tmp, name string, timeout *time.Duration, floor bool) (*loop, err
 		timeout = &zero
 	}
 	mo := fuse.MountOptions{FsName: back, Name: "floor", DirectMount: os.Geteuid() == 0, DirectMountStrict: os.Geteuid() == 0}
+	if *ioURing {
+		mo.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
+	}
 	if floor {
 		mo.Options = []string{"default_permissions"}
 		mo.EnableAcl = true
-		mo.ExtraCapabilities = fuse.CAP_ATOMIC_O_TRUNC
+		mo.ExtraCapabilities |= fuse.CAP_ATOMIC_O_TRUNC
 		mo.MaxWrite = 1 << 20
 	}
 	opts := &fs.Options{EntryTimeout: timeout, AttrTimeout: timeout, NegativeTimeout: timeout, MountOptions: mo}
@@ -112,6 +115,9 @@ func mountLoop(tmp, name string, timeout *time.Duration, floor bool) (*loop, err
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if *ioURing && !srv.URingNegotiated() {
+		return nil, fmt.Errorf("%s: the kernel did not accept FUSE over io_uring", name)
 	}
 	benchkit.AtExit(func() {
 		if err := srv.Unmount(); err != nil {

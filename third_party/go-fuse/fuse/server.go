@@ -49,6 +49,9 @@ type Server struct {
 
 	fuseFD *fuseFD
 
+	// uringServed counts the requests answered over io_uring.
+	uringServed atomic.Int64
+
 	opts *MountOptions
 
 	// maxReaders is the maximum number of goroutines reading requests
@@ -375,6 +378,9 @@ func (ms *Server) Serve() {
 		log.Panic("Serve() must only be called once, you have called it a second time")
 	}
 
+	if err := ms.startURing(); err != nil {
+		ms.opts.Logger.Printf("FUSE over io_uring not started, serving /dev/fuse: %v", err)
+	}
 	ms.loop()
 	ms.fuseFD.loops.Wait()
 
@@ -493,6 +499,11 @@ exit:
 }
 
 func (ms *Server) handleRequest(req *requestAlloc) Status {
+	return ms.handleRequestWith(req, ms.fuseFD.write)
+}
+
+// handleRequestWith serves req and sends its reply with write.
+func (ms *Server) handleRequestWith(req *requestAlloc, write func(*request) Status) Status {
 	defer ms.fuseFD.returnRequest(req)
 	if ms.opts.SingleThreaded {
 		ms.requestProcessingMu.Lock()
@@ -522,7 +533,7 @@ func (ms *Server) handleRequest(req *requestAlloc) Status {
 	if req.suppressReply {
 		return OK
 	}
-	errno := ms.fuseFD.write(&req.request)
+	errno := write(&req.request)
 	if errno != 0 {
 		// Ignore ENOENT for INTERRUPT responses which
 		// indicates that the referred request is no longer
