@@ -3,11 +3,15 @@ package tests
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rubinofs/rubinofs/daemon"
+	"github.com/rubinofs/rubinofs/tasks"
 )
 
 // enableURingParam is the fuse module's switch for FUSE over io_uring.
@@ -87,5 +91,82 @@ func TestIOURingTransport(t *testing.T) {
 	// more than the start proves the ring carried the workload.
 	if n1-n0 < 500 {
 		t.Errorf("ring requests went from %v to %v: the workload did not travel over io_uring", n0, n1)
+	}
+}
+
+// TestIOURingBlockingReadsLeaveQueueFree: reads of a control file that
+// block until a task ends (agents/ID/wait) hold a ring entry each, for as
+// long as the task runs. Eight of them from CPU 0, twice the threads a
+// queue starts with, must not leave CPU 0's queue without a free entry: a
+// stat from CPU 0 is answered while they wait (the queue starts another
+// thread whenever its last free one takes a request). With a fixed number
+// of threads the stat waits for the task, and this test ends the task
+// after agentsFailsafe and fails.
+func TestIOURingBlockingReadsLeaveQueueFree(t *testing.T) {
+	withKernelURing(t)
+	if err := exec.Command("taskset", "-c", "0", "true").Run(); err != nil {
+		t.Skipf("cannot run on CPU 0 (taskset -c 0): %v", err)
+	}
+	m := newMount(t, map[string]string{"f": "x\n"}, func(c *daemon.Config) { c.IOURing = true })
+	fifo := m.agentsFifo("go")
+	id := m.spawnSh("read x < " + shq(fifo))
+	m.waitStatus(id, tasks.StatusRunning)
+	var released bool
+	release := func() { // lets the task, and so every wait, end
+		if !released {
+			released = true
+			if err := os.WriteFile(fifo, []byte("go\n"), 0); err != nil {
+				t.Errorf("releasing the task: %v", err)
+			}
+		}
+	}
+	const waits = 8
+	var cmds []*exec.Cmd
+	t.Cleanup(func() {
+		release()
+		for _, c := range cmds {
+			c.Wait()
+		}
+	})
+	for range waits {
+		c := exec.Command("taskset", "-c", "0", "cat", m.path(".rubino/agents/"+id+"/wait"))
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+	}
+	// Each wait is in a FUSE request once its cat sleeps in
+	// request_wait_answer (taskset has exec'd cat by then).
+	deadline := time.Now().Add(agentsFailsafe)
+	for _, c := range cmds {
+		for {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", c.Process.Pid))
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.Process.Pid))
+			if string(b) == "request_wait_answer" && strings.TrimSpace(string(comm)) == "cat" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cat of agents/%s/wait (pid %d) never waited in a FUSE request (wchan %q)", id, c.Process.Pid, b)
+			}
+			time.Sleep(5 * time.Millisecond) // polls a state; no timing is asserted
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- exec.Command("taskset", "-c", "0", "stat", m.path("f")).Run() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("stat from CPU 0: %v", err)
+		}
+	case <-time.After(agentsFailsafe):
+		release()
+		<-done
+		t.Fatalf("a stat from CPU 0 waited while %d blocking reads held CPU 0's queue", waits)
+	}
+	// The waits still wait: the stat was answered beside them.
+	for _, c := range cmds {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", c.Process.Pid)); string(b) != "request_wait_answer" {
+			t.Errorf("cat %d no longer waits (wchan %q) though the task runs", c.Process.Pid, b)
+		}
 	}
 }

@@ -366,10 +366,11 @@ type MountOptions struct {
 	// If unset, the default is 1.
 	MaxStackDepth int
 
-	// IOURingThreadsPerQueue is the number of threads serving each
-	// CPU's queue when FUSE over io_uring is negotiated (CAP_OVER_IO_URING
-	// in ExtraCapabilities, and the kernel's fuse.enable_uring set). Zero
-	// means 4. Added in rubinofs' copy of go-fuse.
+	// IOURingThreadsPerQueue is the number of threads each CPU's queue
+	// starts with when FUSE over io_uring is negotiated (CAP_OVER_IO_URING
+	// in ExtraCapabilities, and the kernel's fuse.enable_uring set); a
+	// queue whose threads are all in handlers starts another, up to 64.
+	// Zero means 4. Added in rubinofs' copy of go-fuse.
 	IOURingThreadsPerQueue int
 
 	// IDMappedMount, if set, enables an ID-mapped mount if the Kernel supports

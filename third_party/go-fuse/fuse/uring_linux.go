@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -84,17 +85,71 @@ func (ms *Server) startURing() error {
 
 	payload := max(ms.opts.MaxWrite, _FUSE_MIN_READ_BUFFER, 256<<10)
 	payload = (payload + syscall.Getpagesize() - 1) &^ (syscall.Getpagesize() - 1)
-	for q := 0; q < ncpu; q++ {
+	for qid := 0; qid < ncpu; qid++ {
+		q := &uringQueue{qid: qid, payload: payload, total: per}
 		for i := 0; i < per; i++ {
-			ready := make(chan error, 1)
-			ms.fuseFD.loops.Add(1)
-			go ms.uringThread(q, payload, ready)
-			if err := <-ready; err != nil {
-				return fmt.Errorf("io_uring queue %d: %w", q, err)
+			if err := ms.startURingThread(q, true); err != nil {
+				return fmt.Errorf("io_uring queue %d: %w", qid, err)
 			}
 		}
 	}
 	return nil
+}
+
+// uringMaxThreadsPerQueue bounds a queue's threads, grown one at a time
+// while all of them are in a handler.
+const uringMaxThreadsPerQueue = 64
+
+// uringQueue is the state the threads of one CPU's queue share.
+type uringQueue struct {
+	qid, payload int
+	mu           sync.Mutex
+	total, busy  int // threads started, and those in a handler
+}
+
+// startURingThread starts a thread with an entry of q. With wait it
+// returns the thread's registration error; otherwise the thread logs it.
+func (ms *Server) startURingThread(q *uringQueue, wait bool) error {
+	ready := make(chan error, 1)
+	ms.fuseFD.loops.Add(1)
+	go ms.uringThread(q, ready)
+	if !wait {
+		go func() {
+			if err := <-ready; err != nil {
+				ms.opts.Logger.Printf("io_uring queue %d: another thread: %v", q.qid, err)
+				q.mu.Lock()
+				q.total--
+				q.mu.Unlock()
+			}
+		}()
+		return nil
+	}
+	return <-ready
+}
+
+// enter counts a thread of q into a handler. When it was the last free
+// one, another thread is started first (up to uringMaxThreadsPerQueue),
+// as go-fuse starts another reader of /dev/fuse: a handler that blocks
+// (a blocking read of a control file) must not leave its CPU's queue
+// without a free entry, or every caller on that CPU would wait for it.
+func (q *uringQueue) enter(ms *Server) {
+	q.mu.Lock()
+	q.busy++
+	grow := q.busy >= q.total && q.total < uringMaxThreadsPerQueue
+	if grow {
+		q.total++
+	}
+	q.mu.Unlock()
+	if grow {
+		ms.startURingThread(q, false)
+	}
+}
+
+// leave counts a thread of q out of its handler.
+func (q *uringQueue) leave() {
+	q.mu.Lock()
+	q.busy--
+	q.mu.Unlock()
 }
 
 // possibleCPUs is the kernel's num_possible_cpus(): the number of queues.
@@ -119,8 +174,9 @@ func possibleCPUs() (int, error) {
 // pinned to CPU qid where the affinity mask allows: the kernel queues a
 // request on the queue of the CPU its caller runs on, and a reply from the
 // same CPU costs no cross-CPU wakeup.
-func (ms *Server) uringThread(qid, payloadSize int, ready chan<- error) {
+func (ms *Server) uringThread(q *uringQueue, ready chan<- error) {
 	defer ms.fuseFD.loops.Done()
+	qid, payloadSize := q.qid, q.payload
 	runtime.LockOSThread()
 	// The thread keeps its affinity: let it exit with the goroutine.
 	var set unix.CPUSet
@@ -224,7 +280,9 @@ func (ms *Server) uringThread(qid, payloadSize int, ready chan<- error) {
 		}
 		commitID = *(*uint64)(unsafe.Pointer(&hdr[uringCommitIDOff]))
 		psz := int(*(*uint32)(unsafe.Pointer(&hdr[uringPayloadSzOff])))
+		q.enter(ms)
 		ms.uringServe(hdr, payload[:min(psz, len(payload))])
+		q.leave()
 		ms.uringServed.Add(1)
 		last = uringCmdCommitAndFetch
 		queue(last, commitID)
