@@ -101,7 +101,9 @@ func TestIOURingTransport(t *testing.T) {
 // stat from CPU 0 is answered while they wait (the queue starts another
 // thread whenever its last free one takes a request). With a fixed number
 // of threads the stat waits for the task, and this test ends the task
-// after agentsFailsafe and fails.
+// after agentsFailsafe and fails. The waits start one after another: a
+// burst of requests that finds no free entry waits in the kernel until an
+// entry commits a reply (docs/DESIGN.md#fuse-io-uring).
 func TestIOURingBlockingReadsLeaveQueueFree(t *testing.T) {
 	withKernelURing(t)
 	if err := exec.Command("taskset", "-c", "0", "true").Run(); err != nil {
@@ -128,17 +130,15 @@ func TestIOURingBlockingReadsLeaveQueueFree(t *testing.T) {
 			c.Wait()
 		}
 	})
+	// One wait at a time, each in a FUSE request (its cat sleeps in
+	// request_wait_answer, taskset having exec'd cat) before the next.
+	deadline := time.Now().Add(agentsFailsafe)
 	for range waits {
 		c := exec.Command("taskset", "-c", "0", "cat", m.path(".rubino/agents/"+id+"/wait"))
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
 		cmds = append(cmds, c)
-	}
-	// Each wait is in a FUSE request once its cat sleeps in
-	// request_wait_answer (taskset has exec'd cat by then).
-	deadline := time.Now().Add(agentsFailsafe)
-	for _, c := range cmds {
 		for {
 			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", c.Process.Pid))
 			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.Process.Pid))
@@ -146,6 +146,7 @@ func TestIOURingBlockingReadsLeaveQueueFree(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
+				release()
 				t.Fatalf("cat of agents/%s/wait (pid %d) never waited in a FUSE request (wchan %q)", id, c.Process.Pid, b)
 			}
 			time.Sleep(5 * time.Millisecond) // polls a state; no timing is asserted

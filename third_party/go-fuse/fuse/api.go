@@ -369,7 +369,7 @@ type MountOptions struct {
 	// IOURingThreadsPerQueue is the number of threads each CPU's queue
 	// starts with when FUSE over io_uring is negotiated (CAP_OVER_IO_URING
 	// in ExtraCapabilities, and the kernel's fuse.enable_uring set); a
-	// queue whose threads are all in handlers starts another, up to 64.
+	// queue with one free thread or none starts another, up to 64.
 	// Zero means 4. Added in rubinofs' copy of go-fuse.
 	IOURingThreadsPerQueue int
 

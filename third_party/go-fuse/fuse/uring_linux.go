@@ -88,7 +88,7 @@ func (ms *Server) startURing() error {
 	for qid := 0; qid < ncpu; qid++ {
 		q := &uringQueue{qid: qid, payload: payload, total: per}
 		for i := 0; i < per; i++ {
-			if err := ms.startURingThread(q, true); err != nil {
+			if err := ms.startURingThread(q); err != nil {
 				return fmt.Errorf("io_uring queue %d: %w", qid, err)
 			}
 		}
@@ -107,41 +107,38 @@ type uringQueue struct {
 	total, busy  int // threads started, and those in a handler
 }
 
-// startURingThread starts a thread with an entry of q. With wait it
-// returns the thread's registration error; otherwise the thread logs it.
-func (ms *Server) startURingThread(q *uringQueue, wait bool) error {
+// startURingThread starts a thread with an entry of q and returns once
+// the entry is registered, or the registration's error.
+func (ms *Server) startURingThread(q *uringQueue) error {
 	ready := make(chan error, 1)
 	ms.fuseFD.loops.Add(1)
 	go ms.uringThread(q, ready)
-	if !wait {
-		go func() {
-			if err := <-ready; err != nil {
-				ms.opts.Logger.Printf("io_uring queue %d: another thread: %v", q.qid, err)
-				q.mu.Lock()
-				q.total--
-				q.mu.Unlock()
-			}
-		}()
-		return nil
-	}
 	return <-ready
 }
 
-// enter counts a thread of q into a handler. When it was the last free
-// one, another thread is started first (up to uringMaxThreadsPerQueue),
-// as go-fuse starts another reader of /dev/fuse: a handler that blocks
-// (a blocking read of a control file) must not leave its CPU's queue
-// without a free entry, or every caller on that CPU would wait for it.
+// enter counts a thread of q into a handler. When that leaves one free
+// thread or none, another is started and registered before the handler
+// runs (up to uringMaxThreadsPerQueue), as go-fuse starts another reader
+// of /dev/fuse: a handler that blocks (a blocking read of a control file)
+// must not leave its CPU's queue without a free entry, or every caller on
+// that CPU would wait for it. One entry is kept spare because the kernel
+// hands a request that found no free entry only to an entry that commits
+// a reply, never to one registered after it arrived.
 func (q *uringQueue) enter(ms *Server) {
 	q.mu.Lock()
 	q.busy++
-	grow := q.busy >= q.total && q.total < uringMaxThreadsPerQueue
+	grow := q.busy >= q.total-1 && q.total < uringMaxThreadsPerQueue
 	if grow {
 		q.total++
 	}
 	q.mu.Unlock()
 	if grow {
-		ms.startURingThread(q, false)
+		if err := ms.startURingThread(q); err != nil {
+			ms.opts.Logger.Printf("io_uring queue %d: another thread: %v", q.qid, err)
+			q.mu.Lock()
+			q.total--
+			q.mu.Unlock()
+		}
 	}
 }
 
@@ -331,9 +328,20 @@ func (ms *Server) uringServe(hdr, payload []byte) {
 		r.putReadBuf(dest)
 		r.reqMu.Unlock()
 	}
+	unique := in.Unique
+	replied := false
 	ms.handleRequestWith(req, func(req *request) Status {
+		replied = true
 		return uringReply(req, hdr, payload[:cap(payload)])
 	})
+	if !replied {
+		// go-fuse suppressed the reply (a request interrupted after the
+		// connection died): the entry is committed all the same, with an
+		// error, or the kernel would wait on it.
+		o := (*OutHeader)(unsafe.Pointer(&hdr[0]))
+		*o = OutHeader{Length: uint32(sizeOfOutHeader), Status: -int32(syscall.EINTR), Unique: unique}
+		*(*uint32)(unsafe.Pointer(&hdr[uringPayloadSzOff])) = 0
+	}
 }
 
 // uringReply copies the reply of req into the ring entry.
