@@ -41,8 +41,11 @@ func denialLogger(l *slog.Logger) func(guard.Denial) {
 	}
 }
 
-// enableURingParam is the fuse module's switch for FUSE over io_uring.
-const enableURingParam = "/sys/module/fuse/parameters/enable_uring"
+// EnableURingParam is the fuse module's switch for FUSE over io_uring
+// (Linux 6.14 and later, root may write it): without Y the kernel offers
+// no io_uring to any mount, whatever cache.io_uring says
+// (docs/DESIGN.md#fuse-io-uring).
+const EnableURingParam = "/sys/module/fuse/parameters/enable_uring"
 
 // logTransport logs how requests reach the daemon and, when io_uring was
 // asked for but the kernel has it switched off, how to switch it on.
@@ -53,9 +56,9 @@ func (d *Daemon) logTransport(asked bool) {
 		l.Info("FUSE transport", "transport", name)
 		return
 	}
-	if b, err := os.ReadFile(enableURingParam); err == nil && bytes.HasPrefix(b, []byte("N")) {
+	if b, err := os.ReadFile(EnableURingParam); err == nil && bytes.HasPrefix(b, []byte("N")) {
 		l.Info("FUSE transport", "transport", name,
-			"io_uring", "off in the kernel: as root, echo Y > "+enableURingParam+" before mounting")
+			"io_uring", "off in the kernel: as root, echo Y > "+EnableURingParam+" before mounting")
 		return
 	}
 	l.Info("FUSE transport", "transport", name, "io_uring", "not offered by this kernel (Linux 6.14 or later)")

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -11,34 +10,23 @@ import (
 	"time"
 
 	"github.com/rubinofs/rubinofs/daemon"
+	"github.com/rubinofs/rubinofs/internal/mounttest"
 	"github.com/rubinofs/rubinofs/tasks"
 )
 
-// enableURingParam is the fuse module's switch for FUSE over io_uring.
-const enableURingParam = "/sys/module/fuse/parameters/enable_uring"
-
 // withKernelURing turns the fuse module's enable_uring on for the test and
-// back to what it was in its cleanup. It skips the test on a kernel without
-// FUSE over io_uring (before Linux 6.14, or built without it). Only mounts
-// that ask for io_uring (cache.io_uring) use it while it is on.
+// back to what it was in its cleanup (mounttest.KernelURing). It skips the
+// test on a kernel without FUSE over io_uring (before Linux 6.14, or built
+// without it). Only mounts that ask for io_uring (cache.io_uring) use it
+// while it is on.
 func withKernelURing(t *testing.T) {
 	t.Helper()
 	requireFuse(t)
-	old, err := os.ReadFile(enableURingParam)
-	if errors.Is(err, os.ErrNotExist) {
-		t.Skipf("this kernel has no FUSE over io_uring (%s missing)", enableURingParam)
-	}
-	if err != nil {
+	if err := mounttest.KernelURing(t.Cleanup); errors.Is(err, os.ErrNotExist) {
+		t.Skipf("this kernel has no FUSE over io_uring: %v", err)
+	} else if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(enableURingParam, []byte("Y"), 0); err != nil {
-		t.Fatalf("switching FUSE over io_uring on: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := os.WriteFile(enableURingParam, bytes.TrimSpace(old), 0); err != nil {
-			t.Errorf("restoring %s: %v", enableURingParam, err)
-		}
-	})
 }
 
 // TestIOURingTransport: a mount with cache.io_uring, on a kernel with FUSE
