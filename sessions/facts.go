@@ -39,8 +39,10 @@ type ProcFacts struct {
 }
 
 // ReadFacts reads the facts of the process of thread tid (a FUSE request's
-// pid is the calling thread's id): its thread group from
-// /proc/<tid>/status, then the leader's stat, comm, exe link and cmdline.
+// pid is the calling thread's id): its stat, its thread group (a leader
+// is known by pidfd_open(2), any other thread by Tgid in
+// /proc/<tid>/status), the leader's stat (which names its comm), exe link
+// and cmdline.
 // It never waits longer than procfs.Bound (docs/DESIGN.md#no-wait-on-caller);
 // Known is false when the reads did not finish in time or the thread is
 // gone. Safe for concurrent use.
@@ -86,11 +88,18 @@ func readFactsUncached(s *Registry, tid uint32, st procStat) ProcFacts {
 	}
 	dir := fmt.Sprintf("%s/%d", procDir, pid)
 	var buf [4096]byte
-	comm, err := readSmall(dir+"/comm", buf[:])
-	if err != nil {
-		return ProcFacts{}
+	// The real /proc's stat carries the leader's comm, as its comm file
+	// shows it (both unescaped task names: fs/proc/array.c); a test's
+	// directory is read as it is laid out.
+	comm := st.comm
+	if procDir != "/proc" {
+		b, err := readSmall(dir+"/comm", buf[:])
+		if err != nil {
+			return ProcFacts{}
+		}
+		comm = strings.TrimSpace(string(b))
 	}
-	f := ProcFacts{Known: true, Proc: ProcKey{pid, st.start}, Comm: strings.TrimSpace(string(comm))}
+	f := ProcFacts{Known: true, Proc: ProcKey{pid, st.start}, Comm: comm}
 	if exe, err := os.Readlink(dir + "/exe"); err == nil {
 		f.Exe = filepath.Base(strings.TrimSuffix(exe, " (deleted)"))
 	}

@@ -5,10 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 func must(t *testing.T, err error) {
@@ -75,9 +79,46 @@ func TestReadFactsFollowsExec(t *testing.T) {
 	}
 }
 
+// TestReadFactsOfThread: the facts of a thread other than its process's
+// leader are the process's (its pid and its leader's command name), even
+// when the thread has a name of its own; the leader's own are the same.
+func TestReadFactsOfThread(t *testing.T) {
+	tids := make(chan int)
+	release := make(chan struct{})
+	defer close(release)
+	for range 3 { // at most one of them can hold the main thread
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&[]byte("rubino-thr\x00")[0])), 0, 0, 0)
+			tids <- unix.Gettid()
+			<-release
+		}()
+	}
+	tid := 0
+	for range 3 {
+		if got := <-tids; got != os.Getpid() {
+			tid = got
+		}
+	}
+	if isGroupLeader(uint32(tid)) || !isGroupLeader(uint32(os.Getpid())) {
+		t.Fatalf("isGroupLeader: thread %d %v, process %d %v", tid, isGroupLeader(uint32(tid)), os.Getpid(), isGroupLeader(uint32(os.Getpid())))
+	}
+	b, err := os.ReadFile("/proc/self/comm")
+	must(t, err)
+	want := strings.TrimSpace(string(b))
+	for _, id := range []int{tid, os.Getpid()} {
+		f := readFactsFresh(uint32(id))
+		if !f.Known || f.Proc.Pid != uint32(os.Getpid()) || f.Comm != want {
+			t.Fatalf("facts of %d: %+v; want pid %d, comm %q", id, f, os.Getpid(), want)
+		}
+	}
+}
+
 // BenchmarkReadFactsFresh measures the facts of a process read afresh
-// from /proc (a new process's first request: its status, stat, comm, exe
-// link and cmdline), on this test's own thread group.
+// from /proc (a new process's first request: its stat, exe link and
+// cmdline, and whether it leads its thread group), on this test's own
+// thread group.
 func BenchmarkReadFactsFresh(b *testing.B) {
 	s := &Registry{procDir: "/proc"}
 	tid := uint32(os.Getpid())

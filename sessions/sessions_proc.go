@@ -60,8 +60,13 @@ func readSmall(path string, buf []byte) ([]byte, error) {
 
 // leader returns the thread group leader of thread tid (whose stat is st)
 // and the leader's stat. A non-leader thread's stat gives the process's
-// parent as ppid, which would skip the process itself in a walk.
+// parent as ppid, which would skip the process itself in a walk. On the
+// real /proc a leader is known without reading its status
+// (isGroupLeader).
 func (s *Registry) leader(tid uint32, st procStat) (uint32, procStat, error) {
+	if s.procDir == "/proc" && isGroupLeader(tid) {
+		return tid, st, nil
+	}
 	var buf [4096]byte
 	b, err := readSmall(fmt.Sprintf("%s/%d/status", s.procDir, tid), buf[:])
 	if err != nil {
@@ -78,6 +83,23 @@ func (s *Registry) leader(tid uint32, st procStat) (uint32, procStat, error) {
 		}
 	}
 	return tid, st, nil
+}
+
+// isGroupLeader reports whether thread tid is known to lead its thread
+// group, without /proc: pidfd_open(2) without PIDFD_THREAD opens only a
+// thread group leader's pid and refuses any other thread's id with EINVAL.
+// false means not known (another thread, a gone one, a kernel before
+// Linux 5.3): the caller reads Tgid from /proc/<tid>/status. Most callers
+// of the mount are single-threaded processes (a shell's cat, sed, git),
+// whose status is the dearest of the /proc files a first request reads,
+// and the open and close here take no lock of the thread.
+func isGroupLeader(tid uint32) bool {
+	fd, err := unix.PidfdOpen(int(tid), 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
 }
 
 // stat reads ppid and start time (clock ticks since boot) from
