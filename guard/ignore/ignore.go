@@ -49,7 +49,26 @@ type Matcher struct {
 	dirs    dirCache // each directory's .gitignore rules, by path components
 
 	policy *Policy // nil: every rule on disk counts (SetPolicy)
+
+	// memo holds Exempt's answers, by path and isDir, for the rules of
+	// generation memoGen (the matcher's gen and the policy's): an answer
+	// is a function of the cached rules alone, so it holds until either
+	// generation moves, and then the whole memo is dropped. At most
+	// memoMax entries (a full memo is dropped too). Guarded by memoMu.
+	memoMu  sync.Mutex
+	memoGen [2]uint64
+	memo    map[memoKey]bool
 }
+
+// memoKey is one Exempt question.
+type memoKey struct {
+	rel   string
+	isDir bool
+}
+
+// memoMax bounds the answers a Matcher keeps: about 100 bytes each with
+// a path of 50 bytes, so at most a few MiB.
+const memoMax = 1 << 15
 
 // SetPolicy makes the matcher exempt a git-ignored path only when the
 // rules accepted by p ignore it too (docs/DESIGN.md#exempt-widening). Call
@@ -88,9 +107,50 @@ func New(root string, extra []string, guardIgnored bool) (*Matcher, error) {
 // exempt only when its directory is. With a Policy (SetPolicy), git-ignored
 // means ignored by the rules on disk and by the accepted ones. isDir says
 // whether rel is a directory, which matters for patterns ending in "/". It
-// reads each ignore file at most once until Invalidate, and is safe for
-// concurrent use.
+// reads each ignore file at most once until Invalidate, keeps its answers
+// until the rules change (memo: a repeated question costs a map lookup,
+// where working it out walks the rules of every directory above rel), and
+// is safe for concurrent use.
 func (m *Matcher) Exempt(rel string, isDir bool) bool {
+	gen := m.generation()
+	key := memoKey{rel, isDir}
+	m.memoMu.Lock()
+	ans, ok := m.memo[key]
+	if ok && m.memoGen != gen {
+		ok = false
+	}
+	m.memoMu.Unlock()
+	if ok {
+		return ans
+	}
+	ans = m.exempt(rel, isDir)
+	// Kept only when no rule changed while it was worked out: the rules
+	// it read are then those of gen.
+	if m.generation() == gen {
+		m.memoMu.Lock()
+		if m.memo == nil || m.memoGen != gen || len(m.memo) >= memoMax {
+			m.memo, m.memoGen = make(map[memoKey]bool), gen
+		}
+		m.memo[key] = ans
+		m.memoMu.Unlock()
+	}
+	return ans
+}
+
+// generation is the matcher's rule generation and its policy's: any
+// change to the rules either holds moves one of them.
+func (m *Matcher) generation() [2]uint64 {
+	m.mu.RLock()
+	g := [2]uint64{m.gen, 0}
+	m.mu.RUnlock()
+	if m.policy != nil {
+		g[1] = m.policy.generation()
+	}
+	return g
+}
+
+// exempt is Exempt worked out from the rules.
+func (m *Matcher) exempt(rel string, isDir bool) bool {
 	for _, g := range m.extra {
 		if ok, _ := doublestar.Match(g, rel); ok {
 			return true
@@ -103,7 +163,7 @@ func (m *Matcher) Exempt(rel string, isDir bool) bool {
 		return false
 	case path.Base(rel) == ".gitignore":
 		if dir := path.Dir(rel); dir != "." {
-			return m.Exempt(dir, true)
+			return m.exempt(dir, true)
 		}
 		return false
 	}

@@ -3,6 +3,7 @@ package ignore
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -276,6 +277,23 @@ func TestInvalidate(t *testing.T) {
 	m.Invalidate("sub")
 	m.Invalidate(".git/info")
 	check(t, m, map[string]bool{"sub/d": false, "e": false, "f": true})
+}
+
+// TestExemptMemoBounded: the answers Exempt keeps stay within memoMax
+// however many distinct paths are asked, and stay right.
+func TestExemptMemoBounded(t *testing.T) {
+	m, _ := newTest(t, map[string]string{".gitignore": "*.log\n"}, nil, false)
+	for i := range memoMax + 100 {
+		if m.Exempt(fmt.Sprintf("d/%d.go", i), false) || !m.Exempt(fmt.Sprintf("d/%d.log", i), false) {
+			t.Fatalf("wrong answer at %d", i)
+		}
+	}
+	m.memoMu.Lock()
+	n := len(m.memo)
+	m.memoMu.Unlock()
+	if n > memoMax {
+		t.Fatalf("%d answers kept, want at most %d", n, memoMax)
+	}
 }
 
 func TestMalformedGlob(t *testing.T) {

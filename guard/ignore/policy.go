@@ -147,6 +147,14 @@ func domainOf(rel string) []string {
 	return strings.Split(dir, "/")
 }
 
+// generation is the policy's gen: it moves whenever the accepted rules
+// may have changed (Pin, Moved, External, Reload).
+func (p *Policy) generation() uint64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.gen
+}
+
 // rules returns the accepted rules of the rule file rel, loading them on
 // a miss (see Policy).
 func (p *Policy) rules(rel string) []rule {
@@ -440,6 +448,7 @@ func (p *Policy) Close() error {
 	if n := len(p.spans); n > 0 && p.spans[n-1].To == 0 {
 		p.spans[n-1].To = time.Now().UnixNano()
 	}
+	p.gen++ // a rule file loaded from now on is judged by the closed span
 	p.mu.Unlock()
 	return p.save()
 }
