@@ -5,14 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 func must(t *testing.T, err error) {
@@ -83,27 +79,7 @@ func TestReadFactsFollowsExec(t *testing.T) {
 // leader are the process's (its pid and its leader's command name), even
 // when the thread has a name of its own; the leader's own are the same.
 func TestReadFactsOfThread(t *testing.T) {
-	tids := make(chan int)
-	release := make(chan struct{})
-	defer close(release)
-	for range 3 { // at most one of them can hold the main thread
-		go func() {
-			// Locked to the end: the runtime ends a thread whose
-			// goroutine exits locked, so no renamed thread stays.
-			runtime.LockOSThread()
-			if unix.Gettid() != os.Getpid() {
-				unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&[]byte("rubino-thr\x00")[0])), 0, 0, 0)
-			}
-			tids <- unix.Gettid()
-			<-release
-		}()
-	}
-	tid := 0
-	for range 3 {
-		if got := <-tids; got != os.Getpid() {
-			tid = got
-		}
-	}
+	tid := otherThread(t, "rubino-thr")
 	if isGroupLeader(uint32(tid)) || !isGroupLeader(uint32(os.Getpid())) {
 		t.Fatalf("isGroupLeader: thread %d %v, process %d %v", tid, isGroupLeader(uint32(tid)), os.Getpid(), isGroupLeader(uint32(os.Getpid())))
 	}

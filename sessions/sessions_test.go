@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -205,25 +206,7 @@ func TestSessionPidReuse(t *testing.T) {
 // than the leader (FUSE names the calling thread, and a Go program writes
 // from any of its threads) is rooted at its process.
 func TestRegisterThreadID(t *testing.T) {
-	// Three goroutines locked to threads of their own: at most one of
-	// them can hold the main thread.
-	tids := make(chan int)
-	release := make(chan struct{})
-	defer close(release)
-	for range 3 {
-		go func() {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			tids <- unix.Gettid()
-			<-release
-		}()
-	}
-	tid := 0
-	for range 3 {
-		if got := <-tids; got != os.Getpid() {
-			tid = got
-		}
-	}
+	tid := otherThread(t, "")
 	s := NewRegistry()
 	if err := s.Register("threaded", uint32(tid), "test"); err != nil {
 		t.Fatalf("Register by thread id %d: %v", tid, err)
@@ -269,4 +252,34 @@ func TestSessionBySid(t *testing.T) {
 			t.Errorf("pid %d: %q, want %q", pid, got, want)
 		}
 	}
+}
+
+// otherThread returns the id of a thread of this process other than its
+// leader: three goroutines lock threads of their own (at most one of them
+// can hold the main thread) until the test ends, and stay locked as they
+// return, so the runtime ends their threads. name, unless "", names the
+// threads that are not the main one (PR_SET_NAME).
+func otherThread(t *testing.T, name string) int {
+	t.Helper()
+	tids := make(chan int)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	for range 3 {
+		go func() {
+			runtime.LockOSThread()
+			if name != "" && unix.Gettid() != os.Getpid() {
+				b := append([]byte(name), 0)
+				unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&b[0])), 0, 0, 0)
+			}
+			tids <- unix.Gettid()
+			<-release
+		}()
+	}
+	tid := 0
+	for range 3 {
+		if got := <-tids; got != os.Getpid() {
+			tid = got
+		}
+	}
+	return tid
 }
