@@ -9,7 +9,6 @@ package fusefs
 
 import (
 	"context"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +16,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/internal/syscallcompat"
 )
 
 // openHandles is the set of open file handles of one inode: each handle's
@@ -90,8 +91,8 @@ func (b *backing) insideOrGone(fd int) bool {
 	if syscall.Fstat(fd, &st) == nil && st.Nlink == 0 {
 		return true
 	}
-	root, err1 := os.Readlink(procPath(b.rootDir(), ""))
-	p, err2 := os.Readlink(procPath(dirFd{FD: fd}, ""))
+	root, err1 := syscallcompat.FdLink(b.rootDir().FD)
+	p, err2 := syscallcompat.FdLink(fd)
 	return err1 == nil && err2 == nil && strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
 }
 

@@ -7,14 +7,13 @@ package fusefs
 // and what the hook sees of the mount (journalMount).
 
 import (
-	"os"
-	"strconv"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/internal/journalhook"
+	"github.com/rubinofs/rubinofs/internal/syscallcompat"
 )
 
 // Journal ops a mutation records (journal.Record's op): the change a
@@ -90,11 +89,11 @@ func (m journalMount) NameOf(fd int) (string, bool) {
 	if root < 0 || fd < 0 {
 		return "", false
 	}
-	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	p, err := syscallcompat.FdLink(fd)
 	if err != nil || strings.HasSuffix(p, " (deleted)") {
 		return "", false
 	}
-	r, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(root))
+	r, err := syscallcompat.FdLink(root)
 	if err != nil {
 		return "", false
 	}
