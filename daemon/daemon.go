@@ -239,7 +239,7 @@ func Start(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exemptions: %w", err)
 	}
-	jr, jmatcher, err := d.openJournal(backing) // journal.go
+	jr, jmatcher, err := d.openJournal(backing, matcher) // journal.go
 	if err != nil {
 		return nil, err
 	}
@@ -629,14 +629,14 @@ func (d *Daemon) startWatcher(backing string, matcher, jmatcher *ignore.Matcher)
 		OnEvents: func(evs []watcher.Event) {
 			d.acceptExternal(matcher, evs) // policy.go
 			invalidateIgnores(matcher, evs)
-			if jmatcher != nil {
+			if jmatcher != nil && jmatcher != matcher { // the guard's own when they answer alike (openJournal)
 				invalidateIgnores(jmatcher, evs)
 			}
 			inv.Events(evs)
 		},
 		OnOverflow: func() {
 			matcher.Invalidate("")
-			if jmatcher != nil {
+			if jmatcher != nil && jmatcher != matcher {
 				jmatcher.Invalidate("")
 			}
 			inv.Overflow()

@@ -24,9 +24,12 @@ func (d *Daemon) journalDir() string { return filepath.Join(d.cfg.StateDir, "jou
 
 // openJournal opens the journal when it is on (Config.Journal.Enabled and a
 // state directory), with the matcher of the paths it skips (git-ignored
-// ones, unless Config.Journal.Ignored). It returns nils when the journal
-// is off: then no journal call is made at all.
-func (d *Daemon) openJournal(backing string) (*journal.Journal, *ignore.Matcher, error) {
+// ones, unless Config.Journal.Ignored). That matcher is guard, the guard's
+// own, when the two would answer alike (no --exempt globs, git-ignored
+// paths exempt from the guard too): one set of rules read and one memo of
+// answers, where each new path was worked out twice. It returns nils when
+// the journal is off: then no journal call is made at all.
+func (d *Daemon) openJournal(backing string, guard *ignore.Matcher) (*journal.Journal, *ignore.Matcher, error) {
 	cfg := d.cfg
 	if !cfg.Journal.Enabled || cfg.StateDir == "" {
 		return nil, nil, nil
@@ -37,7 +40,11 @@ func (d *Daemon) openJournal(backing string) (*journal.Journal, *ignore.Matcher,
 		return nil, nil, fmt.Errorf("journal %s: %w", d.journalDir(), err)
 	}
 	var m *ignore.Matcher
-	if !cfg.Journal.Ignored {
+	switch {
+	case cfg.Journal.Ignored:
+	case len(cfg.Exempt) == 0 && !cfg.GuardIgnored:
+		m = guard
+	default:
 		// Its own matcher without --exempt globs: an exempt path is still
 		// the session's change to rewind; only git-ignored ones are not.
 		if m, err = ignore.New(backing, nil, false); err != nil {

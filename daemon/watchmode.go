@@ -143,7 +143,7 @@ func (d *Daemon) startPoller(backing string, matcher, jmatcher *ignore.Matcher) 
 		OnEvents: func(evs []watcher.Event) {
 			d.acceptExternal(matcher, evs) // policy.go
 			invalidateIgnores(matcher, evs)
-			if jmatcher != nil {
+			if jmatcher != nil && jmatcher != matcher {
 				invalidateIgnores(jmatcher, evs)
 			}
 			inv.Events(evs)
