@@ -54,10 +54,12 @@ type Matcher struct {
 	// generation memoGen (the matcher's gen and the policy's): an answer
 	// is a function of the cached rules alone, so it holds until either
 	// generation moves, and then the whole memo is dropped. At most
-	// memoMax entries (a full memo is dropped too). Guarded by memoMu.
-	memoMu  sync.Mutex
-	memoGen [2]uint64
-	memo    map[memoKey]bool
+	// memoMax entries and memoMaxBytes bytes of paths (memoBytes); a full
+	// memo is dropped too. Guarded by memoMu.
+	memoMu    sync.Mutex
+	memoGen   [2]uint64
+	memo      map[memoKey]bool
+	memoBytes int
 }
 
 // memoKey is one Exempt question.
@@ -66,9 +68,13 @@ type memoKey struct {
 	isDir bool
 }
 
-// memoMax bounds the answers a Matcher keeps: about 100 bytes each with
-// a path of 50 bytes, so at most a few MiB.
-const memoMax = 1 << 15
+// memoMax and memoMaxBytes bound the answers a Matcher keeps: 32,768
+// answers, and 4 MiB of the paths they are kept by (a path may be 4 KiB
+// long), so a few MiB in all.
+const (
+	memoMax      = 1 << 15
+	memoMaxBytes = 4 << 20
+)
 
 // SetPolicy makes the matcher exempt a git-ignored path only when the
 // rules accepted by p ignore it too (docs/DESIGN.md#exempt-widening). Call
@@ -128,8 +134,11 @@ func (m *Matcher) Exempt(rel string, isDir bool) bool {
 	// it read are then those of gen.
 	if m.generation() == gen {
 		m.memoMu.Lock()
-		if m.memo == nil || m.memoGen != gen || len(m.memo) >= memoMax {
-			m.memo, m.memoGen = make(map[memoKey]bool), gen
+		if m.memo == nil || m.memoGen != gen || len(m.memo) >= memoMax || m.memoBytes+len(rel) > memoMaxBytes {
+			m.memo, m.memoGen, m.memoBytes = make(map[memoKey]bool), gen, 0
+		}
+		if _, had := m.memo[key]; !had {
+			m.memoBytes += len(rel)
 		}
 		m.memo[key] = ans
 		m.memoMu.Unlock()

@@ -280,19 +280,32 @@ func TestInvalidate(t *testing.T) {
 }
 
 // TestExemptMemoBounded: the answers Exempt keeps stay within memoMax
-// however many distinct paths are asked, and stay right.
+// and memoMaxBytes however many distinct paths are asked, short or 4 KiB
+// long, and stay right.
 func TestExemptMemoBounded(t *testing.T) {
 	m, _ := newTest(t, map[string]string{".gitignore": "*.log\n"}, nil, false)
+	long := strings.Repeat(strings.Repeat("d", 249)+"/", 16) // 4,000 bytes
 	for i := range memoMax + 100 {
-		if m.Exempt(fmt.Sprintf("d/%d.go", i), false) || !m.Exempt(fmt.Sprintf("d/%d.log", i), false) {
+		dir := "d/"
+		if i%8 == 0 {
+			dir = long // 4,100 of them would hold 16 MiB
+		}
+		if m.Exempt(fmt.Sprintf("%s%d.go", dir, i), false) || !m.Exempt(fmt.Sprintf("%s%d.log", dir, i), false) {
 			t.Fatalf("wrong answer at %d", i)
 		}
-	}
-	m.memoMu.Lock()
-	n := len(m.memo)
-	m.memoMu.Unlock()
-	if n > memoMax {
-		t.Fatalf("%d answers kept, want at most %d", n, memoMax)
+		if i%1000 != 0 && i != memoMax+99 {
+			continue
+		}
+		m.memoMu.Lock()
+		n, b := len(m.memo), 0
+		for k := range m.memo {
+			b += len(k.rel)
+		}
+		counted := m.memoBytes
+		m.memoMu.Unlock()
+		if n > memoMax || b > memoMaxBytes || b != counted {
+			t.Fatalf("after %d paths: %d answers kept by %d bytes of paths (counted %d), want at most %d and %d", 2*(i+1), n, b, counted, memoMax, memoMaxBytes)
+		}
 	}
 }
 
