@@ -91,9 +91,30 @@ func (b *backing) insideOrGone(fd int) bool {
 	if syscall.Fstat(fd, &st) == nil && st.Nlink == 0 {
 		return true
 	}
-	root, err1 := syscallcompat.FdLink(b.rootDir().FD)
-	p, err2 := syscallcompat.FdLink(fd)
-	return err1 == nil && err2 == nil && strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
+	_, inside := b.relOfFd(fd)
+	return inside
+}
+
+// relOfFd is the workspace-relative name the kernel has now for the
+// backing descriptor fd's file: its /proc/self/fd link less the backing
+// root's, both read now, so a moved backing directory is followed (two
+// readlinks, syscallcompat.FdLink). inside is false for a file outside
+// the root, or when either link cannot be read. A file with no name
+// keeps the link's " (deleted)" suffix.
+func (b *backing) relOfFd(fd int) (rel string, inside bool) {
+	root := b.rootDir().FD
+	if root < 0 || fd < 0 {
+		return "", false
+	}
+	p, err := syscallcompat.FdLink(fd)
+	if err != nil {
+		return "", false
+	}
+	r, err := syscallcompat.FdLink(root)
+	if err != nil {
+		return "", false
+	}
+	return strings.CutPrefix(p, strings.TrimSuffix(r, "/")+"/")
 }
 
 // sameInode reports whether st (with the inode generation gen, as statAt

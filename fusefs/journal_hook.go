@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/internal/journalhook"
-	"github.com/rubinofs/rubinofs/internal/syscallcompat"
 )
 
 // Journal ops a mutation records (journal.Record's op): the change a
@@ -80,24 +79,14 @@ func (m journalMount) OpenParent(rel string) (int, string, func(), syscall.Errno
 }
 
 // NameOf is the workspace-relative name the kernel has now for the
-// backing descriptor fd's file: its /proc/self/fd link less the backing
-// root's (both read now, so a moved backing directory is followed);
-// false for a file with no name (the link ends in " (deleted)") or
-// outside the root.
+// backing descriptor fd's file (backing.relOfFd); false for a file with
+// no name (the link ends in " (deleted)") or outside the root.
 func (m journalMount) NameOf(fd int) (string, bool) {
-	root := int(m.f.bk.rootFd.Load())
-	if root < 0 || fd < 0 {
+	rel, ok := m.f.bk.relOfFd(fd)
+	if !ok || strings.HasSuffix(rel, " (deleted)") {
 		return "", false
 	}
-	p, err := syscallcompat.FdLink(fd)
-	if err != nil || strings.HasSuffix(p, " (deleted)") {
-		return "", false
-	}
-	r, err := syscallcompat.FdLink(root)
-	if err != nil {
-		return "", false
-	}
-	return strings.CutPrefix(p, strings.TrimSuffix(r, "/")+"/")
+	return rel, true
 }
 
 // NotOpen reports whether no handle through the mount is open on the

@@ -64,21 +64,6 @@ func ReadFacts(tid uint32) ProcFacts {
 	return f
 }
 
-// readFacts is ReadFacts' /proc work, unbounded. For the real /proc the
-// facts are kept per thread and validated by one read of its comm
-// (readFactsKept); any other procDir (tests) is read afresh.
-func readFacts(procDir string, tid uint32) ProcFacts {
-	if procDir == "/proc" {
-		return readFactsKept(tid)
-	}
-	s := &Registry{procDir: procDir}
-	st, err := s.stat(tid)
-	if err != nil {
-		return ProcFacts{}
-	}
-	return readFactsUncached(s, tid, st)
-}
-
 // readFactsUncached reads the facts of thread tid, whose stat is st.
 func readFactsUncached(s *Registry, tid uint32, st procStat) ProcFacts {
 	procDir := s.procDir
@@ -88,18 +73,9 @@ func readFactsUncached(s *Registry, tid uint32, st procStat) ProcFacts {
 	}
 	dir := fmt.Sprintf("%s/%d", procDir, pid)
 	var buf [4096]byte
-	// The real /proc's stat carries the leader's comm, as its comm file
-	// shows it (both unescaped task names: fs/proc/array.c); a test's
-	// directory is read as it is laid out.
-	comm := st.comm
-	if procDir != "/proc" {
-		b, err := readSmall(dir+"/comm", buf[:])
-		if err != nil {
-			return ProcFacts{}
-		}
-		comm = strings.TrimSpace(string(b))
-	}
-	f := ProcFacts{Known: true, Proc: ProcKey{pid, st.start}, Comm: comm}
+	// The leader's stat carries its comm as the comm file shows it (both
+	// the unescaped task name: fs/proc/array.c).
+	f := ProcFacts{Known: true, Proc: ProcKey{pid, st.start}, Comm: st.comm}
 	if exe, err := os.Readlink(dir + "/exe"); err == nil {
 		f.Exe = filepath.Base(strings.TrimSuffix(exe, " (deleted)"))
 	}

@@ -29,7 +29,7 @@ func TestSessionsHarnessRoot(t *testing.T) {
 	must(t, s.RegisterAs("h", pid, "claude", true))
 	must(t, s.Register("plain", uint32(os.Getpid()), "sh"))
 	root, ok := s.HarnessRoot("h")
-	facts := readFacts("/proc", pid)
+	facts := readFactsKept(pid)
 	if !ok || root != facts.Proc {
 		t.Fatalf("HarnessRoot(h) = %v, %v; want %v", root, ok, facts.Proc)
 	}

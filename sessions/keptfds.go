@@ -42,7 +42,7 @@ type keptFds struct {
 }
 
 // statFds keeps /proc/<pid>/stat descriptors (Registry.stat); commFds keeps
-// /proc/<tid>/comm descriptors with the facts they vouch for (readFacts).
+// /proc/<tid>/comm descriptors with the facts they vouch for (readFactsKept).
 var (
 	statFds = &keptFds{file: "stat", m: map[uint32]*keptFd{}}
 	commFds = &keptFds{file: "comm", m: map[uint32]*keptFd{}}
@@ -162,7 +162,7 @@ func readProcStat(pid uint32, buf []byte) ([]byte, error) {
 	return buf[:n], nil
 }
 
-// readFactsKept is readFacts for the real /proc: the facts of thread tid
+// readFactsKept is ReadFacts' /proc work, unbounded: the facts of thread tid
 // are read once and kept with a descriptor of /proc/<tid>/comm opened
 // before them, and later calls read only that descriptor. They get the
 // kept facts while its pread succeeds (the pid is the same process's: see

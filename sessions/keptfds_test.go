@@ -31,7 +31,7 @@ func TestReadProcStatKeptFd(t *testing.T) {
 	if err != nil || before.comm != "sh" {
 		t.Fatalf("stat before exec: %+v, %v; want comm sh", before, err)
 	}
-	if f := readFacts("/proc", pid); !f.Known || f.Comm != "sh" {
+	if f := readFactsKept(pid); !f.Known || f.Comm != "sh" {
 		t.Fatalf("facts before exec: %+v; want comm sh", f)
 	}
 	if !kept(statFds, pid) || !kept(commFds, pid) {
@@ -50,7 +50,7 @@ func TestReadProcStatKeptFd(t *testing.T) {
 	if err != nil || after.comm != "cat" || after.start != before.start {
 		t.Fatalf("stat after exec: %+v, %v; want comm cat, start %d", after, err, before.start)
 	}
-	if f := readFacts("/proc", pid); !f.Known || f.Comm != "cat" || f.Proc.Start != before.start {
+	if f := readFactsKept(pid); !f.Known || f.Comm != "cat" || f.Proc.Start != before.start {
 		t.Fatalf("facts after exec: %+v; want comm cat, start %d", f, before.start)
 	}
 	in.Close()
@@ -63,7 +63,7 @@ func TestReadProcStatKeptFd(t *testing.T) {
 	if keptAlive(pid, before.start) {
 		t.Fatal("keptAlive of a reaped child")
 	}
-	if f := readFacts("/proc", pid); f.Known {
+	if f := readFactsKept(pid); f.Known {
 		t.Fatalf("facts of a reaped child: %+v, want unknown", f)
 	}
 	if kept(statFds, pid) || kept(commFds, pid) {
