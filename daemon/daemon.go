@@ -655,6 +655,7 @@ func (d *Daemon) startWatcher(backing string, matcher, jmatcher *ignore.Matcher)
 		st, ws := inv.Stats(), w.Stats()
 		st["watches"], st["events"], st["external_events"] = ws.Watches, ws.Events, ws.External
 		st["own_events"], st["batches"], st["overflows"], st["unwatched"] = ws.Own, ws.Batches, ws.Overflows, ws.Unwatched
+		st["own_records_bytes"], st["own_records_dropped"] = ws.OwnBytes, ws.OwnDropped
 		return "watcher", st
 	})
 	d.Watcher, d.Invalidation = w, inv

@@ -116,16 +116,18 @@ func (w *Watcher) noteMove(b *bracket, from, to string) {
 		switch {
 		case m.moves(rel) && rel != from && rel != to:
 			moved[m.apply(rel)] = p
-			delete(t.paths, rel)
+			t.dropPath(rel)
 		case strings.HasPrefix(rel, to+"/") && !p.busy():
-			delete(t.paths, rel) // of what was there before: the move replaced it
+			t.dropPath(rel) // of what was there before: the move replaced it
 		}
 	}
 	for rel, p := range moved {
 		p.rel = rel
-		t.paths[rel] = p
+		t.dropPath(rel)
+		t.putPath(rel, p)
 	}
 	t.moves = append(t.moves, m)
+	t.bytes += m.cost()
 	t.nmoves++
 }
 

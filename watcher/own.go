@@ -90,7 +90,14 @@ type ownTable struct {
 	moves     []ownMove // own directory moves and exchanges, oldest first
 	seq       uint64    // the last lstat ticket given (ticket)
 	nmoves    uint64    // counts own moves recorded (noteMove)
+	pathGen   uint64    // the last pathState.gen given (end): never reused
 	lastPrune time.Time
+	// bytes is what the three tables hold, estimated (ownbound.go);
+	// nextPrune the bytes past which Begin prunes before its second is
+	// up; dropped counts records dropped before their TTL (pressure).
+	bytes     int64
+	nextPrune int64
+	dropped   uint64
 }
 
 func newOwnTable() ownTable {
@@ -101,7 +108,7 @@ func (t *ownTable) path(rel string) *pathState {
 	p := t.paths[rel]
 	if p == nil {
 		p = &pathState{rel: rel}
-		t.paths[rel] = p
+		t.putPath(rel, p)
 	}
 	return p
 }
@@ -111,6 +118,7 @@ func (t *ownTable) id(id fileID) *idState {
 	if s == nil {
 		s = &idState{}
 		t.ids[id] = s
+		t.bytes += idCost
 	}
 	return s
 }
@@ -267,7 +275,10 @@ func (w *Watcher) end(b *bracket) {
 	t.mu.Lock()
 	for _, p := range b.paths {
 		p.inflight--
-		p.gen++
+		// From one counter: a name's record dropped and made again
+		// never repeats a gen a classify took before (pathGens).
+		t.pathGen++
+		p.gen = t.pathGen
 		b.pgens = append(b.pgens, p.gen)
 	}
 	for _, s := range b.pre {
@@ -524,38 +535,4 @@ func sameStat(a, b *syscall.Stat_t) bool {
 		return same
 	}
 	return same && a.Size == b.Size && a.Mtim == b.Mtim && a.Ctim == b.Ctim && a.Nlink == b.Nlink
-}
-
-// ownTTL is how long a recorded own change is kept to match its events.
-const ownTTL = 30 * time.Second
-
-// pruneOwn drops own records older than ownTTL, at most once a second (it
-// walks the whole tables).
-func (w *Watcher) pruneOwn() {
-	now := time.Now()
-	t := &w.own
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if now.Sub(t.lastPrune) < time.Second {
-		return
-	}
-	t.lastPrune = now
-	for rel, p := range t.paths {
-		if !p.busy() && now.Sub(p.at) > ownTTL {
-			delete(t.paths, rel)
-		}
-	}
-	for id, s := range t.ids {
-		if !s.busy() && now.Sub(s.at) > ownTTL {
-			delete(t.ids, id)
-		}
-	}
-	keep := t.moves[:0]
-	for _, m := range t.moves {
-		if now.Sub(m.at) <= ownTTL {
-			keep = append(keep, m)
-		}
-	}
-	clear(t.moves[len(keep):])
-	t.moves = keep
 }

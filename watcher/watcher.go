@@ -396,6 +396,11 @@ type Stats struct {
 	Batches   uint64   `json:"batches"`         // batches delivered
 	Overflows uint64   `json:"overflows"`       // times events were lost
 	Unwatched []string `json:"unwatched"`       // subtree roots without watches ("" = everything)
+	// OwnBytes estimates what the own-change records hold (bytes);
+	// OwnDropped counts records dropped before their TTL because the
+	// records passed their bound (docs/DESIGN.md#own-records-bound).
+	OwnBytes   int64  `json:"own_records_bytes"`
+	OwnDropped uint64 `json:"own_records_dropped"`
 }
 
 // Stats returns the counters.
@@ -409,6 +414,9 @@ func (w *Watcher) Stats() Stats {
 	sort.Strings(s.Unwatched)
 	s.Events, s.External, s.Own = w.events.Load(), w.external.Load(), w.ownEvents.Load()
 	s.Batches, s.Overflows = w.batches.Load(), w.overflows.Load()
+	w.own.mu.Lock()
+	s.OwnBytes, s.OwnDropped = w.own.bytes, w.own.dropped
+	w.own.mu.Unlock()
 	return s
 }
 
