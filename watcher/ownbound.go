@@ -55,22 +55,35 @@ func (w *Watcher) pruneOwn() {
 		return
 	}
 	t.lastPrune = now
-	t.prune(now, ownTTL)
+	t.prune(now, ownTTL, allRecords)
 	if t.bytes > ownMaxBytes {
-		t.prune(now, ownPressTTL)
+		t.prune(now, ownPressTTL, allRecords)
 	}
 	if t.bytes > 2*ownMaxBytes {
-		t.prune(now, 0)
+		// Names first: they are what is large (up to 4 KiB each), and
+		// those left are removed names, whose late event only makes a
+		// name that is gone look removed from outside.
+		t.prune(now, 0, nameRecords)
+	}
+	if t.bytes > 2*ownMaxBytes {
+		t.prune(now, 0, allRecords)
 	}
 	t.nextPrune = t.bytes + ownMaxBytes/4
 }
 
-// prune drops every record no own change is using that is older than ttl,
-// and every settled record of a name that exists: such a record decides
-// nothing (classifyOnce judges an existing name by its identity's record,
-// and pathGens' gens are never reused). A record dropped before ownTTL is
-// counted in dropped. Called with mu held.
-func (t *ownTable) prune(now time.Time, ttl time.Duration) {
+// Which records a prune may drop.
+const (
+	nameRecords = iota // the per-name table only
+	allRecords         // names, identities and directory moves
+)
+
+// prune drops every record of kinds (nameRecords, allRecords) no own
+// change is using that is older than ttl, and every settled record of a
+// name that exists: such a record decides nothing (classifyOnce judges an
+// existing name by its identity's record, and pathGens' gens are never
+// reused). A record dropped before ownTTL is counted in dropped. Called
+// with mu held.
+func (t *ownTable) prune(now time.Time, ttl time.Duration, kinds int) {
 	early := func(at time.Time) bool {
 		old := now.Sub(at) > ttl
 		if old && ttl < ownTTL && now.Sub(at) <= ownTTL {
@@ -82,6 +95,9 @@ func (t *ownTable) prune(now time.Time, ttl time.Duration) {
 		if !p.busy() && (p.exists || early(p.at)) {
 			t.dropPath(rel)
 		}
+	}
+	if kinds == nameRecords {
+		return
 	}
 	for id, s := range t.ids {
 		if !s.busy() && early(s.at) {

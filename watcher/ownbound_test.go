@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -67,11 +68,17 @@ func TestSettledNameRecordsDropped(t *testing.T) {
 
 // TestOwnRecordsBounded: own changes of long names made faster than their
 // TTL lets them go keep the tables within their bound, by dropping records
-// before the TTL (counted), never one an own change is using; the size
-// counted is the size held.
+// before the TTL (counted), never one an own change is using, and names
+// before identities; the size counted is the size held.
 func TestOwnRecordsBounded(t *testing.T) {
 	root := t.TempDir()
 	w := start(t, newRec(t).config(root))
+	kept := filepath.Join(root, "kept")
+	own(t, w, func() error { return os.WriteFile(kept, []byte("own\n"), 0o644) }, "kept")
+	var st syscall.Stat_t
+	if err := syscall.Lstat(kept, &st); err != nil {
+		t.Fatal(err)
+	}
 	endHeld := w.Begin("held")
 	// Names of 3,600 bytes under a directory that does not exist: each
 	// record is kept as a removed name's, for ownTTL.
@@ -87,6 +94,7 @@ func TestOwnRecordsBounded(t *testing.T) {
 	}
 	w.own.mu.Lock()
 	_, held := w.own.paths["held"]
+	_, idKept := w.own.ids[idOf(&st)]
 	bytes, recount, dropped := w.own.bytes, w.own.recount(), w.own.dropped
 	w.own.mu.Unlock()
 	endHeld()
@@ -95,6 +103,9 @@ func TestOwnRecordsBounded(t *testing.T) {
 	}
 	if !held {
 		t.Error("the record of an own change in flight was dropped")
+	}
+	if !idKept {
+		t.Error("an identity's record was dropped while dropping names was enough")
 	}
 	if dropped == 0 {
 		t.Error("no record counted as dropped before its TTL")
