@@ -85,6 +85,8 @@ func (d *Daemon) registerMetrics() {
 			counter(ch, descWatchOverflows, st.Overflows)
 			gauge(ch, descWatches, float64(st.Watches))
 			gauge(ch, descUnwatched, float64(len(st.Unwatched)))
+			gauge(ch, descOwnRecordsBytes, float64(st.OwnBytes))
+			counter(ch, descOwnRecordsDropped, st.OwnDropped)
 			is := inv.Stats()
 			if v, ok := is["full_invalidations"].(uint64); ok {
 				counter(ch, descFullInvalidations, v)
@@ -140,6 +142,10 @@ var (
 		"Directories watched.", nil, nil)
 	descUnwatched = prometheus.NewDesc("rubinofs_watcher_unwatched_subtrees",
 		"Subtrees without watches (skipped, or out of inotify watches).", nil, nil)
+	descOwnRecordsBytes = prometheus.NewDesc("rubinofs_watcher_own_records_bytes",
+		"Bytes the records of the daemon's own changes hold, estimated (bounded: docs/DESIGN.md#own-records-bound).", nil, nil)
+	descOwnRecordsDropped = prometheus.NewDesc("rubinofs_watcher_own_records_dropped_total",
+		"Own-change records dropped before their TTL because the records passed their bound.", nil, nil)
 	descTasks = prometheus.NewDesc("rubinofs_tasks",
 		"Background tasks (.rubino/agents) by status: live ones and the terminal ones still listed.", []string{"status"}, nil)
 	descCompactions = prometheus.NewDesc("rubinofs_compactions_total",

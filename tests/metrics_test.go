@@ -98,6 +98,8 @@ func TestMetrics(t *testing.T) {
 		{"rubinofs_watcher_events_total", dto.MetricType_COUNTER},
 		{"rubinofs_watcher_overflows_total", dto.MetricType_COUNTER},
 		{"rubinofs_watcher_batches_total", dto.MetricType_COUNTER},
+		{"rubinofs_watcher_own_records_bytes", dto.MetricType_GAUGE},
+		{"rubinofs_watcher_own_records_dropped_total", dto.MetricType_COUNTER},
 		{"rubinofs_tasks", dto.MetricType_GAUGE},
 		{"rubinofs_compactions_total", dto.MetricType_COUNTER},
 		{"rubinofs_accesslog_dropped_lines_total", dto.MetricType_COUNTER},
