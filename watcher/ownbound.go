@@ -3,7 +3,7 @@ package watcher
 // The own-change tables' bound (docs/DESIGN.md#own-records-bound): records
 // wait ownTTL for their events, a name's record that decides nothing is
 // dropped at the next prune, and past ownMaxBytes records go before their
-// TTL, oldest kind of evidence first.
+// TTL: the older first, then, past twice it, names before identities.
 
 import "time"
 
@@ -43,9 +43,11 @@ func (t *ownTable) dropPath(rel string) {
 	}
 }
 
-// pruneOwn drops the own records that can no longer decide anything, at
-// most once a second (it walks the whole tables), or at once when the
-// tables grew by a quarter of ownMaxBytes past the last prune's size.
+// pruneOwn drops the own records past ownTTL and the settled records of
+// existing names, and, while the tables are past ownMaxBytes, records
+// before their TTL (see the top of this file). It runs at most once a
+// second (it walks the whole tables), or at once when the tables grew by
+// a quarter of ownMaxBytes past the last prune's size.
 func (w *Watcher) pruneOwn() {
 	now := time.Now()
 	t := &w.own
