@@ -117,7 +117,7 @@ func (w *Watcher) noteMove(b *bracket, from, to string) {
 		case m.moves(rel) && rel != from && rel != to:
 			moved[m.apply(rel)] = p
 			t.dropPath(rel)
-		case strings.HasPrefix(rel, to+"/") && !p.busy():
+		case below(rel, to) && !p.busy():
 			t.dropPath(rel) // of what was there before: the move replaced it
 		}
 	}
@@ -129,6 +129,7 @@ func (w *Watcher) noteMove(b *bracket, from, to string) {
 	t.moves = append(t.moves, m)
 	t.bytes += m.cost()
 	t.nmoves++
+	t.capMoves()
 }
 
 // movedPaths returns rel and every path the own moves recorded since may
@@ -145,20 +146,70 @@ func (t *ownTable) movedPaths(rel string) []string {
 	return out
 }
 
-// chains calls each, in order, for every recorded own move i that moved
-// rel, with p where that move and every later one applied in order took
-// it. Called with mu held.
+// chains calls each, in order of i, for every recorded own move i that
+// moved rel, with p where that move and every later one applied in order
+// took it. Chains that reach one path go on as one (a move takes a path to
+// one place), so the walk costs one prefix check per move and distinct
+// path, not per move and chain: a directory renamed back and forth a
+// thousand times leaves two paths to follow, where following each chain
+// alone took half a million steps, under the lock every own change takes.
+// Called with mu held.
 func (t *ownTable) chains(rel string, each func(i int, p string)) {
-	for i := range t.moves {
-		if !t.moves[i].moves(rel) {
-			continue
+	var ps []string        // the distinct paths the chains are at now
+	var starts [][]int     // starts[k]: the moves the chains at ps[k] began with
+	at := map[string]int{} // ps' index of each path
+	merge := func(k int) { // ps[k] changed: join a chain already there
+		if o, ok := at[ps[k]]; ok && o != k {
+			starts[o] = append(starts[o], starts[k]...)
+			starts[k] = nil
+			ps[k] = "\x00" // dead: no path has a NUL
+			return
 		}
-		p := rel
-		for j := range t.moves[i:] {
-			p = t.moves[i+j].apply(p)
-		}
-		each(i, p)
+		at[ps[k]] = k
 	}
+	var moved []int
+	for j := range t.moves {
+		m := &t.moves[j]
+		// Move every chain first, then join them: an exchange swaps two
+		// chains, which must not meet halfway.
+		moved = moved[:0]
+		for k := range ps {
+			if starts[k] == nil || !m.moves(ps[k]) {
+				continue
+			}
+			delete(at, ps[k])
+			ps[k] = m.apply(ps[k])
+			moved = append(moved, k)
+		}
+		for _, k := range moved {
+			merge(k)
+		}
+		if m.moves(rel) {
+			p := m.apply(rel)
+			if o, ok := at[p]; ok {
+				starts[o] = append(starts[o], j)
+				continue
+			}
+			ps, starts = append(ps, p), append(starts, []int{j})
+			at[p] = len(ps) - 1
+		}
+	}
+	var out []chainEnd
+	for k, st := range starts {
+		for _, i := range st {
+			out = append(out, chainEnd{i: i, p: ps[k]})
+		}
+	}
+	slices.SortFunc(out, func(a, b chainEnd) int { return a.i - b.i })
+	for _, e := range out {
+		each(e.i, e.p)
+	}
+}
+
+// chainEnd is where the chain that began with move i ended (chains).
+type chainEnd struct {
+	i int
+	p string
 }
 
 // scanRef returns the reference time of the latest own move that put a
@@ -178,11 +229,15 @@ func (t *ownTable) scanRef(rel string) *syscall.Timespec {
 func (t *ownTable) movedScanRef(rel, c string) *syscall.Timespec {
 	var ref *syscall.Timespec
 	unwatched := false
+	var before []scanRefAt // before[i]: scanRefIn(t.moves[:i], rel), made at the first need
 	t.chains(rel, func(i int, p string) {
 		if p != c {
 			return
 		}
-		r, u := scanRefIn(t.moves[:i], rel)
+		if before == nil {
+			before = scanRefsBefore(t.moves, rel)
+		}
+		r, u := before[i].ref, before[i].unwatched
 		unwatched = unwatched || u
 		if r != nil && (ref == nil || tsBefore(*ref, *r)) {
 			ref = r
@@ -194,13 +249,42 @@ func (t *ownTable) movedScanRef(rel, c string) *syscall.Timespec {
 	return ref
 }
 
+// scanRefAt is one answer of scanRefIn.
+type scanRefAt struct {
+	ref       *syscall.Timespec
+	unwatched bool
+}
+
+// scanRefsBefore returns, for each i in [0, len(moves)], scanRefIn(moves[:i],
+// rel), in one pass.
+func scanRefsBefore(moves []ownMove, rel string) []scanRefAt {
+	out := make([]scanRefAt, len(moves)+1)
+	for i := range moves {
+		out[i+1] = out[i]
+		if m := &moves[i]; putsAbove(m, rel) {
+			if !m.watched {
+				out[i+1] = scanRefAt{unwatched: true}
+			} else {
+				r := m.ref
+				out[i+1] = scanRefAt{ref: &r}
+			}
+		}
+	}
+	return out
+}
+
+// putsAbove reports whether m put a directory above rel.
+func putsAbove(m *ownMove, rel string) bool {
+	return below(rel, m.to) || m.exchange && below(rel, m.from)
+}
+
 // scanRefIn returns the reference time of the latest move in moves that
 // put a directory above rel, or nil; unwatched: that move lay in an
 // unwatched subtree (nil is returned then too).
 func scanRefIn(moves []ownMove, rel string) (ref *syscall.Timespec, unwatched bool) {
 	for i := len(moves) - 1; i >= 0; i-- {
 		m := &moves[i]
-		if strings.HasPrefix(rel, m.to+"/") || m.exchange && strings.HasPrefix(rel, m.from+"/") {
+		if putsAbove(m, rel) {
 			if !m.watched {
 				return nil, true
 			}
@@ -213,7 +297,12 @@ func scanRefIn(moves []ownMove, rel string) (ref *syscall.Timespec, unwatched bo
 
 // underOrSame reports whether p is dir or lies below it.
 func underOrSame(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir+"/")
+	return strings.HasPrefix(p, dir) && (len(p) == len(dir) || p[len(dir)] == '/')
+}
+
+// below reports whether p lies below dir (not dir itself).
+func below(p, dir string) bool {
+	return len(p) > len(dir) && p[len(dir)] == '/' && strings.HasPrefix(p, dir)
 }
 
 // tsBefore reports whether a is strictly earlier than b.

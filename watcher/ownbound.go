@@ -24,7 +24,28 @@ const (
 	pathCost = 160
 	idCost   = 240
 	moveCost = 120
+	// ownMaxMoves bounds the own directory moves kept: each event's
+	// classify follows its path through every one of them, under the
+	// lock every own change takes. Past it by a quarter the oldest go.
+	ownMaxMoves = 1024
 )
+
+// capMoves drops the oldest own moves past ownMaxMoves (counted in
+// dropped), once they are more than a quarter over it. Called with mu
+// held.
+func (t *ownTable) capMoves() {
+	if len(t.moves) <= ownMaxMoves+ownMaxMoves/4 {
+		return
+	}
+	n := len(t.moves) - ownMaxMoves
+	for i := range t.moves[:n] {
+		t.bytes -= t.moves[i].cost()
+	}
+	t.dropped += uint64(n)
+	keep := copy(t.moves, t.moves[n:])
+	clear(t.moves[keep:])
+	t.moves = t.moves[:keep]
+}
 
 // cost is what m holds (bytes, estimated).
 func (m *ownMove) cost() int64 { return int64(len(m.from) + len(m.to) + moveCost) }

@@ -1,8 +1,10 @@
 package watcher
 
 import (
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -116,4 +118,129 @@ func TestOwnRecordsBounded(t *testing.T) {
 	if st := w.Stats(); st.OwnDropped != dropped || st.OwnBytes <= 0 {
 		t.Errorf("stats: %d bytes, %d dropped; want >0 and %d", st.OwnBytes, st.OwnDropped, dropped)
 	}
+}
+
+// chainsNaive is chains as it was first written: each chain followed on
+// its own through every later move (quadratic in the moves).
+func chainsNaive(moves []ownMove, rel string, each func(i int, p string)) {
+	for i := range moves {
+		if !moves[i].moves(rel) {
+			continue
+		}
+		p := rel
+		for j := range moves[i:] {
+			p = moves[i+j].apply(p)
+		}
+		each(i, p)
+	}
+}
+
+// TestChainsMatchNaive: on random sequences of own moves and exchanges
+// among nested directories, chains (chains merged where they meet) and
+// movedScanRef (scan references taken in one pass) give what following
+// each chain alone gives.
+func TestChainsMatchNaive(t *testing.T) {
+	dirs := []string{"a", "b", "c", "a/x", "b/x", "c/y", "ab"}
+	rels := []string{"a", "b", "a/f", "b/f", "a/x/f", "b/x/f", "c/y/f", "ab/f"}
+	rng := rand.New(rand.NewPCG(48, 1))
+	for round := range 300 {
+		var moves []ownMove
+		for range rng.IntN(40) + 1 {
+			from, to := dirs[rng.IntN(len(dirs))], dirs[rng.IntN(len(dirs))]
+			if underOrSame(to, from) || underOrSame(from, to) {
+				continue
+			}
+			moves = append(moves, ownMove{from: from, to: to, exchange: rng.IntN(4) == 0, watched: rng.IntN(8) != 0,
+				ref: syscall.Timespec{Sec: int64(len(moves))}})
+		}
+		tab := &ownTable{moves: moves}
+		for _, rel := range rels {
+			var got, want []chainEnd
+			tab.chains(rel, func(i int, p string) { got = append(got, chainEnd{i, p}) })
+			chainsNaive(moves, rel, func(i int, p string) { want = append(want, chainEnd{i, p}) })
+			if !slices.Equal(got, want) {
+				t.Fatalf("round %d, %s through %+v:\nchains %v\nnaive  %v", round, rel, moves, got, want)
+			}
+			for _, c := range tab.movedPaths(rel) {
+				var ref *syscall.Timespec
+				unwatched := false
+				chainsNaive(moves, rel, func(i int, p string) {
+					if p != c {
+						return
+					}
+					r, u := scanRefIn(moves[:i], rel)
+					unwatched = unwatched || u
+					if r != nil && (ref == nil || tsBefore(*ref, *r)) {
+						ref = r
+					}
+				})
+				if unwatched {
+					ref = nil
+				}
+				if g := tab.movedScanRef(rel, c); (g == nil) != (ref == nil) || g != nil && *g != *ref {
+					t.Fatalf("round %d, movedScanRef(%s, %s) = %v, want %v", round, rel, c, g, ref)
+				}
+			}
+		}
+	}
+}
+
+// TestOwnMovesCapped: a directory renamed back and forth by the daemon
+// thousands of times leaves at most ownMaxMoves and a quarter recorded
+// (the oldest dropped, counted), and an event under the latest name is
+// still followed through the latest moves.
+func TestOwnMovesCapped(t *testing.T) {
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "d0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w := start(t, newRec(t).config(root))
+	names := [2]string{"d0", "d1"}
+	n := 3 * ownMaxMoves
+	for i := range n {
+		from, to := names[i%2], names[(i+1)%2]
+		end := w.BeginMove(from, to)
+		err := os.Rename(filepath.Join(root, from), filepath.Join(root, to))
+		end(err == nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.own.mu.Lock()
+	kept, dropped := len(w.own.moves), w.own.dropped
+	paths := w.own.movedPaths("d1/f")
+	w.own.mu.Unlock()
+	if kept > ownMaxMoves+ownMaxMoves/4 {
+		t.Errorf("%d own moves kept, past %d", kept, ownMaxMoves+ownMaxMoves/4)
+	}
+	if dropped < uint64(n-ownMaxMoves-ownMaxMoves/4) {
+		t.Errorf("%d moves counted as dropped of %d", dropped, n-kept)
+	}
+	if !slices.Equal(paths, []string{"d1/f", "d0/f"}) {
+		t.Errorf("movedPaths(d1/f) = %v, want [d1/f d0/f]", paths)
+	}
+}
+
+// BenchmarkMovedPathsFlipFlop: the paths an event's path is followed to
+// after 1,024 own moves of one directory back and forth.
+func BenchmarkMovedPathsFlipFlop(b *testing.B) {
+	var moves []ownMove
+	for i := range ownMaxMoves {
+		from, to := "d0", "d1"
+		if i%2 == 1 {
+			from, to = to, from
+		}
+		moves = append(moves, ownMove{from: from, to: to})
+	}
+	tab := &ownTable{moves: moves}
+	b.Run("chains", func(b *testing.B) {
+		for b.Loop() {
+			tab.movedPaths("d0/f")
+		}
+	})
+	b.Run("naive", func(b *testing.B) {
+		for b.Loop() {
+			chainsNaive(moves, "d0/f", func(int, string) {})
+		}
+	})
 }
