@@ -219,8 +219,10 @@ func (w *Watcher) rel(p string) (string, bool) {
 	if p == w.cfg.Root {
 		return "", true
 	}
-	r, ok := strings.CutPrefix(p, w.cfg.Root+"/")
-	return r, ok
+	if !below(p, w.cfg.Root) {
+		return "", false
+	}
+	return p[len(w.cfg.Root)+1:], true
 }
 
 // addTree watches dir rel and every directory below it that is not skipped,
@@ -373,7 +375,7 @@ func (w *Watcher) dropTree(rel string) {
 	}
 	if rel != "" && w.below[rel] > 0 {
 		for d := range w.dirs {
-			if strings.HasPrefix(d, rel+"/") {
+			if below(d, rel) {
 				gone = append(gone, d)
 			}
 		}
