@@ -152,7 +152,8 @@ func (t *ownTable) movedPaths(rel string) []string {
 // one place), so the walk costs one prefix check per move and distinct
 // path, not per move and chain: a directory renamed back and forth a
 // thousand times leaves two paths to follow, where following each chain
-// alone took half a million steps, under the lock every own change takes.
+// alone took a quarter of a million steps, under the lock every own change
+// takes.
 // Called with mu held.
 func (t *ownTable) chains(rel string, each func(i int, p string)) {
 	var ps []string        // the distinct paths the chains are at now
