@@ -153,58 +153,192 @@ func (t *ownTable) movedPaths(rel string) []string {
 // path, not per move and chain: a directory renamed back and forth a
 // thousand times leaves two paths to follow, where following each chain
 // alone took a quarter of a million steps, under the lock every own change
-// takes.
-// Called with mu held.
+// takes. A path is kept as the directory a move took it to and the rest
+// (chainPos), so a move builds no string. Called with mu held.
 func (t *ownTable) chains(rel string, each func(i int, p string)) {
-	var ps []string        // the distinct paths the chains are at now
-	var starts [][]int     // starts[k]: the moves the chains at ps[k] began with
-	at := map[string]int{} // ps' index of each path
-	merge := func(k int) { // ps[k] changed: join a chain already there
-		if o, ok := at[ps[k]]; ok && o != k {
-			starts[o] = append(starts[o], starts[k]...)
-			starts[k] = nil
-			ps[k] = "\x00" // dead: no path has a NUL
+	var ps []chainPos  // the places the chains are at now
+	var starts [][]int // starts[k]: the moves the chains at ps[k] began with (nil: merged away)
+	// Few places are live (a back-and-forth leaves two) and a scan finds
+	// them; past chainsScan, byTop indexes the live chains by the first
+	// element of their path, since a move can only take those whose top is
+	// its directory's (a directory moved to a new name each time leaves a
+	// chain at each).
+	var byTop map[string][]int
+	add := func(k int) {
+		if byTop == nil {
+			if len(ps) <= chainsScan {
+				return
+			}
+			byTop = map[string][]int{}
+			for o := range ps {
+				if starts[o] != nil && o != k {
+					t := top(ps[o].head)
+					byTop[t] = append(byTop[t], o)
+				}
+			}
+		}
+		t := top(ps[k].head)
+		byTop[t] = append(byTop[t], k)
+	}
+	drop := func(k int) {
+		if byTop == nil {
 			return
 		}
-		at[ps[k]] = k
+		t := top(ps[k].head)
+		b := byTop[t]
+		for x, o := range b {
+			if o == k {
+				b[x] = b[len(b)-1]
+				byTop[t] = b[:len(b)-1]
+				return
+			}
+		}
 	}
-	var moved []int
+	var all []int
+	candidates := func(dir string, into []int) []int {
+		if byTop != nil {
+			return append(into, byTop[top(dir)]...)
+		}
+		all = all[:0]
+		for o := range ps {
+			if starts[o] != nil {
+				all = append(all, o)
+			}
+		}
+		return append(into, all...)
+	}
+	find := func(q chainPos, not int) int { // a live chain at q other than not, or -1
+		if byTop == nil {
+			for o := range ps {
+				if o != not && starts[o] != nil && ps[o] == q {
+					return o
+				}
+			}
+			return -1
+		}
+		for _, o := range byTop[top(q.head)] {
+			if o != not && ps[o] == q {
+				return o
+			}
+		}
+		return -1
+	}
+	var cands, moved []int
+	var to []chainPos
 	for j := range t.moves {
 		m := &t.moves[j]
+		cands = candidates(m.from, cands[:0])
+		if byTop != nil && m.exchange && top(m.to) != top(m.from) {
+			cands = candidates(m.to, cands)
+		}
 		// Move every chain first, then join them: an exchange swaps two
 		// chains, which must not meet halfway.
-		moved = moved[:0]
-		for k := range ps {
-			if starts[k] == nil || !m.moves(ps[k]) {
-				continue
+		moved, to = moved[:0], to[:0]
+		for _, k := range cands {
+			if np, ok := ps[k].moved(m); ok {
+				moved, to = append(moved, k), append(to, np)
 			}
-			delete(at, ps[k])
-			ps[k] = m.apply(ps[k])
-			moved = append(moved, k)
+		}
+		for x, k := range moved {
+			drop(k)
+			ps[k] = to[x]
 		}
 		for _, k := range moved {
-			merge(k)
+			if o := find(ps[k], k); o >= 0 {
+				starts[o] = append(starts[o], starts[k]...)
+				starts[k] = nil
+				continue
+			}
+			add(k)
 		}
-		if m.moves(rel) {
-			p := m.apply(rel)
-			if o, ok := at[p]; ok {
+		if np, ok := (chainPos{head: rel}).moved(m); ok {
+			if o := find(np, -1); o >= 0 {
 				starts[o] = append(starts[o], j)
 				continue
 			}
-			ps, starts = append(ps, p), append(starts, []int{j})
-			at[p] = len(ps) - 1
+			ps, starts = append(ps, np), append(starts, []int{j})
+			add(len(ps) - 1)
 		}
 	}
 	var out []chainEnd
 	for k, st := range starts {
+		if st == nil {
+			continue
+		}
+		p := ps[k].head + ps[k].tail
 		for _, i := range st {
-			out = append(out, chainEnd{i: i, p: ps[k]})
+			out = append(out, chainEnd{i: i, p: p})
 		}
 	}
 	slices.SortFunc(out, func(a, b chainEnd) int { return a.i - b.i })
 	for _, e := range out {
 		each(e.i, e.p)
 	}
+}
+
+// chainsScan is how many chains chains follows before it indexes them.
+const chainsScan = 32
+
+// top returns the first element of the slash-separated path p.
+func top(p string) string {
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return p
+}
+
+// chainPos is a path kept in two parts, head+tail, where tail is "" or
+// begins with "/": a move of a directory that is head, or lies in head or
+// tail, sets head to where it went and keeps the rest as a substring.
+// Two places with different splits of one path are not merged (chains
+// then follows both; the paths it reports are the same).
+type chainPos struct{ head, tail string }
+
+// under reports whether the path is dir or lies below it.
+func (p chainPos) under(dir string) bool {
+	h := len(p.head)
+	if len(dir) <= h {
+		if !strings.HasPrefix(p.head, dir) {
+			return false
+		}
+		if len(dir) < h {
+			return p.head[len(dir)] == '/'
+		}
+		return p.tail == "" || p.tail[0] == '/'
+	}
+	rest := dir[h:]
+	if !strings.HasPrefix(dir, p.head) || !strings.HasPrefix(p.tail, rest) {
+		return false
+	}
+	return len(p.tail) == len(rest) || p.tail[len(rest)] == '/'
+}
+
+// moved returns where m took the path, and whether it moved it (as
+// ownMove.moves and apply).
+func (p chainPos) moved(m *ownMove) (chainPos, bool) {
+	switch {
+	case p.under(m.from):
+		return p.rebase(m.from, m.to), true
+	case m.exchange && p.under(m.to):
+		return p.rebase(m.to, m.from), true
+	}
+	return p, false
+}
+
+// rebase replaces the prefix dir of the path (p.under(dir)) with to.
+func (p chainPos) rebase(dir, to string) chainPos {
+	h := len(p.head)
+	if len(dir) > h {
+		return chainPos{head: to, tail: p.tail[len(dir)-h:]}
+	}
+	rest := p.head[len(dir):]
+	switch {
+	case rest == "":
+		return chainPos{head: to, tail: p.tail}
+	case p.tail == "":
+		return chainPos{head: to, tail: rest}
+	}
+	return chainPos{head: to, tail: rest + p.tail}
 }
 
 // chainEnd is where the chain that began with move i ended (chains).

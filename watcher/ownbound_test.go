@@ -141,12 +141,25 @@ func chainsNaive(moves []ownMove, rel string, each func(i int, p string)) {
 // each chain alone gives.
 func TestChainsMatchNaive(t *testing.T) {
 	dirs := []string{"a", "b", "c", "a/x", "b/x", "c/y", "ab"}
-	rels := []string{"a", "b", "a/f", "b/f", "a/x/f", "b/x/f", "c/y/f", "ab/f"}
+	rels := []string{"a", "b", "a/f", "b/f", "a/x/f", "b/x/f", "c/y/f", "ab/f", "x/f", "x/s/f"}
+	// Past chainsScan chains chains indexes them: a directory x moved to
+	// one of many names, and those moved on, leaves more places than that.
+	many := []string{"x", "x/s"}
+	for i := range 60 {
+		many = append(many, "y"+strconv.Itoa(i), "y"+strconv.Itoa(i)+"/s")
+	}
 	rng := rand.New(rand.NewPCG(48, 1))
-	for round := range 300 {
+	for round := range 400 {
 		var moves []ownMove
-		for range rng.IntN(40) + 1 {
-			from, to := dirs[rng.IntN(len(dirs))], dirs[rng.IntN(len(dirs))]
+		pool, n := dirs, rng.IntN(40)+1
+		if round%2 == 1 {
+			pool, n = many, rng.IntN(80)+40
+		}
+		for range n {
+			from, to := pool[rng.IntN(len(pool))], pool[rng.IntN(len(pool))]
+			if round%2 == 1 && rng.IntN(2) == 0 {
+				from = "x"
+			}
 			if underOrSame(to, from) || underOrSame(from, to) {
 				continue
 			}
@@ -241,6 +254,22 @@ func BenchmarkMovedPathsFlipFlop(b *testing.B) {
 	b.Run("naive", func(b *testing.B) {
 		for b.Loop() {
 			chainsNaive(moves, "d0/f", func(int, string) {})
+		}
+	})
+	// Each move takes a new x somewhere else: every chain ends apart.
+	apart := make([]ownMove, ownMaxMoves)
+	for i := range apart {
+		apart[i] = ownMove{from: "x", to: "y" + strconv.Itoa(i)}
+	}
+	tabApart := &ownTable{moves: apart}
+	b.Run("apart", func(b *testing.B) {
+		for b.Loop() {
+			tabApart.movedPaths("x/f")
+		}
+	})
+	b.Run("apart-naive", func(b *testing.B) {
+		for b.Loop() {
+			chainsNaive(apart, "x/f", func(int, string) {})
 		}
 	})
 }
