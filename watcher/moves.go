@@ -138,10 +138,21 @@ func (w *Watcher) noteMove(b *bracket, from, to string) {
 // another directory, so each start is tried). Called with mu held.
 func (t *ownTable) movedPaths(rel string) []string {
 	out := []string{rel}
+	var seen map[string]bool // past chainsScan paths, instead of a scan of out
 	t.chains(rel, func(_ int, p string) {
-		if !slices.Contains(out, p) {
-			out = append(out, p)
+		if seen == nil && len(out) > chainsScan {
+			seen = make(map[string]bool, 2*len(out))
+			for _, q := range out {
+				seen[q] = true
+			}
 		}
+		switch {
+		case seen != nil && seen[p], seen == nil && slices.Contains(out, p):
+			return
+		case seen != nil:
+			seen[p] = true
+		}
+		out = append(out, p)
 	})
 	return out
 }
@@ -164,21 +175,11 @@ func (t *ownTable) chains(rel string, each func(i int, p string)) {
 	// its directory's (a directory moved to a new name each time leaves a
 	// chain at each).
 	var byTop map[string][]int
-	add := func(k int) {
-		if byTop == nil {
-			if len(ps) <= chainsScan {
-				return
-			}
-			byTop = map[string][]int{}
-			for o := range ps {
-				if starts[o] != nil && o != k {
-					t := top(ps[o].head)
-					byTop[t] = append(byTop[t], o)
-				}
-			}
+	add := func(k int) { // index a live chain k (once indexing)
+		if byTop != nil && starts[k] != nil {
+			t := top(ps[k].head)
+			byTop[t] = append(byTop[t], k)
 		}
-		t := top(ps[k].head)
-		byTop[t] = append(byTop[t], k)
 	}
 	drop := func(k int) {
 		if byTop == nil {
@@ -258,6 +259,12 @@ func (t *ownTable) chains(rel string, each func(i int, p string)) {
 			}
 			ps, starts = append(ps, np), append(starts, []int{j})
 			add(len(ps) - 1)
+		}
+		if byTop == nil && len(ps) > chainsScan {
+			byTop = map[string][]int{}
+			for o := range ps {
+				add(o)
+			}
 		}
 	}
 	var out []chainEnd
@@ -362,26 +369,39 @@ func (t *ownTable) scanRef(rel string) *syscall.Timespec {
 // there is none or one of them lay in an unwatched subtree. Called with mu
 // held.
 func (t *ownTable) movedScanRef(rel, c string) *syscall.Timespec {
-	var ref *syscall.Timespec
-	unwatched := false
+	return t.movedScanRefs(rel, []string{c})[0]
+}
+
+// movedScanRefs returns movedScanRef(rel, c) for each c of cands (distinct
+// paths), from one walk of the moves. Called with mu held.
+func (t *ownTable) movedScanRefs(rel string, cands []string) []*syscall.Timespec {
+	at := make(map[string]int, len(cands))
+	for x, c := range cands {
+		at[c] = x
+	}
+	got := make([]scanRefAt, len(cands))
 	var before []scanRefAt // before[i]: scanRefIn(t.moves[:i], rel), made at the first need
 	t.chains(rel, func(i int, p string) {
-		if p != c {
+		x, ok := at[p]
+		if !ok {
 			return
 		}
 		if before == nil {
 			before = scanRefsBefore(t.moves, rel)
 		}
-		r, u := before[i].ref, before[i].unwatched
-		unwatched = unwatched || u
-		if r != nil && (ref == nil || tsBefore(*ref, *r)) {
-			ref = r
+		r := before[i].ref
+		got[x].unwatched = got[x].unwatched || before[i].unwatched
+		if r != nil && (got[x].ref == nil || tsBefore(*got[x].ref, *r)) {
+			got[x].ref = r
 		}
 	})
-	if unwatched {
-		return nil
+	out := make([]*syscall.Timespec, len(cands))
+	for x := range got {
+		if !got[x].unwatched {
+			out[x] = got[x].ref
+		}
 	}
-	return ref
+	return out
 }
 
 // scanRefAt is one answer of scanRefIn.

@@ -452,9 +452,7 @@ func (w *Watcher) classifyOnce(rel string, op Op) (how origin, also []string, st
 	refs := make([]*syscall.Timespec, len(cands))
 	if op&scanned != 0 && op&^(Create|scanned) == 0 {
 		refs[0] = t.scanRef(rel)
-		for i, c := range cands[1:] {
-			refs[i+1] = t.movedScanRef(rel, c)
-		}
+		copy(refs[1:], t.movedScanRefs(rel, cands[1:]))
 	}
 	seq0 := t.ticket()
 	t.mu.Unlock()

@@ -174,7 +174,12 @@ func TestChainsMatchNaive(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("round %d, %s through %+v:\nchains %v\nnaive  %v", round, rel, moves, got, want)
 			}
-			for _, c := range tab.movedPaths(rel) {
+			cands := tab.movedPaths(rel)
+			together := tab.movedScanRefs(rel, cands)
+			for x, c := range cands {
+				if alone := tab.movedScanRef(rel, c); (alone == nil) != (together[x] == nil) || alone != nil && *alone != *together[x] {
+					t.Fatalf("round %d, movedScanRefs(%s)[%s] = %v, alone %v", round, rel, c, together[x], alone)
+				}
 				var ref *syscall.Timespec
 				unwatched := false
 				chainsNaive(moves, rel, func(i int, p string) {
