@@ -22,7 +22,6 @@ import (
 	"log"
 	"os"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -118,10 +117,10 @@ func main() {
 	fmt.Println(head)
 	fmt.Println(sep)
 	for _, p := range patterns {
-		nat := median(rates[p.name]["native"])
+		nat := benchkit.MedianFloat(rates[p.name]["native"])
 		line := "| " + p.name + " |"
 		for _, t := range targets {
-			m := median(rates[p.name][t.Name])
+			m := benchkit.MedianFloat(rates[p.name][t.Name])
 			if t.Name == "native" {
 				line += fmt.Sprintf(" %.0f |", m)
 				continue
@@ -156,14 +155,4 @@ func runPattern(t *benchkit.Target, name, body string, run int) (float64, error)
 		return 0, fmt.Errorf("python printed %q", out)
 	}
 	return float64(opsOf(name)) / secs, nil
-}
-
-// median returns the median of xs (0 for none).
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	return s[len(s)/2]
 }

@@ -37,7 +37,6 @@ import (
 	"log"
 	"os"
 	"os/exec"
-	"sort"
 	"strings"
 
 	"github.com/rubinofs/rubinofs/bench/internal/benchkit"
@@ -126,7 +125,7 @@ func main() {
 		names = append(names, p.name)
 	}
 	benchkit.Table{Phases: names, Targets: targets, Format: "%.1f",
-		Value: func(t, p string) float64 { return median(bw[t][p]) / (1 << 20) }}.Print()
+		Value: func(t, p string) float64 { return benchkit.MedianFloat(bw[t][p]) / (1 << 20) }}.Print()
 	for _, t := range targets {
 		if n := t.Denials(); n > 0 {
 			fmt.Printf("\n%s: %d guard denials\n", t.Name, n)
@@ -183,13 +182,4 @@ func runFio(dir string, p phase, file string) (float64, error) {
 		return res.Jobs[0].Read.BW, nil
 	}
 	return res.Jobs[0].Write.BW, nil
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	return s[len(s)/2]
 }

@@ -56,6 +56,16 @@ func Median(ds []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
+// MedianFloat is Median of plain numbers (rates, bytes a second).
+func MedianFloat(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
 // ModuleDir downloads module (path@version) through the Go module proxy
 // (go mod download) and returns its read-only directory in the module
 // cache.
