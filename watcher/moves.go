@@ -2,7 +2,6 @@ package watcher
 
 import (
 	"path"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -138,220 +137,17 @@ func (w *Watcher) noteMove(b *bracket, from, to string) {
 // another directory, so each start is tried). Called with mu held.
 func (t *ownTable) movedPaths(rel string) []string {
 	out := []string{rel}
-	var seen map[string]bool // past chainsScan paths, instead of a scan of out
+	var seen map[string]bool // made at the first chain: most paths were never moved
 	t.chains(rel, func(_ int, p string) {
-		if seen == nil && len(out) > chainsScan {
-			seen = make(map[string]bool, 2*len(out))
-			for _, q := range out {
-				seen[q] = true
-			}
+		if seen == nil {
+			seen = map[string]bool{rel: true}
 		}
-		switch {
-		case seen != nil && seen[p], seen == nil && slices.Contains(out, p):
-			return
-		case seen != nil:
+		if !seen[p] {
 			seen[p] = true
+			out = append(out, p)
 		}
-		out = append(out, p)
 	})
 	return out
-}
-
-// chains calls each, in order of i, for every recorded own move i that
-// moved rel, with p where that move and every later one applied in order
-// took it. Chains that reach one path go on as one (a move takes a path to
-// one place), so the walk costs one prefix check per move and distinct
-// path, not per move and chain: a directory renamed back and forth a
-// thousand times leaves two paths to follow, where following each chain
-// alone took a quarter of a million steps, under the lock every own change
-// takes. A path is kept as the directory a move took it to and the rest
-// (chainPos), so a move builds no string. Called with mu held.
-func (t *ownTable) chains(rel string, each func(i int, p string)) {
-	var ps []chainPos  // the places the chains are at now
-	var starts [][]int // starts[k]: the moves the chains at ps[k] began with (nil: merged away)
-	// Few places are live (a back-and-forth leaves two) and a scan finds
-	// them; past chainsScan, byTop indexes the live chains by the first
-	// element of their path, since a move can only take those whose top is
-	// its directory's (a directory moved to a new name each time leaves a
-	// chain at each).
-	var byTop map[string][]int
-	add := func(k int) { // index a live chain k (once indexing)
-		if byTop != nil && starts[k] != nil {
-			t := top(ps[k].head)
-			byTop[t] = append(byTop[t], k)
-		}
-	}
-	drop := func(k int) {
-		if byTop == nil {
-			return
-		}
-		t := top(ps[k].head)
-		b := byTop[t]
-		for x, o := range b {
-			if o == k {
-				b[x] = b[len(b)-1]
-				byTop[t] = b[:len(b)-1]
-				return
-			}
-		}
-	}
-	var all []int
-	candidates := func(dir string, into []int) []int {
-		if byTop != nil {
-			return append(into, byTop[top(dir)]...)
-		}
-		all = all[:0]
-		for o := range ps {
-			if starts[o] != nil {
-				all = append(all, o)
-			}
-		}
-		return append(into, all...)
-	}
-	find := func(q chainPos, not int) int { // a live chain at q other than not, or -1
-		if byTop == nil {
-			for o := range ps {
-				if o != not && starts[o] != nil && ps[o] == q {
-					return o
-				}
-			}
-			return -1
-		}
-		for _, o := range byTop[top(q.head)] {
-			if o != not && ps[o] == q {
-				return o
-			}
-		}
-		return -1
-	}
-	var cands, moved []int
-	var to []chainPos
-	for j := range t.moves {
-		m := &t.moves[j]
-		cands = candidates(m.from, cands[:0])
-		if byTop != nil && m.exchange && top(m.to) != top(m.from) {
-			cands = candidates(m.to, cands)
-		}
-		// Move every chain first, then join them: an exchange swaps two
-		// chains, which must not meet halfway.
-		moved, to = moved[:0], to[:0]
-		for _, k := range cands {
-			if np, ok := ps[k].moved(m); ok {
-				moved, to = append(moved, k), append(to, np)
-			}
-		}
-		for x, k := range moved {
-			drop(k)
-			ps[k] = to[x]
-		}
-		for _, k := range moved {
-			if o := find(ps[k], k); o >= 0 {
-				starts[o] = append(starts[o], starts[k]...)
-				starts[k] = nil
-				continue
-			}
-			add(k)
-		}
-		if np, ok := (chainPos{head: rel}).moved(m); ok {
-			if o := find(np, -1); o >= 0 {
-				starts[o] = append(starts[o], j)
-				continue
-			}
-			ps, starts = append(ps, np), append(starts, []int{j})
-			add(len(ps) - 1)
-		}
-		if byTop == nil && len(ps) > chainsScan {
-			byTop = map[string][]int{}
-			for o := range ps {
-				add(o)
-			}
-		}
-	}
-	var out []chainEnd
-	for k, st := range starts {
-		if st == nil {
-			continue
-		}
-		p := ps[k].head + ps[k].tail
-		for _, i := range st {
-			out = append(out, chainEnd{i: i, p: p})
-		}
-	}
-	slices.SortFunc(out, func(a, b chainEnd) int { return a.i - b.i })
-	for _, e := range out {
-		each(e.i, e.p)
-	}
-}
-
-// chainsScan is how many chains chains follows before it indexes them.
-const chainsScan = 32
-
-// top returns the first element of the slash-separated path p.
-func top(p string) string {
-	if i := strings.IndexByte(p, '/'); i >= 0 {
-		return p[:i]
-	}
-	return p
-}
-
-// chainPos is a path kept in two parts, head+tail, where tail is "" or
-// begins with "/": a move of a directory that is head, or lies in head or
-// tail, sets head to where it went and keeps the rest as a substring.
-// Two places with different splits of one path are not merged (chains
-// then follows both; the paths it reports are the same).
-type chainPos struct{ head, tail string }
-
-// under reports whether the path is dir or lies below it.
-func (p chainPos) under(dir string) bool {
-	h := len(p.head)
-	if len(dir) <= h {
-		if !strings.HasPrefix(p.head, dir) {
-			return false
-		}
-		if len(dir) < h {
-			return p.head[len(dir)] == '/'
-		}
-		return p.tail == "" || p.tail[0] == '/'
-	}
-	rest := dir[h:]
-	if !strings.HasPrefix(dir, p.head) || !strings.HasPrefix(p.tail, rest) {
-		return false
-	}
-	return len(p.tail) == len(rest) || p.tail[len(rest)] == '/'
-}
-
-// moved returns where m took the path, and whether it moved it (as
-// ownMove.moves and apply).
-func (p chainPos) moved(m *ownMove) (chainPos, bool) {
-	switch {
-	case p.under(m.from):
-		return p.rebase(m.from, m.to), true
-	case m.exchange && p.under(m.to):
-		return p.rebase(m.to, m.from), true
-	}
-	return p, false
-}
-
-// rebase replaces the prefix dir of the path (p.under(dir)) with to.
-func (p chainPos) rebase(dir, to string) chainPos {
-	h := len(p.head)
-	if len(dir) > h {
-		return chainPos{head: to, tail: p.tail[len(dir)-h:]}
-	}
-	rest := p.head[len(dir):]
-	switch {
-	case rest == "":
-		return chainPos{head: to, tail: p.tail}
-	case p.tail == "":
-		return chainPos{head: to, tail: rest}
-	}
-	return chainPos{head: to, tail: rest + p.tail}
-}
-
-// chainEnd is where the chain that began with move i ended (chains).
-type chainEnd struct {
-	i int
-	p string
 }
 
 // scanRef returns the reference time of the latest own move that put a
@@ -361,19 +157,14 @@ func (t *ownTable) scanRef(rel string) *syscall.Timespec {
 	return r
 }
 
-// movedScanRef returns the reference time for an entry the scan found at
-// rel that own moves recorded later took to c (rel is gone): for each move
-// that took rel to c, with the moves after it, the reference time of the
-// latest own move before it that put a watched directory above rel (the
-// directory the scan found the entry in); the latest of those, or nil when
-// there is none or one of them lay in an unwatched subtree. Called with mu
-// held.
-func (t *ownTable) movedScanRef(rel, c string) *syscall.Timespec {
-	return t.movedScanRefs(rel, []string{c})[0]
-}
-
-// movedScanRefs returns movedScanRef(rel, c) for each c of cands (distinct
-// paths), from one walk of the moves. Called with mu held.
+// movedScanRefs returns, for each c of cands (distinct paths), the
+// reference time for an entry the scan found at rel that own moves
+// recorded later took to c (rel is gone): for each move that took rel to
+// c, with the moves after it, the reference time of the latest own move
+// before it that put a watched directory above rel (the directory the
+// scan found the entry in); the latest of those, or nil when there is none
+// or one of them lay in an unwatched subtree. One walk of the moves
+// (chains) serves every c. Called with mu held.
 func (t *ownTable) movedScanRefs(rel string, cands []string) []*syscall.Timespec {
 	at := make(map[string]int, len(cands))
 	for x, c := range cands {

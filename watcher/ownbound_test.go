@@ -120,6 +120,11 @@ func TestOwnRecordsBounded(t *testing.T) {
 	}
 }
 
+// movedScanRef is movedScanRefs of one path.
+func (t *ownTable) movedScanRef(rel, c string) *syscall.Timespec {
+	return t.movedScanRefs(rel, []string{c})[0]
+}
+
 // chainsNaive is chains as it was first written: each chain followed on
 // its own through every later move (quadratic in the moves).
 func chainsNaive(moves []ownMove, rel string, each func(i int, p string)) {
