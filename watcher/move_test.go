@@ -105,6 +105,39 @@ func TestOwnMoveScanRule(t *testing.T) {
 	}
 }
 
+// TestOwnMoveScanClearsUnchanged: the scan of an own-moved directory
+// queues only the entries changed since the move began (a create made
+// outside right after it, and the directory it was made in); the entries unchanged since before it, files
+// and directories at any depth, are cleared while the scan reads them,
+// with no event queued and classified each. The scan is called directly,
+// after the move is recorded, with a batch window long enough that no
+// batch is classified meanwhile.
+func TestOwnMoveScanClearsUnchanged(t *testing.T) {
+	root := t.TempDir()
+	for _, rel := range []string{"d/a", "d/sub/b", "d/sub/deeper/c"} {
+		write(t, filepath.Join(root, rel), "from before")
+	}
+	waitClockPast(t, filepath.Join(root, "d/sub/deeper/c"))
+	r := newRec(t)
+	cfg := r.config(root)
+	cfg.Coalesce = time.Hour
+	w := start(t, cfg)
+	ownMoveDir(t, w, root, "d", "d2")
+	write(t, filepath.Join(root, "d2/sub/new"), "external, after the move")
+	var got []string
+	w.addTree("d2", func(rel string) { got = append(got, rel) })
+	if len(got) != 2 || got[0] != "d2/sub" || got[1] != "d2/sub/new" {
+		t.Errorf("the scan of the own-moved d2 queued %q, want only d2/sub and d2/sub/new", got)
+	}
+	// A directory no own move put in place is scanned whole.
+	write(t, filepath.Join(root, "e/f"), "x")
+	got = nil
+	w.addTree("e", func(rel string) { got = append(got, rel) })
+	if len(got) != 1 || got[0] != "e/f" {
+		t.Errorf("the scan of e queued %q, want e/f", got)
+	}
+}
+
 // TestMovedPaths: an old path is tried where every later move took it, and
 // a later directory of the same name is tried on its own.
 func TestMovedPaths(t *testing.T) {

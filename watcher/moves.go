@@ -157,6 +157,26 @@ func (t *ownTable) scanRef(rel string) *syscall.Timespec {
 	return r
 }
 
+// dirScanRef returns scanRef for the entries of directory dir: the
+// reference time of the latest own move that put a watched directory at
+// or above dir, or nil (none, or it lay in an unwatched subtree). It locks
+// the table; the scan (addTree) calls it once per directory it reads.
+func (t *ownTable) dirScanRef(dir string) *syscall.Timespec {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(t.moves) - 1; i >= 0; i-- {
+		m := &t.moves[i]
+		if underOrSame(dir, m.to) || m.exchange && underOrSame(dir, m.from) {
+			if !m.watched {
+				return nil
+			}
+			r := m.ref
+			return &r
+		}
+	}
+	return nil
+}
+
 // movedScanRefs returns, for each c of cands (distinct paths), the
 // reference time for an entry the scan found at rel that own moves
 // recorded later took to c (rel is gone): for each move that took rel to

@@ -55,6 +55,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultSkip is the default Config.Skip: .git/objects at any depth.
@@ -227,7 +228,8 @@ func (w *Watcher) rel(p string) (string, bool) {
 
 // addTree watches dir rel and every directory below it that is not skipped,
 // and returns how many it watched. found, if set, receives every entry seen
-// below rel (for the scan of a directory created before its watch).
+// below rel (for the scan of a directory created before its watch), except
+// the entries the scan rule already clears (scanUnchanged).
 func (w *Watcher) addTree(rel string, found func(rel string)) int {
 	count := 0
 	var walk func(rel string)
@@ -239,14 +241,31 @@ func (w *Watcher) addTree(rel string, found func(rel string)) int {
 		if w.cfg.OnProgress != nil && count%1000 == 0 {
 			w.cfg.OnProgress(count, false)
 		}
-		ents, err := os.ReadDir(w.abs(rel))
+		fd, err := syscall.Open(w.abs(rel), syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 		if err != nil {
 			return // removed meanwhile: its Remove event follows
+		}
+		dir := os.NewFile(uintptr(fd), rel)
+		defer dir.Close()
+		ents, err := dir.ReadDir(-1)
+		if err != nil {
+			return
+		}
+		// In name order, as os.ReadDir gives them: the watches a limit
+		// leaves out do not depend on the directory's layout on disk.
+		sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+		var ref *syscall.Timespec
+		if found != nil {
+			ref = w.own.dirScanRef(rel)
 		}
 		for _, e := range ents {
 			child := path.Join(rel, e.Name())
 			if found != nil {
-				found(child)
+				if ref != nil && scanUnchanged(fd, e.Name(), ref) {
+					w.ownEvents.Add(1)
+				} else {
+					found(child)
+				}
 			}
 			if e.Type()&fs.ModeDir != 0 {
 				walk(child)
@@ -255,6 +274,23 @@ func (w *Watcher) addTree(rel string, found func(rel string)) int {
 	}
 	walk(rel)
 	return count
+}
+
+// scanUnchanged reports whether the entry name of the directory open at
+// dirfd has a ctime before ref: the scan rule of classify, taken while
+// the scan reads the directory instead of for each queued entry. ref is
+// the reference time of the latest own move that put a watched directory
+// above the entry (ownTable.dirScanRef); an entry that passes was last
+// changed before that move began, so the daemon's move is all that
+// happened to it. Its watch is in place before the directory is read, so
+// a change after this look raises an event of its own. An entry that
+// cannot be stat'ed (removed meanwhile) is queued as before.
+func scanUnchanged(dirfd int, name string, ref *syscall.Timespec) bool {
+	var st unix.Stat_t
+	if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return false
+	}
+	return tsBefore(syscall.Timespec{Sec: st.Ctim.Sec, Nsec: st.Ctim.Nsec}, *ref)
 }
 
 // addDir adds one watch; false when rel is not watched (skipped, limit,
