@@ -1,7 +1,6 @@
 package watcher
 
 import (
-	"path"
 	"slices"
 	"sync"
 	"syscall"
@@ -126,7 +125,7 @@ func (t *ownTable) id(id fileID) *idState {
 // pathBusy reports whether an own change of rel or of a directory above it
 // is in flight or not yet recorded. Called with mu held.
 func (t *ownTable) pathBusy(rel string) bool {
-	for p := rel; p != "." && p != "/" && p != ""; p = path.Dir(p) {
+	for p := rel; p != ""; p = parentOf(p) {
 		if o := t.paths[p]; o != nil && o.busy() {
 			return true
 		}
@@ -139,7 +138,7 @@ func (t *ownTable) pathBusy(rel string) bool {
 // those own changes ended meanwhile. Called with mu held.
 func (t *ownTable) pathGens(rel string) []uint64 {
 	var gens []uint64
-	for p := rel; p != "." && p != "/" && p != ""; p = path.Dir(p) {
+	for p := rel; p != ""; p = parentOf(p) {
 		var g uint64
 		if o := t.paths[p]; o != nil {
 			g = o.gen

@@ -376,9 +376,7 @@ func (w *Watcher) unsetDir(rel string) {
 // "" included). Called with mu held.
 func (w *Watcher) countBelow(rel string, delta int) {
 	for rel != "" {
-		if rel = path.Dir(rel); rel == "." {
-			rel = ""
-		}
+		rel = parentOf(rel)
 		if w.below[rel] += delta; w.below[rel] == 0 {
 			delete(w.below, rel)
 		}

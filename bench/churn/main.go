@@ -2,13 +2,16 @@
 // make in one place over and over, where work kept per past change would
 // show as a rate that falls: a directory renamed back and forth (empty,
 // and holding -files files), a file renamed back and forth, a temp file
-// created and removed, and an atomic save (a temp file written and
-// renamed over a file that was read). Each pattern runs -ops operations in
-// one Python process in the target's directory, on native, a bare go-fuse
-// loopback with 1 s timeouts (loop-1s) and rubinofs binaries mounted
-// through their CLI (bin: targets, as bench/agent's -only). Targets
-// alternate, the order rotating every run; the table gives the median
-// rate (operations a second) and its ratio to native.
+// created and removed, an atomic save (a temp file written and renamed
+// over a file that was read), and a chain of -depth nested directories,
+// each made inside the one before and given a file (work per request that
+// grows with a path's depth shows as a rate that falls with it). Each
+// pattern but the chain runs -ops operations, in one Python process in the
+// target's directory, on native, a bare go-fuse loopback with 1 s
+// timeouts (loop-1s) and rubinofs binaries mounted through their CLI (bin:
+// targets, as bench/agent's -only). Targets alternate, the order rotating
+// every run; the table gives the median rate (operations a second) and its
+// ratio to native.
 //
 // Usage (as root):
 //
@@ -32,6 +35,7 @@ var (
 	runs  = flag.Int("runs", 3, "runs per target")
 	ops   = flag.Int("ops", 3000, "operations per pattern and run (a rename back and forth is two)")
 	files = flag.Int("files", 2000, "files in the directory of the bigdir pattern")
+	depth = flag.Int("depth", 1000, "directories in the chain of the deepchain pattern, each one inside the one before and holding a file")
 	only  = flag.String("only", "loop-1s", "comma-separated targets besides native: loop-1s and bin:LABEL=PATH[:ARG...] (a rubinofs binary mounted through its CLI with ARGs)")
 )
 
@@ -63,16 +67,25 @@ open(D + "/cfg.json").read()
 for i in range(N):
     with open(D + "/cfg.json.tmp", "w") as f: f.write("{}")
     os.rename(D + "/cfg.json.tmp", D + "/cfg.json")`},
+	{"deepchain", `os.chdir(D)
+#time
+for i in range(DEPTH):
+    os.mkdir("d"); os.chdir("d")
+    open("f", "w").write("x")
+os.chdir(D)`},
 }
 
 // opsOf is how many operations a pattern's timed loop performs: renames
-// for the flips, create-and-remove or write-and-rename pairs for the rest.
+// for the flips, a mkdir and a create per level of the chain,
+// create-and-remove or write-and-rename pairs for the rest.
 func opsOf(name string) int {
 	switch name {
 	case "bigdirflip":
 		return *ops / 20 * 2
 	case "dirflip", "fileflip":
 		return *ops / 2 * 2
+	case "deepchain":
+		return *depth * 2
 	}
 	return *ops
 }
@@ -141,7 +154,7 @@ func runPattern(t *benchkit.Target, name, body string, run int) (float64, error)
 	// chdir between fork and exec into loop-1s, served by this process,
 	// can deadlock it against its own FUSE server (benchkit.Run).
 	script := "import os, time\nos.chdir(" + strconv.Quote(t.Dir) + ")\nD = " + strconv.Quote(dir) +
-		"\nN = " + strconv.Itoa(*ops) + "\nFILES = " + strconv.Itoa(*files) + "\nos.mkdir(D)\n" + setup +
+		"\nN = " + strconv.Itoa(*ops) + "\nFILES = " + strconv.Itoa(*files) + "\nDEPTH = " + strconv.Itoa(*depth) + "\nos.mkdir(D)\n" + setup +
 		"t0 = time.perf_counter()\n" + loop + "\nprint(time.perf_counter() - t0)\n"
 	cmd := exec.Command("python3", "-c", script)
 	cmd.Dir = "/"

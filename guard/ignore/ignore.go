@@ -185,7 +185,7 @@ func (m *Matcher) exempt(rel string, isDir bool) bool {
 	if m.guardIgnored {
 		return false
 	}
-	if !ignored(parts, isDir, m.rules) {
+	if !ignored(parts, isDir, m.ruleWalk()) {
 		return false
 	}
 	return m.policy == nil || ignored(parts, isDir, func(dir []string, exclude bool) []rule {
@@ -208,7 +208,9 @@ func ignored(parts []string, isDir bool, rulesOf func(dir []string, exclude bool
 	// .gitignore files inside an excluded directory are never read).
 	sets := [][]rule{rulesOf(nil, true)} // lowest precedence first
 	for i := 1; i <= len(parts); i++ {
-		sets = append(sets, rulesOf(parts[:i-1], false))
+		if rs := rulesOf(parts[:i-1], false); len(rs) > 0 {
+			sets = append(sets, rs) // an empty set matches nothing: a level costs the files that have rules
+		}
 		if excluded(sets, parts[:i], i < len(parts) || isDir) {
 			return true
 		}
@@ -265,24 +267,59 @@ func excluded(sets [][]rule, p []string, isDir bool) bool {
 	return false
 }
 
+// ruleWalk returns the rulesOf that exempt gives ignored: the cached rules
+// of each ignore file, reading it on a miss (rules). ignored asks for the
+// directories from the root down, each one level below the one before, so
+// each directory's node is looked up in the one before it: a path of depth
+// D costs D map lookups, where a lookup from the root for each costs D
+// squared (a 1,500-level tree made each create wait on it). Nodes are never
+// removed from the cache, so a node found stays valid.
+func (m *Matcher) ruleWalk() func(dir []string, exclude bool) []rule {
+	var last *dirCache // the node of the directory asked before, or nil
+	lastDepth := -1
+	return func(dir []string, exclude bool) []rule {
+		if exclude {
+			rs, _ := m.rules(dir, true, nil)
+			return rs
+		}
+		var parent *dirCache
+		if last != nil && lastDepth == len(dir)-1 {
+			parent = last
+		}
+		rs, n := m.rules(dir, false, parent)
+		last, lastDepth = n, len(dir)
+		return rs
+	}
+}
+
 // rules returns the cached rules of the ignore file rulesOf names by
-// (dir, exclude) (see ignored), reading it on a miss. A missing or
+// (dir, exclude) (see ignored), reading it on a miss, and dir's node in
+// the cache (nil when it is not cached). parent, if set, is the node of
+// dir's parent directory (dir is looked up in it). A missing or
 // unreadable file has no rules (git skips it too).
-func (m *Matcher) rules(dir []string, exclude bool) []rule {
+func (m *Matcher) rules(dir []string, exclude bool, parent *dirCache) ([]rule, *dirCache) {
 	m.mu.RLock()
 	var rs []rule
+	var n *dirCache
 	ok := false
 	if exclude {
 		if m.exclude != nil {
 			rs, ok = *m.exclude, true
 		}
-	} else if n := m.dirs.find(dir); n != nil && n.known {
-		rs, ok = n.rules, true
+	} else {
+		if parent != nil && len(dir) > 0 {
+			n = parent.kids[dir[len(dir)-1]]
+		} else {
+			n = m.dirs.find(dir)
+		}
+		if n != nil && n.known {
+			rs, ok = n.rules, true
+		}
 	}
 	gen := m.gen
 	m.mu.RUnlock()
 	if ok {
-		return rs
+		return rs, n
 	}
 	// git (since 2.32) does not follow a .gitignore that is a symbolic link;
 	// it does follow .git/info/exclude.
@@ -306,12 +343,12 @@ func (m *Matcher) rules(dir []string, exclude bool) []rule {
 		if exclude {
 			m.exclude = &rs
 		} else {
-			n := m.dirs.insert(domain)
+			n = m.dirs.insert(domain)
 			n.known, n.rules = true, rs
 		}
 	}
 	m.mu.Unlock()
-	return rs
+	return rs, n
 }
 
 // dirCache is one directory of the rules cache: its .gitignore's rules

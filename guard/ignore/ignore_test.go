@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -334,4 +335,79 @@ func TestConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestDeepChainAgreesWithGit: a chain of 240 nested directories with
+// .gitignore files at depths 0, 80 and 160 (a negation, a directory
+// rule, a glob), asked deepest first, then from the top, then again after
+// the middle file changed and was invalidated: every answer is git's. The
+// rules are looked up one level below the one before (ruleWalk), from a
+// cache that the first questions fill only partly.
+func TestDeepChainAgreesWithGit(t *testing.T) {
+	root := t.TempDir()
+	git(t, root, "", "init", "-q")
+	dirAt := func(depth int) string { return strings.TrimSuffix(strings.Repeat("d/", depth), "/") }
+	files := map[string]string{
+		".gitignore":                  "*.log\n",
+		dirAt(80) + "/.gitignore":     "!keep.log\nx/\n",
+		dirAt(160) + "/.gitignore":    "*.go\n",
+		dirAt(239) + "/placeholder":   "",
+		dirAt(120) + "/x/placeholder": "",
+	}
+	write(t, root, files)
+	var paths []string
+	isDir := map[string]bool{}
+	for depth := 239; depth >= 0; depth -= 13 {
+		for _, name := range []string{"a.log", "keep.log", "x", "b.go", "c.txt"} {
+			rel := strings.TrimPrefix(dirAt(depth)+"/"+name, "/")
+			paths = append(paths, rel)
+			isDir[rel] = name == "x"
+		}
+	}
+	oracle := func() map[string]bool {
+		want := map[string]bool{}
+		var in []string
+		for _, rel := range paths {
+			if isDir[rel] {
+				rel += "/" // as a directory, which git tells by the slash
+			}
+			in = append(in, rel)
+		}
+		// Without -v: git 2.39's verbose check-ignore crashes on paths
+		// 30 levels deep. It lists the ignored paths.
+		out := git(t, root, strings.Join(in, "\x00")+"\x00", "check-ignore", "--stdin", "-z", "--no-index")
+		for _, p := range strings.Split(out, "\x00") {
+			if p != "" {
+				want[strings.TrimSuffix(p, "/")] = true
+			}
+		}
+		return want
+	}
+	m, err := New(root, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(round string, order []string, want map[string]bool) {
+		t.Helper()
+		ignored := 0
+		for _, rel := range order {
+			if got := m.exempt(rel, isDir[rel]); got != want[rel] {
+				t.Errorf("%s: exempt(%q) = %v, git says %v", round, rel, got, want[rel])
+			}
+			if want[rel] {
+				ignored++
+			}
+		}
+		if ignored == 0 || ignored == len(order) {
+			t.Fatalf("%s: git ignores %d of %d paths: the chain tests nothing", round, ignored, len(order))
+		}
+	}
+	want := oracle()
+	ask("deepest first", paths, want)
+	top := slices.Clone(paths)
+	slices.Reverse(top)
+	ask("from the top", top, want)
+	write(t, root, map[string]string{dirAt(80) + "/.gitignore": "c.txt\n"})
+	m.Invalidate(dirAt(80))
+	ask("after the middle file changed", paths, oracle())
 }
