@@ -231,7 +231,7 @@ func Start(cfg Config) (*Daemon, error) {
 		backing = fmt.Sprintf("/proc/self/fd/%d", fd)
 	}
 	gc := cfg.GuardConfig()
-	gc.Granularity, gc.OnDenial, gc.Git = timestampGranularity(backing), denialLogger(cfg.Slog), gitsafe.New(backing, ws)
+	gc.Granularity, gc.OnDenial, gc.Git = timestampGranularity(backing), denialLogger(cfg.Slog, time.Now), gitsafe.New(backing, ws)
 	remote := backingKind(backing)  // watchmode.go: "" on a local filesystem
 	gc.UntrustedStat = remote != "" // docs/DESIGN.md#uncached-view
 	d.Guard = guard.New(gc)

@@ -9,8 +9,11 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/tasks"
@@ -26,9 +29,26 @@ func setupLoggers(cfg *Config) {
 
 // denialLogger returns the guard's OnDenial hook: one structured record per
 // refusal or, in warn mode, per would-be refusal (both level warn),
-// with the fields session, pid, comm, op, path and code.
-func denialLogger(l *slog.Logger) func(guard.Denial) {
+// with the fields session, pid, comm, op, path and code. At most
+// denialLogRate records a second are written (a burst of
+// denialLogBurst): a process retrying a refused write in a loop (10,000
+// a second) would otherwise fill the log and rotate every earlier
+// record out of it. The records left out are counted and said in one
+// record before the next one written; .rubino/guard/denials keeps the
+// latest refusals whatever the rate. now is the clock (time.Now; tests
+// give their own). Safe for concurrent use.
+func denialLogger(l *slog.Logger, now func() time.Time) func(guard.Denial) {
+	lim := rate.NewLimiter(denialLogRate, denialLogBurst)
+	var dropped atomic.Uint64
 	return func(d guard.Denial) {
+		if !lim.AllowN(now(), 1) {
+			dropped.Add(1)
+			return
+		}
+		if n := dropped.Swap(0); n > 0 {
+			l.LogAttrs(context.Background(), slog.LevelWarn, "guard refusals not logged: over the rate limit",
+				slog.Uint64("count", n), slog.Int("per_second", int(denialLogRate)), slog.String("see", ".rubino/guard/denials"))
+		}
 		level, msg := slog.LevelWarn, "guard refused a mutation"
 		if d.Warned {
 			// Warn, not info: warn mode exists to surface these, and
@@ -40,6 +60,13 @@ func denialLogger(l *slog.Logger) func(guard.Denial) {
 			slog.String("op", string(d.Op)), slog.String("path", d.Path), slog.String("code", string(d.Code)))
 	}
 }
+
+// denialLogRate and denialLogBurst bound the refusal records denialLogger
+// writes: records a second, and how many may come at once.
+const (
+	denialLogRate  rate.Limit = 50
+	denialLogBurst            = 500
+)
 
 // EnableURingParam is the fuse module's switch for FUSE over io_uring
 // (Linux 6.14 and later, root may write it): without Y the kernel offers

@@ -66,6 +66,7 @@ func mountFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log record format: text (key=value) or json (one object a line)"},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "least severe level logged: debug, info, warn or error"},
+		&cli.Int64Flag{Name: "log-max-size", Value: defaultLogMaxSize, Usage: "with --daemon, rotate the state directory's rubinofs.log to rubinofs.log.1 past `BYTES` (at least 1 MiB)"},
 		// Internal to `branch new`: the workspace's mountpoint and backing
 		// path, where `run --branch` shows the branch daemon's mount
 		// (docs/DESIGN.md#branch-ctl-paths).
@@ -300,6 +301,11 @@ func spawnDaemon(cfg daemon.Config, c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("--state-dir %s: %v", cfg.StateDir, err), 1)
 	}
 	logPath := filepath.Join(cfg.StateDir, "rubinofs.log")
+	max, err := logMaxSize(c)
+	if err != nil {
+		return err
+	}
+	rotateFullLog(logPath, max)
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
@@ -348,7 +354,7 @@ func spawnDaemon(cfg daemon.Config, c *cli.Context) error {
 	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{w}
-	cmd.Env = append(os.Environ(), readyFdEnv+"=3")
+	cmd.Env = append(os.Environ(), readyFdEnv+"=3", logFileEnv+"="+logPath)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Dir = "/"
 	if err := cmd.Start(); err != nil {
