@@ -96,7 +96,7 @@ func (rn *Runner) startLocked(t Task, typ SubagentType, sp *Spawner) (err error)
 			return err
 		}
 	}
-	logf, err := os.OpenFile(rn.LogPath(t.ID), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	logf, err := os.OpenFile(rn.LogPath(t.ID), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o600) // read too: bounding keeps its tail
 	if err != nil {
 		return err
 	}
@@ -196,6 +196,10 @@ type outputSink struct {
 	id  string
 	mu  sync.Mutex
 	log *os.File
+	// logSize is the log file's size (bytes), headLen that of the line
+	// boundLog put first; dropped counts the bytes of output the bound
+	// dropped.
+	logSize, headLen, dropped int64
 	// stdout keeps the last MaxResult bytes of stdout (the default
 	// result); errLine the last non-empty stderr line.
 	stdout  []byte
@@ -211,7 +215,10 @@ func (o *outputSink) pump(r *os.File, stdout bool, wg *sync.WaitGroup) {
 		if n > 0 {
 			chunk := buf[:n]
 			o.mu.Lock()
-			o.log.Write(chunk)
+			w, _ := o.log.Write(chunk)
+			if o.logSize += int64(w); o.logSize > taskLogMax {
+				o.boundLog()
+			}
 			if stdout {
 				o.stdout = append(o.stdout, chunk...)
 				if len(o.stdout) > 2*MaxResult {
@@ -227,6 +234,44 @@ func (o *outputSink) pump(r *os.File, stdout bool, wg *sync.WaitGroup) {
 			return
 		}
 	}
+}
+
+// taskLogMax bounds a task's log file in the state directory (bytes):
+// past it the file keeps its last taskLogKeep bytes of output, after a
+// first line that counts the bytes dropped. A task that writes without
+// end (`yes`) cannot fill the state directory's disk: the log files kept
+// are bounded by agents.keep_finished, and each by this.
+// .rubino/agents/ID/log serves the last MiB either way.
+const (
+	taskLogMax  = 8 << 20
+	taskLogKeep = 4 << 20
+)
+
+// boundLog cuts the log file to its last taskLogKeep bytes, after a line
+// that counts the output dropped so far. A copy of taskLogKeep bytes per
+// taskLogKeep written: the cost per byte stays constant. When the file
+// cannot be read or rewritten it is truncated (the output is lost, the
+// bound holds). o.mu is held.
+func (o *outputSink) boundLog() {
+	tail := make([]byte, taskLogKeep)
+	n, err := o.log.ReadAt(tail, o.logSize-taskLogKeep)
+	if err != nil && n < len(tail) {
+		tail = tail[:0]
+	} else {
+		tail = tail[:n]
+	}
+	o.dropped += o.logSize - o.headLen - int64(len(tail))
+	head := fmt.Sprintf("[rubinofs: %d earlier bytes of this task's output dropped; its log keeps the last %d]\n", o.dropped, taskLogKeep)
+	o.logSize = 0
+	if err := o.log.Truncate(0); err != nil {
+		return
+	}
+	if _, err := o.log.Seek(0, io.SeekStart); err != nil {
+		return
+	}
+	w1, _ := o.log.Write([]byte(head))
+	w2, _ := o.log.Write(tail)
+	o.logSize, o.headLen = int64(w1+w2), int64(w1)
 }
 
 // noteErr tracks the last non-empty stderr line; o.mu is held.

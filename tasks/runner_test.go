@@ -417,3 +417,37 @@ func alive(pid int) bool {
 	st, err := readProcStat(pid)
 	return err == nil && st.State != 'Z' && st.State != 'X'
 }
+
+// TestRunnerTaskLogBounded: a task that writes 20 MB leaves a log of at
+// most taskLogMax bytes, which starts with the count of the bytes dropped
+// and ends with the task's last output; the log served is its tail.
+func TestRunnerTaskLogBounded(t *testing.T) {
+	rn := newRunner(t, nil)
+	const total = 20_000_000
+	tk := spawn(t, rn, fmt.Sprintf(`head -c %d /dev/zero | tr '\0' x; echo; echo the-end`, total))
+	if got := waitDone(t, rn, tk.ID); got.Status != StatusDone {
+		t.Fatalf("task: %+v", got)
+	}
+	log, err := os.ReadFile(rn.LogPath(tk.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log) > taskLogMax {
+		t.Errorf("the log holds %d bytes, past its bound of %d", len(log), taskLogMax)
+	}
+	head, rest, _ := strings.Cut(string(log), "\n")
+	var dropped int
+	if _, err := fmt.Sscanf(head, "[rubinofs: %d earlier bytes", &dropped); err != nil {
+		t.Fatalf("the log starts %q, not with the count of bytes dropped", head)
+	}
+	if written := total + len("\nthe-end\n"); dropped+len(rest) != written {
+		t.Errorf("%d bytes dropped and %d kept, want %d in all", dropped, len(rest), written)
+	}
+	if !strings.HasSuffix(rest, strings.Repeat("x", 100)+"\nthe-end\n") {
+		t.Errorf("the log does not end with the task's last output: %q", rest[max(0, len(rest)-120):])
+	}
+	served, err := rn.readLog(tk.ID)
+	if err != nil || !strings.HasSuffix(string(served), "\nthe-end\n") || len(served) > logTailMax+200 {
+		t.Errorf("served log: %d bytes, %v", len(served), err)
+	}
+}
