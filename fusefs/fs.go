@@ -209,6 +209,9 @@ type FS struct {
 	// Close when their RELEASE never came (handles.go).
 	handles fsHandles
 
+	// fds bounds the handles each uid, and all, hold open (fdbudget.go).
+	fds *fdBudget
+
 	// released holds, by RELEASE request, what is left to do once go-fuse
 	// has served it (releases.afterRelease, iomode.go).
 	released releases
@@ -270,6 +273,7 @@ func New(cfg Config) (*FS, error) {
 		log:     cfg.Logger,
 		served:  make(chan struct{}),
 		ended:   make(chan struct{}),
+		fds:     newFdBudget(fdLimit()),
 		cross: crossmount.New(crossmount.Config{Shared: cfg.Shared, Uncached: cfg.Uncached, Peers: cfg.Peers,
 			Workspace: cfg.Workspace, Guard: cfg.Guard, Logger: cfg.Logger}),
 	}
@@ -301,6 +305,7 @@ func New(cfg Config) (*FS, error) {
 	for _, st := range f.cross.Status() { // shared, uncached, cross_mount
 		f.AddStatus(st)
 	}
+	f.AddStatus(f.fds.status)
 	return f, nil
 }
 

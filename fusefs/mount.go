@@ -90,6 +90,9 @@ func (f *FS) Mount(mountpoint string, o MountOptions) (*fuse.Server, error) {
 		}
 	}
 	f.keepCache = o.KeepCache
+	if !mo.AllowOther {
+		f.fds.perUID = f.fds.total // one user reaches the mount: no share to keep for others
+	}
 	opts := &fs.Options{
 		MountOptions:    mo,
 		EntryTimeout:    &o.EntryTimeout,

@@ -2,7 +2,8 @@ package fusefs
 
 // rawHooks is the adapter's own layer over go-fuse's node bridge: the few
 // requests whose bookkeeping needs what only the raw request carries (the
-// umask, the cancel channel of a page-in READ or of a RELEASE) or must
+// umask, the cancel channel of a page-in READ or of a RELEASE, the file
+// handle's number that the descriptor budget counts: fdbudget.go) or must
 // bracket the bridge's update of its tree. The observability room's
 // wrapper (Config.Observe, internal/observe) goes over it.
 
@@ -52,13 +53,22 @@ func (r *rawHooks) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, n string, out
 func (r *rawHooks) Create(cancel <-chan struct{}, in *fuse.CreateIn, n string, out *fuse.CreateOut) fuse.Status {
 	forget := withUmask(cancel, in.Umask) // syscallcompat requests.go
 	defer forget()
-	return r.RawFileSystem.Create(cancel, in, n, out)
+	return r.fs.fds.opening(&in.Caller, &out.Fh, func() fuse.Status { return r.RawFileSystem.Create(cancel, in, n, out) })
 }
 
 func (r *rawHooks) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
 	forget := withUmask(cancel, in.Umask) // syscallcompat requests.go
 	defer forget()
-	return r.RawFileSystem.Tmpfile(cancel, in, out)
+	return r.fs.fds.opening(&in.Caller, &out.Fh, func() fuse.Status { return r.RawFileSystem.Tmpfile(cancel, in, out) })
+}
+
+func (r *rawHooks) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	return r.fs.fds.opening(&in.Caller, &out.Fh, func() fuse.Status { return r.RawFileSystem.OpenDir(cancel, in, out) })
+}
+
+func (r *rawHooks) ReleaseDir(in *fuse.ReleaseIn) {
+	r.fs.fds.released(in.Fh) // before the bridge frees the number
+	r.RawFileSystem.ReleaseDir(in)
 }
 
 func (r *rawHooks) Unlink(cancel <-chan struct{}, h *fuse.InHeader, n string) fuse.Status {
@@ -80,9 +90,11 @@ func (r *rawHooks) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, ne
 }
 
 // Open asks for FOPEN_NOFLUSH on a read-only open (noflush.go) while no
-// reader of .rubino/accesslog is attached.
+// reader of .rubino/accesslog is attached. Open, Create, Tmpfile and
+// OpenDir are counted by the descriptor budget until their RELEASE or
+// RELEASEDIR (fdbudget.go: EMFILE past a uid's share).
 func (r *rawHooks) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	st := r.RawFileSystem.Open(cancel, in, out)
+	st := r.fs.fds.opening(&in.Caller, &out.Fh, func() fuse.Status { return r.RawFileSystem.Open(cancel, in, out) })
 	if st == fuse.OK && !r.fs.cfg.Observe.AccessLogActive() {
 		out.OpenFlags |= noFlushFlag(in.Flags) // noflush.go
 	}
@@ -97,6 +109,7 @@ func (r *rawHooks) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fu
 }
 
 func (r *rawHooks) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	r.fs.fds.released(in.Fh) // before the bridge frees the number
 	r.RawFileSystem.Release(cancel, in)
 	r.fs.released.releaseDone(cancel) // after go-fuse's own release bookkeeping (iomode.go)
 }

@@ -200,6 +200,11 @@ func TestDebugTraceStaysOutOfTestOutput(t *testing.T) {
 	if got := m.mustSh("wc -c < f"); strings.TrimSpace(got) != "100001" {
 		t.Fatalf("size through the mount: %q", got)
 	}
+	// wc's read-only handle is a passthrough one; the kernel sends its
+	// RELEASE in the background. While the daemon still holds it, an
+	// O_RDWR open of the file can only be passthrough too and is decided
+	// at open (stale: the file changed behind the mount).
+	m.waitHandlesReleased()
 	m.writeBacking("f", "short\n")   // the kernel still believes 100001 bytes
 	m.mustSh("cat 0<>f > /dev/null") // O_RDWR: read by the daemon, not passthrough
 	if before.String() != "" {

@@ -16,6 +16,24 @@ func (m *mount) status() map[string]any {
 	return readStatus(m.t, m.mnt)
 }
 
+// waitHandlesReleased waits until the daemon holds no file handle but
+// the one its status is read through (status handles.open), for a test
+// whose next open depends on the RELEASE of handles the kernel sends in
+// the background after a process closed them.
+func (m *mount) waitHandlesReleased() {
+	m.t.Helper()
+	for deadline := time.Now().Add(cliFailsafe); ; {
+		h, _ := m.status()["handles"].(map[string]any)
+		if n, ok := h["open"].(float64); ok && n <= 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("the daemon still holds handles after %v: %v", cliFailsafe, h)
+		}
+		time.Sleep(time.Millisecond) // polling the status, bounded above
+	}
+}
+
 // rawRead reads rel through the mount with open(2) and read(2) only: no
 // stat, so the kernel's cached size and pages are used as they are (cat's
 // fstat would refresh attributes whose atime the kernel invalidated).
