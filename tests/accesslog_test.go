@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rubinofs/rubinofs/daemon"
 )
 
 // accessLogLine is the shape of an operation's line, JuiceFS's:
@@ -234,5 +236,62 @@ func TestAccessLogHeartbeat(t *testing.T) {
 	}
 	if err := waitExit(cmd, "at unmount"); err != nil {
 		t.Errorf("cat of the access log at unmount: %v, want end-of-file (exit 0)", err)
+	}
+}
+
+// TestAccessLogReadersBoundedPerUID: uid 65534 attaches at most 8 readers
+// of .rubino/accesslog (the ninth open fails with EMFILE, and the reason
+// is in .rubino/errors), and root still attaches one meanwhile. Each
+// reader costs every request a look and holds up to 4,096 lines: 4,000
+// readers of one uid took the daemon from 26 MB to 418 MB before.
+func TestAccessLogReadersBoundedPerUID(t *testing.T) {
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("setpriv (util-linux) is needed to act as another uid")
+	}
+	m := newMount(t, nil, func(c *daemon.Config) { c.Options = append(c.Options, "allow_other") })
+	openUp(t, m.tmp)
+	script := `
+import os, sys
+fds, err = [], 0
+for i in range(20):
+    try:
+        fds.append(os.open(".rubino/accesslog", os.O_RDONLY | os.O_NONBLOCK))
+    except OSError as e:
+        err = e.errno
+        break
+print(len(fds), err, flush=True)
+sys.stdin.read()
+`
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script)
+	cmd.Dir = m.mnt
+	cmd.Env = testEnv(m.tmp)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the reader said %q: %v", line, err)
+	}
+	if got := strings.TrimSpace(line); got != "8 "+strconv.Itoa(int(syscall.EMFILE)) {
+		t.Errorf("uid 65534 attached %q (readers, then errno), want 8 and EMFILE", got)
+	}
+	f, err := os.OpenFile(m.mnt+"/.rubino/accesslog", os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatalf("root could not attach a reader while 65534 held its 8: %v", err)
+	}
+	f.Close()
+	if errs := m.mustSh("cat .rubino/errors"); !strings.Contains(errs, "readers of the access log are attached") {
+		t.Errorf(".rubino/errors does not give the reason of the refused open:\n%s", errs)
 	}
 }

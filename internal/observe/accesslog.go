@@ -43,9 +43,21 @@ const accessLogHeartbeat = time.Second
 // accessLogTime is the time layout of a line (JuiceFS's).
 const accessLogTime = "2006.01.02 15:04:05.000000"
 
+// accessLogReadersPerUID and accessLogReaders bound the attached readers:
+// of one uid, and in all (the mount's owner and root, outside every
+// session, past the second too). Each reader costs every request of the
+// mount a look (publish) and holds up to accessLogBuffer lines: 4,000
+// readers of one uid took the daemon from 26 MB to 418 MB and made a stat
+// 300 times slower. At most about 60 MB are held.
+const (
+	accessLogReadersPerUID = 8
+	accessLogReaders       = 64
+)
+
 // accessLog is the set of readers of .rubino/accesslog.
 type accessLog struct {
 	mu      sync.Mutex
+	byUID   map[uint32]int                // attached readers per uid (under mu)
 	readers atomic.Pointer[[]*alogReader] // copy-on-write; nil or empty: no reader
 	closed  chan struct{}                 // closed by close: every feed ends
 	once    sync.Once
@@ -91,13 +103,15 @@ func (l *accessLog) publish(line []byte, sess string, uid uint32) {
 	}
 }
 
-// open attaches a new reader that gets the lines see accepts (nil: all).
-// After close the reader's feed is at its end.
-func (l *accessLog) open(see func(sess string, uid uint32) bool) *alogReader {
-	r := &alogReader{log: l, see: see, ch: make(chan []byte, accessLogBuffer), done: make(chan struct{})}
+// open attaches a new reader of uid that gets the lines see accepts (nil:
+// all). After close the reader's feed is at its end. EMFILE, with the
+// reason, past accessLogReadersPerUID readers of uid or, unless exempt
+// (the owner or root outside every session), accessLogReaders in all.
+func (l *accessLog) open(uid uint32, exempt bool, see func(sess string, uid uint32) bool) (*alogReader, error) {
+	r := &alogReader{log: l, uid: uid, see: see, ch: make(chan []byte), done: make(chan struct{})}
 	select {
 	case <-l.closed:
-		return r // never attached: its first read is end-of-file
+		return r, nil // never attached: its first read is end-of-file
 	default:
 	}
 	l.mu.Lock()
@@ -106,15 +120,31 @@ func (l *accessLog) open(see func(sess string, uid uint32) bool) *alogReader {
 	if p := l.readers.Load(); p != nil {
 		cur = *p
 	}
+	if l.byUID[uid] >= accessLogReadersPerUID || !exempt && len(cur) >= accessLogReaders {
+		return nil, ctltree.Errorf(syscall.EMFILE, "%d readers of the access log are attached (at most %d of one uid, %d in all): close one first",
+			len(cur), accessLogReadersPerUID, accessLogReaders)
+	}
+	if l.byUID == nil {
+		l.byUID = map[uint32]int{}
+	}
+	l.byUID[uid]++
+	r.attached = true
+	r.ch = make(chan []byte, accessLogBuffer)
 	next := append(append(make([]*alogReader, 0, len(cur)+1), cur...), r)
 	l.readers.Store(&next)
-	return r
+	return r, nil
 }
 
 // detach removes r from the readers.
 func (l *accessLog) detach(r *alogReader) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if r.attached {
+		r.attached = false
+		if l.byUID[r.uid]--; l.byUID[r.uid] <= 0 {
+			delete(l.byUID, r.uid)
+		}
+	}
 	p := l.readers.Load()
 	if p == nil {
 		return
@@ -138,11 +168,13 @@ type alogReader struct {
 	log *accessLog
 	// see filters the lines by the request's session and uid (nil: the
 	// reader sees all): set at open from the reader's caller.
-	see     func(sess string, uid uint32) bool
-	ch      chan []byte
-	dropped atomic.Uint64 // lines lost since the last report
-	done    chan struct{}
-	once    sync.Once
+	see      func(sess string, uid uint32) bool
+	uid      uint32 // the reader's, counted in accessLog.byUID
+	attached bool   // counted (under accessLog.mu)
+	ch       chan []byte
+	dropped  atomic.Uint64 // lines lost since the last report
+	done     chan struct{}
+	once     sync.Once
 
 	mu      sync.Mutex // serialises reads of this handle
 	pending []byte     // the rest of a line cut by a short read
@@ -258,7 +290,7 @@ func (o *Observer) openAccessLog(c ctltree.Caller) (ctltree.Feed, error) {
 	}
 	outside := h.Outside(c)
 	if c.Privileged && outside { // the mount's owner or root, outside every session
-		return o.m.alog.open(nil), nil
+		return feed(o.m.alog.open(c.Uid, true, nil))
 	}
 	see := func(sess string, uid uint32) bool {
 		if sess == "-" || sess == sessions.Unknown {
@@ -266,5 +298,14 @@ func (o *Observer) openAccessLog(c ctltree.Caller) (ctltree.Feed, error) {
 		}
 		return h.MayActOn(c, sess)
 	}
-	return o.m.alog.open(see), nil
+	return feed(o.m.alog.open(c.Uid, false, see))
+}
+
+// feed is open's answer as a ctltree.Feed: nil, not a nil reader, with an
+// error.
+func feed(r *alogReader, err error) (ctltree.Feed, error) {
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ func BenchmarkRecord(b *testing.B) {
 // read reports the loss first, then the oldest lines, whole.
 func TestAccessLogNeverBlocks(t *testing.T) {
 	l := newAccessLog()
-	r := l.open(nil)
+	r := mustOpen(t, l)
 	defer r.Close()
 	const extra = 10
 	for i := range accessLogBuffer + extra {
@@ -77,7 +78,7 @@ func TestAccessLogNeverBlocks(t *testing.T) {
 // waits whole for the next read.
 func TestAccessLogShortReads(t *testing.T) {
 	l := newAccessLog()
-	r := l.open(nil)
+	r := mustOpen(t, l)
 	defer r.Close()
 	l.publish([]byte("abcdefghij\n"), "default", 0)
 	l.publish([]byte("0123\n"), "default", 0)
@@ -111,7 +112,7 @@ func TestAccessLogEnds(t *testing.T) {
 		{"interrupted", func(_ *alogReader, cancel context.CancelFunc) { cancel() }, context.Canceled},
 		{"log closed", func(*alogReader, context.CancelFunc) { l.close() }, io.EOF},
 	} {
-		r := l.open(nil)
+		r := mustOpen(t, l)
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() {
@@ -141,7 +142,7 @@ func TestAccessLogEnds(t *testing.T) {
 // io.EOF, not EAGAIN.
 func TestAccessLogNonBlockingFeed(t *testing.T) {
 	l := newAccessLog()
-	r := l.open(nil)
+	r := mustOpen(t, l)
 	nb := ctltree.WithNonBlocking(context.Background())
 	buf := make([]byte, 4096)
 	if n, err := r.Read(nb, buf); !errors.Is(err, ctltree.ErrWouldBlock) || n != 0 {
@@ -159,4 +160,63 @@ func TestAccessLogNonBlockingFeed(t *testing.T) {
 	if _, err := r.Read(nb, buf); !errors.Is(err, io.EOF) {
 		t.Fatalf("closed feed: %v, want io.EOF", err)
 	}
+}
+
+// mustOpen attaches a reader of uid 0 that sees every line.
+func mustOpen(t *testing.T, l *accessLog) *alogReader {
+	t.Helper()
+	r, err := l.open(0, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestAccessLogReadersBounded: one uid attaches at most
+// accessLogReadersPerUID readers, all together at most accessLogReaders
+// (EMFILE past either), a closed reader frees its place, and the owner or
+// root outside every session attaches past the total, within its own
+// share.
+func TestAccessLogReadersBounded(t *testing.T) {
+	l := newAccessLog()
+	defer l.close()
+	emfile := func(uid uint32, exempt bool) {
+		t.Helper()
+		r, err := l.open(uid, exempt, nil)
+		if ctltree.ErrnoOf(err) != syscall.EMFILE {
+			t.Fatalf("uid %d (exempt %v): reader attached past a bound (err %v)", uid, exempt, err)
+		}
+		if r != nil {
+			t.Fatal("a refused open returned a reader")
+		}
+	}
+	var first *alogReader
+	for uid := uint32(1000); uid < 1000+accessLogReaders/accessLogReadersPerUID; uid++ {
+		for range accessLogReadersPerUID {
+			r, err := l.open(uid, false, nil)
+			if err != nil {
+				t.Fatalf("uid %d: %v", uid, err)
+			}
+			if first == nil {
+				first = r
+			}
+		}
+	}
+	emfile(1000, false)
+	emfile(2000, false) // a new uid: past the total
+	r, err := l.open(0, true, nil)
+	if err != nil {
+		t.Fatalf("root outside every session, past the total: %v", err)
+	}
+	r.Close()
+	first.Close()
+	if _, err := l.open(2000, false, nil); err != nil {
+		t.Fatalf("after a reader closed: %v", err)
+	}
+	for range accessLogReadersPerUID {
+		if _, err := l.open(0, true, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	emfile(0, true) // exempt from the total, not from its own share
 }
