@@ -23,6 +23,9 @@ type commitSpec struct {
 	// MaxPerOwner is the per-uid transcript cap the child counts against
 	// (0: none; docs/DESIGN.md#compact-bounds).
 	MaxPerOwner int
+	// MaxOwnerBytes bounds the bytes of the transcripts the child's owner
+	// owns, the child included (0: none).
+	MaxOwnerBytes int64
 }
 
 // commitHook is called between the steps of a commit, inside the
@@ -95,6 +98,11 @@ func (s *Store) commit(ctx context.Context, spec commitSpec, hook commitHook) (S
 	msgs = append(msgs, spec.Summary)
 	msgs = append(msgs, spec.Tail...)
 	msgs = append(msgs, late...)
+	if add, err := messagesBytes(msgs); err != nil {
+		return Summary{}, Session{}, err
+	} else if err := checkOwnerBytes(ctx, tx, child.ID, add, spec.MaxOwnerBytes); err != nil {
+		return Summary{}, Session{}, err
+	}
 	if err := insertMessages(ctx, tx, child.ID, 1, msgs); err != nil {
 		return Summary{}, Session{}, err
 	}

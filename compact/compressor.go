@@ -549,7 +549,7 @@ func (c *Compressor) Compact(ctx context.Context, idOrPrefix string, force bool)
 		Source: sess, Head: split.Head, Summary: sm, Tail: split.Tail, SourceLastSeq: lastSeq,
 		Row: Summary{Content: text, PreviousID: res.PreviousSummaryID, OriginalTokens: res.OriginalTokens, SavedTokens: saved,
 			RemovedTokens: removed, OriginalMessages: res.OriginalMessages, Summarizer: c.sum.Name(), Forced: force},
-		MaxPerOwner: c.cfg.MaxTranscriptsPerUID,
+		MaxPerOwner: c.cfg.MaxTranscriptsPerUID, MaxOwnerBytes: c.cfg.MaxBytesPerUID,
 	}, c.hook)
 	if err != nil {
 		return done(res, fmt.Errorf("commit: %w", err))

@@ -43,6 +43,9 @@ const (
 	// compact.max_transcript_bytes: 1 MiB (one control-file write) to 1 TiB.
 	MinTranscriptBytes      = 1 << 20
 	MaxTranscriptBytesLimit = 1 << 40
+	// DefaultMaxBytesPerUID bounds the bytes of the transcripts one uid
+	// owns together (compact.max_bytes_per_uid): 1 GiB.
+	DefaultMaxBytesPerUID = 1 << 30
 	// MaxTranscriptsPerUIDLimit is the largest compact.max_transcripts_per_uid.
 	MaxTranscriptsPerUIDLimit = 1_000_000
 )
@@ -93,6 +96,10 @@ type Config struct {
 	// MaxTranscriptsPerUID bounds the transcripts one uid owns, compacted
 	// children included; creating one past it fails with EAGAIN.
 	MaxTranscriptsPerUID int `json:"max_transcripts_per_uid,omitempty"`
+	// MaxBytesPerUID bounds the stored bytes of the transcripts one uid
+	// owns together, compacted children included; an append or a
+	// compaction past it fails with EFBIG and stores nothing.
+	MaxBytesPerUID int64 `json:"max_bytes_per_uid,omitempty"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -112,6 +119,7 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.Summarizer.Backend, "builtin")
 	orDefault(&c.MaxTranscriptBytes, DefaultMaxTranscriptBytes)
 	orDefault(&c.MaxTranscriptsPerUID, DefaultMaxTranscriptsPerUID)
+	orDefault(&c.MaxBytesPerUID, DefaultMaxBytesPerUID)
 	return c
 }
 
@@ -146,6 +154,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("unknown tokenizer %q", c.Tokenizer)
 	case c.MaxTranscriptBytes < MinTranscriptBytes || c.MaxTranscriptBytes > MaxTranscriptBytesLimit:
 		return fmt.Errorf("max_transcript_bytes %d out of range (%d to %d)", c.MaxTranscriptBytes, MinTranscriptBytes, int64(MaxTranscriptBytesLimit))
+	case c.MaxBytesPerUID < MinTranscriptBytes || c.MaxBytesPerUID > MaxTranscriptBytesLimit:
+		return fmt.Errorf("max_bytes_per_uid %d out of range (%d to %d)", c.MaxBytesPerUID, MinTranscriptBytes, int64(MaxTranscriptBytesLimit))
 	case c.MaxTranscriptsPerUID < 1 || c.MaxTranscriptsPerUID > MaxTranscriptsPerUIDLimit:
 		return fmt.Errorf("max_transcripts_per_uid %d out of range (1 to %d)", c.MaxTranscriptsPerUID, MaxTranscriptsPerUIDLimit)
 	}

@@ -63,7 +63,8 @@ parent's owner): only that uid, and the mount owner or root outside every
 agent session, may list, read, append to, compact or delete it. A session
 holds at most compact.max_transcript_bytes (an append past it fails with
 EFBIG and stores nothing: compact, then continue in the child); a uid owns
-at most compact.max_transcripts_per_uid sessions (EAGAIN past it).
+at most compact.max_transcripts_per_uid sessions (EAGAIN past it), holding
+at most compact.max_bytes_per_uid together (EFBIG past it).
 `
 
 // maxResults bounds the in-memory table of last results.

@@ -74,6 +74,28 @@ func checkOwnerCap(ctx context.Context, tx *sql.Tx, owner uint32, max int) error
 	return nil
 }
 
+// checkOwnerBytes returns ErrTooLarge when adding add bytes to transcript
+// id would take the transcripts its owner owns past max bytes together
+// (max 0, or no owner: no cap). It runs inside the writing transaction.
+func checkOwnerBytes(ctx context.Context, tx *sql.Tx, id string, add, max int64) error {
+	if max <= 0 {
+		return nil
+	}
+	var owner sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT owner FROM sessions WHERE id = ?`, id).Scan(&owner); err != nil || !owner.Valid {
+		return err
+	}
+	var held int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(bytes), 0) FROM sessions WHERE owner = ?`, owner.Int64).Scan(&held); err != nil {
+		return err
+	}
+	if held+add > max {
+		return fmt.Errorf("%w: the transcripts of uid %d hold %d bytes and this write adds %d, past compact.max_bytes_per_uid (%d bytes): nothing of it was stored; delete transcripts you no longer need (rubinofs compact rm ID) or ask the mount owner to raise the limit",
+			ErrTooLarge, owner.Int64, held, add, max)
+	}
+	return nil
+}
+
 // ResolveIn is Resolve among the transcripts sc sees: a prefix that
 // matches only transcripts sc may not see is ErrNotFound, and one that
 // matches several counts only the visible ones, so the answer never tells

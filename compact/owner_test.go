@@ -76,6 +76,77 @@ func TestTranscriptSizeLimit(t *testing.T) {
 	}
 }
 
+// TestOwnerBytesLimit: the transcripts of one uid together hold at most
+// MaxBytesPerUID: an append to a second transcript that would pass it
+// fails with ErrTooLarge (EFBIG, the reason naming the option) and stores
+// nothing, while another uid's append goes through; a compaction whose
+// child would pass it fails the same way and leaves no child; deleting a
+// transcript frees its bytes.
+func TestOwnerBytesLimit(t *testing.T) {
+	cfg := smallConfig()
+	cfg.MaxBytesPerUID = MinTranscriptBytes
+	c := newTestCompressor(t, cfg)
+	ctx := context.Background()
+	s := c.store
+	mk := func(owner uint32) string {
+		t.Helper()
+		sess, err := s.CreateSessionCapped(ctx, SessionOptions{Owner: owner}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sess.ID
+	}
+	a, b, other := mk(1000), mk(1000), mk(65534)
+	big := strings.Repeat("x", 600<<10)
+	if _, err := c.AppendLines(ctx, a, jsonl(t, []Message{{Role: RoleUser, Content: big}})); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.AppendLines(ctx, b, jsonl(t, []Message{{Role: RoleUser, Content: big}}))
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("uid 1000's second 600 KiB past its 1 MiB: %v", err)
+	}
+	if ce := ctlErrnos.Map(err).(*ctltree.Error); ce.Errno != syscall.EFBIG || !strings.Contains(ce.Msg, "compact.max_bytes_per_uid") {
+		t.Fatalf("mapped: %v %q", ce.Errno, ce.Msg)
+	}
+	if st, _ := s.Stats(ctx, b); st.Messages != 0 {
+		t.Fatalf("messages after the refused append: %d", st.Messages)
+	}
+	if _, err := c.AppendLines(ctx, other, jsonl(t, []Message{{Role: RoleUser, Content: big}})); err != nil {
+		t.Fatalf("another uid's append: %v", err)
+	}
+	// A compaction copies the head and the tail into a child: with a's
+	// 600 KiB and b's conversation, the child passes the bound.
+	conv := genConversation(rand.New(rand.NewPCG(3, 4)), 80)
+	if _, err := c.AppendLines(ctx, b, jsonl(t, conv)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AppendLines(ctx, a, jsonl(t, []Message{{Role: RoleUser, Content: strings.Repeat("y", 1<<20-600<<10-int(mustSession(t, s, b).Bytes)-200)}})); err != nil {
+		t.Fatal(err)
+	}
+	before := counts(t, s)
+	if _, err := c.Compact(ctx, b, true); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("a compaction whose child passes the bound: %v", err)
+	}
+	if got := counts(t, s); got != before {
+		t.Fatalf("the refused compaction left rows: %v, before %v", got, before)
+	}
+	if _, err := s.DeleteTree(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Compact(ctx, b, true); err != nil || !res.Compacted {
+		t.Fatalf("compaction after a delete freed the bytes: %+v %v", res, err)
+	}
+}
+
+func mustSession(t *testing.T, s *Store, id string) Session {
+	t.Helper()
+	sess, err := s.Session(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess
+}
+
 // TestTranscriptOwnership: scopes see their uid's transcripts; a prefix
 // resolves among them only; the per-uid cap counts compacted children; a
 // delete takes the children with it.

@@ -226,15 +226,16 @@ func (s *Store) Stats(ctx context.Context, id string) (Stats, error) {
 // ErrLimit when the session would exceed MaxMessages. No size limit
 // (AppendMessagesCapped).
 func (s *Store) AppendMessages(ctx context.Context, id string, msgs []Message) (int64, error) {
-	return s.AppendMessagesCapped(ctx, id, msgs, 0)
+	return s.AppendMessagesCapped(ctx, id, msgs, 0, 0)
 }
 
 // AppendMessagesCapped is AppendMessages refusing with ErrTooLarge, and
 // storing nothing, when the transcript would hold more than maxBytes
-// (messageBytes summed; 0: no limit). The error names
-// compact.max_transcript_bytes and the figures
-// (docs/DESIGN.md#compact-bounds).
-func (s *Store) AppendMessagesCapped(ctx context.Context, id string, msgs []Message, maxBytes int64) (int64, error) {
+// (messageBytes summed), or the transcripts its owner owns more than
+// maxOwnerBytes together (0: no limit). The error names
+// compact.max_transcript_bytes or compact.max_bytes_per_uid and the
+// figures (docs/DESIGN.md#compact-bounds).
+func (s *Store) AppendMessagesCapped(ctx context.Context, id string, msgs []Message, maxBytes, maxOwnerBytes int64) (int64, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
@@ -247,16 +248,15 @@ func (s *Store) AppendMessagesCapped(ctx context.Context, id string, msgs []Mess
 		}
 		return 0, err
 	}
-	if maxBytes > 0 {
-		var add int64
-		for i := range msgs {
-			n, err := messageBytes(&msgs[i])
-			if err != nil {
-				return 0, err
-			}
-			add += n
+	if maxBytes > 0 || maxOwnerBytes > 0 {
+		add, err := messagesBytes(msgs)
+		if err != nil {
+			return 0, err
 		}
-		if size+add > maxBytes {
+		if err := checkOwnerBytes(ctx, tx, id, add, maxOwnerBytes); err != nil {
+			return 0, err
+		}
+		if maxBytes > 0 && size+add > maxBytes {
 			return 0, fmt.Errorf("%w: transcript %s holds %d bytes and this write adds %d, past compact.max_transcript_bytes (%d bytes): nothing of it was stored; compact it (rubinofs compact run --force %s) and continue in the child, or ask the mount owner to raise the limit",
 				ErrTooLarge, clip(id, ShortIDLen), size, add, maxBytes, clip(id, ShortIDLen))
 		}
@@ -284,6 +284,19 @@ func messageBytes(m *Message) (int64, error) {
 		return 0, err
 	}
 	return bytesWith(m, tcs), nil
+}
+
+// messagesBytes is messageBytes summed over msgs.
+func messagesBytes(msgs []Message) (int64, error) {
+	var sum int64
+	for i := range msgs {
+		n, err := messageBytes(&msgs[i])
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
 }
 
 // bytesWith is messageBytes given the tool calls' JSON tcs.

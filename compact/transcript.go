@@ -15,7 +15,8 @@ import (
 // AppendLines parses data as JSON lines and appends them to session id
 // (exact id), all or nothing (see ParseMessageLines,
 // Store.AppendMessagesCapped): ErrTooLarge when the transcript would exceed
-// Config.MaxTranscriptBytes.
+// Config.MaxTranscriptBytes, or its owner's transcripts together
+// Config.MaxBytesPerUID.
 // It returns the number of messages stored.
 func (c *Compressor) AppendLines(ctx context.Context, id string, data []byte) (int, error) {
 	sess, err := c.store.Session(ctx, id)
@@ -29,7 +30,7 @@ func (c *Compressor) AppendLines(ctx context.Context, id string, data []byte) (i
 	if len(msgs) == 0 {
 		return 0, nil
 	}
-	_, err = c.store.AppendMessagesCapped(ctx, id, msgs, c.cfg.MaxTranscriptBytes)
+	_, err = c.store.AppendMessagesCapped(ctx, id, msgs, c.cfg.MaxTranscriptBytes, c.cfg.MaxBytesPerUID)
 	return len(msgs), err
 }
 
