@@ -294,6 +294,41 @@ func TestDuplicateRead(t *testing.T) {
 	}
 }
 
+// TestDedupWindowsBounded: a session asking for three times MaxWindows
+// distinct windows keeps at most MaxWindows; the expired ones go first,
+// then the oldest, and a recent window is still a duplicate.
+func TestDedupWindowsBounded(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	g := New(Config{Now: func() time.Time { return now }})
+	f := newFile(t, "line1\nline2\n")
+	tr := g.ForSession("s")
+	tg := f.target()
+	h := HashBytes([]byte("line1\nline2\n"))
+	for i := range 3 * MaxWindows {
+		if i == MaxWindows/2 {
+			now = now.Add(DedupTTL + time.Second) // the first half expires
+		}
+		now = now.Add(time.Millisecond)
+		d, err := tr.DuplicateRead(tg, int64(i), 10, h)
+		must(t, err)
+		if d {
+			t.Fatalf("window %d: a first read taken for a duplicate", i)
+		}
+		tr.mu.Lock()
+		n := len(tr.windows)
+		tr.mu.Unlock()
+		if n > MaxWindows {
+			t.Fatalf("after window %d the session keeps %d windows, past %d", i, n, MaxWindows)
+		}
+	}
+	if d, _ := tr.DuplicateRead(tg, int64(3*MaxWindows-1), 10, h); !d {
+		t.Error("the newest window is no longer a duplicate")
+	}
+	if d, _ := tr.DuplicateRead(tg, 0, 10, h); d {
+		t.Error("the first, expired window is still a duplicate")
+	}
+}
+
 // TestSkeletonDrillIn: a targeted read window that overlaps a range elided
 // in the file's last skeleton is a drill-in (docs/DESIGN.md#skeleton-drill-in).
 func TestSkeletonDrillIn(t *testing.T) {

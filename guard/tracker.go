@@ -2,6 +2,7 @@ package guard
 
 import (
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -363,7 +364,56 @@ func (t *Tracker) DuplicateRead(tg Target, offset, limit int64, h Hash) (bool, e
 		return true, nil
 	}
 	t.windows[k] = window{hash: h, at: now}
+	if len(t.windows) > MaxWindows {
+		t.pruneWindows(now)
+	}
 	return false, nil
+}
+
+// MaxWindows bounds the read windows one session keeps for DuplicateRead
+// (docs/DESIGN.md#dedup-window): past it the windows older than DedupTTL
+// go, which can never be duplicates again, and then the oldest, down to
+// three quarters of it. A window dropped early only means its next read
+// is served again, never that stale bytes are. About 6 MiB a session;
+// before, a session's Read tool kept one per distinct window it ever
+// asked for (100,000 windows held 36 MB).
+const MaxWindows = 16384
+
+// pruneWindows drops the expired windows and then the oldest until at most
+// three quarters of MaxWindows are left. One sort per MaxWindows/4
+// inserts at most. Called with t.mu held.
+func (t *Tracker) pruneWindows(now time.Time) {
+	for k, w := range t.windows {
+		if now.Sub(w.at) > DedupTTL {
+			delete(t.windows, k)
+		}
+	}
+	keep := MaxWindows * 3 / 4
+	if len(t.windows) <= keep {
+		return
+	}
+	ats := make([]time.Time, 0, len(t.windows))
+	for _, w := range t.windows {
+		ats = append(ats, w.at)
+	}
+	slices.SortFunc(ats, func(a, b time.Time) int { return b.Compare(a) }) // newest first
+	cut := ats[keep-1] // the oldest time kept
+	for k, w := range t.windows {
+		if len(t.windows) <= keep {
+			break
+		}
+		if w.at.Before(cut) {
+			delete(t.windows, k)
+		}
+	}
+	for k, w := range t.windows { // ties at cut, past keep
+		if len(t.windows) <= keep {
+			break
+		}
+		if w.at.Equal(cut) {
+			delete(t.windows, k)
+		}
+	}
 }
 
 // NoteEditFailure flags that the session's last edit of id failed
