@@ -9,6 +9,7 @@ package ctlfs
 import (
 	"errors"
 	"io"
+	"sync"
 	"syscall"
 
 	"github.com/rubinofs/rubinofs/ctltree"
@@ -30,11 +31,18 @@ type pager struct {
 	err     error
 	buf     []byte
 	started bool
+
+	// slots, when set, bounds the renderers of uid running at once
+	// (renderSlots); held: this pager holds one, from a start until its
+	// content is exhausted or the handle is released.
+	slots *renderSlots
+	uid   uint32
+	held  bool
 }
 
 // start (re)starts the renderer.
 func (p *pager) start() {
-	p.stop()
+	p.halt()
 	pr, pw := io.Pipe()
 	p.pr, p.pos, p.last, p.lastOff, p.done, p.err, p.started = pr, 0, nil, 0, false, nil, true
 	render := p.render
@@ -43,11 +51,65 @@ func (p *pager) start() {
 	}()
 }
 
-// stop ends the renderer (its next write fails) and drops the pipe.
+// stop ends the renderer and returns its slot (the handle's release).
 func (p *pager) stop() {
+	p.halt()
+	p.give()
+}
+
+// halt ends the renderer (its next write fails) and drops the pipe.
+func (p *pager) halt() {
 	if p.pr != nil {
 		p.pr.CloseWithError(errPagerClosed)
 		p.pr = nil
+	}
+}
+
+// give returns the pager's renderer slot, if it holds one.
+func (p *pager) give() {
+	if p.held {
+		p.held = false
+		p.slots.give(p.uid)
+	}
+}
+
+// maxRendersPerUID bounds the control files one uid reads at once whose
+// content is rendered as it is read (renderSlots).
+const maxRendersPerUID = 16
+
+// renderSlots counts the renderers running per uid. A renderer may hold
+// its whole content while it waits for the reader (guard/tracked sorts
+// every record first), so a uid holding many such handles half-read held
+// that much each: 2,000 handles of a 2,000-record tracked took the daemon
+// from 26 MB to 263 MB. Past maxRendersPerUID the read fails with EMFILE
+// and the reason. A slot is held from the first read (or a read again at
+// offset 0) until the content is exhausted or the handle released.
+// Concurrency: mu guards byUID.
+type renderSlots struct {
+	mu    sync.Mutex
+	byUID map[uint32]int
+}
+
+// take reserves a renderer slot for uid, or returns the EMFILE error.
+func (s *renderSlots) take(uid uint32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byUID[uid] >= maxRendersPerUID {
+		return ctltree.Errorf(syscall.EMFILE, "uid %d is reading %d rendered control files at once, the most: read one to its end or close it", uid, maxRendersPerUID)
+	}
+	if s.byUID == nil {
+		s.byUID = map[uint32]int{}
+	}
+	s.byUID[uid]++
+	return nil
+}
+
+// give returns a slot of uid.
+func (s *renderSlots) give(uid uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byUID[uid]--; s.byUID[uid] <= 0 {
+		delete(s.byUID, uid)
 	}
 }
 
@@ -59,6 +121,12 @@ var errPagerClosed = errors.New("control file handle closed")
 // renderer's error once its content is exhausted.
 func (p *pager) read(off int64, n int) ([]byte, error) {
 	if !p.started || (off == 0 && p.pos > 0) {
+		if !p.held && p.slots != nil {
+			if err := p.slots.take(p.uid); err != nil {
+				return nil, err
+			}
+			p.held = true
+		}
 		p.start()
 	}
 	if p.cursor {
@@ -86,6 +154,9 @@ func (p *pager) read(off int64, n int) ([]byte, error) {
 			return nil, p.err
 		}
 		err = nil
+	}
+	if p.done {
+		p.give() // the renderer has ended: it holds nothing more
 	}
 	if got == 0 { // the end: the last chunk stays readable again
 		return nil, err

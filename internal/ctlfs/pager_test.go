@@ -71,3 +71,53 @@ func TestPagerInOrder(t *testing.T) {
 		t.Fatalf("the renderer's error: %v", err)
 	}
 }
+
+// TestPagerRenderSlots: one uid reads at most maxRendersPerUID rendered
+// files at once (the next read fails with EMFILE, another uid's goes
+// through); a pager read to its end, or stopped, frees its slot; reading
+// a held pager again from offset 0 takes no second slot.
+func TestPagerRenderSlots(t *testing.T) {
+	var slots renderSlots
+	content := strings.Repeat("x", 10000)
+	mk := func(uid uint32) *pager {
+		return &pager{render: func(w io.Writer) error { _, err := io.WriteString(w, content); return err }, slots: &slots, uid: uid}
+	}
+	held := func(uid uint32) int { slots.mu.Lock(); defer slots.mu.Unlock(); return slots.byUID[uid] }
+	var ps []*pager
+	for range maxRendersPerUID {
+		p := mk(7)
+		if _, err := p.read(0, 100); err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	extra := mk(7)
+	if _, err := extra.read(0, 100); ctltree.ErrnoOf(err) != syscall.EMFILE {
+		t.Fatalf("read past the slots: %v, want EMFILE", err)
+	}
+	if _, err := mk(8).read(0, 100); err != nil {
+		t.Fatalf("another uid: %v", err)
+	}
+	if _, err := ps[0].read(0, 100); err != nil || held(7) != maxRendersPerUID { // again from 0
+		t.Fatalf("a read again from 0: %v, uid 7 holds %d", err, held(7))
+	}
+	for off := int64(100); ; { // to the end
+		b, err := ps[0].read(off, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) == 0 {
+			break
+		}
+		off += int64(len(b))
+	}
+	if _, err := extra.read(0, 100); err != nil {
+		t.Fatalf("after a pager was read to its end: %v", err)
+	}
+	for _, p := range append(ps, extra) {
+		p.stop()
+	}
+	if n := held(7); n != 0 {
+		t.Fatalf("uid 7 holds %d slots after every pager stopped", n)
+	}
+}

@@ -304,7 +304,7 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 	}
 	if h.file.Kind == ctltree.ReadOnly && h.file.Render != nil && h.pages == nil {
 		file, c := h.file, h.caller
-		h.pages = &pager{render: func(w io.Writer) error { return file.Render(c, w) }}
+		h.pages = &pager{render: func(w io.Writer) error { return file.Render(c, w) }, slots: &h.t.renders, uid: c.Uid}
 	}
 	if h.pages != nil {
 		data, err := h.pages.read(off, len(dest))
@@ -360,6 +360,11 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 				return nil, syscall.EINTR
 			}
 			if err != nil {
+				return nil, h.fail(err)
+			}
+			if err := h.t.snaps.hold(h.caller.Uid, len(h.content), len(content)); err != nil {
+				h.t.snaps.hold(h.caller.Uid, len(h.content), 0)
+				h.content, h.loaded = nil, false
 				return nil, h.fail(err)
 			}
 			h.content = content
@@ -426,7 +431,7 @@ func (h *ctlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 		if h.file.CloneRender != nil {
 			var render func(io.Writer) error
 			if render, err = h.file.CloneRender(h.caller, data); err == nil {
-				h.pages, h.cloned = &pager{render: render, cursor: true}, true
+				h.pages, h.cloned = &pager{render: render, cursor: true, slots: &h.t.renders, uid: h.caller.Uid}, true
 			}
 			break
 		}
@@ -463,6 +468,10 @@ func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
 	defer h.mu.Unlock()
 	if h.pages != nil {
 		h.pages.stop()
+	}
+	if len(h.content) > 0 {
+		h.t.snaps.hold(h.caller.Uid, len(h.content), 0)
+		h.content = nil
 	}
 	return 0
 }

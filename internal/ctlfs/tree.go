@@ -94,6 +94,11 @@ type Tree struct {
 
 	statusMu    sync.Mutex
 	statusExtra []StatusFunc
+
+	// renders bounds the rendered control files each uid reads at once
+	// (pager.go); snaps the snapshots its open handles hold (snapshots.go).
+	renders renderSlots
+	snaps   snapshotBytes
 }
 
 // New builds the control tree's base files (base.go, policy.go) over
