@@ -262,27 +262,7 @@ for i in range(20):
 print(len(fds), err, flush=True)
 sys.stdin.read()
 `
-	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script)
-	cmd.Dir = m.mnt
-	cmd.Env = testEnv(m.tmp)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer stdin.Close()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("the reader said %q: %v", line, err)
-	}
+	line := holdAsNobody(t, m.mnt, m.tmp, script)
 	if got := strings.TrimSpace(line); got != "8 "+strconv.Itoa(int(syscall.EMFILE)) {
 		t.Errorf("uid 65534 attached %q (readers, then errno), want 8 and EMFILE", got)
 	}

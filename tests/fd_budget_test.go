@@ -53,27 +53,7 @@ except OSError as e:
 print(len(fds), err, flush=True)
 sys.stdin.read()
 `
-	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script)
-	cmd.Dir = m.mnt
-	cmd.Env = testEnv(m.tmp)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer stdin.Close()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("the holder said %q: %v", line, err)
-	}
+	line := holdAsNobody(t, m.mnt, m.tmp, script)
 	f := strings.Fields(line)
 	held, _ := strconv.Atoi(f[0])
 	t.Logf("uid 65534 held %d handles, then errno %s (per_uid %v)", held, f[1], perUID)
@@ -90,4 +70,33 @@ sys.stdin.read()
 	if r, _ := h["refused"].(float64); r < 1 {
 		t.Errorf("status handles.refused = %v after a refused open", h["refused"])
 	}
+}
+
+// holdAsNobody starts script with /usr/bin/python3 as uid and gid 65534
+// in dir and returns the first line it prints; the script then holds what
+// it opened until its standard input ends, which the test's cleanup
+// closes (and waits for the script to exit).
+func holdAsNobody(t *testing.T, dir, tmp, script string) string {
+	t.Helper()
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = testEnv(tmp)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the holder said %q: %v", line, err)
+	}
+	return line
 }
