@@ -18,7 +18,7 @@ import (
 // every caller (EMFILE, and EIO where a create needed one). Past perUID
 // handles of one uid (on an allow_other mount; on another, only the
 // mount's user reaches it and perUID is total), or total of all, an
-// OPEN, CREATE or OPENDIR
+// OPEN, CREATE, TMPFILE or OPENDIR
 // fails with EMFILE for that caller alone, as if its own table were
 // full, before anything is opened or created. A reserve below the
 // limit stays for the daemon's own descriptors (the journal, the
@@ -115,14 +115,16 @@ func (b *fdBudget) status() (string, any) {
 		"most_by_one_uid": most, "refused": b.refused.Load()}
 }
 
-// opening runs open, an OPEN, CREATE or OPENDIR of caller, within the
+// opening runs open, an OPEN, CREATE, TMPFILE or OPENDIR of caller, within the
 // budget: EMFILE without calling it when the caller's uid is past its
 // share, else its status, with the handle it made (*fh after it) counted.
 func (b *fdBudget) opening(caller *fuse.Caller, fh *uint64, open func() fuse.Status) fuse.Status {
 	if !b.take(caller.Uid) {
 		return fuse.Status(syscall.EMFILE)
 	}
+	ok := false
+	defer func() { b.settle(caller.Uid, *fh, ok) }() // a handler's panic (go-fuse answers EIO) gives the slot back too
 	st := open()
-	b.settle(caller.Uid, *fh, st == fuse.OK)
+	ok = st == fuse.OK
 	return st
 }

@@ -357,10 +357,7 @@ func (t *Tracker) DuplicateRead(tg Target, offset, limit int64, h Hash) (bool, e
 	defer t.mu.Unlock()
 	if t.recover[id] {
 		delete(t.recover, id)
-		t.windows[k] = window{hash: h, at: now}
-		return false, nil
-	}
-	if prior, ok := t.windows[k]; ok && prior.hash == h && now.Sub(prior.at) <= DedupTTL {
+	} else if prior, ok := t.windows[k]; ok && prior.hash == h && now.Sub(prior.at) <= DedupTTL {
 		return true, nil
 	}
 	t.windows[k] = window{hash: h, at: now}

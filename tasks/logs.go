@@ -41,7 +41,7 @@ func (rn *Runner) readLog(id string) ([]byte, error) {
 	}
 	var head string
 	if st.Size() > logTailMax {
-		head = fmt.Sprintf("[%d earlier bytes; the whole log is %s]\n", st.Size()-logTailMax, rn.LogPath(id))
+		head = fmt.Sprintf("[%d earlier bytes in %s]\n", st.Size()-logTailMax, rn.LogPath(id))
 		if _, err := f.Seek(st.Size()-logTailMax, io.SeekStart); err != nil {
 			return nil, err
 		}

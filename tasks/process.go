@@ -215,7 +215,7 @@ func (o *outputSink) pump(r *os.File, stdout bool, wg *sync.WaitGroup) {
 		if n > 0 {
 			chunk := buf[:n]
 			o.mu.Lock()
-			w, _ := o.log.Write(chunk)
+			w, _ := o.log.WriteAt(chunk, o.logSize) // at the size, not the descriptor's offset: boundLog moves the end
 			if o.logSize += int64(w); o.logSize > taskLogMax {
 				o.boundLog()
 			}
@@ -249,9 +249,10 @@ const (
 
 // boundLog cuts the log file to its last taskLogKeep bytes, after a line
 // that counts the output dropped so far. A copy of taskLogKeep bytes per
-// taskLogKeep written: the cost per byte stays constant. When the file
-// cannot be read or rewritten it is truncated (the output is lost, the
-// bound holds). o.mu is held.
+// taskLogKeep written: the cost per byte stays constant. When the tail
+// cannot be read it is dropped too (the output is lost, the bound holds);
+// when the file cannot be truncated it is left as it is, and the next
+// write tries again. o.mu is held.
 func (o *outputSink) boundLog() {
 	tail := make([]byte, taskLogKeep)
 	n, err := o.log.ReadAt(tail, o.logSize-taskLogKeep)
@@ -260,17 +261,13 @@ func (o *outputSink) boundLog() {
 	} else {
 		tail = tail[:n]
 	}
-	o.dropped += o.logSize - o.headLen - int64(len(tail))
-	head := fmt.Sprintf("[rubinofs: %d earlier bytes of this task's output dropped; its log keeps the last %d]\n", o.dropped, taskLogKeep)
-	o.logSize = 0
 	if err := o.log.Truncate(0); err != nil {
 		return
 	}
-	if _, err := o.log.Seek(0, io.SeekStart); err != nil {
-		return
-	}
-	w1, _ := o.log.Write([]byte(head))
-	w2, _ := o.log.Write(tail)
+	o.dropped += o.logSize - o.headLen - int64(len(tail))
+	head := fmt.Sprintf("[rubinofs: %d earlier bytes of this task's output dropped; its log keeps the last %d]\n", o.dropped, taskLogKeep)
+	w1, _ := o.log.WriteAt([]byte(head), 0)
+	w2, _ := o.log.WriteAt(tail, int64(w1))
 	o.logSize, o.headLen = int64(w1+w2), int64(w1)
 }
 

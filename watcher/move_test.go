@@ -156,3 +156,32 @@ func TestMovedPaths(t *testing.T) {
 		t.Errorf("movedPaths(ab/f) = %v: a is not a prefix of ab", got)
 	}
 }
+
+// TestScanHoldsOneDescriptor: the scan of a chain of 200 nested
+// directories holds one directory open at a time, not one per level (a
+// chain 2,000 deep would otherwise take 2,000 of the daemon's
+// descriptors at once).
+func TestScanHoldsOneDescriptor(t *testing.T) {
+	root := t.TempDir()
+	deep := filepath.Join(root, "a")
+	for range 199 {
+		deep = filepath.Join(deep, "d")
+	}
+	write(t, filepath.Join(deep, "f"), "x")
+	r := newRec(t)
+	cfg := r.config(root)
+	cfg.Coalesce = time.Hour
+	w := start(t, cfg)
+	open := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	base, most := open(), 0
+	w.addTree("a", func(string) { most = max(most, open()) })
+	if most == 0 || most-base > 10 {
+		t.Errorf("the scan held %d descriptors more than before it (%d levels)", most-base, 200)
+	}
+}

@@ -241,39 +241,52 @@ func (w *Watcher) addTree(rel string, found func(rel string)) int {
 		if w.cfg.OnProgress != nil && count%1000 == 0 {
 			w.cfg.OnProgress(count, false)
 		}
-		fd, err := syscall.Open(w.abs(rel), syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			return // removed meanwhile: its Remove event follows
-		}
-		dir := os.NewFile(uintptr(fd), rel)
-		defer dir.Close()
-		ents, err := dir.ReadDir(-1)
-		if err != nil {
-			return
-		}
-		// In name order, as os.ReadDir gives them: the watches a limit
-		// leaves out do not depend on the directory's layout on disk.
-		sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
-		var ref *syscall.Timespec
-		if found != nil {
-			ref = w.own.dirScanRef(rel)
-		}
-		for _, e := range ents {
-			child := path.Join(rel, e.Name())
-			if found != nil {
-				if ref != nil && scanUnchanged(fd, e.Name(), ref) {
-					w.ownEvents.Add(1)
-				} else {
-					found(child)
-				}
-			}
-			if e.Type()&fs.ModeDir != 0 {
-				walk(child)
-			}
+		// The directory is closed before its subdirectories are walked:
+		// one descriptor at a time, whatever the depth.
+		for _, child := range w.readDir(rel, found) {
+			walk(child)
 		}
 	}
 	walk(rel)
 	return count
+}
+
+// readDir reads directory rel and returns its subdirectories, in name
+// order (as os.ReadDir gives them: the watches a limit leaves out do not
+// depend on the directory's layout on disk). found, if set, receives each
+// entry the scan rule does not clear (scanUnchanged, taken relative to
+// the open directory). The directory is closed before it returns.
+func (w *Watcher) readDir(rel string, found func(rel string)) []string {
+	fd, err := syscall.Open(w.abs(rel), syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil // removed meanwhile: its Remove event follows
+	}
+	dir := os.NewFile(uintptr(fd), rel)
+	defer dir.Close()
+	ents, err := dir.ReadDir(-1)
+	if err != nil {
+		return nil
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	var ref *syscall.Timespec
+	if found != nil {
+		ref = w.own.dirScanRef(rel)
+	}
+	var subdirs []string
+	for _, e := range ents {
+		child := path.Join(rel, e.Name())
+		if found != nil {
+			if ref != nil && scanUnchanged(fd, e.Name(), ref) {
+				w.ownEvents.Add(1)
+			} else {
+				found(child)
+			}
+		}
+		if e.Type()&fs.ModeDir != 0 {
+			subdirs = append(subdirs, child)
+		}
+	}
+	return subdirs
 }
 
 // scanUnchanged reports whether the entry name of the directory open at

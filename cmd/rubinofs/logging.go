@@ -88,29 +88,35 @@ func logMaxSize(c *cli.Context) (int64, error) {
 
 // boundedLog is a --daemon child's log: the records go to stderr, which
 // is the state directory's rubinofs.log (and so is stdout), and past max
-// bytes the file is rotated: renamed to rubinofs.log.1 (replacing the
-// one before) and a new rubinofs.log put in place of descriptors 1 and 2
-// (dup3), so that what writes to them directly (a crash's trace, go-fuse's
-// own messages) follows. The log then holds at most about twice max: no
+// bytes the file is rotated: a new file is made (rubinofs.log.new) and put
+// in place of descriptors 2 and 1 (dup3), so that what writes to them
+// directly (a crash's trace, go-fuse's own messages) follows; then the
+// full one is renamed rubinofs.log.1, replacing the one before, and the
+// new one rubinofs.log. The log then holds at most about twice max: no
 // workload can fill the disk through it (a process retrying a refused
 // write at 10,000 a second wrote 1.4 MB a second of records before).
 // Not a rotation library: those rotate the file they write, and leave
 // descriptor 2, where the Go runtime writes a crash, on the old one.
-// When the rename or the new file fails, the file is truncated instead:
-// records are lost, the bound holds. Safe for concurrent use.
+// When the new file cannot be made, or descriptor 2 is not the file at
+// path (its name was replaced), the file is truncated instead: records
+// are lost, the bound holds. Safe for concurrent use.
 type boundedLog struct {
-	mu   sync.Mutex
-	path string
-	max  int64
-	size int64 // bytes in the current file, as far as this process knows
+	mu      sync.Mutex
+	path    string
+	max     int64
+	size    int64 // bytes in the current file, as far as this process knows
+	inPlace bool  // descriptor 2 is not the file at path: truncate it, rename nothing
 }
 
-// newBoundedLog bounds the log file at path, which descriptor 2 is.
+// newBoundedLog bounds the log file at path, which descriptor 2 should be.
 func newBoundedLog(path string, max int64) *boundedLog {
 	l := &boundedLog{path: path, max: max}
-	var st unix.Stat_t
+	var st, at unix.Stat_t
 	if unix.Fstat(2, &st) == nil {
 		l.size = st.Size
+	}
+	if unix.Stat(path, &at) != nil || at.Dev != st.Dev || at.Ino != st.Ino {
+		l.inPlace = true
 	}
 	return l
 }
@@ -128,26 +134,31 @@ func (l *boundedLog) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// rotate moves the full log aside and points descriptors 1 and 2 at a new
-// one. Called with mu held.
+// rotate moves descriptors 1 and 2 to a new file and names it path, the
+// full one path.1. Called with mu held.
 func (l *boundedLog) rotate() {
 	l.size = 0
-	if err := rotateLog(l.path); err != nil {
+	if l.inPlace {
 		unix.Ftruncate(2, 0) // O_APPEND: the next record starts the file again
-		fmt.Fprintf(os.Stderr, "rubinofs: log rotation failed, earlier records dropped: %v\n", err)
 		return
 	}
-	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	fresh := l.path + ".new"
+	f, err := os.OpenFile(fresh, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err == nil {
-		defer f.Close()
 		if err = unix.Dup3(int(f.Fd()), 2, 0); err == nil {
 			err = unix.Dup3(int(f.Fd()), 1, 0)
 		}
+		f.Close()
 	}
 	if err != nil {
+		os.Remove(fresh)
 		unix.Ftruncate(2, 0)
+		unix.Ftruncate(1, 0)
 		fmt.Fprintf(os.Stderr, "rubinofs: log rotation failed, earlier records dropped: %v\n", err)
+		return
 	}
+	rotateLog(l.path)        // the full file becomes path.1
+	os.Rename(fresh, l.path) // and the one descriptors 1 and 2 are, path
 }
 
 // rotateLog renames the log at path to path.1, replacing an older one.
@@ -157,8 +168,8 @@ func rotateLog(path string) error {
 
 // rotateFullLog rotates the log at path before a --daemon child is
 // started, when it already holds max bytes or more (earlier mounts'
-// records): the child's first record then starts a new file, where its
-// parent looks for the reason of a failure.
+// records), so the child starts a new file. (When the child's own first
+// records rotate it, the parent reads the new file from its start.)
 func rotateFullLog(path string, max int64) {
 	if st, err := os.Lstat(path); err == nil && st.Mode().IsRegular() && st.Size() >= max {
 		rotateLog(path)

@@ -378,6 +378,11 @@ func spawnDaemon(cfg daemon.Config, c *cli.Context) error {
 	if line == "" && errors.Is(rerr, io.EOF) {
 		line = "the daemon exited before mounting; see " + logPath
 	}
+	if st, err := logf.Stat(); err == nil {
+		if now, err := os.Stat(logPath); err != nil || !os.SameFile(st, now) {
+			logStart = 0 // the child rotated the log: its records start the new file
+		}
+	}
 	childSaid(logPath, logStart, line)
 	return cli.Exit(line, 1)
 }

@@ -33,43 +33,41 @@ type pager struct {
 	started bool
 
 	// slots, when set, bounds the renderers of uid running at once
-	// (renderSlots); held: this pager holds one, from a start until its
-	// content is exhausted or the handle is released.
+	// (renderSlots): each renderer goroutine holds one from its start
+	// until its render returns (its content written, or its next write
+	// failed once the handle was released or read again from 0).
 	slots *renderSlots
 	uid   uint32
-	held  bool
 }
 
-// start (re)starts the renderer.
-func (p *pager) start() {
-	p.halt()
+// start (re)starts the renderer, or returns the EMFILE error when uid
+// runs as many as it may (the pager is then as if never started).
+func (p *pager) start() error {
+	p.stop()
+	p.started = false
+	if p.slots != nil {
+		if err := p.slots.take(p.uid); err != nil {
+			return err
+		}
+	}
 	pr, pw := io.Pipe()
 	p.pr, p.pos, p.last, p.lastOff, p.done, p.err, p.started = pr, 0, nil, 0, false, nil, true
-	render := p.render
+	render, slots, uid := p.render, p.slots, p.uid
 	go func() {
 		pw.CloseWithError(render(pw))
+		if slots != nil {
+			slots.give(uid)
+		}
 	}()
+	return nil
 }
 
-// stop ends the renderer and returns its slot (the handle's release).
+// stop ends the renderer (its next write fails, and its slot is given
+// back as it returns) and drops the pipe.
 func (p *pager) stop() {
-	p.halt()
-	p.give()
-}
-
-// halt ends the renderer (its next write fails) and drops the pipe.
-func (p *pager) halt() {
 	if p.pr != nil {
 		p.pr.CloseWithError(errPagerClosed)
 		p.pr = nil
-	}
-}
-
-// give returns the pager's renderer slot, if it holds one.
-func (p *pager) give() {
-	if p.held {
-		p.held = false
-		p.slots.give(p.uid)
 	}
 }
 
@@ -77,14 +75,14 @@ func (p *pager) give() {
 // content is rendered as it is read (renderSlots).
 const maxRendersPerUID = 16
 
-// renderSlots counts the renderers running per uid. A renderer may hold
-// its whole content while it waits for the reader (guard/tracked sorts
-// every record first), so a uid holding many such handles half-read held
-// that much each: 2,000 handles of a 2,000-record tracked took the daemon
-// from 26 MB to 263 MB. Past maxRendersPerUID the read fails with EMFILE
-// and the reason. A slot is held from the first read (or a read again at
-// offset 0) until the content is exhausted or the handle released.
-// Concurrency: mu guards byUID.
+// renderSlots counts the renderers running per uid. A renderer keeps
+// what it has built while it waits for its reader, so a uid holding many
+// handles half-read held that much each (as 2,000 handles of a
+// 2,000-record guard/tracked snapshot took the daemon from 26 MB to 263
+// MB: snapshots.go). Past maxRendersPerUID the read that would start
+// another fails with EMFILE and the reason. A slot is held by the
+// renderer goroutine from its start (the first read, or a read again at
+// offset 0) until its render returns. Concurrency: mu guards byUID.
 type renderSlots struct {
 	mu    sync.Mutex
 	byUID map[uint32]int
@@ -121,13 +119,9 @@ var errPagerClosed = errors.New("control file handle closed")
 // renderer's error once its content is exhausted.
 func (p *pager) read(off int64, n int) ([]byte, error) {
 	if !p.started || (off == 0 && p.pos > 0) {
-		if !p.held && p.slots != nil {
-			if err := p.slots.take(p.uid); err != nil {
-				return nil, err
-			}
-			p.held = true
+		if err := p.start(); err != nil {
+			return nil, err
 		}
-		p.start()
 	}
 	if p.cursor {
 		off = p.pos
@@ -154,9 +148,6 @@ func (p *pager) read(off int64, n int) ([]byte, error) {
 			return nil, p.err
 		}
 		err = nil
-	}
-	if p.done {
-		p.give() // the renderer has ended: it holds nothing more
 	}
 	if got == 0 { // the end: the last chunk stays readable again
 		return nil, err

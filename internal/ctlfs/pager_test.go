@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rubinofs/rubinofs/ctltree"
 )
@@ -72,17 +73,26 @@ func TestPagerInOrder(t *testing.T) {
 	}
 }
 
-// TestPagerRenderSlots: one uid reads at most maxRendersPerUID rendered
-// files at once (the next read fails with EMFILE, another uid's goes
-// through); a pager read to its end, or stopped, frees its slot; reading
-// a held pager again from offset 0 takes no second slot.
+// TestPagerRenderSlots: one uid runs at most maxRendersPerUID renderers
+// at once (the read that would start one more fails with EMFILE, another
+// uid's goes through); a renderer that has written its content, or whose
+// handle was released, gives its slot back as it returns.
 func TestPagerRenderSlots(t *testing.T) {
 	var slots renderSlots
-	content := strings.Repeat("x", 10000)
+	content := strings.Repeat("x", 100000) // more than a pipe write at once: the renderer waits for its reader
 	mk := func(uid uint32) *pager {
 		return &pager{render: func(w io.Writer) error { _, err := io.WriteString(w, content); return err }, slots: &slots, uid: uid}
 	}
 	held := func(uid uint32) int { slots.mu.Lock(); defer slots.mu.Unlock(); return slots.byUID[uid] }
+	waitHeld := func(uid uint32, want int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); held(uid) != want; {
+			if time.Now().After(deadline) {
+				t.Fatalf("uid %d holds %d slots, want %d", uid, held(uid), want)
+			}
+			time.Sleep(time.Millisecond) // the renderer goroutine returns on its own
+		}
+	}
 	var ps []*pager
 	for range maxRendersPerUID {
 		p := mk(7)
@@ -95,13 +105,11 @@ func TestPagerRenderSlots(t *testing.T) {
 	if _, err := extra.read(0, 100); ctltree.ErrnoOf(err) != syscall.EMFILE {
 		t.Fatalf("read past the slots: %v, want EMFILE", err)
 	}
-	if _, err := mk(8).read(0, 100); err != nil {
+	other := mk(8)
+	if _, err := other.read(0, 100); err != nil {
 		t.Fatalf("another uid: %v", err)
 	}
-	if _, err := ps[0].read(0, 100); err != nil || held(7) != maxRendersPerUID { // again from 0
-		t.Fatalf("a read again from 0: %v, uid 7 holds %d", err, held(7))
-	}
-	for off := int64(100); ; { // to the end
+	for off := int64(100); ; { // ps[0] to the end: its renderer returns
 		b, err := ps[0].read(off, 4096)
 		if err != nil {
 			t.Fatal(err)
@@ -111,13 +119,13 @@ func TestPagerRenderSlots(t *testing.T) {
 		}
 		off += int64(len(b))
 	}
+	waitHeld(7, maxRendersPerUID-1)
 	if _, err := extra.read(0, 100); err != nil {
-		t.Fatalf("after a pager was read to its end: %v", err)
+		t.Fatalf("after a renderer wrote its content: %v", err)
 	}
-	for _, p := range append(ps, extra) {
+	for _, p := range append(ps, extra, other) {
 		p.stop()
 	}
-	if n := held(7); n != 0 {
-		t.Fatalf("uid 7 holds %d slots after every pager stopped", n)
-	}
+	waitHeld(7, 0)
+	waitHeld(8, 0)
 }
