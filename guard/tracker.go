@@ -393,8 +393,9 @@ func (t *Tracker) pruneWindows(now time.Time) {
 	for _, w := range t.windows {
 		ats = append(ats, w.at)
 	}
-	slices.SortFunc(ats, func(a, b time.Time) int { return b.Compare(a) }) // newest first
-	cut := ats[keep-1] // the oldest time kept
+	// Newest first: the cut is the oldest time kept.
+	slices.SortFunc(ats, func(a, b time.Time) int { return b.Compare(a) })
+	cut := ats[keep-1]
 	for k, w := range t.windows {
 		if len(t.windows) <= keep {
 			break
