@@ -128,11 +128,14 @@ func (w *Watcher) handle(ev fsnotify.Event) {
 	if op&(Remove|Rename) != 0 {
 		w.dropTree(rel)
 	}
-	if op&(Create|Remove|Rename) != 0 {
-		// A directory that is there after a removal or a move away came
-		// later (RENAME_EXCHANGE moves one in as it moves the other out,
-		// and the events of both halves may come in either order): it is
-		// watched like a created one.
+	if op&(Create|Rename) != 0 {
+		// A directory that is there after a move away came later
+		// (RENAME_EXCHANGE moves one in as it moves the other out, and
+		// the events of both halves may come in either order): it is
+		// watched like a created one. After a removal alone no look is
+		// taken: a directory made at the name since raises its own
+		// create (or moved-to) event, which takes it, and inotify never
+		// merges a create into the removal before it.
 		var st syscall.Stat_t
 		if w.lstat(rel, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 			// Watch first, then scan: whatever was created in it before
