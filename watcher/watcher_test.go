@@ -132,6 +132,32 @@ func TestExternalChanges(t *testing.T) {
 	r.waitEvent("a/new.txt", Remove)
 }
 
+// TestDirectoryMadeAgainWatched: a directory removed and made again at
+// the same name, 50 times in a row (the removal's event is handled after
+// the new directory exists), is watched at the end: the removal alone
+// takes no look at the name; the new directory's own create event does.
+func TestDirectoryMadeAgainWatched(t *testing.T) {
+	root := t.TempDir()
+	d := filepath.Join(root, "d")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := newRec(t)
+	start(t, r.config(root))
+	for range 50 {
+		if err := os.Remove(d); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, filepath.Join(root, "barrier"), "x")
+	r.waitEvent("barrier", Create)
+	write(t, filepath.Join(d, "f"), "in the last one")
+	r.waitEvent("d/f", Create)
+}
+
 // TestNewDirectoryScanned: a deep tree created at once outside is watched,
 // and files made in it before its watches existed are reported by the scan.
 func TestNewDirectoryScanned(t *testing.T) {
