@@ -118,6 +118,11 @@ type Config struct {
 	// process only (docs/DESIGN.md#scanner-reads); nil means
 	// DefaultScanners, an empty non-nil list none.
 	Scanners []string
+	// MaxRecordsPerUID bounds the read records the sessions of one uid
+	// hold together (docs/DESIGN.md#record-budget): 0 means
+	// DefaultMaxRecordsPerUID, a negative value no bound. It applies once
+	// SetSessionOwners is called.
+	MaxRecordsPerUID int
 }
 
 // Guard holds one read tracker per session, the shared hash cache, the
@@ -138,6 +143,8 @@ type Guard struct {
 	// lazyMin and deferred: reads whose hash is deferred (lazyhash.go).
 	lazyMin  int64
 	deferred hashQueue
+	// records bounds the read records per uid (recordbudget.go).
+	records recordBudget
 
 	mu       sync.Mutex
 	sessions map[string]*Tracker
@@ -185,7 +192,11 @@ func New(cfg Config) *Guard {
 	if cfg.MaxHashSize == 0 {
 		cfg.MaxHashSize = DefaultMaxHashSize
 	}
+	if cfg.MaxRecordsPerUID == 0 {
+		cfg.MaxRecordsPerUID = DefaultMaxRecordsPerUID
+	}
 	return &Guard{
+		records:   recordBudget{max: cfg.MaxRecordsPerUID},
 		mode:      cfg.Mode,
 		unlink:    cfg.Unlink,
 		errno:     cfg.Errno,
@@ -412,6 +423,9 @@ type Counts struct {
 	Denials   uint64    `json:"denials"`   // refused (enforce)
 	Warnings  uint64    `json:"warnings"`  // would have been refused (warn)
 	Sessions  int       `json:"sessions"`  // sessions with a tracker
+	// RecordsRefused counts reads not registered because their session's
+	// uid held its bound of records (docs/DESIGN.md#record-budget).
+	RecordsRefused uint64 `json:"records_refused"`
 	Hash      HashStats `json:"hash_cache"`
 	// DenialLog is the denial log's sizes (docs/DESIGN.md#denial-summary).
 	DenialLog DenialLogStats `json:"denial_log"`
@@ -421,7 +435,7 @@ type Counts struct {
 func (g *Guard) Counts() Counts {
 	return Counts{
 		Reads: g.reads.Load(), Writes: g.writes.Load(), Decisions: g.decisions.Load(),
-		Denials: g.denied.Load(), Warnings: g.warned.Load(), Sessions: len(g.trackers()),
+		Denials: g.denied.Load(), Warnings: g.warned.Load(), Sessions: len(g.trackers()), RecordsRefused: g.records.refused.Load(),
 		Hash: g.hashes.Stats(), DenialLog: g.DenialLogStats(),
 	}
 }

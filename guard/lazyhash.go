@@ -286,7 +286,7 @@ func (g *Guard) NoteReadDeferred(c Caller, t Target, later func() (*os.File, err
 		return nil, nil
 	}
 	tr := g.readsOf(c)
-	if tr == nil {
+	if tr == nil || !g.recordAllowed(c, tr, t.Stat.ID) {
 		return nil, nil
 	}
 	g.reads.Add(1)

@@ -126,7 +126,7 @@ func (g *Guard) NoteReadBy(c Caller, t Target) error {
 		return nil
 	}
 	tr := g.readsOf(c)
-	if tr == nil {
+	if tr == nil || !g.recordAllowed(c, tr, t.Stat.ID) {
 		return nil
 	}
 	g.reads.Add(1)
@@ -140,7 +140,7 @@ func (g *Guard) NoteReadInFluxBy(c Caller, t Target) {
 	if g.mode == ModeOff || c.Session == sessions.Unknown {
 		return
 	}
-	if tr := g.readsOf(c); tr != nil {
+	if tr := g.readsOf(c); tr != nil && g.recordAllowed(c, tr, t.Stat.ID) {
 		g.reads.Add(1)
 		tr.RegisterInFlux(t)
 	}

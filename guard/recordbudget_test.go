@@ -1,0 +1,59 @@
+package guard
+
+import (
+	"testing"
+	"time"
+)
+
+// TestRecordBudgetPerUID: the sessions of one uid hold at most
+// MaxRecordsPerUID records together (counted again once a second of the
+// guard's clock, which the test moves before each read): uid 7's second
+// session stops registering new reads at the bound, a read again of a
+// file it has a record of is still registered, uid 8's session is not
+// touched, the refusals are counted, and a dropped session frees its
+// records.
+func TestRecordBudgetPerUID(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	g := New(Config{MaxRecordsPerUID: 50, Now: func() time.Time { return now }})
+	owners := map[string]uint32{"a": 7, "b": 7, "c": 8}
+	g.SetSessionOwners(func(s string) (uint32, bool) { u, ok := owners[s]; return u, ok })
+	files := make([]*file, 80)
+	for i := range files {
+		files[i] = newFile(t, "x")
+	}
+	read := func(session string, f *file) {
+		t.Helper()
+		now = now.Add(recordSweepEvery)
+		must(t, g.NoteReadBy(Caller{Session: session}, f.target()))
+	}
+	for _, f := range files[:30] {
+		read("a", f)
+	}
+	for _, f := range files[30:80] {
+		read("b", f)
+	}
+	if a, b := g.RecordCount("a"), g.RecordCount("b"); a != 30 || b != 20 {
+		t.Fatalf("uid 7's sessions hold %d and %d records, want 30 and 20 (a bound of 50)", a, b)
+	}
+	if n := g.Counts().RecordsRefused; n != 30 {
+		t.Fatalf("records_refused = %d, want 30", n)
+	}
+	read("b", files[30]) // b has it: registered again
+	if d := g.Decide("b", OpWrite, files[30].target()); !d.Allow {
+		t.Fatalf("b's write of a file it read: %+v", d)
+	}
+	if d := g.Decide("b", OpWrite, files[79].target()); d.Allow {
+		t.Fatal("b's write of a file whose read was past the bound was allowed")
+	}
+	for _, f := range files {
+		read("c", f)
+	}
+	if c := g.RecordCount("c"); c != 50 {
+		t.Fatalf("uid 8's session holds %d records, want 50", c)
+	}
+	g.DropSession("a")
+	read("b", files[79])
+	if b := g.RecordCount("b"); b != 21 {
+		t.Fatalf("after a's end, b holds %d records, want 21", b)
+	}
+}
