@@ -35,6 +35,9 @@ import (
 //     declaration with a hash, or a read through the mount by a process
 //     other than the harness root) to refresh it.
 //
+// A declaration that would make a new record past the session's uid's
+// record bound records nothing (docs/DESIGN.md#record-budget).
+//
 // Errors are those of hashing (nothing is then recorded). A no-op in
 // ModeOff and for sessions.Unknown. Safe for concurrent use.
 func (g *Guard) DeclareRead(session string, t Target, h Hash, full bool) error {
@@ -42,6 +45,9 @@ func (g *Guard) DeclareRead(session string, t Target, h Hash, full bool) error {
 		return nil
 	}
 	tr := g.ForSession(session)
+	if !g.recordAllowed(Caller{Session: session}, tr, t.Stat.ID) {
+		return nil
+	}
 	if full {
 		g.reads.Add(1)
 		if err := tr.Register(t, h); err != nil {

@@ -9,7 +9,8 @@ import (
 // MaxRecordsPerUID records together (counted again once a second of the
 // guard's clock, which the test moves before each read): uid 7's second
 // session stops registering new reads at the bound, a read again of a
-// file it has a record of is still registered, uid 8's session is not
+// file it has a record of is still registered, a harness's declaration
+// makes no record past it either, uid 8's session is not
 // touched, the refusals are counted, and a dropped session frees its
 // records.
 func TestRecordBudgetPerUID(t *testing.T) {
@@ -37,6 +38,11 @@ func TestRecordBudgetPerUID(t *testing.T) {
 	}
 	if n := g.Counts().RecordsRefused; n != 30 {
 		t.Fatalf("records_refused = %d, want 30", n)
+	}
+	now = now.Add(recordSweepEvery)
+	must(t, g.DeclareRead("b", files[78].target(), Hash{}, false)) // a harness's declaration, past the bound
+	if b := g.RecordCount("b"); b != 20 {
+		t.Fatalf("a declaration past the bound made a record: b holds %d", b)
 	}
 	read("b", files[30]) // b has it: registered again
 	if d := g.Decide("b", OpWrite, files[30].target()); !d.Allow {
