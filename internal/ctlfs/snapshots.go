@@ -37,7 +37,7 @@ func (s *snapshotBytes) hold(uid uint32, old, new int) error {
 	next := cur - int64(old) + int64(new)
 	if new > old && next > maxSnapshotBytesPerUID {
 		return ctltree.Errorf(syscall.EMFILE, "the open control-file handles of uid %d hold %d bytes of content, and this one would add %d, past %d: read files to the end and close them",
-			uid, cur, new, maxSnapshotBytesPerUID)
+			uid, cur, new-old, maxSnapshotBytesPerUID)
 	}
 	if next <= 0 {
 		delete(s.byUID, uid)

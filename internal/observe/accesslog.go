@@ -121,8 +121,8 @@ func (l *accessLog) open(uid uint32, exempt bool, see func(sess string, uid uint
 		cur = *p
 	}
 	if l.byUID[uid] >= accessLogReadersPerUID || !exempt && len(cur) >= accessLogReaders {
-		return nil, ctltree.Errorf(syscall.EMFILE, "%d readers of the access log are attached (at most %d of one uid, %d in all): close one first",
-			len(cur), accessLogReadersPerUID, accessLogReaders)
+		return nil, ctltree.Errorf(syscall.EMFILE, "%d readers of the access log are attached, %d of them uid %d's (at most %d of one uid, %d in all): close one first",
+			len(cur), l.byUID[uid], uid, accessLogReadersPerUID, accessLogReaders)
 	}
 	if l.byUID == nil {
 		l.byUID = map[uint32]int{}
