@@ -417,16 +417,16 @@ func (g *Guard) DecisionCounts() DecisionCounts {
 
 // Counts are the guard's counters for .rubino/status.
 type Counts struct {
-	Reads     uint64    `json:"reads"`     // reads registered
-	Writes    uint64    `json:"writes"`    // own writes credited
-	Decisions uint64    `json:"decisions"` // mutations decided
-	Denials   uint64    `json:"denials"`   // refused (enforce)
-	Warnings  uint64    `json:"warnings"`  // would have been refused (warn)
-	Sessions  int       `json:"sessions"`  // sessions with a tracker
+	Reads     uint64 `json:"reads"`     // reads registered
+	Writes    uint64 `json:"writes"`    // own writes credited
+	Decisions uint64 `json:"decisions"` // mutations decided
+	Denials   uint64 `json:"denials"`   // refused (enforce)
+	Warnings  uint64 `json:"warnings"`  // would have been refused (warn)
+	Sessions  int    `json:"sessions"`  // sessions with a tracker
 	// RecordsRefused counts reads not registered because their session's
 	// uid held its bound of records (docs/DESIGN.md#record-budget).
-	RecordsRefused uint64 `json:"records_refused"`
-	Hash      HashStats `json:"hash_cache"`
+	RecordsRefused uint64    `json:"records_refused"`
+	Hash           HashStats `json:"hash_cache"`
 	// DenialLog is the denial log's sizes (docs/DESIGN.md#denial-summary).
 	DenialLog DenialLogStats `json:"denial_log"`
 }
