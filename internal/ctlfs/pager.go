@@ -9,7 +9,6 @@ package ctlfs
 import (
 	"errors"
 	"io"
-	"sync"
 	"syscall"
 
 	"github.com/rubinofs/rubinofs/ctltree"
@@ -33,10 +32,10 @@ type pager struct {
 	started bool
 
 	// slots, when set, bounds the renderers of uid running at once
-	// (renderSlots): each renderer goroutine holds one from its start
+	// (Tree.renders): each renderer goroutine holds one from its start
 	// until its render returns (its content written, or its next write
 	// failed once the handle was released or read again from 0).
-	slots *renderSlots
+	slots *uidQuota
 	uid   uint32
 }
 
@@ -46,7 +45,7 @@ func (p *pager) start() error {
 	p.stop()
 	p.started = false
 	if p.slots != nil {
-		if err := p.slots.take(p.uid); err != nil {
+		if err := takeRender(p.slots, p.uid); err != nil {
 			return err
 		}
 	}
@@ -56,7 +55,7 @@ func (p *pager) start() error {
 	go func() {
 		pw.CloseWithError(render(pw))
 		if slots != nil {
-			slots.give(uid)
+			giveRender(slots, uid)
 		}
 	}()
 	return nil
@@ -68,46 +67,6 @@ func (p *pager) stop() {
 	if p.pr != nil {
 		p.pr.CloseWithError(errPagerClosed)
 		p.pr = nil
-	}
-}
-
-// maxRendersPerUID bounds the control files one uid reads at once whose
-// content is rendered as it is read (renderSlots).
-const maxRendersPerUID = 16
-
-// renderSlots counts the renderers running per uid. A renderer keeps
-// what it has built while it waits for its reader, so a uid holding many
-// handles half-read held that much each (as 2,000 handles of a
-// 2,000-record guard/tracked snapshot took the daemon from 26 MB to 263
-// MB: snapshots.go). Past maxRendersPerUID the read that would start
-// another fails with EMFILE and the reason. A slot is held by the
-// renderer goroutine from its start (the first read, or a read again at
-// offset 0) until its render returns. Concurrency: mu guards byUID.
-type renderSlots struct {
-	mu    sync.Mutex
-	byUID map[uint32]int
-}
-
-// take reserves a renderer slot for uid, or returns the EMFILE error.
-func (s *renderSlots) take(uid uint32) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byUID[uid] >= maxRendersPerUID {
-		return ctltree.Errorf(syscall.EMFILE, "uid %d is reading %d rendered control files at once, the most: read one to its end or close it", uid, maxRendersPerUID)
-	}
-	if s.byUID == nil {
-		s.byUID = map[uint32]int{}
-	}
-	s.byUID[uid]++
-	return nil
-}
-
-// give returns a slot of uid.
-func (s *renderSlots) give(uid uint32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byUID[uid]--; s.byUID[uid] <= 0 {
-		delete(s.byUID, uid)
 	}
 }
 

@@ -78,12 +78,12 @@ func TestPagerInOrder(t *testing.T) {
 // uid's goes through); a renderer that has written its content, or whose
 // handle was released, gives its slot back as it returns.
 func TestPagerRenderSlots(t *testing.T) {
-	var slots renderSlots
+	var slots uidQuota
 	content := strings.Repeat("x", 100000) // more than a pipe write at once: the renderer waits for its reader
 	mk := func(uid uint32) *pager {
 		return &pager{render: func(w io.Writer) error { _, err := io.WriteString(w, content); return err }, slots: &slots, uid: uid}
 	}
-	held := func(uid uint32) int { slots.mu.Lock(); defer slots.mu.Unlock(); return slots.byUID[uid] }
+	held := func(uid uint32) int { slots.mu.Lock(); defer slots.mu.Unlock(); return int(slots.byUID[uid]) }
 	waitHeld := func(uid uint32, want int) {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); held(uid) != want; {

@@ -362,8 +362,8 @@ func (h *ctlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 			if err != nil {
 				return nil, h.fail(err)
 			}
-			if err := h.t.snaps.hold(h.caller.Uid, len(h.content), len(content)); err != nil {
-				h.t.snaps.hold(h.caller.Uid, len(h.content), 0)
+			if err := holdSnapshot(&h.t.snaps, h.caller.Uid, len(h.content), len(content)); err != nil {
+				holdSnapshot(&h.t.snaps, h.caller.Uid, len(h.content), 0)
 				h.content, h.loaded = nil, false
 				return nil, h.fail(err)
 			}
@@ -470,7 +470,7 @@ func (h *ctlHandle) Release(ctx context.Context) syscall.Errno {
 		h.pages.stop()
 	}
 	if len(h.content) > 0 {
-		h.t.snaps.hold(h.caller.Uid, len(h.content), 0)
+		holdSnapshot(&h.t.snaps, h.caller.Uid, len(h.content), 0)
 		h.content = nil
 	}
 	return 0

@@ -96,9 +96,9 @@ type Tree struct {
 	statusExtra []StatusFunc
 
 	// renders bounds the rendered control files each uid reads at once
-	// (pager.go); snaps the snapshots its open handles hold (snapshots.go).
-	renders renderSlots
-	snaps   snapshotBytes
+	// (pager.go); snaps the snapshots its open handles hold (uidquota.go).
+	renders uidQuota
+	snaps   uidQuota
 }
 
 // New builds the control tree's base files (base.go, policy.go) over
