@@ -272,6 +272,11 @@ type Journal struct {
 	// bytes (0: no budget; docs/DESIGN.md#journal-budget)
 	// (journal.budget, --journal-budget).
 	Budget int64
+	// BudgetPerUID bounds what the sessions of one uid other than the
+	// mount's owner and root hold in the journal, in bytes (0: Budget
+	// alone; docs/DESIGN.md#journal-share) (journal.budget_per_uid,
+	// --journal-budget-per-uid).
+	BudgetPerUID int64
 	// Retention is how long an ended session's log is kept
 	// (journal.retention, --journal-retention; 0: forever).
 	Retention time.Duration

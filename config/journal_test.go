@@ -15,11 +15,11 @@ import (
 func TestJournalKeys(t *testing.T) {
 	e := newEnv(t)
 	c := e.mustLoad()
-	want := Journal{Enabled: true, MaxFileSize: 64 << 20, Budget: 1 << 30, Retention: 168 * time.Hour}
+	want := Journal{Enabled: true, MaxFileSize: 64 << 20, Budget: 1 << 30, BudgetPerUID: 256 << 20, Retention: 168 * time.Hour}
 	if c.Journal != want {
 		t.Fatalf("journal defaults: %+v, want %+v", c.Journal, want)
 	}
-	e.write(e.userFile(), "[journal]\nenabled = false\nignored = true\nmax_file_size = 1024\nbudget = 0\nretention = \"24h\"\n")
+	e.write(e.userFile(), "[journal]\nenabled = false\nignored = true\nmax_file_size = 1024\nbudget = 0\nbudget_per_uid = 0\nretention = \"24h\"\n")
 	c = e.mustLoad(Flag{Key: "journal.enabled", Name: "--journal", Value: true})
 	want = Journal{Enabled: true, Ignored: true, MaxFileSize: 1024, Retention: 24 * time.Hour}
 	if c.Journal != want {
@@ -37,6 +37,7 @@ func TestJournalKeys(t *testing.T) {
 	for file, msg := range map[string]string{
 		"[journal]\nmax_file_size = 0\n":    ":2: journal.max_file_size: 0 out of range",
 		"[journal]\nbudget = -1\n":          ":2: journal.budget: -1 out of range",
+		"[journal]\nbudget_per_uid = -1\n":  ":2: journal.budget_per_uid: -1 out of range",
 		"[journal]\nretention = \"soon\"\n": `:2: journal.retention: "soon" is not a duration`,
 		"[journal]\nenabled = \"no\"\n":     ":2: journal.enabled: want a boolean",
 	} {
@@ -49,6 +50,10 @@ func TestJournalKeys(t *testing.T) {
 	e.write(e.wsFile(), "[journal]\nenabled = false\n")
 	_, err := e.load()
 	mustErr(t, err, "refusing the workspace file", ":2: journal.enabled may not be set in a workspace file: the journal is the user's record")
+	e = newEnv(t)
+	e.write(e.wsFile(), "[journal]\nbudget_per_uid = 1\n")
+	_, err = e.load()
+	mustErr(t, err, "refusing the workspace file", ":2: journal.budget_per_uid may not be set in a workspace file")
 }
 
 // TestJournalSyncKey: journal.sync defaults to write (the zero

@@ -191,6 +191,9 @@ const (
 	DefaultJournalMaxFileSize = 64 << 20
 	// DefaultJournalBudget is journal.budget's default, in bytes (1 GiB).
 	DefaultJournalBudget = 1 << 30
+	// DefaultJournalBudgetPerUID is journal.budget_per_uid's default, in
+	// bytes (256 MiB, a quarter of the default budget).
+	DefaultJournalBudgetPerUID = 256 << 20
 	// DefaultJournalRetention is journal.retention's default (7 days).
 	DefaultJournalRetention = 7 * 24 * time.Hour
 	// MaxJournalBytes bounds journal.max_file_size and journal.budget, in

@@ -300,13 +300,7 @@ func Start(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d.Guard.SetHarnessRoots(d.Sessions)
-	reg := d.Sessions
-	d.Guard.SetSessionOwners(func(name string) (uint32, bool) { // the record budget's uid of a session
-		if uid, ok := sessions.DefaultUID(name, reg.MountOwner); ok {
-			return uid, true
-		}
-		return reg.OwnerOf(name)
-	})
+	d.Guard.SetSessionOwners(d.sessionOwner) // the record budget's uid of a session
 	fcfg.Sessions = d.Sessions // callers resolve through it, and it knows sessions' owners
 	d.FS, err = fusefs.New(fcfg)
 	if err != nil {

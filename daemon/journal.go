@@ -12,6 +12,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/journal"
+	"github.com/rubinofs/rubinofs/sessions"
 )
 
 // JournalGCInterval is how often the journal is collected while mounted
@@ -35,7 +36,8 @@ func (d *Daemon) openJournal(backing string, guard *ignore.Matcher) (*journal.Jo
 		return nil, nil, nil
 	}
 	j, err := journal.Open(d.journalDir(), journal.Options{MaxBlobSize: cfg.Journal.MaxFileSize, Budget: cfg.Journal.Budget,
-		Sync: cfg.Journal.Sync, FlushError: d.journalFlushError})
+		Sync: cfg.Journal.Sync, FlushError: d.journalFlushError,
+		OwnerBudget: cfg.Journal.BudgetPerUID, OwnerOf: d.journalShareOwner})
 	if err != nil {
 		return nil, nil, fmt.Errorf("journal %s: %w", d.journalDir(), err)
 	}
@@ -53,6 +55,30 @@ func (d *Daemon) openJournal(backing string, guard *ignore.Matcher) (*journal.Jo
 		}
 	}
 	return j, m, nil
+}
+
+// sessionOwner returns the owner uid of session name: the uid of a
+// default session ("default" the mount owner's, "default-U" U's), else
+// the registry's owner of a live or listed session; false for a name
+// neither knows (and before the registry is made).
+func (d *Daemon) sessionOwner(name string) (uint32, bool) {
+	reg := d.Sessions
+	if reg == nil {
+		return 0, false
+	}
+	if uid, ok := sessions.DefaultUID(name, reg.MountOwner); ok {
+		return uid, true
+	}
+	return reg.OwnerOf(name)
+}
+
+// journalShareOwner is the journal's Options.OwnerOf: the uid of session
+// name (sessionOwner), and whether its share of the budget is bounded:
+// every uid's but the mount owner's and root's
+// (docs/DESIGN.md#journal-share).
+func (d *Daemon) journalShareOwner(name string) (uint32, bool) {
+	uid, ok := d.sessionOwner(name)
+	return uid, ok && uid != 0 && uid != d.Sessions.MountOwner
 }
 
 // journalFlushError logs a failed background flush of the journal

@@ -139,21 +139,30 @@ func (b *Blobs) SetBudget(budget int64) { b.budget.Store(budget) }
 // (temporary copies not counted).
 func (b *Blobs) Used() int64 { return b.used.Load() }
 
-// reserve adds n bytes to the running total unless that passes the
-// budget; it reports whether it did.
-func (b *Blobs) reserve(n int64) bool {
+// reserve adds n bytes to the running total, and to sh's (nil: no
+// share), unless that passes the budget or sh's limit; it reports
+// whether it did (docs/DESIGN.md#journal-share).
+func (b *Blobs) reserve(n int64, sh *Share) bool {
+	if !sh.take(n) {
+		return false
+	}
 	for {
 		budget, used := b.budget.Load(), b.used.Load()
-		if budget > 0 && b.others != nil && used+n+b.others() > budget {
-			return false
-		}
-		if budget > 0 && used+n > budget {
+		if budget > 0 && (used+n > budget || b.others != nil && used+n+b.others() > budget) {
+			sh.give(n)
 			return false
 		}
 		if b.used.CompareAndSwap(used, used+n) {
 			return true
 		}
 	}
+}
+
+// unreserve gives back a reserve of n bytes (and sh's) for a blob that
+// was not stored after all.
+func (b *Blobs) unreserve(n int64, sh *Share) {
+	b.used.Add(-n)
+	sh.give(n)
 }
 
 // Walk calls fn with the address and size (bytes) of every stored blob
@@ -285,7 +294,11 @@ func validAddr(a string) bool {
 // complete in the page cache and durable within the flush interval. An
 // address already stored is kept and the copy discarded.
 // Errors are those of the copy, fsync or rename (ENOSPC, EIO, ...).
-func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
+func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) { return b.putFromFd(fd, size, nil) }
+
+// putFromFd is PutFromFd charging a new blob's bytes to sh too (nil: no
+// share): docs/DESIGN.md#journal-share.
+func (b *Blobs) putFromFd(fd int, size int64, sh *Share) (Blob, error) {
 	if size > b.limit {
 		return Blob{Unrecoverable: UnrecoverableTooLarge, Size: size}, nil
 	}
@@ -322,13 +335,13 @@ func (b *Blobs) PutFromFd(fd int, size int64) (Blob, error) {
 		}
 		return out, nil
 	}
-	if !b.reserve(n) {
+	if !b.reserve(n, sh) {
 		return Blob{Unrecoverable: UnrecoverableOverBudget, Size: n}, nil
 	}
 	reserved := true
 	defer func() {
 		if reserved {
-			b.used.Add(-n)
+			b.unreserve(n, sh)
 		}
 	}()
 	if !b.deferSync {

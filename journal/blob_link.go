@@ -63,10 +63,13 @@ func (r *fdReader) Read(p []byte) (int, error) {
 // blob is the file's inode: a change the caller's removal does not make
 // (it failed, or a process keeps writing to the unlinked file) changes the
 // blob, which Unshare (after a failed removal) and Check (at a rewind)
-// deal with (docs/DESIGN.md#journal-sync). Errors are the filesystem's.
-func (b *Blobs) PutFile(fd int, st *unix.Stat_t, known string, doomed bool) (Blob, error) {
+// deal with (docs/DESIGN.md#journal-sync). A new blob's bytes are
+// charged to sh too (nil: no share; past its limit the Blob carries
+// UnrecoverableOverBudget: docs/DESIGN.md#journal-share). Errors are the
+// filesystem's.
+func (b *Blobs) PutFile(fd int, st *unix.Stat_t, known string, doomed bool, sh *Share) (Blob, error) {
 	if !b.deferSync || st.Size > b.limit {
-		return b.PutFromFd(fd, st.Size)
+		return b.putFromFd(fd, st.Size, sh)
 	}
 	addr := known
 	if !validAddr(addr) {
@@ -76,7 +79,7 @@ func (b *Blobs) PutFile(fd int, st *unix.Stat_t, known string, doomed bool) (Blo
 			return Blob{}, err
 		}
 		if n != st.Size {
-			return b.PutFromFd(fd, st.Size) // changing under us: copy it
+			return b.putFromFd(fd, st.Size, sh) // changing under us: copy it
 		}
 		addr = hexAddr(h.Sum128().Bytes())
 	}
@@ -85,19 +88,19 @@ func (b *Blobs) PutFile(fd int, st *unix.Stat_t, known string, doomed bool) (Blo
 		return Blob{Addr: addr, Size: st.Size, Dedup: true}, nil // listed for the flusher by its writer
 	}
 	if !doomed || st.Nlink != 1 || b.noLink.Load() {
-		return b.putTmpfile(fd, st.Size)
+		return b.putTmpfile(fd, st.Size, sh)
 	}
-	return b.linkDoomed(fd, st, addr)
+	return b.linkDoomed(fd, st, addr, sh)
 }
 
 // putTmpfile is PutFromFd for SyncWrite mode through an unnamed file
 // (O_TMPFILE in blobs/tmp) linked at its address once copied and hashed:
 // no temporary name to create and rename away. Where O_TMPFILE is not
 // supported it is PutFromFd.
-func (b *Blobs) putTmpfile(fd int, size int64) (Blob, error) {
+func (b *Blobs) putTmpfile(fd int, size int64, sh *Share) (Blob, error) {
 	tfd, err := unix.Open(filepath.Join(b.dir, "tmp"), unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return b.PutFromFd(fd, size)
+		return b.putFromFd(fd, size, sh)
 	}
 	defer unix.Close(tfd)
 	method, n, err := b.copyInto(tfd, fd)
@@ -119,7 +122,7 @@ func (b *Blobs) putTmpfile(fd int, size int64) (Blob, error) {
 		out.Dedup = true
 		return out, nil
 	}
-	if !b.reserve(n) {
+	if !b.reserve(n, sh) {
 		return Blob{Unrecoverable: UnrecoverableOverBudget, Size: n}, nil
 	}
 	sub := filepath.Dir(final)
@@ -127,7 +130,7 @@ func (b *Blobs) putTmpfile(fd int, size int64) (Blob, error) {
 		return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(tfd), unix.AT_FDCWD, final, unix.AT_SYMLINK_FOLLOW)
 	}, sub, sum[0])
 	if err != nil {
-		b.used.Add(-n)
+		b.unreserve(n, sh)
 		if errors.Is(err, unix.EEXIST) {
 			out.Dedup = true // a concurrent writer of the same bytes
 			return out, nil
@@ -141,11 +144,11 @@ func (b *Blobs) putTmpfile(fd int, size int64) (Blob, error) {
 
 // linkDoomed links fd's inode (st) at addr, its content's address; see
 // PutFile.
-func (b *Blobs) linkDoomed(fd int, st *unix.Stat_t, addr string) (Blob, error) {
+func (b *Blobs) linkDoomed(fd int, st *unix.Stat_t, addr string, sh *Share) (Blob, error) {
 	n := st.Size
 	final := b.Path(addr)
 	out := Blob{Addr: addr, Size: n, Method: MethodLink}
-	if !b.reserve(n) {
+	if !b.reserve(n, sh) {
 		return Blob{Unrecoverable: UnrecoverableOverBudget, Size: n}, nil
 	}
 	sub := filepath.Dir(final)
@@ -154,7 +157,7 @@ func (b *Blobs) linkDoomed(fd int, st *unix.Stat_t, addr string) (Blob, error) {
 		return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, final, unix.AT_SYMLINK_FOLLOW)
 	}, sub, byte(first))
 	if err != nil {
-		b.used.Add(-n)
+		b.unreserve(n, sh)
 		if errors.Is(err, unix.EEXIST) {
 			out.Dedup = true // a concurrent writer of the same bytes
 			return out, nil
@@ -162,14 +165,14 @@ func (b *Blobs) linkDoomed(fd int, st *unix.Stat_t, addr string) (Blob, error) {
 		if errors.Is(err, unix.EXDEV) {
 			b.noLink.Store(true) // another filesystem: never again
 		}
-		return b.PutFromFd(fd, st.Size)
+		return b.putFromFd(fd, st.Size, sh)
 	}
 	var after unix.Stat_t
 	if err := unix.Fstat(fd, &after); err != nil || after.Size != st.Size || after.Mtim != st.Mtim {
 		// Written since st: the address may not be its bytes.
 		os.Remove(final)
-		b.used.Add(-n)
-		return b.PutFromFd(fd, st.Size)
+		b.unreserve(n, sh)
+		return b.putFromFd(fd, st.Size, sh)
 	}
 	b.deferred.add("", sub) // the name only: docs/DESIGN.md#journal-link-durable
 	b.count(MethodLink)
@@ -198,7 +201,7 @@ func (b *Blobs) linkNamed(dirfd int, name string, st *unix.Stat_t, opt *CaptureO
 	}
 	n := st.Size
 	out := Blob{Addr: addr, Size: n, Method: MethodLink}
-	if !b.reserve(n) {
+	if !b.reserve(n, opt.Share) {
 		return Blob{Unrecoverable: UnrecoverableOverBudget, Size: n}, true
 	}
 	final := b.Path(addr)
@@ -208,7 +211,7 @@ func (b *Blobs) linkNamed(dirfd int, name string, st *unix.Stat_t, opt *CaptureO
 		return unix.Linkat(dirfd, name, unix.AT_FDCWD, final, 0)
 	}, sub, byte(first))
 	if err != nil {
-		b.used.Add(-n)
+		b.unreserve(n, opt.Share)
 		if errors.Is(err, unix.EEXIST) {
 			out.Dedup = true // stored before (same address, same bytes)
 			return out, true
@@ -223,7 +226,7 @@ func (b *Blobs) linkNamed(dirfd int, name string, st *unix.Stat_t, opt *CaptureO
 		after.Dev != st.Dev || after.Ino != st.Ino || after.Size != st.Size || after.Mtim != st.Mtim {
 		// Replaced or written since st: the address may not be its bytes.
 		os.Remove(final)
-		b.used.Add(-n)
+		b.unreserve(n, opt.Share)
 		return Blob{}, false
 	}
 	b.deferred.add("", sub) // the name only: docs/DESIGN.md#journal-link-durable

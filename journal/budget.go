@@ -62,15 +62,20 @@ func (j *Journal) spent() bool {
 }
 
 // stopIfSpent, under s's mutex, returns the ErrStopped error of a stopped
-// session, or stops it (an OpStop record, fdatasync'ed) when the budget is
-// spent now.
+// session, or stops it (an OpStop record, fdatasync'ed) when the budget, or
+// its uid's share of it (docs/DESIGN.md#journal-share), is spent now.
 func (j *Journal) stopIfSpent(s *session) error {
 	if s.stopped == "" {
-		if !j.spent() {
+		var why string
+		switch {
+		case j.spent():
+			b, l := j.Used()
+			why = fmt.Sprintf("the journal budget of %d bytes is spent (blobs %d + logs %d bytes): later changes are not recorded until a checkpoint under the budget (raise --journal-budget, or end sessions for GC to collect)", j.budget, b, l)
+		case s.share.spent():
+			why = s.share.stopReason() // docs/DESIGN.md#journal-share
+		default:
 			return nil
 		}
-		b, l := j.Used()
-		why := fmt.Sprintf("the journal budget of %d bytes is spent (blobs %d + logs %d bytes): later changes are not recorded until a checkpoint under the budget (raise --journal-budget, or end sessions for GC to collect)", j.budget, b, l)
 		rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: OpStop, Label: why}
 		if err := s.log.append(rec); err != nil {
 			return err

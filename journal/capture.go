@@ -28,11 +28,15 @@ func CaptureAt(b *Blobs, dirfd int, name string) (PreImage, error) {
 // (a hash cache), else "": then a file already stored is neither read nor
 // copied, and a doomed file that may be linked is linked by its name,
 // never opened (docs/DESIGN.md#journal-link-named). After a failed removal of a doomed name the caller calls
-// Journal.Unshare on the record (docs/DESIGN.md#journal-sync).
+// Journal.Unshare on the record (docs/DESIGN.md#journal-sync). Share
+// (nil: none) is the share of the budget the new blob's bytes are
+// charged to (Journal.ShareOf of the recording session): past its limit
+// the pre-image is UnrecoverableOverBudget (docs/DESIGN.md#journal-share).
 type CaptureOptions struct {
 	Doomed    bool
 	MayLink   func(*unix.Stat_t) bool
 	KnownHash func(*unix.Stat_t) string
+	Share     *Share
 }
 
 // CaptureWith is CaptureAt with opt; a regular file's bytes are stored by
@@ -99,9 +103,13 @@ func captureKind(b *Blobs, dirfd int, name string, opt *CaptureOptions, uid, gid
 		if opt.KnownHash != nil {
 			known = opt.KnownHash(&st)
 		}
-		blob, err = b.PutFile(fd, &st, known, opt.Doomed && opt.MayLink != nil && opt.MayLink(&st))
+		blob, err = b.PutFile(fd, &st, known, opt.Doomed && opt.MayLink != nil && opt.MayLink(&st), opt.Share)
 	} else {
-		blob, err = b.PutFromFd(fd, st.Size)
+		var sh *Share
+		if opt != nil {
+			sh = opt.Share
+		}
+		blob, err = b.putFromFd(fd, st.Size, sh)
 	}
 	if err != nil {
 		return PreImage{}, err

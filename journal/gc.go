@@ -101,6 +101,16 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 			live, total = referenced()
 		}
 	}
+	// Then each bounded uid's ended logs past its share
+	// (docs/DESIGN.md#journal-share), which also recounts the shares.
+	logs, removed, err := j.shareLogs(logs)
+	res.Sessions += removed
+	if err != nil {
+		return res, err
+	}
+	if removed > 0 {
+		live, _ = referenced()
+	}
 	var stored int64
 	var dead []string
 	found := map[string]int64{}

@@ -28,7 +28,10 @@ import (
 // FlushInterval bounds how long the flusher waits after a write before
 // making it durable (0: DefaultFlushInterval), and FlushError (nil:
 // ignored) is called, from the flusher's goroutine, with each failed
-// flush's error.
+// flush's error. OwnerBudget bounds the bytes the sessions of one uid
+// hold in the journal (0: no such bound), for the sessions whose uid
+// OwnerOf (nil: none) says is bounded; OwnerOf must not call into the
+// Journal (docs/DESIGN.md#journal-share).
 type Options struct {
 	MaxBlobSize   int64
 	Copy          CopyMode
@@ -37,6 +40,8 @@ type Options struct {
 	Sync          SyncMode
 	FlushInterval time.Duration
 	FlushError    func(error)
+	OwnerBudget   int64
+	OwnerOf       func(session string) (uid uint32, bounded bool)
 }
 
 // Journal is the journal under STATE/journal: blobs/ and sessions/. Safe
@@ -66,6 +71,13 @@ type Journal struct {
 	// (docs/DESIGN.md#journal-budget).
 	budget   int64
 	logBytes atomic.Int64
+
+	// ownerBudget and ownerOf are Options'; shares holds each bounded
+	// uid's Share, made at its first use (docs/DESIGN.md#journal-share).
+	ownerBudget int64
+	ownerOf     func(string) (uint32, bool)
+	sharesMu    sync.Mutex
+	shares      map[uint32]*Share
 }
 
 // session is the in-memory state of one open session log.
@@ -80,6 +92,9 @@ type session struct {
 	// stopped is why the session's journal is stopped ("": it is not):
 	// docs/DESIGN.md#journal-budget.
 	stopped string
+	// share is the share of the budget the session's uid has (nil: none),
+	// set when its log opens (docs/DESIGN.md#journal-share).
+	share *Share
 }
 
 // Open returns the journal under dir (STATE/journal), creating dir,
@@ -99,7 +114,8 @@ func Open(dir string, opt Options) (*Journal, error) {
 	if now == nil {
 		now = time.Now
 	}
-	j := &Journal{dir: dir, blobs: b, now: now, sessions: map[string]*session{}, budget: opt.Budget}
+	j := &Journal{dir: dir, blobs: b, now: now, sessions: map[string]*session{}, budget: opt.Budget,
+		ownerBudget: opt.OwnerBudget, ownerOf: opt.OwnerOf, shares: map[uint32]*Share{}}
 	if err := j.countLogs(); err != nil {
 		return nil, err
 	}
@@ -223,7 +239,12 @@ func (j *Journal) load(name string, s *session) error {
 			return err
 		}
 	}
-	l.grew = j.logGrew
+	s.share = j.ShareOf(name)
+	sh := s.share
+	l.grew = func(n int64) {
+		j.logGrew(n)
+		sh.add(n)
+	}
 	if st != nil {
 		j.logGrew(l.size - st.Size()) // a torn tail cut away
 	}
@@ -323,7 +344,7 @@ func (j *Journal) checkpointLocked(s *session, label string) (Record, error) {
 		// A checkpoint under the budget restarts a stopped journal; over
 		// it, the stop is written again so a reload keeps it.
 		s.stopped = ""
-		if j.spent() {
+		if j.spent() || s.share.spent() {
 			if err := j.stopIfSpent(s); !errors.Is(err, ErrStopped) {
 				return rec, err
 			}

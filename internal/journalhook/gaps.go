@@ -64,7 +64,8 @@ func (h *Hook) stoppedGap(session, op, rel string, err error) {
 
 // Status is the "journal" key of .rubino/status (a fusefs.StatusFunc):
 // the changes made unrecorded and the last reason, the budget and what
-// counts against it (bytes), and "stopped": each session whose journal is
+// counts against it (bytes), the bound of one uid's share and the uid
+// with the most in its share (docs/DESIGN.md#journal-share), and "stopped": each session whose journal is
 // stopped, with why (docs/DESIGN.md#journal-budget). Call it only on a
 // non-nil Hook.
 func (h *Hook) Status() (string, any) {
@@ -80,6 +81,12 @@ func (h *Hook) Status() (string, any) {
 	st["budget_bytes"] = j.Budget()
 	st["blob_bytes"] = blobs
 	st["log_bytes"] = logs
+	if per := j.OwnerBudget(); per > 0 { // docs/DESIGN.md#journal-share
+		st["budget_per_uid_bytes"] = per
+		if uid, used := j.MostByOneUID(); used > 0 {
+			st["most_by_one_uid"] = map[string]any{"uid": uid, "bytes": used}
+		}
+	}
 	stopped := j.StoppedSessions()
 	if len(stopped) > 0 {
 		st["stopped"] = stopped

@@ -47,7 +47,8 @@ type Pending struct {
 	names   []Name
 	owned   []func() // the directories the hook opened, and the move gate
 	rec     journal.Record
-	ok      bool // recorded (false: a gap, nothing to note)
+	ok      bool           // recorded (false: a gap, nothing to note)
+	share   *journal.Share // the session's uid's share of the budget (nil: none)
 }
 
 // Record records the change op on names for session before its backing
@@ -60,8 +61,8 @@ type Pending struct {
 // .rubino/errors), or EAGAIN for a caller whose session could not be
 // resolved in time (sessions.Unknown), whose change cannot be
 // attributed (docs/DESIGN.md#no-wait-on-caller). A full state directory
-// (ENOSPC, EDQUOT) or a stopped session's journal (the budget is spent)
-// refuses nothing: the change goes ahead unrecorded and is counted
+// (ENOSPC, EDQUOT) or a stopped session's journal (the budget, or its
+// uid's share of it, is spent: docs/DESIGN.md#journal-share) refuses nothing: the change goes ahead unrecorded and is counted
 // (Status). The caller decides first that the change is journaled
 // (JournalsAny). names must not be empty.
 func (h *Hook) Record(session, op string, names []Name) (*Pending, syscall.Errno) {
@@ -69,6 +70,7 @@ func (h *Hook) Record(session, op string, names []Name) (*Pending, syscall.Errno
 	if session == sessions.Unknown {
 		return p, syscall.EAGAIN
 	}
+	p.share = h.cfg.Journal.ShareOf(session) // docs/DESIGN.md#journal-share
 	for i := range p.names {
 		if p.names[i].Dir >= 0 {
 			continue
@@ -169,7 +171,7 @@ func (p *Pending) capture(rel string) (journal.PreImage, error) {
 			return journal.PreImage{}, fmt.Errorf("the parent directory of %s could not be opened", rel)
 		}
 		return journal.CaptureWith(p.h.cfg.Journal.Blobs(), nm.Dir, nm.Leaf,
-			journal.CaptureOptions{Doomed: p.names[i].Doomed, MayLink: p.h.cfg.Mount.NotOpen, KnownHash: p.h.knownHash})
+			journal.CaptureOptions{Doomed: p.names[i].Doomed, MayLink: p.h.cfg.Mount.NotOpen, KnownHash: p.h.knownHash, Share: p.share})
 	}
 	return journal.PreImage{}, fmt.Errorf("%s is none of the mutation's names", rel)
 }

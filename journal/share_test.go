@@ -1,0 +1,112 @@
+package journal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestOwnerShare: the sessions of a bounded uid together hold at most
+// OwnerBudget bytes of the journal: past it their pre-images are
+// unrecoverable and their journals stop, while an unbounded session's
+// journal goes on storing blobs; GC removes the uid's ended sessions to
+// bring it back under its share, and a checkpoint then restarts its live
+// session's journal.
+func TestOwnerShare(t *testing.T) {
+	ws := t.TempDir()
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	owners := map[string]uint32{"a": 1000, "b": 1000, "mine": 0}
+	j, err := Open(filepath.Join(t.TempDir(), "journal"), Options{
+		Budget: 64 << 20, OwnerBudget: 100 << 10, Now: func() time.Time { return now },
+		OwnerOf: func(s string) (uint32, bool) { uid, ok := owners[s]; return uid, ok && uid != 0 },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	dirfd, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dirfd)
+	n := 0
+	// write makes a 30 KiB file of bytes of its own and records its
+	// rewrite by session s, capturing its pre-image through s's share.
+	write := func(s string) (Record, error) {
+		n++
+		name := fmt.Sprintf("f%03d", n)
+		if err := os.WriteFile(filepath.Join(ws, name), bytes.Repeat([]byte{byte(n)}, 30<<10), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sh := j.ShareOf(s)
+		return j.Record(s, "write", name, "", func(p string) (PreImage, error) {
+			return CaptureWith(j.Blobs(), dirfd, p, CaptureOptions{Share: sh})
+		})
+	}
+	if j.ShareOf("mine") != nil || j.ShareOf("a") != j.ShareOf("b") || j.ShareOf("a") == nil {
+		t.Fatal("ShareOf: want no share for an unbounded session and one share for one uid's sessions")
+	}
+	for i := 0; i < 3; i++ {
+		rec, err := write([]string{"a", "b"}[i%2])
+		if err != nil || len(rec.Pre) != 1 || rec.Pre[0].Blob == "" {
+			t.Fatalf("write %d under the share: %+v %v", i, rec, err)
+		}
+	}
+	rec, err := write("a")
+	if err != nil || len(rec.Pre) != 1 || rec.Pre[0].Unrecoverable != UnrecoverableOverBudget {
+		t.Fatalf("a pre-image past uid 1000's share: %+v %v", rec, err)
+	}
+	if used := j.ShareOf("a").Used(); used > 100<<10 {
+		t.Fatalf("the share holds %d bytes, past its limit", used)
+	}
+	// Fill it with records until it is spent, then both sessions stop.
+	for i := 0; i < 1000 && j.Stopped("b") == ""; i++ {
+		if _, err := j.Record("b", "create", fmt.Sprintf("new%04d", i), "", absentCapture); err != nil && !errors.Is(err, ErrStopped) {
+			t.Fatal(err)
+		}
+	}
+	if _, err := write("a"); !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "uid 1000's share of the journal budget, 102400 bytes, is spent") {
+		t.Fatalf("a session of a spent share: %v", err)
+	}
+	if uid, used := j.MostByOneUID(); uid != 1000 || used < 100<<10 {
+		t.Fatalf("MostByOneUID = %d, %d", uid, used)
+	}
+	// The unbounded session is not stopped: its blob is stored.
+	for i := 0; i < 4; i++ {
+		rec, err := write("mine")
+		if err != nil || rec.Pre[0].Blob == "" {
+			t.Fatalf("the owner's session after uid 1000's share is spent: %+v %v", rec, err)
+		}
+	}
+	// GC removes the ended session of uid 1000, and the live one
+	// restarts at its next checkpoint.
+	if err := j.End("a", now); err != nil {
+		t.Fatal(err)
+	}
+	res, err := j.GC(GCOptions{Budget: 64 << 20})
+	if err != nil || res.Sessions != 1 {
+		t.Fatalf("GC: %+v %v", res, err)
+	}
+	if _, err := os.Stat(j.LogPath("a")); !os.IsNotExist(err) {
+		t.Fatalf("the ended session's log is kept: %v", err)
+	}
+	if _, err := os.Stat(j.LogPath("mine")); err != nil {
+		t.Fatalf("the unbounded session's log: %v", err)
+	}
+	if used := j.ShareOf("b").Used(); used >= 100<<10 {
+		t.Fatalf("after GC the share holds %d bytes", used)
+	}
+	if _, err := j.Checkpoint("b", "room again"); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := write("b"); err != nil || rec.Pre[0].Blob == "" || j.Stopped("b") != "" {
+		t.Fatalf("after a checkpoint under the share: %+v %v", rec, err)
+	}
+}

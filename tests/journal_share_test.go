@@ -1,0 +1,104 @@
+package tests
+
+import (
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rubinofs/rubinofs/daemon"
+)
+
+// TestJournalSharePerUID: on an allow_other mount whose journal budget is
+// 512 KiB, uid 65534 reads and removes its 64 KiB files until its share
+// (256 KiB) is spent: its journal stops, its later removals still happen, and
+// root's session, outside every session, still keeps the pre-image of the
+// file it removes (docs/DESIGN.md#journal-share). Without the share uid
+// 65534 spent the whole budget, and root's journal stopped with it.
+func TestJournalSharePerUID(t *testing.T) {
+	m := newMount(t, nil, func(c *daemon.Config) {
+		c.Options = append(c.Options, "allow_other")
+		c.Journal.Budget = 512 << 10
+		c.Journal.BudgetPerUID = 256 << 10
+		if err := os.Mkdir(filepath.Join(c.Workspace, "pub"), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(c.Workspace, "pub"), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		// uid 65534's files, 64 KiB each of bytes of their own, so no
+		// pre-image is a duplicate.
+		for i := range 12 {
+			p := filepath.Join(c.Workspace, "pub", fmt.Sprintf("f%d", i))
+			b := make([]byte, 64<<10)
+			rand.Read(b)
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(p, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(c.Workspace, "root.bin"), []byte(strings.Repeat("root's own bytes\n", 4096)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	openUp(t, m.tmp)
+	out, err := m.sh(asNobody + `sh -c 'for f in pub/*; do cat $f > /dev/null && rm $f || exit 1; done; echo done'`)
+	if err != nil || !strings.Contains(out, "done") {
+		t.Fatalf("uid 65534's writes and removals: %v\n%s", err, out)
+	}
+	if ents, _ := os.ReadDir(m.backing("pub")); len(ents) != 0 {
+		t.Fatalf("uid 65534's removals past its share did not happen: %d files left", len(ents))
+	}
+	kept, over := 0, 0
+	for _, r := range m.journalRecords("default-65534") {
+		for _, p := range r.Pre {
+			switch {
+			case p.Blob != "":
+				kept++
+			case strings.Contains(p.Unrecoverable, "over budget"):
+				over++
+			}
+		}
+	}
+	if kept != 3 || over != 9 {
+		t.Errorf("uid 65534's 12 removals kept %d pre-images and %d over its share, want 3 and 9 (256 KiB of 64 KiB files and their records)", kept, over)
+	}
+	j, _ := m.status()["journal"].(map[string]any)
+	if most, _ := j["most_by_one_uid"].(map[string]any); most["uid"] != float64(65534) {
+		t.Errorf("status journal.most_by_one_uid = %v", j["most_by_one_uid"])
+	}
+	// Its records fill the share: then its journal stops.
+	out, err = m.sh(asNobody + `sh -c 'for i in $(seq 1000); do : > pub/n$i || exit 1; done; echo done'`)
+	if err != nil || !strings.Contains(out, "done") {
+		t.Fatalf("uid 65534's creates: %v\n%s", err, out)
+	}
+	j, _ = m.status()["journal"].(map[string]any)
+	stopped, _ := j["stopped"].(map[string]any)
+	if why, _ := stopped["default-65534"].(string); !strings.Contains(why, "uid 65534's share of the journal budget, 262144 bytes, is spent") {
+		t.Fatalf("uid 65534's journal is not stopped by its share: status journal = %v", j)
+	}
+	m.mustSh("cat root.bin > /dev/null && rm root.bin")
+	j, _ = m.status()["journal"].(map[string]any)
+	stopped, _ = j["stopped"].(map[string]any)
+	if why, ok := stopped["default"]; ok {
+		t.Fatalf("root's journal stopped after uid 65534's changes: %v", why)
+	}
+	var pre string
+	for _, r := range m.journalRecords("default") {
+		for _, p := range r.Pre {
+			if p.Path == "root.bin" {
+				pre = p.Blob + p.Unrecoverable
+			}
+		}
+	}
+	if pre == "" || strings.HasPrefix(pre, "unrecoverable") {
+		t.Fatalf("root's removal of root.bin kept no pre-image: %q", pre)
+	}
+	if got := m.mustSh(shq(sharedBin(t)) + ` rewind --session default --to cp000000 root.bin >/dev/null && head -c 17 root.bin`); got != "root's own bytes\n" {
+		t.Errorf("root.bin rewound to %q", got)
+	}
+}
