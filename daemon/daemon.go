@@ -301,7 +301,7 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	d.Guard.SetHarnessRoots(d.Sessions)
 	d.Guard.SetSessionOwners(d.sessionOwner) // the record budget's uid of a session
-	fcfg.Sessions = d.Sessions // callers resolve through it, and it knows sessions' owners
+	fcfg.Sessions = d.Sessions               // callers resolve through it, and it knows sessions' owners
 	d.FS, err = fusefs.New(fcfg)
 	if err != nil {
 		return nil, err
