@@ -323,14 +323,19 @@ func (g *Guard) NoteReadInFlux(session string, t Target) {
 }
 
 // NoteWrite credits session with writing t's current content
-// (Tracker.NoteWrite). Errors are those of hashing. A no-op in ModeOff and
-// for sessions.Unknown.
+// (Tracker.NoteWrite). Errors are those of hashing. A no-op in ModeOff,
+// for sessions.Unknown, and for a file the session has no record of when
+// its uid is at its record budget (docs/DESIGN.md#record-budget).
 func (g *Guard) NoteWrite(session string, t Target) error {
 	if g.mode == ModeOff || session == sessions.Unknown {
 		return nil
 	}
 	g.writes.Add(1)
-	return g.ForSession(session).NoteWrite(t, Hash{})
+	tr := g.ForSession(session)
+	if !g.recordAllowed(Caller{Session: session}, tr, t.Stat.ID) {
+		return nil // past the uid's record budget: docs/DESIGN.md#record-budget
+	}
+	return tr.NoteWrite(t, Hash{})
 }
 
 // Lock takes the lock of file identity id and returns its unlock. fusefs

@@ -81,11 +81,19 @@ func (g *Guard) LastMutation(id FileID) Mutation {
 // own-write exemption, and the hash of the empty content decides, as for
 // any record. Other sessions have no record: to them the file is unread.
 //
+// Past the record budget of the session's uid the file is made but not
+// recorded, as a read past it is not (docs/DESIGN.md#record-budget).
+//
 // In ModeOff only the sequence is kept. Safe for concurrent use.
 func (g *Guard) NoteCreate(session string, t Target) uint64 {
 	seq := g.NoteMutation(t.Stat.ID, session)
 	if g.mode != ModeOff {
-		g.ForSession(session).registerCreated(t, seq)
+		// Past the uid's record budget the file is made but unrecorded:
+		// a later by-path change of it is refused as unread
+		// (docs/DESIGN.md#record-budget).
+		if tr := g.ForSession(session); g.recordAllowed(Caller{Session: session}, tr, t.Stat.ID) {
+			tr.registerCreated(t, seq)
+		}
 	}
 	return seq
 }

@@ -63,3 +63,47 @@ func TestRecordBudgetPerUID(t *testing.T) {
 		t.Fatalf("after a's end, b holds %d records, want 21", b)
 	}
 }
+
+// TestRecordBudgetGatesOwnChanges: the files a session creates and writes
+// count in its uid's record budget like the ones it reads. Past the bound
+// a create still happens (NoteCreate returns its sequence) but makes no
+// record, so a later by-path change of that file is refused as unread; a
+// write of a file the session already has a record of is credited.
+func TestRecordBudgetGatesOwnChanges(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	g := New(Config{MaxRecordsPerUID: 5, Now: func() time.Time { return now }})
+	g.SetSessionOwners(func(s string) (uint32, bool) { return 7, s == "a" })
+	files := make([]*file, 10)
+	for i := range files {
+		files[i] = newFile(t, "")
+		now = now.Add(recordSweepEvery)
+		if seq := g.NoteCreate("a", files[i].target()); seq == 0 {
+			t.Fatalf("create %d got no mutation sequence", i)
+		}
+	}
+	if n := g.RecordCount("a"); n != 5 {
+		t.Fatalf("uid 7's session holds %d records after 10 creates, want 5 (its bound)", n)
+	}
+	if d := g.Decide("a", OpTruncate, files[4].target()); !d.Allow {
+		t.Fatalf("a truncate of a file created under the bound: %+v", d)
+	}
+	if d := g.Decide("a", OpTruncate, files[7].target()); d.Allow {
+		t.Fatal("a truncate of a file created past the bound was allowed")
+	}
+	// Written through a handle: the record of a file made under the bound
+	// follows the new content; one made past it gets none.
+	files[2].write("new bytes")
+	files[8].write("new bytes")
+	now = now.Add(recordSweepEvery)
+	must(t, g.NoteWrite("a", files[2].target()))
+	must(t, g.NoteWrite("a", files[8].target()))
+	if d := g.Decide("a", OpTruncate, files[2].target()); !d.Allow {
+		t.Fatalf("a truncate of a file written under the bound: %+v", d)
+	}
+	if d := g.Decide("a", OpTruncate, files[8].target()); d.Allow {
+		t.Fatal("a write past the bound made a record")
+	}
+	if n := g.RecordCount("a"); n != 5 {
+		t.Fatalf("uid 7's session holds %d records, want 5", n)
+	}
+}

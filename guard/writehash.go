@@ -84,8 +84,8 @@ func (w *WriteHash) Sum(st Stat) (Hash, bool) {
 // hash h the caller took from the bytes as they were written (WriteHash):
 // Tracker.NoteWrite without reading the file back. A zero h, or a file
 // over the hash bound (whose stat stands for its bytes:
-// docs/DESIGN.md#hash-bound), goes through NoteWrite. A no-op in ModeOff
-// and for sessions.Unknown.
+// docs/DESIGN.md#hash-bound), goes through NoteWrite. A no-op in ModeOff,
+// for sessions.Unknown and past the uid's record budget (as NoteWrite).
 func (g *Guard) NoteWriteHashed(session string, t Target, h Hash) error {
 	if h.IsZero() || g.hashes.overBound(t.Stat) {
 		return g.NoteWrite(session, t)
@@ -96,5 +96,9 @@ func (g *Guard) NoteWriteHashed(session string, t Target, h Hash) error {
 	g.writes.Add(1)
 	g.hashes.streamed.Add(1)
 	g.hashes.streamedBytes.Add(uint64(t.Stat.Size))
-	return g.ForSession(session).NoteWrite(t, h)
+	tr := g.ForSession(session)
+	if !g.recordAllowed(Caller{Session: session}, tr, t.Stat.ID) {
+		return nil // past the uid's record budget: docs/DESIGN.md#record-budget
+	}
+	return tr.NoteWrite(t, h)
 }
