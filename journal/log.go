@@ -46,6 +46,11 @@ type PreImage struct {
 	Blob          string `json:"blob,omitempty"`
 	Unrecoverable string `json:"unrecoverable,omitempty"`
 	Target        string `json:"target,omitempty"`
+	// TargetX is, in the log only, a symlink target that is not valid
+	// UTF-8, in hex (Target then holds it with each bad byte as U+FFFD);
+	// every reader of this package puts it back into Target
+	// (docs/DESIGN.md#journal-paths).
+	TargetX string `json:"target_x,omitempty"`
 	// Uid and Gid are the owner and group the name had (nil in records
 	// written before they were kept): a rewind gives them back
 	// (docs/DESIGN.md#as-caller).

@@ -5,8 +5,10 @@ package journal
 // costs linear, not quadratic, space (docs/DESIGN.md#journal-paths).
 
 import (
+	"encoding/hex"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // idOf is the id of a path field of a raw line: pid when set, else the
@@ -20,11 +22,26 @@ func (t *pathTable) idOf(pid uint64, path string) uint64 {
 
 // PathDef defines path id I of a log as the entry N of directory D (0:
 // the workspace root). A record carries the definitions of the ids it is
-// the first to use, before any use (parents before children).
+// the first to use, before any use (parents before children). A name
+// that is not valid UTF-8 (a Linux name is any bytes but '/' and NUL)
+// cannot pass through a JSON string unchanged: X then holds its bytes in
+// hex, N the name with each bad byte as U+FFFD for people, and a reader
+// takes X (docs/DESIGN.md#journal-paths).
 type PathDef struct {
 	I uint64 `json:"i"`
 	D uint64 `json:"d"`
 	N string `json:"n"`
+	X string `json:"x,omitempty"`
+}
+
+// defOf is the definition of id as node n: with X when n's name is not
+// valid UTF-8.
+func defOf(id uint64, n *pathNode) PathDef {
+	d := PathDef{I: id, D: n.dir, N: n.name}
+	if !utf8.ValidString(n.name) {
+		d.N, d.X = strings.ToValidUTF8(n.name, "\uFFFD"), hex.EncodeToString([]byte(n.name))
+	}
+	return d
 }
 
 // pathNode is one path of the table: its directory's id, its name, its
@@ -95,6 +112,13 @@ func (t *pathTable) keys() {
 // define adds a definition read from the log (written). An id defined
 // twice must name the same path; an unknown directory is an error.
 func (t *pathTable) define(d PathDef) error {
+	if d.X != "" {
+		raw, err := hex.DecodeString(d.X)
+		if err != nil {
+			return fmt.Errorf("journal: bad path definition %d: its bytes are not hex", d.I)
+		}
+		d.N = string(raw)
+	}
 	if d.I == 0 || d.N == "" || strings.ContainsAny(d.N, "/\x00") {
 		return fmt.Errorf("journal: bad path definition %d", d.I)
 	}
@@ -190,8 +214,7 @@ func (t *pathTable) unwritten(id uint64, defs []PathDef) []PathDef {
 			}
 		}
 		if !dup {
-			n := t.node(c)
-			defs = append(defs, PathDef{I: c, D: n.dir, N: n.name})
+			defs = append(defs, defOf(c, t.node(c)))
 		}
 	}
 	return defs
@@ -315,6 +338,9 @@ func (t *pathTable) encode(rec Record) (Record, []PathDef) {
 		pre := make([]PreImage, len(rec.Pre))
 		for i, p := range rec.Pre {
 			p.PID, p.Path = id(p.Path), ""
+			if !utf8.ValidString(p.Target) {
+				p.Target, p.TargetX = strings.ToValidUTF8(p.Target, "\uFFFD"), hex.EncodeToString([]byte(p.Target))
+			}
 			pre[i] = p
 		}
 		rec.Pre = pre
@@ -412,6 +438,13 @@ func (t *pathTable) resolve(rec *Record) (err error) {
 	for i := range rec.Pre {
 		get(rec.Pre[i].PID, &rec.Pre[i].Path)
 		rec.Pre[i].PID = 0
+		if x := rec.Pre[i].TargetX; x != "" && err == nil {
+			raw, xerr := hex.DecodeString(x)
+			if xerr != nil {
+				err = fmt.Errorf("journal: a symlink target's bytes are not hex")
+			}
+			rec.Pre[i].Target, rec.Pre[i].TargetX = string(raw), ""
+		}
 	}
 	for i := range rec.After {
 		get(rec.After[i].PID, &rec.After[i].Path)

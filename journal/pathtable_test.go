@@ -273,3 +273,55 @@ func TestBudgetStopsOnLogGrowth(t *testing.T) {
 		t.Fatalf("after a checkpoint under the budget: %v", err)
 	}
 }
+
+// TestPathBytesRoundTrip: a path whose names are not valid UTF-8, and a
+// symlink target that is not, come back from the log byte for byte (a
+// JSON string alone would turn each bad byte into U+FFFD, and a rewind
+// would make a file of another name), after a reopen too.
+func TestPathBytesRoundTrip(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	j, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() }) // a second Close is ErrClosed
+	const p, p2, target = "d\xff/n\xfe\x80", "ok/é", "t\xff\xfe"
+	symlink := func(string) (PreImage, error) { return PreImage{Kind: KindSymlink, Target: target}, nil }
+	if _, err := j.Record("s", "rename", p, p2, symlink); err != nil {
+		t.Fatal(err)
+	}
+	check := func(recs []Record) {
+		t.Helper()
+		r := recs[len(recs)-1]
+		if r.Path != p || r.Path2 != p2 || len(r.Pre) != 2 || r.Pre[0].Path != p || r.Pre[0].Target != target || r.Pre[0].TargetX != "" {
+			t.Fatalf("read back %q %q %+v", r.Path, r.Path2, r.Pre)
+		}
+	}
+	recs, err := j.Records("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(recs)
+	j.Close()
+	raw, _ := os.ReadFile(filepath.Join(dir, "sessions", "s.jsonl"))
+	if !strings.Contains(string(raw), `"x":"6efe80"`) || !strings.Contains(string(raw), `"target_x":"74fffe"`) {
+		t.Fatalf("the log lacks the names' bytes:\n%s", raw)
+	}
+	j2, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	// The reopened table knows the path: a new record of it defines
+	// nothing again.
+	if _, err := j2.Record("s", "write", p, "", absentCapture); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err = j2.Records("s"); err != nil {
+		t.Fatal(err)
+	}
+	if r := recs[len(recs)-1]; r.Path != p || len(r.Defs) != 0 {
+		t.Fatalf("after a reopen: %q", r.Path)
+	}
+	check(recs[:len(recs)-1])
+}

@@ -78,10 +78,11 @@ func denialsAction(c *cli.Context) error {
 }
 
 // printDenials prints the denial log's JSON lines raw for people: time,
-// session, operation, code and message.
+// session, operation, code and message, one line each (a control
+// character of a file name escaped, so no name starts a line of its own).
 func printDenials(w io.Writer, raw []byte) {
 	for _, d := range parseDenials(raw) {
-		fmt.Fprintf(w, "%s %s %s %s: %s\n", d.Time.UTC().Format(time.RFC3339), d.Session, d.Op, d.Code, d.Message)
+		fmt.Fprintf(w, "%s %s %s %s: %s\n", d.Time.UTC().Format(time.RFC3339), d.Session, d.Op, d.Code, oneLine(d.Message))
 	}
 }
 
@@ -126,8 +127,9 @@ func followDenials(c *cli.Context, rel string) error {
 }
 
 // formatSummaries renders .rubino/.../denials.summary for people: per
-// session a header with the counts, then count, code and path, most
-// counted first.
+// session a header with the counts, then count, code and path (quoted as
+// the journal commands quote it when it holds white space, a quote or a
+// control byte), most counted first.
 func formatSummaries(w io.Writer, raw []byte) error {
 	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
 		if line == "" {
@@ -147,7 +149,7 @@ func formatSummaries(w io.Writer, raw []byte) error {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "%8s  %-15s %s\n", "count", "code", "path")
 		for _, e := range s.Entries {
-			fmt.Fprintf(w, "%8d  %-15s %s\n", e.Count, e.Code, e.Path)
+			fmt.Fprintf(w, "%8d  %-15s %s\n", e.Count, e.Code, quoteToken(e.Path))
 		}
 	}
 	return nil
