@@ -5,10 +5,8 @@ package journal
 // costs linear, not quadratic, space (docs/DESIGN.md#journal-paths).
 
 import (
-	"encoding/hex"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 )
 
 // idOf is the id of a path field of a raw line: pid when set, else the
@@ -37,10 +35,8 @@ type PathDef struct {
 // defOf is the definition of id as node n: with X when n's name is not
 // valid UTF-8.
 func defOf(id uint64, n *pathNode) PathDef {
-	d := PathDef{I: id, D: n.dir, N: n.name}
-	if !utf8.ValidString(n.name) {
-		d.N, d.X = strings.ToValidUTF8(n.name, "\uFFFD"), hex.EncodeToString([]byte(n.name))
-	}
+	d := PathDef{I: id, D: n.dir}
+	d.N, d.X = jsonName(n.name)
 	return d
 }
 
@@ -113,11 +109,11 @@ func (t *pathTable) keys() {
 // twice must name the same path; an unknown directory is an error.
 func (t *pathTable) define(d PathDef) error {
 	if d.X != "" {
-		raw, err := hex.DecodeString(d.X)
+		raw, err := fromJSONName(d.N, d.X)
 		if err != nil {
-			return fmt.Errorf("journal: bad path definition %d: its bytes are not hex", d.I)
+			return fmt.Errorf("journal: bad path definition %d: %w", d.I, err)
 		}
-		d.N = string(raw)
+		d.N = raw
 	}
 	if d.I == 0 || d.N == "" || strings.ContainsAny(d.N, "/\x00") {
 		return fmt.Errorf("journal: bad path definition %d", d.I)
@@ -338,9 +334,7 @@ func (t *pathTable) encode(rec Record) (Record, []PathDef) {
 		pre := make([]PreImage, len(rec.Pre))
 		for i, p := range rec.Pre {
 			p.PID, p.Path = id(p.Path), ""
-			if !utf8.ValidString(p.Target) {
-				p.Target, p.TargetX = strings.ToValidUTF8(p.Target, "\uFFFD"), hex.EncodeToString([]byte(p.Target))
-			}
+			p.Target, p.TargetX = jsonName(p.Target)
 			pre[i] = p
 		}
 		rec.Pre = pre
@@ -439,11 +433,8 @@ func (t *pathTable) resolve(rec *Record) (err error) {
 		get(rec.Pre[i].PID, &rec.Pre[i].Path)
 		rec.Pre[i].PID = 0
 		if x := rec.Pre[i].TargetX; x != "" && err == nil {
-			raw, xerr := hex.DecodeString(x)
-			if xerr != nil {
-				err = fmt.Errorf("journal: a symlink target's bytes are not hex")
-			}
-			rec.Pre[i].Target, rec.Pre[i].TargetX = string(raw), ""
+			rec.Pre[i].Target, err = fromJSONName(rec.Pre[i].Target, x)
+			rec.Pre[i].TargetX = ""
 		}
 	}
 	for i := range rec.After {

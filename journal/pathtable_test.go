@@ -1,11 +1,13 @@
 package journal
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -324,4 +326,26 @@ func TestPathBytesRoundTrip(t *testing.T) {
 		t.Fatalf("after a reopen: %q", r.Path)
 	}
 	check(recs[:len(recs)-1])
+}
+
+// TestStepJSONKeepsBytes: a rewind plan's step read by another process (a
+// branch made from a checkpoint) names the files by their bytes, whatever
+// they are; a valid UTF-8 name is written as it always was.
+func TestStepJSONKeepsBytes(t *testing.T) {
+	in := Step{Kind: StepRename, Path: "a\xff/b", From: "c\xfe", Pre: PreImage{Path: "a\xff/b", Kind: KindSymlink, Target: "t\x80"}}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Step
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip: %+v, want %+v (%s)", out, in, b)
+	}
+	b, _ = json.Marshal(Step{Kind: StepRemove, Path: "ok/é"})
+	if string(b) != `{"kind":"remove","path":"ok/é","pre":{"kind":""}}` {
+		t.Fatalf("a valid name's step: %s", b)
+	}
 }

@@ -16,13 +16,14 @@ import (
 )
 
 // TestBranchFromCheckpoint: after a session changed, created, deleted and
-// renamed files and directories since its checkpoint, a branch from the
+// renamed files and directories (one whose name is not valid UTF-8
+// among them) since its checkpoint, a branch from the
 // checkpoint shows them as they were then (the workspace keeps its
 // state); its diff is empty until the branch changes something, then
 // shows only that. A bad checkpoint and a pre-image the journal did not
 // keep are refused with a reason, leaving nothing behind.
 func TestBranchFromCheckpoint(t *testing.T) {
-	cm := cliDirs(t, map[string]string{"a.txt": "one\n", "gone.txt": "bye\n", "keep.txt": "keep\n", "big.bin": strings.Repeat("b", 2048)})
+	cm := cliDirs(t, map[string]string{"a.txt": "one\n", "gone.txt": "bye\n", "keep.txt": "keep\n", "big.bin": strings.Repeat("b", 2048), "odd\xff.txt": "odd\n"})
 	for rel, body := range map[string]string{"d/x": "x\n", "dir2/y": "y\n"} {
 		os.MkdirAll(filepath.Dir(filepath.Join(cm.ws, rel)), 0o755)
 		if err := os.WriteFile(filepath.Join(cm.ws, rel), []byte(body), 0o644); err != nil {
@@ -33,11 +34,11 @@ func TestBranchFromCheckpoint(t *testing.T) {
 	m := &branchMount{cliMount: cm, env: testEnv(filepath.Join(cm.tmp, "home"))}
 	env := append(append([]string{}, m.env...), "PATH="+filepath.Dir(rubinofsBin(t))+":"+os.Getenv("PATH"))
 	out, err := runCLI(t, m.mnt, env, "run", "--session", "s", "--", "sh", "-c", `set -e
-cat a.txt gone.txt d/x dir2/y >/dev/null
+cat a.txt gone.txt d/x dir2/y odd*.txt >/dev/null
 echo before-cp > a.txt
 echo "cp=$(rubinofs checkpoint mark)"
 echo after-cp > a.txt
-rm gone.txt
+rm gone.txt odd*.txt
 echo new > new.txt
 mkdir nd && echo n > nd/f
 rm -rf d
@@ -57,8 +58,8 @@ mv dir2 dir3`)
 		t.Fatalf("branch new --from %s: %v\n%s", cp[1], err, out)
 	}
 	t.Cleanup(func() { runCLI(t, m.tmp, m.env, "branch", "discard", "--force", "--mount", m.mnt, "b") })
-	got := m.mustInBranch("b", `cat a.txt gone.txt d/x dir2/y keep.txt; ls; test -e new.txt && echo new-there; test -e nd && echo nd-there; test -e dir3 && echo dir3-there; true`)
-	if want := "before-cp\nbye\nx\ny\nkeep\na.txt\nbig.bin\nd\ndir2\ngone.txt\nkeep.txt\n"; got != want {
+	got := m.mustInBranch("b", `cat a.txt gone.txt d/x dir2/y keep.txt "$(printf 'odd\377.txt')"; ls | grep -v odd; test -e new.txt && echo new-there; test -e nd && echo nd-there; test -e dir3 && echo dir3-there; true`)
+	if want := "before-cp\nbye\nx\ny\nkeep\nodd\na.txt\nbig.bin\nd\ndir2\ngone.txt\nkeep.txt\n"; got != want {
 		t.Fatalf("the branch from %s shows %q, want %q", cp[1], got, want)
 	}
 	if after := treeHash(t, m.ws); after != before {
