@@ -38,6 +38,9 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 			if r.Op == OpEnd {
 				li.ended = r.Time
 			}
+			if r.Owner != nil {
+				li.owner = r.Owner
+			}
 			for _, p := range r.Pre {
 				if p.Blob != "" {
 					li.refs[p.Blob] = p.Size
@@ -147,6 +150,7 @@ type logInfo struct {
 	ended time.Time
 	size  int64
 	refs  map[string]int64
+	owner *uint32 // the uid its first record names (Record.Owner), or nil
 }
 
 // lostBlobs counts the distinct blobs the logs name that found (the

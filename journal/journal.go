@@ -333,6 +333,10 @@ func (j *Journal) Checkpoint(sessionName, label string) (Record, error) {
 func (j *Journal) checkpointLocked(s *session, label string) (Record, error) {
 	rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: OpCheckpoint,
 		ID: fmt.Sprintf("cp%06d", s.nextCP), Label: label}
+	if s.seq == 0 && s.share != nil { // the log's first record names its share's uid
+		uid := s.share.uid
+		rec.Owner = &uid
+	}
 	if err := s.log.append(rec); err != nil {
 		return Record{}, err
 	}

@@ -86,6 +86,11 @@ type Record struct {
 	Pre   []PreImage `json:"pre,omitempty"`
 	ID    string     `json:"id,omitempty"`
 	Label string     `json:"label,omitempty"`
+	// Owner is, on the first record of the log of a session whose uid
+	// has a share of the budget, that uid: GC counts the log in its
+	// share even once the session registry has forgotten the session
+	// (docs/DESIGN.md#journal-share). nil otherwise.
+	Owner *uint32 `json:"owner,omitempty"`
 	// Ref and After are an after-note's (Op OpAfter): the Seq of the
 	// change it follows (0 for a handle's close) and the states it left.
 	Ref   uint64  `json:"ref,omitempty"`

@@ -133,7 +133,11 @@ func (j *Journal) shareLogs(logs []*logInfo) ([]*logInfo, int, error) {
 	}
 	byUID := map[uint32][]*logInfo{}
 	for _, li := range logs {
-		if uid, bounded := j.ownerOf(li.name); bounded {
+		uid, bounded := j.ownerOf(li.name)
+		if li.owner != nil { // written when the log began: the registry may have forgotten the session
+			uid, bounded = *li.owner, true
+		}
+		if bounded {
 			byUID[uid] = append(byUID[uid], li)
 		}
 	}
