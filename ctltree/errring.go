@@ -55,3 +55,18 @@ func (r *ErrorRing) Records(keep func(session string) bool) []ErrorRecord {
 	}
 	return out
 }
+
+// Drop removes the records of session: a new session of that name
+// starts with none (docs/DESIGN.md#session-names).
+func (r *ErrorRing) Drop(session string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kept := r.recs[:0]
+	for _, rec := range r.recs {
+		if rec.Session != session {
+			kept = append(kept, rec)
+		}
+	}
+	clear(r.recs[len(kept):])
+	r.recs = kept
+}

@@ -32,3 +32,20 @@ func TestErrorRingBounded(t *testing.T) {
 		t.Fatalf("%d records of session b", len(b))
 	}
 }
+
+// TestErrorRingDrop: Drop removes one session's records and keeps the
+// others in order.
+func TestErrorRingDrop(t *testing.T) {
+	var r ErrorRing
+	for _, s := range []string{"a", "b", "a", "c"} {
+		r.Add(ErrorRecord{Session: s, Message: s})
+	}
+	r.Drop("a")
+	var got []string
+	for _, rec := range r.Records(nil) {
+		got = append(got, rec.Session)
+	}
+	if len(got) != 2 || got[0] != "b" || got[1] != "c" {
+		t.Fatalf("after Drop: %v", got)
+	}
+}

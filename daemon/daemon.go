@@ -296,6 +296,13 @@ func Start(cfg Config) (*Daemon, error) {
 		d.Guard.DropSession(name)
 		d.endJournalSession(name) // journal.go
 	}
+	d.Sessions.NameHeld = d.journalNameHeld     // journal.go: docs/DESIGN.md#session-names
+	d.Sessions.OnRegister = func(name string) { // a new session of a name starts with no denials or errors
+		d.Guard.ForgetDenials(name)
+		if d.FS != nil {
+			d.FS.ForgetErrors(name)
+		}
+	}
 	if err := d.Sessions.SetAutoCgroups(cfg.CgroupAuto); err != nil {
 		return nil, err
 	}

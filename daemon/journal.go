@@ -37,7 +37,7 @@ func (d *Daemon) openJournal(backing string, guard *ignore.Matcher) (*journal.Jo
 	}
 	j, err := journal.Open(d.journalDir(), journal.Options{MaxBlobSize: cfg.Journal.MaxFileSize, Budget: cfg.Journal.Budget,
 		Sync: cfg.Journal.Sync, FlushError: d.journalFlushError,
-		OwnerBudget: cfg.Journal.BudgetPerUID, OwnerOf: d.journalShareOwner})
+		OwnerBudget: cfg.Journal.BudgetPerUID, OwnerOf: d.sessionOwner, Exempt: d.shareExempt})
 	if err != nil {
 		return nil, nil, fmt.Errorf("journal %s: %w", d.journalDir(), err)
 	}
@@ -72,14 +72,32 @@ func (d *Daemon) sessionOwner(name string) (uint32, bool) {
 	return reg.OwnerOf(name)
 }
 
-// journalShareOwner is the journal's Options.OwnerOf: the uid of session
-// name (sessionOwner), and whether its share of the budget is bounded:
-// every uid's but the mount owner's and root's
-// (docs/DESIGN.md#journal-share).
-func (d *Daemon) journalShareOwner(name string) (uint32, bool) {
-	uid, ok := d.sessionOwner(name)
-	return uid, ok && uid != 0 && uid != d.Sessions.MountOwner
+// journalNameHeld is the registry's NameHeld: a name whose journal log
+// another uid's session began (a log that names no uid is the mount
+// owner's) may not be registered by owner, since the new session would
+// go on with that log: its changes, diff and rewind
+// (docs/DESIGN.md#session-names).
+func (d *Daemon) journalNameHeld(name string, owner uint32) error {
+	if d.Journal == nil {
+		return nil
+	}
+	uid, known, exists := d.Journal.LogOwner(name)
+	if !exists {
+		return nil
+	}
+	if !known {
+		uid = d.Sessions.MountOwner
+	}
+	if uid != owner {
+		return fmt.Errorf("%w: %s is the name of uid %d's session, whose journal is kept until it is collected (journal.retention): choose another name", sessions.ErrSessionExists, name, uid)
+	}
+	return nil
 }
+
+// shareExempt is the journal's Options.Exempt: the mount owner's and
+// root's sessions have no share of the journal budget, every other uid's
+// have one (docs/DESIGN.md#journal-share).
+func (d *Daemon) shareExempt(uid uint32) bool { return uid == 0 || uid == d.Sessions.MountOwner }
 
 // journalFlushError logs a failed background flush of the journal
 // (journal.SyncWrite) at error: the records written since the last flush

@@ -67,6 +67,10 @@ func (h CtlHost) Readable(c ctltree.Caller, rel string) *ctltree.Error {
 	return nil
 }
 
+// ForgetErrors drops session's records from .rubino/errors: a new
+// session of that name starts with none (docs/DESIGN.md#session-names).
+func (f *FS) ForgetErrors(session string) { f.errs.Drop(session) }
+
 // newCtlTree builds the mount's control tree (internal/ctlfs) over its
 // host, with the observability room's files (metrics, accesslog).
 // Errors recorded by the mount (a journal failure) share the tree's

@@ -160,6 +160,32 @@ func (l *denialLog) summary(session string, live func(string) bool) *sessionSumm
 	return s
 }
 
+// ForgetDenials drops session's summary and its lines of the denial log:
+// a new session of that name starts with none, and another uid's new
+// session of the name never sees an earlier one's refusals
+// (docs/DESIGN.md#session-names). The counts in status keep them. Safe for
+// concurrent use.
+func (g *Guard) ForgetDenials(session string) {
+	l := &g.den
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s, ok := l.sums[session]; ok {
+		l.bytes -= s.bytes
+		delete(l.sums, session)
+	}
+	n := len(l.ring)
+	kept := make([]Denial, 0, n)
+	for i := range l.ring {
+		if d := l.ring[(l.next+i)%n]; d.Session != session {
+			kept = append(kept, d)
+		}
+	}
+	if len(kept) == n {
+		return
+	}
+	l.ring, l.next = kept, 0
+}
+
 // trackerExists reports whether session has a tracker (it has not ended).
 func (g *Guard) trackerExists(session string) bool { return g.tracker(session) != nil }
 

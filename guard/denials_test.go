@@ -51,3 +51,36 @@ func TestDenialSummaryBounds(t *testing.T) {
 		t.Fatalf("after rename: %d", d)
 	}
 }
+
+// TestForgetDenials: a session's summary and log lines go, in a full
+// ring too; other sessions' stay, in order, and the ring fills on.
+func TestForgetDenials(t *testing.T) {
+	g := New(Config{MaxDenials: 4})
+	for i, s := range []string{"a", "b", "a", "b", "a", "b"} { // the ring wraps
+		g.RecordDenial(Denial{Session: s, Path: fmt.Sprint("p", i), Code: CodeUnread})
+	}
+	g.ForgetDenials("a")
+	if d, _ := g.DenialCount("a"); d != 0 {
+		t.Fatalf("a's count after ForgetDenials: %d", d)
+	}
+	var paths []string
+	for _, d := range g.Denials("") {
+		paths = append(paths, d.Path)
+	}
+	if fmt.Sprint(paths) != "[p3 p5]" {
+		t.Fatalf("the log after ForgetDenials: %v, want [p3 p5]", paths)
+	}
+	if d, _ := g.DenialCount("b"); d != 3 {
+		t.Fatalf("b's count: %d", d)
+	}
+	for i := 6; i < 10; i++ {
+		g.RecordDenial(Denial{Session: "c", Path: fmt.Sprint("p", i), Code: CodeUnread})
+	}
+	paths = paths[:0]
+	for _, d := range g.Denials("") {
+		paths = append(paths, d.Path)
+	}
+	if fmt.Sprint(paths) != "[p6 p7 p8 p9]" {
+		t.Fatalf("the ring after refilling: %v", paths)
+	}
+}

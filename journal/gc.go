@@ -35,8 +35,13 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 	for _, n := range names {
 		li := &logInfo{name: n, refs: map[string]int64{}}
 		_, err := scanRaw(j.LogPath(n), func(r *Record, _ *pathTable) error {
-			if r.Op == OpEnd {
+			switch {
+			case r.Op == OpEnd:
 				li.ended = r.Time
+			case r.Op == OpCheckpoint || isChange(*r):
+				// A session of the same name (the same uid's:
+				// docs/DESIGN.md#session-names) went on with the log.
+				li.ended = time.Time{}
 			}
 			if r.Owner != nil {
 				li.owner = r.Owner

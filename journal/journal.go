@@ -28,10 +28,12 @@ import (
 // FlushInterval bounds how long the flusher waits after a write before
 // making it durable (0: DefaultFlushInterval), and FlushError (nil:
 // ignored) is called, from the flusher's goroutine, with each failed
-// flush's error. OwnerBudget bounds the bytes the sessions of one uid
-// hold in the journal (0: no such bound), for the sessions whose uid
-// OwnerOf (nil: none) says is bounded; OwnerOf must not call into the
-// Journal (docs/DESIGN.md#journal-share).
+// flush's error. OwnerOf (nil: none known) returns the uid a session
+// belongs to; the first record of its log names it (Record.Owner).
+// OwnerBudget bounds the bytes the sessions of one uid hold in the
+// journal (0: no such bound), for every uid but those Exempt (nil: none)
+// accepts. Neither may call into the Journal
+// (docs/DESIGN.md#journal-share, docs/DESIGN.md#session-names).
 type Options struct {
 	MaxBlobSize   int64
 	Copy          CopyMode
@@ -41,7 +43,8 @@ type Options struct {
 	FlushInterval time.Duration
 	FlushError    func(error)
 	OwnerBudget   int64
-	OwnerOf       func(session string) (uid uint32, bounded bool)
+	OwnerOf       func(session string) (uid uint32, ok bool)
+	Exempt        func(uid uint32) bool
 }
 
 // Journal is the journal under STATE/journal: blobs/ and sessions/. Safe
@@ -72,10 +75,12 @@ type Journal struct {
 	budget   int64
 	logBytes atomic.Int64
 
-	// ownerBudget and ownerOf are Options'; shares holds each bounded
-	// uid's Share, made at its first use (docs/DESIGN.md#journal-share).
+	// ownerBudget, ownerOf and exempt are Options'; shares holds each
+	// bounded uid's Share, made at its first use
+	// (docs/DESIGN.md#journal-share).
 	ownerBudget int64
 	ownerOf     func(string) (uint32, bool)
+	exempt      func(uint32) bool
 	sharesMu    sync.Mutex
 	shares      map[uint32]*Share
 }
@@ -93,8 +98,11 @@ type session struct {
 	// docs/DESIGN.md#journal-budget.
 	stopped string
 	// share is the share of the budget the session's uid has (nil: none),
-	// set when its log opens (docs/DESIGN.md#journal-share).
-	share *Share
+	// and owner (when ownerOK) that uid, set when its log opens
+	// (docs/DESIGN.md#journal-share).
+	share   *Share
+	owner   uint32
+	ownerOK bool
 }
 
 // Open returns the journal under dir (STATE/journal), creating dir,
@@ -115,7 +123,7 @@ func Open(dir string, opt Options) (*Journal, error) {
 		now = time.Now
 	}
 	j := &Journal{dir: dir, blobs: b, now: now, sessions: map[string]*session{}, budget: opt.Budget,
-		ownerBudget: opt.OwnerBudget, ownerOf: opt.OwnerOf, shares: map[uint32]*Share{}}
+		ownerBudget: opt.OwnerBudget, ownerOf: opt.OwnerOf, exempt: opt.Exempt, shares: map[uint32]*Share{}}
 	if err := j.countLogs(); err != nil {
 		return nil, err
 	}
@@ -240,6 +248,9 @@ func (j *Journal) load(name string, s *session) error {
 		}
 	}
 	s.share = j.ShareOf(name)
+	if j.ownerOf != nil {
+		s.owner, s.ownerOK = j.ownerOf(name)
+	}
 	sh := s.share
 	l.grew = func(n int64) {
 		j.logGrew(n)
@@ -333,8 +344,8 @@ func (j *Journal) Checkpoint(sessionName, label string) (Record, error) {
 func (j *Journal) checkpointLocked(s *session, label string) (Record, error) {
 	rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: OpCheckpoint,
 		ID: fmt.Sprintf("cp%06d", s.nextCP), Label: label}
-	if s.seq == 0 && s.share != nil { // the log's first record names its share's uid
-		uid := s.share.uid
+	if s.seq == 0 && s.ownerOK { // the log's first record names its uid
+		uid := s.owner
 		rec.Owner = &uid
 	}
 	if err := s.log.append(rec); err != nil {

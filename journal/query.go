@@ -5,6 +5,8 @@ package journal
 // run them on a log read with ReadLog while the mount appends to it.
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -163,4 +165,36 @@ func (j *Journal) Sessions() ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// LogOwner reports whether session has a log (exists) and the uid its
+// first record names (Record.Owner; known false for a log begun before
+// logs named their uid, or by a session whose uid was not known). The
+// session registry asks it before a name is registered, so a new session
+// never continues another uid's log (docs/DESIGN.md#session-names). It
+// reads the log's first line only. Errors other than a missing log count
+// as a log of unknown owner.
+func (j *Journal) LogOwner(session string) (uid uint32, known, exists bool) {
+	if !ValidSession(session) {
+		return 0, false, false
+	}
+	f, err := os.Open(j.LogPath(session))
+	if os.IsNotExist(err) {
+		return 0, false, false
+	}
+	if err != nil {
+		return 0, false, true
+	}
+	defer f.Close()
+	line, err := bufio.NewReaderSize(f, 4096).ReadSlice('\n')
+	if err != nil && len(line) == 0 {
+		return 0, false, true
+	}
+	var first struct {
+		Owner *uint32 `json:"owner"`
+	}
+	if json.Unmarshal(line, &first) != nil || first.Owner == nil {
+		return 0, false, true
+	}
+	return *first.Owner, true, true
 }

@@ -78,21 +78,23 @@ func (s *Share) stopReason() string {
 
 // ShareOf returns the share of the budget session's changes are charged
 // to: nil (no share: the whole budget alone bounds them) when
-// Options.OwnerBudget is 0, Options.OwnerOf is nil, or OwnerOf says the
-// session's uid is not bounded (the mount's owner, root, a session it
-// does not know). Every session of one uid gets the same *Share. Safe
-// for concurrent use; it must not be called from a Capture (it calls
-// OwnerOf, which may take the session registry's lock).
+// Options.OwnerBudget is 0, Options.OwnerOf is nil or does not know the
+// session, or the session's uid is Exempt (the mount's owner, root).
+// Every session of one uid gets the same *Share. Safe for concurrent use;
+// it must not be called from a Capture (it calls OwnerOf, which may take
+// the session registry's lock).
 func (j *Journal) ShareOf(session string) *Share {
 	if j.ownerBudget <= 0 || j.ownerOf == nil {
 		return nil
 	}
-	uid, bounded := j.ownerOf(session)
-	if !bounded {
-		return nil
+	if uid, ok := j.ownerOf(session); ok && !j.isExempt(uid) {
+		return j.shareFor(uid)
 	}
-	return j.shareFor(uid)
+	return nil
 }
+
+// isExempt reports whether uid's sessions have no share (Options.Exempt).
+func (j *Journal) isExempt(uid uint32) bool { return j.exempt != nil && j.exempt(uid) }
 
 // shareFor returns uid's share, made at its first use.
 func (j *Journal) shareFor(uid uint32) *Share {
@@ -133,11 +135,11 @@ func (j *Journal) shareLogs(logs []*logInfo) ([]*logInfo, int, error) {
 	}
 	byUID := map[uint32][]*logInfo{}
 	for _, li := range logs {
-		uid, bounded := j.ownerOf(li.name)
+		uid, ok := j.ownerOf(li.name)
 		if li.owner != nil { // written when the log began: the registry may have forgotten the session
-			uid, bounded = *li.owner, true
+			uid, ok = *li.owner, true
 		}
-		if bounded {
+		if ok && !j.isExempt(uid) {
 			byUID[uid] = append(byUID[uid], li)
 		}
 	}

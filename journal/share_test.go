@@ -26,7 +26,8 @@ func TestOwnerShare(t *testing.T) {
 	owners := map[string]uint32{"a": 1000, "b": 1000, "mine": 0}
 	j, err := Open(filepath.Join(t.TempDir(), "journal"), Options{
 		Budget: 64 << 20, OwnerBudget: 100 << 10, Now: func() time.Time { return now },
-		OwnerOf: func(s string) (uint32, bool) { uid, ok := owners[s]; return uid, ok && uid != 0 },
+		OwnerOf: func(s string) (uint32, bool) { uid, ok := owners[s]; return uid, ok },
+		Exempt:  func(uid uint32) bool { return uid == 0 },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -112,5 +113,43 @@ func TestOwnerShare(t *testing.T) {
 	}
 	if rec, err := write("b"); err != nil || rec.Pre[0].Blob == "" || j.Stopped("b") != "" {
 		t.Fatalf("after a checkpoint under the share: %+v %v", rec, err)
+	}
+}
+
+// TestLogOwnerAndReuse: a log's first record names its session's uid
+// (LogOwner), one of a session whose uid is not known names none, and a
+// log that goes on after its session's end (a session of the same name,
+// the same uid's) is live to GC: never collected as ended.
+func TestLogOwnerAndReuse(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	j, err := Open(filepath.Join(t.TempDir(), "journal"), Options{Now: func() time.Time { return now },
+		OwnerOf: func(s string) (uint32, bool) { return 42, s == "known" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for _, s := range []string{"known", "unknown"} {
+		if _, err := j.Record(s, "create", "f-"+s, "", absentCapture); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if uid, known, exists := j.LogOwner("known"); uid != 42 || !known || !exists {
+		t.Fatalf("LogOwner(known) = %d %v %v", uid, known, exists)
+	}
+	if _, known, exists := j.LogOwner("unknown"); known || !exists {
+		t.Fatalf("LogOwner(unknown) = %v %v", known, exists)
+	}
+	if _, _, exists := j.LogOwner("none"); exists {
+		t.Fatal("LogOwner of a session without a log")
+	}
+	if err := j.End("known", now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Record("known", "create", "again", "", absentCapture); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(30 * 24 * time.Hour)
+	if res, err := j.GC(GCOptions{Retention: time.Hour}); err != nil || res.Sessions != 0 {
+		t.Fatalf("GC of a log whose session went on after its end: %+v %v", res, err)
 	}
 }

@@ -123,7 +123,19 @@ type Registry struct {
 	// DefaultMaxPerOwner): past it a registration fails with
 	// ErrTooManySessions, so one uid cannot use up another's.
 	MaxPerOwner int
-	procDir     string
+	// NameHeld, when set, is asked (outside locks) before a name is
+	// registered for owner: an error (wrapping ErrSessionExists) refuses
+	// it, because state the registry does not keep (a journal log of an
+	// earlier session of that name) belongs to another uid
+	// (docs/DESIGN.md#session-names).
+	NameHeld func(name string, owner uint32) error
+	// OnRegister, when set, is called (outside locks) with each name
+	// registered (or renamed to), before the registration returns: what
+	// the daemon keeps by name from an earlier session of that name (its
+	// denials, its errors) is dropped, so a new session starts with none
+	// (docs/DESIGN.md#session-names).
+	OnRegister func(name string)
+	procDir    string
 
 	mu     sync.Mutex
 	byName map[string]*session
@@ -221,6 +233,31 @@ func (s *Registry) unreserveLocked(owner uint32) {
 	}
 }
 
+// checkName refuses name for owner when another uid holds it: an ended
+// session of that name still listed, owned by another uid, or NameHeld's
+// answer. Called without s.mu; it takes it.
+func (s *Registry) checkName(name string, owner uint32) error {
+	s.mu.Lock()
+	for _, e := range s.ended {
+		if e.Name == name && e.Owner != owner {
+			s.mu.Unlock()
+			return fmt.Errorf("%w: %s was the name of uid %d's session, which ended and is still listed: choose another name", ErrSessionExists, name, e.Owner)
+		}
+	}
+	s.mu.Unlock()
+	if s.NameHeld != nil {
+		return s.NameHeld(name, owner)
+	}
+	return nil
+}
+
+// registered runs OnRegister for name.
+func (s *Registry) registered(name string) {
+	if s.OnRegister != nil {
+		s.OnRegister(name)
+	}
+}
+
 // OwnerOf returns the owner uid of session name, live or ended and still
 // listed; false for a name the registry does not know.
 func (s *Registry) OwnerOf(name string) (uint32, bool) {
@@ -260,6 +297,9 @@ func (s *Registry) RegisterFor(owner uint32, name string, pid uint32, cmd string
 	if err := ValidName(name); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidSession, err)
 	}
+	if err := s.checkName(name, owner); err != nil {
+		return err
+	}
 	key, pidfd, err := s.identify(pid)
 	if err != nil {
 		return err
@@ -289,6 +329,7 @@ func (s *Registry) RegisterFor(owner uint32, name string, pid uint32, cmd string
 	s.rootCg[key] = cg
 	s.gen++
 	s.mu.Unlock()
+	s.registered(name)
 	go s.watchExit(sess, pidfd)
 	return nil
 }
@@ -443,19 +484,29 @@ func (s *Registry) Rename(from, to string) error {
 	if err := ValidName(to); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidSession, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess, ok := s.byName[from]
+	owner, ok := s.OwnerOf(from)
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrNoSession, from)
 	}
+	if err := s.checkName(to, owner); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	sess, ok := s.byName[from]
+	if !ok {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrNoSession, from)
+	}
 	if _, ok := s.byName[to]; ok {
+		s.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrSessionExists, to)
 	}
 	delete(s.byName, from)
 	sess.info.Name = to
 	s.byName[to] = sess
 	s.gen++
+	s.mu.Unlock()
+	s.registered(to)
 	return nil
 }
 

@@ -121,6 +121,9 @@ func (s *Registry) registerCgroup(info Info) error {
 	if info.Started.IsZero() {
 		info.Started = time.Now()
 	}
+	if err := s.checkName(info.Name, info.Owner); err != nil {
+		return err
+	}
 	sess := &session{info: info, stop: make(chan struct{})}
 	s.mu.Lock()
 	if _, ok := s.byName[info.Name]; ok {
@@ -144,6 +147,7 @@ func (s *Registry) registerCgroup(info Info) error {
 	s.byCgroup[info.Cgroup] = sess
 	s.gen++
 	s.mu.Unlock()
+	s.registered(info.Name)
 	if info.RemoveEmpty {
 		s.cgroupGone(sess) // its current state: populated already?
 	}
@@ -171,16 +175,22 @@ func (s *Registry) registerKept(info Info) error {
 	if info.Started.IsZero() {
 		info.Started = time.Now()
 	}
+	if err := s.checkName(info.Name, info.Owner); err != nil {
+		return err
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if _, ok := s.byName[info.Name]; ok {
+		s.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrSessionExists, info.Name)
 	}
 	if err := s.reserveLocked(info.Owner); err != nil {
+		s.mu.Unlock()
 		return err
 	}
 	s.byName[info.Name] = &session{info: info, stop: make(chan struct{})}
 	s.gen++
+	s.mu.Unlock()
+	s.registered(info.Name)
 	return nil
 }
 

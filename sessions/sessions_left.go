@@ -140,6 +140,10 @@ func (s *Registry) registerLeft(key proc, name string, e leftEntry) error {
 		unix.Close(pidfd)
 		return ErrProcessGone
 	}
+	if s.checkName(name, e.owner) != nil {
+		unix.Close(pidfd)
+		return ErrSessionExists // held by another uid: try another name
+	}
 	cg := s.cgroupOfBounded(key.pid)
 	s.mu.Lock()
 	if _, ok := s.byName[name]; ok {
@@ -166,6 +170,7 @@ func (s *Registry) registerLeft(key proc, name string, e leftEntry) error {
 	delete(s.left, key)
 	s.gen++
 	s.mu.Unlock()
+	s.registered(name)
 	go s.watchExit(sess, pidfd)
 	return nil
 }

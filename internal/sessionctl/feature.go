@@ -493,17 +493,24 @@ func (s *Feature) info(name string) string {
 		doc["command"] = fmt.Sprintf("(callers of uid %d under no session)", uid)
 		doc["guarded"] = !s.cfg.AllowUnregistered
 	}
-	for _, si := range s.reg.List() {
-		if si.Name == name {
-			doc["owner"] = si.Owner
-			doc["root_pid"] = si.RootPid
-			doc["command"] = si.Command
-			doc["started"] = si.Started.UTC().Format(time.RFC3339Nano)
-			doc["live"] = si.Live
-			doc["guarded"] = true
-			doc["harness"] = si.Harness
-			rootInfo(doc, si) // cgroup.go: root_kind, root_path
+	// The live session of the name, else the latest that ended (List:
+	// the live ones, then the ended ones oldest first).
+	var si sessions.Info
+	found := false
+	for _, e := range s.reg.List() {
+		if e.Name == name && !(found && si.Live) {
+			si, found = e, true
 		}
+	}
+	if found {
+		doc["owner"] = si.Owner
+		doc["root_pid"] = si.RootPid
+		doc["command"] = si.Command
+		doc["started"] = si.Started.UTC().Format(time.RFC3339Nano)
+		doc["live"] = si.Live
+		doc["guarded"] = true
+		doc["harness"] = si.Harness
+		rootInfo(doc, si) // cgroup.go: root_kind, root_path
 	}
 	doc["tracked"] = s.cfg.Guard.RecordCount(name)
 	// Every refusal since the mount, not the lines the log still holds

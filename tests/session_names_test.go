@@ -1,0 +1,55 @@
+package tests
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rubinofs/rubinofs/daemon"
+)
+
+// TestSessionNameNotInherited: a session name is its uid's while anything
+// of an earlier session of that name is kept. Root's session y is refused
+// a write and ends; root's session z changes a file and ends. While they
+// are listed among the ended sessions, uid 65534 may not register either
+// name; once they are not, it still may not take z, whose journal log is
+// kept, and it may take y, whose session then starts with no denials of
+// root's. Before, uid 65534's new session y showed root's command line,
+// denial count, refusals and summary, and its z went on with root's
+// journal.
+func TestSessionNameNotInherited(t *testing.T) {
+	m := newMount(t, map[string]string{"secret.txt": "s\n", "a.txt": "a\n"}, func(c *daemon.Config) {
+		c.Options = append(c.Options, "allow_other")
+	})
+	openUp(t, m.tmp)
+	bin := shq(sharedBin(t))
+	if _, err := m.sh(bin + ` run --session y -- sh -c 'echo x > secret.txt'`); err == nil {
+		t.Fatal("session y's blind write was allowed")
+	}
+	m.mustSh(bin + ` run --session z -- sh -c 'cat a.txt > /dev/null && echo b > a.txt'`)
+
+	for _, name := range []string{"y", "z"} {
+		out, err := m.sh(asNobody + bin + ` run --session ` + name + ` -- true`)
+		if err == nil || !strings.Contains(out, "was the name of uid 0's session, which ended and is still listed") {
+			t.Errorf("uid 65534 registered %s, root's ended session's name: %v\n%s", name, err, out)
+		}
+	}
+	// 64 more ended sessions push y and z out of the ended list.
+	m.mustSh(`for i in $(seq 64); do ` + bin + ` run --session e$i -- true || exit 1; done`)
+	out, err := m.sh(asNobody + bin + ` run --session z -- true`)
+	if err == nil || !strings.Contains(out, "is the name of uid 0's session, whose journal is kept") {
+		t.Errorf("uid 65534 registered z, whose journal is root's: %v\n%s", err, out)
+	}
+	out, err = m.sh(asNobody + bin + ` run --session y -- sh -c 'cat .rubino/self/info .rubino/self/denials.summary; ` + bin + ` denials'`)
+	if err != nil {
+		t.Fatalf("uid 65534's session y: %v\n%s", err, out)
+	}
+	for _, leak := range []string{"secret.txt", "echo x", `"owner": 0`, fmt.Sprintf(`"denials": %d`, 1)} {
+		if strings.Contains(out, leak) {
+			t.Errorf("uid 65534's new session y shows root's %q:\n%s", leak, out)
+		}
+	}
+	if !strings.Contains(out, `"owner": 65534`) {
+		t.Errorf("uid 65534's session y is not its own:\n%s", out)
+	}
+}
