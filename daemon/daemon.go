@@ -358,6 +358,7 @@ func Start(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("agents: %w", err)
 	}
 	undo = append(undo, func() { d.Tasks.Close() })
+	d.Tasks.Registry().SkipIDs(d.journaledTaskIDs()) // journal.go
 	d.FS.Plug(d.Tasks)
 	d.registerMetrics() // observe.go: watcher, tasks, compactions in .rubino/metrics
 	timeout := cfg.CacheTimeout

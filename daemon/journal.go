@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rubinofs/rubinofs/guard/ignore"
@@ -94,10 +96,36 @@ func (d *Daemon) journalNameHeld(name string, owner uint32) error {
 	return nil
 }
 
+// journaledTaskIDs returns the largest N of the journal's task-N session
+// logs (0: none), so the mount's tasks take ids past it: ids start at 1
+// at every mount, and a task-N session registered again would go on with
+// an earlier task's log, another uid's perhaps
+// (docs/DESIGN.md#session-names).
+func (d *Daemon) journaledTaskIDs() uint64 {
+	if d.Journal == nil {
+		return 0
+	}
+	names, err := d.Journal.Sessions()
+	if err != nil {
+		return 0
+	}
+	var top uint64
+	for _, n := range names {
+		if id, ok := strings.CutPrefix(n, sessions.TaskPrefix); ok {
+			if v, err := strconv.ParseUint(id, 10, 64); err == nil {
+				top = max(top, v)
+			}
+		}
+	}
+	return top
+}
+
 // shareExempt is the journal's Options.Exempt: the mount owner's and
 // root's sessions have no share of the journal budget, every other uid's
 // have one (docs/DESIGN.md#journal-share).
-func (d *Daemon) shareExempt(uid uint32) bool { return uid == 0 || uid == d.Sessions.MountOwner }
+// The mount's owner is the daemon's uid (sessions.Registry.MountOwner);
+// the journal may ask before the registry is made.
+func (d *Daemon) shareExempt(uid uint32) bool { return uid == 0 || uid == uint32(os.Getuid()) }
 
 // journalFlushError logs a failed background flush of the journal
 // (journal.SyncWrite) at error: the records written since the last flush

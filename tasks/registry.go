@@ -142,6 +142,16 @@ func NewRegistry(caps Caps) *Registry {
 	return &Registry{caps: caps.withDefaults(), entries: map[string]*entry{}, now: time.Now, changed: make(chan struct{})}
 }
 
+// SkipIDs makes every later task's id greater than n: a new mount's ids
+// start past those of the tasks whose sessions an earlier mount's journal
+// still names, so no new task-N session goes on with another task's
+// journal log (docs/DESIGN.md#session-names). Safe for concurrent use.
+func (r *Registry) SkipIDs(n uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nextID = max(r.nextID, n)
+}
+
 // Changed returns a channel closed at the next state change of any task
 // (status, gates, queue, activity, output). Take it before checking a
 // condition, then wait on it: nothing is missed. For watchers and tests.

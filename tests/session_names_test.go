@@ -2,6 +2,8 @@ package tests
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -51,5 +53,25 @@ func TestSessionNameNotInherited(t *testing.T) {
 	}
 	if !strings.Contains(out, `"owner": 65534`) {
 		t.Errorf("uid 65534's session y is not its own:\n%s", out)
+	}
+}
+
+// TestTaskIDsPastJournaledTasks: task ids start at 1 at every mount, and
+// a task's session is task-ID; the journal keeps an ended task's log for
+// days. A mount whose journal has uid 65534's task-5 log gives its first
+// task id 6: it neither goes on with that log nor is refused its name.
+func TestTaskIDsPastJournaledTasks(t *testing.T) {
+	m := newMount(t, nil, func(c *daemon.Config) {
+		dir := filepath.Join(c.StateDir, "journal", "sessions")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		line := `{"seq":1,"time":"2026-01-01T00:00:00Z","op":"checkpoint","id":"cp000000","label":"session start","owner":65534}` + "\n"
+		if err := os.WriteFile(filepath.Join(dir, "task-5.jsonl"), []byte(line), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if id := m.spawnSh("true"); id != "6" {
+		t.Fatalf("the first task's id is %s, want 6 (past the journal's task-5)", id)
 	}
 }
