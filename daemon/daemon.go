@@ -297,6 +297,7 @@ func Start(cfg Config) (*Daemon, error) {
 		d.endJournalSession(name) // journal.go
 	}
 	d.Sessions.NameHeld = d.journalNameHeld     // journal.go: docs/DESIGN.md#session-names
+	d.Sessions.KeptOwner = d.journalLogOwner    // journal.go
 	d.Sessions.OnRegister = func(name string) { // a new session of a name starts with no denials or errors
 		d.Guard.ForgetDenials(name)
 		if d.FS != nil {

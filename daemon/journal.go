@@ -96,6 +96,18 @@ func (d *Daemon) journalNameHeld(name string, owner uint32) error {
 	return nil
 }
 
+// journalLogOwner is the registry's KeptOwner: the uid session name's
+// journal log names, so its owner still reaches its journal (changes,
+// diff, rewind) once the registry has forgotten the session
+// (docs/DESIGN.md#session-names).
+func (d *Daemon) journalLogOwner(name string) (uint32, bool) {
+	if d.Journal == nil {
+		return 0, false
+	}
+	uid, known, _ := d.Journal.LogOwner(name)
+	return uid, known
+}
+
 // journaledTaskIDs returns the largest N of the journal's task-N session
 // logs (0: none), so the mount's tasks take ids past it: ids start at 1
 // at every mount, and a task-N session registered again would go on with

@@ -32,7 +32,7 @@ import (
 // belongs to; the first record of its log names it (Record.Owner).
 // OwnerBudget bounds the bytes the sessions of one uid hold in the
 // journal (0: no such bound), for every uid but those Exempt (nil: none)
-// accepts. Neither may call into the Journal
+// accepts. Neither may take the Journal's locks (LogOwner takes none)
 // (docs/DESIGN.md#journal-share, docs/DESIGN.md#session-names).
 type Options struct {
 	MaxBlobSize   int64

@@ -135,7 +135,13 @@ type Registry struct {
 	// denials, its errors) is dropped, so a new session starts with none
 	// (docs/DESIGN.md#session-names).
 	OnRegister func(name string)
-	procDir    string
+	// KeptOwner, when set, answers OwnerOf for a session the registry
+	// no longer lists (ended and pushed out of the ended list, or from
+	// before a restart) from what the daemon keeps of it: the uid its
+	// journal log names (docs/DESIGN.md#session-names). Called outside
+	// locks.
+	KeptOwner func(name string) (uint32, bool)
+	procDir   string
 
 	mu     sync.Mutex
 	byName map[string]*session
@@ -259,17 +265,22 @@ func (s *Registry) registered(name string) {
 }
 
 // OwnerOf returns the owner uid of session name, live or ended and still
-// listed; false for a name the registry does not know.
+// listed, else KeptOwner's answer; false for a name nobody knows.
 func (s *Registry) OwnerOf(name string) (uint32, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if sess, ok := s.byName[name]; ok {
+		s.mu.Unlock()
 		return sess.info.Owner, true
 	}
 	for i := len(s.ended) - 1; i >= 0; i-- {
 		if s.ended[i].Name == name {
+			s.mu.Unlock()
 			return s.ended[i].Owner, true
 		}
+	}
+	s.mu.Unlock()
+	if s.KeptOwner != nil {
+		return s.KeptOwner(name)
 	}
 	return 0, false
 }

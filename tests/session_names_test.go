@@ -16,12 +16,21 @@ import (
 // are listed among the ended sessions, uid 65534 may not register either
 // name; once they are not, it still may not take z, whose journal log is
 // kept, and it may take y, whose session then starts with no denials of
-// root's. Before, uid 65534's new session y showed root's command line,
-// denial count, refusals and summary, and its z went on with root's
-// journal.
+// root's. uid 65534's own session n1, forgotten the same way, is still
+// its to list the changes of (its journal log names it); root's z is
+// not. Before, uid 65534's new session y showed root's command line,
+// denial count, refusals and summary, its z went on with root's
+// journal, and its own forgotten session was root's alone.
 func TestSessionNameNotInherited(t *testing.T) {
 	m := newMount(t, map[string]string{"secret.txt": "s\n", "a.txt": "a\n"}, func(c *daemon.Config) {
 		c.Options = append(c.Options, "allow_other")
+		pub := filepath.Join(c.Workspace, "pub")
+		if err := os.Mkdir(pub, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(pub, 0o777); err != nil {
+			t.Fatal(err)
+		}
 	})
 	openUp(t, m.tmp)
 	bin := shq(sharedBin(t))
@@ -36,7 +45,8 @@ func TestSessionNameNotInherited(t *testing.T) {
 			t.Errorf("uid 65534 registered %s, root's ended session's name: %v\n%s", name, err, out)
 		}
 	}
-	// 64 more ended sessions push y and z out of the ended list.
+	m.mustSh(asNobody + bin + ` run --session n1 -- sh -c 'echo mine > pub/n1.txt'`)
+	// 64 more ended sessions push y, z and n1 out of the ended list.
 	m.mustSh(`for i in $(seq 64); do ` + bin + ` run --session e$i -- true || exit 1; done`)
 	out, err := m.sh(asNobody + bin + ` run --session z -- true`)
 	if err == nil || !strings.Contains(out, "is the name of uid 0's session, whose journal is kept") {
@@ -53,6 +63,13 @@ func TestSessionNameNotInherited(t *testing.T) {
 	}
 	if !strings.Contains(out, `"owner": 65534`) {
 		t.Errorf("uid 65534's session y is not its own:\n%s", out)
+	}
+	// Its own forgotten session's journal is still its: the log names it.
+	if out, err := m.sh(asNobody + bin + ` changes --session n1`); err != nil || !strings.Contains(out, "pub/n1.txt") {
+		t.Errorf("uid 65534's changes of its forgotten session n1: %v\n%s", err, out)
+	}
+	if out, err := m.sh(asNobody + bin + ` changes --session z`); err == nil || strings.Contains(out, "a.txt") {
+		t.Errorf("uid 65534 reads root's forgotten session z's changes: %v\n%s", err, out)
 	}
 }
 
