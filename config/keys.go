@@ -196,8 +196,8 @@ const (
 	DefaultJournalBudgetPerUID = 256 << 20
 	// DefaultJournalRetention is journal.retention's default (7 days).
 	DefaultJournalRetention = 7 * 24 * time.Hour
-	// MaxJournalBytes bounds journal.max_file_size and journal.budget, in
-	// bytes (1 PiB).
+	// MaxJournalBytes bounds journal.max_file_size, journal.budget and
+	// journal.budget_per_uid, in bytes (1 PiB).
 	MaxJournalBytes = 1 << 50
 	// MaxJournalRetention bounds journal.retention and state.retention
 	// (10 years).

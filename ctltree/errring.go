@@ -56,14 +56,15 @@ func (r *ErrorRing) Records(keep func(session string) bool) []ErrorRecord {
 	return out
 }
 
-// Drop removes the records of session: a new session of that name
-// starts with none (docs/DESIGN.md#session-names).
-func (r *ErrorRing) Drop(session string) {
+// Drop removes the records of session from before: a session of that
+// name registered at before starts with none
+// (docs/DESIGN.md#session-names).
+func (r *ErrorRing) Drop(session string, before time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	kept := r.recs[:0]
 	for _, rec := range r.recs {
-		if rec.Session != session {
+		if rec.Session != session || !rec.Time.Before(before) {
 			kept = append(kept, rec)
 		}
 	}

@@ -1,8 +1,10 @@
 package ctltree
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -33,19 +35,20 @@ func TestErrorRingBounded(t *testing.T) {
 	}
 }
 
-// TestErrorRingDrop: Drop removes one session's records and keeps the
-// others in order.
+// TestErrorRingDrop: Drop removes one session's records from before a
+// time and keeps the others, and its later ones, in order.
 func TestErrorRingDrop(t *testing.T) {
 	var r ErrorRing
-	for _, s := range []string{"a", "b", "a", "c"} {
-		r.Add(ErrorRecord{Session: s, Message: s})
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for i, s := range []string{"a", "b", "a", "c", "a"} {
+		r.Add(ErrorRecord{Session: s, Message: s, Time: t0.Add(time.Duration(i) * time.Second)})
 	}
-	r.Drop("a")
+	r.Drop("a", t0.Add(4*time.Second)) // the last a is the new session's
 	var got []string
 	for _, rec := range r.Records(nil) {
 		got = append(got, rec.Session)
 	}
-	if len(got) != 2 || got[0] != "b" || got[1] != "c" {
+	if fmt.Sprint(got) != "[b c a]" {
 		t.Fatalf("after Drop: %v", got)
 	}
 }

@@ -298,10 +298,10 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	d.Sessions.NameHeld = d.journalNameHeld     // journal.go: docs/DESIGN.md#session-names
 	d.Sessions.KeptOwner = d.journalLogOwner    // journal.go
-	d.Sessions.OnRegister = func(name string) { // a new session of a name starts with no denials or errors
-		d.Guard.ForgetDenials(name)
+	d.Sessions.OnRegister = func(name string, at time.Time) { // a new session of a name starts with no denials or errors
+		d.Guard.ForgetDenials(name, at)
 		if d.FS != nil {
-			d.FS.ForgetErrors(name)
+			d.FS.ForgetErrors(name, at)
 		}
 	}
 	if err := d.Sessions.SetAutoCgroups(cfg.CgroupAuto); err != nil {

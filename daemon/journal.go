@@ -39,7 +39,7 @@ func (d *Daemon) openJournal(backing string, guard *ignore.Matcher) (*journal.Jo
 	}
 	j, err := journal.Open(d.journalDir(), journal.Options{MaxBlobSize: cfg.Journal.MaxFileSize, Budget: cfg.Journal.Budget,
 		Sync: cfg.Journal.Sync, FlushError: d.journalFlushError,
-		OwnerBudget: cfg.Journal.BudgetPerUID, OwnerOf: d.sessionOwner, Exempt: d.shareExempt})
+		OwnerBudget: cfg.Journal.BudgetPerUID, OwnerOf: d.sessionOwner, Exempt: d.shareExempt, Live: d.sessionLive})
 	if err != nil {
 		return nil, nil, fmt.Errorf("journal %s: %w", d.journalDir(), err)
 	}
@@ -74,23 +74,27 @@ func (d *Daemon) sessionOwner(name string) (uint32, bool) {
 	return reg.OwnerOf(name)
 }
 
+// sessionLive is the journal's Options.Live: whether a session of the
+// name is registered and live now.
+func (d *Daemon) sessionLive(name string) bool {
+	if d.Sessions == nil {
+		return false
+	}
+	_, ok := d.Sessions.Lookup(name)
+	return ok
+}
+
 // journalNameHeld is the registry's NameHeld: a name whose journal log
-// another uid's session began (a log that names no uid is the mount
-// owner's) may not be registered by owner, since the new session would
-// go on with that log: its changes, diff and rewind
-// (docs/DESIGN.md#session-names).
+// another uid's session began may not be registered by owner, since the
+// new session would go on with that log: its changes, diff and rewind
+// (docs/DESIGN.md#session-names). A log that names no uid (written before
+// logs named theirs) holds nothing, as before.
 func (d *Daemon) journalNameHeld(name string, owner uint32) error {
 	if d.Journal == nil {
 		return nil
 	}
-	uid, known, exists := d.Journal.LogOwner(name)
-	if !exists {
-		return nil
-	}
-	if !known {
-		uid = d.Sessions.MountOwner
-	}
-	if uid != owner {
+	uid, known, _ := d.Journal.LogOwner(name)
+	if known && uid != owner {
 		return fmt.Errorf("%w: %s is the name of uid %d's session, whose journal is kept until it is collected (journal.retention): choose another name", sessions.ErrSessionExists, name, uid)
 	}
 	return nil

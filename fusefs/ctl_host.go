@@ -9,6 +9,7 @@ package fusefs
 
 import (
 	"context"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -67,9 +68,10 @@ func (h CtlHost) Readable(c ctltree.Caller, rel string) *ctltree.Error {
 	return nil
 }
 
-// ForgetErrors drops session's records from .rubino/errors: a new
-// session of that name starts with none (docs/DESIGN.md#session-names).
-func (f *FS) ForgetErrors(session string) { f.errs.Drop(session) }
+// ForgetErrors drops session's records from before from .rubino/errors:
+// a session of that name registered at before starts with none
+// (docs/DESIGN.md#session-names).
+func (f *FS) ForgetErrors(session string, before time.Time) { f.errs.Drop(session, before) }
 
 // newCtlTree builds the mount's control tree (internal/ctlfs) over its
 // host, with the observability room's files (metrics, accesslog).

@@ -109,7 +109,13 @@ func (g *Guard) RecordDenial(d Denial) {
 		l.ring[l.next] = d
 		l.next = (l.next + 1) % len(l.ring)
 	}
-	s := l.summary(d.Session, g.trackerExists)
+	l.count(d, g.trackerExists)
+}
+
+// count adds d to its session's summary (made by summary, with live).
+// Called with l.mu held.
+func (l *denialLog) count(d Denial, live func(string) bool) {
+	s := l.summary(d.Session, live)
 	if d.Warned {
 		s.warnings++
 	} else {
@@ -160,30 +166,42 @@ func (l *denialLog) summary(session string, live func(string) bool) *sessionSumm
 	return s
 }
 
-// ForgetDenials drops session's summary and its lines of the denial log:
-// a new session of that name starts with none, and another uid's new
-// session of the name never sees an earlier one's refusals
-// (docs/DESIGN.md#session-names). The counts in status keep them. Safe for
-// concurrent use.
-func (g *Guard) ForgetDenials(session string) {
+// ForgetDenials drops session's refusals from before (its lines of the
+// denial log and its summary): a session registered at before starts with
+// none, and another uid's new session of the name never sees an earlier
+// one's (docs/DESIGN.md#session-names). When the new session was refused
+// already, its summary is counted again from its lines. The counts in
+// status keep them all. Safe for concurrent use.
+func (g *Guard) ForgetDenials(session string, before time.Time) {
 	l := &g.den
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if s, ok := l.sums[session]; ok {
+	s, ok := l.sums[session]
+	if ok {
 		l.bytes -= s.bytes
 		delete(l.sums, session)
 	}
 	n := len(l.ring)
 	kept := make([]Denial, 0, n)
+	var newer []Denial
 	for i := range l.ring {
-		if d := l.ring[(l.next+i)%n]; d.Session != session {
-			kept = append(kept, d)
+		d := l.ring[(l.next+i)%n]
+		if d.Session == session {
+			if d.Time.Before(before) {
+				continue
+			}
+			newer = append(newer, d)
+		}
+		kept = append(kept, d)
+	}
+	if len(kept) != n {
+		l.ring, l.next = kept, 0
+	}
+	if ok && !s.last.Before(before) {
+		for _, d := range newer {
+			l.count(d, g.trackerExists)
 		}
 	}
-	if len(kept) == n {
-		return
-	}
-	l.ring, l.next = kept, 0
 }
 
 // trackerExists reports whether session has a tracker (it has not ended).

@@ -3,6 +3,7 @@ package guard
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // TestDenialSummaryBounds: counts stay exact; the first MaxSummaryKeys
@@ -59,7 +60,7 @@ func TestForgetDenials(t *testing.T) {
 	for i, s := range []string{"a", "b", "a", "b", "a", "b"} { // the ring wraps
 		g.RecordDenial(Denial{Session: s, Path: fmt.Sprint("p", i), Code: CodeUnread})
 	}
-	g.ForgetDenials("a")
+	g.ForgetDenials("a", time.Now())
 	if d, _ := g.DenialCount("a"); d != 0 {
 		t.Fatalf("a's count after ForgetDenials: %d", d)
 	}
@@ -82,5 +83,16 @@ func TestForgetDenials(t *testing.T) {
 	}
 	if fmt.Sprint(paths) != "[p6 p7 p8 p9]" {
 		t.Fatalf("the ring after refilling: %v", paths)
+	}
+	// A new session of the name refused already (after before) keeps
+	// that refusal, in the log and in its counted-again summary.
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	g.RecordDenial(Denial{Session: "c", Path: "new", Code: CodeUnread, Time: t0.Add(time.Second)})
+	g.ForgetDenials("c", t0)
+	if d, _ := g.DenialCount("c"); d != 1 {
+		t.Fatalf("c's count after forgetting what came before: %d, want 1", d)
+	}
+	if ds := g.Denials("c"); len(ds) != 1 || ds[0].Path != "new" {
+		t.Fatalf("c's lines: %+v", ds)
 	}
 }

@@ -11,12 +11,15 @@ import (
 	"time"
 )
 
-// GC removes the logs of sessions ended (an OpEnd record) longer than
-// opt.Retention ago (0: kept forever); then, while the blobs the remaining
-// logs refer to and those logs' own bytes exceed opt.Budget (0: no bound;
-// docs/DESIGN.md#journal-budget), the logs of ended
-// sessions, the earliest ended first (a live session's log is never
-// removed); then every blob no remaining log refers to. It reports the
+// GC removes the logs of sessions ended (an OpEnd record, the last one
+// counting, unless Options.Live says a session of the name is live now)
+// longer than opt.Retention ago (0: kept forever); then, while the blobs
+// the remaining logs refer to and those logs' own bytes exceed
+// opt.Budget (0: no bound; docs/DESIGN.md#journal-budget), the logs of
+// ended sessions, the earliest ended first (a live session's log is never
+// removed); then the ended logs of each uid past its share, and it
+// recounts the shares (docs/DESIGN.md#journal-share); then every blob no
+// remaining log refers to. It reports the
 // sessions and blobs removed, the bytes freed, the store's size after and
 // the blobs the kept logs name that are lost (GCResult.Lost).
 // The blob sweep holds the journal's GC lock for writing, so no Record
@@ -35,13 +38,8 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 	for _, n := range names {
 		li := &logInfo{name: n, refs: map[string]int64{}}
 		_, err := scanRaw(j.LogPath(n), func(r *Record, _ *pathTable) error {
-			switch {
-			case r.Op == OpEnd:
-				li.ended = r.Time
-			case r.Op == OpCheckpoint || isChange(*r):
-				// A session of the same name (the same uid's:
-				// docs/DESIGN.md#session-names) went on with the log.
-				li.ended = time.Time{}
+			if r.Op == OpEnd {
+				li.ended = r.Time // the last end counts
 			}
 			if r.Owner != nil {
 				li.owner = r.Owner
@@ -55,6 +53,11 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 		})
 		if err != nil {
 			return res, err
+		}
+		if j.live != nil && j.live(n) {
+			// A live session of the name (the same uid's:
+			// docs/DESIGN.md#session-names) goes on with the log.
+			li.ended = time.Time{}
 		}
 		if st, err := os.Stat(j.LogPath(n)); err == nil {
 			li.size = st.Size()

@@ -32,8 +32,11 @@ import (
 // belongs to; the first record of its log names it (Record.Owner).
 // OwnerBudget bounds the bytes the sessions of one uid hold in the
 // journal (0: no such bound), for every uid but those Exempt (nil: none)
-// accepts. Neither may take the Journal's locks (LogOwner takes none)
-// (docs/DESIGN.md#journal-share, docs/DESIGN.md#session-names).
+// accepts. Live (nil: none) reports whether a session of the name is
+// live now: GC never takes its log for an ended one, though an earlier
+// session of the name ended. None of them may take the Journal's locks
+// (LogOwner takes none) (docs/DESIGN.md#journal-share,
+// docs/DESIGN.md#session-names).
 type Options struct {
 	MaxBlobSize   int64
 	Copy          CopyMode
@@ -45,6 +48,7 @@ type Options struct {
 	OwnerBudget   int64
 	OwnerOf       func(session string) (uid uint32, ok bool)
 	Exempt        func(uid uint32) bool
+	Live          func(session string) bool
 }
 
 // Journal is the journal under STATE/journal: blobs/ and sessions/. Safe
@@ -81,6 +85,7 @@ type Journal struct {
 	ownerBudget int64
 	ownerOf     func(string) (uint32, bool)
 	exempt      func(uint32) bool
+	live        func(string) bool // Options.Live
 	sharesMu    sync.Mutex
 	shares      map[uint32]*Share
 }
@@ -123,7 +128,7 @@ func Open(dir string, opt Options) (*Journal, error) {
 		now = time.Now
 	}
 	j := &Journal{dir: dir, blobs: b, now: now, sessions: map[string]*session{}, budget: opt.Budget,
-		ownerBudget: opt.OwnerBudget, ownerOf: opt.OwnerOf, exempt: opt.Exempt, shares: map[uint32]*Share{}}
+		ownerBudget: opt.OwnerBudget, ownerOf: opt.OwnerOf, exempt: opt.Exempt, live: opt.Live, shares: map[uint32]*Share{}}
 	if err := j.countLogs(); err != nil {
 		return nil, err
 	}
@@ -265,6 +270,10 @@ func (j *Journal) load(name string, s *session) error {
 	}
 	if n == 0 {
 		if _, err := j.checkpointLocked(s, "session start"); err != nil {
+			// The next use opens the log again and writes its first
+			// record (the one naming its uid) again.
+			l.close()
+			s.log = nil
 			return err
 		}
 	}

@@ -86,10 +86,12 @@ type Record struct {
 	Pre   []PreImage `json:"pre,omitempty"`
 	ID    string     `json:"id,omitempty"`
 	Label string     `json:"label,omitempty"`
-	// Owner is, on the first record of the log of a session whose uid
-	// has a share of the budget, that uid: GC counts the log in its
-	// share even once the session registry has forgotten the session
-	// (docs/DESIGN.md#journal-share). nil otherwise.
+	// Owner is, on the first record of a log, the uid of its session
+	// (Options.OwnerOf; nil when that was not known, and in logs written
+	// before logs named it): GC counts the log in that uid's share, and
+	// the name stays that uid's, even once the session registry has
+	// forgotten the session (docs/DESIGN.md#journal-share,
+	// docs/DESIGN.md#session-names).
 	Owner *uint32 `json:"owner,omitempty"`
 	// Ref and After are an after-note's (Op OpAfter): the Seq of the
 	// change it follows (0 for a handle's close) and the states it left.

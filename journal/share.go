@@ -81,8 +81,8 @@ func (s *Share) stopReason() string {
 // Options.OwnerBudget is 0, Options.OwnerOf is nil or does not know the
 // session, or the session's uid is Exempt (the mount's owner, root).
 // Every session of one uid gets the same *Share. Safe for concurrent use;
-// it must not be called from a Capture (it calls OwnerOf, which may take
-// the session registry's lock).
+// the recording hook calls it before Record, and hands the share to its
+// captures (CaptureOptions.Share).
 func (j *Journal) ShareOf(session string) *Share {
 	if j.ownerBudget <= 0 || j.ownerOf == nil {
 		return nil

@@ -117,13 +117,16 @@ func TestOwnerShare(t *testing.T) {
 }
 
 // TestLogOwnerAndReuse: a log's first record names its session's uid
-// (LogOwner), one of a session whose uid is not known names none, and a
-// log that goes on after its session's end (a session of the same name,
-// the same uid's) is live to GC: never collected as ended.
+// (LogOwner), one of a session whose uid is not known names none; a log
+// whose session ended is collected past retention even when records
+// followed the end (a checkpoint of a rewind, a late handle's write),
+// unless Live says a session of the name is live again.
 func TestLogOwnerAndReuse(t *testing.T) {
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	live := map[string]bool{}
 	j, err := Open(filepath.Join(t.TempDir(), "journal"), Options{Now: func() time.Time { return now },
-		OwnerOf: func(s string) (uint32, bool) { return 42, s == "known" }})
+		OwnerOf: func(s string) (uint32, bool) { return 42, s == "known" },
+		Live:    func(s string) bool { return live[s] }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +152,15 @@ func TestLogOwnerAndReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(30 * 24 * time.Hour)
+	live["known"] = true
 	if res, err := j.GC(GCOptions{Retention: time.Hour}); err != nil || res.Sessions != 0 {
-		t.Fatalf("GC of a log whose session went on after its end: %+v %v", res, err)
+		t.Fatalf("GC of the log of a live session of the name: %+v %v", res, err)
+	}
+	live["known"] = false
+	if _, err := j.Checkpoint("known", "a rewind's"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := j.GC(GCOptions{Retention: time.Hour}); err != nil || res.Sessions != 1 {
+		t.Fatalf("GC of an ended session's log with records after its end: %+v %v", res, err)
 	}
 }

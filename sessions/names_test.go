@@ -3,6 +3,7 @@ package sessions
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 // TestNameOfEndedSessionKeptForItsUID: a name listed among the ended
@@ -13,7 +14,7 @@ import (
 func TestNameOfEndedSessionKeptForItsUID(t *testing.T) {
 	s := NewRegistry()
 	var registered []string
-	s.OnRegister = func(name string) { registered = append(registered, name) }
+	s.OnRegister = func(name string, _ time.Time) { registered = append(registered, name) }
 	held := errors.New("held")
 	s.NameHeld = func(name string, owner uint32) error {
 		if name == "journaled" && owner != 7 {

@@ -130,11 +130,12 @@ type Registry struct {
 	// (docs/DESIGN.md#session-names).
 	NameHeld func(name string, owner uint32) error
 	// OnRegister, when set, is called (outside locks) with each name
-	// registered (or renamed to), before the registration returns: what
-	// the daemon keeps by name from an earlier session of that name (its
+	// registered (or renamed to) and a time taken before the session
+	// could be resolved, before the registration returns: what the
+	// daemon keeps by name from before that time (an earlier session's
 	// denials, its errors) is dropped, so a new session starts with none
 	// (docs/DESIGN.md#session-names).
-	OnRegister func(name string)
+	OnRegister func(name string, at time.Time)
 	// KeptOwner, when set, answers OwnerOf for a session the registry
 	// no longer lists (ended and pushed out of the ended list, or from
 	// before a restart) from what the daemon keeps of it: the uid its
@@ -244,23 +245,30 @@ func (s *Registry) unreserveLocked(owner uint32) {
 // answer. Called without s.mu; it takes it.
 func (s *Registry) checkName(name string, owner uint32) error {
 	s.mu.Lock()
+	err := s.endedHeldLocked(name, owner)
+	s.mu.Unlock()
+	if err == nil && s.NameHeld != nil {
+		err = s.NameHeld(name, owner)
+	}
+	return err
+}
+
+// endedHeldLocked is checkName's test of the ended list, which each
+// registration repeats under s.mu where it adds the name (a session of
+// another uid may have ended since checkName).
+func (s *Registry) endedHeldLocked(name string, owner uint32) error {
 	for _, e := range s.ended {
 		if e.Name == name && e.Owner != owner {
-			s.mu.Unlock()
 			return fmt.Errorf("%w: %s was the name of uid %d's session, which ended and is still listed: choose another name", ErrSessionExists, name, e.Owner)
 		}
-	}
-	s.mu.Unlock()
-	if s.NameHeld != nil {
-		return s.NameHeld(name, owner)
 	}
 	return nil
 }
 
-// registered runs OnRegister for name.
-func (s *Registry) registered(name string) {
+// registered runs OnRegister for name, registered at at.
+func (s *Registry) registered(name string, at time.Time) {
 	if s.OnRegister != nil {
-		s.OnRegister(name)
+		s.OnRegister(name, at)
 	}
 }
 
@@ -317,11 +325,17 @@ func (s *Registry) RegisterFor(owner uint32, name string, pid uint32, cmd string
 	}
 	pid = key.pid
 	cg := s.cgroupOfBounded(pid) // "" when unknown: the root then nests in no cgroup session
+	at := time.Now()
 	s.mu.Lock()
 	if _, ok := s.byName[name]; ok {
 		s.mu.Unlock()
 		unix.Close(pidfd)
 		return fmt.Errorf("%w: %s", ErrSessionExists, name)
+	}
+	if err := s.endedHeldLocked(name, owner); err != nil {
+		s.mu.Unlock()
+		unix.Close(pidfd)
+		return err
 	}
 	if other, ok := s.byRoot[key]; ok {
 		s.mu.Unlock()
@@ -340,7 +354,7 @@ func (s *Registry) RegisterFor(owner uint32, name string, pid uint32, cmd string
 	s.rootCg[key] = cg
 	s.gen++
 	s.mu.Unlock()
-	s.registered(name)
+	s.registered(name, at)
 	go s.watchExit(sess, pidfd)
 	return nil
 }
@@ -502,6 +516,7 @@ func (s *Registry) Rename(from, to string) error {
 	if err := s.checkName(to, owner); err != nil {
 		return err
 	}
+	at := time.Now()
 	s.mu.Lock()
 	sess, ok := s.byName[from]
 	if !ok {
@@ -512,12 +527,16 @@ func (s *Registry) Rename(from, to string) error {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrSessionExists, to)
 	}
+	if err := s.endedHeldLocked(to, sess.info.Owner); err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	delete(s.byName, from)
 	sess.info.Name = to
 	s.byName[to] = sess
 	s.gen++
 	s.mu.Unlock()
-	s.registered(to)
+	s.registered(to, at)
 	return nil
 }
 

@@ -124,11 +124,16 @@ func (s *Registry) registerCgroup(info Info) error {
 	if err := s.checkName(info.Name, info.Owner); err != nil {
 		return err
 	}
+	at := time.Now()
 	sess := &session{info: info, stop: make(chan struct{})}
 	s.mu.Lock()
 	if _, ok := s.byName[info.Name]; ok {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrSessionExists, info.Name)
+	}
+	if err := s.endedHeldLocked(info.Name, info.Owner); err != nil {
+		s.mu.Unlock()
+		return err
 	}
 	if other, ok := s.byCgroup[info.Cgroup]; ok {
 		s.mu.Unlock()
@@ -147,7 +152,7 @@ func (s *Registry) registerCgroup(info Info) error {
 	s.byCgroup[info.Cgroup] = sess
 	s.gen++
 	s.mu.Unlock()
-	s.registered(info.Name)
+	s.registered(info.Name, at)
 	if info.RemoveEmpty {
 		s.cgroupGone(sess) // its current state: populated already?
 	}
@@ -178,10 +183,15 @@ func (s *Registry) registerKept(info Info) error {
 	if err := s.checkName(info.Name, info.Owner); err != nil {
 		return err
 	}
+	at := time.Now()
 	s.mu.Lock()
 	if _, ok := s.byName[info.Name]; ok {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrSessionExists, info.Name)
+	}
+	if err := s.endedHeldLocked(info.Name, info.Owner); err != nil {
+		s.mu.Unlock()
+		return err
 	}
 	if err := s.reserveLocked(info.Owner); err != nil {
 		s.mu.Unlock()
@@ -190,7 +200,7 @@ func (s *Registry) registerKept(info Info) error {
 	s.byName[info.Name] = &session{info: info, stop: make(chan struct{})}
 	s.gen++
 	s.mu.Unlock()
-	s.registered(info.Name)
+	s.registered(info.Name, at)
 	return nil
 }
 

@@ -145,8 +145,9 @@ func (s *Registry) registerLeft(key proc, name string, e leftEntry) error {
 		return ErrSessionExists // held by another uid: try another name
 	}
 	cg := s.cgroupOfBounded(key.pid)
+	at := time.Now()
 	s.mu.Lock()
-	if _, ok := s.byName[name]; ok {
+	if _, ok := s.byName[name]; ok || s.endedHeldLocked(name, e.owner) != nil {
 		s.mu.Unlock()
 		unix.Close(pidfd)
 		return ErrSessionExists
@@ -170,7 +171,7 @@ func (s *Registry) registerLeft(key proc, name string, e leftEntry) error {
 	delete(s.left, key)
 	s.gen++
 	s.mu.Unlock()
-	s.registered(name)
+	s.registered(name, at)
 	go s.watchExit(sess, pidfd)
 	return nil
 }
