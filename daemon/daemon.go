@@ -296,8 +296,8 @@ func Start(cfg Config) (*Daemon, error) {
 		d.Guard.DropSession(name)
 		d.endJournalSession(name) // journal.go
 	}
-	d.Sessions.NameHeld = d.journalNameHeld     // journal.go: docs/DESIGN.md#session-names
-	d.Sessions.KeptOwner = d.journalLogOwner    // journal.go
+	d.Sessions.NameHeld = d.journalNameHeld                   // journal.go: docs/DESIGN.md#session-names
+	d.Sessions.KeptOwner = d.journalLogOwner                  // journal.go
 	d.Sessions.OnRegister = func(name string, at time.Time) { // a new session of a name starts with no denials or errors
 		d.Guard.ForgetDenials(name, at)
 		if d.FS != nil {
