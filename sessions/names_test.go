@@ -2,6 +2,8 @@ package sessions
 
 import (
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -51,5 +53,38 @@ func TestNameOfEndedSessionKeptForItsUID(t *testing.T) {
 	}
 	if want := []string{"mine", "other", "mine", "renamed"}; len(registered) != len(want) || registered[2] != "mine" || registered[3] != "renamed" {
 		t.Fatalf("OnRegister saw %q, want %q", registered, want)
+	}
+}
+
+// TestOwnerOfWhileSessionsEnd: OwnerOf reads the ended list while
+// sessions end and the list is compacted in place (MaxEnded); under -race
+// a read after the registry's mutex is released is caught.
+func TestOwnerOfWhileSessionsEnd(t *testing.T) {
+	s := NewRegistry()
+	s.MaxEnded = 2
+	var last atomic.Value
+	last.Store("")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 2000; i++ {
+			name := fmt.Sprintf("s%d", i)
+			if err := s.RegisterKeptFor(7, name, "cmd"); err != nil {
+				t.Error(err)
+				return
+			}
+			s.End(name)
+			last.Store(name)
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			return
+		default:
+			if uid, ok := s.OwnerOf(last.Load().(string)); ok && uid != 7 {
+				t.Errorf("OwnerOf = %d", uid)
+			}
+		}
 	}
 }

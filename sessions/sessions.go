@@ -277,13 +277,15 @@ func (s *Registry) registered(name string, at time.Time) {
 func (s *Registry) OwnerOf(name string) (uint32, bool) {
 	s.mu.Lock()
 	if sess, ok := s.byName[name]; ok {
+		owner := sess.info.Owner
 		s.mu.Unlock()
-		return sess.info.Owner, true
+		return owner, true
 	}
 	for i := len(s.ended) - 1; i >= 0; i-- {
 		if s.ended[i].Name == name {
+			owner := s.ended[i].Owner
 			s.mu.Unlock()
-			return s.ended[i].Owner, true
+			return owner, true
 		}
 	}
 	s.mu.Unlock()
