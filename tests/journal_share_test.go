@@ -2,6 +2,7 @@ package tests
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -80,6 +81,19 @@ func TestJournalSharePerUID(t *testing.T) {
 	stopped, _ := j["stopped"].(map[string]any)
 	if why, _ := stopped["default-65534"].(string); !strings.Contains(why, "uid 65534's share of the journal budget, 262144 bytes, is spent") {
 		t.Fatalf("uid 65534's journal is not stopped by its share: status journal = %v", j)
+	}
+	if _, ok := j["last_error"]; !ok {
+		t.Errorf("root's status has no journal.last_error: %v", j)
+	}
+	// uid 65534 sees its own stopped session, and no reason that may
+	// name another session's path.
+	var theirs map[string]any
+	if err := json.Unmarshal([]byte(m.mustSh(asNobody+"cat .rubino/status")), &theirs); err != nil {
+		t.Fatal(err)
+	}
+	tj, _ := theirs["journal"].(map[string]any)
+	if ts, _ := tj["stopped"].(map[string]any); ts["default-65534"] == nil || tj["last_error"] != nil {
+		t.Errorf("uid 65534's status journal = %v", tj)
 	}
 	m.mustSh("cat root.bin > /dev/null && rm root.bin")
 	j, _ = m.status()["journal"].(map[string]any)

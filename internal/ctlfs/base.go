@@ -110,8 +110,32 @@ func (t *Tree) statusDoc() map[string]any {
 	return doc
 }
 
-func (t *Tree) readStatus(_ context.Context, _ ctltree.Caller) ([]byte, error) {
-	b, err := json.MarshalIndent(t.statusDoc(), "", "  ")
+// readStatus renders the status document for c. A caller who is not an
+// admin (Host.Admin) sees of the journal's per-session entries only those
+// of sessions it may act on (Host.MayActOn), and no last_error, whose
+// reason may name another session's path: the status file is everyone's
+// on an allow_other mount (docs/DESIGN.md#session-names).
+func (t *Tree) readStatus(_ context.Context, c ctltree.Caller) ([]byte, error) {
+	doc := t.statusDoc()
+	if !t.host.Admin(c) {
+		if j, ok := doc["journal"].(map[string]any); ok {
+			delete(j, "last_error")
+			if stopped, ok := j["stopped"].(map[string]string); ok {
+				mine := map[string]string{}
+				for name, why := range stopped {
+					if t.host.MayActOn(c, name) {
+						mine[name] = why
+					}
+				}
+				if len(mine) == 0 {
+					delete(j, "stopped")
+				} else {
+					j["stopped"] = mine
+				}
+			}
+		}
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
 	return append(b, '\n'), err
 }
 
