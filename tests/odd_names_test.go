@@ -12,7 +12,8 @@ import (
 // again; the journal's JSON log once kept each bad byte as U+FFFD, so the
 // rewind made a file of another name and left the made one. A refusal of
 // a name with a newline is one line of `rubinofs denials`, and the name
-// is quoted in `--summary`: it cannot print a line of its own.
+// is quoted in `--summary`, and a read record's in tracked: it cannot
+// print a line of its own.
 func TestOddNamesRewindAndDenials(t *testing.T) {
 	const gone, made, nl = "bad\xff\xfename", "new\xfe", "evil\nDENIED fake.go"
 	m := newMount(t, map[string]string{gone: "old bytes\n", nl: "orig\n"}, nil)
@@ -44,5 +45,15 @@ func TestOddNamesRewindAndDenials(t *testing.T) {
 	out = m.mustSh(bin + " denials --summary")
 	if strings.Contains(out, "\nDENIED") || !strings.Contains(out, `"evil\nDENIED fake.go"`) {
 		t.Errorf("rubinofs denials --summary printed the name's newline:\n%s", out)
+	}
+
+	// A read record's path is one field of one line of tracked: a name
+	// with a newline and tabs cannot forge a record of another file.
+	const forged = "x\nfresh\tdeadbeef\tvictim.go"
+	m.writeBacking(forged, "f\n")
+	m.mustSh("cat " + shq(forged) + " > /dev/null")
+	out = m.mustSh("cat .rubino/self/tracked")
+	if strings.Contains(out, "\nfresh\tdeadbeef\tvictim.go") || !strings.Contains(out, `"x\nfresh\tdeadbeef\tvictim.go"`) {
+		t.Errorf("tracked lets a name forge a line:\n%s", out)
 	}
 }

@@ -277,3 +277,19 @@ func TestHookMountFromEventCwd(t *testing.T) {
 		t.Error("hookMount outside any mount: no error")
 	}
 }
+
+// TestTrackedHashQuotedPaths: trackedHash finds a record whose path
+// tracked prints Go-quoted, and a name holding a newline and tabs cannot
+// pass for another file's record.
+func TestTrackedHashQuotedPaths(t *testing.T) {
+	tracked := []byte("fresh\tAAA\t\"x\\nfresh\\tBBB\\tvictim.go\"\nfresh\tCCC\tplain.go\n")
+	if got := trackedHash(tracked, "x\nfresh\tBBB\tvictim.go"); got != "AAA" {
+		t.Errorf("the quoted path's hash: %q", got)
+	}
+	if got := trackedHash(tracked, "victim.go"); got != "" {
+		t.Errorf("victim.go has no record, got %q", got)
+	}
+	if got := trackedHash(tracked, "plain.go"); got != "CCC" {
+		t.Errorf("plain.go: %q", got)
+	}
+}

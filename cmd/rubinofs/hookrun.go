@@ -167,11 +167,22 @@ func inMount(mnt, path string) bool {
 }
 
 // trackedHash returns the hash .rubino/self/tracked (STATE\tHASH\tPATH
-// lines, PATH relative to the mount root) lists for rel; "" when none.
+// lines, PATH relative to the mount root, Go-quoted when it holds a
+// control or non-UTF-8 byte or starts with a double quote) lists for rel;
+// "" when none.
 func trackedHash(tracked []byte, rel string) string {
 	for _, line := range strings.Split(string(tracked), "\n") {
 		f := strings.SplitN(line, "\t", 3)
-		if len(f) == 3 && f[2] == rel {
+		if len(f) != 3 {
+			continue
+		}
+		p := f[2]
+		if strings.HasPrefix(p, `"`) {
+			if u, err := strconv.Unquote(p); err == nil {
+				p = u
+			}
+		}
+		if p == rel {
 			return f[1]
 		}
 	}

@@ -10,8 +10,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/rubinofs/rubinofs/ctltree"
 )
@@ -190,15 +193,28 @@ func (t *Tree) readTracked(_ context.Context, c ctltree.Caller) ([]byte, error) 
 }
 
 // Tracked renders session's records for reader c, one per line: STATE
-// HASH PATH, sorted by path. A record's hash is "-" where c could not
-// read the file itself (Host.Tracked; a gone one too),
-// docs/DESIGN.md#as-caller.
+// HASH PATH, tab-separated, sorted by path. A record's hash is "-" where c
+// could not read the file itself (Host.Tracked; a gone one too),
+// docs/DESIGN.md#as-caller. A PATH holding a tab, a newline, another
+// control byte or a byte that is not UTF-8, or starting with a double
+// quote, is written Go-quoted (strconv.Quote), so a file's name never
+// makes a line or a field of its own.
 func (t *Tree) Tracked(c ctltree.Caller, session string) []byte {
 	var b strings.Builder
 	for _, r := range t.host.Tracked(c, session) {
-		fmt.Fprintf(&b, "%s\t%s\t%s\n", r.State, r.Hash, r.Path)
+		fmt.Fprintf(&b, "%s\t%s\t%s\n", r.State, r.Hash, linePath(r.Path))
 	}
 	return []byte(b.String())
+}
+
+// linePath is path as a line-based control file writes it (Tracked):
+// itself, or Go-quoted when it holds a control byte or a byte that is not
+// UTF-8, or starts with a double quote.
+func linePath(path string) string {
+	if strings.HasPrefix(path, `"`) || !utf8.ValidString(path) || strings.IndexFunc(path, unicode.IsControl) >= 0 {
+		return strconv.Quote(path)
+	}
+	return path
 }
 
 // readWhy returns the caller's session's last denial as one line.
