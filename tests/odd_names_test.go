@@ -38,6 +38,9 @@ func TestOddNamesRewindAndDenials(t *testing.T) {
 	if _, err := m.sh("echo x > " + shq(nl)); err == nil {
 		t.Fatal("a blind overwrite was allowed")
 	}
+	if out := m.mustSh("cat .rubino/guard/why"); strings.Count(out, "\n") != 1 || !strings.Contains(out, `evil\nDENIED fake.go`) {
+		t.Errorf("guard/why is not one line:\n%s", out)
+	}
 	out = m.mustSh(bin + " denials")
 	if strings.Contains(out, "\nDENIED") || !strings.Contains(out, `refusing to overwrite evil\nDENIED fake.go: read it first`) {
 		t.Errorf("rubinofs denials printed the name's newline:\n%s", out)

@@ -223,12 +223,13 @@ func (t *Tree) readWhy(_ context.Context, c ctltree.Caller) ([]byte, error) {
 }
 
 // Why returns session's last denial as one line: TIME OP CODE: MESSAGE
-// (nothing when it has none).
+// (nothing when it has none), a newline of a name in MESSAGE written \n.
 func (t *Tree) Why(session string) []byte {
 	ds := t.cfg.Guard.Denials(session)
 	if len(ds) == 0 {
 		return nil
 	}
 	d := ds[len(ds)-1]
-	return []byte(fmt.Sprintf("%s %s %s: %s\n", d.Time.UTC().Format(time.RFC3339), d.Op, d.Code, d.Message))
+	msg := strings.NewReplacer("\n", "\\n", "\r", "\\r").Replace(d.Message) // a name's newline stays in the one line
+	return []byte(fmt.Sprintf("%s %s %s: %s\n", d.Time.UTC().Format(time.RFC3339), d.Op, d.Code, msg))
 }
