@@ -71,46 +71,12 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 		}
 		logs = append(logs, li)
 	}
-	referenced := func() (map[string]bool, int64) {
-		set := map[string]bool{}
-		var total int64
-		for _, li := range logs {
-			total += li.size // the logs count too: docs/DESIGN.md#journal-budget
-			for a, size := range li.refs {
-				if !set[a] {
-					set[a] = true
-					total += size
-				}
-			}
-		}
-		return set, total
-	}
-	live, total := referenced()
-	if opt.Budget > 0 && total > opt.Budget {
-		var ended []*logInfo
-		for _, li := range logs {
-			if !li.ended.IsZero() {
-				ended = append(ended, li)
-			}
-		}
-		sort.Slice(ended, func(a, b int) bool { return ended[a].ended.Before(ended[b].ended) })
-		for _, victim := range ended {
-			if total <= opt.Budget {
-				break
-			}
-			if err := j.removeLog(victim.name); err != nil {
-				return res, err
-			}
-			res.Sessions++
-			kept := logs[:0]
-			for _, li := range logs {
-				if li != victim {
-					kept = append(kept, li)
-				}
-			}
-			logs = kept
-			live, total = referenced()
-		}
+	// While over the budget, the ended sessions' logs go, earliest ended
+	// first (the logs count too: docs/DESIGN.md#journal-budget).
+	logs, gone, err := j.shedEnded(logs, func(ls []*logInfo) bool { return opt.Budget > 0 && holds(ls) > opt.Budget })
+	res.Sessions += len(gone)
+	if err != nil {
+		return res, err
 	}
 	// Then each bounded uid's ended logs past its share
 	// (docs/DESIGN.md#journal-share), which also recounts the shares.
@@ -119,8 +85,11 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if removed > 0 {
-		live, _ = referenced()
+	live := map[string]bool{}
+	for _, li := range logs {
+		for a := range li.refs {
+			live[a] = true
+		}
 	}
 	var stored int64
 	var dead []string
@@ -149,6 +118,41 @@ func (j *Journal) GC(opt GCOptions) (GCResult, error) {
 	j.blobs.used.Store(stored)
 	res.StoreBytes = stored
 	return res, nil
+}
+
+// shedEnded removes, earliest ended first, the logs of ended sessions
+// among logs (a live session's never) while over says the logs kept hold
+// too much. It returns the logs kept and those it removed; on an error
+// what was removed before it stays removed.
+func (j *Journal) shedEnded(logs []*logInfo, over func([]*logInfo) bool) (kept, gone []*logInfo, err error) {
+	if !over(logs) {
+		return logs, nil, nil
+	}
+	var ended []*logInfo
+	for _, li := range logs {
+		if !li.ended.IsZero() {
+			ended = append(ended, li)
+		}
+	}
+	sort.Slice(ended, func(a, b int) bool { return ended[a].ended.Before(ended[b].ended) })
+	kept = logs
+	for _, victim := range ended {
+		if !over(kept) {
+			break
+		}
+		if err := j.removeLog(victim.name); err != nil {
+			return kept, gone, err
+		}
+		gone = append(gone, victim)
+		next := make([]*logInfo, 0, len(kept)-1)
+		for _, li := range kept {
+			if li != victim {
+				next = append(next, li)
+			}
+		}
+		kept = next
+	}
+	return kept, gone, nil
 }
 
 // logInfo is what GC knows of one session log: its name, when it ended

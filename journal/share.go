@@ -7,7 +7,6 @@ package journal
 
 import (
 	"fmt"
-	"sort"
 	"sync/atomic"
 )
 
@@ -147,45 +146,17 @@ func (j *Journal) shareLogs(logs []*logInfo) ([]*logInfo, int, error) {
 	gone := map[*logInfo]bool{}
 	totals := map[uint32]int64{}
 	for uid, mine := range byUID {
-		total := holds(mine)
-		if total > j.ownerBudget {
-			var ended []*logInfo
-			for _, li := range mine {
-				if !li.ended.IsZero() {
-					ended = append(ended, li)
-				}
-			}
-			sort.Slice(ended, func(a, b int) bool { return ended[a].ended.Before(ended[b].ended) })
-			for _, victim := range ended {
-				if total <= j.ownerBudget {
-					break
-				}
-				if err := j.removeLog(victim.name); err != nil {
-					return logs, removed, err
-				}
-				removed++
-				gone[victim] = true
-				kept := mine[:0]
-				for _, li := range mine {
-					if li != victim {
-						kept = append(kept, li)
-					}
-				}
-				mine = kept
-				total = holds(mine)
-			}
+		kept, shed, err := j.shedEnded(mine, func(ls []*logInfo) bool { return holds(ls) > j.ownerBudget })
+		for _, li := range shed {
+			gone[li] = true
 		}
-		totals[uid] = total
-	}
-	if removed > 0 {
-		kept := logs[:0]
-		for _, li := range logs {
-			if !gone[li] {
-				kept = append(kept, li)
-			}
+		removed += len(shed)
+		if err != nil {
+			return dropLogs(logs, gone), removed, err
 		}
-		logs = kept
+		totals[uid] = holds(kept)
 	}
+	logs = dropLogs(logs, gone)
 	for uid := range totals {
 		j.shareFor(uid)
 	}
@@ -195,6 +166,20 @@ func (j *Journal) shareLogs(logs []*logInfo) ([]*logInfo, int, error) {
 	}
 	j.sharesMu.Unlock()
 	return logs, removed, nil
+}
+
+// dropLogs returns logs without those in gone.
+func dropLogs(logs []*logInfo, gone map[*logInfo]bool) []*logInfo {
+	if len(gone) == 0 {
+		return logs
+	}
+	kept := logs[:0]
+	for _, li := range logs {
+		if !gone[li] {
+			kept = append(kept, li)
+		}
+	}
+	return kept
 }
 
 // holds is the bytes logs hold: their own, and each distinct blob they
