@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rubinofs/rubinofs/sessions"
 )
@@ -19,8 +20,13 @@ type savedState struct {
 	Roots    []sessions.Info          `json:"roots,omitempty"`
 }
 
+// savedRecord is one saved read record. A path that is not valid UTF-8
+// (a Linux name is any bytes but '/' and NUL) is also kept in PathX, its
+// bytes in hex, since a JSON string turns each bad byte into U+FFFD and
+// Load would then find another file or none.
 type savedRecord struct {
 	Path    string `json:"path"`
+	PathX   string `json:"path_x,omitempty"`
 	Ino     uint64 `json:"ino"`
 	Hash    string `json:"hash"`
 	MtimeNs int64  `json:"mtime_ns"`
@@ -78,8 +84,12 @@ func (g *Guard) Save(w io.Writer, roots []sessions.Info) error {
 				ew.write([]byte(",\n"))
 			}
 			n++
-			b, err := json.Marshal(savedRecord{Path: r.path, Ino: id.Ino,
-				Hash: r.hash.String(), MtimeNs: r.mtimeNs, Size: r.size, Own: r.written})
+			sr := savedRecord{Path: r.path, Ino: id.Ino,
+				Hash: r.hash.String(), MtimeNs: r.mtimeNs, Size: r.size, Own: r.written}
+			if !utf8.ValidString(r.path) {
+				sr.PathX = hex.EncodeToString([]byte(r.path))
+			}
+			b, err := json.Marshal(sr)
 			if err != nil {
 				merr = err
 				return
@@ -125,6 +135,11 @@ func (g *Guard) Load(r io.Reader, lookup func(path string) (Target, error)) (roo
 	}
 	for session, recs := range st.Sessions {
 		for _, rec := range recs {
+			if rec.PathX != "" {
+				if raw, err := hex.DecodeString(rec.PathX); err == nil {
+					rec.Path = string(raw)
+				}
+			}
 			b, err := hex.DecodeString(rec.Hash)
 			cur, lerr := lookup(rec.Path)
 			if err != nil || len(b) != 16 || lerr != nil || cur.Stat.ID.Ino != rec.Ino {
