@@ -277,6 +277,11 @@ type Journal struct {
 	// alone; docs/DESIGN.md#journal-share) (journal.budget_per_uid,
 	// --journal-budget-per-uid).
 	BudgetPerUID int64
+	// BudgetOtherUIDs bounds what the sessions of all uids other than
+	// the mount's owner and root hold in the journal together, in bytes
+	// (0: no such bound; docs/DESIGN.md#journal-share)
+	// (journal.budget_other_uids, --journal-budget-other-uids).
+	BudgetOtherUIDs int64
 	// Retention is how long an ended session's log is kept
 	// (journal.retention, --journal-retention; 0: forever).
 	Retention time.Duration

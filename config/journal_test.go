@@ -15,11 +15,11 @@ import (
 func TestJournalKeys(t *testing.T) {
 	e := newEnv(t)
 	c := e.mustLoad()
-	want := Journal{Enabled: true, MaxFileSize: 64 << 20, Budget: 1 << 30, BudgetPerUID: 256 << 20, Retention: 168 * time.Hour}
+	want := Journal{Enabled: true, MaxFileSize: 64 << 20, Budget: 1 << 30, BudgetPerUID: 256 << 20, BudgetOtherUIDs: 512 << 20, Retention: 168 * time.Hour}
 	if c.Journal != want {
 		t.Fatalf("journal defaults: %+v, want %+v", c.Journal, want)
 	}
-	e.write(e.userFile(), "[journal]\nenabled = false\nignored = true\nmax_file_size = 1024\nbudget = 0\nbudget_per_uid = 0\nretention = \"24h\"\n")
+	e.write(e.userFile(), "[journal]\nenabled = false\nignored = true\nmax_file_size = 1024\nbudget = 0\nbudget_per_uid = 0\nbudget_other_uids = 0\nretention = \"24h\"\n")
 	c = e.mustLoad(Flag{Key: "journal.enabled", Name: "--journal", Value: true})
 	want = Journal{Enabled: true, Ignored: true, MaxFileSize: 1024, Retention: 24 * time.Hour}
 	if c.Journal != want {

@@ -194,10 +194,14 @@ const (
 	// DefaultJournalBudgetPerUID is journal.budget_per_uid's default, in
 	// bytes (256 MiB, a quarter of the default budget).
 	DefaultJournalBudgetPerUID = 256 << 20
+	// DefaultJournalBudgetOtherUIDs is journal.budget_other_uids'
+	// default, in bytes (512 MiB, half the default budget).
+	DefaultJournalBudgetOtherUIDs = 512 << 20
 	// DefaultJournalRetention is journal.retention's default (7 days).
 	DefaultJournalRetention = 7 * 24 * time.Hour
-	// MaxJournalBytes bounds journal.max_file_size, journal.budget and
-	// journal.budget_per_uid, in bytes (1 PiB).
+	// MaxJournalBytes bounds journal.max_file_size, journal.budget,
+	// journal.budget_per_uid and journal.budget_other_uids, in bytes
+	// (1 PiB).
 	MaxJournalBytes = 1 << 50
 	// MaxJournalRetention bounds journal.retention and state.retention
 	// (10 years).

@@ -39,7 +39,7 @@ func (d *Daemon) openJournal(backing string, guard *ignore.Matcher) (*journal.Jo
 	}
 	j, err := journal.Open(d.journalDir(), journal.Options{MaxBlobSize: cfg.Journal.MaxFileSize, Budget: cfg.Journal.Budget,
 		Sync: cfg.Journal.Sync, FlushError: d.journalFlushError,
-		OwnerBudget: cfg.Journal.BudgetPerUID, OwnerOf: d.sessionOwner, Exempt: d.shareExempt, Live: d.sessionLive})
+		OwnerBudget: cfg.Journal.BudgetPerUID, OthersBudget: cfg.Journal.BudgetOtherUIDs, OwnerOf: d.sessionOwner, Exempt: d.shareExempt, Live: d.sessionLive})
 	if err != nil {
 		return nil, nil, fmt.Errorf("journal %s: %w", d.journalDir(), err)
 	}

@@ -32,7 +32,8 @@ import (
 // belongs to; the first record of its log names it (Record.Owner).
 // OwnerBudget bounds the bytes the sessions of one uid hold in the
 // journal (0: no such bound), for every uid but those Exempt (nil: none)
-// accepts. Live (nil: none) reports whether a session of the name is
+// accepts; OthersBudget (0: no such bound) bounds those of all such uids
+// together. Live (nil: none) reports whether a session of the name is
 // live now: GC never takes its log for an ended one, though an earlier
 // session of the name ended. None of them may take the Journal's locks
 // (LogOwner takes none) (docs/DESIGN.md#journal-share,
@@ -46,6 +47,7 @@ type Options struct {
 	FlushInterval time.Duration
 	FlushError    func(error)
 	OwnerBudget   int64
+	OthersBudget  int64
 	OwnerOf       func(session string) (uid uint32, ok bool)
 	Exempt        func(uid uint32) bool
 	Live          func(session string) bool
@@ -86,6 +88,7 @@ type Journal struct {
 	ownerOf     func(string) (uint32, bool)
 	exempt      func(uint32) bool
 	live        func(string) bool // Options.Live
+	others      *Share            // every bounded uid's together (nil: no OthersBudget)
 	sharesMu    sync.Mutex
 	shares      map[uint32]*Share
 }
@@ -129,6 +132,9 @@ func Open(dir string, opt Options) (*Journal, error) {
 	}
 	j := &Journal{dir: dir, blobs: b, now: now, sessions: map[string]*session{}, budget: opt.Budget,
 		ownerBudget: opt.OwnerBudget, ownerOf: opt.OwnerOf, exempt: opt.Exempt, live: opt.Live, shares: map[uint32]*Share{}}
+	if opt.OthersBudget > 0 {
+		j.others = &Share{limit: opt.OthersBudget, others: true}
+	}
 	if err := j.countLogs(); err != nil {
 		return nil, err
 	}

@@ -2,11 +2,13 @@ package journal
 
 // Per-uid shares of the journal budget: the sessions of one uid other
 // than the mount's owner may hold at most Options.OwnerBudget bytes of
-// it, so no such uid can spend the budget that keeps everyone's journal
-// running (docs/DESIGN.md#journal-share).
+// it, and those of all such uids together at most Options.OthersBudget,
+// so no such uid, nor several, can spend the budget that keeps the
+// owner's journal running (docs/DESIGN.md#journal-share).
 
 import (
 	"fmt"
+	"math"
 	"sync/atomic"
 )
 
@@ -18,11 +20,16 @@ import (
 // the limit is not stored (the pre-image is UnrecoverableOverBudget), and
 // a session whose change finds its uid's share spent has its journal
 // stopped, as with the whole budget (docs/DESIGN.md#journal-budget). A
-// nil *Share bounds nothing. Safe for concurrent use.
+// nil *Share bounds nothing. A uid's share has a parent, the share of
+// every bounded uid together (Options.OthersBudget): what it takes or
+// adds is taken from or added to the parent too, and it is spent when
+// the parent is. Safe for concurrent use.
 type Share struct {
-	uid   uint32
-	limit int64
-	used  atomic.Int64
+	uid    uint32
+	limit  int64
+	used   atomic.Int64
+	parent *Share // nil: none
+	others bool   // the parent share of every bounded uid
 }
 
 // UID is the uid whose sessions the share bounds.
@@ -40,9 +47,13 @@ func (s *Share) take(n int64) bool {
 	if s == nil {
 		return true
 	}
+	if !s.parent.take(n) {
+		return false
+	}
 	for {
 		u := s.used.Load()
 		if u+n > s.limit {
+			s.parent.give(n)
 			return false
 		}
 		if s.used.CompareAndSwap(u, u+n) {
@@ -51,26 +62,39 @@ func (s *Share) take(n int64) bool {
 	}
 }
 
-// give takes n bytes off the charge (nil: nothing).
+// give takes n bytes off the charge, and off the parent's (nil: nothing).
 func (s *Share) give(n int64) {
 	if s != nil {
 		s.used.Add(-n)
+		s.parent.give(n)
 	}
 }
 
-// add charges n bytes whatever the limit (a record already appended).
+// add charges n bytes whatever the limit (a record already appended),
+// to the parent too.
 func (s *Share) add(n int64) {
 	if s != nil {
 		s.used.Add(n)
+		s.parent.add(n)
 	}
 }
 
-// spent reports whether the share has reached its limit (nil: never).
-func (s *Share) spent() bool { return s != nil && s.used.Load() >= s.limit }
+// spent reports whether the share, or its parent, has reached its limit
+// (nil: never).
+func (s *Share) spent() bool {
+	return s != nil && (s.used.Load() >= s.limit || s.parent.spent())
+}
 
 // stopReason is the label of the stop record of a session whose uid's
-// share is spent.
+// share (or the share of all bounded uids) is spent.
 func (s *Share) stopReason() string {
+	if s.used.Load() < s.limit && s.parent != nil {
+		return s.parent.stopReason()
+	}
+	if s.others {
+		return fmt.Sprintf("the share of the journal budget that uids other than the mount's owner and root hold together, %d bytes, is spent (%d bytes): later changes of their sessions are not recorded until a checkpoint under it (end sessions for GC to collect, or raise --journal-budget-other-uids)",
+			s.limit, s.used.Load())
+	}
 	return fmt.Sprintf("uid %d's share of the journal budget, %d bytes, is spent (%d bytes): later changes of its sessions are not recorded until a checkpoint under it (end sessions for GC to collect, or raise --journal-budget-per-uid)",
 		s.uid, s.limit, s.used.Load())
 }
@@ -83,7 +107,7 @@ func (s *Share) stopReason() string {
 // the recording hook calls it before Record, and hands the share to its
 // captures (CaptureOptions.Share).
 func (j *Journal) ShareOf(session string) *Share {
-	if j.ownerBudget <= 0 || j.ownerOf == nil {
+	if (j.ownerBudget <= 0 && j.others == nil) || j.ownerOf == nil {
 		return nil
 	}
 	if uid, ok := j.ownerOf(session); ok && !j.isExempt(uid) {
@@ -101,11 +125,19 @@ func (j *Journal) shareFor(uid uint32) *Share {
 	defer j.sharesMu.Unlock()
 	sh := j.shares[uid]
 	if sh == nil {
-		sh = &Share{uid: uid, limit: j.ownerBudget}
+		limit := j.ownerBudget
+		if limit <= 0 {
+			limit = math.MaxInt64 // the others' share alone bounds it
+		}
+		sh = &Share{uid: uid, limit: limit, parent: j.others}
 		j.shares[uid] = sh
 	}
 	return sh
 }
+
+// Others is the share of every bounded uid together (nil when
+// Options.OthersBudget is 0).
+func (j *Journal) Others() *Share { return j.others }
 
 // OwnerBudget is Options.OwnerBudget, in bytes (0: no share).
 func (j *Journal) OwnerBudget() int64 { return j.ownerBudget }
@@ -129,7 +161,7 @@ func (j *Journal) MostByOneUID() (uid uint32, used int64) {
 // session's log is never removed), and sets every share to what the kept
 // logs hold. It returns the logs kept and how many it removed.
 func (j *Journal) shareLogs(logs []*logInfo) ([]*logInfo, int, error) {
-	if j.ownerBudget <= 0 || j.ownerOf == nil {
+	if (j.ownerBudget <= 0 && j.others == nil) || j.ownerOf == nil {
 		return logs, 0, nil
 	}
 	byUID := map[uint32][]*logInfo{}
@@ -145,8 +177,51 @@ func (j *Journal) shareLogs(logs []*logInfo) ([]*logInfo, int, error) {
 	removed := 0
 	gone := map[*logInfo]bool{}
 	totals := map[uint32]int64{}
+	uidOf := map[*logInfo]uint32{}
+	var bounded []*logInfo
 	for uid, mine := range byUID {
-		kept, shed, err := j.shedEnded(mine, func(ls []*logInfo) bool { return holds(ls) > j.ownerBudget })
+		kept := mine
+		if j.ownerBudget > 0 {
+			var shed []*logInfo
+			var err error
+			kept, shed, err = j.shedEnded(mine, func(ls []*logInfo) bool { return holds(ls) > j.ownerBudget })
+			for _, li := range shed {
+				gone[li] = true
+			}
+			removed += len(shed)
+			if err != nil {
+				return dropLogs(logs, gone), removed, err
+			}
+		}
+		for _, li := range kept {
+			uidOf[li] = uid
+		}
+		bounded = append(bounded, kept...)
+	}
+	// byUIDHolds is what ls holds, each uid's counted as its share counts
+	// it (a blob two uids name counts for each).
+	byUIDHolds := func(ls []*logInfo) map[uint32]int64 {
+		per := map[uint32][]*logInfo{}
+		for _, li := range ls {
+			per[uidOf[li]] = append(per[uidOf[li]], li)
+		}
+		out := map[uint32]int64{}
+		for uid, mine := range per {
+			out[uid] = holds(mine)
+		}
+		return out
+	}
+	if j.others != nil {
+		// Then, while all bounded uids together hold more than theirs,
+		// their ended logs go, earliest ended first, whoever's.
+		sum := func(ls []*logInfo) int64 {
+			var n int64
+			for _, v := range byUIDHolds(ls) {
+				n += v
+			}
+			return n
+		}
+		kept, shed, err := j.shedEnded(bounded, func(ls []*logInfo) bool { return sum(ls) > j.others.limit })
 		for _, li := range shed {
 			gone[li] = true
 		}
@@ -154,17 +229,23 @@ func (j *Journal) shareLogs(logs []*logInfo) ([]*logInfo, int, error) {
 		if err != nil {
 			return dropLogs(logs, gone), removed, err
 		}
-		totals[uid] = holds(kept)
+		bounded = kept
 	}
+	totals = byUIDHolds(bounded)
 	logs = dropLogs(logs, gone)
 	for uid := range totals {
 		j.shareFor(uid)
 	}
 	j.sharesMu.Lock()
+	var all int64
 	for uid, sh := range j.shares {
 		sh.used.Store(totals[uid])
+		all += totals[uid]
 	}
 	j.sharesMu.Unlock()
+	if j.others != nil {
+		j.others.used.Store(all)
+	}
 	return logs, removed, nil
 }
 

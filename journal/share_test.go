@@ -164,3 +164,76 @@ func TestLogOwnerAndReuse(t *testing.T) {
 		t.Fatalf("GC of an ended session's log with records after its end: %+v %v", res, err)
 	}
 }
+
+// TestOthersShare: uids 1000 and 1001, each under its own share, together
+// pass the share of all bounded uids: the later pre-images are
+// unrecoverable and both uids' sessions stop with that reason, while the
+// owner's session goes on storing blobs. GC then removes the ended
+// session that ended first, whoever's, until they are back under it.
+func TestOthersShare(t *testing.T) {
+	ws := t.TempDir()
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	owners := map[string]uint32{"a": 1000, "b": 1001, "mine": 0}
+	j, err := Open(filepath.Join(t.TempDir(), "journal"), Options{
+		Budget: 64 << 20, OwnerBudget: 100 << 10, OthersBudget: 150 << 10, Now: func() time.Time { return now },
+		OwnerOf: func(s string) (uint32, bool) { uid, ok := owners[s]; return uid, ok },
+		Exempt:  func(uid uint32) bool { return uid == 0 },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	dirfd, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dirfd)
+	n := 0
+	write := func(s string) (Record, error) {
+		n++
+		name := fmt.Sprintf("f%03d", n)
+		if err := os.WriteFile(filepath.Join(ws, name), bytes.Repeat([]byte{byte(n)}, 30<<10), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sh := j.ShareOf(s)
+		return j.Record(s, "write", name, "", func(p string) (PreImage, error) {
+			return CaptureWith(j.Blobs(), dirfd, p, CaptureOptions{Share: sh})
+		})
+	}
+	kept := 0
+	for i := 0; i < 6; i++ { // 3 × 30 KiB each, under 100 KiB per uid; 180 KiB together
+		rec, err := write([]string{"a", "b"}[i%2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Pre[0].Blob != "" {
+			kept++
+		}
+	}
+	if kept != 4 {
+		t.Fatalf("kept %d pre-images of uids 1000 and 1001, want 4 (150 KiB of 30 KiB files and their records)", kept)
+	}
+	if o := j.Others(); o.Used() > o.Limit() {
+		t.Fatalf("the others' share holds %d bytes, past %d", o.Used(), o.Limit())
+	}
+	for i := 0; i < 1000 && j.Stopped("a") == ""; i++ {
+		if _, err := j.Record("a", "create", fmt.Sprintf("new%04d", i), "", absentCapture); err != nil && !errors.Is(err, ErrStopped) {
+			t.Fatal(err)
+		}
+	}
+	if _, err := write("b"); !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "uids other than the mount's owner and root hold together, 153600 bytes, is spent") {
+		t.Fatalf("uid 1001's session once the others' share is spent: %v", err)
+	}
+	if rec, err := write("mine"); err != nil || rec.Pre[0].Blob == "" {
+		t.Fatalf("the owner's session: %+v %v", rec, err)
+	}
+	if err := j.End("b", now); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := j.GC(GCOptions{Budget: 64 << 20}); err != nil || res.Sessions != 1 {
+		t.Fatalf("GC: %+v %v", res, err)
+	}
+	if o := j.Others(); o.Used() >= o.Limit() {
+		t.Fatalf("after GC the others' share holds %d of %d bytes", o.Used(), o.Limit())
+	}
+}

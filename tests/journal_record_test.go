@@ -19,7 +19,8 @@ import (
 // shipped: newMount calls it before a test's adjust.
 func withJournal(c *daemon.Config) {
 	c.Journal = config.Journal{Enabled: true, MaxFileSize: config.DefaultJournalMaxFileSize,
-		Budget: config.DefaultJournalBudget, BudgetPerUID: config.DefaultJournalBudgetPerUID, Retention: config.DefaultJournalRetention}
+		Budget: config.DefaultJournalBudget, BudgetPerUID: config.DefaultJournalBudgetPerUID,
+		BudgetOtherUIDs: config.DefaultJournalBudgetOtherUIDs, Retention: config.DefaultJournalRetention}
 }
 
 // withoutJournal turns the change journal off, in a test's adjust (the

@@ -23,6 +23,7 @@ func TestJournalSharePerUID(t *testing.T) {
 		c.Options = append(c.Options, "allow_other")
 		c.Journal.Budget = 512 << 10
 		c.Journal.BudgetPerUID = 256 << 10
+		c.Journal.BudgetOtherUIDs = 0 // this test is about one uid's share
 		if err := os.Mkdir(filepath.Join(c.Workspace, "pub"), 0o777); err != nil {
 			t.Fatal(err)
 		}
@@ -114,5 +115,80 @@ func TestJournalSharePerUID(t *testing.T) {
 	}
 	if got := m.mustSh(shq(sharedBin(t)) + ` rewind --session default --to cp000000 root.bin >/dev/null && head -c 17 root.bin`); got != "root's own bytes\n" {
 		t.Errorf("root.bin rewound to %q", got)
+	}
+}
+
+// TestJournalShareOtherUIDs: uids 65534 and 65533, each under its own
+// share (256 KiB), together pass the share of all uids but the owner's
+// (384 KiB): their later pre-images are unrecoverable, and root's
+// removal still keeps its pre-image. Without that bound two uids spent
+// what one may not.
+func TestJournalShareOtherUIDs(t *testing.T) {
+	m := newMount(t, nil, func(c *daemon.Config) {
+		c.Options = append(c.Options, "allow_other")
+		c.Journal.Budget = 1 << 20
+		c.Journal.BudgetPerUID = 256 << 10
+		c.Journal.BudgetOtherUIDs = 384 << 10
+		for _, uid := range []int{65534, 65533} {
+			dir := filepath.Join(c.Workspace, fmt.Sprint("u", uid))
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(dir, uid, uid); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 4 {
+				p := filepath.Join(dir, fmt.Sprintf("f%d", i))
+				b := make([]byte, 64<<10)
+				rand.Read(b)
+				if err := os.WriteFile(p, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chown(p, uid, uid); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := os.WriteFile(filepath.Join(c.Workspace, "root.bin"), []byte(strings.Repeat("root's own bytes\n", 4096)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	openUp(t, m.tmp)
+	kept, over := 0, 0
+	for _, uid := range []int{65534, 65533} {
+		as := fmt.Sprintf("setpriv --reuid=%d --regid=%d --clear-groups ", uid, uid)
+		out, err := m.sh(as + fmt.Sprintf(`sh -c 'for f in u%d/*; do cat $f > /dev/null && rm $f || exit 1; done; echo done'`, uid))
+		if err != nil || !strings.Contains(out, "done") {
+			t.Fatalf("uid %d's removals: %v\n%s", uid, err, out)
+		}
+		for _, r := range m.journalRecords(fmt.Sprintf("default-%d", uid)) {
+			for _, p := range r.Pre {
+				switch {
+				case p.Blob != "":
+					kept++
+				case strings.Contains(p.Unrecoverable, "over budget"):
+					over++
+				}
+			}
+		}
+	}
+	if kept != 5 || over != 3 {
+		t.Errorf("the two uids' 8 removals kept %d pre-images and %d over their shares, want 5 and 3 (384 KiB of 64 KiB files and their records)", kept, over)
+	}
+	j, _ := m.status()["journal"].(map[string]any)
+	if got, _ := j["other_uids_bytes"].(float64); got > 384<<10 || got < 320<<10 {
+		t.Errorf("status journal.other_uids_bytes = %v", j["other_uids_bytes"])
+	}
+	m.mustSh("cat root.bin > /dev/null && rm root.bin")
+	var pre string
+	for _, r := range m.journalRecords("default") {
+		for _, p := range r.Pre {
+			if p.Path == "root.bin" {
+				pre = p.Blob + p.Unrecoverable
+			}
+		}
+	}
+	if pre == "" || strings.HasPrefix(pre, "unrecoverable") {
+		t.Fatalf("root's removal of root.bin kept no pre-image: %q", pre)
 	}
 }

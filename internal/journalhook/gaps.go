@@ -87,6 +87,10 @@ func (h *Hook) Status() (string, any) {
 			st["most_by_one_uid"] = map[string]any{"uid": uid, "bytes": used}
 		}
 	}
+	if o := j.Others(); o != nil {
+		st["budget_other_uids_bytes"] = o.Limit()
+		st["other_uids_bytes"] = o.Used()
+	}
 	stopped := j.StoppedSessions()
 	if len(stopped) > 0 {
 		st["stopped"] = stopped
