@@ -182,6 +182,16 @@ func (g *Guard) ForgetDenials(session string, before time.Time) {
 		delete(l.sums, session)
 	}
 	n := len(l.ring)
+	stale := false // any line to drop? (most new names have none: no copy)
+	for i := range l.ring {
+		if d := &l.ring[i]; d.Session == session && d.Time.Before(before) {
+			stale = true
+			break
+		}
+	}
+	if !stale && !ok {
+		return
+	}
 	kept := make([]Denial, 0, n)
 	var newer []Denial
 	for i := range l.ring {
