@@ -13,34 +13,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestOwnerShare: the sessions of a bounded uid together hold at most
-// OwnerBudget bytes of the journal: past it their pre-images are
-// unrecoverable and their journals stop, while an unbounded session's
-// journal goes on storing blobs; GC removes the uid's ended sessions to
-// bring it back under its share (by the uid their logs name, once the
-// registry has forgotten them), and a checkpoint then restarts its live
-// session's journal.
-func TestOwnerShare(t *testing.T) {
+// shareJournal opens a journal with opt, its clock stopped at now
+// (returned), owners' uids (OwnerOf) and uid 0 exempt, over a temporary
+// workspace. write makes a 30 KiB file there of bytes of its own and
+// records its rewrite by session s, capturing its pre-image through s's
+// share. The journal is closed at the test's end.
+func shareJournal(t *testing.T, opt Options, owners map[string]uint32) (*Journal, time.Time, func(s string) (Record, error)) {
+	t.Helper()
 	ws := t.TempDir()
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	owners := map[string]uint32{"a": 1000, "b": 1000, "mine": 0}
-	j, err := Open(filepath.Join(t.TempDir(), "journal"), Options{
-		Budget: 64 << 20, OwnerBudget: 100 << 10, Now: func() time.Time { return now },
-		OwnerOf: func(s string) (uint32, bool) { uid, ok := owners[s]; return uid, ok },
-		Exempt:  func(uid uint32) bool { return uid == 0 },
-	})
+	opt.Now = func() time.Time { return now }
+	opt.OwnerOf = func(s string) (uint32, bool) { uid, ok := owners[s]; return uid, ok }
+	opt.Exempt = func(uid uint32) bool { return uid == 0 }
+	j, err := Open(filepath.Join(t.TempDir(), "journal"), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j.Close()
+	t.Cleanup(func() { j.Close() })
 	dirfd, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(dirfd)
+	t.Cleanup(func() { unix.Close(dirfd) })
 	n := 0
-	// write makes a 30 KiB file of bytes of its own and records its
-	// rewrite by session s, capturing its pre-image through s's share.
 	write := func(s string) (Record, error) {
 		n++
 		name := fmt.Sprintf("f%03d", n)
@@ -52,6 +47,19 @@ func TestOwnerShare(t *testing.T) {
 			return CaptureWith(j.Blobs(), dirfd, p, CaptureOptions{Share: sh})
 		})
 	}
+	return j, now, write
+}
+
+// TestOwnerShare: the sessions of a bounded uid together hold at most
+// OwnerBudget bytes of the journal: past it their pre-images are
+// unrecoverable and their journals stop, while an unbounded session's
+// journal goes on storing blobs; GC removes the uid's ended sessions to
+// bring it back under its share (by the uid their logs name, once the
+// registry has forgotten them), and a checkpoint then restarts its live
+// session's journal.
+func TestOwnerShare(t *testing.T) {
+	owners := map[string]uint32{"a": 1000, "b": 1000, "mine": 0}
+	j, now, write := shareJournal(t, Options{Budget: 64 << 20, OwnerBudget: 100 << 10}, owners)
 	if j.ShareOf("mine") != nil || j.ShareOf("a") != j.ShareOf("b") || j.ShareOf("a") == nil {
 		t.Fatal("ShareOf: want no share for an unbounded session and one share for one uid's sessions")
 	}
@@ -171,35 +179,8 @@ func TestLogOwnerAndReuse(t *testing.T) {
 // owner's session goes on storing blobs. GC then removes the ended
 // session that ended first, whoever's, until they are back under it.
 func TestOthersShare(t *testing.T) {
-	ws := t.TempDir()
-	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	owners := map[string]uint32{"a": 1000, "b": 1001, "mine": 0}
-	j, err := Open(filepath.Join(t.TempDir(), "journal"), Options{
-		Budget: 64 << 20, OwnerBudget: 100 << 10, OthersBudget: 150 << 10, Now: func() time.Time { return now },
-		OwnerOf: func(s string) (uint32, bool) { uid, ok := owners[s]; return uid, ok },
-		Exempt:  func(uid uint32) bool { return uid == 0 },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	dirfd, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(dirfd)
-	n := 0
-	write := func(s string) (Record, error) {
-		n++
-		name := fmt.Sprintf("f%03d", n)
-		if err := os.WriteFile(filepath.Join(ws, name), bytes.Repeat([]byte{byte(n)}, 30<<10), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		sh := j.ShareOf(s)
-		return j.Record(s, "write", name, "", func(p string) (PreImage, error) {
-			return CaptureWith(j.Blobs(), dirfd, p, CaptureOptions{Share: sh})
-		})
-	}
+	j, now, write := shareJournal(t, Options{Budget: 64 << 20, OwnerBudget: 100 << 10, OthersBudget: 150 << 10}, owners)
 	kept := 0
 	for i := 0; i < 6; i++ { // 3 × 30 KiB each, under 100 KiB per uid; 180 KiB together
 		rec, err := write([]string{"a", "b"}[i%2])

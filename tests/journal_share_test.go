@@ -17,7 +17,8 @@ import (
 // (256 KiB) is spent: its journal stops, its later removals still happen, and
 // root's session, outside every session, still keeps the pre-image of the
 // file it removes (docs/DESIGN.md#journal-share). Without the share uid
-// 65534 spent the whole budget, and root's journal stopped with it.
+// 65534 spent the whole budget, which stops every session's journal,
+// root's too.
 func TestJournalSharePerUID(t *testing.T) {
 	m := newMount(t, nil, func(c *daemon.Config) {
 		c.Options = append(c.Options, "allow_other")
@@ -30,19 +31,7 @@ func TestJournalSharePerUID(t *testing.T) {
 		if err := os.Chmod(filepath.Join(c.Workspace, "pub"), 0o777); err != nil {
 			t.Fatal(err)
 		}
-		// uid 65534's files, 64 KiB each of bytes of their own, so no
-		// pre-image is a duplicate.
-		for i := range 12 {
-			p := filepath.Join(c.Workspace, "pub", fmt.Sprintf("f%d", i))
-			b := make([]byte, 64<<10)
-			rand.Read(b)
-			if err := os.WriteFile(p, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chown(p, 65534, 65534); err != nil {
-				t.Fatal(err)
-			}
-		}
+		writeOwnedRandom(t, filepath.Join(c.Workspace, "pub"), 65534, 12)
 		if err := os.WriteFile(filepath.Join(c.Workspace, "root.bin"), []byte(strings.Repeat("root's own bytes\n", 4096)), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -55,17 +44,7 @@ func TestJournalSharePerUID(t *testing.T) {
 	if ents, _ := os.ReadDir(m.backing("pub")); len(ents) != 0 {
 		t.Fatalf("uid 65534's removals past its share did not happen: %d files left", len(ents))
 	}
-	kept, over := 0, 0
-	for _, r := range m.journalRecords("default-65534") {
-		for _, p := range r.Pre {
-			switch {
-			case p.Blob != "":
-				kept++
-			case strings.Contains(p.Unrecoverable, "over budget"):
-				over++
-			}
-		}
-	}
+	kept, over := m.preImageCounts("default-65534")
 	if kept != 3 || over != 9 {
 		t.Errorf("uid 65534's 12 removals kept %d pre-images and %d over its share, want 3 and 9 (256 KiB of 64 KiB files and their records)", kept, over)
 	}
@@ -102,15 +81,7 @@ func TestJournalSharePerUID(t *testing.T) {
 	if why, ok := stopped["default"]; ok {
 		t.Fatalf("root's journal stopped after uid 65534's changes: %v", why)
 	}
-	var pre string
-	for _, r := range m.journalRecords("default") {
-		for _, p := range r.Pre {
-			if p.Path == "root.bin" {
-				pre = p.Blob + p.Unrecoverable
-			}
-		}
-	}
-	if pre == "" || strings.HasPrefix(pre, "unrecoverable") {
+	if pre := m.preImageOf("default", "root.bin"); pre == "" || strings.HasPrefix(pre, "unrecoverable") {
 		t.Fatalf("root's removal of root.bin kept no pre-image: %q", pre)
 	}
 	if got := m.mustSh(shq(sharedBin(t)) + ` rewind --session default --to cp000000 root.bin >/dev/null && head -c 17 root.bin`); got != "root's own bytes\n" {
@@ -137,17 +108,7 @@ func TestJournalShareOtherUIDs(t *testing.T) {
 			if err := os.Chown(dir, uid, uid); err != nil {
 				t.Fatal(err)
 			}
-			for i := range 4 {
-				p := filepath.Join(dir, fmt.Sprintf("f%d", i))
-				b := make([]byte, 64<<10)
-				rand.Read(b)
-				if err := os.WriteFile(p, b, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.Chown(p, uid, uid); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeOwnedRandom(t, dir, uid, 4)
 		}
 		if err := os.WriteFile(filepath.Join(c.Workspace, "root.bin"), []byte(strings.Repeat("root's own bytes\n", 4096)), 0o644); err != nil {
 			t.Fatal(err)
@@ -161,16 +122,8 @@ func TestJournalShareOtherUIDs(t *testing.T) {
 		if err != nil || !strings.Contains(out, "done") {
 			t.Fatalf("uid %d's removals: %v\n%s", uid, err, out)
 		}
-		for _, r := range m.journalRecords(fmt.Sprintf("default-%d", uid)) {
-			for _, p := range r.Pre {
-				switch {
-				case p.Blob != "":
-					kept++
-				case strings.Contains(p.Unrecoverable, "over budget"):
-					over++
-				}
-			}
-		}
+		k, o := m.preImageCounts(fmt.Sprintf("default-%d", uid))
+		kept, over = kept+k, over+o
 	}
 	if kept != 5 || over != 3 {
 		t.Errorf("the two uids' 8 removals kept %d pre-images and %d over their shares, want 5 and 3 (384 KiB of 64 KiB files and their records)", kept, over)
@@ -180,15 +133,55 @@ func TestJournalShareOtherUIDs(t *testing.T) {
 		t.Errorf("status journal.other_uids_bytes = %v", j["other_uids_bytes"])
 	}
 	m.mustSh("cat root.bin > /dev/null && rm root.bin")
-	var pre string
-	for _, r := range m.journalRecords("default") {
+	if pre := m.preImageOf("default", "root.bin"); pre == "" || strings.HasPrefix(pre, "unrecoverable") {
+		t.Fatalf("root's removal of root.bin kept no pre-image: %q", pre)
+	}
+}
+
+// writeOwnedRandom writes n files f0..f(n-1) of 64 KiB in dir, each of
+// random bytes of its own (so no pre-image is another's duplicate), owned
+// by uid (gid the same).
+func writeOwnedRandom(t *testing.T, dir string, uid, n int) {
+	t.Helper()
+	for i := range n {
+		p := filepath.Join(dir, fmt.Sprintf("f%d", i))
+		b := make([]byte, 64<<10)
+		rand.Read(b)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// preImageCounts counts the pre-images session's journal kept bytes of
+// and those over a budget or share ("unrecoverable: over budget").
+func (m *mount) preImageCounts(session string) (kept, over int) {
+	for _, r := range m.journalRecords(session) {
 		for _, p := range r.Pre {
-			if p.Path == "root.bin" {
+			switch {
+			case p.Blob != "":
+				kept++
+			case strings.Contains(p.Unrecoverable, "over budget"):
+				over++
+			}
+		}
+	}
+	return kept, over
+}
+
+// preImageOf returns the blob address, or the unrecoverable reason, of
+// the last pre-image of path in session's journal ("" when none).
+func (m *mount) preImageOf(session, path string) string {
+	var pre string
+	for _, r := range m.journalRecords(session) {
+		for _, p := range r.Pre {
+			if p.Path == path {
 				pre = p.Blob + p.Unrecoverable
 			}
 		}
 	}
-	if pre == "" || strings.HasPrefix(pre, "unrecoverable") {
-		t.Fatalf("root's removal of root.bin kept no pre-image: %q", pre)
-	}
+	return pre
 }
