@@ -190,29 +190,24 @@ func (h *Hook) knownHash(st *unix.Stat_t) string {
 }
 
 // Commit notes the state the change left its names in
-// (journal.Journal.NoteAfter), after a successful backing operation: an
-// unlink's or rmdir's name as absent without a stat, the others as lstat
-// finds them. A
-// failure is logged at warn: the next rewind takes the paths for
-// conflicts, never restores over a change. It releases the directories
-// the hook opened.
+// (journal.Journal.NoteAfter), after a successful backing operation, as
+// lstat finds them. A removal (unlink, rmdir) is noted by nothing: its
+// record already says its name is absent, the state it left, which the
+// conflict rule reads from a removal with no after-note behind it
+// (docs/DESIGN.md#own-bracket-journal); a stat could only see another
+// process's new file. A failure is logged at warn: the next rewind takes
+// the paths for conflicts, never restores over a change. It releases the
+// directories the hook opened.
 func (p *Pending) Commit() {
 	if p == nil {
 		return
 	}
 	defer p.release()
-	if !p.ok {
+	if !p.ok || p.op == OpUnlink || p.op == OpRmdir {
 		return
 	}
 	afters := make([]journal.After, len(p.names))
 	for i, nm := range p.names {
-		if i == 0 && (p.op == OpUnlink || p.op == OpRmdir) {
-			// A removal that succeeded left no name: known without a
-			// stat, which could only see another process's new file
-			// (docs/DESIGN.md#own-bracket-journal).
-			afters[i] = afterAt(-1, nm.Leaf, nm.Rel)
-			continue
-		}
 		afters[i] = afterAt(nm.Dir, nm.Leaf, nm.Rel)
 	}
 	if err := p.h.cfg.Journal.NoteAfter(p.session, p.rec.Seq, afters); err != nil {
