@@ -223,7 +223,16 @@ type sessionLog struct {
 	// closed is set before f is closed, so the flusher, which may hold
 	// the log after its owner closed it, takes a failure for that.
 	closed atomic.Bool
+	// buf is the line write encodes into, kept between writes (they are
+	// serialised by the log's owner) unless a line made it larger than
+	// maxKeptLine bytes.
+	buf []byte
 }
+
+// maxKeptLine bounds, in bytes, the line buffer a log keeps between
+// writes: a record with many pre-images or path definitions gets a buffer
+// of its own.
+const maxKeptLine = 64 << 10
 
 // openLog opens (creating) the log at path, passes its complete records
 // to fn (nil: none), and truncates a torn tail away (fsync'ed) so the
@@ -269,11 +278,16 @@ func (l *sessionLog) append(rec Record) error { return l.write(rec, true) }
 // written as ids of the log's path table (docs/DESIGN.md#journal-paths).
 func (l *sessionLog) write(rec Record, sync bool) error {
 	wire, defs := l.tab.encode(rec)
-	b, err := json.Marshal(wire)
+	b, err := appendRecord(l.buf[:0], &wire)
 	if err != nil {
 		return err
 	}
 	b = append(b, '\n')
+	if cap(b) <= maxKeptLine {
+		l.buf = b
+	} else {
+		l.buf = nil
+	}
 	if _, err := l.f.WriteAt(b, l.size); err != nil {
 		l.f.Truncate(l.size)
 		return err
