@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/internal/journalhook"
 )
 
@@ -224,7 +225,7 @@ func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
 	if m.kind == fresh {
 		f.oc.settleDeferred(m.rels()...) // ownattr.go: before the change sets a ctime
 	}
-	end := m.ownBracket(f) // before the journal's link of a doomed file: docs/DESIGN.md#own-bracket-journal
+	end := m.ownBracket(f, lk.gs) // before the journal's link of a doomed file: docs/DESIGN.md#own-bracket-journal
 	jp, errno := (*journalhook.Pending)(nil), syscall.Errno(0)
 	if journaled && m.jop != jTimes {
 		jp, errno = journalRecord(f.jh, &m, lk.gs, lk.c.session) // journal_hook.go; Commit or Abort releases it
@@ -358,12 +359,17 @@ func (m *mutation) dirs(gs []guardedChild, jp *journalhook.Pending) []dirFd {
 // (ownChange; ownMove for a rename, told whether it moved) and returns its
 // end, to call once with whether the backing operation succeeded. A
 // mutation through a descriptor is not bracketed.
-func (m *mutation) ownBracket(f *FS) (end func(ok bool)) {
+func (m *mutation) ownBracket(f *FS, gs []guardedChild) (end func(ok bool)) {
 	switch {
 	case m.via == byFd:
 		return func(bool) {}
 	case m.moves():
-		return f.oc.ownMove(m.names[0].rel, m.names[1].rel)
+		// A guarded name is a regular file under its identity lock: what
+		// the move leaves at each name needs no lstat to be told from a
+		// directory (ignore.Policy.Moved).
+		exchange := m.jop == jExchange
+		k := ignore.MoveKinds{Rename: !exchange, ToFile: gs[0].ok, FromFile: exchange && gs[1].ok}
+		return f.oc.ownMove(m.names[0].rel, m.names[1].rel, k)
 	}
 	e := f.oc.ownChange(m.rels()...)
 	return func(bool) { e() }

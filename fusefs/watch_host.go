@@ -12,6 +12,7 @@ import (
 
 	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/internal/invalidate"
 )
 
@@ -37,14 +38,15 @@ func (f *FS) AttachWatcher(o WatchOptions) *invalidate.Invalidation {
 // ownMove brackets an own rename of from to to for the watcher, like
 // ownChange(from, to); the returned end must be called once, after the
 // rename, with moved set when it succeeded (RENAME_EXCHANGE included).
-// Without a move tracker it is ownChange.
-func (o ownChanges) ownMove(from, to string) (end func(moved bool)) {
+// Without a move tracker it is ownChange. k is what the move leaves at
+// each name, as far as the caller knows (ignore.Policy.Moved).
+func (o ownChanges) ownMove(from, to string, k ignore.MoveKinds) (end func(moved bool)) {
 	f := o.f
 	moved := func(ok bool) {
 		// Rule files below an exempt name are never read: a package
 		// manager's renames inside node_modules/ need no record.
 		if ok && f.cfg.Policy != nil && !(f.exempt(to, true) && f.exempt(from, true)) {
-			f.cfg.Policy.Moved(from, to) // docs/DESIGN.md#exempt-widening
+			f.cfg.Policy.Moved(from, to, k) // docs/DESIGN.md#exempt-widening
 		}
 	}
 	if o.move != nil {

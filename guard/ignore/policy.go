@@ -282,18 +282,36 @@ func (p *Policy) Pin(rels ...string) {
 	}
 }
 
+// MoveKinds is what the caller of Moved knows of the names of a move
+// after it, so Moved need not lstat them. The zero value knows nothing:
+// both names are looked at.
+type MoveKinds struct {
+	// Rename: a plain rename, not an exchange, so from holds nothing now
+	// (a directory made there since is new: its rule files' ctimes are
+	// too).
+	Rename bool
+	// ToFile: to holds a regular file, with no rule files below it.
+	ToFile bool
+	// FromFile: after an exchange, from holds a regular file.
+	FromFile bool
+}
+
 // Moved is called after the mount renamed from to to, or exchanged them.
 // When a directory moved, the rule files below the names that now hold one
 // (to, and from after an exchange) have no accepted rules until Reload:
 // their ctime did not change, so load could not tell them from files that
 // were there. A file's rename needs nothing (Pin, and the ctime the rename
-// stamps on it).
-func (p *Policy) Moved(from, to string) {
+// stamps on it). k says which names are known not to hold a directory
+// (each other name costs an lstat).
+func (p *Policy) Moved(from, to string, k MoveKinds) {
 	var dirs []string
-	for _, d := range []string{to, from} {
+	for _, d := range []struct {
+		rel  string
+		file bool
+	}{{to, k.ToFile}, {from, k.Rename || k.FromFile}} {
 		var st syscall.Stat_t
-		if syscall.Lstat(filepath.Join(p.root, filepath.FromSlash(d)), &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			dirs = append(dirs, d)
+		if !d.file && syscall.Lstat(filepath.Join(p.root, filepath.FromSlash(d.rel)), &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			dirs = append(dirs, d.rel)
 		}
 	}
 	if len(dirs) == 0 {

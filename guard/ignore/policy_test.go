@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // ctimeOf is rel's ctime under root in Unix nanoseconds.
@@ -138,21 +140,37 @@ func TestPolicyRemountKeepsPending(t *testing.T) {
 }
 
 // A directory renamed through the mount carries no accepted rules to its
-// new name until Reload, though its .gitignore's ctime is old.
+// new name until Reload, though its .gitignore's ctime is old; so does one
+// exchanged with a file. The kinds are those the mount passes (a plain
+// rename; an exchange whose other name held a regular file): the names
+// that may hold a directory are still looked at.
 func TestPolicyMovedDirectory(t *testing.T) {
-	m, p, root, _ := newPolicyTest(t, map[string]string{"x/.gitignore": "*\n", "x/f": "", ".probe-start": ""})
-	check(t, m, map[string]bool{"x/f": true})
-	if err := os.Rename(filepath.Join(root, "x"), filepath.Join(root, "y")); err != nil {
-		t.Fatal(err)
+	for _, exchange := range []bool{false, true} {
+		m, p, root, _ := newPolicyTest(t, map[string]string{"x/.gitignore": "*\n", "x/f": "", "y": "", ".probe-start": ""})
+		check(t, m, map[string]bool{"x/f": true})
+		k := MoveKinds{Rename: true}
+		if exchange {
+			if err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(root, "x"), unix.AT_FDCWD, filepath.Join(root, "y"), unix.RENAME_EXCHANGE); err != nil {
+				t.Fatal(err)
+			}
+			k = MoveKinds{FromFile: true}
+		} else {
+			if err := os.Remove(filepath.Join(root, "y")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(filepath.Join(root, "x"), filepath.Join(root, "y")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.Moved("x", "y", k)
+		m.Invalidate("x")
+		m.Invalidate("y")
+		check(t, m, map[string]bool{"y/f": false})
+		if _, err := p.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		check(t, m, map[string]bool{"y/f": true})
 	}
-	p.Moved("x", "y")
-	m.Invalidate("x")
-	m.Invalidate("y")
-	check(t, m, map[string]bool{"y/f": false})
-	if _, err := p.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	check(t, m, map[string]bool{"y/f": true})
 }
 
 // An edit seen outside the mount is accepted, unless the mount changed the
