@@ -14,14 +14,15 @@ import (
 // b: a log is read back with encoding/json, and both forms must stay one.
 // A string with any byte Marshal would escape (a control or non-ASCII
 // byte, a quote, a backslash, <, > or &) is handed to Marshal; so is a
-// time whose year RFC 3339 cannot hold, which Marshal refuses (the error
-// is returned). A log line holds only what sessionLog.write gives it: a
+// time that is not in UTC (every writer's is) or whose year RFC 3339
+// cannot hold, which Marshal refuses, as it refuses a zone offset of a
+// day or more (the error is returned). A log line holds only what sessionLog.write gives it: a
 // record whose paths are the table's ids (pathTable.encode).
 func appendRecord(b []byte, rec *Record) ([]byte, error) {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, rec.Seq, 10)
 	b = append(b, `,"time":`...)
-	if y := rec.Time.Year(); y < 0 || y > 9999 {
+	if y := rec.Time.Year(); y < 0 || y > 9999 || rec.Time.Location() != time.UTC {
 		tb, err := json.Marshal(rec.Time)
 		if err != nil {
 			return b, err

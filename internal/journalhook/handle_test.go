@@ -228,3 +228,68 @@ func TestReleaseNoteWaitsForMoveInFlight(t *testing.T) {
 		t.Fatalf("after-notes %q, want the exchange's, then the release's of e/f", order)
 	}
 }
+
+// TestReleaseNoteWaitsForUnlinkInFlight: a handle that wrote its file and
+// is released (the kernel sends RELEASE after close(2) returned) while an
+// unlink of the file is between its record and the backing unlink waits
+// for the unlink, and then notes nothing: the file has no name. A note
+// taken in between would name the file as it was, after the unlink's
+// record, and be the session's last word on the name (a removal writes no
+// after-note): a rewind would then report the removed file as changed
+// outside the mount and leave it out.
+func TestReleaseNoteWaitsForUnlinkInFlight(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "f"), []byte("before\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal"), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	var called atomic.Bool
+	h := New(Config{Journal: j, Mount: namedMount{dirMount{ws}, &called}, Guard: guard.New(guard.Config{})})
+	cp, err := j.Checkpoint("s1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(filepath.Join(ws, "f"), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	hj := h.NewHandle("s1")
+	if errno := hj.Change(OpWrite, "f"); errno != 0 {
+		t.Fatal(errno)
+	}
+	if _, err := unix.Pwrite(fd, []byte("after\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	p, errno := h.Record("s1", OpUnlink, []Name{{Rel: "f", Dir: -1, Doomed: true}})
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	done := make(chan struct{})
+	go func() { hj.Release("f", fd); close(done) }()
+	// Until the release either names the file or waits for the gate (a
+	// writer waiting makes TryRLock fail).
+	for !called.Load() && h.moves.TryRLock() {
+		h.moves.RUnlock()
+		runtime.Gosched()
+	}
+	if called.Load() {
+		t.Fatal("the release named its file while the unlink was in flight")
+	}
+	if err := os.Remove(filepath.Join(ws, "f")); err != nil {
+		t.Fatal(err)
+	}
+	p.Commit()
+	<-done
+	plan, err := j.PlanRewind("s1", cp.ID, journal.DirInspector{Root: ws}, journal.RewindOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Conflicts) != 0 || len(plan.Steps) != 1 || plan.Steps[0].Path != "f" {
+		t.Fatalf("plan %+v, want f's restore and no conflict", plan)
+	}
+}

@@ -93,9 +93,10 @@ func (h *Hook) Record(session, op string, names []Name) (*Pending, syscall.Errno
 	switch {
 	case err == nil:
 		p.ok = true
-		if op == OpRename || op == OpExchange {
-			// From here (the capture done, the backing move next) to
-			// Commit or Abort: no release note meanwhile (Hook.moves).
+		if op == OpRename || op == OpExchange || op == OpUnlink {
+			// From here (the capture done, the backing move or removal
+			// next) to Commit or Abort: no release note meanwhile
+			// (Hook.moves).
 			h.moves.RLock()
 			p.owned = append(p.owned, h.moves.RUnlock)
 		}
