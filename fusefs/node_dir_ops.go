@@ -187,6 +187,14 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if exchange {
 		m.asks = append(m.asks, ask{0, guard.OpExchange})
 	}
+	// Never an exempt name for guarded content (exemptname.go).
+	moveOut, errno := n.exemptMove(ctx, name, np, newName, srcRel, dstRel, exchange)
+	if errno != 0 {
+		return errno
+	}
+	if moveOut {
+		m.asks = append(m.asks, ask{0, guard.OpMoveExempt})
+	}
 	return n.fs.mutate(ctx, m)
 }
 
@@ -268,6 +276,9 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	n.fs.oc.settleDeferredNode(tn) // ownattr.go: the link sets the target's ctime
 	errno := tn.byNode(func(srcRel string) syscall.Errno {
+		if errno := n.exemptLink(ctx, tn, srcRel, childPath(dirRel, name)); errno != 0 {
+			return errno // never an exempt name for a guarded file (exemptname.go)
+		}
 		// The target's link count and ctime change too: both names are
 		// bracketed.
 		return n.makeNew(ctx, jLink, func(at dirFd) (e syscall.Errno) {

@@ -116,6 +116,18 @@ const (
 	// request to the daemon; refused with the configured errno
 	// (docs/DESIGN.md#passthrough-mmap-credit).
 	OpOpenRW Op = "open-rdwr"
+	// OpMoveExempt: a rename to a name the guard does not cover (an
+	// exempt path), after which neither the guard nor the journal would
+	// see the changes of what moved (docs/DESIGN.md#exempt-widening). Of
+	// a guarded file it is decided as an overwrite of the file; of a
+	// directory the guard covers, or as either side of an exchange, it is
+	// refused with EXDEV (RefuseExemptName), which mv(1) meets by moving
+	// the files one by one.
+	OpMoveExempt Op = "move-exempt"
+	// OpLinkExempt: a hard link of a guarded file at an exempt name,
+	// through which writes would change the guarded file unguarded:
+	// refused with EXDEV (RefuseExemptName).
+	OpLinkExempt Op = "link-exempt"
 )
 
 // verb is how a message names op.
@@ -141,6 +153,10 @@ func (op Op) verb() string {
 		return "write through a mapping of"
 	case OpOpenRW:
 		return "open read-write"
+	case OpMoveExempt:
+		return "move out of the guard"
+	case OpLinkExempt:
+		return "give an exempt name to"
 	}
 	return "modify"
 }
@@ -157,6 +173,9 @@ const (
 	// time (sessions.Unknown: its /proc files did not answer, it is in
 	// execve), so there is no read to check against.
 	CodeUnknownSession Code = "unknown-session"
+	// CodeExemptName: the change would give what the guard covers a name
+	// it does not cover (RefuseExemptName).
+	CodeExemptName Code = "exempt-name"
 )
 
 // enumNames are the names of a small enum's values, indexed by value.

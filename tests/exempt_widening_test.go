@@ -248,3 +248,82 @@ func TestExemptWideningOutsideEdit(t *testing.T) {
 		t.Fatalf("the accepted rule stopped exempting notes.txt after a widening edit: %v\n%s", err, out)
 	}
 }
+
+// TestExemptWideningMoveAndLink: no rename or hard link through the mount
+// gives guarded content an exempt name (gen/ is git-ignored, and so is
+// what logs/ holds, not logs). As real tools do it, in one session:
+//   - `mv` of a directory and of a file the session never read into gen/
+//     is refused (mv(1) gets EXDEV for the directory and moves its files
+//     one by one, each refused as unread), and so is rename(2) of a
+//     directory to logs (EXDEV); every file stays where it was, byte for
+//     byte;
+//   - `ln` of a guarded file into gen/ fails with EXDEV, also after a
+//     read: a write through that name would change the guarded file
+//     unguarded and unjournaled;
+//   - the refusals are in `rubinofs denials`, with their reasons;
+//   - once the session read the files, `mv` moves them, and the moves are
+//     journaled: a rewind puts them back.
+func TestExemptWideningMoveAndLink(t *testing.T) {
+	files := map[string]string{"src/main.c": mainC, "src/x.c": "int x;\n", "lib/y.c": "int y;\n", "pkg/z.c": "int z;\n"}
+	m := newMount(t, map[string]string{"gen/.gitignore": "*\n", ".gitignore": "logs/*\n",
+		"src/main.c": mainC, "src/x.c": "int x;\n", "lib/y.c": "int y;\n", "pkg/z.c": "int z;\n"}, nil)
+	intact := func(when string) {
+		t.Helper()
+		for rel, want := range files {
+			if got := m.readBacking(rel); got != want {
+				t.Fatalf("%s: %s = %q, want %q", when, rel, got, want)
+			}
+		}
+	}
+	// logs/* exempts what logs holds, not logs: pkg renamed to logs would
+	// take z.c out of the guard (rename(2) itself: mv(1) meets the EXDEV
+	// by copying, which reads the file, and removing).
+	out, err := m.sessionRun("agent", `mv src gen/; mv lib/y.c gen/; python3 -c 'import os; os.rename("pkg", "logs")'`)
+	if err == nil || !strings.Contains(out, "[Errno 18] Invalid cross-device link") {
+		t.Fatalf("mv of unread files into the git-ignored gen/, or rename(2) of pkg to logs, passed: %v\n%s", err, out)
+	}
+	intact("after the refused mv")
+	// A session's refusals are listed until its name is registered again.
+	denied := func(wants ...string) {
+		t.Helper()
+		out, err := cli(t, m.tmp, "denials", "--mount", m.mnt, "--session", "agent")
+		if err != nil {
+			t.Fatalf("rubinofs denials: %v\n%s", err, out)
+		}
+		for _, want := range wants {
+			if !strings.Contains(out, want) {
+				t.Errorf("rubinofs denials lacks %q:\n%s", want, out)
+			}
+		}
+	}
+	denied("move-exempt exempt-name: refusing to move out of the guard src: gen/src is exempt",
+		"move-exempt unread: refusing to move out of the guard src/main.c: read it first",
+		"move-exempt unread: refusing to move out of the guard lib/y.c: read it first",
+		"move-exempt exempt-name: refusing to move out of the guard pkg: logs is exempt")
+	for _, script := range []string{`ln lib/y.c gen/y.c`, `cat lib/y.c >/dev/null && ln lib/y.c gen/y.c`} {
+		out, err = m.sessionRun("agent", script)
+		if err == nil || !strings.Contains(out, "cross-device") {
+			t.Fatalf("%s: %v, want EXDEV\n%s", script, err, out)
+		}
+		denied("link-exempt exempt-name: refusing to give an exempt name to lib/y.c: gen/y.c is exempt")
+	}
+	if _, err := os.Lstat(m.backing("gen/y.c")); !os.IsNotExist(err) {
+		t.Fatalf("gen/y.c exists after the refused links (%v)", err)
+	}
+	intact("after the refused links")
+
+	out, err = m.sessionRun("agent", `cat src/*.c lib/y.c >/dev/null && mv src gen/ && mv lib/y.c gen/`)
+	if err != nil {
+		t.Fatalf("mv after reading the files: %v\n%s", err, out)
+	}
+	for rel, want := range map[string]string{"gen/src/main.c": mainC, "gen/src/x.c": "int x;\n", "gen/y.c": "int y;\n"} {
+		if got := m.readBacking(rel); got != want {
+			t.Fatalf("after the mv: %s = %q, want %q", rel, got, want)
+		}
+	}
+	out, err = cli(t, m.tmp, "rewind", "--mount", m.mnt, "--session", "agent", "--to", "cp000000")
+	if err != nil {
+		t.Fatalf("rubinofs rewind: %v\n%s", err, out)
+	}
+	intact("after the rewind")
+}

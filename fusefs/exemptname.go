@@ -1,0 +1,183 @@
+package fusefs
+
+// No rename or link through the mount gives what the guard covers a name
+// the guard does not cover (docs/DESIGN.md#exempt-widening).
+
+import (
+	"context"
+	"io"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/guard"
+)
+
+// maxExemptWalk bounds the entries exemptBelow reads of a directory being
+// renamed; past it the rename is refused with EXDEV, as one that would
+// exempt something is (mv(1) then moves the files one by one, each
+// decided).
+const maxExemptWalk = 10000
+
+// kindOf returns the file type bits (S_IFMT) of the entry name of the
+// directory n, whose path is rel: from go-fuse's inode when the kernel
+// looked the name up (it has, before a rename or a link), else by lstat;
+// 0 when there is no such entry.
+func (n *Node) kindOf(name, rel string) uint32 {
+	if ch := n.GetChild(name); ch != nil {
+		return ch.StableAttr().Mode & syscall.S_IFMT
+	}
+	var st syscall.Stat_t
+	if n.fs.bk.lstatRel(rel, &st) != 0 {
+		return 0
+	}
+	return st.Mode & syscall.S_IFMT
+}
+
+// covers reports whether the guard covers what of type kind (S_IFMT) is at
+// rel: a regular file or a directory at a path that is not exempt (a
+// directory for what may lie below it).
+func (f *FS) covers(rel string, kind uint32) bool {
+	switch kind {
+	case syscall.S_IFREG, syscall.S_IFDIR:
+		return f.guardMode != guard.ModeOff && !f.exempt(rel, kind == syscall.S_IFDIR)
+	}
+	return false
+}
+
+// mayBeExempt reports whether rel is exempt as a file or as a directory:
+// the cheap test every link takes first (the matcher keeps its answers),
+// before anything is stat'ed.
+func (f *FS) mayBeExempt(rel string) bool {
+	return f.cfg.Exempt != nil && f.guardMode != guard.ModeOff && (f.exempt(rel, false) || f.exempt(rel, true))
+}
+
+// exemptMove decides a rename of name in n (srcRel) to newName in np
+// (dstRel), and for an exchange the other way too, against the
+// exemption, for a caller the guard decides for (FS.guarded):
+//
+//   - a guarded file moved to an exempt name is decided as an overwrite of
+//     it (ask is true: the mutation asks guard.OpMoveExempt of names[0]):
+//     from there anyone may change it unguarded, so the session must be
+//     entitled to change it now, having read it;
+//   - a directory the guard covers moved to an exempt name, or to a name
+//     below which a rule would exempt what it holds (exemptBelow: "logs/*"
+//     exempts logs/main.c, not logs), and either side of an exchange that
+//     would give guarded content an exempt name, is refused with EXDEV
+//     (guard.Guard.RefuseExemptName): mv(1) then moves the files one by
+//     one, each decided as above.
+//
+// Anything else (both names exempt or both not, a symlink, the guard off)
+// passes: ask false, errno 0.
+func (n *Node) exemptMove(ctx context.Context, name string, np *Node, newName, srcRel, dstRel string, exchange bool) (ask bool, errno syscall.Errno) {
+	f := n.fs
+	if f.cfg.Exempt == nil || f.guardMode == guard.ModeOff {
+		return false, 0
+	}
+	ks := n.kindOf(name, srcRel)
+	in := f.covers(srcRel, ks) && f.exempt(dstRel, ks == syscall.S_IFDIR)
+	out := false
+	if exchange {
+		kd := np.kindOf(newName, dstRel)
+		out = f.covers(dstRel, kd) && f.exempt(srcRel, kd == syscall.S_IFDIR)
+		if !out && f.covers(dstRel, kd) && kd == syscall.S_IFDIR {
+			out = f.exemptBelow(dstRel, srcRel)
+		}
+	}
+	if !in && f.covers(srcRel, ks) && ks == syscall.S_IFDIR {
+		in = f.exemptBelow(srcRel, dstRel)
+	}
+	if !in && !out {
+		return false, 0
+	}
+	c := f.callerOf(ctx)
+	if !f.guarded(c) {
+		return false, 0
+	}
+	if !exchange && ks == syscall.S_IFREG {
+		return true, 0
+	}
+	path, to := srcRel, dstRel
+	if !in {
+		path, to = dstRel, srcRel
+	}
+	return false, f.cfg.Guard.RefuseExemptName(c.asker(f), guard.OpMoveExempt, path, to)
+}
+
+// exemptLink refuses a hard link of the guarded file srcRel at the exempt
+// name newRel for a caller the guard decides for (EXDEV,
+// guard.Guard.RefuseExemptName): a write through the new name would change
+// the guarded file unguarded and unjournaled. 0 for anything else.
+func (n *Node) exemptLink(ctx context.Context, target *Node, srcRel, newRel string) syscall.Errno {
+	f := n.fs
+	if !f.mayBeExempt(newRel) || target.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFREG ||
+		!f.covers(srcRel, syscall.S_IFREG) || !f.exempt(newRel, false) {
+		return 0
+	}
+	c := f.callerOf(ctx)
+	if !f.guarded(c) {
+		return 0
+	}
+	return f.cfg.Guard.RefuseExemptName(c.asker(f), guard.OpLinkExempt, srcRel, newRel)
+}
+
+// exemptBelow reports whether renaming the directory srcRel to dstRel
+// would give something below it that the guard covers an exempt name (a
+// rule may exempt dstRel's children though not dstRel: "logs/*"); also
+// when that cannot be told: the directory could not be read, or it holds
+// more than maxExemptWalk entries. What lies below an exempt directory is
+// exempt already and not read. It reads the backing tree (getdents) and
+// asks the matcher, which keeps its answers; a directory that is gone is
+// false (the rename fails).
+func (f *FS) exemptBelow(srcRel, dstRel string) bool {
+	d, errno := f.bk.openDir(srcRel)
+	if errno != 0 {
+		return errno != syscall.ENOENT
+	}
+	fd, err := unix.Openat(d.FD, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	d.Close()
+	if err != nil {
+		return true
+	}
+	budget := maxExemptWalk
+	return f.walkExempt(fd, srcRel, dstRel, &budget)
+}
+
+// walkExempt is exemptBelow's walk of the directory open at fd (which it
+// closes), src's entries against the same names below dst.
+func (f *FS) walkExempt(fd int, src, dst string, budget *int) bool {
+	dir := os.NewFile(uintptr(fd), src)
+	defer dir.Close()
+	for {
+		ents, err := dir.ReadDir(256)
+		for _, e := range ents {
+			if *budget--; *budget < 0 {
+				return true
+			}
+			isDir, name := e.IsDir(), e.Name()
+			if !isDir && !e.Type().IsRegular() {
+				continue // no content the guard covers
+			}
+			s, t := src+"/"+name, dst+"/"+name
+			if f.exempt(s, isDir) {
+				continue // exempt already, and all below it
+			}
+			if f.exempt(t, isDir) {
+				return true
+			}
+			if isDir {
+				cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				if err != nil || f.walkExempt(cfd, s, t, budget) {
+					return true
+				}
+			}
+		}
+		if err == io.EOF {
+			return false
+		}
+		if err != nil {
+			return true
+		}
+	}
+}
