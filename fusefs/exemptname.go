@@ -81,11 +81,11 @@ func (n *Node) exemptMove(ctx context.Context, name string, np *Node, newName, s
 	if exchange {
 		kd := np.kindOf(newName, dstRel)
 		out = f.covers(dstRel, kd) && f.exempt(srcRel, kd == syscall.S_IFDIR)
-		if !out && f.covers(dstRel, kd) && kd == syscall.S_IFDIR {
+		if !out && f.covers(dstRel, kd) && kd == syscall.S_IFDIR && !f.sameBelow(dstRel, srcRel) {
 			out = f.exemptBelow(dstRel, srcRel)
 		}
 	}
-	if !in && f.covers(srcRel, ks) && ks == syscall.S_IFDIR {
+	if !in && f.covers(srcRel, ks) && ks == syscall.S_IFDIR && !f.sameBelow(srcRel, dstRel) {
 		in = f.exemptBelow(srcRel, dstRel)
 	}
 	if !in && !out {
@@ -120,6 +120,21 @@ func (n *Node) exemptLink(ctx context.Context, target *Node, srcRel, newRel stri
 		return 0
 	}
 	return f.cfg.Guard.RefuseExemptName(c.asker(f), guard.OpLinkExempt, srcRel, newRel)
+}
+
+// sameBelower is an Exempter that can tell, from its rules alone, that
+// everything below a directory renamed from src to dst keeps its
+// exemption (ignore.Matcher.SameBelow).
+type sameBelower interface {
+	SameBelow(src, dst string) bool
+}
+
+// sameBelow reports whether Config.Exempt tells, without reading the
+// tree, that what lies below srcRel keeps its exemption below dstRel
+// (false when it cannot: exemptBelow reads the tree).
+func (f *FS) sameBelow(srcRel, dstRel string) bool {
+	sb, ok := f.cfg.Exempt.(sameBelower)
+	return ok && sb.SameBelow(srcRel, dstRel)
 }
 
 // exemptBelow reports whether renaming the directory srcRel to dstRel

@@ -1,0 +1,55 @@
+package ignore
+
+import (
+	"path"
+	"strings"
+)
+
+// SameBelow reports whether, by the rules alone and without reading the
+// tree, every path below the directory dst is exempt exactly when the same
+// path below src is: the question a rename of src to dst through the
+// mount asks before it lets guarded files below it keep their guard
+// (docs/DESIGN.md#exempt-widening). It is true when src and dst are in
+// one directory (the ignore files above them are the same), no extra glob
+// is set, and every rule of those ignore files and of .git/info/exclude,
+// on disk and as accepted, is a name rule (no slash but a trailing one:
+// "*.o", "build/"), which matches a name at any depth alike; whether dst
+// itself is exempt is the caller's to ask (Exempt). False means not known:
+// the caller reads the tree. It reads the ignore files above src that are
+// not cached yet. Safe for concurrent use.
+func (m *Matcher) SameBelow(src, dst string) bool {
+	if len(m.extra) > 0 || path.Dir(src) != path.Dir(dst) {
+		return false
+	}
+	if m.guardIgnored {
+		return true // only .git/ and the globs exempt, and there are no globs
+	}
+	var parts []string
+	if dir := path.Dir(src); dir != "." {
+		parts = strings.Split(dir, "/")
+	}
+	names := func(rs []rule) bool {
+		for _, r := range rs {
+			if !r.base {
+				return false
+			}
+		}
+		return true
+	}
+	walk := m.ruleWalk()
+	accepted := func(dir []string, exclude bool) []rule {
+		if m.policy == nil {
+			return nil
+		}
+		return m.policy.rules(ruleFile(dir, exclude))
+	}
+	if !names(walk(nil, true)) || !names(accepted(nil, true)) {
+		return false
+	}
+	for i := 0; i <= len(parts); i++ {
+		if !names(walk(parts[:i], false)) || !names(accepted(parts[:i], false)) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,49 @@
+package ignore
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestSameBelow: a directory renamed within its directory keeps the
+// exemption of what it holds when every rule above is a name rule; an
+// anchored rule above ("logs/*", "/dist"), a rename to another directory,
+// or an extra glob leave it unknown (the caller reads the tree). Rules
+// below the directory the two names share do not count.
+func TestSameBelow(t *testing.T) {
+	root := t.TempDir()
+	for rel, content := range map[string]string{".gitignore": "*.o\nbuild/\n", "x/.gitignore": "/dist\n", "y/.gitignore": "logs/*\n", "z/.gitignore": "*.tmp\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, rel), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := New(root, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		src, dst string
+		want     bool
+	}{
+		{"a", "b", true},
+		{"z/a", "z/b", true},
+		{"x/a", "x/b", false},
+		{"y/pkg", "y/logs", false},
+		{"a", "z/a", false},
+	} {
+		if got := m.SameBelow(c.src, c.dst); got != c.want {
+			t.Errorf("SameBelow(%q, %q) = %v, want %v", c.src, c.dst, got, c.want)
+		}
+	}
+	g, err := New(root, []string{"**/gen/**"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.SameBelow("a", "b") {
+		t.Error("SameBelow with an extra glob = true, want false")
+	}
+}
