@@ -16,8 +16,7 @@ import (
 
 // maxExemptWalk bounds the entries exemptBelow reads of a directory being
 // renamed; past it the rename is refused with EXDEV, as one that would
-// exempt something is (mv(1) then moves the files one by one, each
-// decided).
+// exempt something is (mv(1) then moves or copies the files one by one).
 const maxExemptWalk = 10000
 
 // kindOf returns the file type bits (S_IFMT) of the entry name of the
@@ -65,18 +64,31 @@ func (f *FS) mayBeExempt(rel string) bool {
 //     below which a rule would exempt what it holds (exemptBelow: "logs/*"
 //     exempts logs/main.c, not logs), and either side of an exchange that
 //     would give guarded content an exempt name, is refused with EXDEV
-//     (guard.Guard.RefuseExemptName): mv(1) then moves the files one by
-//     one, each decided as above.
+//     (guard.Guard.RefuseExemptName): mv(1) then moves or copies the files
+//     one by one (a copy reads each; the removal of each original is
+//     decided and journaled).
 //
 // Anything else (both names exempt or both not, a symlink, the guard off)
 // passes: ask false, errno 0.
-func (n *Node) exemptMove(ctx context.Context, name string, np *Node, newName, srcRel, dstRel string, exchange bool) (ask bool, errno syscall.Errno) {
+func (n *Node) exemptMove(ctx context.Context, name string, np *Node, newName, srcRel, dstRel string, exchange bool) (ask bool, by caller, errno syscall.Errno) {
 	f := n.fs
 	if f.cfg.Exempt == nil || f.guardMode == guard.ModeOff {
-		return false, 0
+		return false, caller{}, 0
 	}
 	ks := n.kindOf(name, srcRel)
 	in := f.covers(srcRel, ks) && f.exempt(dstRel, ks == syscall.S_IFDIR)
+	if !in && !exchange && ks == syscall.S_IFREG && !f.covers(srcRel, ks) && f.covers(dstRel, ks) {
+		// An exempt file moving to a guarded name: refused when it has
+		// another name, which would stay an exempt alias of the guarded
+		// file (the other way round, movedOutWhole refuses it).
+		var st syscall.Stat_t
+		if f.bk.lstatRel(srcRel, &st) == 0 && st.Nlink > 1 {
+			if c := f.callerOf(ctx); f.guarded(c) {
+				return false, c, f.cfg.Guard.RefuseExemptName(c.asker(f), guard.OpLinkExempt, dstRel, srcRel)
+			}
+		}
+		return false, caller{}, 0
+	}
 	out := false
 	if exchange {
 		kd := np.kindOf(newName, dstRel)
@@ -89,20 +101,20 @@ func (n *Node) exemptMove(ctx context.Context, name string, np *Node, newName, s
 		in = f.exemptBelow(srcRel, dstRel)
 	}
 	if !in && !out {
-		return false, 0
+		return false, caller{}, 0
 	}
 	c := f.callerOf(ctx)
 	if !f.guarded(c) {
-		return false, 0
+		return false, caller{}, 0
 	}
 	if !exchange && ks == syscall.S_IFREG {
-		return true, 0
+		return true, c, 0
 	}
 	path, to := srcRel, dstRel
 	if !in {
 		path, to = dstRel, srcRel
 	}
-	return false, f.cfg.Guard.RefuseExemptName(c.asker(f), guard.OpMoveExempt, path, to)
+	return false, c, f.cfg.Guard.RefuseExemptName(c.asker(f), guard.OpMoveExempt, path, to)
 }
 
 // exemptLink refuses a hard link of the guarded file srcRel at the exempt
@@ -141,7 +153,8 @@ func (f *FS) sameBelow(srcRel, dstRel string) bool {
 // would give something below it that the guard covers an exempt name (a
 // rule may exempt dstRel's children though not dstRel: "logs/*"); also
 // when that cannot be told: the directory could not be read, or it holds
-// more than maxExemptWalk entries. What lies below an exempt directory is
+// more than maxExemptWalk entries or maxExemptDepth levels. What lies
+// below an exempt directory is
 // exempt already and not read. It reads the backing tree (getdents) and
 // asks the matcher, which keeps its answers; a directory that is gone is
 // false (the rename fails).
@@ -156,14 +169,23 @@ func (f *FS) exemptBelow(srcRel, dstRel string) bool {
 		return true
 	}
 	budget := maxExemptWalk
-	return f.walkExempt(fd, srcRel, dstRel, &budget)
+	return f.walkExempt(fd, srcRel, dstRel, &budget, 0)
 }
 
+// maxExemptDepth bounds the directory levels exemptBelow descends, each
+// holding a descriptor: deeper, the rename is refused (a chain of
+// thousands of directories would take the daemon's descriptors).
+const maxExemptDepth = 128
+
 // walkExempt is exemptBelow's walk of the directory open at fd (which it
-// closes), src's entries against the same names below dst.
-func (f *FS) walkExempt(fd int, src, dst string, budget *int) bool {
+// closes), depth levels below the renamed one, src's entries against the
+// same names below dst.
+func (f *FS) walkExempt(fd int, src, dst string, budget *int, depth int) bool {
 	dir := os.NewFile(uintptr(fd), src)
 	defer dir.Close()
+	if depth >= maxExemptDepth {
+		return true
+	}
 	for {
 		ents, err := dir.ReadDir(256)
 		for _, e := range ents {
@@ -183,7 +205,7 @@ func (f *FS) walkExempt(fd int, src, dst string, budget *int) bool {
 			}
 			if isDir {
 				cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-				if err != nil || f.walkExempt(cfd, s, t, budget) {
+				if err != nil || f.walkExempt(cfd, s, t, budget, depth+1) {
 					return true
 				}
 			}
@@ -195,4 +217,25 @@ func (f *FS) walkExempt(fd int, src, dst string, budget *int) bool {
 			return true
 		}
 	}
+}
+
+// exemptLinkByHandle refuses linking the open file of tn at the exempt name
+// newRel when the file still has a name (st_nlink > 0): that name may be a
+// guarded one, which the new name would alias (EXDEV,
+// guard.Guard.RefuseExemptName). An O_TMPFILE file, or one whose names
+// are all gone, has none. 0 for anything else.
+func (n *Node) exemptLinkByHandle(ctx context.Context, fd int, newRel string) syscall.Errno {
+	f := n.fs
+	if !f.mayBeExempt(newRel) || !f.exempt(newRel, false) {
+		return 0
+	}
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) != nil || st.Nlink == 0 || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return 0
+	}
+	c := f.callerOf(ctx)
+	if !f.guarded(c) {
+		return 0
+	}
+	return f.cfg.Guard.RefuseExemptName(c.asker(f), guard.OpLinkExempt, newRel, newRel)
 }

@@ -28,6 +28,9 @@ func (n *Node) linkByHandle(ctx context.Context, at dirFd, dirRel string, tn *No
 		return nil, syscall.EXDEV
 	}
 	defer unix.Close(fd)
+	if errno := n.exemptLinkByHandle(ctx, fd, childPath(dirRel, name)); errno != 0 {
+		return nil, errno // never an exempt alias of a guarded name (exemptname.go)
+	}
 	src := procPath(dirFd{FD: fd}, "")
 	return n.makeAt(ctx, at, dirRel, name, 0, false, out, new(syscall.Stat_t), func(d dirFd) error {
 		return unix.Linkat(unix.AT_FDCWD, src, d.FD, name, unix.AT_SYMLINK_FOLLOW)

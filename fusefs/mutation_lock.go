@@ -292,6 +292,9 @@ func (l *locked) look(attempt int) guard.Look {
 		}
 		l.unlockX = unlockX
 	}
+	if errno := l.movedOutWhole(); errno != 0 {
+		return guard.Look{Errno: errno}
+	}
 	var lk guard.Look
 	if !l.anyGuarded() {
 		return lk
@@ -318,6 +321,35 @@ func (l *locked) look(attempt int) guard.Look {
 		}
 	}
 	return lk
+}
+
+// movedOutWhole checks, under the locks, the file a move to an exempt name
+// asks about (guard.OpMoveExempt, docs/DESIGN.md#exempt-widening): it must
+// still be a regular file the guard covers, and have no other name. A name
+// found holding something else (a peer mount replaced it since the kernel
+// looked it up), or a file with other links (an exempt name for it would
+// alias a guarded one: `ln x.c .x; mv .x gen/`), is refused with EXDEV
+// (guard.Guard.RefuseExemptName), as a directory's move or a link is.
+func (l *locked) movedOutWhole() syscall.Errno {
+	m, f := l.m, l.f
+	for _, a := range m.asks {
+		if a.op != guard.OpMoveExempt {
+			continue
+		}
+		g := &l.gs[a.i]
+		op := guard.OpMoveExempt
+		switch {
+		case !g.ok:
+		case g.st.Nlink > 1:
+			op = guard.OpLinkExempt
+		default:
+			continue
+		}
+		if errno := f.cfg.Guard.RefuseExemptName(l.who().asker(f), op, m.names[a.i].rel, m.names[a.i].to); errno != 0 {
+			return errno
+		}
+	}
+	return 0
 }
 
 // plan is guard.Begin, counting the warnings and refusals of its

@@ -188,12 +188,13 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		m.asks = append(m.asks, ask{0, guard.OpExchange})
 	}
 	// Never an exempt name for guarded content (exemptname.go).
-	moveOut, errno := n.exemptMove(ctx, name, np, newName, srcRel, dstRel, exchange)
+	moveOut, c, errno := n.exemptMove(ctx, name, np, newName, srcRel, dstRel, exchange)
 	if errno != 0 {
 		return errno
 	}
 	if moveOut {
 		m.asks = append(m.asks, ask{0, guard.OpMoveExempt})
+		m.by = &c // resolved once
 	}
 	return n.fs.mutate(ctx, m)
 }

@@ -19,8 +19,10 @@ import (
 // files one by one, each a rename decided as an overwrite of the file
 // (OpMoveExempt), and ln(1) fails. In ModeWarn it is recorded as a
 // warning and 0 is returned; in ModeOff nothing is recorded and 0 is
-// returned. The caller has found that the guard decides for who.Caller
-// (the mount's guarded callers). Safe for concurrent use.
+// returned. path == to names a link of an open file by its descriptor,
+// whose other names are not known. The caller has found that the guard
+// decides for who.Caller (the mount's guarded callers). Safe for
+// concurrent use.
 func (g *Guard) RefuseExemptName(who Asker, op Op, path, to string) syscall.Errno {
 	if g.mode == ModeOff {
 		return 0
@@ -30,6 +32,9 @@ func (g *Guard) RefuseExemptName(who Asker, op Op, path, to string) syscall.Errn
 		comm = who.Caller.Comm()
 	}
 	msg := fmt.Sprintf("refusing to %s %s: %s is exempt from the guard and the journal, so writes through it would change %s unguarded and unjournaled; copy it instead (cp)", op.verb(), path, to, path)
+	if path == to {
+		msg = fmt.Sprintf("refusing to link an open file that has other names at the exempt name %s: %s is exempt from the guard and the journal, so writes through it would change the file under its other names unguarded and unjournaled; copy it instead (cp)", to, to)
+	}
 	if op == OpMoveExempt {
 		msg = fmt.Sprintf("refusing to %s %s: %s is exempt from the guard and the journal, so the files below it would change unguarded; read them first and move them one by one (mv does after this refusal), or copy them (cp -r)", op.verb(), path, to)
 	}

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rubinofs/rubinofs/daemon"
@@ -326,4 +327,62 @@ func TestExemptWideningMoveAndLink(t *testing.T) {
 		t.Fatalf("rubinofs rewind: %v\n%s", err, out)
 	}
 	intact("after the rewind")
+}
+
+// TestExemptWideningAliases: a move or link that would leave a guarded
+// file and an exempt name on one inode is refused (EXDEV), even after a
+// read, so a write through the exempt name never changes a guarded file:
+//   - a guarded file with a second guarded name, read, moved by that name
+//     into gen/ (`ln w.c .w; mv .w gen/w`: mv(1) copies after the EXDEV);
+//   - an exempt file with a second exempt name moved over a guarded file
+//     the session read (`mv gen/a v.c`: mv(1) copies);
+//   - an open file whose looked-up name was removed, linked into gen/ by
+//     its descriptor while its other (guarded) name lives on.
+//
+// After each, a write through the exempt names leaves the guarded file as
+// it was.
+func TestExemptWideningAliases(t *testing.T) {
+	m := newMount(t, map[string]string{"gen/.gitignore": "*\n", "src/w.c": "int w;\n", "src/v.c": "int v;\n",
+		"gen/a": "int a;\n", "src/t.c": "int t;\n"}, nil)
+	if err := os.Link(m.backing("src/t.c"), m.backing("src/t2.c")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.sessionRun("agent", `ln src/w.c src/.w && cat src/w.c >/dev/null && mv src/.w gen/w && echo clobber > gen/w &&
+ln gen/a gen/b && cat src/v.c >/dev/null && mv gen/a src/v.c && echo clobber > gen/b &&
+python3 -c '
+import errno, os
+os.open("src/t.c", os.O_RDONLY)
+fd = os.open("src/t.c", os.O_RDWR)  # after a read: allowed; a handle the mount keeps
+os.read(fd, 100)
+os.unlink("src/t.c")
+try:
+    os.link("/proc/self/fd/%d" % fd, "gen/t", follow_symlinks=True)
+except OSError as e:
+    assert e.errno == errno.EXDEV, e
+    print("link by descriptor: EXDEV")
+else:
+    raise SystemExit("the link by descriptor passed")
+'`)
+	if err != nil || !strings.Contains(out, "link by descriptor: EXDEV") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for rel, want := range map[string]string{"src/w.c": "int w;\n", "src/v.c": "int a;\n", "src/t2.c": "int t;\n"} {
+		if got := m.readBacking(rel); got != want {
+			t.Errorf("%s = %q, want %q: a write through an exempt name reached it", rel, got, want)
+		}
+	}
+	if _, err := os.Lstat(m.backing("gen/t")); !os.IsNotExist(err) {
+		t.Errorf("gen/t exists after the refused link (%v)", err)
+	}
+	// mv(1) copied: the exempt gen/b is not the guarded src/v.c's inode.
+	var v, b syscall.Stat_t
+	if err := syscall.Lstat(m.backing("src/v.c"), &v); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Lstat(m.backing("gen/b"), &b); err != nil {
+		t.Fatal(err)
+	}
+	if v.Ino == b.Ino {
+		t.Errorf("src/v.c and the exempt gen/b are one inode (%d)", v.Ino)
+	}
 }

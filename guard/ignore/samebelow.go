@@ -13,7 +13,8 @@ import (
 // one directory (the ignore files above them are the same), no extra glob
 // is set, and every rule of those ignore files and of .git/info/exclude,
 // on disk and as accepted, is a name rule (no slash but a trailing one:
-// "*.o", "build/"), which matches a name at any depth alike; whether dst
+// "*.o", "build/"), which matches a name at any depth alike, and the two
+// names are ignored alike by each set (on disk, accepted); whether dst
 // itself is exempt is the caller's to ask (Exempt). False means not known:
 // the caller reads the tree. It reads the ignore files above src that are
 // not cached yet. Safe for concurrent use.
@@ -48,6 +49,20 @@ func (m *Matcher) SameBelow(src, dst string) bool {
 	}
 	for i := 0; i <= len(parts); i++ {
 		if !names(walk(parts[:i], false)) || !names(accepted(parts[:i], false)) {
+			return false
+		}
+	}
+	// Under name rules a path below either name is ignored when the name
+	// itself is or a component below it is, by each set of rules alone.
+	// A path is exempt when both sets ignore it, so the two names must
+	// get one answer from each set, not only from both together: the
+	// rules on disk may ignore dst and the accepted ones not, while the
+	// accepted ones ignore a file below it ("build/" accepted, "*" and
+	// "!build/" written since: dst is not exempt, dst/x.c would be).
+	if m.policy != nil {
+		sp, dp := strings.Split(src, "/"), strings.Split(dst, "/")
+		if ignored(sp, true, m.ruleWalk()) != ignored(dp, true, m.ruleWalk()) ||
+			ignored(sp, true, accepted) != ignored(dp, true, accepted) {
 			return false
 		}
 	}

@@ -39,6 +39,26 @@ func TestSameBelow(t *testing.T) {
 			t.Errorf("SameBelow(%q, %q) = %v, want %v", c.src, c.dst, got, c.want)
 		}
 	}
+	// The accepted rules say "build/"; the rules on disk, written since,
+	// say "*" and "!build/": build is not exempt (on disk it is
+	// re-included), but build/x.c would be (both sets ignore it).
+	p, err := NewPolicy(root, filepath.Join(t.TempDir(), "policy.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetPolicy(p)
+	check(t, m, map[string]bool{"build/x.c": true})
+	p.Pin(".gitignore")
+	if err := os.WriteFile(filepath.Join(root, ".gitignore"), []byte("*\n!build/\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.Invalidate("")
+	if m.Exempt("build", true) || !m.Exempt("build/x.c", false) {
+		t.Fatalf("build exempt %v, build/x.c exempt %v: want false, true", m.Exempt("build", true), m.Exempt("build/x.c", false))
+	}
+	if m.SameBelow("src", "build") {
+		t.Error(`SameBelow("src", "build") = true with "build/" accepted and "*", "!build/" on disk, want false`)
+	}
 	g, err := New(root, []string{"**/gen/**"}, false)
 	if err != nil {
 		t.Fatal(err)
