@@ -453,10 +453,11 @@ func trimTrailingSpaces(s string) string {
 // match needs to make go-git's answer exact.
 type rule struct {
 	pat   gitignore.Pattern
-	depth int  // components in the directory holding the ignore file
-	base  bool // no slash but a trailing one: matches a name at any depth
-	segs  int  // slash-separated segments (leading "/" dropped)
-	star  int  // index of the only "**" segment; -1 none, -2 several
+	depth int      // components in the directory holding the ignore file
+	base  bool     // no slash but a trailing one: matches a name at any depth
+	segs  int      // slash-separated segments (leading "/" dropped)
+	segv  []string // those segments, as fnmatch rewrote them (SameBelow)
+	star  int      // index of the only "**" segment; -1 none, -2 several
 }
 
 func newRule(line string, domain []string) (rule, bool) {
@@ -479,7 +480,7 @@ func newRule(line string, domain []string) (rule, bool) {
 	}
 	r := rule{depth: len(domain), base: !strings.Contains(body, "/"), star: -1}
 	segs := strings.Split(strings.TrimPrefix(body, "/"), "/")
-	r.segs = len(segs)
+	r.segs, r.segv = len(segs), segs
 	for i, s := range segs {
 		if s == "**" && r.star == -1 {
 			r.star = i

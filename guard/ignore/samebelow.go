@@ -12,8 +12,10 @@ import (
 // (docs/DESIGN.md#exempt-widening). It is true when src and dst are in
 // one directory (the ignore files above them are the same), no extra glob
 // is set, and every rule of those ignore files and of .git/info/exclude,
-// on disk and as accepted, is a name rule (no slash but a trailing one:
-// "*.o", "build/"), which matches a name at any depth alike, and the two
+// on disk and as accepted, matches nothing below dst that it would not
+// match below src (notBelow: a name rule such as "*.o" or "build/", or an
+// anchored rule that cannot reach below dst, such as "/dist" or
+// ".vscode/*" for a dst named src2), and the two
 // names are ignored alike by each set (on disk, accepted); whether dst
 // itself is exempt is the caller's to ask (Exempt). False means not known:
 // the caller reads the tree. It reads the ignore files above src that are
@@ -29,9 +31,10 @@ func (m *Matcher) SameBelow(src, dst string) bool {
 	if dir := path.Dir(src); dir != "." {
 		parts = strings.Split(dir, "/")
 	}
+	dp := strings.Split(dst, "/")
 	names := func(rs []rule) bool {
-		for _, r := range rs {
-			if !r.base {
+		for i := range rs {
+			if !notBelow(&rs[i], dp) {
 				return false
 			}
 		}
@@ -60,11 +63,41 @@ func (m *Matcher) SameBelow(src, dst string) bool {
 	// accepted ones ignore a file below it ("build/" accepted, "*" and
 	// "!build/" written since: dst is not exempt, dst/x.c would be).
 	if m.policy != nil {
-		sp, dp := strings.Split(src, "/"), strings.Split(dst, "/")
+		sp := strings.Split(src, "/")
 		if ignored(sp, true, m.ruleWalk()) != ignored(dp, true, m.ruleWalk()) ||
 			ignored(sp, true, accepted) != ignored(dp, true, accepted) {
 			return false
 		}
 	}
 	return true
+}
+
+// notBelow reports whether r gives every path below the directory dst
+// (components dp) the answer it gives the same path below any other name
+// in dst's directory: a name rule ("*.o", "build/": no slash but a
+// trailing one) matches a name at any depth alike; an anchored rule
+// without "**" ("/dist", ".vscode/*", "docs/_build/") matches paths of
+// exactly its file's depth plus its segments, so it matches nothing below
+// dst when that is no deeper than dst, or when one of its segments does
+// not match dst's component at that depth. Any other rule may.
+func notBelow(r *rule, dp []string) bool {
+	if r.base {
+		return true
+	}
+	if r.star != -1 || r.depth > len(dp) {
+		return false
+	}
+	if r.depth+r.segs <= len(dp) {
+		return true
+	}
+	rel := dp[r.depth:]
+	for i, seg := range r.segv {
+		if i >= len(rel) {
+			break
+		}
+		if ok, err := path.Match(seg, rel[i]); err == nil && !ok {
+			return true
+		}
+	}
+	return false
 }

@@ -7,13 +7,16 @@ import (
 )
 
 // TestSameBelow: a directory renamed within its directory keeps the
-// exemption of what it holds when every rule above is a name rule; an
-// anchored rule above ("logs/*", "/dist"), a rename to another directory,
-// or an extra glob leave it unknown (the caller reads the tree). Rules
-// below the directory the two names share do not count.
+// exemption of what it holds when every rule above is a name rule or an
+// anchored one that cannot reach below the new name; an anchored rule
+// that can ("logs/*" for logs, "/dist" for x/dist), one with "**", a
+// rename to another directory, or an extra glob leave it unknown (the
+// caller reads the tree). Rules below the directory the two names share
+// do not count.
 func TestSameBelow(t *testing.T) {
 	root := t.TempDir()
-	for rel, content := range map[string]string{".gitignore": "*.o\nbuild/\n", "x/.gitignore": "/dist\n", "y/.gitignore": "logs/*\n", "z/.gitignore": "*.tmp\n"} {
+	for rel, content := range map[string]string{".gitignore": "*.o\nbuild/\n/dist\n.vscode/*\n", "x/.gitignore": "/dist\n", "y/.gitignore": "logs/*\n", "z/.gitignore": "*.tmp\n",
+		"w/.gitignore": "a/**/x\n"} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, rel)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -31,8 +34,12 @@ func TestSameBelow(t *testing.T) {
 	}{
 		{"a", "b", true},
 		{"z/a", "z/b", true},
-		{"x/a", "x/b", false},
+		{"x/a", "x/b", true}, // "/dist" in x/ matches x/dist only
+		{"x/a", "x/dist", true}, // it matches x/dist itself: the caller asks Exempt
 		{"y/pkg", "y/logs", false},
+		{"y/pkg", "y/pkg2", true}, // "logs/*" cannot reach below y/pkg2
+		{"a", ".vscode", false},
+		{"w/a", "w/b", false}, // "**": not known
 		{"a", "z/a", false},
 	} {
 		if got := m.SameBelow(c.src, c.dst); got != c.want {
