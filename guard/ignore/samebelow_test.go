@@ -34,7 +34,7 @@ func TestSameBelow(t *testing.T) {
 	}{
 		{"a", "b", true},
 		{"z/a", "z/b", true},
-		{"x/a", "x/b", true}, // "/dist" in x/ matches x/dist only
+		{"x/a", "x/b", true},    // "/dist" in x/ matches x/dist only
 		{"x/a", "x/dist", true}, // it matches x/dist itself: the caller asks Exempt
 		{"y/pkg", "y/logs", false},
 		{"y/pkg", "y/pkg2", true}, // "logs/*" cannot reach below y/pkg2
