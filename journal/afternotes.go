@@ -82,6 +82,32 @@ func (j *Journal) noteFunc(sessionName string, make func() (Record, bool)) error
 	return nil
 }
 
+// NoteRemoved appends, for session, the after-note of the removal (an
+// unlink or rmdir) whose record is ref, afters its name as absent, unless
+// ref is still the session's last line: the record already says the name
+// is absent, the state the removal left (the conflict rule reads it so,
+// docs/DESIGN.md#own-bracket-journal). Only a line logged after the record
+// can leave another last word: a handle's release note taken before the
+// backing removal names the file as it still was, and the after-note must
+// then follow it. Errors and durability as NoteAfter's.
+func (j *Journal) NoteRemoved(sessionName string, ref uint64, afters []After) error {
+	s, err := j.session(sessionName)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if s.stopped != "" || s.seq == ref || len(afters) == 0 {
+		return nil
+	}
+	rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: OpAfter, Ref: ref, After: afters}
+	if err := s.log.write(rec, false); err != nil {
+		return err
+	}
+	j.wrote(s.log)
+	s.seq = rec.Seq
+	return nil
+}
+
 // End appends the end record of session (its registration ended at t),
 // fdatasync'ed: GC counts the session's retention from t.
 func (j *Journal) End(sessionName string, t time.Time) error {

@@ -98,9 +98,9 @@ func (hj *Handle) Change(op, rel string) syscall.Errno {
 // (rel) lags behind a rename until the rename's request has returned,
 // after its after-note, so a note by rel could name where the file was
 // (docs/DESIGN.md#journal-rewind). rel is used only when fd < 0; a file
-// with no name (unlinked) gets no note, its removal's record says the
-// name is absent. A release waits for a recorded unlink in flight
-// (Hook.moves), so it never notes the file between the two.
+// with no name (unlinked) gets no note. A note taken between an unlink's
+// record and its backing unlink names the file as it still was; the
+// unlink's after-note then follows it (journal.Journal.NoteRemoved).
 func (hj *Handle) Release(rel string, fd int) {
 	if hj == nil {
 		return

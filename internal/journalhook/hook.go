@@ -99,20 +99,18 @@ type Hook struct {
 	// gen counts the checkpoints taken through the mount: a handle
 	// records its next change again in a new generation (Handle.gen).
 	gen atomic.Uint64
-	// moves is held shared by each recorded rename, exchange and unlink
-	// from its record (its pre-images taken) to its after-note or
-	// failure note (an unlink that succeeded has none: its Commit), over
-	// the backing move or removal, and exclusively by a handle's release
+	// moves is held shared by each recorded rename and exchange from
+	// its record (its pre-images taken) to its after-note or failure
+	// note, over the backing move, and exclusively by a handle's release
 	// while it names the file and notes its state (Handle.Release): a
 	// release note is never named after a backing move and logged
 	// before the move's after-note, where the conflict rule reads names
-	// as from before the move (docs/DESIGN.md#journal-hook); nor logged
-	// between an unlink's record and its backing unlink, where it would
-	// be the session's last word on the name, a file the conflict rule
-	// then finds gone. A note logged after the record but named before
-	// the backing move is read right. Held over the backing call only,
-	// not the pre-images' copies, a release waits for renames and
-	// unlinks as long as their syscalls take.
+	// as from before the move (docs/DESIGN.md#journal-hook). A note
+	// logged after the record but named before the backing move is read
+	// right. Held over the backing rename only, not the pre-images'
+	// copies, a release waits for renames as long as their syscalls take.
+	// A removal needs no gate: its after-note follows any line logged
+	// after its record (journal.Journal.NoteRemoved).
 	moves sync.RWMutex
 }
 

@@ -93,10 +93,9 @@ func (h *Hook) Record(session, op string, names []Name) (*Pending, syscall.Errno
 	switch {
 	case err == nil:
 		p.ok = true
-		if op == OpRename || op == OpExchange || op == OpUnlink {
-			// From here (the capture done, the backing move or removal
-			// next) to Commit or Abort: no release note meanwhile
-			// (Hook.moves).
+		if op == OpRename || op == OpExchange {
+			// From here (the capture done, the backing move next) to
+			// Commit or Abort: no release note meanwhile (Hook.moves).
 			h.moves.RLock()
 			p.owned = append(p.owned, h.moves.RUnlock)
 		}
@@ -192,26 +191,33 @@ func (h *Hook) knownHash(st *unix.Stat_t) string {
 
 // Commit notes the state the change left its names in
 // (journal.Journal.NoteAfter), after a successful backing operation, as
-// lstat finds them. A removal (unlink, rmdir) is noted by nothing: its
-// record already says its name is absent, the state it left, which the
-// conflict rule reads from a removal with no after-note behind it
-// (docs/DESIGN.md#own-bracket-journal); a stat could only see another
-// process's new file. A failure is logged at warn: the next rewind takes
-// the paths for conflicts, never restores over a change. It releases the
-// directories the hook opened.
+// lstat finds them. A removal (unlink, rmdir) notes its name as absent
+// without a stat (which could only see another process's new file), and
+// only when a line was logged after its record
+// (journal.Journal.NoteRemoved): the record already says the name is
+// absent, which the conflict rule reads from a removal with no after-note
+// behind it (docs/DESIGN.md#own-bracket-journal). A failure is logged at
+// warn: the next rewind takes the paths for conflicts, never restores
+// over a change. It releases the directories the hook opened.
 func (p *Pending) Commit() {
 	if p == nil {
 		return
 	}
 	defer p.release()
-	if !p.ok || p.op == OpUnlink || p.op == OpRmdir {
+	if !p.ok {
 		return
 	}
+	note := p.h.cfg.Journal.NoteAfter
 	afters := make([]journal.After, len(p.names))
 	for i, nm := range p.names {
+		if i == 0 && (p.op == OpUnlink || p.op == OpRmdir) {
+			afters[i] = afterAt(-1, nm.Leaf, nm.Rel)
+			note = p.h.cfg.Journal.NoteRemoved
+			continue
+		}
 		afters[i] = afterAt(nm.Dir, nm.Leaf, nm.Rel)
 	}
-	if err := p.h.cfg.Journal.NoteAfter(p.session, p.rec.Seq, afters); err != nil {
+	if err := note(p.session, p.rec.Seq, afters); err != nil {
 		p.h.cfg.Logger.Warn("journal: an after-note was lost: a rewind will report the path as a conflict", "path", p.names[0].Rel, "session", p.session, "err", err)
 	}
 }
