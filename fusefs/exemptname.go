@@ -45,13 +45,6 @@ func (f *FS) covers(rel string, kind uint32) bool {
 	return false
 }
 
-// mayBeExempt reports whether rel is exempt as a file or as a directory:
-// the cheap test every link takes first (the matcher keeps its answers),
-// before anything is stat'ed.
-func (f *FS) mayBeExempt(rel string) bool {
-	return f.cfg.Exempt != nil && f.guardMode != guard.ModeOff && (f.exempt(rel, false) || f.exempt(rel, true))
-}
-
 // exemptMove decides a rename of name in n (srcRel) to newName in np
 // (dstRel), and for an exchange the other way too, against the
 // exemption, for a caller the guard decides for (FS.guarded):
@@ -76,29 +69,12 @@ func (n *Node) exemptMove(ctx context.Context, name string, np *Node, newName, s
 		return false, caller{}, 0
 	}
 	ks := n.kindOf(name, srcRel)
-	in := f.covers(srcRel, ks) && f.exempt(dstRel, ks == syscall.S_IFDIR)
-	if !in && !exchange && ks == syscall.S_IFREG && !f.covers(srcRel, ks) && f.covers(dstRel, ks) {
-		// An exempt file moving to a guarded name: refused when it has
-		// another name, which would stay an exempt alias of the guarded
-		// file (the other way round, movedOutWhole refuses it).
-		var st syscall.Stat_t
-		if f.bk.lstatRel(srcRel, &st) == 0 && st.Nlink > 1 {
-			if c := f.callerOf(ctx); f.guarded(c) {
-				return false, c, f.cfg.Guard.RefuseExemptName(c.asker(f), guard.OpLinkExempt, dstRel, srcRel)
-			}
-		}
-		return false, caller{}, 0
+	if !exchange && ks == syscall.S_IFREG && !f.covers(srcRel, ks) && f.covers(dstRel, ks) {
+		return false, caller{}, n.exemptAliasIn(ctx, srcRel, dstRel)
 	}
-	out := false
+	in, out := f.givesExempt(srcRel, ks, dstRel), false
 	if exchange {
-		kd := np.kindOf(newName, dstRel)
-		out = f.covers(dstRel, kd) && f.exempt(srcRel, kd == syscall.S_IFDIR)
-		if !out && f.covers(dstRel, kd) && kd == syscall.S_IFDIR && !f.sameBelow(dstRel, srcRel) {
-			out = f.exemptBelow(dstRel, srcRel)
-		}
-	}
-	if !in && f.covers(srcRel, ks) && ks == syscall.S_IFDIR && !f.sameBelow(srcRel, dstRel) {
-		in = f.exemptBelow(srcRel, dstRel)
+		out = f.givesExempt(dstRel, np.kindOf(newName, dstRel), srcRel)
 	}
 	if !in && !out {
 		return false, caller{}, 0
@@ -117,13 +93,43 @@ func (n *Node) exemptMove(ctx context.Context, name string, np *Node, newName, s
 	return false, c, f.cfg.Guard.RefuseExemptName(c.asker(f), guard.OpMoveExempt, path, to)
 }
 
+// givesExempt reports whether moving what of type kind is at from to the
+// name to gives guarded content an exempt name: a file or directory the
+// guard covers at an exempt name, or a directory to a name below which a
+// rule would exempt what it holds (exemptBelow, unless sameBelow tells
+// from the rules alone that it would not).
+func (f *FS) givesExempt(from string, kind uint32, to string) bool {
+	if !f.covers(from, kind) {
+		return false
+	}
+	isDir := kind == syscall.S_IFDIR
+	return f.exempt(to, isDir) || isDir && !f.sameBelow(from, to) && f.exemptBelow(from, to)
+}
+
+// exemptAliasIn refuses moving the exempt file srcRel to the guarded name
+// dstRel when it has other names, which would stay exempt aliases of the
+// guarded file (EXDEV, guard.Guard.RefuseExemptName; a guarded file with
+// other links moved out is movedOutWhole's). 0 for anything else.
+func (n *Node) exemptAliasIn(ctx context.Context, srcRel, dstRel string) syscall.Errno {
+	f := n.fs
+	var st syscall.Stat_t
+	if f.bk.lstatRel(srcRel, &st) != 0 || st.Nlink <= 1 {
+		return 0
+	}
+	c := f.callerOf(ctx)
+	if !f.guarded(c) {
+		return 0
+	}
+	return f.cfg.Guard.RefuseExemptName(c.asker(f), guard.OpLinkExempt, dstRel, srcRel)
+}
+
 // exemptLink refuses a hard link of the guarded file srcRel at the exempt
 // name newRel for a caller the guard decides for (EXDEV,
 // guard.Guard.RefuseExemptName): a write through the new name would change
 // the guarded file unguarded and unjournaled. 0 for anything else.
 func (n *Node) exemptLink(ctx context.Context, target *Node, srcRel, newRel string) syscall.Errno {
 	f := n.fs
-	if !f.mayBeExempt(newRel) || target.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFREG ||
+	if target.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFREG ||
 		!f.covers(srcRel, syscall.S_IFREG) || !f.exempt(newRel, false) {
 		return 0
 	}
@@ -226,7 +232,7 @@ func (f *FS) walkExempt(fd int, src, dst string, budget *int, depth int) bool {
 // are all gone, has none. 0 for anything else.
 func (n *Node) exemptLinkByHandle(ctx context.Context, fd int, newRel string) syscall.Errno {
 	f := n.fs
-	if !f.mayBeExempt(newRel) || !f.exempt(newRel, false) {
+	if f.guardMode == guard.ModeOff || !f.exempt(newRel, false) {
 		return 0
 	}
 	var st syscall.Stat_t

@@ -32,7 +32,7 @@ func (j *Journal) NoteAfter(sessionName string, ref uint64, afters []After) erro
 // must be quick (it holds up every append of the session) and returns
 // nothing to note nothing. Errors as NoteAfter's.
 func (j *Journal) NoteAfterFunc(sessionName string, ref uint64, afters func() []After) error {
-	return j.noteFunc(sessionName, func() (Record, bool) {
+	return j.noteFunc(sessionName, func(uint64) (Record, bool) {
 		as := afters()
 		return Record{Op: OpAfter, Ref: ref, After: as}, len(as) > 0
 	})
@@ -55,12 +55,13 @@ func (j *Journal) NoteFailed(sessionName string, ref uint64) error {
 // stays gapless), not fdatasync'ed; nothing while the session's journal
 // is stopped (docs/DESIGN.md#journal-budget).
 func (j *Journal) note(sessionName string, rec Record) error {
-	return j.noteFunc(sessionName, func() (Record, bool) { return rec, true })
+	return j.noteFunc(sessionName, func(uint64) (Record, bool) { return rec, true })
 }
 
-// noteFunc is note of the record make returns under the session's mutex
-// (nothing when it returns false).
-func (j *Journal) noteFunc(sessionName string, make func() (Record, bool)) error {
+// noteFunc is note of the record make returns under the session's mutex,
+// given the Seq of the session's last line (nothing when it returns
+// false).
+func (j *Journal) noteFunc(sessionName string, make func(last uint64) (Record, bool)) error {
 	s, err := j.session(sessionName)
 	if err != nil {
 		return err
@@ -69,7 +70,7 @@ func (j *Journal) noteFunc(sessionName string, make func() (Record, bool)) error
 	if s.stopped != "" {
 		return nil
 	}
-	rec, ok := make()
+	rec, ok := make(s.seq)
 	if !ok {
 		return nil
 	}
@@ -91,21 +92,9 @@ func (j *Journal) noteFunc(sessionName string, make func() (Record, bool)) error
 // backing removal names the file as it still was, and the after-note must
 // then follow it. Errors and durability as NoteAfter's.
 func (j *Journal) NoteRemoved(sessionName string, ref uint64, afters []After) error {
-	s, err := j.session(sessionName)
-	if err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	if s.stopped != "" || s.seq == ref || len(afters) == 0 {
-		return nil
-	}
-	rec := Record{Seq: s.seq + 1, Time: j.now().UTC(), Op: OpAfter, Ref: ref, After: afters}
-	if err := s.log.write(rec, false); err != nil {
-		return err
-	}
-	j.wrote(s.log)
-	s.seq = rec.Seq
-	return nil
+	return j.noteFunc(sessionName, func(last uint64) (Record, bool) {
+		return Record{Op: OpAfter, Ref: ref, After: afters}, last != ref && len(afters) > 0
+	})
 }
 
 // End appends the end record of session (its registration ended at t),

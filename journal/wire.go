@@ -89,17 +89,7 @@ func appendRecord(b []byte, rec *Record) ([]byte, error) {
 
 // appendPreImage appends p as Marshal writes a PreImage.
 func appendPreImage(b []byte, p *PreImage) []byte {
-	b = append(b, '{')
-	b = optString(b, `"path":`, p.Path)
-	if p.Path != "" && p.PID != 0 {
-		b = append(b, ',')
-	}
-	b = optUint(b, `"pid":`, p.PID)
-	if p.Path != "" || p.PID != 0 {
-		b = append(b, ',')
-	}
-	b = append(b, `"kind":`...)
-	b = appendString(b, p.Kind)
+	b = appendNamed(b, p.Path, p.PID, p.Kind)
 	b = optUint(b, `,"mode":`, uint64(p.Mode))
 	b = optInt(b, `,"size":`, p.Size)
 	b = optString(b, `,"blob":`, p.Blob)
@@ -120,23 +110,29 @@ func appendPreImage(b []byte, p *PreImage) []byte {
 
 // appendAfter appends a as Marshal writes an After.
 func appendAfter(b []byte, a *After) []byte {
-	b = append(b, '{')
-	b = optString(b, `"path":`, a.Path)
-	if a.Path != "" && a.PID != 0 {
-		b = append(b, ',')
-	}
-	b = optUint(b, `"pid":`, a.PID)
-	if a.Path != "" || a.PID != 0 {
-		b = append(b, ',')
-	}
-	b = append(b, `"kind":`...)
-	b = appendString(b, a.Kind)
+	b = appendNamed(b, a.Path, a.PID, a.Kind)
 	b = optUint(b, `,"mode":`, uint64(a.Mode))
 	b = optInt(b, `,"size":`, a.Size)
 	b = optUint(b, `,"ino":`, a.Ino)
 	b = optInt(b, `,"mtime_ns":`, a.MtimeNs)
 	b = optString(b, `,"hash":`, a.Hash)
 	return append(b, '}')
+}
+
+// appendNamed opens a PreImage's or an After's object with the fields
+// both start with: path and pid (omitempty), then kind.
+func appendNamed(b []byte, path string, pid uint64, kind string) []byte {
+	b = append(b, '{')
+	b = optString(b, `"path":`, path)
+	if path != "" && pid != 0 {
+		b = append(b, ',')
+	}
+	b = optUint(b, `"pid":`, pid)
+	if path != "" || pid != 0 {
+		b = append(b, ',')
+	}
+	b = append(b, `"kind":`...)
+	return appendString(b, kind)
 }
 
 // optString appends key and s unless s is empty (omitempty).

@@ -185,15 +185,7 @@ func TestReleaseNoteWaitsForMoveInFlight(t *testing.T) {
 	t.Cleanup(func() { j.Close() })
 	var called atomic.Bool
 	h := New(Config{Journal: j, Mount: namedMount{dirMount{ws}, &called}, Guard: guard.New(guard.Config{})})
-	fd, err := unix.Open(filepath.Join(ws, "d", "f"), unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	hj := h.NewHandle("s1")
-	if errno := hj.Change(OpWrite, "d/f"); errno != 0 {
-		t.Fatal(errno)
-	}
+	fd, hj := writingHandle(t, h, ws, "d/f")
 	p, errno := h.Record("s1", OpExchange, []Name{{Rel: "d", Dir: -1}, {Rel: "e", Dir: -1}})
 	if errno != 0 {
 		t.Fatal(errno)
@@ -248,15 +240,7 @@ func TestReleaseNoteBeforeUnlink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd, err := unix.Open(filepath.Join(ws, "f"), unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	hj := h.NewHandle("s1")
-	if errno := hj.Change(OpWrite, "f"); errno != 0 {
-		t.Fatal(errno)
-	}
+	fd, hj := writingHandle(t, h, ws, "f")
 	if _, err := unix.Pwrite(fd, []byte("after\n"), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -284,4 +268,21 @@ func TestReleaseNoteBeforeUnlink(t *testing.T) {
 	if len(plan.Conflicts) != 0 || len(plan.Steps) != 1 || plan.Steps[0].Path != "f" {
 		t.Fatalf("plan %+v, want f's restore and no conflict", plan)
 	}
+}
+
+// writingHandle opens rel under ws read-write (closed at the test's end)
+// and returns its descriptor with a handle of session s1 whose first
+// change, a write, is recorded.
+func writingHandle(t *testing.T, h *Hook, ws, rel string) (int, *Handle) {
+	t.Helper()
+	fd, err := unix.Open(filepath.Join(ws, rel), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	hj := h.NewHandle("s1")
+	if errno := hj.Change(OpWrite, rel); errno != 0 {
+		t.Fatal(errno)
+	}
+	return fd, hj
 }
