@@ -61,23 +61,25 @@ func (f *FS) covers(rel string, kind uint32) bool {
 //     one by one (a copy reads each; the removal of each original is
 //     decided and journaled).
 //
-// Anything else (both names exempt or both not, a symlink, the guard off)
-// passes: ask false, errno 0.
+// When no exempt name is involved the tool trees decide (toolMove,
+// docs/DESIGN.md#tool-trees). Anything else (both names exempt, a
+// symlink, the guard off) passes: ask false, errno 0.
 func (n *Node) exemptMove(ctx context.Context, name string, np *Node, newName, srcRel, dstRel string, exchange bool) (ask bool, by caller, errno syscall.Errno) {
 	f := n.fs
-	if f.cfg.Exempt == nil || f.guardMode == guard.ModeOff {
+	if f.cfg.Exempt == nil && f.cfg.Tools == nil || f.guardMode == guard.ModeOff {
 		return false, caller{}, 0
 	}
 	ks := n.kindOf(name, srcRel)
 	if !exchange && ks == syscall.S_IFREG && !f.covers(srcRel, ks) && f.covers(dstRel, ks) {
 		return false, caller{}, n.exemptAliasIn(ctx, srcRel, dstRel)
 	}
-	in, out := f.givesExempt(srcRel, ks, dstRel), false
+	in, out, kd := f.givesExempt(srcRel, ks, dstRel), false, uint32(0)
 	if exchange {
-		out = f.givesExempt(dstRel, np.kindOf(newName, dstRel), srcRel)
+		kd = np.kindOf(newName, dstRel)
+		out = f.givesExempt(dstRel, kd, srcRel)
 	}
 	if !in && !out {
-		return false, caller{}, 0
+		return n.toolMove(ctx, srcRel, ks, dstRel, kd, exchange) // toolname.go
 	}
 	c := f.callerOf(ctx)
 	if !f.guarded(c) {
@@ -126,12 +128,15 @@ func (n *Node) exemptAliasIn(ctx context.Context, srcRel, dstRel string) syscall
 // exemptLink refuses a hard link of the guarded file srcRel at the exempt
 // name newRel for a caller the guard decides for (EXDEV,
 // guard.Guard.RefuseExemptName): a write through the new name would change
-// the guarded file unguarded and unjournaled. 0 for anything else.
+// the guarded file unguarded and unjournaled. At a name that is not
+// exempt the tool trees decide (toolLink). 0 for anything else.
 func (n *Node) exemptLink(ctx context.Context, target *Node, srcRel, newRel string) syscall.Errno {
 	f := n.fs
-	if target.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFREG ||
-		!f.covers(srcRel, syscall.S_IFREG) || !f.exempt(newRel, false) {
+	if target.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFREG || !f.covers(srcRel, syscall.S_IFREG) {
 		return 0
+	}
+	if !f.exempt(newRel, false) {
+		return n.toolLink(ctx, srcRel, newRel) // toolname.go
 	}
 	c := f.callerOf(ctx)
 	if !f.guarded(c) {
@@ -165,17 +170,7 @@ func (f *FS) sameBelow(srcRel, dstRel string) bool {
 // asks the matcher, which keeps its answers; a directory that is gone is
 // false (the rename fails).
 func (f *FS) exemptBelow(srcRel, dstRel string) bool {
-	d, errno := f.bk.openDir(srcRel)
-	if errno != 0 {
-		return errno != syscall.ENOENT
-	}
-	fd, err := unix.Openat(d.FD, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	d.Close()
-	if err != nil {
-		return true
-	}
-	budget := maxExemptWalk
-	return f.walkExempt(fd, srcRel, dstRel, &budget, 0)
+	return f.walkDir(srcRel, dstRel, func(_, t string, isDir bool) bool { return f.exempt(t, isDir) })
 }
 
 // maxExemptDepth bounds the directory levels exemptBelow descends, each
@@ -183,10 +178,13 @@ func (f *FS) exemptBelow(srcRel, dstRel string) bool {
 // thousands of directories would take the daemon's descriptors).
 const maxExemptDepth = 128
 
-// walkExempt is exemptBelow's walk of the directory open at fd (which it
-// closes), depth levels below the renamed one, src's entries against the
-// same names below dst.
-func (f *FS) walkExempt(fd int, src, dst string, budget *int, depth int) bool {
+// walkBelow is the walk of the directory open at fd (which it closes),
+// depth levels below the renamed one, src's entries against the same
+// names below dst: it reports whether found is true of an entry (its
+// path below src and below dst) that is a regular file or a directory
+// the guard covers, or when that cannot be told (budget spent, too deep,
+// unreadable). What lies below an exempt directory is not read.
+func (f *FS) walkBelow(fd int, src, dst string, budget *int, depth int, found func(s, t string, isDir bool) bool) bool {
 	dir := os.NewFile(uintptr(fd), src)
 	defer dir.Close()
 	if depth >= maxExemptDepth {
@@ -206,12 +204,12 @@ func (f *FS) walkExempt(fd int, src, dst string, budget *int, depth int) bool {
 			if f.exempt(s, isDir) {
 				continue // exempt already, and all below it
 			}
-			if f.exempt(t, isDir) {
+			if found(s, t, isDir) {
 				return true
 			}
 			if isDir {
 				cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-				if err != nil || f.walkExempt(cfd, s, t, budget, depth+1) {
+				if err != nil || f.walkBelow(cfd, s, t, budget, depth+1, found) {
 					return true
 				}
 			}
@@ -228,16 +226,20 @@ func (f *FS) walkExempt(fd int, src, dst string, budget *int, depth int) bool {
 // exemptLinkByHandle refuses linking the open file of tn at the exempt name
 // newRel when the file still has a name (st_nlink > 0): that name may be a
 // guarded one, which the new name would alias (EXDEV,
-// guard.Guard.RefuseExemptName). An O_TMPFILE file, or one whose names
+// guard.Guard.RefuseExemptName); at a name that is not exempt the tool
+// trees decide (toolLinkByHandle). An O_TMPFILE file, or one whose names
 // are all gone, has none. 0 for anything else.
 func (n *Node) exemptLinkByHandle(ctx context.Context, fd int, newRel string) syscall.Errno {
 	f := n.fs
-	if f.guardMode == guard.ModeOff || !f.exempt(newRel, false) {
+	if f.guardMode == guard.ModeOff {
 		return 0
 	}
 	var st syscall.Stat_t
 	if syscall.Fstat(fd, &st) != nil || st.Nlink == 0 || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return 0
+	}
+	if !f.exempt(newRel, false) {
+		return n.toolLinkByHandle(ctx, fd, newRel) // toolname.go
 	}
 	c := f.callerOf(ctx)
 	if !f.guarded(c) {

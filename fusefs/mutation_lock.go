@@ -324,12 +324,14 @@ func (l *locked) look(attempt int) guard.Look {
 }
 
 // movedOutWhole checks, under the locks, the file a move to an exempt name
-// asks about (guard.OpMoveExempt, docs/DESIGN.md#exempt-widening): it must
+// or into a tool tree asks about (guard.OpMoveExempt,
+// docs/DESIGN.md#exempt-widening, #tool-trees): it must
 // still be a regular file the guard covers, and have no other name. A name
 // found holding something else (a peer mount replaced it since the kernel
 // looked it up), or a file with other links (an exempt name for it would
 // alias a guarded one: `ln x.c .x; mv .x gen/`), is refused with EXDEV
-// (guard.Guard.RefuseExemptName), as a directory's move or a link is.
+// (guard.Guard.RefuseExemptName, or RefuseToolTree when the new name is
+// not exempt), as a directory's move or a link is.
 func (l *locked) movedOutWhole() syscall.Errno {
 	m, f := l.m, l.f
 	for _, a := range m.asks {
@@ -345,7 +347,11 @@ func (l *locked) movedOutWhole() syscall.Errno {
 		default:
 			continue
 		}
-		if errno := f.cfg.Guard.RefuseExemptName(l.who().asker(f), op, m.names[a.i].rel, m.names[a.i].to); errno != 0 {
+		refuse := f.cfg.Guard.RefuseExemptName
+		if !f.exempt(m.names[a.i].to, false) {
+			refuse = f.cfg.Guard.RefuseToolTree // into a tool tree (toolname.go)
+		}
+		if errno := refuse(l.who().asker(f), op, m.names[a.i].rel, m.names[a.i].to); errno != 0 {
 			return errno
 		}
 	}

@@ -27,16 +27,45 @@ func (g *Guard) RefuseExemptName(who Asker, op Op, path, to string) syscall.Errn
 	if g.mode == ModeOff {
 		return 0
 	}
-	comm := ""
-	if who.Caller.Comm != nil {
-		comm = who.Caller.Comm()
-	}
 	msg := fmt.Sprintf("refusing to %s %s: %s is exempt from the guard and the journal, so writes through it would change %s unguarded and unjournaled; copy it instead (cp)", op.verb(), path, to, path)
 	if path == to {
 		msg = fmt.Sprintf("refusing to link an open file that has other names at the exempt name %s: %s is exempt from the guard and the journal, so writes through it would change the file under its other names unguarded and unjournaled; copy it instead (cp)", to, to)
 	}
 	if op == OpMoveExempt {
 		msg = fmt.Sprintf("refusing to %s %s: %s is exempt from the guard and the journal, so the files below it would change unguarded; read them first and move them one by one (mv does after this refusal), or copy them (cp -r)", op.verb(), path, to)
+	}
+	return g.refuseName(who, op, path, msg)
+}
+
+// RefuseToolTree is RefuseExemptName for a change that would give
+// guarded content a tool-owned tree's exemption (docs/DESIGN.md#tool-trees,
+// "Renames and links"): a file or directory given a marker's name while
+// born before the mount (a marker that frees its whole tree, for every
+// caller), a directory moved below a marker it is not below, or a hard
+// link there. The journal still records what changes in a tool tree;
+// what is lost is the refusal of a blind overwrite. Recorded with
+// CodeExemptName; EXDEV, 0 in ModeWarn (recorded) and ModeOff (not).
+// Safe for concurrent use.
+func (g *Guard) RefuseToolTree(who Asker, op Op, path, to string) syscall.Errno {
+	if g.mode == ModeOff {
+		return 0
+	}
+	msg := fmt.Sprintf("refusing to link %s at %s: there it would be a tool-owned tree's marker or lie in one (node_modules, a venv, a tagged cache), where the guard refuses no overwrite; copy it instead (cp)", path, to)
+	if path == to {
+		msg = fmt.Sprintf("refusing to link an open file that has other names at %s: there it would be a tool-owned tree's marker or lie in one (node_modules, a venv, a tagged cache), where the guard refuses no overwrite; copy it instead (cp)", to)
+	}
+	if op == OpMoveExempt {
+		msg = fmt.Sprintf("refusing to %s %s: at %s it would be a tool-owned tree's marker or lie in one (node_modules, a venv, a tagged cache), where the guard refuses no overwrite of what it holds; move the files one by one (mv does after this refusal), or copy them (cp -r)", op.verb(), path, to)
+	}
+	return g.refuseName(who, op, path, msg)
+}
+
+// refuseName records the refusal msg of op on path (CodeExemptName) and
+// returns EXDEV, or 0 in ModeWarn (recorded as a warning).
+func (g *Guard) refuseName(who Asker, op Op, path, msg string) syscall.Errno {
+	comm := ""
+	if who.Caller.Comm != nil {
+		comm = who.Caller.Comm()
 	}
 	if g.mode == ModeWarn {
 		msg = WarnPrefix + msg

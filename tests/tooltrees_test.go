@@ -235,3 +235,68 @@ func TestToolTreesAtMount(t *testing.T) {
 		t.Errorf("rm of an unread source file passed or was not counted: %v\n%s", err, out)
 	}
 }
+
+// TestToolTreesRenameAndLink: no rename or link through the mount gives
+// guarded content a tool tree's exemption. A session that read nothing
+// may not free files that predate the mount by:
+//   - renaming their directory to node_modules, or into a tree whose
+//     marker predates the mount (rename(2): EXDEV);
+//   - renaming an old file to pyvenv.cfg, which would make it a marker
+//     born before the mount, freeing its whole directory (EXDEV; mv(1)
+//     then copies it, and the copy is a session's marker, which frees
+//     nothing older than itself: the clobber of a sibling is refused);
+//   - moving a file into such a tree (refused as an overwrite: it passes
+//     once read);
+//   - linking a file there or at a marker's name (EXDEV).
+//
+// A rename inside a tree stays free.
+func TestToolTreesRenameAndLink(t *testing.T) {
+	files := map[string]string{"src/main.c": mainC, "src/d/x.c": "int x;\n", "o2/a.c": "int a;\n", "o2/b.c": "int b;\n",
+		"o3/c.c": "int c;\n", "o4/e.c": "int e;\n", "t/node_modules/pkg/index.js": "module.exports = 1;\n"}
+	m := newMount(t, files, withToolTrees)
+	intact := func(when string) {
+		t.Helper()
+		for rel, want := range files {
+			if got := m.readBacking(rel); got != want {
+				t.Fatalf("%s: %s = %q, want %q", when, rel, got, want)
+			}
+		}
+	}
+	for i, c := range []struct{ script, want string }{
+		{`python3 -c 'import os; os.rename("src", "node_modules")'`, "[Errno 18] Invalid cross-device link"},
+		{`python3 -c 'import os; os.rename("src/d", "t/node_modules/d")'`, "[Errno 18] Invalid cross-device link"},
+		{`python3 -c 'import os; os.rename("o2/a.c", "o2/pyvenv.cfg")'`, "[Errno 18] Invalid cross-device link"},
+		{`mv o3/c.c t/node_modules/pkg/`, "Permission denied"},
+		{`ln o4/e.c t/node_modules/pkg/e.c`, "Invalid cross-device link"},
+		{`ln o4/e.c o4/pyvenv.cfg`, "Invalid cross-device link"},
+		{`mv o2/a.c o2/pyvenv.cfg && echo clobber > o2/b.c`, "Permission denied"},
+	} {
+		out, err := m.sessionRun(fmt.Sprint("agent", i), c.script) // a name's refusals last until it is registered again
+		if err == nil || !strings.Contains(out, c.want) {
+			t.Fatalf("%s: %v, want %q\n%s", c.script, err, c.want, out)
+		}
+		if c.script[0] != 'm' || !strings.Contains(c.script, "&&") {
+			intact("after " + c.script)
+		}
+	}
+	if got := m.readBacking("o2/b.c"); got != files["o2/b.c"] {
+		t.Fatalf("o2/b.c = %q after mv made o2/pyvenv.cfg", got)
+	}
+	out, err := cli(t, m.tmp, "denials", "--mount", m.mnt, "--all")
+	if err != nil {
+		t.Fatalf("rubinofs denials: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"move-exempt exempt-name: refusing to move out of the guard src: at node_modules it would be a tool-owned tree's marker",
+		"move-exempt exempt-name: refusing to move out of the guard src/d: at t/node_modules/d",
+		"move-exempt exempt-name: refusing to move out of the guard o2/a.c: at o2/pyvenv.cfg",
+		"move-exempt unread: refusing to move out of the guard o3/c.c: read it first",
+		"link-exempt exempt-name: refusing to link o4/e.c at t/node_modules/pkg/e.c",
+		"link-exempt exempt-name: refusing to link o4/e.c at o4/pyvenv.cfg",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rubinofs denials lacks %q:\n%s", want, out)
+		}
+	}
+	m.toolSession("reader", "cat o3/c.c >/dev/null && mv o3/c.c t/node_modules/pkg/ && mv t/node_modules/pkg t/node_modules/pkg2")
+}

@@ -177,3 +177,68 @@ func TestParseToolMarker(t *testing.T) {
 		}
 	}
 }
+
+// TestToolsMoved: a rename or link never gives guarded content a tool
+// tree's exemption: an old file or directory given a marker's name, or
+// covered content moved below a marker it is not below.
+func TestToolsMoved(t *testing.T) {
+	root := t.TempDir()
+	mk(t, root, "src/main.c", "x", 0)
+	mk(t, root, "src/dir/x.c", "x", 0)
+	mk(t, root, "o2/a.c", "x", 0)
+	mk(t, root, "t/node_modules/pkg/index.js", "x", 0)
+	mk(t, root, "t/x/keep", "x", 0)
+	mk(t, root, "venv/pyvenv.cfg", "home = /usr/bin\n", 0)
+	mk(t, root, "venv/lib/x.py", "x", 0)
+	if err := os.Symlink("src", filepath.Join(root, "lnk")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPolicy(root, "") // its span starts now: all above is accepted
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextTick(t, root, "venv/lib/x.py")
+	mk(t, root, "s/new.c", "x", 0) // born while mounted
+	mk(t, root, "s2/node_modules/a/i.js", "x", 0)
+	mk(t, root, "s2/node_modules/b/i.js", "x", 0)
+	nextTick(t, root, "s2/node_modules/b/i.js")
+	mk(t, root, "s/newer.c", "x", 0) // born after the session's marker
+	tools, err := NewTools(root, DefaultToolMarkers, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		src, dst string
+		dir      bool
+		uid      uint32
+		want     MoveFreed
+	}{
+		{"src", "node_modules", true, 0, FreesTree},                          // becomes a marker
+		{"src", "t/node_modules/src", true, 0, FreesTree},                    // below an accepted marker
+		{"src", "s2/node_modules/src", true, 0, FreesTree},                   // below a session's marker
+		{"src", "src2", true, 0, FreesNothing},                               // an ordinary name
+		{"o2/a.c", "o2/pyvenv.cfg", false, 0, FreesMarker},                   // an accepted marker made
+		{"venv/pyvenv.cfg", "src/pyvenv.cfg", false, 0, FreesMarker},         // one moved, though free where it was
+		{"o2/a.c", "pyvenv.cfg", false, 0, FreesNothing},                     // the root is never a tree
+		{"s/new.c", "s/pyvenv.cfg", false, 0, FreesNothing},                  // a session's marker: frees what is born after it
+		{"src/main.c", "t/node_modules/pkg/main.c", false, 0, FreesFile},     // below an accepted marker
+		{"src/main.c", "t/node_modules/pkg/main.c", false, 65534, FreesFile}, // for every uid
+		{"src/main.c", "s2/node_modules/a/main.c", false, 0, FreesNothing},   // born before the session's marker
+		{"s/newer.c", "s2/node_modules/a/newer.c", false, 0, FreesFile},      // born after it, the marker's uid
+		{"s/newer.c", "s2/node_modules/a/newer.c", false, 65534, FreesNothing},
+		{"src/main.c", "src/other.c", false, 0, FreesNothing},                        // the same directory
+		{"src/main.c", "o2/main.c", false, 0, FreesNothing},                          // no marker
+		{"src/main.c", "main.c", false, 0, FreesNothing},                             // to the root
+		{"t/node_modules/pkg/index.js", "venv/lib/index.js", false, 0, FreesNothing}, // free where it is
+		{"t/node_modules/pkg", "t/x/node_modules", true, 0, FreesNothing},            // all below it free already
+		{"s2/node_modules/a", "s2/node_modules/b/a", true, 0, FreesNothing},          // within one tree
+		{"lnk/main.c", "t/node_modules/pkg/main.c", false, 0, FreesNothing},          // through a symbolic link: not read
+	} {
+		if got := tools.Moved(c.src, c.dst, c.dir, c.uid); got != c.want {
+			t.Errorf("Moved(%s, %s, dir %v, uid %d) = %d, want %d", c.src, c.dst, c.dir, c.uid, got, c.want)
+		}
+	}
+	if none, _ := NewTools(root, nil, p); none.Moved("src", "node_modules", true, 0) != FreesNothing {
+		t.Error("a tree freed with no markers configured")
+	}
+}
