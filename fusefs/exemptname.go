@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -18,6 +19,29 @@ import (
 // renamed; past it the rename is refused with EXDEV, as one that would
 // exempt something is (mv(1) then moves or copies the files one by one).
 const maxExemptWalk = 10000
+
+// moveSerial takes FS.moveMu for a rename of srcRel to dstRel (dirs: a
+// directory is renamed, on either side of an exchange) or a link (the
+// same, dirs false) that moves a name into another directory or renames
+// a directory: those change the names above other names, and the checks
+// of exemptMove and toolMove (and the links') read the tree below the
+// moved directory and the names above the destination before the change,
+// so two of them must not interleave (`mv p/e p/node_modules` while `mv
+// src/f p/e/` is being checked would land f in a tree neither check
+// saw). A rename of a file within its directory takes nothing, nor does
+// anything with the guard off or neither rules nor tool trees
+// configured. It returns the unlock, to call once the change is done.
+// The lock is taken before any other of the change's (identity,
+// cross-mount), never while one is held, and released before a retry
+// waits on the renames in flight (Node.byNode).
+func (f *FS) moveSerial(srcRel, dstRel string, dirs bool) (unlock func()) {
+	if f.guardMode == guard.ModeOff || f.cfg.Exempt == nil && !f.cfg.Tools.Enabled() ||
+		!dirs && path.Dir(srcRel) == path.Dir(dstRel) {
+		return func() {}
+	}
+	f.moveMu.Lock()
+	return f.moveMu.Unlock
+}
 
 // kindOf returns the file type bits (S_IFMT) of the entry name of the
 // directory n, whose path is rel: from go-fuse's inode when the kernel
@@ -126,21 +150,31 @@ func (n *Node) exemptAliasIn(ctx context.Context, srcRel, dstRel string) syscall
 }
 
 // exemptLink refuses a hard link of the guarded file srcRel at the exempt
-// name newRel for a caller the guard decides for (EXDEV,
-// guard.Guard.RefuseExemptName): a write through the new name would change
-// the guarded file unguarded and unjournaled. At a name that is not
-// exempt the tool trees decide (toolLink). 0 for anything else.
+// name newRel, or of the exempt file srcRel at the guarded name newRel,
+// for a caller the guard decides for (EXDEV,
+// guard.Guard.RefuseExemptName): a write through the exempt name would
+// change the guarded one's content unguarded and unjournaled (as for an
+// exempt file with other links renamed to a guarded name,
+// exemptAliasIn). Between guarded names the tool trees decide
+// (toolLink). 0 for anything else.
 func (n *Node) exemptLink(ctx context.Context, target *Node, srcRel, newRel string) syscall.Errno {
 	f := n.fs
-	if target.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFREG || !f.covers(srcRel, syscall.S_IFREG) {
+	if target.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return 0
 	}
-	if !f.exempt(newRel, false) {
+	srcGuarded, newGuarded := f.covers(srcRel, syscall.S_IFREG), f.covers(newRel, syscall.S_IFREG)
+	switch {
+	case srcGuarded && newGuarded:
 		return n.toolLink(ctx, srcRel, newRel) // toolname.go
+	case srcGuarded == newGuarded:
+		return 0 // both exempt (or the guard off)
 	}
 	c := f.callerOf(ctx)
 	if !f.guarded(c) {
 		return 0
+	}
+	if !srcGuarded {
+		return f.cfg.Guard.RefuseExemptName(c.asker(f), guard.OpLinkExempt, newRel, srcRel)
 	}
 	return f.cfg.Guard.RefuseExemptName(c.asker(f), guard.OpLinkExempt, srcRel, newRel)
 }

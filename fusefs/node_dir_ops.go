@@ -187,7 +187,11 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if exchange {
 		m.asks = append(m.asks, ask{0, guard.OpExchange})
 	}
-	// Never an exempt name for guarded content (exemptname.go).
+	// Never an exempt name or a tool tree for guarded content
+	// (exemptname.go, toolname.go), checked and changed with no other
+	// rename between that moves a directory or into another one.
+	dirs := n.kindOf(name, srcRel) == syscall.S_IFDIR || exchange && np.kindOf(newName, dstRel) == syscall.S_IFDIR
+	defer n.fs.moveSerial(srcRel, dstRel, dirs)()
 	moveOut, c, errno := n.exemptMove(ctx, name, np, newName, srcRel, dstRel, exchange)
 	if errno != 0 {
 		return errno
@@ -269,6 +273,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		// A file with no name (an O_TMPFILE file, linked through its
 		// handle, linkfd.go): only the new name is the workspace's, and
 		// the journal records it as created (a rewind removes it).
+		defer n.fs.moveSerial("", childPath(dirRel, name), false)() // as below
 		errno := n.makeNew(ctx, jCreate, func(at dirFd) (e syscall.Errno) {
 			ch, e = n.linkByHandle(ctx, at, dirRel, tn, name, out)
 			return e
@@ -277,6 +282,10 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	n.fs.oc.settleDeferredNode(tn) // ownattr.go: the link sets the target's ctime
 	errno := tn.byNode(func(srcRel string) syscall.Errno {
+		// Checked and linked with no rename between that moves a
+		// directory or into another one (moveSerial); released before
+		// byNode's retry waits for the renames in flight.
+		defer n.fs.moveSerial(srcRel, childPath(dirRel, name), false)()
 		if errno := n.exemptLink(ctx, tn, srcRel, childPath(dirRel, name)); errno != 0 {
 			return errno // never an exempt name for a guarded file (exemptname.go)
 		}

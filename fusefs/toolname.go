@@ -17,19 +17,19 @@ import (
 // toolMove is exemptMove's decision when no exempt name is involved: a
 // rename of srcRel (type ks, S_IFMT) to dstRel (and, for an exchange, of
 // dstRel, type kd, to srcRel) against the tool trees, for a caller the
-// guard decides for:
+// guard decides for (ignore.Tools.Moved):
 //
 //   - a guarded file moved below a marker that would free it is decided
 //     as an overwrite of it (ask is true: guard.OpMoveExempt);
-//   - a guarded file born before the mount given a file marker's name
-//     (it would free its whole new directory, for every caller), a
-//     covered directory given a directory marker's name or moved below a
-//     marker it is not below while it holds a guarded file, and either
-//     side of an exchange that would free something, are refused with
-//     EXDEV (guard.Guard.RefuseToolTree): mv(1) then copies or moves the
-//     files one by one, and a copy is born after the marker.
+//   - a covered directory given a directory marker's name, or moved
+//     below a marker it is not below, while it holds a guarded file, and
+//     either side of an exchange that would free something, are refused
+//     with EXDEV (guard.Guard.RefuseToolTree): mv(1) then copies or moves
+//     the files one by one, and a copy is born after the marker.
 //
-// A rename within a directory to an ordinary name reads nothing
+// A file given a file marker's name needs nothing here: the marker
+// counts from the rename. The caller holds moveSerial's lock. A rename
+// within a directory to an ordinary name reads nothing
 // (ignore.Tools.MayFree).
 func (n *Node) toolMove(ctx context.Context, srcRel string, ks uint32, dstRel string, kd uint32, exchange bool) (ask bool, by caller, errno syscall.Errno) {
 	f := n.fs
@@ -112,7 +112,7 @@ func (n *Node) toolLink(ctx context.Context, srcRel, newRel string) syscall.Errn
 // name, linked at newRel (its names are not known: ignore.Tools.LinkedFd).
 func (n *Node) toolLinkByHandle(ctx context.Context, fd int, newRel string) syscall.Errno {
 	f := n.fs
-	if f.cfg.Tools == nil {
+	if !f.cfg.Tools.Enabled() {
 		return 0
 	}
 	c := f.callerOf(ctx)

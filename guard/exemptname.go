@@ -39,13 +39,13 @@ func (g *Guard) RefuseExemptName(who Asker, op Op, path, to string) syscall.Errn
 
 // RefuseToolTree is RefuseExemptName for a change that would give
 // guarded content a tool-owned tree's exemption (docs/DESIGN.md#tool-trees,
-// "Renames and links"): a file or directory given a marker's name while
-// born before the mount (a marker that frees its whole tree, for every
-// caller), a directory moved below a marker it is not below, or a hard
-// link there. The journal still records what changes in a tool tree;
-// what is lost is the refusal of a blind overwrite. Recorded with
-// CodeExemptName; EXDEV, 0 in ModeWarn (recorded) and ModeOff (not).
-// Safe for concurrent use.
+// "Renames and links"): a directory holding guarded files given a
+// directory marker's name (node_modules) or moved below a marker it is
+// not below, or a guarded file hard-linked where a marker would free it
+// (path == to: an open file linked by its descriptor). The journal still
+// records what changes in a tool tree; what is lost is the refusal of a
+// blind overwrite. Recorded with CodeExemptName; EXDEV, 0 in ModeWarn
+// (recorded) and ModeOff (not). Safe for concurrent use.
 func (g *Guard) RefuseToolTree(who Asker, op Op, path, to string) syscall.Errno {
 	if g.mode == ModeOff {
 		return 0

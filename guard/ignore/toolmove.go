@@ -2,10 +2,11 @@ package ignore
 
 // Renames and links never widen what tool trees exempt
 // (docs/DESIGN.md#tool-trees, "Renames and links"): a rename keeps a
-// file's birth, so an old file or directory given a marker's name would
-// be a marker born before the mount (one that frees everything below it,
-// for everyone), and an old file moved below a marker would be freed by
-// it.
+// directory's birth, so an old directory given a marker's name would be a
+// marker born before the mount (one that frees everything below it, for
+// everyone), and an old file moved below a marker would be freed by it.
+// (A file given a file marker's name counts from its ctime, which the
+// rename sets: toolMarker.find.)
 
 import (
 	"path"
@@ -25,10 +26,6 @@ const (
 	// caller's uid and is not at its old one. A rename of it is decided
 	// as an overwrite of the file; a link is refused.
 	FreesFile
-	// FreesMarker: the file would become a marker born before the mount
-	// (an accepted one, which frees every file of its directory for
-	// every caller). Refused.
-	FreesMarker
 	// FreesTree: the directory would become a marker, or move below one
 	// it is not below now: the files below it that the guard covers
 	// would be freed. The caller looks below it and refuses when it
@@ -51,47 +48,75 @@ func (t *Tools) MarkerName(name string, dir bool) bool {
 	return false
 }
 
+// Enabled reports whether t recognises any marker (a nil Tools does
+// not).
+func (t *Tools) Enabled() bool { return t != nil && len(t.markers) > 0 }
+
 // MayFree reports, from the names alone, whether Moved could find that a
 // rename or link of what is at src (a directory when dir) to dst frees
-// anything: dst's last component is a marker's name, or dst lies in
-// another directory. It reads nothing: a rename within a directory to an
-// ordinary name (an editor's save, `sed -i`) costs two string
-// comparisons per marker.
+// anything: dst lies in another directory, or a directory takes a
+// directory marker's name. It reads nothing: a rename within a directory
+// to an ordinary name (an editor's save, `sed -i`) costs two string
+// comparisons and, for a directory, one per marker.
 func (t *Tools) MayFree(src, dst string, dir bool) bool {
-	if t == nil || len(t.markers) == 0 {
+	if !t.Enabled() {
 		return false
 	}
-	return path.Dir(src) != path.Dir(dst) || t.MarkerName(path.Base(dst), dir)
+	return path.Dir(src) != path.Dir(dst) || dir && t.MarkerName(path.Base(dst), true)
 }
 
 // Moved reports what a rename (or, for a regular file, a hard link) of
 // src to dst would free for a caller of uid (workspace-relative,
 // slash-separated; dir tells what src is):
 //
-//   - dst's name is a file marker's and src's birth predates the mount's
-//     spans (Policy.Held): FreesMarker. A file born while mounted becomes
-//     a session's marker, which frees only what is born after it.
-//   - dst's name is a directory marker's: FreesTree.
-//   - dst lies below markers src is not below (kept ones included), src
-//     is not freed already by its own, and they would free it (an
-//     accepted marker, or the caller's marker for a file of the caller's
-//     born after it): FreesFile for a file, FreesTree for a directory.
+//   - a directory given a directory marker's name: FreesTree;
+//   - dst lies below markers src is not below (kept ones included) that
+//     would free it (an accepted marker, or the caller's marker for a
+//     file of the caller's born after it): FreesFile for a file,
+//     FreesTree for a directory (any marker).
 //
-// A directory below an accepted marker frees nothing more by moving (all
-// below it is free already). What cannot be read (src gone, a symbolic
-// link in a path) frees nothing: the rename or link itself then fails or
-// finds no tree, as Exempt would. It costs, when MayFree, one openat per
-// directory above each name and one statx per marker per directory.
-// Safe for concurrent use.
+// What is below an accepted marker frees nothing more by moving: all
+// below it is free for everyone already. A file given a file marker's
+// name (pyvenv.cfg) frees nothing here: the rename or link sets its
+// ctime, from which a file marker counts (toolMarker.find), so it is a
+// session's marker, which frees only what is born after it. What cannot
+// be read (src gone, a symbolic link in a path) frees nothing: the
+// rename or link itself then fails or finds no tree, as Exempt would; the
+// caller serialises the renames and links that may free anything
+// (fusefs), so a concurrent one through the mount does not change the
+// names read. It costs, when MayFree, one openat per directory above dst
+// and one statx per file marker per directory (a marker with a prefix:
+// an open and a read; with markers kept, a statx of each directory), and
+// as much again above src when a marker was found. Safe for concurrent
+// use.
 func (t *Tools) Moved(src, dst string, dir bool, uid uint32) MoveFreed {
 	if !t.MayFree(src, dst, dir) {
+		return FreesNothing
+	}
+	// dst's side first: with no marker there (the common case) src's
+	// directories are not read.
+	dstDir, ok := t.dstMarkers(dst, path.Dir(src) == path.Dir(dst))
+	if !ok || len(dstDir) == 0 && !(dir && t.MarkerName(path.Base(dst), true)) {
 		return FreesNothing
 	}
 	srcDir, srcBirth, ok := t.walk(src)
 	if !ok {
 		return FreesNothing
 	}
-	return t.moved(srcDir, srcBirth, path.Dir(src), dst, dir, uid)
+	return t.moved(srcDir, srcBirth, dstDir, dst, dir, uid)
+}
+
+// dstMarkers returns the markers of the directories above dst (kept ones
+// included); none when same (dst's directory is src's: nothing above
+// changes) or dst lies in the workspace root, which is never a tool tree.
+// ok is false when a directory cannot be opened.
+func (t *Tools) dstMarkers(dst string, same bool) (found []birth, ok bool) {
+	d := path.Dir(dst)
+	if same || d == "." {
+		return nil, true
+	}
+	found, _, ok = t.walk(d + "/.")
+	return found, ok
 }
 
 // LinkedFd is Moved for a hard link at dst of the regular file open at fd
@@ -100,46 +125,31 @@ func (t *Tools) Moved(src, dst string, dir bool, uid uint32) MoveFreed {
 // counts (tighter, never looser). A descriptor that cannot be stat'ed
 // frees nothing. Safe for concurrent use.
 func (t *Tools) LinkedFd(fd int, dst string, uid uint32) MoveFreed {
-	if t == nil || len(t.markers) == 0 {
+	if !t.Enabled() {
+		return FreesNothing
+	}
+	dstDir, ok := t.dstMarkers(dst, false)
+	if !ok || len(dstDir) == 0 {
 		return FreesNothing
 	}
 	var st unix.Statx_t
 	if unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, statxMask, &st) != nil {
 		return FreesNothing
 	}
-	return t.moved(nil, birthOf(&st), "", dst, false, uid)
+	return t.moved(nil, birthOf(&st), dstDir, dst, false, uid)
 }
 
 // moved is Moved for what was born at srcBirth, below the markers srcDir
-// in the directory srcParent ("" when not known).
-func (t *Tools) moved(srcDir []birth, srcBirth birth, srcParent, dst string, dir bool, uid uint32) MoveFreed {
-	frees := func(ms []birth) bool {
-		for _, m := range ms {
-			if t.accepted(m) || !dir && m.uid == uid && srcBirth.uid == uid && srcBirth.btime && srcBirth.ns >= m.ns {
-				return true
-			}
-		}
-		return false
-	}
-	if t.MarkerName(path.Base(dst), dir) {
-		switch {
-		case dir && !frees(srcDir):
-			return FreesTree
-		case !dir && path.Dir(dst) != "." && t.accepted(srcBirth):
-			// What it frees is its new directory's, not itself: refused
-			// even when it is free where it is.
-			return FreesMarker
+// (in another directory than dst's, or dstDir is empty), to dst below
+// the markers dstDir.
+func (t *Tools) moved(srcDir []birth, srcBirth birth, dstDir []birth, dst string, dir bool, uid uint32) MoveFreed {
+	for _, m := range srcDir {
+		if t.accepted(m) {
+			return FreesNothing // free for everyone where it is
 		}
 	}
-	if srcParent == path.Dir(dst) || frees(srcDir) {
-		return FreesNothing // same directories above, or free where it is
-	}
-	var dstDir []birth
-	if d := path.Dir(dst); d != "." { // the workspace root is never a tool tree
-		var ok bool
-		if dstDir, _, ok = t.walk(d + "/."); !ok {
-			return FreesNothing
-		}
+	if dir && t.MarkerName(path.Base(dst), true) {
+		return FreesTree
 	}
 	var added []birth
 	for _, m := range dstDir {
@@ -147,11 +157,16 @@ func (t *Tools) moved(srcDir []birth, srcBirth birth, srcParent, dst string, dir
 			added = append(added, m)
 		}
 	}
-	switch {
-	case dir && len(added) > 0:
-		return FreesTree
-	case !dir && frees(added):
-		return FreesFile
+	if dir {
+		if len(added) > 0 {
+			return FreesTree
+		}
+		return FreesNothing
+	}
+	for _, m := range added {
+		if t.accepted(m) || m.uid == uid && srcBirth.uid == uid && srcBirth.btime && srcBirth.ns >= m.ns {
+			return FreesFile
+		}
 	}
 	return FreesNothing
 }

@@ -88,10 +88,11 @@ func parseToolMarker(s string) (toolMarker, error) {
 //     and the file is owned by U and was born at or after the marker.
 //
 // Birth is the backing file's statx btime (ctime for a marker where the
-// file system keeps no btime; a file without a btime is never exempt
-// through a session's marker). Safe for concurrent use: it keeps no
-// state but its configuration, and reads the backing directory directly
-// without following symbolic links.
+// file system keeps no btime, or a file marker changed since its birth;
+// a file without a btime is never exempt through a session's marker).
+// Safe for concurrent use: it keeps its configuration and the markers
+// Changing keeps (bounded, under a mutex), and reads the backing
+// directory directly without following symbolic links.
 type Tools struct {
 	root    string
 	markers []toolMarker
@@ -133,8 +134,9 @@ func NewTools(root string, specs []string, p *Policy) (*Tools, error) {
 // birth is what Exempt knows of a file's or marker's origin.
 type birth struct {
 	uid   uint32
-	ns    int64 // btime, or ctime for a marker without one
-	btime bool  // ns is a btime
+	ns    int64 // btime, or ctime for a marker without one (a file marker's: the later of the two)
+	born  int64 // btime, or ctime without one
+	btime bool  // born is a btime
 	ino   uint64
 }
 
@@ -143,6 +145,7 @@ func birthOf(st *unix.Statx_t) birth {
 	if st.Mask&unix.STATX_BTIME != 0 {
 		b.ns, b.btime = st.Btime.Sec*1e9+int64(st.Btime.Nsec), true
 	}
+	b.born = b.ns
 	return b
 }
 
@@ -201,11 +204,20 @@ func (t *Tools) Exempt(rel string, uid uint32, dev, ino uint64) bool {
 		if t.policy != nil && !t.policy.Held(m.ns) {
 			return true // accepted: predates the mount, or accepted since
 		}
-		if m.uid == uid && file.uid == uid && file.btime && file.ns >= m.ns {
+		if m.uid == uid && file.uid == uid && file.btime && (file.ns >= m.ns || t.isMarkerBornHeld(file, m)) {
 			return true
 		}
 	}
 	return false
+}
+
+// isMarkerBornHeld reports whether file is the marker m itself, born
+// while mounted: a session's marker file belongs to its tree though its
+// content was written after its birth (the ctime it counts from). A file
+// born before the mount and made a marker since (renamed, linked or
+// rewritten to one) does not: it is not the tool's.
+func (t *Tools) isMarkerBornHeld(file, m birth) bool {
+	return file.ino == m.ino && (t.policy == nil || t.policy.Held(m.born))
 }
 
 // markersIn returns the births of the markers in the directory dir
@@ -300,7 +312,8 @@ func (t *Tools) Changing(rel string) {
 }
 
 // find looks for m in the directory dir (named comp in parent) and
-// returns the marker's birth.
+// returns the marker's birth: a directory's btime, a file's btime or
+// ctime, whichever is later.
 func (m toolMarker) find(parent, dir int, comp string) (birth, bool) {
 	var st unix.Statx_t
 	if m.dir {
@@ -325,5 +338,12 @@ func (m toolMarker) find(parent, dir int, comp string) (birth, bool) {
 			return birth{}, false
 		}
 	}
-	return birthOf(&st), true
+	// A file marker counts from its last change of name, link count or
+	// content (ctime), if later than its birth: a rename or link keeps
+	// btime, and an old file renamed to pyvenv.cfg, or an old README
+	// rewritten to the Go cache's, would otherwise be a marker born
+	// before the mount (docs/DESIGN.md#tool-trees, "Renames and links").
+	b := birthOf(&st)
+	b.ns = max(b.ns, st.Ctime.Sec*1e9+int64(st.Ctime.Nsec))
+	return b, true
 }

@@ -217,10 +217,7 @@ func TestToolsMoved(t *testing.T) {
 		{"src", "t/node_modules/src", true, 0, FreesTree},                    // below an accepted marker
 		{"src", "s2/node_modules/src", true, 0, FreesTree},                   // below a session's marker
 		{"src", "src2", true, 0, FreesNothing},                               // an ordinary name
-		{"o2/a.c", "o2/pyvenv.cfg", false, 0, FreesMarker},                   // an accepted marker made
-		{"venv/pyvenv.cfg", "src/pyvenv.cfg", false, 0, FreesMarker},         // one moved, though free where it was
-		{"o2/a.c", "pyvenv.cfg", false, 0, FreesNothing},                     // the root is never a tree
-		{"s/new.c", "s/pyvenv.cfg", false, 0, FreesNothing},                  // a session's marker: frees what is born after it
+		{"o2/a.c", "o2/pyvenv.cfg", false, 0, FreesNothing},                  // a file marker counts from the rename (TestToolsMarkerCtime)
 		{"src/main.c", "t/node_modules/pkg/main.c", false, 0, FreesFile},     // below an accepted marker
 		{"src/main.c", "t/node_modules/pkg/main.c", false, 65534, FreesFile}, // for every uid
 		{"src/main.c", "s2/node_modules/a/main.c", false, 0, FreesNothing},   // born before the session's marker
@@ -240,5 +237,98 @@ func TestToolsMoved(t *testing.T) {
 	}
 	if none, _ := NewTools(root, nil, p); none.Moved("src", "node_modules", true, 0) != FreesNothing {
 		t.Error("a tree freed with no markers configured")
+	}
+}
+
+// BenchmarkToolsMoved: the check of a file renamed into another
+// directory four levels down (what a guarded caller's rename across
+// directories costs beyond the rename), with no marker above either name
+// (dst's side is read alone) and with a node_modules above dst (both).
+func BenchmarkToolsMoved(b *testing.B) {
+	root := b.TempDir()
+	for _, d := range []string{"a/b/c/d", "a/b/c/e", "a/node_modules/c/e"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "a/b/c/d/x.c"), nil, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	p, err := NewPolicy(root, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tools, _ := NewTools(root, DefaultToolMarkers, p)
+	for _, c := range []struct{ name, dst string }{{"plain", "a/b/c/e/x.c"}, {"marker", "a/node_modules/c/e/x.c"}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				tools.Moved("a/b/c/d/x.c", c.dst, false, 0)
+			}
+		})
+	}
+}
+
+// TestToolsMarkerCtime: a file marker counts from its ctime when that is
+// later than its birth. An old file renamed to pyvenv.cfg, or an old
+// README rewritten to the Go cache's, while mounted, is a session's
+// marker, which frees none of the old files beside it; an old marker
+// left alone is an accepted one.
+func TestToolsMarkerCtime(t *testing.T) {
+	root := t.TempDir()
+	mk(t, root, "a/x.c", "x", 0)
+	sib := mk(t, root, "a/b.c", "b", 0)
+	mk(t, root, "r/README", "hello\n", 0)
+	rsib := mk(t, root, "r/b.c", "b", 0)
+	mk(t, root, "v/pyvenv.cfg", "home = /usr/bin\n", 0)
+	vsib := mk(t, root, "v/b.c", "b", 0)
+	p, err := NewPolicy(root, "") // its span starts now: all above is accepted
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, _ := NewTools(root, DefaultToolMarkers, p)
+	if !tools.Exempt("v/b.c", 0, vsib.dev, vsib.ino) {
+		t.Fatal("an untouched marker older than the mount frees nothing")
+	}
+	// The file system's coarse clock must have passed the span's start.
+	for probe := filepath.Join(root, ".probe"); ; {
+		os.WriteFile(probe, nil, 0o644)
+		var st unix.Statx_t
+		unix.Statx(unix.AT_FDCWD, probe, 0, unix.STATX_BTIME, &st)
+		os.Remove(probe)
+		if p.Held(st.Btime.Sec*1e9 + int64(st.Btime.Nsec)) {
+			break
+		}
+	}
+	if err := os.Rename(filepath.Join(root, "a/x.c"), filepath.Join(root, "a/pyvenv.cfg")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "r/README"), []byte(goCacheREADME+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if tools.Exempt("a/b.c", 0, sib.dev, sib.ino) {
+		t.Error("an old file renamed to pyvenv.cfg frees the old files beside it")
+	}
+	if tools.Exempt("r/b.c", 0, rsib.dev, rsib.ino) {
+		t.Error("an old README rewritten to the Go cache's frees the old files beside it")
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(root, "a/pyvenv.cfg"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if tools.Exempt("a/pyvenv.cfg", 0, uint64(st.Dev), st.Ino) {
+		t.Error("an old file renamed to pyvenv.cfg is free as its own tree's")
+	}
+	// A marker made while mounted, its content written after its birth,
+	// belongs to its tree.
+	mk(t, root, "n/pyvenv.cfg", "", 0)
+	nextTick(t, root, "n/pyvenv.cfg")
+	if err := os.WriteFile(filepath.Join(root, "n/pyvenv.cfg"), []byte("home = /usr/bin\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Lstat(filepath.Join(root, "n/pyvenv.cfg"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if !tools.Exempt("n/pyvenv.cfg", 0, uint64(st.Dev), st.Ino) {
+		t.Error("a session's marker, written after its birth, is not its own tree's")
 	}
 }
