@@ -99,11 +99,11 @@ func (t *Tools) Moved(src, dst string, dir bool, uid uint32) MoveFreed {
 	if !ok || len(dstDir) == 0 && !(dir && t.MarkerName(path.Base(dst), true)) {
 		return FreesNothing
 	}
-	srcDir, srcBirth, ok := t.walk(src)
+	srcDir, st, ok := t.walk(src)
 	if !ok {
 		return FreesNothing
 	}
-	return t.moved(srcDir, srcBirth, dstDir, dst, dir, uid)
+	return t.moved(srcDir, birthOf(&st), dstDir, dst, dir, uid)
 }
 
 // dstMarkers returns the markers of the directories above dst (kept ones
@@ -189,15 +189,15 @@ func containsBirth(bs []birth, b birth) bool {
 
 // walk opens the directories above rel from the backing root without
 // following symbolic links and returns the markers found in them (kept
-// ones included) and the birth of rel itself (statx, not following a
-// last symbolic link; rel ending in "/." names its directory, whose own
-// birth is then returned). ok is false when a directory cannot be opened
+// ones included) and the statx of rel itself (not following a last
+// symbolic link; rel ending in "/." names its directory). Exempt and
+// Moved share it. ok is false when a directory cannot be opened
 // or rel cannot be stat'ed.
-func (t *Tools) walk(rel string) (found []birth, self birth, ok bool) {
+func (t *Tools) walk(rel string) (found []birth, self unix.Statx_t, ok bool) {
 	parts := strings.Split(rel, "/")
 	fd, err := unix.Open(t.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, birth{}, false
+		return nil, self, false
 	}
 	t.mu.Lock()
 	anyKept := len(t.kept) > 0
@@ -206,7 +206,7 @@ func (t *Tools) walk(rel string) (found []birth, self birth, ok bool) {
 		sub, err := unix.Openat(fd, comp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			unix.Close(fd)
-			return nil, birth{}, false
+			return nil, self, false
 		}
 		found = append(found, t.markersIn(fd, sub, comp)...)
 		if anyKept {
@@ -216,9 +216,8 @@ func (t *Tools) walk(rel string) (found []birth, self birth, ok bool) {
 		fd = sub
 	}
 	defer unix.Close(fd)
-	var st unix.Statx_t
-	if unix.Statx(fd, parts[len(parts)-1], unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC, statxMask, &st) != nil {
-		return nil, birth{}, false
+	if unix.Statx(fd, parts[len(parts)-1], unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC, statxMask, &self) != nil {
+		return nil, self, false
 	}
-	return found, birthOf(&st), true
+	return found, self, true
 }

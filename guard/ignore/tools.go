@@ -169,40 +169,14 @@ func (t *Tools) Exempt(rel string, uid uint32, dev, ino uint64) bool {
 	if len(parts) < 2 {
 		return false // the workspace root is never a tool-owned tree
 	}
-	fd, err := unix.Open(t.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	t.mu.Lock()
-	anyKept := len(t.kept) > 0
-	t.mu.Unlock()
-	var found []birth
-	for _, comp := range parts[:len(parts)-1] {
-		sub, err := unix.Openat(fd, comp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			unix.Close(fd)
-			return false
-		}
-		found = append(found, t.markersIn(fd, sub, comp)...)
-		if anyKept {
-			found = append(found, t.keptIn(sub)...)
-		}
-		unix.Close(fd)
-		fd = sub
-	}
-	defer unix.Close(fd)
-	if len(found) == 0 {
-		return false
-	}
-	var st unix.Statx_t
-	if unix.Statx(fd, parts[len(parts)-1], unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC, statxMask, &st) != nil ||
-		st.Ino != ino || unix.Mkdev(st.Dev_major, st.Dev_minor) != dev {
+	found, st, ok := t.walk(rel)
+	if !ok || len(found) == 0 || st.Ino != ino || unix.Mkdev(st.Dev_major, st.Dev_minor) != dev {
 		return false
 	}
 	file := birthOf(&st)
 	for _, m := range found {
-		if t.policy != nil && !t.policy.Held(m.ns) {
-			return true // accepted: predates the mount, or accepted since
+		if t.accepted(m) {
+			return true // predates the mount, or accepted since
 		}
 		if m.uid == uid && file.uid == uid && file.btime && (file.ns >= m.ns || t.isMarkerBornHeld(file, m)) {
 			return true
