@@ -22,22 +22,28 @@ const maxExemptWalk = 10000
 
 // moveSerial takes FS.moveMu for a rename of srcRel to dstRel (dirs: a
 // directory is renamed, on either side of an exchange) or a link (the
-// same, dirs false) that moves a name into another directory or renames
-// a directory: those change the names above other names, and the checks
-// of exemptMove and toolMove (and the links') read the tree below the
-// moved directory and the names above the destination before the change,
-// so two of them must not interleave (`mv p/e p/node_modules` while `mv
-// src/f p/e/` is being checked would land f in a tree neither check
-// saw). A rename of a file within its directory takes nothing, nor does
-// anything with the guard off or neither rules nor tool trees
-// configured. It returns the unlock, to call once the change is done.
-// The lock is taken before any other of the change's (identity,
-// cross-mount), never while one is held, and released before a retry
-// waits on the renames in flight (Node.byNode).
+// same, dirs false; srcRel "" for a file with no name). The checks of
+// exemptMove and toolMove (and the links') read the tree below a moved
+// directory and the names above the destination before the change, so no
+// rename that changes those may come between one's check and its change:
+// a rename of a directory, or of a name into another directory, takes
+// the lock for writing (`mv p/e p/node_modules` while `mv src/f p/e/` is
+// being checked would land f in a tree neither check saw); a rename or
+// link within one directory takes it for reading, as it changes no name
+// above another but its check reads the names above it (`mv p logs7`
+// between the check and the change of `mv p/x.c p/x.log` would land x.log
+// at an exempt name). Nothing is taken with the guard off or neither
+// rules nor tool trees configured. It returns the unlock, to call once
+// the change is done. The lock is taken before any other of the change's
+// (identity, cross-mount), never while one is held, and released before a
+// retry waits on the renames in flight (Node.byNode).
 func (f *FS) moveSerial(srcRel, dstRel string, dirs bool) (unlock func()) {
-	if f.guardMode == guard.ModeOff || f.cfg.Exempt == nil && !f.cfg.Tools.Enabled() ||
-		!dirs && path.Dir(srcRel) == path.Dir(dstRel) {
+	if f.guardMode == guard.ModeOff || f.cfg.Exempt == nil && !f.cfg.Tools.Enabled() {
 		return func() {}
+	}
+	if !dirs && srcRel != "" && path.Dir(srcRel) == path.Dir(dstRel) {
+		f.moveMu.RLock()
+		return f.moveMu.RUnlock
 	}
 	f.moveMu.Lock()
 	return f.moveMu.Unlock

@@ -175,10 +175,12 @@ type FS struct {
 	// names orders operations by node after name changes (names.go).
 	names nameChanges
 
-	// moveMu serialises the renames and links whose checks read the tree
+	// moveMu orders the renames and links whose checks read the tree
 	// below and the names above them, so that none changes those between
-	// another's check and its change (moveSerial, exemptname.go).
-	moveMu sync.Mutex
+	// another's check and its change: written by those that move a
+	// directory or a name into another directory, read by those within
+	// one directory (moveSerial, exemptname.go).
+	moveMu sync.RWMutex
 
 	// flux counts changes the kernel may not have applied yet (flux.go).
 	flux fluxCounts

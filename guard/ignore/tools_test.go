@@ -227,6 +227,7 @@ func TestToolsMoved(t *testing.T) {
 		{"src/main.c", "o2/main.c", false, 0, FreesNothing},                          // no marker
 		{"src/main.c", "main.c", false, 0, FreesNothing},                             // to the root
 		{"t/node_modules/pkg/index.js", "venv/lib/index.js", false, 0, FreesNothing}, // free where it is
+		{"s2/node_modules/b/i.js", "t/node_modules/pkg/i.js", false, 0, FreesFile},   // free where it is by a session's marker only
 		{"t/node_modules/pkg", "t/x/node_modules", true, 0, FreesNothing},            // all below it free already
 		{"s2/node_modules/a", "s2/node_modules/b/a", true, 0, FreesNothing},          // within one tree
 		{"lnk/main.c", "t/node_modules/pkg/main.c", false, 0, FreesNothing},          // through a symbolic link: not read
