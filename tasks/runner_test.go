@@ -280,11 +280,17 @@ func (s *fakeSessions) log() []string {
 func TestRunnerRegistersSessionsBeforeTheTaskRuns(t *testing.T) {
 	sess := &fakeSessions{}
 	rn := newRunner(t, func(c *Config) { c.Sessions = sess })
-	f := fifo(t)
-	tk := spawn(t, rn, "echo ran > "+f)
-	readFifo(t, f) // the task is running its prompt: it must be registered
-	if ev := sess.log(); len(ev) != 1 || ev[0] != fmt.Sprintf("register task-%s %d /bin/sh -c echo ran > %s", tk.ID, tk.Pid, f) {
+	f, release := fifo(t), fifo(t)
+	prompt := "echo ran > " + f + "; read x < " + release
+	tk := spawn(t, rn, prompt)
+	// The task is running its prompt, and holds until released (so its end
+	// cannot race the check): it must be registered, and not yet ended.
+	readFifo(t, f)
+	if ev := sess.log(); len(ev) != 1 || ev[0] != fmt.Sprintf("register task-%s %d /bin/sh -c %s", tk.ID, tk.Pid, prompt) {
 		t.Fatalf("before the prompt ran: %q", ev)
+	}
+	if err := os.WriteFile(release, []byte("go\n"), 0); err != nil {
+		t.Fatal(err)
 	}
 	waitDone(t, rn, tk.ID)
 	if ev := sess.log(); len(ev) != 2 || ev[1] != "end task-"+tk.ID {
