@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/rubinofs/rubinofs/guard"
+	"github.com/rubinofs/rubinofs/guard/ignore"
 	rewindroom "github.com/rubinofs/rubinofs/internal/rewind"
 )
 
@@ -63,7 +64,53 @@ func (m journalMount) Apply(by rewindroom.By, ch rewindroom.Change) syscall.Errn
 		mu.names = []mutName{{rel: ch.Rel}}
 		mu.kind = fresh
 	}
-	return m.f.mutate(context.Background(), mu)
+	if ch.Op != jRename && ch.Op != jExchange {
+		return m.f.mutate(context.Background(), mu)
+	}
+	// Checked and renamed with no other rename between (moveSerial).
+	f := m.f
+	var st syscall.Stat_t
+	ks, kd := uint32(0), uint32(0)
+	if f.bk.lstatRel(ch.Rel, &st) == 0 {
+		ks = st.Mode & syscall.S_IFMT
+	}
+	if ch.Op == jExchange && f.bk.lstatRel(ch.To, &st) == 0 {
+		kd = st.Mode & syscall.S_IFMT
+	}
+	defer f.moveSerial(ch.Rel, ch.To, ks == syscall.S_IFDIR || kd == syscall.S_IFDIR)()
+	if ch.Forced {
+		if errno := f.forcedMove(c, ch.Rel, ks, ch.To); errno != 0 {
+			return errno
+		}
+		if ch.Op == jExchange {
+			if errno := f.forcedMove(c, ch.To, kd, ch.Rel); errno != 0 {
+				return errno
+			}
+		}
+	}
+	return f.mutate(context.Background(), mu)
+}
+
+// forcedMove refuses a forced rewind's move of what of type kind is at
+// from to the name to (rewindroom.Change.Forced) when it would give
+// content the guard covers an exempt name (givesExempt) or a tool tree's
+// exemption (ignore.Tools.Moved): EXDEV, recorded as the session's denial
+// with its reason (guard.Guard.RefuseExemptName, RefuseToolTree). Another
+// session's change is at or below one of the names, so the conflict rule
+// cannot vouch for what moves, and `mv src/old.c t/nm/` by one session
+// would otherwise be freed by the forced rewind of another's `mv
+// t/node_modules t/nm`. The caller holds moveSerial's lock.
+func (f *FS) forcedMove(c caller, from string, kind uint32, to string) syscall.Errno {
+	if f.cfg.Exempt == nil && !f.cfg.Tools.Enabled() || !f.guarded(c) {
+		return 0
+	}
+	if f.givesExempt(from, kind, to) {
+		return f.cfg.Guard.RefuseExemptName(c.asker(f), guard.OpMoveExempt, from, to)
+	}
+	if f.mayFreeTool(from, kind, to) && f.toolFrees(c, from, kind, to) != ignore.FreesNothing {
+		return f.cfg.Guard.RefuseToolTree(c.asker(f), guard.OpMoveExempt, from, to)
+	}
+	return 0
 }
 
 // Invalidate drops the kernel's caches of rels (each name's dentry, its

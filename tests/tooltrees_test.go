@@ -359,3 +359,36 @@ for i in range(%d):
 		t.Fatalf("an unread file landed below a node_modules made from an old directory in rounds %v of %d", landed, rounds)
 	}
 }
+
+// TestRewindForcedNoWidening: a rewind applied over another session's
+// conflict (`rubinofs rewind --force`) does not give what that session
+// put in a directory an exempt name or a tool tree's exemption. Session A
+// renames t/node_modules to t/nm and git-ignored gen/d to lib/d; session
+// B moves old unread files into both; A's forced rewind refuses both
+// renames back (EXDEV, in its errors and A's denials), so no session may
+// clobber the old files unread; the plain rewind of a rename from gen/
+// with nothing added below it still applies.
+func TestRewindForcedNoWidening(t *testing.T) {
+	m := newMount(t, map[string]string{"t/node_modules/pkg/i.js": "x\n", "gen/.gitignore": "*\n",
+		"gen/d/a.o": "o\n", "gen/e/b.o": "o\n", "src/old.c": "int old;\n", "src/old2.c": "int old2;\n"}, withToolTrees)
+	if out, err := m.sessionRun("A", `mv t/node_modules t/nm && mv gen/d lib_d && mv gen/e lib_e`); err != nil {
+		t.Fatalf("session A: %v\n%s", err, out)
+	}
+	if out, err := m.sessionRun("B", `mv src/old.c t/nm/ && mv src/old2.c lib_d/`); err != nil {
+		t.Fatalf("session B: %v\n%s", err, out)
+	}
+	out, err := cli(t, m.tmp, "rewind", "--mount", m.mnt, "--session", "A", "--to", "cp000000", "--force")
+	if err == nil || strings.Count(out, "invalid cross-device link") != 2 {
+		t.Fatalf("forced rewind: %v, want two renames refused with EXDEV\n%s", err, out)
+	}
+	for rel, want := range map[string]string{"t/nm/old.c": "int old;\n", "lib_d/old2.c": "int old2;\n", "gen/e/b.o": "o\n"} {
+		if got := m.readBacking(rel); got != want {
+			t.Fatalf("after the forced rewind: %s = %q, want %q\n%s", rel, got, want, out)
+		}
+	}
+	denials, err := cli(t, m.tmp, "denials", "--mount", m.mnt, "--session", "A")
+	if err != nil || !strings.Contains(denials, "refusing to move out of the guard t/nm: at t/node_modules") ||
+		!strings.Contains(denials, "refusing to move out of the guard lib_d: gen/d is exempt") {
+		t.Fatalf("rubinofs denials --session A: %v\n%s", err, denials)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -27,6 +28,20 @@ type Applier struct {
 	checks  *asChecks // the requester's (docs/DESIGN.md#as-caller); nil: none (the daemon's own)
 	mu      sync.Mutex
 	touched map[string]bool
+	// forced are the conflicts' paths a forced rewind applies anyway
+	// (Change.Forced); set before the first step.
+	forced []string
+}
+
+// forcedAt reports whether a conflict applied anyway is at rel or below
+// it (forced).
+func (a *Applier) forcedAt(rel string) bool {
+	for _, p := range a.forced {
+		if p == rel || strings.HasPrefix(p, rel+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // NewApplier is the Applier of steps run as by on m, with no requester's
@@ -279,7 +294,7 @@ func (a *Applier) rename(from, to string, flags uint) error {
 	if flags&unix.RENAME_EXCHANGE != 0 {
 		op = journalhook.OpExchange
 	}
-	return a.apply(Change{Op: op, Rel: from, To: to, Run: func([]int) syscall.Errno {
+	return a.apply(Change{Op: op, Rel: from, To: to, Forced: a.forcedAt(from) || a.forcedAt(to), Run: func([]int) syscall.Errno {
 		fd1, l1, done1, e1 := a.m.OpenParent(from)
 		if e1 != 0 {
 			return e1

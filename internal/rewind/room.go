@@ -74,6 +74,12 @@ type Change struct {
 	// name as the mutation's lock step resolved it (-1 for one it did
 	// not resolve, which Run resolves itself with Mount.OpenParent).
 	Run func(at []int) syscall.Errno
+	// Forced marks a rename or exchange applied over another's change
+	// (a conflict at Rel, To or below them, applied with --force): what
+	// is there now may not be what the session moved, so Apply refuses it
+	// (EXDEV) when it would give content the guard covers an exempt name
+	// or a tool tree's exemption (docs/DESIGN.md#exempt-widening).
+	Forced bool
 }
 
 // Room is the journal's workspace side over one mount: what
@@ -153,6 +159,11 @@ func (r *Room) Rewind(session, to string, opt journal.RewindOptions, dryRun bool
 		return plan, journal.Result{}, err
 	}
 	a := &Applier{m: r.m, by: By{Session: session, Uid: c.Uid, Gid: c.Gid}, checks: checks}
+	if opt.Force {
+		for _, cf := range plan.Conflicts {
+			a.forced = append(a.forced, cf.Path)
+		}
+	}
 	res, err := r.j.Rewind(plan, a)
 	r.m.Checkpointed() // its automatic checkpoint
 	<-r.m.Invalidate(a.Touched())
