@@ -22,22 +22,78 @@ package fusefs
 // gives. It waits only on other requests' handlers, never on a caller, and
 // only after a failure; a genuine ENOENT (no name left, or the retries
 // spent) is returned as before.
+//
+// A request by parent directory and name (RENAME, UNLINK, RMDIR, MKDIR,
+// CREATE, MKNOD, SYMLINK, LINK) reaches the backing directory the same
+// way, by the directory node's path, which a rename of the directory (or
+// of one above it) that has just finished leaves stale for the same
+// moment: natively a rename, unlink, mkdir or create through a descriptor
+// of a directory being renamed always succeeds, and through the mount
+// some failed with ENOENT, or with EIO where the journal could not open
+// the old path to take a pre-image (tests/dir_rename_race_test.go). Such
+// a request that fails with ENOENT is run again (nameChanges.retry) once
+// the name changes under way have finished, while some name change has
+// finished since it began; with none, its ENOENT was genuine and is
+// returned at once.
 
 import (
 	"sync"
+	"sync/atomic"
 	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // nameChanges orders operations by node after the name changes in flight:
 // UNLINK, RMDIR and RENAME hold it for reading around the bridge call; a
 // retry takes it for writing, which returns once those have finished.
-type nameChanges struct{ mu sync.RWMutex }
+type nameChanges struct {
+	mu sync.RWMutex
+	// done counts the name changes that succeeded, each counted after
+	// the bridge updated its tree and before its bracket ends.
+	done atomic.Uint64
+}
 
 // changing brackets one name-changing request; call the result when the
-// bridge has returned.
-func (c *nameChanges) changing() func() {
+// bridge has returned, with whether the change succeeded.
+func (c *nameChanges) changing() func(ok bool) {
 	c.mu.RLock()
-	return c.mu.RUnlock
+	return func(ok bool) {
+		if ok {
+			c.done.Add(1)
+		}
+		c.mu.RUnlock()
+	}
+}
+
+// retry runs op, a request by parent directory and name, and, while it
+// fails with ENOENT and some name change has succeeded since the attempt
+// began (so the directory's path op used may have been stale), waits for
+// the name changes under way and runs it again, up to staleRetries
+// times (see the file comment). bracket: op is itself a name change
+// (UNLINK, RMDIR, RENAME), bracketed by changing for each attempt and
+// counted when it succeeds; the bracket is never held while it waits.
+// An op that fails with ENOENT has changed nothing, so running it again
+// is safe.
+func (c *nameChanges) retry(bracket bool, op func() fuse.Status) fuse.Status {
+	for attempt := 0; ; attempt++ {
+		before := c.done.Load()
+		var st fuse.Status
+		if bracket {
+			end := c.changing()
+			st = op()
+			end(st.Ok())
+		} else {
+			st = op()
+		}
+		if st != fuse.ENOENT || attempt == staleRetries {
+			return st
+		}
+		c.settle()
+		if c.done.Load() == before {
+			return st // nothing was renamed or removed meanwhile: genuine
+		}
+	}
 }
 
 // settle waits until every name change in flight has finished. It must not

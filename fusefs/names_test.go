@@ -76,14 +76,14 @@ func TestOpenByNodeWhileAnotherNameIsUnlinked(t *testing.T) {
 				f.names.mu.RUnlock()
 				select {
 				case st := <-res:
-					done()
+					done(true)
 					t.Fatalf("open by node returned %v while another name's unlink was under way, want it to wait and succeed", st)
 				default:
 					runtime.Gosched()
 				}
 			}
 			f.root.EmbeddedInode().RmChild("a") // the bridge's tree update
-			done()
+			done(true)
 			if st := <-res; !st.Ok() {
 				t.Fatalf("open by node after the unlink of another name: %v, want OK", st)
 			}

@@ -41,19 +41,21 @@ type rawHooks struct {
 func (r *rawHooks) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, n string, out *fuse.EntryOut) fuse.Status {
 	forget := withUmask(cancel, in.Umask) // syscallcompat requests.go
 	defer forget()
-	return r.RawFileSystem.Mknod(cancel, in, n, out)
+	return r.fs.names.retry(false, func() fuse.Status { return r.RawFileSystem.Mknod(cancel, in, n, out) }) // names.go
 }
 
 func (r *rawHooks) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, n string, out *fuse.EntryOut) fuse.Status {
 	forget := withUmask(cancel, in.Umask) // syscallcompat requests.go
 	defer forget()
-	return r.RawFileSystem.Mkdir(cancel, in, n, out)
+	return r.fs.names.retry(false, func() fuse.Status { return r.RawFileSystem.Mkdir(cancel, in, n, out) }) // names.go
 }
 
 func (r *rawHooks) Create(cancel <-chan struct{}, in *fuse.CreateIn, n string, out *fuse.CreateOut) fuse.Status {
 	forget := withUmask(cancel, in.Umask) // syscallcompat requests.go
 	defer forget()
-	return r.fs.fds.opening(&in.Caller, &out.Fh, func() fuse.Status { return r.RawFileSystem.Create(cancel, in, n, out) })
+	return r.fs.fds.opening(&in.Caller, &out.Fh, func() fuse.Status {
+		return r.fs.names.retry(false, func() fuse.Status { return r.RawFileSystem.Create(cancel, in, n, out) }) // names.go
+	})
 }
 
 func (r *rawHooks) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
@@ -72,21 +74,29 @@ func (r *rawHooks) ReleaseDir(in *fuse.ReleaseIn) {
 }
 
 func (r *rawHooks) Unlink(cancel <-chan struct{}, h *fuse.InHeader, n string) fuse.Status {
-	done := r.fs.names.changing() // until the bridge updated its tree (names.go)
-	defer done()
-	return r.RawFileSystem.Unlink(cancel, h, n)
+	// Bracketed until the bridge updated its tree, and run again when a
+	// rename made the directory's path stale (names.go).
+	return r.fs.names.retry(true, func() fuse.Status { return r.RawFileSystem.Unlink(cancel, h, n) })
 }
 
 func (r *rawHooks) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, n string) fuse.Status {
-	done := r.fs.names.changing() // until the bridge updated its tree (names.go)
-	defer done()
-	return r.RawFileSystem.Rmdir(cancel, h, n)
+	// Bracketed until the bridge updated its tree, and run again when a
+	// rename made the directory's path stale (names.go).
+	return r.fs.names.retry(true, func() fuse.Status { return r.RawFileSystem.Rmdir(cancel, h, n) })
+}
+
+func (r *rawHooks) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, n string, out *fuse.EntryOut) fuse.Status {
+	return r.fs.names.retry(false, func() fuse.Status { return r.RawFileSystem.Symlink(cancel, h, target, n, out) }) // names.go
+}
+
+func (r *rawHooks) Link(cancel <-chan struct{}, in *fuse.LinkIn, n string, out *fuse.EntryOut) fuse.Status {
+	return r.fs.names.retry(false, func() fuse.Status { return r.RawFileSystem.Link(cancel, in, n, out) }) // names.go
 }
 
 func (r *rawHooks) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
-	done := r.fs.names.changing() // until the bridge updated its tree (names.go)
-	defer done()
-	return r.RawFileSystem.Rename(cancel, in, oldName, newName)
+	// Bracketed until the bridge updated its tree, and run again when a
+	// rename made the directory's path stale (names.go).
+	return r.fs.names.retry(true, func() fuse.Status { return r.RawFileSystem.Rename(cancel, in, oldName, newName) })
 }
 
 // Open asks for FOPEN_NOFLUSH on a read-only open (noflush.go) while no

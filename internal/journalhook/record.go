@@ -57,7 +57,9 @@ type Pending struct {
 // errno 0 (docs/DESIGN.md#journal-store). With errno 0, call Commit or
 // Abort on the Pending (nil-safe) once the backing operation is over:
 // either releases the directories the hook opened (with an errno they
-// are released already). A failure refuses the change: EIO (the reason is logged and listed in
+// are released already). A failure refuses the change: ENOENT or
+// ENOTDIR, logged nowhere, when a name's parent directory is not there
+// (what the backing operation would return); EIO (the reason is logged and listed in
 // .rubino/errors), or EAGAIN for a caller whose session could not be
 // resolved in time (sessions.Unknown), whose change cannot be
 // attributed (docs/DESIGN.md#no-wait-on-caller). A full state directory
@@ -76,6 +78,14 @@ func (h *Hook) Record(session, op string, names []Name) (*Pending, syscall.Errno
 			continue
 		}
 		fd, leaf, done, errno := h.cfg.Mount.OpenParent(p.names[i].Rel)
+		if errno == syscall.ENOENT || errno == syscall.ENOTDIR {
+			// No such directory: the change cannot happen at this path
+			// either (a rename of a directory above has just made it
+			// stale, and the mount runs the request again), so there is
+			// nothing to record and no failure to report.
+			p.release()
+			return p, errno
+		}
 		if errno != 0 {
 			p.names[i].Dir, p.names[i].Leaf = -1, path.Base(p.names[i].Rel)
 			continue
