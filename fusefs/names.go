@@ -30,9 +30,11 @@ package fusefs
 // moment: natively a rename, unlink, mkdir or create through a descriptor
 // of a directory being renamed always succeeds, and through the mount
 // some failed with ENOENT, or with EIO where the journal could not open
-// the old path to take a pre-image (tests/dir_rename_race_test.go). Such
-// a request that fails with ENOENT is run again (nameChanges.retry) once
-// the name changes under way have finished, while some name change has
+// the old path to take a pre-image (tests/dir_rename_race_test.go); a
+// LOOKUP's ENOENT became a negative entry the kernel kept, so the file
+// seemed gone. Such a request that fails with ENOENT is run again
+// (nameChanges.retry; Node.byDir for LOOKUP and OPENDIR) once the name
+// changes under way have finished, when one was under way or has
 // finished since it began; with none, its ENOENT was genuine and is
 // returned at once.
 
@@ -49,32 +51,44 @@ import (
 // retry takes it for writing, which returns once those have finished.
 type nameChanges struct {
 	mu sync.RWMutex
-	// done counts the name changes that succeeded, each counted after
-	// the bridge updated its tree and before its bracket ends.
-	done atomic.Uint64
+	// inFlight counts the name changes under way; done those that
+	// succeeded, each counted after the bridge updated its tree and
+	// before its bracket ends.
+	inFlight atomic.Int64
+	done     atomic.Uint64
 }
 
 // changing brackets one name-changing request; call the result when the
 // bridge has returned, with whether the change succeeded.
 func (c *nameChanges) changing() func(ok bool) {
+	c.inFlight.Add(1)
 	c.mu.RLock()
 	return func(ok bool) {
 		if ok {
 			c.done.Add(1)
 		}
+		c.inFlight.Add(-1)
 		c.mu.RUnlock()
 	}
 }
 
+// mayBeStale reports whether a path read from the tree after done was
+// before may have been stale: a name change was under way when it was
+// read (its tree update still to come) or has finished since. When
+// neither, an ENOENT through that path is genuine and costs no wait.
+func (c *nameChanges) mayBeStale(before uint64) bool {
+	return c.inFlight.Load() > 0 || c.done.Load() != before
+}
+
 // retry runs op, a request by parent directory and name, and, while it
-// fails with ENOENT and some name change has succeeded since the attempt
-// began (so the directory's path op used may have been stale), waits for
-// the name changes under way and runs it again, up to staleRetries
-// times (see the file comment). bracket: op is itself a name change
-// (UNLINK, RMDIR, RENAME), bracketed by changing for each attempt and
-// counted when it succeeds; the bracket is never held while it waits.
-// An op that fails with ENOENT has changed nothing, so running it again
-// is safe.
+// fails with ENOENT and some name change was under way or has succeeded
+// since the attempt began (so the directory's path op used may have
+// been stale), waits for the name changes under way and runs it again,
+// up to staleRetries times (see the file comment). bracket: op is itself
+// a name change (UNLINK, RMDIR, RENAME), bracketed by changing for each
+// attempt and counted when it succeeds; the bracket is never held while
+// it waits. An op that fails with ENOENT has changed nothing, so running
+// it again is safe.
 func (c *nameChanges) retry(bracket bool, op func() fuse.Status) fuse.Status {
 	for attempt := 0; ; attempt++ {
 		before := c.done.Load()
@@ -86,7 +100,7 @@ func (c *nameChanges) retry(bracket bool, op func() fuse.Status) fuse.Status {
 		} else {
 			st = op()
 		}
-		if st != fuse.ENOENT || attempt == staleRetries {
+		if st != fuse.ENOENT || attempt == staleRetries || !c.mayBeStale(before) {
 			return st
 		}
 		c.settle()
@@ -112,12 +126,14 @@ const staleRetries = 4
 // again with the path the tree gives then, as long as n still has a name
 // at all, up to staleRetries times (see the file comment).
 func (n *Node) byNode(op func(rel string) syscall.Errno) syscall.Errno {
+	before := n.fs.names.done.Load()
 	rel := n.rel()
 	for attempt := 0; ; attempt++ {
 		errno := op(rel)
-		if errno != syscall.ENOENT || attempt == staleRetries {
+		if errno != syscall.ENOENT || attempt == staleRetries || !n.fs.names.mayBeStale(before) {
 			return errno
 		}
+		before = n.fs.names.done.Load()
 		n.fs.names.settle()
 		if _, parent := n.Parent(); parent == nil && !n.isRoot() {
 			return errno // unlinked: no name left to try
@@ -125,5 +141,28 @@ func (n *Node) byNode(op func(rel string) syscall.Errno) syscall.Errno {
 		// Even the same path again: the name may have been linked
 		// back meanwhile.
 		rel = n.rel()
+	}
+}
+
+// byDir runs op with the directory n's workspace path and, while op fails
+// with ENOENT and the path may have been stale (nameChanges.mayBeStale),
+// waits for the name changes under way and runs it again as long as the
+// tree then gives n another path (a rename of n or of a directory above
+// it had made the first stale), up to staleRetries times. For requests
+// in a directory that no rename keeps a stale answer of: LOOKUP, whose
+// ENOENT the kernel caches as a negative entry for the mount's negative
+// timeout, and OPENDIR.
+func (n *Node) byDir(op func(rel string) syscall.Errno) syscall.Errno {
+	for attempt := 0; ; attempt++ {
+		before := n.fs.names.done.Load()
+		rel := n.rel()
+		errno := op(rel)
+		if errno != syscall.ENOENT || attempt == staleRetries || !n.fs.names.mayBeStale(before) {
+			return errno
+		}
+		n.fs.names.settle()
+		if n.rel() == rel {
+			return errno // the same path: genuine
+		}
 	}
 }

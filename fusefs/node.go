@@ -53,8 +53,13 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if name == ctltree.DirName && n.isRoot() {
 		return n.fs.ctl.LookupRoot(ctx, n.EmbeddedInode(), out)
 	}
-	rel := n.rel()
-	ch, errno := n.lookupAt(ctx, rel, name, out)
+	var rel string
+	var ch *fs.Inode
+	errno := n.byDir(func(r string) (errno syscall.Errno) { // names.go: never a stale path's ENOENT cached
+		rel = r
+		ch, errno = n.lookupAt(ctx, rel, name, out)
+		return errno
+	})
 	return ch, n.entryTimeouts(rel, name, out, errno)
 }
 

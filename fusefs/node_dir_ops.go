@@ -26,7 +26,13 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if !n.isRoot() {
 		// go-fuse's descriptor stream is also its directory handle
 		// (FileReaddirenter, FileSeekdirer, FileReleasedirer, Fsyncdir).
-		ds, fd, errno := n.openDirStreamAt(rel)
+		var ds fs.DirStream
+		var fd int
+		errno := n.byDir(func(r string) (errno syscall.Errno) { // names.go
+			rel = r
+			ds, fd, errno = n.openDirStreamAt(rel)
+			return errno
+		})
 		if errno != 0 {
 			return nil, 0, errno
 		}

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -87,5 +88,74 @@ func TestDirRenameRaceOpsInside(t *testing.T) {
 				t.Errorf(".rubino/errors:\n%s", errs)
 			}
 		})
+	}
+}
+
+// dirRenameLookupScript: in each of $2 rounds a directory pN holding x,
+// which no one has looked up through the mount yet, is renamed to qN by
+// one thread while another stats x and opens the directory again through
+// a descriptor of it; then qN/x is stat'ed by path. Both succeed natively. It prints each
+// failure and a last line "failed N".
+const dirRenameLookupScript = `
+import os, sys, threading
+os.chdir(sys.argv[1])
+rounds = int(sys.argv[2])
+failed = 0
+for i in range(rounds):
+    d = 'p%d' % i
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    bar = threading.Barrier(2)
+    errs = []
+    def mover():
+        bar.wait()
+        os.rename(d, 'q%d' % i)
+    def inside():
+        bar.wait()
+        try:
+            os.stat('x', dir_fd=fd)
+        except OSError as e:
+            errs.append('round %d, stat by descriptor: %s' % (i, e))
+        try:
+            os.close(os.open('.', os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd))
+        except OSError as e:
+            errs.append('round %d, opendir by descriptor: %s' % (i, e))
+    ts = [threading.Thread(target=mover), threading.Thread(target=inside)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    os.close(fd)
+    try:
+        os.stat('q%d/x' % i)
+    except OSError as e:
+        errs.append('round %d, stat by path afterwards: %s' % (i, e))
+    failed += len(errs)
+    for e in errs[:3]:
+        print(e, flush=True)
+print('failed', failed)
+`
+
+// TestDirRenameRaceLookup: a lookup of a name inside a directory being
+// renamed finds it, as natively, and leaves no negative entry behind (the
+// daemon answered ENOENT for the old path, and the kernel kept that
+// answer for the mount's negative timeout, so the file seemed gone); an
+// open of the directory succeeds (it failed with ENOENT).
+func TestDirRenameRaceLookup(t *testing.T) {
+	const rounds = 150
+	files := map[string]string{}
+	for i := range rounds {
+		files[fmt.Sprintf("p%d/x", i)] = "x\n"
+	}
+	m := newMount(t, files, nil)
+	cmd := exec.Command("python3", "-c", dirRenameLookupScript, m.mnt, fmt.Sprint(rounds))
+	cmd.Dir = m.tmp // outside the mount (golang/go#11155); the script chdirs
+	cmd.Env = testEnv(m.tmp)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if last := lines[len(lines)-1]; last != "failed 0" {
+		t.Errorf("lookups inside a directory being renamed failed:\n%s", out)
 	}
 }
