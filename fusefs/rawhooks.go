@@ -61,7 +61,9 @@ func (r *rawHooks) Create(cancel <-chan struct{}, in *fuse.CreateIn, n string, o
 func (r *rawHooks) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
 	forget := withUmask(cancel, in.Umask) // syscallcompat requests.go
 	defer forget()
-	return r.fs.fds.opening(&in.Caller, &out.Fh, func() fuse.Status { return r.RawFileSystem.Tmpfile(cancel, in, out) })
+	return r.fs.fds.opening(&in.Caller, &out.Fh, func() fuse.Status {
+		return r.fs.names.retry(false, func() fuse.Status { return r.RawFileSystem.Tmpfile(cancel, in, out) }) // names.go
+	})
 }
 
 func (r *rawHooks) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
@@ -91,6 +93,46 @@ func (r *rawHooks) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, n s
 
 func (r *rawHooks) Link(cancel <-chan struct{}, in *fuse.LinkIn, n string, out *fuse.EntryOut) fuse.Status {
 	return r.fs.names.retry(false, func() fuse.Status { return r.RawFileSystem.Link(cancel, in, n, out) }) // names.go
+}
+
+// SetAttr, Readlink and the extended-attribute requests reach the
+// backing file by the node's path too (unless through a handle), so they
+// run again when a rename made that path stale (names.go).
+
+func (r *rawHooks) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	return r.fs.names.retry(false, func() fuse.Status { return r.RawFileSystem.SetAttr(cancel, in, out) })
+}
+
+func (r *rawHooks) Readlink(cancel <-chan struct{}, h *fuse.InHeader) (target []byte, st fuse.Status) {
+	st = r.fs.names.retry(false, func() fuse.Status {
+		target, st = r.RawFileSystem.Readlink(cancel, h)
+		return st
+	})
+	return target, st
+}
+
+func (r *rawHooks) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (sz uint32, st fuse.Status) {
+	st = r.fs.names.retry(false, func() fuse.Status {
+		sz, st = r.RawFileSystem.GetXAttr(cancel, h, attr, dest)
+		return st
+	})
+	return sz, st
+}
+
+func (r *rawHooks) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (sz uint32, st fuse.Status) {
+	st = r.fs.names.retry(false, func() fuse.Status {
+		sz, st = r.RawFileSystem.ListXAttr(cancel, h, dest)
+		return st
+	})
+	return sz, st
+}
+
+func (r *rawHooks) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
+	return r.fs.names.retry(false, func() fuse.Status { return r.RawFileSystem.SetXAttr(cancel, in, attr, data) })
+}
+
+func (r *rawHooks) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
+	return r.fs.names.retry(false, func() fuse.Status { return r.RawFileSystem.RemoveXAttr(cancel, h, attr) })
 }
 
 func (r *rawHooks) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {

@@ -93,8 +93,8 @@ func TestDirRenameRaceOpsInside(t *testing.T) {
 
 // dirRenameLookupScript: in each of $2 rounds a directory pN holding x,
 // which no one has looked up through the mount yet, is renamed to qN by
-// one thread while another stats x and opens the directory again through
-// a descriptor of it; then qN/x is stat'ed by path. Both succeed natively. It prints each
+// one thread while another stats x, opens the directory again and
+// chmods x through a descriptor of it; then qN/x is stat'ed by path. Both succeed natively. It prints each
 // failure and a last line "failed N".
 const dirRenameLookupScript = `
 import os, sys, threading
@@ -119,6 +119,10 @@ for i in range(rounds):
             os.close(os.open('.', os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd))
         except OSError as e:
             errs.append('round %d, opendir by descriptor: %s' % (i, e))
+        try:
+            os.chmod('x', 0o600, dir_fd=fd)
+        except OSError as e:
+            errs.append('round %d, chmod by descriptor: %s' % (i, e))
     ts = [threading.Thread(target=mover), threading.Thread(target=inside)]
     for t in ts:
         t.start()
@@ -126,7 +130,9 @@ for i in range(rounds):
         t.join()
     os.close(fd)
     try:
-        os.stat('q%d/x' % i)
+        mode = os.stat('q%d/x' % i).st_mode & 0o777
+        if mode != 0o600:
+            errs.append('round %d: q%d/x has mode %o, want 600' % (i, i, mode))
     except OSError as e:
         errs.append('round %d, stat by path afterwards: %s' % (i, e))
     failed += len(errs)
@@ -139,7 +145,8 @@ print('failed', failed)
 // renamed finds it, as natively, and leaves no negative entry behind (the
 // daemon answered ENOENT for the old path, and the kernel kept that
 // answer for the mount's negative timeout, so the file seemed gone); an
-// open of the directory succeeds (it failed with ENOENT).
+// open of the directory and a chmod in it succeed (they failed with
+// ENOENT).
 func TestDirRenameRaceLookup(t *testing.T) {
 	const rounds = 150
 	files := map[string]string{}
