@@ -133,13 +133,13 @@ func (n *Node) byNode(op func(rel string) syscall.Errno) syscall.Errno {
 		if errno != syscall.ENOENT || attempt == staleRetries || !n.fs.names.mayBeStale(before) {
 			return errno
 		}
-		before = n.fs.names.done.Load()
 		n.fs.names.settle()
 		if _, parent := n.Parent(); parent == nil && !n.isRoot() {
 			return errno // unlinked: no name left to try
 		}
 		// Even the same path again: the name may have been linked
 		// back meanwhile.
+		before = n.fs.names.done.Load()
 		rel = n.rel()
 	}
 }
