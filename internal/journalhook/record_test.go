@@ -3,8 +3,10 @@ package journalhook
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
+	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/journal"
 )
 
@@ -67,5 +69,49 @@ func TestRemovalAfterIsAbsent(t *testing.T) {
 		if !outside && len(plan.Steps) != 2 {
 			t.Errorf("steps %+v, want the restores of f and d", plan.Steps)
 		}
+	}
+}
+
+// TestRecordParentGone: a change whose parent directory is not there (a
+// rename of a directory above has just made the mount's path for it
+// stale) is refused with the errno its backing call would get, ENOENT or
+// ENOTDIR, records nothing and reports no error; before, the pre-image
+// capture failed and the change was refused with EIO and an entry in
+// .rubino/errors.
+func TestRecordParentGone(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "file"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, j := newTestHook(t, ws)
+	var reported []ctltree.ErrorRecord
+	h.cfg.Report = func(r ctltree.ErrorRecord) { reported = append(reported, r) }
+	for _, c := range []struct {
+		op    string
+		names []Name
+		want  syscall.Errno
+	}{
+		{OpUnlink, []Name{{Rel: "gone/x", Dir: -1, Doomed: true}}, syscall.ENOENT},
+		{OpRename, []Name{{Rel: "gone/x", Dir: -1}, {Rel: "gone/y", Dir: -1, Doomed: true}}, syscall.ENOENT},
+		{OpRename, []Name{{Rel: "file", Dir: -1}, {Rel: "gone/y", Dir: -1, Doomed: true}}, syscall.ENOENT},
+		{OpCreate, []Name{{Rel: "file/x", Dir: -1}}, syscall.ENOTDIR},
+	} {
+		p, errno := h.Record("s1", c.op, c.names)
+		if errno != c.want {
+			t.Errorf("%s %v: errno %v, want %v", c.op, c.names, errno, c.want)
+		}
+		p.Abort()
+	}
+	recs, err := j.Records("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Op == OpUnlink || r.Op == OpRename || r.Op == OpCreate {
+			t.Errorf("recorded %+v for a change that cannot happen", r)
+		}
+	}
+	if len(reported) != 0 {
+		t.Errorf("reported %+v, want nothing in .rubino/errors", reported)
 	}
 }
