@@ -49,31 +49,35 @@ func TestReplacedIsStale(t *testing.T) {
 	}
 
 	// The watcher's case: the old record stays, its identity mutated
-	// outside the mount.
+	// outside the mount. (Each case below has a guard of its own: a new
+	// file may be given the inode number of one freed above, which g has
+	// records of.)
+	ge := New(Config{})
 	q := filepath.Join(dir, "e")
 	must(t, os.WriteFile(q, []byte("v1\n"), 0o644))
 	eOld := targetOf(t, q, "e")
-	must(t, g.NoteRead("a", eOld))
+	must(t, ge.NoteRead("a", eOld))
 	must(t, os.WriteFile(q+".tmp", []byte("v2\n"), 0o644))
 	must(t, os.Rename(q+".tmp", q))
-	g.NoteMutation(eOld.Stat.ID, sessions.External)
-	if d := g.Decide("a", OpUnlink, targetOf(t, q, "e")); d.Code != CodeStale || d.ReplacedBy != ReplacedOutside {
+	ge.NoteMutation(eOld.Stat.ID, sessions.External)
+	if d := ge.Decide("a", OpUnlink, targetOf(t, q, "e")); d.Code != CodeStale || d.ReplacedBy != ReplacedOutside {
 		t.Fatalf("replaced outside: %+v, want stale outside the mount", d)
 	}
 
 	// Renamed away by another session (a backup-then-write save), and a
 	// new file made at the name: stale too.
+	gm := New(Config{})
 	r := filepath.Join(dir, "m")
 	must(t, os.WriteFile(r, []byte("v1\n"), 0o644))
 	mOld := targetOf(t, r, "m")
-	must(t, g.NoteRead("a", mOld))
+	must(t, gm.NoteRead("a", mOld))
 	must(t, os.Rename(r, r+".bak"))
-	g.RenameBy(mOld.Stat.ID, "m.bak", "b")
+	gm.RenameBy(mOld.Stat.ID, "m.bak", "b")
 	must(t, os.WriteFile(r, []byte("v2\n"), 0o644))
-	if d := g.Decide("a", OpOpenTrunc, targetOf(t, r, "m")); d.Code != CodeStale || d.ReplacedBy != ReplacedByAnother {
+	if d := gm.Decide("a", OpOpenTrunc, targetOf(t, r, "m")); d.Code != CodeStale || d.ReplacedBy != ReplacedByAnother {
 		t.Fatalf("renamed away and recreated: %+v, want stale by another session", d)
 	}
-	if d := g.Decide("a", OpOpenTrunc, targetOf(t, r+".bak", "m.bak")); !d.Allow {
+	if d := gm.Decide("a", OpOpenTrunc, targetOf(t, r+".bak", "m.bak")); !d.Allow {
 		t.Fatalf("the moved file keeps a's record: %+v", d)
 	}
 
