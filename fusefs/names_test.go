@@ -90,3 +90,50 @@ func TestOpenByNodeWhileAnotherNameIsUnlinked(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryWaitsOnlyWhenAPathMayBeStale pins nameChanges.retry: an ENOENT
+// with no name change under way or finished since is returned at once
+// (one attempt); one while a rename is under way waits for it and runs
+// again once it has succeeded (its tree update may have given the
+// directory another path); one whose concurrent change failed is
+// returned after the wait, not run again.
+func TestRetryWaitsOnlyWhenAPathMayBeStale(t *testing.T) {
+	var c nameChanges
+	calls := 0
+	failOnce := func() fuse.Status {
+		calls++
+		if calls == 1 {
+			return fuse.ENOENT
+		}
+		return fuse.OK
+	}
+	if st := c.retry(false, failOnce); st != fuse.ENOENT || calls != 1 {
+		t.Fatalf("with no name change: %v after %d attempts, want ENOENT after 1", st, calls)
+	}
+	for _, ok := range []bool{true, false} {
+		calls = 0
+		end := c.changing() // a RENAME under way
+		res := make(chan fuse.Status, 1)
+		go func() { res <- c.retry(false, failOnce) }()
+		// Wait until the retry waits for the rename (a writer is
+		// pending, so a new reader cannot get in).
+		for c.mu.TryRLock() {
+			c.mu.RUnlock()
+			select {
+			case st := <-res:
+				t.Fatalf("the retry returned %v while a rename was under way, want it to wait", st)
+			default:
+				runtime.Gosched()
+			}
+		}
+		end(ok)
+		st := <-res
+		want, wantCalls := fuse.OK, 2
+		if !ok {
+			want, wantCalls = fuse.ENOENT, 1
+		}
+		if st != want || calls != wantCalls {
+			t.Errorf("the rename ended ok=%v: %v after %d attempts, want %v after %d", ok, st, calls, want, wantCalls)
+		}
+	}
+}
