@@ -2,7 +2,6 @@ package tests
 
 import (
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -69,17 +68,7 @@ print('failed', failed)
 // in .rubino/errors.
 func TestDirRenameRaceOpsInside(t *testing.T) {
 	m := newMount(t, nil, nil)
-	cmd := exec.Command("python3", "-c", dirRenameRaceScript, m.mnt, "100")
-	cmd.Dir = m.tmp // outside the mount (golang/go#11155); the script chdirs
-	cmd.Env = testEnv(m.tmp)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if last := lines[len(lines)-1]; last != "failed 0" {
-		t.Errorf("operations inside a directory being renamed failed:\n%s", out)
-	}
+	m.raceScript("operations inside a directory being renamed", dirRenameRaceScript, m.mnt, "100")
 	if errs := m.readMount(".rubino/errors"); strings.TrimSpace(errs) != "" {
 		t.Errorf(".rubino/errors:\n%s", errs)
 	}
@@ -148,15 +137,5 @@ func TestDirRenameRaceLookup(t *testing.T) {
 		files[fmt.Sprintf("p%d/x", i)] = "x\n"
 	}
 	m := newMount(t, files, nil)
-	cmd := exec.Command("python3", "-c", dirRenameLookupScript, m.mnt, fmt.Sprint(rounds))
-	cmd.Dir = m.tmp // outside the mount (golang/go#11155); the script chdirs
-	cmd.Env = testEnv(m.tmp)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if last := lines[len(lines)-1]; last != "failed 0" {
-		t.Errorf("lookups inside a directory being renamed failed:\n%s", out)
-	}
+	m.raceScript("lookups inside a directory being renamed", dirRenameLookupScript, m.mnt, fmt.Sprint(rounds))
 }

@@ -81,17 +81,26 @@ func TestLinksOpenByAnotherNameNeverENOENT(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			m := newMount(t, nil, func(c *daemon.Config) { c.Mode = mode })
 			m.mustSh("mkdir d")
-			cmd := exec.Command("python3", "-c", linksRaceScript, m.path("d"), "600")
-			cmd.Dir = m.tmp // outside the mount (golang/go#11155); the script chdirs
-			cmd.Env = testEnv(m.tmp)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
-			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-			if last := lines[len(lines)-1]; last != "failed 0" {
-				t.Errorf("opens and stats of a name that existed all along failed:\n%s", out)
-			}
+			m.raceScript("opens and stats of a name that existed all along", linksRaceScript, m.path("d"), "600")
 		})
+	}
+}
+
+// raceScript runs the Python race script script with args (the first a
+// directory the script chdirs into) and fails the test, as what failed,
+// unless its last line is "failed 0". It runs from outside the mount
+// (golang/go#11155).
+func (m *mount) raceScript(what, script string, args ...string) {
+	m.t.Helper()
+	cmd := exec.Command("python3", append([]string{"-c", script}, args...)...)
+	cmd.Dir = m.tmp
+	cmd.Env = testEnv(m.tmp)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		m.t.Fatalf("%v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if last := lines[len(lines)-1]; last != "failed 0" {
+		m.t.Errorf("%s failed:\n%s", what, out)
 	}
 }
