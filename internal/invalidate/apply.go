@@ -44,15 +44,18 @@ func (inv *Invalidation) apply(ev watcher.Event) {
 	child := parent.Child(name)
 	inv.invalidateGuard(ev.Path, child, ev.Op)
 	gone := ev.Op&(watcher.Remove|watcher.Rename) != 0
+	stayed := false // child is a directory still at its name
 	if child != nil {
 		// Drop data and attributes of the inode itself.
 		child.NotifyContent()
-		if gone {
-			if _, err := inv.tree.Lstat(ev.Path); err != nil {
-				// The name is gone from the backing directory: update the
-				// loopback's tree, which builds backing paths.
-				parent.RmChild(name)
-			}
+		switch st, err := inv.tree.Lstat(ev.Path); {
+		case err != nil || inv.tree.Ino(st) != child.Ino():
+			// The name is gone from the backing directory, or leads to
+			// another file by now: update the loopback's tree, which
+			// builds backing paths (docs/DESIGN.md#moved-out-of-tree).
+			parent.RmChild(name)
+		case child.IsDir() && st.Mode&syscall.S_IFMT == syscall.S_IFDIR:
+			stayed = true
 		}
 	}
 	// Drop the dentry (positive or negative) so the next lookup sees the
@@ -60,28 +63,15 @@ func (inv *Invalidation) apply(ev watcher.Event) {
 	// its cached listing (docs/DESIGN.md#dir-cache: the kernel resets a
 	// readdir cache whose pages are gone; NotifyEntry alone does nothing
 	// for a name the kernel has no dentry of). A directory still at its
-	// name keeps its dentry (docs/DESIGN.md#poll-keeps-cwd).
-	if gone || child == nil || !inv.sameDirAt(ev.Path, child) {
+	// name (the same inode) keeps its dentry: the kernel unhashes an
+	// invalidated dentry even when it is a process's working directory,
+	// whose getcwd(2) then fails with ENOENT until the name is looked up
+	// again, and a directory whose listing or times changed needs only its
+	// inode dropped (docs/DESIGN.md#poll-keeps-cwd).
+	if gone || !stayed {
 		parent.NotifyEntry(name)
 	}
 	parent.NotifyContent()
-}
-
-// sameDirAt reports whether in, a known inode, is a directory and the
-// backing name rel is still that directory (same inode number). Its
-// dentry then stays: the kernel unhashes an invalidated dentry even when
-// it is a process's working directory, whose getcwd(2) fails with ENOENT
-// until the name is looked up again, and a directory whose listing or
-// times changed needs only its inode dropped (NotifyContent).
-func (inv *Invalidation) sameDirAt(rel string, in Node) bool {
-	if !in.IsDir() {
-		return false
-	}
-	st, err := inv.tree.Lstat(rel)
-	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return false
-	}
-	return inv.tree.Ino(st) == in.Ino()
 }
 
 // invalidateGuard drops hash-cache state of the file at rel (known by its

@@ -128,3 +128,29 @@ func TestInvalidateAll(t *testing.T) {
 		t.Fatalf("%q, want %q", tr.log, want)
 	}
 }
+
+// TestApplyNameLeadsElsewhere: a known directory whose name leads to
+// another directory by now (an external `mv d d.old; mv e d`, or an
+// exchange) leaves the tree, whatever the event's op: a process still in
+// it must not reach the other directory by the old node's path
+// (docs/DESIGN.md#moved-out-of-tree). A file replaced at its name leaves
+// it too; one still at its name stays.
+func TestApplyNameLeadsElsewhere(t *testing.T) {
+	for _, op := range []watcher.Op{watcher.Create, watcher.Rename, watcher.Write} {
+		tr := newTree()
+		tr.stats["d"] = &syscall.Stat_t{Ino: 7, Dev: 1, Mode: syscall.S_IFDIR}
+		newInv(tr).apply(watcher.Event{Path: "d", Op: op})
+		if want := []string{"content d", "rm /d", "entry /d", "content "}; !slices.Equal(tr.log, want) {
+			t.Fatalf("op %v: %q, want %q", op, tr.log, want)
+		}
+		if tr.root.Child("d") != nil {
+			t.Fatalf("op %v: d still in the tree", op)
+		}
+	}
+	tr := newTree()
+	tr.stats["d/f"] = &syscall.Stat_t{Ino: 8, Dev: 1, Mode: syscall.S_IFREG}
+	newInv(tr).apply(watcher.Event{Path: "d/f", Op: watcher.Create})
+	if want := []string{"content f", "rm d/f", "entry d/f", "content d"}; !slices.Equal(tr.log, want) {
+		t.Fatalf("replaced file: %q, want %q", tr.log, want)
+	}
+}

@@ -1,0 +1,59 @@
+package tests
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestExternalSwapLeavesNoStalePath: a process holds a descriptor of
+// directory a through the mount, and outside the mount a and c trade
+// names (renameat2 RENAME_EXCHANGE, as a second `mv a b; mv c a` would
+// leave them). Natively the descriptor still reaches the directory that
+// was a, now at c. Through the mount the daemon reaches a directory by
+// the path its inode tree records; before the watcher took the old node
+// out of the tree, that path was still "a", so a lookup, a create or a
+// mkdir through the descriptor reached the other directory, c's, as the
+// daemon (root), with the permission checks done on a's
+// (docs/DESIGN.md#moved-out-of-tree). Now they fail with ENOENT, as they
+// do after a plain external move, and c's directory is untouched.
+func TestExternalSwapLeavesNoStalePath(t *testing.T) {
+	m := newMount(t, map[string]string{"a/in_a.txt": "a\n", "c/in_c.txt": "c\n"}, nil)
+	fd, err := unix.Open(m.path("a"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstatat(fd, "in_a.txt", &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		t.Fatalf("in_a.txt through the descriptor before the swap: %v", err)
+	}
+	mark := m.appliedMark()
+	if err := unix.Renameat2(unix.AT_FDCWD, m.backing("a"), unix.AT_FDCWD, m.backing("c"), unix.RENAME_EXCHANGE); err != nil {
+		t.Fatal(err)
+	}
+	m.waitApplied(mark, "a")
+
+	// in_c.txt is in the directory now at a; the descriptor's own
+	// directory (now at c) has no such name.
+	if err := unix.Fstatat(fd, "in_c.txt", &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+		t.Errorf("a lookup of in_c.txt through a's old descriptor found the other directory's file")
+	}
+	if nfd, err := unix.Openat(fd, "x", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o644); err == nil {
+		unix.Close(nfd)
+	}
+	if err := unix.Mkdirat(fd, "sub", 0o755); err != nil && !errors.Is(err, unix.ENOENT) {
+		t.Errorf("mkdir through a's old descriptor: %v, want success or ENOENT", err)
+	}
+	for _, name := range []string{"x", "sub"} {
+		if _, err := os.Lstat(m.backing("a/" + name)); err == nil {
+			t.Errorf("%s made through a's old descriptor landed in the other directory (backing a/%s)", name, name)
+		}
+	}
+	// Both directories, by their names now, are as the swap left them.
+	if got := m.mustSh("cat a/in_c.txt c/in_a.txt"); got != "c\na\n" {
+		t.Fatalf("after the swap: %q", got)
+	}
+}
