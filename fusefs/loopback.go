@@ -30,14 +30,56 @@ func (n *Node) newChild(ctx context.Context, st *syscall.Stat_t, gen uint64) *fs
 	return n.NewInode(ctx, &Node{fs: n.fs}, n.fs.bk.stableAttr(st, gen))
 }
 
-// lookupAt looks up name in the directory dirRel.
+// lookupAt looks up name in the directory dirRel, n's path
+// (ENOENT when dirRel is another directory by now: isDirAt).
 func (n *Node) lookupAt(ctx context.Context, dirRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	d, errno := n.fs.bk.openDir(dirRel)
+	d, errno := n.openSelf(dirRel)
 	if errno != 0 {
 		return nil, errno
 	}
 	defer d.Close()
 	return n.lookupIn(ctx, d, name, out)
+}
+
+// openSelf opens the directory n by dirRel, the path go-fuse's tree gave
+// for it, and checks that it is n (isDirAt); the caller closes it.
+// Errors: those of backing.openDir, ENOENT for another directory.
+func (n *Node) openSelf(dirRel string) (dirFd, syscall.Errno) {
+	d, errno := n.fs.bk.openDir(dirRel)
+	if errno != 0 {
+		return d, errno
+	}
+	if errno := n.isDirAt(d); errno != 0 {
+		d.Close()
+		return dirFd{FD: -1}, errno
+	}
+	return d, 0
+}
+
+// isDirAt checks that d, opened by the path the tree gives for the
+// directory node n, is n's own backing directory (Node.sameInode; the
+// root is always itself): a path read from the tree can name another
+// directory by the time it is opened, when n was renamed away and another
+// directory renamed or made at its old name in between, through the mount
+// (both renames finishing while this request ran) or outside it (before
+// the watcher took n out of the tree). The request then fails with ENOENT
+// and never reaches the other directory, with the daemon's rights and the
+// permission checks the kernel made on n (docs/DESIGN.md#dir-identity);
+// after a rename through the mount the stale-path retry runs it again by
+// n's new path (names.go). One statx of the descriptor.
+func (n *Node) isDirAt(d dirFd) syscall.Errno {
+	if n.isRoot() {
+		return 0
+	}
+	var st syscall.Stat_t
+	gen, errno := statAt(d, "", &st)
+	if errno != 0 {
+		return errno
+	}
+	if !n.sameInode(&st, gen) {
+		return syscall.ENOENT
+	}
+	return 0
 }
 
 // lookupIn looks up name in the directory open at d.
@@ -147,24 +189,62 @@ func openFileAt(d dirFd, leaf string, flags uint32) (*fs.LoopbackFile, syscall.E
 	return fs.NewLoopbackFileFromOS(os.NewFile(uintptr(fd), leaf)), 0
 }
 
-// openAt opens the file at rel.
+// openAt opens the file at rel, n's path, when it is n's file
+// (isFileAt): an O_TRUNC open is checked by a stat before it, which
+// truncates, any other by its descriptor. Errors: those of prepareAt and
+// open(2), ENOENT for another file.
 func (n *Node) openAt(rel string, flags uint32) (*fs.LoopbackFile, syscall.Errno) {
 	d, leaf, errno := n.fs.bk.prepareAt(rel)
 	if errno != 0 {
 		return nil, errno
 	}
 	defer d.Close()
-	return openFileAt(d, leaf, flags)
+	var st syscall.Stat_t
+	trunc := flags&syscall.O_TRUNC != 0
+	if trunc {
+		if _, errno := statAt(d, leaf, &st); errno != 0 {
+			return nil, errno
+		}
+		if errno := n.isFileAt(&st); errno != 0 {
+			return nil, errno
+		}
+	}
+	lf, errno := openFileAt(d, leaf, flags)
+	if errno != 0 || trunc {
+		return lf, errno
+	}
+	if err := syscall.Fstat(mustFd(lf), &st); err != nil {
+		lf.Release(context.Background())
+		return nil, fs.ToErrno(err)
+	}
+	if errno := n.isFileAt(&st); errno != 0 {
+		lf.Release(context.Background())
+		return nil, errno
+	}
+	return lf, 0
 }
 
-// inDir is d, the descriptor of the directory dirRel that the mutation
-// holds (the one the journal captured the name through), or, when d.FD is
-// < 0, dirRel opened here; the caller closes the result.
+// isFileAt checks that st, the stat of what n's path (a request by node)
+// leads to, is n's backing inode (its number only: fstat(2) gives no birth
+// time): ENOENT when it is another file, as after a swap of a directory
+// above n that the inode tree has not learnt yet (isDirAt,
+// docs/DESIGN.md#dir-identity). The root is always itself.
+func (n *Node) isFileAt(st *syscall.Stat_t) syscall.Errno {
+	if n.isRoot() || n.StableAttr().Ino == n.fs.bk.stableAttr(st, 0).Ino {
+		return 0
+	}
+	return syscall.ENOENT
+}
+
+// inDir is d, the descriptor of the directory n (at dirRel) that the
+// mutation holds (the one the journal captured the name through, checked
+// by mutation.apply), or, when d.FD is < 0, dirRel opened here and
+// checked to be n (openSelf); the caller closes the result.
 func (n *Node) inDir(d dirFd, dirRel string) (dirFd, syscall.Errno) {
 	if d.FD >= 0 {
 		return dirFd{FD: d.FD}, 0 // the mutation's: not closed by its user
 	}
-	return n.fs.bk.openDir(dirRel)
+	return n.openSelf(dirRel)
 }
 
 // createAt creates and opens name in the directory dirRel, whose
@@ -287,7 +367,7 @@ func (n *Node) renameIn(d1 dirFd, dirRel, name string, np *Node, d2 dirFd, newDi
 	if d2.FD < 0 && newDirRel == dirRel {
 		d2 = dirFd{FD: d1.FD}
 	}
-	if d2, errno = n.inDir(d2, newDirRel); errno != 0 {
+	if d2, errno = np.inDir(d2, newDirRel); errno != 0 {
 		return errno
 	}
 	defer d2.Close()
@@ -326,6 +406,10 @@ func (n *Node) openDirStreamAt(rel string) (ds fs.DirStream, fd int, errno sysca
 	fd, err := unix.Openat(d.FD, leaf, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, -1, fs.ToErrno(err)
+	}
+	if errno := n.isDirAt(dirFd{FD: fd}); errno != 0 {
+		unix.Close(fd)
+		return nil, -1, errno
 	}
 	ds, errno = fs.NewLoopbackDirStreamFd(fd)
 	return ds, fd, errno
@@ -397,7 +481,7 @@ func (n *Node) removexattrAt(rel, attr string) syscall.Errno {
 // and once linkat names it they are, like any named file's
 // (docs/DESIGN.md#journal-hook).
 func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	d, errno := n.fs.bk.openDir(n.rel())
+	d, errno := n.openSelf(n.rel())
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}

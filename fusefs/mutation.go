@@ -69,6 +69,11 @@ type mutName struct {
 	// pin holds the file's inode until the guard has been told (pinIn):
 	// for a name whose file may lose its last link.
 	pin bool
+	// dir is the directory node the request names rel in (a request by
+	// parent and name), nil for none: the descriptor the change is made
+	// through must be that directory (Node.isDirAt), or the mutation
+	// fails with ENOENT before it (docs/DESIGN.md#dir-identity).
+	dir *Node
 }
 
 // ask is one decision a mutation needs: the guard op on names[i]. It is
@@ -236,7 +241,13 @@ func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
 		end(false)
 		return 0, errno
 	}
-	if errno := m.run(m.dirs(lk.gs, jp)); errno != 0 {
+	at := m.dirs(lk.gs, jp)
+	if errno := m.checkJournalDirs(at, lk.gs); errno != 0 {
+		jp.Abort()
+		end(false)
+		return 0, errno
+	}
+	if errno := m.run(at); errno != 0 {
 		jp.Abort()
 		end(false)
 		return 0, errno
@@ -353,6 +364,36 @@ func (m *mutation) dirs(gs []guardedChild, jp *journalhook.Pending) []dirFd {
 		}
 	}
 	return at
+}
+
+// checkDirs checks each parent descriptor of dirs (fd >= 0: one the
+// mutation resolved) against the directory its name was named in
+// (mutName.dir): ENOENT when one is another directory (Node.isDirAt).
+// The lock step checks its own (locked.begin) before anything is decided;
+// the journal's are checked before the run (checkJournalDirs); one the
+// run opens itself is checked where it is opened (Node.inDir).
+func (m *mutation) checkDirs(dirs []dirFd) syscall.Errno {
+	for i, nm := range m.names {
+		if nm.dir == nil || dirs[i].FD < 0 || i > 0 && dirs[i].FD == dirs[i-1].FD && m.names[i-1].dir == nm.dir {
+			continue
+		}
+		if errno := nm.dir.isDirAt(dirs[i]); errno != 0 {
+			return errno
+		}
+	}
+	return 0
+}
+
+// checkJournalDirs is checkDirs of the descriptors of at that the lock
+// step did not resolve (and check): those the journal captured the names
+// through.
+func (m *mutation) checkJournalDirs(at []dirFd, gs []guardedChild) syscall.Errno {
+	for i := range at {
+		if !gs[i].inDir && at[i].FD >= 0 {
+			return m.checkDirs(at)
+		}
+	}
+	return 0
 }
 
 // ownBracket opens the daemon's own-change bracket of every name

@@ -140,6 +140,9 @@ func (l *locked) begin(pols []policy) syscall.Errno {
 	for attempt := 0; ; attempt++ {
 		dirs, leaves, closeDirs := l.parentDirs(rels, tracked)
 		l.closeDirs = closeDirs
+		if errno := m.checkDirs(dirs); errno != 0 {
+			return errno // before any decision on what another directory holds
+		}
 		probe := func() []guardedChild {
 			out := make([]guardedChild, len(rels))
 			for i, rel := range rels {

@@ -145,7 +145,7 @@ func (d *listDir) Releasedir(ctx context.Context, releaseFlags uint32) { d.list 
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	dirRel := n.rel()
 	return n.fs.mutate(ctx, mutation{
-		subject: subject{names: []mutName{{rel: childPath(dirRel, name), change: unlinked, pin: true}}},
+		subject: subject{names: []mutName{{rel: childPath(dirRel, name), change: unlinked, pin: true, dir: n}}},
 		asks:    []ask{{0, guard.OpUnlink}},
 		jop:     jUnlink,
 		run:     func(at []dirFd) syscall.Errno { return n.removeIn(at[0], dirRel, name, 0) },
@@ -167,8 +167,8 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	srcRel, dstRel := childPath(dirRel, name), childPath(newDirRel, newName)
 	m := mutation{
 		subject: subject{names: []mutName{
-			{rel: srcRel, change: unchanged, to: dstRel},
-			{rel: dstRel, change: replaced, pin: true},
+			{rel: srcRel, change: unchanged, to: dstRel, dir: n},
+			{rel: dstRel, change: replaced, pin: true, dir: np},
 		}},
 		jop: jRename,
 		run: func(at []dirFd) syscall.Errno {
@@ -223,7 +223,9 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 // so the entry is made in that very directory, which is not resolved
 // twice; else a descriptor whose FD is < 0 (Node.inDir opens it).
 func (n *Node) makeNew(ctx context.Context, jop string, run func(at dirFd) syscall.Errno, rels ...string) syscall.Errno {
-	return n.fs.mutate(ctx, mutation{kind: fresh, subject: subject{names: freshNames(rels)}, jop: jop,
+	names := freshNames(rels)
+	names[len(names)-1].dir = n // the new entry is made in n
+	return n.fs.mutate(ctx, mutation{kind: fresh, subject: subject{names: names}, jop: jop,
 		run: func(at []dirFd) syscall.Errno { return run(at[len(at)-1]) }})
 }
 
@@ -249,7 +251,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 // Rmdir removes an empty directory.
 func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	dirRel := n.rel()
-	return n.fs.mutate(ctx, mutation{kind: fresh, subject: subject{names: freshNames([]string{childPath(dirRel, name)})}, jop: jRmdir,
+	return n.fs.mutate(ctx, mutation{kind: fresh, subject: subject{names: []mutName{{rel: childPath(dirRel, name), dir: n}}}, jop: jRmdir,
 		run: func(at []dirFd) syscall.Errno { return n.removeIn(at[0], dirRel, name, unix.AT_REMOVEDIR) }})
 }
 

@@ -83,6 +83,9 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 		if _, errno := statAt(d, leaf, &st); errno != 0 {
 			return nil, 0, errno
 		}
+		if errno := n.isFileAt(&st); errno != 0 {
+			return nil, 0, errno // before the truncation (docs/DESIGN.md#dir-identity)
+		}
 		h.id = guard.StatOf(&st).ID
 	}
 
@@ -129,6 +132,10 @@ func (n *Node) openRel(ctx context.Context, rel string, flags uint32, inTree boo
 			if err := syscall.Fstat(mustFd(lf), &st); err != nil {
 				lf.Release(ctx)
 				return nil, 0, fs.ToErrno(err)
+			}
+			if errno := n.isFileAt(&st); errno != 0 {
+				lf.Release(ctx)
+				return nil, 0, errno
 			}
 			h.id = guard.StatOf(&st).ID
 		}
@@ -216,7 +223,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	// an existing name, so no guarded file's identity needs its lock.
 	errno := n.fs.mutate(ctx, mutation{
 		kind:    fresh,
-		subject: subject{names: []mutName{{rel: rel}}},
+		subject: subject{names: []mutName{{rel: rel, dir: n}}},
 		by:      &c,
 		jop:     jCreate,
 		run: func(at []dirFd) (e syscall.Errno) {

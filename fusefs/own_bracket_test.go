@@ -114,7 +114,7 @@ func TestMutateRmdirInJournalDir(t *testing.T) {
 // creation; a second resolution of the path would not find a/ at all.
 func TestMakeNewInJournalDir(t *testing.T) {
 	f, j, ws := journalFS(t, guard.ModeEnforce, map[string]string{"a/keep": "x"})
-	n := &Node{fs: f}
+	n := lookupNode(t, f, "a")
 	var got dirFd
 	errno := n.makeNew(context.Background(), jMkdir, func(at dirFd) syscall.Errno {
 		got = at

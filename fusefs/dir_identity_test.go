@@ -1,0 +1,136 @@
+package fusefs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/guard"
+)
+
+// lookupNode looks rel's elements up one by one from f's root, as the
+// kernel would through a mount (go-fuse's bridge over f, not mounted),
+// and returns the node of the last; lookupNodes does it for each of
+// rels over one bridge.
+func lookupNode(t testing.TB, f *FS, rel string) *Node { return lookupNodes(t, f, rel)[0] }
+
+func lookupNodes(t testing.TB, f *FS, rels ...string) []*Node {
+	t.Helper()
+	sec := time.Second
+	raw := fs.NewNodeFS(f.Root(), &fs.Options{EntryTimeout: &sec, AttrTimeout: &sec})
+	raw.Init(nil)
+	cancel := make(chan struct{})
+	var nodes []*Node
+	for _, rel := range rels {
+		id := uint64(1)
+		in := f.root.EmbeddedInode()
+		for _, name := range strings.Split(rel, "/") {
+			var out fuse.EntryOut
+			if st := raw.Lookup(cancel, &fuse.InHeader{NodeId: id}, name, &out); !st.Ok() {
+				t.Fatalf("lookup %s: %v", name, st)
+			}
+			id, in = out.NodeId, in.GetChild(name)
+		}
+		nodes = append(nodes, in.Operations().(*Node))
+	}
+	return nodes
+}
+
+// TestStaleDirPathNeverReachesAnother: the node of directory a is asked
+// for a lookup, mkdir, create, symlink, unlink, rmdir, rename, listing and
+// O_TMPFILE after a and c traded names in the backing directory, which
+// the inode tree has not been told: every request fails with ENOENT, and
+// the directory now at a (c's) is untouched. Before, each went by the
+// tree's path "a" into c's directory (docs/DESIGN.md#dir-identity).
+func TestStaleDirPathNeverReachesAnother(t *testing.T) {
+	for _, journaled := range []bool{false, true} {
+		files := map[string]string{"a/in_a": "a", "a/x.log": "a", "c/in_c": "c", "c/sub/keep": "k", "c/in_a": "c's", "c/x.log": "c's", ".gitignore": "*.log\n"}
+		var f *FS
+		var ws string
+		if journaled {
+			f, _, ws = journalFS(t, guard.ModeEnforce, files)
+		} else {
+			ws = t.TempDir()
+			for name, content := range files {
+				p := filepath.Join(ws, name)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var err error
+			if f, err = New(Config{Workspace: ws, Guard: guard.New(guard.Config{Mode: guard.ModeEnforce}), Logger: slog.New(slog.DiscardHandler)}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+		}
+		nodes := lookupNodes(t, f, "a", "a/in_a", "a/x.log")
+		a, inA, xLog := nodes[0], nodes[1], nodes[2]
+		if err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(ws, "a"), unix.AT_FDCWD, filepath.Join(ws, "c"), unix.RENAME_EXCHANGE); err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		var out fuse.EntryOut
+		check := func(what string, errno syscall.Errno) {
+			t.Helper()
+			if errno != syscall.ENOENT {
+				t.Errorf("journal %v, %s through a's node after the swap: %v, want ENOENT", journaled, what, errno)
+			}
+		}
+		_, errno := a.Lookup(ctx, "in_c", &out)
+		check("lookup of in_c", errno)
+		_, errno = a.Mkdir(ctx, "m", 0o755, &out)
+		check("mkdir", errno)
+		_, _, _, errno = a.Create(ctx, "new", syscall.O_WRONLY, 0o644, &out)
+		check("create", errno)
+		_, errno = a.Symlink(ctx, "t", "l", &out)
+		check("symlink", errno)
+		check("unlink of in_c", a.Unlink(ctx, "in_c"))
+		check("rmdir of sub", a.Rmdir(ctx, "sub"))
+		check("rename of in_c", a.Rename(ctx, "in_c", a, "moved", 0))
+		_, _, errno = a.OpendirHandle(ctx, 0)
+		check("opendir", errno)
+		_, _, _, errno = a.Tmpfile(ctx, syscall.O_RDWR, 0o644, &out)
+		check("O_TMPFILE", errno)
+		// a's own files by their nodes: the path a/in_a leads to c's file
+		// of that name now; x.log is exempt (git-ignored), opened
+		// untracked.
+		for _, fn := range []*Node{inA, xLog} {
+			for _, flags := range []uint32{syscall.O_RDONLY, syscall.O_WRONLY | syscall.O_TRUNC} {
+				_, _, errno := fn.Open(ctx, flags)
+				check(fmt.Sprintf("open(%#o) of %s", flags, fn.rel()), errno)
+			}
+		}
+		for _, name := range []string{"in_a", "x.log"} {
+			if b, err := os.ReadFile(filepath.Join(ws, "a", name)); err != nil || string(b) != "c's" {
+				t.Errorf("journal %v: the other directory's %s: %q, %v", journaled, name, b, err)
+			}
+		}
+		names, err := os.ReadDir(filepath.Join(ws, "a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range names {
+			got = append(got, e.Name())
+		}
+		if strings.Join(got, " ") != "in_a in_c sub x.log" {
+			t.Errorf("journal %v: the directory now at a holds %q, want in_a, in_c, sub and x.log only", journaled, got)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, "c/sub")); err == nil {
+			t.Errorf("journal %v: sub appeared in a's own directory", journaled)
+		}
+	}
+}
