@@ -2,10 +2,13 @@ package tests
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rubinofs/rubinofs/daemon"
 )
 
 // TestExternalSwapLeavesNoStalePath: a process holds a descriptor of
@@ -18,9 +21,17 @@ import (
 // mkdir through the descriptor reached the other directory, c's, as the
 // daemon (root), with the permission checks done on a's
 // (docs/DESIGN.md#moved-out-of-tree). Now they fail with ENOENT, as they
-// do after a plain external move, and c's directory is untouched.
+// do after a plain external move, and c's directory is untouched. With
+// the watcher off the tree never learns of the swap: the request checks
+// the directory its path led to (docs/DESIGN.md#dir-identity).
 func TestExternalSwapLeavesNoStalePath(t *testing.T) {
-	m := newMount(t, map[string]string{"a/in_a.txt": "a\n", "c/in_c.txt": "c\n"}, nil)
+	for _, watch := range []bool{true, false} {
+		t.Run(fmt.Sprintf("watch=%v", watch), func(t *testing.T) { externalSwap(t, watch) })
+	}
+}
+
+func externalSwap(t *testing.T, watch bool) {
+	m := newMount(t, map[string]string{"a/in_a.txt": "a\n", "c/in_c.txt": "c\n"}, func(c *daemon.Config) { c.Cache.Watch = watch })
 	fd, err := unix.Open(m.path("a"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +45,9 @@ func TestExternalSwapLeavesNoStalePath(t *testing.T) {
 	if err := unix.Renameat2(unix.AT_FDCWD, m.backing("a"), unix.AT_FDCWD, m.backing("c"), unix.RENAME_EXCHANGE); err != nil {
 		t.Fatal(err)
 	}
-	m.waitApplied(mark, "a")
+	if watch {
+		m.waitApplied(mark, "a")
+	}
 
 	// in_c.txt is in the directory now at a; the descriptor's own
 	// directory (now at c) has no such name.
@@ -53,7 +66,7 @@ func TestExternalSwapLeavesNoStalePath(t *testing.T) {
 		}
 	}
 	// Both directories, by their names now, are as the swap left them.
-	if got := m.mustSh("cat a/in_c.txt c/in_a.txt"); got != "c\na\n" {
+	if got := m.readBacking("a/in_c.txt") + m.readBacking("c/in_a.txt"); got != "c\na\n" {
 		t.Fatalf("after the swap: %q", got)
 	}
 }
