@@ -49,7 +49,7 @@ func lookupNodes(t testing.TB, f *FS, rels ...string) []*Node {
 // TestStaleDirPathNeverReachesAnother: the node of directory a is asked
 // for a lookup, mkdir, create, symlink, unlink, rmdir, rename, listing and
 // O_TMPFILE after a and c traded names in the backing directory, which
-// the inode tree has not been told: every request fails with ENOENT, and
+// the inode tree has not been told: every request fails with ESTALE, and
 // the directory now at a (c's) is untouched. Before, each went by the
 // tree's path "a" into c's directory (docs/DESIGN.md#dir-identity).
 func TestStaleDirPathNeverReachesAnother(t *testing.T) {
@@ -85,8 +85,8 @@ func TestStaleDirPathNeverReachesAnother(t *testing.T) {
 		var out fuse.EntryOut
 		check := func(what string, errno syscall.Errno) {
 			t.Helper()
-			if errno != syscall.ENOENT {
-				t.Errorf("journal %v, %s through a's node after the swap: %v, want ENOENT", journaled, what, errno)
+			if errno != syscall.ESTALE {
+				t.Errorf("journal %v, %s through a's node after the swap: %v, want ESTALE", journaled, what, errno)
 			}
 		}
 		_, errno := a.Lookup(ctx, "in_c", &out)

@@ -43,7 +43,7 @@ func (n *Node) lookupAt(ctx context.Context, dirRel, name string, out *fuse.Entr
 
 // openSelf opens the directory n by dirRel, the path go-fuse's tree gave
 // for it, and checks that it is n (isDirAt); the caller closes it.
-// Errors: those of backing.openDir, ENOENT for another directory.
+// Errors: those of backing.openDir, ESTALE for another directory.
 func (n *Node) openSelf(dirRel string) (dirFd, syscall.Errno) {
 	d, errno := n.fs.bk.openDir(dirRel)
 	if errno != 0 {
@@ -57,29 +57,30 @@ func (n *Node) openSelf(dirRel string) (dirFd, syscall.Errno) {
 }
 
 // isDirAt checks that d, opened by the path the tree gives for the
-// directory node n, is n's own backing directory (Node.sameInode; the
-// root is always itself): a path read from the tree can name another
+// directory node n, is n's own backing directory: the inode number go-fuse
+// knows n by (isFileAt; not the birth-time generation, which an overlay's
+// copy-up of a directory changes to the upper layer's; the root is always
+// itself): a path read from the tree can name another
 // directory by the time it is opened, when n was renamed away and another
 // directory renamed or made at its old name in between, through the mount
 // (both renames finishing while this request ran) or outside it (before
-// the watcher took n out of the tree). The request then fails with ENOENT
+// the watcher took n out of the tree). The request then fails with ESTALE
 // and never reaches the other directory, with the daemon's rights and the
 // permission checks the kernel made on n (docs/DESIGN.md#dir-identity);
 // after a rename through the mount the stale-path retry runs it again by
-// n's new path (names.go). One statx of the descriptor.
+// n's new path (names.go), and a path-based system call is retried by the
+// kernel with a fresh lookup of every element (retry_estale), which
+// reaches the directory now at the name as natively. One statx of the
+// descriptor.
 func (n *Node) isDirAt(d dirFd) syscall.Errno {
 	if n.isRoot() {
 		return 0
 	}
 	var st syscall.Stat_t
-	gen, errno := statAt(d, "", &st)
-	if errno != 0 {
+	if _, errno := statAt(d, "", &st); errno != 0 {
 		return errno
 	}
-	if !n.sameInode(&st, gen) {
-		return syscall.ENOENT
-	}
-	return 0
+	return n.isFileAt(&st)
 }
 
 // lookupIn looks up name in the directory open at d.
@@ -192,7 +193,7 @@ func openFileAt(d dirFd, leaf string, flags uint32) (*fs.LoopbackFile, syscall.E
 // openAt opens the file at rel, n's path, when it is n's file
 // (isFileAt): an O_TRUNC open is checked by a stat before it, which
 // truncates, any other by its descriptor. Errors: those of prepareAt and
-// open(2), ENOENT for another file.
+// open(2), ESTALE for another file.
 func (n *Node) openAt(rel string, flags uint32) (*fs.LoopbackFile, syscall.Errno) {
 	d, leaf, errno := n.fs.bk.prepareAt(rel)
 	if errno != 0 {
@@ -226,14 +227,16 @@ func (n *Node) openAt(rel string, flags uint32) (*fs.LoopbackFile, syscall.Errno
 
 // isFileAt checks that st, the stat of what n's path (a request by node)
 // leads to, is n's backing inode (its number only: fstat(2) gives no birth
-// time): ENOENT when it is another file, as after a swap of a directory
-// above n that the inode tree has not learnt yet (isDirAt,
-// docs/DESIGN.md#dir-identity). The root is always itself.
+// time): ESTALE when it is another file, as after a swap of a directory
+// above n, or a replacement of n's name, that the inode tree has not learnt
+// yet (isDirAt, docs/DESIGN.md#dir-identity): the kernel looks the name up
+// again for a path-based call and opens the file there now. The root is
+// always itself.
 func (n *Node) isFileAt(st *syscall.Stat_t) syscall.Errno {
 	if n.isRoot() || n.StableAttr().Ino == n.fs.bk.stableAttr(st, 0).Ino {
 		return 0
 	}
-	return syscall.ENOENT
+	return syscall.ESTALE
 }
 
 // inDir is d, the descriptor of the directory n (at dirRel) that the

@@ -72,7 +72,7 @@ type mutName struct {
 	// dir is the directory node the request names rel in (a request by
 	// parent and name), nil for none: the descriptor the change is made
 	// through must be that directory (Node.isDirAt), or the mutation
-	// fails with ENOENT before it (docs/DESIGN.md#dir-identity).
+	// fails with ESTALE before it (docs/DESIGN.md#dir-identity).
 	dir *Node
 }
 
@@ -368,7 +368,7 @@ func (m *mutation) dirs(gs []guardedChild, jp *journalhook.Pending) []dirFd {
 
 // checkDirs checks each parent descriptor of dirs (fd >= 0: one the
 // mutation resolved) against the directory its name was named in
-// (mutName.dir): ENOENT when one is another directory (Node.isDirAt).
+// (mutName.dir): ESTALE when one is another directory (Node.isDirAt).
 // The lock step checks its own (locked.begin) before anything is decided;
 // the journal's are checked before the run (checkJournalDirs); one the
 // run opens itself is checked where it is opened (Node.inDir).

@@ -81,14 +81,14 @@ func (c *nameChanges) mayBeStale(before uint64) bool {
 }
 
 // retry runs op, a request by parent directory and name, and, while it
-// fails with ENOENT and some name change was under way or has succeeded
-// since the attempt began (so the directory's path op used may have
-// been stale), waits for the name changes under way and runs it again,
-// up to staleRetries times (see the file comment). bracket: op is itself
-// a name change (UNLINK, RMDIR, RENAME), bracketed by changing for each
-// attempt and counted when it succeeds; the bracket is never held while
-// it waits. An op that fails with ENOENT has changed nothing, so running
-// it again is safe.
+// fails with ENOENT or ESTALE (staleErrno) and some name change was
+// under way or has succeeded since the attempt began (so the directory's
+// path op used may have been stale), waits for the name changes under
+// way and runs it again, up to staleRetries times (see the file comment).
+// bracket: op is itself a name change (UNLINK, RMDIR, RENAME), bracketed
+// by changing for each attempt and counted when it succeeds; the bracket
+// is never held while it waits. An op that fails so has changed nothing,
+// so running it again is safe.
 func (c *nameChanges) retry(bracket bool, op func() fuse.Status) fuse.Status {
 	for attempt := 0; ; attempt++ {
 		before := c.done.Load()
@@ -100,7 +100,7 @@ func (c *nameChanges) retry(bracket bool, op func() fuse.Status) fuse.Status {
 		} else {
 			st = op()
 		}
-		if st != fuse.ENOENT || attempt == staleRetries || !c.mayBeStale(before) {
+		if st != fuse.ENOENT && st != fuse.Status(syscall.ESTALE) || attempt == staleRetries || !c.mayBeStale(before) {
 			return st
 		}
 		c.settle()
@@ -117,6 +117,12 @@ func (c *nameChanges) settle() {
 	c.mu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
 }
 
+// staleErrno reports whether errno is what a stale path gives: ENOENT
+// (nothing there by now) or ESTALE (another directory or file there by
+// now: Node.isDirAt, Node.isFileAt, Node.setattrAt). Either changed
+// nothing.
+func staleErrno(errno syscall.Errno) bool { return errno == syscall.ENOENT || errno == syscall.ESTALE }
+
 // staleRetries bounds the retries of one operation by node after ENOENT;
 // each waits for the name changes in flight first.
 const staleRetries = 4
@@ -130,7 +136,7 @@ func (n *Node) byNode(op func(rel string) syscall.Errno) syscall.Errno {
 	rel := n.rel()
 	for attempt := 0; ; attempt++ {
 		errno := op(rel)
-		if errno != syscall.ENOENT || attempt == staleRetries || !n.fs.names.mayBeStale(before) {
+		if !staleErrno(errno) || attempt == staleRetries || !n.fs.names.mayBeStale(before) {
 			return errno
 		}
 		n.fs.names.settle()
@@ -157,7 +163,7 @@ func (n *Node) byDir(op func(rel string) syscall.Errno) syscall.Errno {
 		before := n.fs.names.done.Load()
 		rel := n.rel()
 		errno := op(rel)
-		if errno != syscall.ENOENT || attempt == staleRetries || !n.fs.names.mayBeStale(before) {
+		if !staleErrno(errno) || attempt == staleRetries || !n.fs.names.mayBeStale(before) {
 			return errno
 		}
 		n.fs.names.settle()

@@ -20,8 +20,9 @@ import (
 // out of the tree, that path was still "a", so a lookup, a create or a
 // mkdir through the descriptor reached the other directory, c's, as the
 // daemon (root), with the permission checks done on a's
-// (docs/DESIGN.md#moved-out-of-tree). Now they fail with ENOENT, as they
-// do after a plain external move, and c's directory is untouched. With
+// (docs/DESIGN.md#moved-out-of-tree). Now they fail (ENOENT, or ESTALE
+// before the watcher applied the swap), as they do after a plain external
+// move, and c's directory is untouched. With
 // the watcher off the tree never learns of the swap: the request checks
 // the directory its path led to (docs/DESIGN.md#dir-identity).
 func TestExternalSwapLeavesNoStalePath(t *testing.T) {
@@ -57,8 +58,8 @@ func externalSwap(t *testing.T, watch bool) {
 	if nfd, err := unix.Openat(fd, "x", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o644); err == nil {
 		unix.Close(nfd)
 	}
-	if err := unix.Mkdirat(fd, "sub", 0o755); err != nil && !errors.Is(err, unix.ENOENT) {
-		t.Errorf("mkdir through a's old descriptor: %v, want success or ENOENT", err)
+	if err := unix.Mkdirat(fd, "sub", 0o755); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ESTALE) {
+		t.Errorf("mkdir through a's old descriptor: %v, want success, ENOENT or ESTALE", err)
 	}
 	for _, name := range []string{"x", "sub"} {
 		if _, err := os.Lstat(m.backing("a/" + name)); err == nil {
@@ -68,5 +69,36 @@ func externalSwap(t *testing.T, watch bool) {
 	// Both directories, by their names now, are as the swap left them.
 	if got := m.readBacking("a/in_c.txt") + m.readBacking("c/in_a.txt"); got != "c\na\n" {
 		t.Fatalf("after the swap: %q", got)
+	}
+}
+
+// TestExternalReplaceByPathWatchOff: on a mount with no watcher and hour-long
+// kernel caches, a directory and a file replaced outside the mount (mv d
+// d.old; mkdir d; a new f renamed over f) are reached by path as natively:
+// `touch d/x` makes d/x in the new d, `cat f` reads the new f, although
+// the kernel's cached entries still name the old inodes. The daemon answers
+// ESTALE for the old inode's path (docs/DESIGN.md#dir-identity), and the
+// kernel looks the path up afresh and runs the call again.
+func TestExternalReplaceByPathWatchOff(t *testing.T) {
+	m := newMount(t, map[string]string{"d/old.txt": "old\n", "f": "old f\n"}, func(c *daemon.Config) { c.Cache.Watch = false })
+	m.mustSh("cat d/old.txt f >/dev/null") // cached entries of d, d/old.txt and f
+	if err := os.Rename(m.backing("d"), m.backing("d.old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(m.backing("d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m.writeBacking("f.new", "new f\n")
+	if err := os.Rename(m.backing("f.new"), m.backing("f")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := m.sh("touch d/x && cat f"); err != nil || out != "new f\n" {
+		t.Fatalf("touch d/x and cat f after the external replacements: %q, %v; want the new f", out, err)
+	}
+	if _, err := os.Lstat(m.backing("d/x")); err != nil {
+		t.Errorf("d/x is not in the new d: %v", err)
+	}
+	if _, err := os.Lstat(m.backing("d.old/x")); err == nil {
+		t.Errorf("d/x landed in the old d (now d.old)")
 	}
 }
