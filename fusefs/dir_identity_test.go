@@ -113,6 +113,15 @@ func TestStaleDirPathNeverReachesAnother(t *testing.T) {
 				check(fmt.Sprintf("open(%#o) of %s", flags, fn.rel()), errno)
 			}
 		}
+		// A link of a's file by its node into a's own directory (now c):
+		// refused first for the source, which leads to c's in_a now.
+		_, errno = inA.fs.root.Link(ctx, inA, "linked", &out)
+		if errno != syscall.ESTALE {
+			t.Errorf("journal %v, link of a/in_a after the swap: %v, want ESTALE", journaled, errno)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, "linked")); err == nil {
+			t.Errorf("journal %v: the link of a/in_a linked another file", journaled)
+		}
 		for _, name := range []string{"in_a", "x.log"} {
 			if b, err := os.ReadFile(filepath.Join(ws, "a", name)); err != nil || string(b) != "c's" {
 				t.Errorf("journal %v: the other directory's %s: %q, %v", journaled, name, b, err)

@@ -330,13 +330,21 @@ func (n *Node) symlinkAt(ctx context.Context, at dirFd, dirRel, target, name str
 
 // linkAt creates hard link name in dirRel to the node tn, found at
 // srcRel (a tn without a name is linked by Node.Link through one of its
-// open handles, linkfd.go: LINK carries no descriptor).
+// open handles, linkfd.go: LINK carries no descriptor). ESTALE when
+// srcRel leads to another file than tn's (isFileAt).
 func (n *Node) linkAt(ctx context.Context, at dirFd, dirRel string, tn *Node, srcRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	src, srcLeaf, errno := n.fs.bk.prepareAt(srcRel)
 	if errno != 0 {
 		return nil, errno
 	}
 	defer src.Close()
+	var st syscall.Stat_t
+	if _, errno := statAt(src, srcLeaf, &st); errno != 0 {
+		return nil, errno
+	}
+	if errno := tn.isFileAt(&st); errno != 0 {
+		return nil, errno // srcRel leads to another file by now (docs/DESIGN.md#dir-identity)
+	}
 	// flags 0: linkat(2) links a symlink itself, never its target.
 	return n.makeAt(ctx, at, dirRel, name, 0, false, out, new(syscall.Stat_t), func(d dirFd) error {
 		return unix.Linkat(src.FD, srcLeaf, d.FD, name, 0)
