@@ -122,6 +122,13 @@ func TestStaleDirPathNeverReachesAnother(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(ws, "linked")); err == nil {
 			t.Errorf("journal %v: the link of a/in_a linked another file", journaled)
 		}
+		// Its attributes, by node without a handle.
+		var ao fuse.AttrOut
+		check("getattr of a/in_a", inA.Getattr(ctx, nil, &ao))
+		var so fuse.StatxOut
+		check("statx of a/in_a", inA.Statx(ctx, nil, 0, unix.STATX_BASIC_STATS, &so))
+		check("setxattr of a/in_a", inA.Setxattr(ctx, "user.t", []byte("v"), 0))
+		check("removexattr of a/in_a", inA.Removexattr(ctx, "user.t"))
 		for _, name := range []string{"in_a", "x.log"} {
 			if b, err := os.ReadFile(filepath.Join(ws, "a", name)); err != nil || string(b) != "c's" {
 				t.Errorf("journal %v: the other directory's %s: %q, %v", journaled, name, b, err)

@@ -105,6 +105,9 @@ func (n *Node) getattrAt(ctx context.Context, rel string, fh fs.FileHandle, out 
 	if errno := n.fs.bk.lstatRel(rel, &st); errno != 0 {
 		return errno
 	}
+	if errno := n.isFileAt(&st); errno != 0 {
+		return errno // another file's attributes are not n's (docs/DESIGN.md#dir-identity)
+	}
 	out.FromStat(&st)
 	return 0
 }
@@ -338,11 +341,7 @@ func (n *Node) linkAt(ctx context.Context, at dirFd, dirRel string, tn *Node, sr
 		return nil, errno
 	}
 	defer src.Close()
-	var st syscall.Stat_t
-	if _, errno := statAt(src, srcLeaf, &st); errno != 0 {
-		return nil, errno
-	}
-	if errno := tn.isFileAt(&st); errno != 0 {
+	if errno := tn.isLeafAt(src, srcLeaf); errno != 0 {
 		return nil, errno // srcRel leads to another file by now (docs/DESIGN.md#dir-identity)
 	}
 	// flags 0: linkat(2) links a symlink itself, never its target.
@@ -476,13 +475,34 @@ func (n *Node) xattrAt(rel string, fn func(d dirFd, leaf string) error) syscall.
 // (xattr_fd.go).
 
 // setxattrAt and removexattrAt change an extended attribute of the node at
-// rel.
+// rel, after a stat of the name finds n's own file there (ESTALE for
+// another: isFileAt, docs/DESIGN.md#dir-identity).
 func (n *Node) setxattrAt(rel, attr string, data []byte, flags uint32) syscall.Errno {
-	return n.xattrAt(rel, func(d dirFd, leaf string) error { return setxattrLeaf(d, leaf, attr, data, int(flags)) })
+	return n.xattrAt(rel, func(d dirFd, leaf string) error {
+		if errno := n.isLeafAt(d, leaf); errno != 0 {
+			return errno
+		}
+		return setxattrLeaf(d, leaf, attr, data, int(flags))
+	})
 }
 
 func (n *Node) removexattrAt(rel, attr string) syscall.Errno {
-	return n.xattrAt(rel, func(d dirFd, leaf string) error { return removexattrLeaf(d, leaf, attr) })
+	return n.xattrAt(rel, func(d dirFd, leaf string) error {
+		if errno := n.isLeafAt(d, leaf); errno != 0 {
+			return errno
+		}
+		return removexattrLeaf(d, leaf, attr)
+	})
+}
+
+// isLeafAt is isFileAt of leaf in d, stat'ed without following it. Errors:
+// statx(2)'s, ESTALE.
+func (n *Node) isLeafAt(d dirFd, leaf string) syscall.Errno {
+	var st syscall.Stat_t
+	if _, errno := statAt(d, leaf, &st); errno != 0 {
+		return errno
+	}
+	return n.isFileAt(&st)
 }
 
 // Tmpfile creates an unnamed file in the directory (O_TMPFILE), as the
@@ -542,6 +562,12 @@ func (n *Node) Statx(ctx context.Context, fh fs.FileHandle, flags uint32, mask u
 		sf := int(flags)&atStatxSyncType | unix.AT_SYMLINK_NOFOLLOW
 		if err := unix.Statx(d.FD, leaf, sf, int(mask), &x); err != nil {
 			return fs.ToErrno(err)
+		}
+		if x.Mask&unix.STATX_INO != 0 {
+			st := syscall.Stat_t{Dev: unix.Mkdev(x.Dev_major, x.Dev_minor), Ino: x.Ino}
+			if errno := n.isFileAt(&st); errno != 0 {
+				return errno // as getattrAt
+			}
 		}
 		out.FromStatx(&x)
 		return 0
