@@ -1,9 +1,13 @@
 package tests
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -100,5 +104,77 @@ func TestExternalReplaceByPathWatchOff(t *testing.T) {
 	}
 	if _, err := os.Lstat(m.backing("d.old/x")); err == nil {
 		t.Errorf("d/x landed in the old d (now d.old)")
+	}
+}
+
+// TestExternalSwapAsNobody: the attacker's view. uid 65534 owns a and sits
+// in it (its working directory, through an allow_other mount with no
+// watcher); root's directory c (0755) and a trade names outside the mount.
+// Natively nobody's creates would go into its own directory, now at c;
+// nobody can never write into root's directory. Through the mount, before
+// the checks of the request's directory (docs/DESIGN.md#dir-identity), the
+// daemon made nobody's file and directory in root's c, now at a. Now both
+// fail with ESTALE and root's directory is untouched.
+func TestExternalSwapAsNobody(t *testing.T) {
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("setpriv (util-linux) is needed to act as another uid")
+	}
+	m := newSharedMount(t, map[string]string{"a/mine": "n\n", "c/secret": "root's\n"}, func(c *daemon.Config) {
+		c.Cache.Watch = false
+		for _, p := range []string{"a", "a/mine"} {
+			if err := os.Lchown(filepath.Join(c.Workspace, p), 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	cmd := m.nobodyCmd(`cd "$MNT/a" && exec python3 -c '
+import os, sys
+print("in", flush=True)
+sys.stdin.readline()
+for what, op in (("create", lambda: os.close(os.open("x", os.O_CREAT | os.O_WRONLY, 0o644))),
+                 ("mkdir", lambda: os.mkdir("m"))):
+    try:
+        op()
+        print(what, "ok", flush=True)
+    except OSError as e:
+        print(what, os.strerror(e.errno), flush=True)
+'`)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	out := bufio.NewReader(stdout)
+	if line, err := out.ReadString('\n'); err != nil || line != "in\n" {
+		t.Fatalf("nobody's worker: %q, %v", line, err)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, m.backing("a"), unix.AT_FDCWD, m.backing("c"), unix.RENAME_EXCHANGE); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stdin.Write([]byte("\n")); err != nil {
+		t.Fatal(err)
+	}
+	for _, what := range []string{"create", "mkdir"} {
+		line, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(line); got != what+" Stale file handle" {
+			t.Errorf("nobody's %s in its old directory after the swap: %q, want ESTALE", what, got)
+		}
+	}
+	for _, name := range []string{"x", "m"} {
+		if _, err := os.Lstat(m.backing("a/" + name)); err == nil {
+			t.Errorf("nobody's %s landed in root's directory (backing a/%s)", name, name)
+		}
 	}
 }
