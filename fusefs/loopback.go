@@ -31,7 +31,7 @@ func (n *Node) newChild(ctx context.Context, st *syscall.Stat_t, gen uint64) *fs
 }
 
 // lookupAt looks up name in the directory dirRel, n's path
-// (ENOENT when dirRel is another directory by now: isDirAt).
+// (ESTALE when dirRel is another directory by now: isDirAt).
 func (n *Node) lookupAt(ctx context.Context, dirRel, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	d, errno := n.openSelf(dirRel)
 	if errno != 0 {

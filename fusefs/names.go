@@ -100,7 +100,7 @@ func (c *nameChanges) retry(bracket bool, op func() fuse.Status) fuse.Status {
 		} else {
 			st = op()
 		}
-		if st != fuse.ENOENT && st != fuse.Status(syscall.ESTALE) || attempt == staleRetries || !c.mayBeStale(before) {
+		if !staleErrno(syscall.Errno(st)) || attempt == staleRetries || !c.mayBeStale(before) {
 			return st
 		}
 		c.settle()
