@@ -3,7 +3,6 @@ package fusefs
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,21 +59,7 @@ func TestStaleDirPathNeverReachesAnother(t *testing.T) {
 		if journaled {
 			f, _, ws = journalFS(t, guard.ModeEnforce, files)
 		} else {
-			ws = t.TempDir()
-			for name, content := range files {
-				p := filepath.Join(ws, name)
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var err error
-			if f, err = New(Config{Workspace: ws, Guard: guard.New(guard.Config{Mode: guard.ModeEnforce}), Logger: slog.New(slog.DiscardHandler)}); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { f.Close() })
+			f, ws = plainFS(t, files, guard.ModeEnforce)
 		}
 		nodes := lookupNodes(t, f, "a", "a/in_a", "a/x.log")
 		a, inA, xLog := nodes[0], nodes[1], nodes[2]

@@ -29,23 +29,42 @@ func rawFSMode(t testing.TB, files map[string]string, mode guard.Mode) (fuse.Raw
 	return rawFSWith(t, files, mode, nil)
 }
 
-// rawFSWith is rawFSMode calling setup (when set) on the FS before the
-// node tree is built.
-func rawFSWith(t testing.TB, files map[string]string, mode guard.Mode, setup func(*FS)) (fuse.RawFileSystem, string) {
+// workspaceWith makes a temporary workspace holding files (path:
+// content, directories made as needed) and returns its path.
+func workspaceWith(t testing.TB, files map[string]string) string {
 	t.Helper()
 	ws := t.TempDir()
 	for name, content := range files {
 		p := filepath.Join(ws, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return ws
+}
+
+// plainFS is an FS over a workspace holding files, the guard in mode, no
+// journal; closed when the test ends.
+func plainFS(t testing.TB, files map[string]string, mode guard.Mode) (*FS, string) {
+	t.Helper()
+	ws := workspaceWith(t, files)
 	f, err := New(Config{Workspace: ws, Guard: guard.New(guard.Config{Mode: mode}),
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { f.Close() })
+	return f, ws
+}
+
+// rawFSWith is rawFSMode calling setup (when set) on the FS before the
+// node tree is built.
+func rawFSWith(t testing.TB, files map[string]string, mode guard.Mode, setup func(*FS)) (fuse.RawFileSystem, string) {
+	t.Helper()
+	f, ws := plainFS(t, files, mode)
 	if setup != nil {
 		setup(f)
 	}

@@ -19,16 +19,7 @@ import (
 // on in a new state directory; it returns the FS and the journal.
 func journalFS(t testing.TB, mode guard.Mode, files map[string]string) (*FS, *journal.Journal, string) {
 	t.Helper()
-	ws := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(ws, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ws := workspaceWith(t, files)
 	j, err := journal.Open(filepath.Join(t.TempDir(), "journal"), journal.Options{})
 	if err != nil {
 		t.Fatal(err)
