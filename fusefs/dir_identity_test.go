@@ -47,7 +47,8 @@ func lookupNodes(t testing.TB, f *FS, rels ...string) []*Node {
 
 // TestStaleDirPathNeverReachesAnother: the node of directory a is asked
 // for a lookup, mkdir, create, symlink, unlink, rmdir, rename, listing and
-// O_TMPFILE after a and c traded names in the backing directory, which
+// O_TMPFILE, and a's files for an open, their attributes, a readlink and
+// their extended attributes, after a and c traded names in the backing directory, which
 // the inode tree has not been told: every request fails with ESTALE, and
 // the directory now at a (c's) is untouched. Before, each went by the
 // tree's path "a" into c's directory (docs/DESIGN.md#dir-identity).
@@ -61,8 +62,13 @@ func TestStaleDirPathNeverReachesAnother(t *testing.T) {
 		} else {
 			f, ws = plainFS(t, files, guard.ModeEnforce)
 		}
-		nodes := lookupNodes(t, f, "a", "a/in_a", "a/x.log")
-		a, inA, xLog := nodes[0], nodes[1], nodes[2]
+		for dir, target := range map[string]string{"a": "a's target", "c": "c's target"} {
+			if err := os.Symlink(target, filepath.Join(ws, dir, "l")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nodes := lookupNodes(t, f, "a", "a/in_a", "a/x.log", "a/l")
+		a, inA, xLog, l := nodes[0], nodes[1], nodes[2], nodes[3]
 		if err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(ws, "a"), unix.AT_FDCWD, filepath.Join(ws, "c"), unix.RENAME_EXCHANGE); err != nil {
 			t.Fatal(err)
 		}
@@ -114,6 +120,16 @@ func TestStaleDirPathNeverReachesAnother(t *testing.T) {
 		check("statx of a/in_a", inA.Statx(ctx, nil, 0, unix.STATX_BASIC_STATS, &so))
 		check("setxattr of a/in_a", inA.Setxattr(ctx, "user.t", []byte("v"), 0))
 		check("removexattr of a/in_a", inA.Removexattr(ctx, "user.t"))
+		// Reads by node without a handle: the symlink's target and the
+		// extended attributes of the file now at a's old paths are c's.
+		target, errno := l.Readlink(ctx)
+		if errno != syscall.ESTALE {
+			t.Errorf("journal %v, readlink of a/l after the swap: %q, %v, want ESTALE", journaled, target, errno)
+		}
+		_, errno = inA.Getxattr(ctx, "user.t", make([]byte, 64))
+		check("getxattr of a/in_a", errno)
+		_, errno = inA.Listxattr(ctx, make([]byte, 256))
+		check("listxattr of a/in_a", errno)
 		for _, name := range []string{"in_a", "x.log"} {
 			if b, err := os.ReadFile(filepath.Join(ws, "a", name)); err != nil || string(b) != "c's" {
 				t.Errorf("journal %v: the other directory's %s: %q, %v", journaled, name, b, err)
@@ -127,8 +143,8 @@ func TestStaleDirPathNeverReachesAnother(t *testing.T) {
 		for _, e := range names {
 			got = append(got, e.Name())
 		}
-		if strings.Join(got, " ") != "in_a in_c sub x.log" {
-			t.Errorf("journal %v: the directory now at a holds %q, want in_a, in_c, sub and x.log only", journaled, got)
+		if strings.Join(got, " ") != "in_a in_c l sub x.log" {
+			t.Errorf("journal %v: the directory now at a holds %q, want in_a, in_c, l, sub and x.log only", journaled, got)
 		}
 		if _, err := os.Lstat(filepath.Join(ws, "c/sub")); err == nil {
 			t.Errorf("journal %v: sub appeared in a's own directory", journaled)

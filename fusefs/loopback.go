@@ -441,13 +441,19 @@ func (n *Node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 }
 
 // Readlink returns a symlink's target as stored; the daemon never
-// resolves it (the kernel does, in the caller's view of the mount).
+// resolves it (the kernel does, in the caller's view of the mount). The
+// name must still lead to n's own inode (isLeafAt): ESTALE when it leads
+// to another file, whose target the caller has no right to read through n
+// (docs/DESIGN.md#dir-identity).
 func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	d, leaf, errno := n.fs.bk.prepareAt(n.rel())
 	if errno != 0 {
 		return nil, errno
 	}
 	defer d.Close()
+	if errno := n.isLeafAt(d, leaf); errno != 0 {
+		return nil, errno // the name leads to another file now (docs/DESIGN.md#dir-identity)
+	}
 	for l := 256; ; l *= 2 {
 		buf := make([]byte, l)
 		sz, err := unix.Readlinkat(d.FD, leaf, buf)
