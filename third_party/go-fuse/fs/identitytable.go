@@ -6,7 +6,6 @@ package fs
 
 import (
 	"log"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -246,6 +245,13 @@ func (t *mapIdentityTable) forget(n *Inode) {
 // As a workaround, we recreate our two big maps (stableAttrs & nodes)
 // every time they have shrunk dramatically (100 x smaller).
 // In this case, `nodeCountHigh` is reset to the new (smaller) size.
+//
+// rubinofs' copy of go-fuse: no debug.FreeOSMemory after the maps are
+// recreated. It ran a forced garbage collection and returned every free
+// page to the OS (a TLB flush on every CPU) inside the FORGET handler
+// that emptied the tree, so the last FORGETs of an `rm -rf` of a large
+// tree paid a full collection each; the runtime's background scavenger
+// returns the old maps' memory without it.
 func (t *mapIdentityTable) compact() {
 	t.mu.Lock()
 
@@ -269,9 +275,6 @@ func (t *mapIdentityTable) compact() {
 	t.nodeCountHigh = len(t.nodes)
 
 	t.mu.Unlock()
-
-	// Run outside t.mu
-	debug.FreeOSMemory()
 }
 
 // registerFile hands out a fresh file handle number for f, open on the
