@@ -178,3 +178,24 @@ for what, op in (("create", lambda: os.close(os.open("x", os.O_CREAT | os.O_WRON
 		}
 	}
 }
+
+// TestExternalReplaceOfOneLinkWatchOff: a and b are two names of one
+// file, both looked up through a mount with no watcher (a last, so the
+// file's node takes its path from a); a is replaced outside the mount.
+// Natively b still names the first file, and reading it through the mount
+// must give it, whichever name the node's path came from.
+func TestExternalReplaceOfOneLinkWatchOff(t *testing.T) {
+	for _, order := range []string{"ln b a && cat b a", "ln b a && cat a b"} {
+		m := newMount(t, map[string]string{"b": "first\n"}, func(c *daemon.Config) { c.Cache.Watch = false })
+		m.mustSh(order + " >/dev/null")
+		m.writeBacking("a.new", "second\n")
+		if err := os.Rename(m.backing("a.new"), m.backing("a")); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2; i++ {
+			if out, err := m.sh("cat b"); err != nil || out != "first\n" {
+				t.Fatalf("%s; cat b after a was replaced outside the mount (%d): %q, %v; want the first file", order, i, out, err)
+			}
+		}
+	}
+}
