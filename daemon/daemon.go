@@ -5,12 +5,9 @@
 package daemon
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -429,31 +426,6 @@ func Start(cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
-// checkpoints saves the read state every interval when it changed (by the
-// guard's counters and the session count) until stopSaves closes. A failed
-// save is retried at the next tick.
-func (d *Daemon) checkpoints(interval time.Duration) {
-	defer close(d.savesDone)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	var last [3]uint64
-	for {
-		select {
-		case <-d.stopSaves:
-			return
-		case <-t.C:
-		}
-		c := d.Guard.Counts()
-		sig := [3]uint64{c.Reads, c.Writes, uint64(c.Sessions)<<32 | uint64(len(d.Sessions.Live()))}
-		if sig == last {
-			continue
-		}
-		if d.saveReads(false) == nil {
-			last = sig
-		}
-	}
-}
-
 // Done is closed when the server has stopped (unmounted by us or by
 // `rubinofs unmount` / umount) and its /dev/fuse descriptor is closed.
 func (d *Daemon) Done() <-chan struct{} { return d.done }
@@ -526,169 +498,6 @@ func (d *Daemon) Close() error {
 		}
 	})
 	return d.closeErr
-}
-
-// readsFile is where PersistReads keeps the read state.
-func (d *Daemon) readsFile() string { return filepath.Join(d.cfg.StateDir, "reads.json") }
-
-// loadReads restores the saved read state, revalidating every record.
-func (d *Daemon) loadReads() {
-	f, err := os.Open(d.readsFile())
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			d.cfg.Slog.Warn("read state not restored: every session reads again", "path", d.readsFile(), "err", err)
-		}
-		return
-	}
-	defer f.Close()
-	roots, kept, dropped, err := d.Guard.Load(f, d.FS.LookupTarget)
-	if err != nil {
-		d.cfg.Slog.Warn("read state ignored: every session reads again", "path", d.readsFile(), "err", err)
-		return
-	}
-	restored := 0
-	for _, r := range roots {
-		if d.Sessions.Restore(r) == nil {
-			restored++
-		}
-	}
-	d.cfg.Slog.Info("read state restored", "path", d.readsFile(), "kept", kept, "dropped", dropped,
-		"sessions_live", restored, "sessions_saved", len(roots))
-}
-
-// saveReads writes the read state atomically and durably (temp file,
-// fsync, rename): a failure leaves the previous reads.json as it was. The
-// outcome goes to .rubino/status ("state"). A checkpoint's failure is
-// logged at level warn when it is new (it differs from the last one: the
-// same error every interval is logged once) and the first success after
-// failures at info; the final save's (final, at unmount) failure at level
-// error, since nothing retries it and the next mount starts without it.
-func (d *Daemon) saveReads(final bool) error {
-	tmp := d.readsFile() + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err == nil {
-		bw := bufio.NewWriter(f)
-		err = d.Guard.Save(bw, d.Sessions.Live())
-		if err == nil {
-			err = bw.Flush()
-		}
-		if err == nil {
-			err = f.Sync() // ENOSPC and EIO may only show here
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err == nil {
-		err = os.Rename(tmp, d.readsFile())
-	}
-	if err != nil {
-		os.Remove(tmp)
-		err = fmt.Errorf("saving read state: %w", err)
-	}
-	newErr, recovered := d.state.note(err)
-	switch {
-	case err != nil && final:
-		d.cfg.Slog.Error("saving read state at unmount failed: the next mount starts without it",
-			"path", d.readsFile(), "err", err)
-	case newErr:
-		d.cfg.Slog.Warn("saving read state failed: the guard keeps deciding from memory; retrying while the state changes",
-			"path", d.readsFile(), "err", err)
-	case recovered:
-		d.cfg.Slog.Info("saving read state works again", "path", d.readsFile())
-	}
-	return err
-}
-
-// timestampGranularity returns the timestamp granularity the hash cache's
-// racy rule assumes for the backing filesystem: 10 ms (a coarse-clock tick
-// at HZ=100, the worst case) for local filesystems with nanosecond
-// timestamps, 2 s for anything else (FAT's resolution; network filesystems
-// whose server clock rounds).
-func timestampGranularity(backing string) time.Duration {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(backing, &st); err != nil {
-		return 2 * time.Second
-	}
-	switch uint32(st.Type) {
-	case 0xEF53, // ext2/3/4
-		0x58465342, // xfs
-		0x9123683E, // btrfs
-		0x01021994, // tmpfs
-		0x794c7630, // overlayfs
-		0xF2F52010, // f2fs
-		0x2FC12FC1: // zfs
-		return 10 * time.Millisecond
-	}
-	return 2 * time.Second
-}
-
-// startWatcher attaches the invalidation feed to the FS and starts the
-// watcher over the backing directory.
-func (d *Daemon) startWatcher(backing string, matcher, jmatcher *ignore.Matcher) error {
-	cfg := d.cfg
-	skip, err := watchSkip(&cfg) // watchmode.go
-	if err != nil {
-		return err
-	}
-	inv := d.FS.AttachWatcher(fusefs.WatchOptions{ShortTimeout: cfg.ShortTimeout})
-	w, err := watcher.Start(watcher.Config{
-		Root:       backing,
-		Skip:       skip,
-		MaxWatches: cfg.MaxWatches,
-		OnEvents: func(evs []watcher.Event) {
-			d.acceptExternal(matcher, evs) // policy.go
-			invalidateIgnores(matcher, evs)
-			if jmatcher != nil && jmatcher != matcher { // the guard's own when they answer alike (openJournal)
-				invalidateIgnores(jmatcher, evs)
-			}
-			inv.Events(evs)
-		},
-		OnOverflow: func() {
-			matcher.Invalidate("")
-			if jmatcher != nil && jmatcher != matcher {
-				jmatcher.Invalidate("")
-			}
-			inv.Overflow()
-		},
-		OnUnwatched: inv.Unwatched,
-		OnProgress:  cfg.WatchProgress,
-		Logger:      cfg.Slog,
-	})
-	if err != nil {
-		inv.Close()
-		return fmt.Errorf("watcher: %w", err)
-	}
-	inv.SetOwnTracker(w.Begin)
-	inv.SetMoveTracker(w.BeginMove)
-	d.FS.AddStatus(func() (string, any) {
-		st, ws := inv.Stats(), w.Stats()
-		st["watches"], st["events"], st["external_events"] = ws.Watches, ws.Events, ws.External
-		st["own_events"], st["batches"], st["overflows"], st["unwatched"] = ws.Own, ws.Batches, ws.Overflows, ws.Unwatched
-		st["own_records_bytes"], st["own_records_dropped"] = ws.OwnBytes, ws.OwnDropped
-		return "watcher", st
-	})
-	d.Watcher, d.Invalidation = w, inv
-	return nil
-}
-
-// invalidateIgnores reloads the ignore rules of directories whose
-// .gitignore changed outside the mount.
-func invalidateIgnores(m *ignore.Matcher, evs []watcher.Event) {
-	for _, ev := range evs {
-		if path.Base(ev.Path) == ".gitignore" {
-			m.Invalidate(path.Dir(ev.Path))
-		} else if ev.Path == ".git/info/exclude" {
-			m.Invalidate(".git/info")
-		}
-	}
-}
-
-func (d *Daemon) stopWatcher() {
-	if d.Watcher != nil {
-		d.Watcher.Close()
-		d.Invalidation.Close()
-	}
 }
 
 func (d *Daemon) closeFd() {
