@@ -467,13 +467,18 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 }
 
 // xattrAt runs fn on the directory and leaf of the node at rel (see
-// prepareAt); fn must not follow the leaf (syscallcompat xattr.go).
+// prepareAt) once the leaf is found to be n's own inode (isLeafAt: ESTALE
+// when it leads to another file, docs/DESIGN.md#dir-identity); fn must not
+// follow the leaf (syscallcompat xattr.go).
 func (n *Node) xattrAt(rel string, fn func(d dirFd, leaf string) error) syscall.Errno {
 	d, leaf, errno := n.fs.bk.prepareAt(rel)
 	if errno != 0 {
 		return errno
 	}
 	defer d.Close()
+	if errno := n.isLeafAt(d, leaf); errno != 0 {
+		return errno
+	}
 	return fs.ToErrno(fn(d, leaf))
 }
 
@@ -485,18 +490,12 @@ func (n *Node) xattrAt(rel string, fn func(d dirFd, leaf string) error) syscall.
 // another: isFileAt, docs/DESIGN.md#dir-identity).
 func (n *Node) setxattrAt(rel, attr string, data []byte, flags uint32) syscall.Errno {
 	return n.xattrAt(rel, func(d dirFd, leaf string) error {
-		if errno := n.isLeafAt(d, leaf); errno != 0 {
-			return errno
-		}
 		return setxattrLeaf(d, leaf, attr, data, int(flags))
 	})
 }
 
 func (n *Node) removexattrAt(rel, attr string) syscall.Errno {
 	return n.xattrAt(rel, func(d dirFd, leaf string) error {
-		if errno := n.isLeafAt(d, leaf); errno != 0 {
-			return errno
-		}
 		return removexattrLeaf(d, leaf, attr)
 	})
 }

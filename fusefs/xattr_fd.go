@@ -39,9 +39,8 @@ func (n *Node) withOpenFd(fn func(fd int) (int, error), usable func(fd int) bool
 // the kernel's security.capability probe on write and chown, and fgetxattr
 // on a descriptor of a file unlinked while open, arrive while a handle is
 // open), else by name (byName on the directory and leaf from prepareAt; see
-// syscallcompat xattr.go), once the name is found to lead to n's own inode
-// (isLeafAt: ESTALE when it leads to another file, as every request by
-// node, docs/DESIGN.md#dir-identity). Errors: the backing call's, as errno.
+// syscallcompat xattr.go, checked by xattrAt to lead to n's own inode).
+// Errors: the backing call's, as errno; ESTALE for another file.
 // docs/DESIGN.md#xattr-probes
 func (n *Node) readXattr(byFd func(fd int) (int, error), byName func(d dirFd, leaf string) (int, error)) (uint32, syscall.Errno) {
 	if sz, errno, ok := n.withOpenFd(byFd, nil); ok {
@@ -49,9 +48,6 @@ func (n *Node) readXattr(byFd func(fd int) (int, error), byName func(d dirFd, le
 	}
 	var sz int
 	errno := n.xattrAt(n.rel(), func(d dirFd, leaf string) (err error) {
-		if errno := n.isLeafAt(d, leaf); errno != 0 {
-			return errno // the name leads to another file now (docs/DESIGN.md#dir-identity)
-		}
 		sz, err = byName(d, leaf)
 		return err
 	})
