@@ -231,6 +231,7 @@ func Start(cfg Config) (*Daemon, error) {
 	gc.Granularity, gc.OnDenial, gc.Git = timestampGranularity(backing), denialLogger(cfg.Slog, time.Now), gitsafe.New(backing, ws)
 	remote := backingKind(backing)  // watchmode.go: "" on a local filesystem
 	gc.UntrustedStat = remote != "" // docs/DESIGN.md#uncached-view
+	gc.FineCtime = !gc.UntrustedStat && fineCtime(backing, cfg.StateDir)
 	d.Guard = guard.New(gc)
 	matcher, err := ignore.New(backing, cfg.Exempt, cfg.GuardIgnored)
 	if err != nil {

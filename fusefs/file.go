@@ -221,6 +221,9 @@ func (h *File) mutate(gop guard.Op, op func() syscall.Errno) syscall.Errno {
 // changes nothing, the mode included.
 func (h *File) Write(ctx context.Context, data []byte, off int64) (written uint32, errno syscall.Errno) {
 	errno = h.mutate(guard.OpWrite, func() syscall.Errno {
+		if h.track {
+			h.statBeforeWrite()
+		}
 		var e syscall.Errno
 		written, e = h.loopbackOps.Write(ctx, data, off)
 		if e == 0 && h.direct {
@@ -232,6 +235,27 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (written uint3
 		return e
 	})
 	return written, errno
+}
+
+// statBeforeWrite gives the handle's WriteHash the file's stat right
+// before a write, once the handle has written: a change between two of
+// its writes (another handle's, or outside the mount) breaks the hash,
+// which may then be cached for the session's next decision
+// (docs/DESIGN.md#fine-ctime). A failed stat breaks it too. Called under
+// the handle's mutex and identity lock.
+func (h *File) statBeforeWrite() {
+	if !h.wh.Started() {
+		return // the first write, at offset 0, is the whole file or breaks it
+	}
+	h.fd(func(fd int) syscall.Errno {
+		var st syscall.Stat_t
+		if syscall.Fstat(fd, &st) != nil {
+			h.wh.Break()
+			return 0
+		}
+		h.wh.Before(guard.StatOf(&st))
+		return 0
+	})
 }
 
 // hashWritten feeds the bytes of a write (errno e, data written at off)

@@ -92,6 +92,14 @@ type Config struct {
 	// Granularity is the backing filesystem's timestamp granularity for the
 	// hash cache's racy rule (default 1 s; see HashCache).
 	Granularity time.Duration
+	// FineCtime: the backing filesystem gives every change made after a
+	// stat of a file a ctime distinct from the one that stat saw
+	// (multigrain timestamps, Linux 6.13+ on ext4, XFS, btrfs and tmpfs;
+	// the daemon probes it at mount), so a stat key that still matches
+	// proves the file unchanged since it was taken and the hash cache's
+	// racy rule is not needed (docs/DESIGN.md#fine-ctime). Ignored with
+	// UntrustedStat.
+	FineCtime bool
 	// MaxHashes bounds the hash cache (default 1<<17 entries).
 	MaxHashes int
 	// UntrustedStat: the backing filesystem's stat may be a client cache's

@@ -110,6 +110,10 @@ type HashCache struct {
 	// NoReuse: lookups never hit, so every Sum reads the file (set before
 	// use; Config.UntrustedStat, docs/DESIGN.md#uncached-view).
 	NoReuse bool
+	// FineCtime: the racy rule is off, since every change after a stat
+	// gets a distinct ctime (set before use; Config.FineCtime,
+	// docs/DESIGN.md#fine-ctime).
+	FineCtime bool
 	// MaxBytes bounds what hashing reads: a file larger than MaxBytes
 	// bytes is not read, its stat stands for its content
 	// (statFingerprint, docs/DESIGN.md#hash-bound); <= 0: no bound.
@@ -150,6 +154,7 @@ func NewHashCache(granularity time.Duration, max int, now func() time.Time) *Has
 func newHashCacheFor(cfg Config) *HashCache {
 	c := NewHashCache(cfg.Granularity, cfg.MaxHashes, cfg.Now)
 	c.NoReuse = cfg.UntrustedStat
+	c.FineCtime = cfg.FineCtime && !cfg.UntrustedStat
 	c.MaxBytes = cfg.MaxHashSize
 	return c
 }
@@ -273,12 +278,26 @@ func (c *HashCache) lookup(k hashKey) (Hash, bool) {
 		return Hash{}, false
 	}
 	// Racy: the file was modified within one timestamp tick of the moment
-	// its content was read, so a later write may share this key.
-	if k.mtimeNs+int64(c.Granularity) >= e.hashedAt || k.ctimeNs+int64(c.Granularity) >= e.hashedAt {
+	// its content was read, so a later write may share this key; not
+	// where every change after the key's stat moves the ctime.
+	if !c.FineCtime && (k.mtimeNs+int64(c.Granularity) >= e.hashedAt || k.ctimeNs+int64(c.Granularity) >= e.hashedAt) {
 		c.racy.Add(1)
 		return Hash{}, false
 	}
 	return e.hash, true
+}
+
+// storeWritten caches h, the hash of the bytes a handle wrote as the
+// whole file (WriteHash), as the content of the file whose stat after its
+// last write is st, so that the next decision need not read back what the
+// session just wrote. Only where FineCtime holds: elsewhere the entry
+// would be racy, never trusted. Not for a file over the hash bound (its
+// stat stands for its bytes) nor with NoReuse.
+func (c *HashCache) storeWritten(st Stat, h Hash) {
+	if !c.FineCtime || c.NoReuse || c.overBound(st) {
+		return
+	}
+	c.store(hashEntry{key: keyOf(st), hash: h, hashedAt: c.now().UnixNano()})
 }
 
 func (c *HashCache) store(e hashEntry) {
@@ -314,9 +333,12 @@ func (c *HashCache) Reset() {
 
 // HashStats are the cache's counters for .rubino/status.
 type HashStats struct {
-	Hits        uint64 `json:"hits"`         // lookups answered without reading
-	Misses      uint64 `json:"misses"`       // lookups that read the file
-	Racy        uint64 `json:"racy"`         // entries found but not trusted (racy timestamp)
+	Hits   uint64 `json:"hits"`   // lookups answered without reading
+	Misses uint64 `json:"misses"` // lookups that read the file
+	Racy   uint64 `json:"racy"`   // entries found but not trusted (racy timestamp)
+	// FineCtime: the racy rule is off on this backing filesystem
+	// (Config.FineCtime, docs/DESIGN.md#fine-ctime).
+	FineCtime   bool   `json:"fine_ctime"`
 	HashedBytes uint64 `json:"hashed_bytes"` // bytes read for hashing
 	Entries     int    `json:"entries"`
 	// ReadBackBytes are the bytes read back to credit own writes
@@ -343,7 +365,7 @@ func (c *HashCache) Stats() HashStats {
 	c.mu.Lock()
 	n := len(c.entries)
 	c.mu.Unlock()
-	return HashStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Racy: c.racy.Load(),
+	return HashStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Racy: c.racy.Load(), FineCtime: c.FineCtime,
 		HashedBytes: c.hashedBytes.Load(), Entries: n, ReadBackBytes: c.readBackBytes.Load(),
 		Streamed: c.streamed.Load(), StreamedBytes: c.streamedBytes.Load(),
 		Deferred: c.deferred.Load(), DeferredLost: c.deferredLost.Load(), Fingerprinted: c.fingerprinted.Load()}

@@ -379,6 +379,9 @@ func (t *Tracker) registerDeferred(tg Target, later func() (*os.File, error), mi
 	}
 	now := t.now().UnixNano()
 	gran := int64(t.hashes.Granularity)
+	if t.hashes.FineCtime {
+		gran = 0 // a change after tg's stat moves its ctime: docs/DESIGN.md#fine-ctime
+	}
 	if later == nil || min < 0 || tg.Stat.Size < min || k.mtimeNs+gran >= now || k.ctimeNs+gran >= now {
 		return nil, t.Register(tg, Hash{})
 	}

@@ -25,6 +25,19 @@ type WriteHash struct {
 	broken bool
 }
 
+// Before notes before, the file's stat taken right before a write of the
+// handle: once the handle has written, a stat other than the one its last
+// write left means the file changed in between, and the hash gives up.
+func (w *WriteHash) Before(before Stat) {
+	if w.h != nil && !w.broken && keyOf(before) != w.key {
+		w.Break()
+	}
+}
+
+// Started reports whether the handle has written and still holds its
+// hash: only then does a write need Before.
+func (w *WriteHash) Started() bool { return w.h != nil && !w.broken }
+
 // Wrote notes that p was written at off and that after, the file's stat
 // taken after the write, followed.
 func (w *WriteHash) Wrote(off int64, p []byte, after Stat) {
@@ -96,6 +109,10 @@ func (g *Guard) NoteWriteHashed(session string, t Target, h Hash) error {
 	g.writes.Add(1)
 	g.hashes.streamed.Add(1)
 	g.hashes.streamedBytes.Add(uint64(t.Stat.Size))
+	// The bytes hashed are the content under t.Stat's key: cached, so
+	// the session's next decision reads nothing back where that key is
+	// trusted (docs/DESIGN.md#fine-ctime).
+	g.hashes.storeWritten(t.Stat, h)
 	tr := g.ForSession(session)
 	if !g.recordAllowed(Caller{Session: session}, tr, t.Stat.ID) {
 		return nil // past the uid's record budget: docs/DESIGN.md#record-budget
