@@ -46,6 +46,7 @@ const walkPiece = 2000
 // Later backing accesses fail with EBADF. Idempotent; never fails.
 func (f *FS) Close() error {
 	f.handles.closeHandles() // handles whose RELEASE never came (handles.go)
+	f.unpins.close()         // pins of removed files still queued (lateclose.go)
 	if fd := f.bk.rootFd.Swap(-1); fd >= 0 {
 		unix.Close(int(fd))
 	}

@@ -174,6 +174,9 @@ type FS struct {
 
 	// names orders operations by node after name changes (names.go).
 	names nameChanges
+	// unpins closes the pins of removed and replaced files after the
+	// reply (lateclose.go).
+	unpins lateCloser
 
 	// moveMu orders the renames and links whose checks read the tree
 	// below and the names above them, so that none changes those between

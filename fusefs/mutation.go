@@ -224,7 +224,7 @@ func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
 	}
 	for i, nm := range m.names {
 		if g := &lk.gs[i]; nm.pin && g.ok && g.inDir {
-			defer pinIn(g.at, g.leaf)() // until the guard is told
+			defer pinIn(g.at, g.leaf, &f.unpins)() // until the guard is told
 		}
 	}
 	if m.kind == fresh {

@@ -491,10 +491,12 @@ func (l *locked) parentDirs(rels []string, tracked []bool) ([]dirFd, []string, f
 // meanwhile with the same inode number never has its fresh guard state
 // dropped or marked as another session's mutation. Nothing is pinned when
 // leaf cannot be opened (the removal will fail or find nothing to forget).
-func pinIn(d dirFd, leaf string) (unpin func()) {
+// unpin hands the descriptor to lc, which closes it after the reply
+// (docs/DESIGN.md#late-unpin).
+func pinIn(d dirFd, leaf string, lc *lateCloser) (unpin func()) {
 	fd, err := unix.Openat(d.FD, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return func() {}
 	}
-	return func() { unix.Close(fd) }
+	return func() { lc.closeLater(fd) }
 }
