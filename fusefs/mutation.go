@@ -17,6 +17,8 @@ import (
 	"os"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/rubinofs/rubinofs/guard/ignore"
 	"github.com/rubinofs/rubinofs/internal/journalhook"
@@ -254,6 +256,9 @@ func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
 	}
 	end(true)
 	jp.Commit()
+	if m.moves() && m.jop != jExchange {
+		m.carryHash(f, lk.gs)
+	}
 	if journaled && m.jop == jTimes {
 		journalNote(f.jh, &m, lk.gs, lk.c.session)
 	}
@@ -264,6 +269,24 @@ func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
 		m.then(lk.gs[0])
 	}
 	return lk.done(m.notes(lk.gs), m.credit(f, lk.gs)), 0
+}
+
+// carryHash tells the guard the stat a rename of the guarded file
+// names[0] over the guarded file names[1] left it with, taken through
+// the destination's directory under the locks (Guard.RenamedOwn): the
+// hash cached for the file before the rename then serves after it. Only
+// where the destination was a guarded file found in its directory (the
+// rename over a file of an editor's or `sed -i`'s save).
+func (m *mutation) carryHash(f *FS, gs []guardedChild) {
+	src, dst := &gs[0], &gs[1]
+	if !src.ok || !dst.inDir {
+		return
+	}
+	var st syscall.Stat_t
+	if f.cross.StatView(dst.at.FD, dst.leaf, unix.AT_SYMLINK_NOFOLLOW, &st) != nil || st.Ino != src.st.Ino || uint64(st.Dev) != src.id.Dev {
+		return
+	}
+	f.cfg.Guard.RenamedOwn(guard.StatOf(&src.st), guard.StatOf(&st))
 }
 
 // rels is the names' paths.

@@ -109,3 +109,42 @@ func TestWriteHashBefore(t *testing.T) {
 		t.Fatal("Sum held after a change between two writes")
 	}
 }
+
+// TestRenamedOwnCarriesHash: with FineCtime a rename's new ctime does
+// not cost a read: the entry under the stat before moves to the stat
+// after; not when the mtime or size moved too, nor without FineCtime.
+func TestRenamedOwnCarriesHash(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		fine  bool
+		write bool // the file is written between the two stats
+		want  bool
+	}{
+		{"fine", true, false, true},
+		{"fine, written in between", true, true, false},
+		{"coarse", false, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := New(Config{FineCtime: c.fine, Granularity: time.Nanosecond})
+			dir := t.TempDir()
+			p, q := filepath.Join(dir, "tmp"), filepath.Join(dir, "f")
+			must(t, os.WriteFile(p, []byte("content\n"), 0o644))
+			before := targetOf(t, p, "tmp")
+			if _, err := g.hashes.Sum(before.Stat, before.Open); err != nil {
+				t.Fatal(err)
+			}
+			if c.write {
+				must(t, os.WriteFile(p, []byte("CONTENT\n"), 0o644))
+			}
+			must(t, os.Rename(p, q))
+			after := targetOf(t, q, "f")
+			if after.Stat.CtimeNs == before.Stat.CtimeNs {
+				t.Skip("the rename kept the ctime: a coarse clock")
+			}
+			g.RenamedOwn(before.Stat, after.Stat)
+			if _, ok := g.hashes.Lookup(after.Stat); ok != c.want {
+				t.Fatalf("entry under the stat after the rename: %v, want %v", ok, c.want)
+			}
+		})
+	}
+}

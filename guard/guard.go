@@ -401,6 +401,16 @@ func (g *Guard) RenameBy(id FileID, path, by string) {
 	}
 }
 
+// RenamedOwn tells the guard that a change through the mount which sets
+// only a file's ctime (a rename of it) took it from the stat before to
+// the stat after, both taken under its identity lock (Lock): where a
+// change after a stat always moves the ctime (Config.FineCtime), its
+// cached hash is carried to after's key, so that the next decision on a
+// file `sed -i` renamed into place reads nothing back
+// (docs/DESIGN.md#fine-ctime). A no-op when the size or mtime differ, or
+// the cache holds no entry under before. Safe for concurrent use.
+func (g *Guard) RenamedOwn(before, after Stat) { g.hashes.carry(before, after) }
+
 // Invalidate drops the cached hash of id after an external change, so the
 // next freshness check rehashes. Records stay: the hash stays authoritative,
 // so an external touch with identical bytes keeps them fresh.

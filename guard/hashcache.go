@@ -300,6 +300,23 @@ func (c *HashCache) storeWritten(st Stat, h Hash) {
 	c.store(hashEntry{key: keyOf(st), hash: h, hashedAt: c.now().UnixNano()})
 }
 
+// carry moves the entry under before's key to after's, for a change of
+// the file made under its identity lock that sets only its ctime (the
+// session's own rename): only with FineCtime, only when the file's
+// identity, size and mtime are before's (a write after before's stat
+// would have moved the mtime), and only when the entry is before's.
+func (c *HashCache) carry(before, after Stat) {
+	if !c.FineCtime || c.NoReuse || before.ID != after.ID || before.Size != after.Size || before.MtimeNs != after.MtimeNs {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[before.ID]; ok && e.key == keyOf(before) {
+		e.key = keyOf(after)
+		c.entries[before.ID] = e
+	}
+}
+
 func (c *HashCache) store(e hashEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

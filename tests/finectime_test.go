@@ -25,7 +25,8 @@ func (m *mount) hashCounts() map[string]any {
 // every change after a stat its own ctime (docs/DESIGN.md#fine-ctime, this
 // machine's ext4), the session's next decision on files it wrote through
 // the mount reads none of them back: an overwrite and a removal hash
-// nothing. Elsewhere each is read once, as the racy rule wants. Either
+// nothing, a file `sed -i` renamed into place included. Elsewhere each is
+// read once, as the racy rule wants. Either
 // way an outside change of the same size after the write is refused
 // (the watcher is off: only the stat key and the hash can tell), and a
 // change between two writes of one handle makes its credit read the file
@@ -33,16 +34,17 @@ func (m *mount) hashCounts() map[string]any {
 func TestOwnWriteDecidedWithoutReadBack(t *testing.T) {
 	m := newMount(t, nil, func(c *daemon.Config) { c.Cache.Watch = false })
 	fine, _ := m.hashCounts()["fine_ctime"].(bool)
-	m.mustSh("printf 'first\\n' > own.txt && mkdir d && printf 'x\\n' > d/a && printf 'y\\n' > d/b")
+	m.mustSh("printf 'first\\n' > own.txt && mkdir d && printf 'x\\n' > d/a && printf 'y\\n' > d/b &&" +
+		" printf 'z\\n' > s.txt && sed -i s/z/w/ s.txt")
 	misses := func() float64 { return m.hashCounts()["misses"].(float64) }
 	before := misses()
-	m.mustSh("printf 'second\\n' > own.txt && rm -r d")
-	want := 3.0
+	m.mustSh("printf 'second\\n' > own.txt && rm -r d s.txt")
+	want := 4.0
 	if fine {
 		want = 0
 	}
 	if got := misses() - before; got != want {
-		t.Fatalf("fine_ctime %v: the decisions on 3 own files hashed %v of them, want %v", fine, got, want)
+		t.Fatalf("fine_ctime %v: the decisions on 4 own files hashed %v of them, want %v", fine, got, want)
 	}
 
 	m.mustSh("printf 'aaaa\\n' > t.txt")
