@@ -491,12 +491,20 @@ func (l *locked) parentDirs(rels []string, tracked []bool) ([]dirFd, []string, f
 // meanwhile with the same inode number never has its fresh guard state
 // dropped or marked as another session's mutation. Nothing is pinned when
 // leaf cannot be opened (the removal will fail or find nothing to forget).
-// unpin hands the descriptor to lc, which closes it after the reply
+// unpin closes the descriptor, or, when the file has no link left (its
+// close may free it), hands it to lc, which closes it after the reply
 // (docs/DESIGN.md#late-unpin).
 func pinIn(d dirFd, leaf string, lc *lateCloser) (unpin func()) {
 	fd, err := unix.Openat(d.FD, leaf, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return func() {}
 	}
-	return func() { lc.closeLater(fd) }
+	return func() {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Nlink == 0 {
+			lc.closeLater(fd)
+			return
+		}
+		unix.Close(fd) // still linked (a name left, a journal's pre-image): nothing to free
+	}
 }
