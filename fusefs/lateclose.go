@@ -2,89 +2,83 @@ package fusefs
 
 import (
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// lateCloseQueue bounds the descriptors waiting for lateCloser's
-// goroutine; past it a descriptor is closed in the request, as before.
+// lateCloseQueue bounds the descriptors waiting for a lateCloser's
+// batch; past it a descriptor is closed in the request, as before.
 const lateCloseQueue = 256
 
-// lateCloser closes, on its own goroutine after the request's reply, the
-// O_PATH descriptors that pin a removed or replaced file until the guard
-// has been told (pinIn). Their close is often the file's last reference:
-// the kernel then frees the inode and its blocks in close(2) (ext4's
-// truncate, and with the discard mount option a synchronous discard of
-// every extent), which a removal through the mount would otherwise wait
-// for: a third of a guarded UNLINK's daemon time in `git checkout -- .`
-// on this machine (docs/DESIGN.md#late-unpin). A pin held a little longer
-// only delays the reuse of its inode number, which is what it is for.
-// The zero value is ready; safe for concurrent use. close waits for the
-// queue to drain (FS.Close, once no request runs).
+// lateCloseDelay is how long a lateCloser gathers descriptors before it
+// closes them in one batch: one timer wakeup for the several removals a
+// tool makes meanwhile (an `rm -rf` through the mount removes a file
+// every 100-300 µs here), where one wakeup each cost about as much CPU as
+// it saved the request.
+const lateCloseDelay = time.Millisecond
+
+// lateCloser closes, in batches after the request's reply, the O_PATH
+// descriptors that pin a removed or replaced file left with no link
+// until the guard has been told (pinIn). Their close is the file's last
+// reference: the kernel then frees the inode and its blocks in close(2)
+// (ext4's truncate, and with the discard mount option a synchronous
+// discard of every extent), which a removal through the mount would
+// otherwise wait for: a third of a guarded UNLINK's daemon time in
+// `git checkout -- .` on this machine (docs/DESIGN.md#late-unpin). A pin
+// held a little longer only delays the reuse of its inode number, which
+// is what it is for. The zero value is ready; safe for concurrent use.
+// close closes what is queued and waits for a batch being closed
+// (FS.Close, once no request runs).
 type lateCloser struct {
-	mu      sync.RWMutex
-	started bool
-	closed  bool
-	ch      chan int
-	done    chan struct{}
+	mu     sync.Mutex
+	fds    []int
+	armed  bool // a batch's timer is set
+	closed bool
+	wg     sync.WaitGroup // batches whose timer is set or running
 }
 
-// closeLater hands fd to the goroutine (started at the first call), or
-// closes it at once when the queue is full or the closer closed.
+// closeLater queues fd for the next batch, setting its timer when none
+// is set, or closes it at once when the queue is full or the closer
+// closed.
 func (c *lateCloser) closeLater(fd int) {
-	c.mu.RLock()
-	if c.started && !c.closed {
-		select {
-		case c.ch <- fd:
-			c.mu.RUnlock()
-			return
-		default:
-		}
-	}
-	started, closed := c.started, c.closed
-	c.mu.RUnlock()
-	if !started && !closed && c.start() {
-		c.closeLater(fd)
-		return
-	}
-	unix.Close(fd)
-}
-
-// start starts the goroutine once; false when the closer is closed.
-func (c *lateCloser) start() bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return false
-	}
-	if !c.started {
-		c.started = true
-		c.ch, c.done = make(chan int, lateCloseQueue), make(chan struct{})
-		go func() {
-			defer close(c.done)
-			for fd := range c.ch {
-				unix.Close(fd)
-			}
-		}()
-	}
-	return true
-}
-
-// close closes every queued descriptor and stops the goroutine; later
-// descriptors are closed at once. Idempotent.
-func (c *lateCloser) close() {
-	c.mu.Lock()
-	if c.closed {
+	if c.closed || len(c.fds) >= lateCloseQueue {
 		c.mu.Unlock()
+		unix.Close(fd)
 		return
 	}
-	c.closed = true
-	started := c.started
-	if started {
-		close(c.ch)
+	c.fds = append(c.fds, fd)
+	if !c.armed {
+		c.armed = true
+		c.wg.Add(1)
+		time.AfterFunc(lateCloseDelay, c.flush)
 	}
 	c.mu.Unlock()
-	if started {
-		<-c.done
+}
+
+// flush closes the queued descriptors (a batch's timer).
+func (c *lateCloser) flush() {
+	defer c.wg.Done()
+	c.mu.Lock()
+	fds := c.fds
+	c.fds, c.armed = nil, false
+	c.mu.Unlock()
+	for _, fd := range fds {
+		unix.Close(fd)
 	}
+}
+
+// close closes every queued descriptor, waits for a batch whose timer is
+// set, and makes later descriptors close at once. Idempotent.
+func (c *lateCloser) close() {
+	c.mu.Lock()
+	c.closed = true
+	fds := c.fds
+	c.fds = nil
+	c.mu.Unlock()
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	c.wg.Wait()
 }
