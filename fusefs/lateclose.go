@@ -8,8 +8,10 @@ import (
 )
 
 // lateCloseQueue bounds the descriptors waiting for a lateCloser's
-// batch; past it a descriptor is closed in the request, as before.
-const lateCloseQueue = 256
+// batch; past it a descriptor is closed in the request, as before. Well
+// inside the descriptors the handle budget leaves the daemon (at least
+// 256: fdBudget), of which pins are one use.
+const lateCloseQueue = 64
 
 // lateCloseDelay is how long a lateCloser gathers descriptors before it
 // closes them in one batch: one timer wakeup for the several removals a
