@@ -241,38 +241,35 @@ func (h *File) Write(ctx context.Context, data []byte, off int64) (written uint3
 // before a write, once the handle has written: a change between two of
 // its writes (another handle's, or outside the mount) breaks the hash,
 // which may then be cached for the session's next decision
-// (docs/DESIGN.md#fine-ctime). A failed stat breaks it too. Called under
-// the handle's mutex and identity lock.
+// (docs/DESIGN.md#fine-ctime). Called under the handle's mutex and
+// identity lock.
 func (h *File) statBeforeWrite() {
-	if !h.wh.Started() {
-		return // the first write, at offset 0, is the whole file or breaks it
+	if h.wh.Started() { // the first write, at offset 0, is the whole file or breaks it
+		h.statForHash(h.wh.Before)
 	}
-	h.fd(func(fd int) syscall.Errno {
-		var st syscall.Stat_t
-		if syscall.Fstat(fd, &st) != nil {
-			h.wh.Break()
-			return 0
-		}
-		h.wh.Before(guard.StatOf(&st))
-		return 0
-	})
 }
 
 // hashWritten feeds the bytes of a write (errno e, data written at off)
 // to the handle's WriteHash with the file's stat after it; a failed write
-// or stat breaks it. Called under the handle's mutex and identity lock.
+// breaks it. Called under the handle's mutex and identity lock.
 func (h *File) hashWritten(e syscall.Errno, data []byte, off int64) {
 	if e != 0 || !h.wh.Active() {
 		h.wh.Break()
 		return
 	}
+	h.statForHash(func(st guard.Stat) { h.wh.Wrote(off, data, st) })
+}
+
+// statForHash calls fn with the file's stat through the handle's
+// descriptor; a failed fstat breaks the handle's WriteHash instead.
+func (h *File) statForHash(fn func(guard.Stat)) {
 	h.fd(func(fd int) syscall.Errno {
 		var st syscall.Stat_t
 		if syscall.Fstat(fd, &st) != nil {
 			h.wh.Break()
 			return 0
 		}
-		h.wh.Wrote(off, data, guard.StatOf(&st))
+		fn(guard.StatOf(&st))
 		return 0
 	})
 }
