@@ -1,11 +1,14 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rubinofs/rubinofs/daemon"
 )
@@ -74,9 +77,30 @@ func TestOwnWriteDecidedWithoutReadBack(t *testing.T) {
 		}
 		done <- err
 	}()
-	b, err := os.ReadFile(ready) // the first write is in
-	if err != nil || string(b) != "ready\n" {
-		t.Fatalf("waiting for the first write: %q, %v", b, err)
+	t.Cleanup(func() { // a test failed before the script may go on: let it end
+		if fd, err := unix.Open(goOn, unix.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+			unix.Write(fd, []byte("go\n"))
+			unix.Close(fd)
+		}
+	})
+	readyCh := make(chan error, 1)
+	go func() {
+		b, err := os.ReadFile(ready)
+		if err == nil && string(b) != "ready\n" {
+			err = fmt.Errorf("read %q from the script", b)
+		}
+		readyCh <- err
+	}()
+	select { // the first write is in, or the script ended without it
+	case err := <-readyCh:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case err := <-done:
+		if fd, e := unix.Open(ready, unix.O_WRONLY|unix.O_NONBLOCK, 0); e == nil {
+			unix.Close(fd) // the reader's open returns
+		}
+		t.Fatalf("the script ended before its first write: %v", err)
 	}
 	f, err := os.OpenFile(m.backing("i.txt"), os.O_WRONLY, 0)
 	if err != nil {
