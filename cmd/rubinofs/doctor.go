@@ -198,7 +198,11 @@ func (e *doctorEnv) checks() []finding {
 	if e.allowOther {
 		out = append(out, e.checkAllowOther())
 	}
-	out = append(out, e.checkPassthrough(), e.checkInotify(), e.checkStateDir(), e.checkStaleState(), e.checkMountHelper())
+	out = append(out, e.checkPassthrough(), e.checkInotify())
+	if e.workspace != "" {
+		out = append(out, e.checkTimestamps())
+	}
+	out = append(out, e.checkStateDir(), e.checkStaleState(), e.checkMountHelper())
 	return out
 }
 

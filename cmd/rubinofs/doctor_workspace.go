@@ -90,6 +90,26 @@ func (e *doctorEnv) checkInotify() finding {
 	return f
 }
 
+// checkTimestamps: where every change after a stat gets its own ctime
+// (docs/DESIGN.md#fine-ctime) the guard trusts the hash it cached for a
+// file's stat; elsewhere the first decision on a file the session has
+// just written reads it back. Only with a workspace; a warn, never a
+// FAIL: the guard is as strict either way.
+func (e *doctorEnv) checkTimestamps() finding {
+	f := finding{Check: "timestamps"}
+	fine, why := daemon.FineCtime(e.workspace, "")
+	f.Detail = e.workspace + ": " + why
+	if fine {
+		f.Level = levelOK
+		f.Detail += ": a decision trusts the hash cached for a file's stat"
+		return f
+	}
+	f.Level = levelWarn
+	f.Detail += ": the first decision on a file the session has just written reads it back"
+	f.Fix = "keep workspaces on ext4, XFS, btrfs or tmpfs under Linux 6.13 or later, where the daemon can check it (it needs to make an unnamed file in the workspace or its state directory)"
+	return f
+}
+
 // defaultStateDirFor is defaultStateDir for the checked user: the caller's
 // own rule, or root's /var/lib/rubinofs and another user's
 // ~/.local/state/rubinofs.
