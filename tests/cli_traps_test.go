@@ -7,6 +7,7 @@ package tests
 // durations for people. Each test drives the real binary (cli_test.go).
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // mountArgs runs `rubinofs ARGS...` in m.tmp, which must mount m (with
@@ -366,6 +368,11 @@ func TestCLIStoppedDaemon(t *testing.T) {
 	}
 	cont := func() { syscall.Kill(m.pid, syscall.SIGCONT) }
 	t.Cleanup(cont) // before the unmount (cleanups run last first)
+	// kill(2) returns before the daemon's threads have stopped; one still
+	// running could read the status command's request off /dev/fuse and
+	// then stop, and a request read by the daemon is waited for without
+	// interruption: the command could then never exit, whatever it says.
+	waitAllThreadsStopped(t, m.pid)
 	// Every control-file command finds its mount the same way (findMount).
 	out, code := cliCode(t, m.tmp, "status", m.mnt)
 	if code != 1 || !strings.Contains(out, "has not answered") || !strings.Contains(out, "rubinofs unmount --lazy "+m.mnt) {
@@ -483,4 +490,35 @@ func TestCLIInPlaceFromInside(t *testing.T) {
 		t.Errorf("warned about a working directory outside the mount:\n%s", out)
 	}
 	cm.unmount()
+}
+
+// waitAllThreadsStopped waits until every thread of process pid is in
+// the stopped state (T in /proc/PID/task/TID/stat), that is until the
+// group stop a SIGSTOP starts has reached them all. Polls every
+// millisecond against cliFailsafe.
+func waitAllThreadsStopped(t *testing.T, pid int) {
+	t.Helper()
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	for deadline := time.Now().Add(cliFailsafe); ; {
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatalf("threads of %d: %v", pid, err)
+		}
+		stopped := len(tasks) > 0
+		for _, task := range tasks {
+			b, err := os.ReadFile(dir + "/" + task.Name() + "/stat")
+			i := bytes.LastIndexByte(b, ')') // pid (comm) STATE ...: comm may hold spaces
+			if err != nil || i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon %d did not stop within %v of SIGSTOP", pid, cliFailsafe)
+		}
+		time.Sleep(time.Millisecond) // polling the threads' state, bounded above
+	}
 }
