@@ -197,13 +197,23 @@ func adoptOrphans(t *testing.T) {
 // gone reports whether process pid has exited: it has no /proc entry, or
 // it is a zombie (state Z or X) that only waits for its parent to reap it.
 func gone(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, ok := procState("/proc/" + strconv.Itoa(pid) + "/stat")
+	return !ok || st == 'Z' || st == 'X'
+}
+
+// procState returns the state letter of a /proc stat file (a process's or
+// a thread's); ok is false when it cannot be read.
+func procState(statFile string) (state byte, ok bool) {
+	b, err := os.ReadFile(statFile)
 	if err != nil {
-		return true
+		return 0, false
 	}
 	// pid (comm) STATE ...: comm may hold spaces and parentheses.
 	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
+	if i < 0 || i+2 >= len(b) {
+		return 0, false
+	}
+	return b[i+2], true
 }
 
 // waitPidGone waits up to cliFailsafe for process pid to exit and reports

@@ -7,7 +7,6 @@ package tests
 // durations for people. Each test drives the real binary (cli_test.go).
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -506,9 +505,7 @@ func waitAllThreadsStopped(t *testing.T, pid int) {
 		}
 		stopped := len(tasks) > 0
 		for _, task := range tasks {
-			b, err := os.ReadFile(dir + "/" + task.Name() + "/stat")
-			i := bytes.LastIndexByte(b, ')') // pid (comm) STATE ...: comm may hold spaces
-			if err != nil || i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			if st, ok := procState(dir + "/" + task.Name() + "/stat"); !ok || (st != 'T' && st != 't') {
 				stopped = false
 				break
 			}
