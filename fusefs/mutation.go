@@ -279,7 +279,7 @@ func (m mutation) apply(ctx context.Context, f *FS) (uint64, syscall.Errno) {
 // rename over a file of an editor's or `sed -i`'s save).
 func (m *mutation) carryHash(f *FS, gs []guardedChild) {
 	src, dst := &gs[0], &gs[1]
-	if !src.ok || !dst.inDir {
+	if !src.ok || !dst.inDir || !f.cfg.Guard.CarriesHashes() {
 		return
 	}
 	var st syscall.Stat_t

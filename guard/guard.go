@@ -411,6 +411,11 @@ func (g *Guard) RenameBy(id FileID, path, by string) {
 // the cache holds no entry under before. Safe for concurrent use.
 func (g *Guard) RenamedOwn(before, after Stat) { g.hashes.carry(before, after) }
 
+// CarriesHashes reports whether RenamedOwn can do anything (the hash
+// cache trusts fine ctimes: Config.FineCtime), so a caller may skip the
+// stat it would take for it.
+func (g *Guard) CarriesHashes() bool { return g.hashes.FineCtime && !g.hashes.NoReuse }
+
 // Invalidate drops the cached hash of id after an external change, so the
 // next freshness check rehashes. Records stay: the hash stays authoritative,
 // so an external touch with identical bytes keeps them fresh.
