@@ -28,34 +28,52 @@ func findMount(flag string) (string, error) {
 			}
 		}
 	}
+	var dirs []string // where to look for a control tree, in order
 	if flag != "" {
 		abs, err := filepath.Abs(flag)
 		if err != nil {
 			return "", err
 		}
-		if err := statBounded(filepath.Join(abs, ctltree.DirName, "status")); errors.Is(err, errNoAnswer) {
-			return "", noAnswer(abs)
-		} else if err != nil {
-			return "", fmt.Errorf("%s is not a rubinofs mount (no %s/status): %w", abs, ctltree.DirName, err)
+		dirs = []string{abs}
+	} else {
+		dir, err := os.Getwd()
+		if err != nil {
+			return "", err
 		}
-		return abs, nil
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if err := statBounded(filepath.Join(dir, ctltree.DirName, "status")); err == nil {
-			return dir, nil
-		} else if errors.Is(err, errNoAnswer) {
-			return "", noAnswer(dir)
+		for {
+			dirs = append(dirs, dir)
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
 		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not inside a rubinofs mount: give the mount with --mount DIR, or run this inside one")
-		}
-		dir = parent
 	}
+	paths := make([]string, len(dirs))
+	for i, d := range dirs {
+		paths[i] = filepath.Join(d, ctltree.DirName, "status")
+	}
+	found, failure := "", error(nil)
+	probeStats(paths, func(i int, err error) bool {
+		switch {
+		case err == nil:
+			found = dirs[i]
+		case errors.Is(err, errNoAnswer):
+			failure = noAnswer(dirs[i])
+		case flag != "":
+			failure = fmt.Errorf("%s is not a rubinofs mount (no %s/status): %w", dirs[i], ctltree.DirName, err)
+		default:
+			return true // not here: the directory above
+		}
+		return false
+	})
+	switch {
+	case found != "":
+		return found, nil
+	case failure != nil:
+		return "", failure
+	}
+	return "", errors.New("not inside a rubinofs mount: give the mount with --mount DIR, or run this inside one")
 }
 
 // mountProbeTimeout bounds findMount's stat of a control tree: a mount
@@ -63,27 +81,9 @@ func findMount(flag string) (string, error) {
 // cgroup) or stuck, and the command says so instead of waiting for it.
 const mountProbeTimeout = 10 * time.Second
 
-// errNoAnswer is statBounded's error for a stat not answered within
+// errNoAnswer is probeStats' error for a stat not answered within
 // mountProbeTimeout.
 var errNoAnswer = errors.New("no answer")
-
-// statBounded is os.Stat of p, given up after mountProbeTimeout
-// (errNoAnswer). The stat goes on in its goroutine; the process's exit
-// ends it, since the kernel drops a FUSE request that the daemon has not
-// read yet when its caller is killed.
-func statBounded(p string) error {
-	done := make(chan error, 1)
-	go func() {
-		_, err := os.Stat(p)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(mountProbeTimeout):
-		return errNoAnswer
-	}
-}
 
 // noAnswer is findMount's error for the mount at dir whose daemon did not
 // answer, with what to do.

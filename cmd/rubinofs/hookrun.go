@@ -211,14 +211,24 @@ func hookMount(flag, cwd string) (string, error) {
 	if err == nil || flag != "" || cwd == "" {
 		return mnt, err
 	}
+	var dirs, paths []string
 	for dir := filepath.Clean(cwd); ; dir = filepath.Dir(dir) {
-		if _, serr := os.Stat(filepath.Join(dir, ctltree.DirName, "status")); serr == nil {
-			return dir, nil
-		}
+		dirs, paths = append(dirs, dir), append(paths, filepath.Join(dir, ctltree.DirName, "status"))
 		if dir == filepath.Dir(dir) {
-			return "", err
+			break
 		}
 	}
+	found := ""
+	probeStats(paths, func(i int, serr error) bool { // in a child, as findMount's
+		if serr == nil {
+			found = dirs[i]
+		}
+		return serr != nil && !errors.Is(serr, errNoAnswer) // on past a directory without one
+	})
+	if found == "" {
+		return "", err
+	}
+	return found, nil
 }
 
 // sessionDenials reads and parses the session's denial log

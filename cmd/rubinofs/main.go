@@ -123,6 +123,9 @@ func printVersion(c *cli.Context) {
 }
 
 func main() {
+	if os.Getenv(probeChildEnv) == "1" { // findMount's probe (probe.go)
+		os.Exit(probeChildMain(os.Args[1:], os.Stdout))
+	}
 	// Called as mount(8)'s helper (mount.fuse.rubinofs, or by fuse3's
 	// mount.fuse as `rubinofs /WORKSPACE MNT -o OPTS`): mount(8)'s calling
 	// convention and exit codes (mounthelper.go).

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// TestProbeChildLines: the probe child stats its paths in order, one line
+// each, stops at the first that exists, and the parent reads each line
+// back as the stat's result: an *os.PathError with the errno for a missing
+// path, nil for the one found.
+func TestProbeChildLines(t *testing.T) {
+	dir := t.TempDir()
+	have := filepath.Join(dir, "have")
+	if err := os.WriteFile(have, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing, after := filepath.Join(dir, "missing"), filepath.Join(dir, "after")
+	var out bytes.Buffer
+	if code := probeChildMain([]string{missing, have, after}, &out); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(out.Bytes(), []byte("\n")), []byte("\n"))
+	if len(lines) != 2 {
+		t.Fatalf("lines %q, want two: the missing path's and the found one's", lines)
+	}
+	err := probeResult(missing, string(lines[0]))
+	var pe *os.PathError
+	if !errors.As(err, &pe) || pe.Path != missing || !errors.Is(err, syscall.ENOENT) || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing path: %v (%T), want an *os.PathError of %s with ENOENT", err, err, missing)
+	}
+	if err := probeResult(have, string(lines[1])); err != nil {
+		t.Errorf("found path: %v", err)
+	}
+	if err := probeResult(have, "garbage"); err == nil {
+		t.Errorf("an unreadable line was taken for a result")
+	}
+}
+
+// TestMain runs this test binary as the probe child when probeStats
+// starts it (it execs /proc/self/exe, which here is the test binary), and
+// the tests otherwise.
+func TestMain(m *testing.M) {
+	if os.Getenv(probeChildEnv) == "1" {
+		os.Exit(probeChildMain(os.Args[1:], os.Stdout))
+	}
+	os.Exit(m.Run())
+}
