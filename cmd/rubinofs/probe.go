@@ -22,6 +22,10 @@ import (
 // a user.
 const probeChildEnv = "RUBINOFS_PROBE_CHILD"
 
+// probeExe is the probe child's executable: this binary, whatever its
+// name or whether it was replaced since it started. A variable for tests.
+var probeExe = "/proc/self/exe"
+
 // probeChildMain is the probe child's whole run: it stats each path in
 // paths in order and writes one line per path on out, "ok" or
 // "err ERRNO MESSAGE" (ERRNO 0 for an error that carries no errno), and
@@ -57,7 +61,14 @@ func probeChildMain(paths []string, out io.Writer) int {
 // the same way: the command still says so after mountProbeTimeout, but
 // may not exit until the daemon answers.
 func probeStats(paths []string, each func(i int, err error) bool) {
-	cmd := exec.Command("/proc/self/exe", paths...)
+	if os.Getenv(probeChildEnv) == "1" {
+		// A probe child that got here (a test binary run as one without
+		// its TestMain's check) must not start another, and that one
+		// another: the stats run here instead.
+		inProcess(paths, each)
+		return
+	}
+	cmd := exec.Command(probeExe, paths...)
 	cmd.Env = append(os.Environ(), probeChildEnv+"=1")
 	cmd.Stdin, cmd.Stderr = nil, nil // /dev/null: the child holds none of the command's pipes
 	out, err := cmd.StdoutPipe()
@@ -65,11 +76,7 @@ func probeStats(paths []string, each func(i int, err error) bool) {
 		err = cmd.Start()
 	}
 	if err != nil {
-		for i, p := range paths {
-			if !each(i, statInProcess(p)) {
-				return
-			}
-		}
+		inProcess(paths, each)
 		return
 	}
 	lines := make(chan string)
@@ -106,12 +113,7 @@ func probeStats(paths []string, each func(i int, err error) bool) {
 				ended = true
 				// The child ended without an answer for p (killed from
 				// outside, or out of memory): stat it here instead.
-				each(i, statInProcess(p))
-				for j := i + 1; j < len(paths); j++ {
-					if !each(j, statInProcess(paths[j])) {
-						return
-					}
-				}
+				inProcess(paths[i:], func(j int, err error) bool { return each(i+j, err) })
 				return
 			}
 			if line == "ok" {
@@ -125,6 +127,16 @@ func probeStats(paths []string, each func(i int, err error) bool) {
 			}
 		case <-t.C:
 			each(i, errNoAnswer)
+			return
+		}
+	}
+}
+
+// inProcess is probeStats' fallback: each path stat'ed in this process
+// (statInProcess), in order, while each returns true.
+func inProcess(paths []string, each func(i int, err error) bool) {
+	for i, p := range paths {
+		if !each(i, statInProcess(p)) {
 			return
 		}
 	}

@@ -51,3 +51,25 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// TestProbeChildStartsNone: a process that is itself a probe child stats
+// in-process instead of starting another child, so a binary run as a
+// child by mistake (a test binary without TestMain's check) cannot start
+// children without end. Seen: the test binary of this package, before
+// its TestMain, started itself for every probe, each copy ran every test,
+// and the copies multiplied until they were killed.
+func TestProbeChildStartsNone(t *testing.T) {
+	t.Setenv(probeChildEnv, "1")
+	old := probeExe
+	probeExe = "/bin/echo" // a child would answer with its arguments
+	t.Cleanup(func() { probeExe = old })
+	dir := t.TempDir()
+	var got []error
+	probeStats([]string{filepath.Join(dir, "none"), dir}, func(i int, err error) bool {
+		got = append(got, err)
+		return err != nil
+	})
+	if len(got) != 2 || !errors.Is(got[0], fs.ErrNotExist) || got[1] != nil {
+		t.Fatalf("results %v, want not-exist and then nil, stat'ed in this process", got)
+	}
+}
