@@ -212,11 +212,27 @@ var ErrNotMounted = errors.New("not a mount point")
 // others of umount2 or fusermount3. Source: umount2(2); fuse(4) for the
 // ENOTCONN of an aborted connection.
 func Unmount(mountpoint string, lazy bool) (what string, err error) {
+	return UnmountWith(mountpoint, lazy, nil)
+}
+
+// UnmountWith is Unmount with the probe of whether the mount's server is
+// gone made by probe (nil: DeadMount's, in this process): probe(abs)
+// returns the error of a stat and a statfs of the mountpoint, ENOTCONN
+// when the server is gone. A command whose process must be able to exit
+// makes that probe in a child process: a FUSE request the server has read
+// and holds is waited for uninterruptibly, and no process with a thread in
+// that wait can exit.
+func UnmountWith(mountpoint string, lazy bool, probe func(abs string) error) (what string, err error) {
 	abs, err := filepath.Abs(mountpoint)
 	if err != nil {
 		return "", err
 	}
-	_, dead := DeadMount(abs)
+	var dead bool
+	if probe == nil {
+		_, dead = DeadMount(abs)
+	} else {
+		dead = errors.Is(probe(abs), syscall.ENOTCONN)
+	}
 	detach := lazy || dead
 	if err := unmount(abs, detach); err != nil {
 		return "", err

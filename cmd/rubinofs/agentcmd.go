@@ -226,7 +226,7 @@ func unmountIfIdle(root, own string) string {
 	if len(live) > 0 {
 		return fmt.Sprintf("left %s mounted: other sessions are live (%s); unmount it with `rubinofs unmount %s` once they end", root, strings.Join(live, ", "), shq(root))
 	}
-	what, err := fusefs.Unmount(root, false)
+	what, err := fusefs.UnmountWith(root, false, mountGone) // probe.go
 	if err != nil {
 		return fmt.Sprintf("left %s mounted: %v; unmount it with `rubinofs unmount %s` once it is free", root, err, shq(root))
 	}

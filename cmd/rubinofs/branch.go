@@ -345,7 +345,7 @@ func branchDiscard(c *cli.Context) error {
 		if c.Bool("force") {
 			abortConnection(b.Mnt()) // a process in the branch's namespace keeps it otherwise
 		}
-		if _, err := fusefs.Unmount(b.Mnt(), c.Bool("force")); err != nil {
+		if _, err := fusefs.UnmountWith(b.Mnt(), c.Bool("force"), mountGone); err != nil { // probe.go
 			return cli.Exit(fmt.Sprintf("rubinofs branch discard: %v (a process has files open in the branch: end it, or --force)", err), 1)
 		}
 	}

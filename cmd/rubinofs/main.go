@@ -123,8 +123,8 @@ func printVersion(c *cli.Context) {
 }
 
 func main() {
-	if os.Getenv(probeChildEnv) == "1" { // findMount's probe (probe.go)
-		os.Exit(probeChildMain(os.Args[1:], os.Stdout))
+	if mode := os.Getenv(probeChildEnv); mode != "" { // findMount's or unmount's probe (probe.go)
+		os.Exit(probeChildMain(mode, os.Args[1:], os.Stdout))
 	}
 	// Called as mount(8)'s helper (mount.fuse.rubinofs, or by fuse3's
 	// mount.fuse as `rubinofs /WORKSPACE MNT -o OPTS`): mount(8)'s calling

@@ -461,7 +461,7 @@ See docs/RELIABILITY.md.`,
 			if c.NArg() != 1 {
 				return cli.Exit("usage: rubinofs unmount [--lazy] MOUNTPOINT", 2)
 			}
-			what, err := fusefs.Unmount(c.Args().First(), c.Bool("lazy"))
+			what, err := fusefs.UnmountWith(c.Args().First(), c.Bool("lazy"), mountGone) // probe.go
 			if errors.Is(err, fusefs.ErrBusy) {
 				return cli.Exit("rubinofs: "+err.Error(), exitBusy)
 			}

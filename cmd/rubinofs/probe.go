@@ -18,22 +18,42 @@ import (
 )
 
 // probeChildEnv marks the CLI binary's run as a mount probe child
-// (probeChildMain): set to "1" in its environment by probeStats, never by
-// a user.
+// (probeChildMain): set in its environment by probeStats to the probe's
+// mode (probeStat or probeMount), never by a user.
 const probeChildEnv = "RUBINOFS_PROBE_CHILD"
 
 // probeExe is the probe child's executable: this binary, whatever its
 // name or whether it was replaced since it started. A variable for tests.
 var probeExe = "/proc/self/exe"
 
-// probeChildMain is the probe child's whole run: it stats each path in
-// paths in order and writes one line per path on out, "ok" or
-// "err ERRNO MESSAGE" (ERRNO 0 for an error that carries no errno), and
-// stops after the first "ok". It returns the exit status, 0.
-func probeChildMain(paths []string, out io.Writer) int {
+// The probe modes (probeOnce).
+const (
+	probeStat  = "stat"  // stat(2) of the path
+	probeMount = "mount" // stat(2), then statfs(2) unless stat gave ENOTCONN: is a mount's server gone
+)
+
+// probeOnce probes p as mode says and returns the error (nil: it exists,
+// or its mount answers).
+func probeOnce(mode, p string) error {
+	_, err := os.Stat(p)
+	if mode != probeMount || errors.Is(err, syscall.ENOTCONN) {
+		return err
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(p, &st); err != nil {
+		return &os.PathError{Op: "statfs", Path: p, Err: err}
+	}
+	return nil
+}
+
+// probeChildMain is the probe child's whole run: it probes each path in
+// paths in order (probeOnce, in mode) and writes one line per path on
+// out, "ok" or "err ERRNO MESSAGE" (ERRNO 0 for an error that carries no
+// errno), and stops after the first "ok". It returns the exit status, 0.
+func probeChildMain(mode string, paths []string, out io.Writer) int {
 	w := bufio.NewWriter(out)
 	for _, p := range paths {
-		_, err := os.Stat(p)
+		err := probeOnce(mode, p)
 		if err == nil {
 			fmt.Fprintln(w, "ok")
 			w.Flush()
@@ -61,22 +81,28 @@ func probeChildMain(paths []string, out io.Writer) int {
 // the same way: the command still says so after mountProbeTimeout, but
 // may not exit until the daemon answers.
 func probeStats(paths []string, each func(i int, err error) bool) {
-	if os.Getenv(probeChildEnv) == "1" {
+	probeIn(probeStat, mountProbeTimeout, paths, each)
+}
+
+// probeIn is probeStats with the probe's mode and how long each path's
+// probe may take.
+func probeIn(mode string, timeout time.Duration, paths []string, each func(i int, err error) bool) {
+	if os.Getenv(probeChildEnv) != "" {
 		// A probe child that got here (a test binary run as one without
 		// its TestMain's check) must not start another, and that one
 		// another: the stats run here instead.
-		inProcess(paths, each)
+		inProcess(mode, timeout, paths, each)
 		return
 	}
 	cmd := exec.Command(probeExe, paths...)
-	cmd.Env = append(os.Environ(), probeChildEnv+"=1")
+	cmd.Env = append(os.Environ(), probeChildEnv+"="+mode)
 	cmd.Stdin, cmd.Stderr = nil, nil // /dev/null: the child holds none of the command's pipes
 	out, err := cmd.StdoutPipe()
 	if err == nil {
 		err = cmd.Start()
 	}
 	if err != nil {
-		inProcess(paths, each)
+		inProcess(mode, timeout, paths, each)
 		return
 	}
 	lines := make(chan string)
@@ -105,7 +131,7 @@ func probeStats(paths []string, each func(i int, err error) bool) {
 		}()
 	}()
 	for i, p := range paths {
-		t := time.NewTimer(mountProbeTimeout)
+		t := time.NewTimer(timeout)
 		select {
 		case line, ok := <-lines:
 			t.Stop()
@@ -113,7 +139,7 @@ func probeStats(paths []string, each func(i int, err error) bool) {
 				ended = true
 				// The child ended without an answer for p (killed from
 				// outside, or out of memory): stat it here instead.
-				inProcess(paths[i:], func(j int, err error) bool { return each(i+j, err) })
+				inProcess(mode, timeout, paths[i:], func(j int, err error) bool { return each(i+j, err) })
 				return
 			}
 			if line == "ok" {
@@ -130,13 +156,16 @@ func probeStats(paths []string, each func(i int, err error) bool) {
 			return
 		}
 	}
+	for range lines { // every path answered: the child is exiting
+	}
+	ended = true
 }
 
-// inProcess is probeStats' fallback: each path stat'ed in this process
-// (statInProcess), in order, while each returns true.
-func inProcess(paths []string, each func(i int, err error) bool) {
+// inProcess is probeIn's fallback: each path probed in this process
+// (probeInProcess), in order, while each returns true.
+func inProcess(mode string, timeout time.Duration, paths []string, each func(i int, err error) bool) {
 	for i, p := range paths {
-		if !each(i, statInProcess(p)) {
+		if !each(i, probeInProcess(mode, timeout, p)) {
 			return
 		}
 	}
@@ -158,19 +187,35 @@ func probeResult(p, line string) error {
 	return fmt.Errorf("stat %s: the probe answered %q", p, line)
 }
 
-// statInProcess is os.Stat of p, given up after mountProbeTimeout
-// (errNoAnswer), in this process: the fallback of probeStats. The stat
+// probeInProcess is probeOnce of p, given up after timeout
+// (errNoAnswer), in this process: the fallback of probeIn. The probe
 // goes on in its goroutine.
-func statInProcess(p string) error {
+func probeInProcess(mode string, timeout time.Duration, p string) error {
 	done := make(chan error, 1)
-	go func() {
-		_, err := os.Stat(p)
-		done <- err
-	}()
+	go func() { done <- probeOnce(mode, p) }()
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(mountProbeTimeout):
+	case <-time.After(timeout):
 		return errNoAnswer
 	}
+}
+
+// unmountProbeTimeout bounds `rubinofs unmount`'s probe of whether the
+// mount's server is gone; a server that does not answer by then is taken
+// for alive (and the unmount goes on), as fusefs.DeadMount does.
+const unmountProbeTimeout = 5 * time.Second
+
+// mountGone is the unmount's probe (fusefs.UnmountWith) of whether the
+// server of the mount at abs is gone, made by a child process (probeIn,
+// probeMount), so that a server that holds the probe's request cannot keep
+// the command from exiting: the kernel's ENOTCONN when it is gone, else
+// nil or another error.
+func mountGone(abs string) error {
+	var res error
+	probeIn(probeMount, unmountProbeTimeout, []string{abs}, func(_ int, err error) bool {
+		res = err
+		return false
+	})
+	return res
 }

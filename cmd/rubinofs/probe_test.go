@@ -22,7 +22,7 @@ func TestProbeChildLines(t *testing.T) {
 	}
 	missing, after := filepath.Join(dir, "missing"), filepath.Join(dir, "after")
 	var out bytes.Buffer
-	if code := probeChildMain([]string{missing, have, after}, &out); code != 0 {
+	if code := probeChildMain(probeStat, []string{missing, have, after}, &out); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	lines := bytes.Split(bytes.TrimSuffix(out.Bytes(), []byte("\n")), []byte("\n"))
@@ -46,8 +46,8 @@ func TestProbeChildLines(t *testing.T) {
 // starts it (it execs /proc/self/exe, which here is the test binary), and
 // the tests otherwise.
 func TestMain(m *testing.M) {
-	if os.Getenv(probeChildEnv) == "1" {
-		os.Exit(probeChildMain(os.Args[1:], os.Stdout))
+	if mode := os.Getenv(probeChildEnv); mode != "" {
+		os.Exit(probeChildMain(mode, os.Args[1:], os.Stdout))
 	}
 	os.Exit(m.Run())
 }
@@ -59,7 +59,7 @@ func TestMain(m *testing.M) {
 // its TestMain, started itself for every probe, each copy ran every test,
 // and the copies multiplied until they were killed.
 func TestProbeChildStartsNone(t *testing.T) {
-	t.Setenv(probeChildEnv, "1")
+	t.Setenv(probeChildEnv, probeStat)
 	old := probeExe
 	probeExe = "/bin/echo" // a child would answer with its arguments
 	t.Cleanup(func() { probeExe = old })
