@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -154,17 +155,26 @@ func randomSuffix() string {
 // nearest ancestor holding .rubino/status) and whether there is one.
 // Unlike findMount it looks at dir alone, never at $RUBINO_MOUNT: the
 // project is where the command was run.
+// The stats are a probe child's (probeStats), as findMount's: a daemon
+// that holds one makes the walk stop there, with no mount found.
 func mountAround(dir string) (string, bool) {
+	var dirs, paths []string
 	for {
-		if _, err := os.Stat(filepath.Join(dir, ctltree.DirName, "status")); err == nil {
-			return dir, true
-		}
+		dirs, paths = append(dirs, dir), append(paths, filepath.Join(dir, ctltree.DirName, "status"))
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", false
+			break
 		}
 		dir = parent
 	}
+	found := ""
+	probeStats(paths, func(i int, err error) bool {
+		if err == nil {
+			found = dirs[i]
+		}
+		return err != nil && !errors.Is(err, errNoAnswer) // on past a directory without one
+	})
+	return found, found != ""
 }
 
 // mountInPlace mounts dir over itself in the background (`rubinofs mount

@@ -123,7 +123,7 @@ func printVersion(c *cli.Context) {
 }
 
 func main() {
-	if mode := os.Getenv(probeChildEnv); mode != "" { // findMount's or unmount's probe (probe.go)
+	if mode, ok := isProbeChild(os.Args); ok { // findMount's or unmount's probe (probe.go)
 		os.Exit(probeChildMain(mode, os.Args[1:], os.Stdout))
 	}
 	// Called as mount(8)'s helper (mount.fuse.rubinofs, or by fuse3's

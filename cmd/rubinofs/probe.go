@@ -17,10 +17,27 @@ import (
 	"time"
 )
 
-// probeChildEnv marks the CLI binary's run as a mount probe child
-// (probeChildMain): set in its environment by probeStats to the probe's
-// mode (probeStat or probeMount), never by a user.
-const probeChildEnv = "RUBINOFS_PROBE_CHILD"
+// probeChildEnv and probeChildArg0 mark the CLI binary's run as a mount
+// probe child (probeChildMain): probeIn sets the variable to the probe's
+// mode (probeStat or probeMount) and argv[0] to probeChildArg0. Both must
+// be there (isProbeChild), so a variable left in a user's environment
+// changes nothing.
+const (
+	probeChildEnv  = "RUBINOFS_PROBE_CHILD"
+	probeChildArg0 = "rubinofs-probe-child"
+)
+
+// isProbeChild reports whether this run, with arguments args (os.Args),
+// is a probe child, and its mode.
+func isProbeChild(args []string) (mode string, ok bool) {
+	mode = os.Getenv(probeChildEnv)
+	return mode, mode != "" && len(args) > 0 && args[0] == probeChildArg0
+}
+
+// maxProbeMessage bounds the message of an error line of the probe child
+// (an error without an errno), so that no line outgrows the parent's
+// reader, whatever the path.
+const maxProbeMessage = 1024
 
 // probeExe is the probe child's executable: this binary, whatever its
 // name or whether it was replaced since it started. A variable for tests.
@@ -47,10 +64,17 @@ func probeOnce(mode, p string) error {
 }
 
 // probeChildMain is the probe child's whole run: it probes each path in
-// paths in order (probeOnce, in mode) and writes one line per path on
-// out, "ok" or "err ERRNO MESSAGE" (ERRNO 0 for an error that carries no
-// errno), and stops after the first "ok". It returns the exit status, 0.
+// paths in order
+// (probeOnce, in mode) and writes one line per path on out, "ok" or
+// "err ERRNO OP MESSAGE" (ERRNO 0 and a message of at most
+// maxProbeMessage bytes for an error that carries no errno; OP the system
+// call), and stops after the first "ok". It returns the exit status: 0,
+// or 2 for an unknown mode.
 func probeChildMain(mode string, paths []string, out io.Writer) int {
+	if mode != probeStat && mode != probeMount {
+		fmt.Fprintf(os.Stderr, "rubinofs: unknown probe mode %q\n", mode)
+		return 2
+	}
 	w := bufio.NewWriter(out)
 	for _, p := range paths {
 		err := probeOnce(mode, p)
@@ -61,7 +85,18 @@ func probeChildMain(mode string, paths []string, out io.Writer) int {
 		}
 		var errno syscall.Errno
 		errors.As(err, &errno)
-		fmt.Fprintf(w, "err %d %s\n", int(errno), strings.ReplaceAll(err.Error(), "\n", " "))
+		op, msg := "stat", ""
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			op = pe.Op
+		}
+		if errno == 0 {
+			msg = strings.ReplaceAll(err.Error(), "\n", " ")
+			if len(msg) > maxProbeMessage {
+				msg = msg[:maxProbeMessage]
+			}
+		}
+		fmt.Fprintf(w, "err %d %s %s\n", int(errno), op, msg)
 		w.Flush() // the parent times each line
 	}
 	return 0
@@ -70,7 +105,8 @@ func probeChildMain(mode string, paths []string, out io.Writer) int {
 // probeStats stats paths in order, in a child process (the CLI binary
 // again, probeChildMain), until one exists, and calls each with the
 // result of every path stat'ed: nil, the stat's error (an *os.PathError
-// carrying its errno), or errNoAnswer when a stat did not finish within
+// carrying its errno, or one with the message alone when it had no
+// errno), or errNoAnswer when a stat did not finish within
 // mountProbeTimeout. each returns whether to go on. After errNoAnswer
 // the child is killed and left unwaited-for in the parent's path: a FUSE
 // request the daemon has read is waited for by its caller, uninterruptibly,
@@ -85,18 +121,26 @@ func probeStats(paths []string, each func(i int, err error) bool) {
 }
 
 // probeIn is probeStats with the probe's mode and how long each path's
-// probe may take.
+// probe may take. The child is started with argv[0] probeChildArg0 and
+// probeChildEnv set to mode (isProbeChild).
 func probeIn(mode string, timeout time.Duration, paths []string, each func(i int, err error) bool) {
 	if os.Getenv(probeChildEnv) != "" {
-		// A probe child that got here (a test binary run as one without
+		// A probe child (or a process whose environment says it is one)
+		// that got here (a test binary run as one without
 		// its TestMain's check) must not start another, and that one
 		// another: the stats run here instead.
 		inProcess(mode, timeout, paths, each)
 		return
 	}
 	cmd := exec.Command(probeExe, paths...)
+	cmd.Args[0] = probeChildArg0
 	cmd.Env = append(os.Environ(), probeChildEnv+"="+mode)
-	cmd.Stdin, cmd.Stderr = nil, nil // /dev/null: the child holds none of the command's pipes
+	// /dev/null for stdin and stderr: a stuck child holds none of the
+	// command's standard pipes. A descriptor the command inherited
+	// without close-on-exec (a make jobserver's) passes to the child as
+	// to any program the command runs; closing it in the child would
+	// also close the Go runtime's own (docs/DESIGN.md#cli-probe-child).
+	cmd.Stdin, cmd.Stderr = nil, nil
 	out, err := cmd.StdoutPipe()
 	if err == nil {
 		err = cmd.Start()
@@ -106,10 +150,16 @@ func probeIn(mode string, timeout time.Duration, paths []string, each func(i int
 		return
 	}
 	lines := make(chan string)
+	var scanErr error // read once lines is closed
 	go func() {
 		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
 			lines <- sc.Text()
+		}
+		scanErr = sc.Err()
+		if scanErr != nil {
+			io.Copy(io.Discard, out) // the child never blocks on a full pipe
 		}
 		close(lines)
 	}()
@@ -136,6 +186,12 @@ func probeIn(mode string, timeout time.Duration, paths []string, each func(i int
 		case line, ok := <-lines:
 			t.Stop()
 			if !ok {
+				if scanErr != nil {
+					// An unreadable answer: the child may still be
+					// probing; it is killed, not waited for.
+					each(i, fmt.Errorf("stat %s: reading the probe's answer: %w", p, scanErr))
+					return
+				}
 				ended = true
 				// The child ended without an answer for p (killed from
 				// outside, or out of memory): stat it here instead.
@@ -146,7 +202,7 @@ func probeIn(mode string, timeout time.Duration, paths []string, each func(i int
 				// The child's last line: it exits now.
 				for range lines {
 				}
-				ended = true
+				ended = scanErr == nil
 			}
 			if !each(i, probeResult(p, line)) {
 				return
@@ -158,7 +214,7 @@ func probeIn(mode string, timeout time.Duration, paths []string, each func(i int
 	}
 	for range lines { // every path answered: the child is exiting
 	}
-	ended = true
+	ended = scanErr == nil
 }
 
 // inProcess is probeIn's fallback: each path probed in this process
@@ -171,18 +227,18 @@ func inProcess(mode string, timeout time.Duration, paths []string, each func(i i
 	}
 }
 
-// probeResult turns one line of the probe child's ("ok", "err ERRNO
-// MESSAGE") into the result of the stat of p.
+// probeResult turns one line of the probe child's ("ok", "err ERRNO OP
+// MESSAGE") into the result of the probe of p.
 func probeResult(p, line string) error {
 	if line == "ok" {
 		return nil
 	}
-	f := strings.SplitN(line, " ", 3)
-	if len(f) == 3 && f[0] == "err" {
+	f := strings.SplitN(line, " ", 4)
+	if len(f) == 4 && f[0] == "err" {
 		if n, err := strconv.Atoi(f[1]); err == nil && n > 0 {
-			return &os.PathError{Op: "stat", Path: p, Err: syscall.Errno(n)}
+			return &os.PathError{Op: f[2], Path: p, Err: syscall.Errno(n)}
 		}
-		return errors.New(f[2])
+		return errors.New(f[3])
 	}
 	return fmt.Errorf("stat %s: the probe answered %q", p, line)
 }

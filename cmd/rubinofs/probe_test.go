@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestProbeChildLines: the probe child stats its paths in order, one line
@@ -42,14 +44,71 @@ func TestProbeChildLines(t *testing.T) {
 	}
 }
 
-// TestMain runs this test binary as the probe child when probeStats
-// starts it (it execs /proc/self/exe, which here is the test binary), and
-// the tests otherwise.
+// TestMain runs this test binary as the probe child when probeIn starts
+// it (it execs /proc/self/exe, which here is the test binary), and the
+// tests otherwise. The mode probeHang, for the tests only, never answers.
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(probeChildEnv); mode != "" {
+	if mode, ok := isProbeChild(os.Args); ok {
+		if mode == probeHang {
+			select {}
+		}
 		os.Exit(probeChildMain(mode, os.Args[1:], os.Stdout))
 	}
 	os.Exit(m.Run())
+}
+
+// probeHang is a probe mode of this test binary's child that never
+// answers, as a child whose request a daemon holds.
+const probeHang = "hang"
+
+// TestProbeNoAnswer: a child that does not answer within the timeout
+// makes the probe report errNoAnswer for that path and return, its child
+// killed and not waited for (the kill of a child stuck in a held request
+// takes effect only once the daemon answers).
+func TestProbeNoAnswer(t *testing.T) {
+	dir := t.TempDir()
+	var got []error
+	probeIn(probeHang, 200*time.Millisecond, []string{dir, filepath.Dir(dir)}, func(i int, err error) bool {
+		got = append(got, err)
+		return !errors.Is(err, errNoAnswer)
+	})
+	if len(got) != 1 || !errors.Is(got[0], errNoAnswer) {
+		t.Fatalf("results %v, want errNoAnswer for the first path and nothing after", got)
+	}
+}
+
+// TestProbeLongPath: a path too long for the kernel (or for a line of
+// the child's answer, were the path in it) is an error for that path, and
+// the probe goes on and returns. A line longer than the parent's reader
+// used to make it wait for a child blocked on a full pipe.
+func TestProbeLongPath(t *testing.T) {
+	dir := t.TempDir()
+	long := filepath.Join(dir, strings.Repeat("x/", 40000))
+	var got []error
+	probeStats([]string{long, dir}, func(i int, err error) bool {
+		got = append(got, err)
+		return err != nil
+	})
+	if len(got) != 2 || !errors.Is(got[0], syscall.ENAMETOOLONG) || got[1] != nil {
+		t.Fatalf("results %v, want ENAMETOOLONG and then nil", got)
+	}
+}
+
+// TestProbeChildMarkers: only a run with both markers (the variable and
+// argv[0]) is a probe child; the variable alone, left in a user's
+// environment, changes nothing.
+func TestProbeChildMarkers(t *testing.T) {
+	t.Setenv(probeChildEnv, probeStat)
+	if _, ok := isProbeChild([]string{"rubinofs", "status"}); ok {
+		t.Errorf("the variable alone made a run a probe child")
+	}
+	if mode, ok := isProbeChild([]string{probeChildArg0, "/x"}); !ok || mode != probeStat {
+		t.Errorf("a run with both markers: %q %v", mode, ok)
+	}
+	var out bytes.Buffer
+	if code := probeChildMain("nosuch", nil, &out); code != 2 {
+		t.Errorf("an unknown mode: exit %d, want 2", code)
+	}
 }
 
 // TestProbeChildStartsNone: a process that is itself a probe child stats
