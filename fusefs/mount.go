@@ -193,6 +193,11 @@ var ErrBusy = fmt.Errorf("busy: files are open or a process has its working dire
 // ErrNotMounted is Unmount's (wrapped) error for a non-mount (EINVAL).
 var ErrNotMounted = errors.New("not a mount point")
 
+// ErrNotOwner is Unmount's (wrapped) error, as a user other than root,
+// for a mount made by another user: fusermount3 unmounts only its
+// caller's own mounts. It wraps syscall.EPERM.
+var ErrNotOwner = fmt.Errorf("the mount is not yours: only the user who mounted it, or root, may unmount it: %w", syscall.EPERM)
+
 // Unmount unmounts the mount at mountpoint and reports what it did.
 //
 //   - A dead FUSE mount, whose daemon is gone (DeadMount: ENOTCONN), is
@@ -208,8 +213,8 @@ var ErrNotMounted = errors.New("not a mount point")
 //     the detach and stops its tasks, which would otherwise keep it busy).
 //
 // As root it calls umount2(2) directly, otherwise fusermount3 (Debian's
-// fuse3). Errors: ErrBusy, ErrNotMounted (both wrapped, with the path), and
-// others of umount2 or fusermount3. Source: umount2(2); fuse(4) for the
+// fuse3). Errors: ErrBusy, ErrNotMounted, ErrNotOwner (all wrapped, with
+// the path), and others of umount2 or fusermount3. Source: umount2(2); fuse(4) for the
 // ENOTCONN of an aborted connection.
 func Unmount(mountpoint string, lazy bool) (what string, err error) {
 	return UnmountWith(mountpoint, lazy, nil)
@@ -262,6 +267,11 @@ func unmount(abs string, detach bool) error {
 			case strings.Contains(msg, "busy"):
 				return fmt.Errorf("unmount %s: %w", abs, ErrBusy)
 			case strings.Contains(msg, "not found in /etc/mtab"), strings.Contains(msg, "Invalid argument"):
+				// fusermount3 says the same of another user's mount
+				// as of no mount: mountinfo tells them apart.
+				if mounted, _ := procfs.IsMountpoint(abs); mounted {
+					return fmt.Errorf("unmount %s: %w", abs, ErrNotOwner)
+				}
 				return fmt.Errorf("unmount %s: %w", abs, ErrNotMounted)
 			}
 			return fmt.Errorf("fusermount3 %s %s: %v: %s", strings.Join(args, " "), abs, err, msg)

@@ -519,3 +519,31 @@ func waitAllThreadsStopped(t *testing.T, pid int) {
 		time.Sleep(time.Millisecond) // polling the threads' state, bounded above
 	}
 }
+
+// TestUnmountOtherUsersMount: `rubinofs unmount` of root's mount, as uid
+// 65534 (with --lazy too), is refused with exit status 1 and says the
+// mount is not the user's, and the mount stays. It used to say "not a
+// mount point", which is what fusermount3 reports for both.
+func TestUnmountOtherUsersMount(t *testing.T) {
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("setpriv (util-linux) is needed to act as another uid")
+	}
+	m := cliDirs(t, map[string]string{"a": "x\n"})
+	m.mountDaemon()
+	bin := sharedBin(t)
+	for _, lazy := range []bool{false, true} {
+		args := []string{"--reuid=65534", "--regid=65534", "--clear-groups", bin, "unmount"}
+		if lazy {
+			args = append(args, "--lazy")
+		}
+		cmd := exec.Command("setpriv", append(args, m.mnt)...)
+		cmd.Dir = os.TempDir()
+		out, err := runCombined(t, cmd)
+		if code := exitCode(err); code != 1 || !strings.Contains(out, "the mount is not yours") || strings.Contains(out, "not a mount point") {
+			t.Errorf("unmount (lazy %v) of root's mount as uid 65534: exit %d\n%s\nwant exit 1 saying the mount is not the user's", lazy, code, out)
+		}
+		if b, err := os.ReadFile(filepath.Join(m.mnt, "a")); err != nil || string(b) != "x\n" {
+			t.Fatalf("the mount did not stay (lazy %v): %q %v", lazy, b, err)
+		}
+	}
+}
