@@ -523,7 +523,9 @@ func waitAllThreadsStopped(t *testing.T, pid int) {
 // TestUnmountOtherUsersMount: `rubinofs unmount` of root's mount, as uid
 // 65534 (with --lazy too), is refused with exit status 1 and says the
 // mount is not the user's, and the mount stays. It used to say "not a
-// mount point", which is what fusermount3 reports for both.
+// mount point", which is what fusermount3 reports for both. `rubinofs
+// status` of it says it is another user's mount (it said "not a rubinofs
+// mount").
 func TestUnmountOtherUsersMount(t *testing.T) {
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("setpriv (util-linux) is needed to act as another uid")
@@ -545,5 +547,13 @@ func TestUnmountOtherUsersMount(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(m.mnt, "a")); err != nil || string(b) != "x\n" {
 			t.Fatalf("the mount did not stay (lazy %v): %q %v", lazy, b, err)
 		}
+	}
+	// A control-file command on it says whose mount it is, not that it
+	// is none.
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bin, "status", m.mnt)
+	cmd.Dir = os.TempDir()
+	out, err := runCombined(t, cmd)
+	if code := exitCode(err); code != 1 || !strings.Contains(out, "another user's rubinofs mount, made without -o allow_other") {
+		t.Errorf("status of root's mount as uid 65534: exit %d\n%s\nwant exit 1 saying it is another user's mount", code, out)
 	}
 }

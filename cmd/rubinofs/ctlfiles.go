@@ -7,6 +7,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rubinofs/rubinofs/ctltree"
+	"github.com/rubinofs/rubinofs/internal/procfs"
 )
 
 // findMount returns the mount root to use: flag when set (it must hold a
@@ -60,6 +62,8 @@ func findMount(flag string) (string, error) {
 			found = dirs[i]
 		case errors.Is(err, errNoAnswer):
 			failure = noAnswer(dirs[i])
+		case flag != "" && errors.Is(err, fs.ErrPermission) && mountTypeOf(dirs[i]) == "fuse.rubinofs":
+			failure = fmt.Errorf("%s is another user's rubinofs mount, made without -o allow_other: only that user may use it (it can be mounted again with -o allow_other): %w", dirs[i], err)
 		case flag != "":
 			failure = fmt.Errorf("%s is not a rubinofs mount (no %s/status): %w", dirs[i], ctltree.DirName, err)
 		default:
@@ -74,6 +78,13 @@ func findMount(flag string) (string, error) {
 		return "", failure
 	}
 	return "", errors.New("not inside a rubinofs mount: give the mount with --mount DIR, or run this inside one")
+}
+
+// mountTypeOf is the file system type of the mount at dir, from
+// /proc/self/mountinfo (no request to the mount), "" when dir is none.
+func mountTypeOf(dir string) string {
+	t, _ := procfs.MountType(dir)
+	return t
 }
 
 // mountProbeTimeout bounds findMount's stat of a control tree: a mount
