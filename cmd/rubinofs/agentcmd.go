@@ -11,7 +11,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/fusefs"
 )
 
@@ -155,25 +153,10 @@ func randomSuffix() string {
 // nearest ancestor holding .rubino/status) and whether there is one.
 // Unlike findMount it looks at dir alone, never at $RUBINO_MOUNT: the
 // project is where the command was run.
-// The stats are a probe child's (probeStats), as findMount's: a daemon
-// that holds one makes the walk stop there, with no mount found.
+// The stats are a probe child's (nearestMount), as findMount's: a
+// daemon that holds one makes the walk stop there, with no mount found.
 func mountAround(dir string) (string, bool) {
-	var dirs, paths []string
-	for {
-		dirs, paths = append(dirs, dir), append(paths, filepath.Join(dir, ctltree.DirName, "status"))
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	found := ""
-	probeStats(paths, func(i int, err error) bool {
-		if err == nil {
-			found = dirs[i]
-		}
-		return err != nil && !errors.Is(err, errNoAnswer) // on past a directory without one
-	})
+	found := nearestMount(ancestors(dir))
 	return found, found != ""
 }
 

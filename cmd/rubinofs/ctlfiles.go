@@ -42,21 +42,10 @@ func findMount(flag string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		for {
-			dirs = append(dirs, dir)
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-	}
-	paths := make([]string, len(dirs))
-	for i, d := range dirs {
-		paths[i] = filepath.Join(d, ctltree.DirName, "status")
+		dirs = ancestors(dir)
 	}
 	found, failure := "", error(nil)
-	probeStats(paths, func(i int, err error) bool {
+	probeStats(statusPaths(dirs), func(i int, err error) bool {
 		switch {
 		case err == nil:
 			found = dirs[i]
@@ -78,6 +67,42 @@ func findMount(flag string) (string, error) {
 		return "", failure
 	}
 	return "", errors.New("not inside a rubinofs mount: give the mount with --mount DIR, or run this inside one")
+}
+
+// ancestors returns dir and every directory above it, nearest first.
+func ancestors(dir string) []string {
+	var dirs []string
+	for {
+		dirs = append(dirs, dir)
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return dirs
+		}
+		dir = parent
+	}
+}
+
+// statusPaths returns the control tree's status file in each of dirs.
+func statusPaths(dirs []string) []string {
+	paths := make([]string, len(dirs))
+	for i, d := range dirs {
+		paths[i] = filepath.Join(d, ctltree.DirName, "status")
+	}
+	return paths
+}
+
+// nearestMount returns the first of dirs that holds a control tree
+// (.rubino/status), stat'ed by a probe child in order (probeStats); ""
+// when none does, or when a daemon on the way did not answer.
+func nearestMount(dirs []string) string {
+	found := ""
+	probeStats(statusPaths(dirs), func(i int, err error) bool {
+		if err == nil {
+			found = dirs[i]
+		}
+		return err != nil && !errors.Is(err, errNoAnswer) // on past a directory without one
+	})
+	return found
 }
 
 // mountTypeOf is the file system type of the mount at dir, from

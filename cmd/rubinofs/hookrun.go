@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rubinofs/rubinofs/ctltree"
 	"github.com/rubinofs/rubinofs/guard"
 	"github.com/urfave/cli/v2"
 )
@@ -211,24 +210,10 @@ func hookMount(flag, cwd string) (string, error) {
 	if err == nil || flag != "" || cwd == "" {
 		return mnt, err
 	}
-	var dirs, paths []string
-	for dir := filepath.Clean(cwd); ; dir = filepath.Dir(dir) {
-		dirs, paths = append(dirs, dir), append(paths, filepath.Join(dir, ctltree.DirName, "status"))
-		if dir == filepath.Dir(dir) {
-			break
-		}
+	if found := nearestMount(ancestors(filepath.Clean(cwd))); found != "" {
+		return found, nil
 	}
-	found := ""
-	probeStats(paths, func(i int, serr error) bool { // in a child, as findMount's
-		if serr == nil {
-			found = dirs[i]
-		}
-		return serr != nil && !errors.Is(serr, errNoAnswer) // on past a directory without one
-	})
-	if found == "" {
-		return "", err
-	}
-	return found, nil
+	return "", err
 }
 
 // sessionDenials reads and parses the session's denial log
