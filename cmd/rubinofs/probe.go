@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -42,6 +43,16 @@ const maxProbeMessage = 1024
 // probeExe is the probe child's executable: this binary, whatever its
 // name or whether it was replaced since it started. A variable for tests.
 var probeExe = "/proc/self/exe"
+
+// maxHeldProbes bounds the probe children a process leaves behind, killed
+// but not yet ended (heldProbes): each waits for a daemon to answer a
+// request it holds, and a long-lived caller (the MCP server) probing a
+// stuck mount again and again would otherwise gather one per probe. Past
+// it a probe answers errNoAnswer at once, starting nothing.
+const maxHeldProbes = 8
+
+// heldProbes counts the probe children left behind and not yet ended.
+var heldProbes atomic.Int32
 
 // The probe modes (probeOnce).
 const (
@@ -132,6 +143,12 @@ func probeIn(mode string, timeout time.Duration, paths []string, each func(i int
 		inProcess(mode, timeout, paths, each)
 		return
 	}
+	if heldProbes.Load() >= maxHeldProbes {
+		// Children already wait on requests a daemon holds: no more of
+		// them, and no request of this process's own either.
+		each(0, errNoAnswer)
+		return
+	}
 	cmd := exec.Command(probeExe, paths...)
 	cmd.Args[0] = probeChildArg0
 	cmd.Env = append(os.Environ(), probeChildEnv+"="+mode)
@@ -174,7 +191,9 @@ func probeIn(mode string, timeout time.Duration, paths []string, each func(i int
 		// waited for here; a long-lived caller (mcp) reaps it once the
 		// daemon answers.
 		cmd.Process.Kill()
+		heldProbes.Add(1)
 		go func() {
+			defer heldProbes.Add(-1)
 			for range lines {
 			}
 			cmd.Wait()

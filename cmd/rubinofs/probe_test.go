@@ -132,3 +132,40 @@ func TestProbeChildStartsNone(t *testing.T) {
 		t.Fatalf("results %v, want not-exist and then nil, stat'ed in this process", got)
 	}
 }
+
+// TestProbeHeldBound: with maxHeldProbes children already left behind
+// on requests a daemon holds, a probe starts no other child (nor makes
+// the request itself) and answers errNoAnswer at once; a left child,
+// once it ends, is counted out.
+func TestProbeHeldBound(t *testing.T) {
+	dir := t.TempDir()
+	var got []error
+	probeIn(probeHang, 100*time.Millisecond, []string{dir}, func(i int, err error) bool {
+		got = append(got, err)
+		return false
+	})
+	if len(got) != 1 || !errors.Is(got[0], errNoAnswer) {
+		t.Fatalf("a child that never answers: %v, want errNoAnswer", got)
+	}
+	// The killed child ends (it holds no request here) and is counted out.
+	deadline := time.Now().Add(time.Minute) // failsafe
+	for heldProbes.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d probe children still counted a minute after their kill", heldProbes.Load())
+		}
+		time.Sleep(time.Millisecond) // polling the counter the reaper goroutine lowers
+	}
+	heldProbes.Store(maxHeldProbes)
+	t.Cleanup(func() { heldProbes.Store(0) })
+	old := probeExe
+	probeExe = filepath.Join(dir, "none") // a child started would fail, and the stat would run here
+	t.Cleanup(func() { probeExe = old })
+	got = nil
+	probeStats([]string{dir}, func(i int, err error) bool {
+		got = append(got, err)
+		return false
+	})
+	if len(got) != 1 || !errors.Is(got[0], errNoAnswer) {
+		t.Fatalf("with %d children left behind: %v, want errNoAnswer without a probe", maxHeldProbes, got)
+	}
+}
