@@ -84,33 +84,8 @@ func (c *heldCtl) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 // uninterruptibly, and a process with a thread in that wait cannot exit.
 // The command used to print its message after 10 s and then never exit.
 func TestCLIHeldRequest(t *testing.T) {
-	bin := rubinofsBin(t)
 	mnt, root := mountHeld(t, false, "held")
-	var b bytes.Buffer
-	cmd := exec.Command(bin, "status", mnt)
-	cmd.Stdout, cmd.Stderr = &b, &b
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-root.got:
-	case err := <-done:
-		t.Fatalf("rubinofs status ended before its probe reached the file system: %v\n%s", err, b.String())
-	case <-time.After(cliFailsafe): // failsafe
-		cmd.Process.Kill()
-		t.Fatalf("the probe never reached the file system\n%s", b.String())
-	}
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(cliFailsafe): // failsafe: it cannot exit while the request is held
-		root.free()
-		<-done
-		t.Fatalf("rubinofs status did not exit while the file system held its request\n%s", b.String())
-	}
-	out := b.String()
+	out, err := runHeld(t, root, "status", mnt)
 	if code := exitCode(err); code != 1 || !strings.Contains(out, "has not answered") || !strings.Contains(out, "rubinofs unmount --lazy "+mnt) {
 		t.Fatalf("rubinofs status with its request held: exit %d\n%s\nwant exit 1 naming the daemon that does not answer and the lazy unmount", code, out)
 	}
@@ -125,10 +100,26 @@ func TestCLIHeldRequest(t *testing.T) {
 // and exits. It used to detach the mount and then never exit: the probe
 // was the command's own request.
 func TestUnmountHeldRequest(t *testing.T) {
-	bin := rubinofsBin(t)
 	mnt, root := mountHeld(t, true, "heldfs")
+	out, err := runHeld(t, root, "unmount", "--lazy", mnt)
+	if code := exitCode(err); code != 0 || !strings.Contains(out, "detached "+mnt+" lazily") {
+		t.Fatalf("rubinofs unmount --lazy with its probe held: exit %d\n%s\nwant exit 0, detached lazily", code, out)
+	}
+	if mounted(t, mnt) {
+		t.Errorf("%s is still mounted", mnt)
+	}
+}
+
+// runHeld runs the CLI with args, waits for its probe to reach root's
+// file system and be held there, then for the command to exit, and
+// returns its combined output and Wait's error. It fails the test when
+// the probe never arrives, or when the command does not exit while the
+// request is held (then, as a failsafe, the request is released first so
+// that the command can end).
+func runHeld(t *testing.T, root *heldRoot, args ...string) (string, error) {
+	t.Helper()
 	var b bytes.Buffer
-	cmd := exec.Command(bin, "unmount", "--lazy", mnt)
+	cmd := exec.Command(rubinofsBin(t), args...)
 	cmd.Stdout, cmd.Stderr = &b, &b
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -138,25 +129,20 @@ func TestUnmountHeldRequest(t *testing.T) {
 	select {
 	case <-root.got:
 	case err := <-done:
-		t.Fatalf("rubinofs unmount --lazy ended before its probe reached the file system: %v\n%s", err, b.String())
+		t.Fatalf("rubinofs %v ended before its probe reached the file system: %v\n%s", args, err, b.String())
 	case <-time.After(cliFailsafe): // failsafe
 		cmd.Process.Kill()
-		t.Fatalf("the probe never reached the file system\n%s", b.String())
+		t.Fatalf("the probe of rubinofs %v never reached the file system\n%s", args, b.String())
 	}
-	var err error
 	select {
-	case err = <-done:
+	case err := <-done:
+		return b.String(), err
 	case <-time.After(cliFailsafe): // failsafe: it cannot exit while the request is held
 		root.free()
 		<-done
-		t.Fatalf("rubinofs unmount --lazy did not exit while the file system held its probe\n%s", b.String())
+		t.Fatalf("rubinofs %v did not exit while the file system held its request\n%s", args, b.String())
 	}
-	if code := exitCode(err); code != 0 || !strings.Contains(b.String(), "detached "+mnt+" lazily") {
-		t.Fatalf("rubinofs unmount --lazy with its probe held: exit %d\n%s\nwant exit 0, detached lazily", code, b.String())
-	}
-	if mounted(t, mnt) {
-		t.Errorf("%s is still mounted", mnt)
-	}
+	return "", nil
 }
 
 // mountHeld mounts a heldRoot (holding STATFS when statfs, else the
